@@ -1,0 +1,316 @@
+//! Turns the parsed directive tree into the validated `Config`.
+//!
+//! Each level (main, events, http, server, location) first applies its own
+//! simple directives, then builds its child blocks from a copy of its now
+//! complete settings. Because a level's directives all apply before any child
+//! is built, a directive written after a nested block still reaches it, which
+//! is nginx's merge behaviour.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::model::*;
+use super::parser::{ConfError, ConfigFile, Directive, Span};
+use super::table::{self, Cmd, EVENTS, HTTP, LOC, MAIN, SRV, Set};
+use super::{location, set_loc};
+use crate::log::error::Level;
+use crate::log::format::LogFormat;
+use crate::variables::Template;
+
+/// Shared state while building: paths, log formats and files, and flags
+/// about the level being built.
+pub struct Ctx {
+    pub prefix: PathBuf,
+    pub formats: HashMap<String, Arc<LogFormat>>,
+    pub log_files: Vec<AccessLogFile>,
+    pub error_log_set: bool,
+    pub root_here: bool,
+    pub alias_here: bool,
+    pub in_regex_location: bool,
+    /// Length of the enclosing location's path, for `alias`.
+    pub location_len: usize,
+}
+
+impl Ctx {
+    /// Relative paths resolve against the prefix, as in nginx.
+    pub fn path(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() { p.to_path_buf() } else { self.prefix.join(p) }
+    }
+
+    /// Registers an access log file once per path; the returned index is what
+    /// workers use to find their buffered writer for it.
+    pub fn log_file(&mut self, path: &str, buffer: Option<u64>, flush: Option<Duration>) -> usize {
+        let path = self.path(path);
+        if let Some(i) = self.log_files.iter().position(|f| f.path == path) {
+            return i;
+        }
+        self.log_files.push(AccessLogFile {
+            path,
+            buffer: buffer.unwrap_or(64 * 1024) as usize,
+            flush: flush.unwrap_or(Duration::from_secs(1)),
+        });
+        self.log_files.len() - 1
+    }
+}
+
+pub struct ListenSpec {
+    pub addr: SocketAddr,
+    pub default_server: bool,
+    pub backlog: Option<i32>,
+    pub reuseport: bool,
+    pub span: Span,
+}
+
+#[derive(Default)]
+pub struct ServerBuild {
+    pub names: Vec<String>,
+    pub regex_names: Vec<regex::Regex>,
+    pub listens: Vec<ListenSpec>,
+}
+
+fn ctx_bit(level: u8) -> u8 {
+    level
+}
+
+/// Applies the simple directives of one block; returns the child blocks for
+/// the caller to build once this level is complete.
+fn apply_level<'d>(
+    dirs: &'d [Directive],
+    level: u8,
+    ctx: &mut Ctx,
+    main: &mut MainConf,
+    mut loc: Option<&mut LocConf>,
+    mut srv: Option<&mut ServerBuild>,
+) -> Result<Vec<(&'static Cmd, &'d Directive)>, ConfError> {
+    let mut seen: HashSet<&'static str> = HashSet::new();
+    let mut children = Vec::new();
+    for d in dirs {
+        let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
+        if cmd.ctx & ctx_bit(level) == 0 {
+            return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span));
+        }
+        table::check_shape(cmd, d)?;
+        let first = seen.insert(cmd.name);
+        if !first && !cmd.multi {
+            return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
+        }
+        if first
+            && let (Some(reset), Some(l)) = (cmd.reset, loc.as_deref_mut())
+        {
+            reset(l);
+        }
+        match &cmd.set {
+            Set::Main(f) => f(main, d, ctx)?,
+            Set::Ctx(f) => f(d, ctx)?,
+            Set::Loc(f) => match loc.as_deref_mut() {
+                Some(l) => f(l, d, ctx)?,
+                None => return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span)),
+            },
+            Set::Server(f) => match srv.as_deref_mut() {
+                Some(s) => f(s, d, ctx)?,
+                None => return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span)),
+            },
+            Set::Noop => {}
+            Set::Block if cmd.name == "types" => match loc.as_deref_mut() {
+                Some(l) => set_loc::types_block(l, d)?,
+                None => return Err(ConfError::at("\"types\" directive is not allowed here", &d.span)),
+            },
+            Set::Block => children.push((cmd, d)),
+        }
+    }
+    Ok(children)
+}
+
+fn default_main(prefix: &Path) -> MainConf {
+    MainConf {
+        worker_processes: 1,
+        cpu_affinity: CpuAffinity::None,
+        rlimit_nofile: None,
+        pid: prefix.join("logs/sluice.pid"),
+        error_log: ErrorLogConf { path: Some(prefix.join("logs/error.log")), level: Level::Error },
+        daemon: true,
+        worker_connections: 512,
+        reuse_port: false,
+    }
+}
+
+fn default_loc(prefix: &Path) -> LocConf {
+    let mut types = HashMap::new();
+    for (ext, t) in [("html", "text/html"), ("gif", "image/gif"), ("jpg", "image/jpeg")] {
+        types.insert(ext.to_string(), Arc::<str>::from(t));
+    }
+    LocConf {
+        root: DocRoot { path: prefix.join("html").to_string_lossy().into_owned(), template: None, alias_len: None },
+        index: vec![Template::literal("index.html")],
+        try_files: None,
+        ret: None,
+        empty_gif: false,
+        autoindex: false,
+        error_pages: Vec::new(),
+        add_headers: Vec::new(),
+        expires: None,
+        access_log: Some(Vec::new()),
+        default_type: Arc::from("text/plain"),
+        types: Arc::new(types),
+        sendfile: false,
+        tcp_nopush: false,
+        tcp_nodelay: true,
+        keepalive_timeout: Duration::from_secs(75),
+        keepalive_header: None,
+        keepalive_requests: 1000,
+        server_tokens: true,
+        client_header_buffer_size: 1024,
+        large_client_header_buffers: (4, 8192),
+        client_max_body_size: 1024 * 1024,
+        client_header_timeout: Duration::from_secs(60),
+        client_body_timeout: Duration::from_secs(60),
+        send_timeout: Duration::from_secs(60),
+        open_file_cache: None,
+        open_file_cache_valid: Duration::from_secs(60),
+        open_file_cache_min_uses: 1,
+        open_file_cache_errors: false,
+        output_buffers: (2, 32 * 1024),
+        postpone_output: 1460,
+        etag: true,
+        if_modified_since: IfModifiedSince::Exact,
+        log_not_found: true,
+    }
+}
+
+/// What a child level inherits: everything except the per-level actions
+/// nginx does not merge (`return`, `try_files`, the content handler).
+pub fn inherit(p: &LocConf) -> LocConf {
+    let mut c = p.clone();
+    c.try_files = None;
+    c.ret = None;
+    c.empty_gif = false;
+    c
+}
+
+/// Builds the configuration from `-g` directives (applied first, like nginx)
+/// and the file's directives.
+pub fn build(
+    cmdline: &[Directive],
+    dirs: &[Directive],
+    files: Vec<ConfigFile>,
+    prefix: &Path,
+    conf_file: &Path,
+) -> Result<Config, ConfError> {
+    let mut ctx = Ctx {
+        prefix: prefix.to_path_buf(),
+        formats: HashMap::from([("combined".to_string(), Arc::new(LogFormat::combined()))]),
+        log_files: Vec::new(),
+        error_log_set: false,
+        root_here: false,
+        alias_here: false,
+        in_regex_location: false,
+        location_len: 0,
+    };
+    let mut main = default_main(prefix);
+    let mut all: Vec<Directive> = cmdline.to_vec();
+    all.extend_from_slice(dirs);
+    let blocks = apply_level(&all, MAIN, &mut ctx, &mut main, None, None)?;
+    let mut events = None;
+    let mut http = None;
+    for (cmd, d) in blocks {
+        let slot = if cmd.name == "events" { &mut events } else { &mut http };
+        if slot.is_some() {
+            return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
+        }
+        *slot = Some(d);
+    }
+    let events = events.ok_or_else(|| {
+        ConfError { msg: "no \"events\" section in configuration".into(), file: None, line: 0 }
+    })?;
+    apply_level(events.block.as_deref().unwrap_or(&[]), EVENTS, &mut ctx, &mut main, None, None)?;
+    let http = match http {
+        Some(d) => build_http(d.block.as_deref().unwrap_or(&[]), &mut ctx, &mut main)?,
+        None => HttpConf { servers: Vec::new(), listens: Vec::new(), access_log_files: Vec::new() },
+    };
+    Ok(Config { main, http, files, conf_file: conf_file.to_path_buf(), prefix: prefix.to_path_buf() })
+}
+
+fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<HttpConf, ConfError> {
+    let mut conf = default_loc(&ctx.prefix);
+    // nginx's default access log, unless the http level sets its own (which
+    // would replace it before any server could inherit it).
+    if !dirs.iter().any(|d| d.name == "access_log") {
+        let file = ctx.log_file("logs/access.log", None, None);
+        let format = LogFormat::combined();
+        conf.access_log = Some(vec![AccessLogRef { file, format: Arc::new(format) }]);
+    }
+    // log_format must be known before access_log in any server uses it.
+    for d in dirs.iter().filter(|d| d.name == "log_format") {
+        table::check_shape(table::lookup("log_format").ok_or_else(|| table::unknown(d))?, d)?;
+        set_loc::log_format(d, ctx)?;
+    }
+    let rest: Vec<Directive> = dirs.iter().filter(|d| d.name != "log_format").cloned().collect();
+    let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
+    let mut servers = Vec::new();
+    let mut specs = Vec::new();
+    for (_, d) in children {
+        let (server, listens) = build_server(d, &conf, ctx, main)?;
+        let server = Arc::new(server);
+        for l in listens {
+            specs.push((l, server.clone()));
+        }
+        servers.push(server);
+    }
+    let listens = super::listen_groups::group(specs, main.reuse_port)?;
+    Ok(HttpConf { servers, listens, access_log_files: std::mem::take(&mut ctx.log_files) })
+}
+
+/// A server plus its listen specs and names, for grouping by address.
+pub struct ServerListen {
+    pub spec: ListenSpec,
+    pub names: Vec<String>,
+    pub regex_names: Vec<regex::Regex>,
+}
+
+fn build_server(
+    d: &Directive,
+    http: &LocConf,
+    ctx: &mut Ctx,
+    main: &mut MainConf,
+) -> Result<(Server, Vec<ServerListen>), ConfError> {
+    let mut conf = inherit(http);
+    let mut sb = ServerBuild::default();
+    ctx.root_here = false;
+    ctx.alias_here = false;
+    let children = apply_level(d.block.as_deref().unwrap_or(&[]), SRV, ctx, main, Some(&mut conf), Some(&mut sb))?;
+    let ret = conf.ret.take();
+    let (locations, named) = location::build_all(&children, &conf, None, ctx, main)?;
+    if sb.listens.is_empty() {
+        let port = if rustix::process::geteuid().is_root() { 80 } else { 8000 };
+        sb.listens.push(ListenSpec {
+            addr: SocketAddr::from(([0, 0, 0, 0], port)),
+            default_server: false,
+            backlog: None,
+            reuseport: false,
+            span: d.span.clone(),
+        });
+    }
+    let name = sb.names.first().cloned().unwrap_or_default();
+    let server = Server { name, conf: Arc::new(conf), ret, locations, named };
+    let listens = sb
+        .listens
+        .into_iter()
+        .map(|spec| ServerListen { spec, names: sb.names.clone(), regex_names: sb.regex_names.clone() })
+        .collect();
+    Ok((server, listens))
+}
+
+/// Builds a block's children as locations; used by the location module for
+/// nesting.
+pub(super) fn apply_location_level<'d>(
+    dirs: &'d [Directive],
+    ctx: &mut Ctx,
+    main: &mut MainConf,
+    conf: &mut LocConf,
+) -> Result<Vec<(&'static Cmd, &'d Directive)>, ConfError> {
+    apply_level(dirs, LOC, ctx, main, Some(conf), None)
+}

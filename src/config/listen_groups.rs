@@ -1,0 +1,89 @@
+//! Groups servers by listening address and builds, per address, the
+//! server-name tables in nginx's selection order (exact, longest leading
+//! wildcard, longest trailing wildcard, first matching regex, default).
+
+use std::sync::Arc;
+
+use super::build::ServerListen;
+use super::model::{ListenGroup, Server, ServerNames};
+use super::parser::ConfError;
+
+/// nginx's NGX_LISTEN_BACKLOG on Linux.
+const DEFAULT_BACKLOG: i32 = 511;
+
+pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> Result<Vec<ListenGroup>, ConfError> {
+    struct Acc {
+        addr: std::net::SocketAddr,
+        backlog: Option<i32>,
+        reuseport: bool,
+        opts_set: bool,
+        default: Option<Arc<Server>>,
+        first: Arc<Server>,
+        names: ServerNames,
+    }
+    let mut groups: Vec<Acc> = Vec::new();
+    for (sl, server) in specs {
+        let spec = &sl.spec;
+        let idx = match groups.iter().position(|g| g.addr == spec.addr) {
+            Some(i) => i,
+            None => {
+                groups.push(Acc {
+                    addr: spec.addr,
+                    backlog: None,
+                    reuseport: false,
+                    opts_set: false,
+                    default: None,
+                    first: server.clone(),
+                    names: ServerNames::default(),
+                });
+                groups.len() - 1
+            }
+        };
+        let g = &mut groups[idx];
+        let has_opts = spec.backlog.is_some() || spec.reuseport;
+        if has_opts {
+            if g.opts_set {
+                return Err(ConfError::at(format!("duplicate listen options for {}", spec.addr), &spec.span));
+            }
+            g.opts_set = true;
+            g.backlog = spec.backlog;
+            g.reuseport = spec.reuseport;
+        }
+        if spec.default_server {
+            if g.default.is_some() {
+                return Err(ConfError::at(format!("a duplicate default server for {}", spec.addr), &spec.span));
+            }
+            g.default = Some(server.clone());
+        }
+        for n in &sl.names {
+            if let Some(rest) = n.strip_prefix('.') {
+                // ".example.com" is both "example.com" and "*.example.com".
+                g.names.exact.entry(rest.to_string()).or_insert_with(|| server.clone());
+                g.names.wildcard_front.push((n.clone(), server.clone()));
+            } else if let Some(rest) = n.strip_prefix('*') {
+                g.names.wildcard_front.push((rest.to_string(), server.clone()));
+            } else if let Some(rest) = n.strip_suffix('*') {
+                g.names.wildcard_back.push((rest.to_string(), server.clone()));
+            } else {
+                g.names.exact.entry(n.clone()).or_insert_with(|| server.clone());
+            }
+        }
+        for r in &sl.regex_names {
+            g.names.regex.push((r.clone(), server.clone()));
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|mut g| {
+            g.names.wildcard_front.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+            g.names.wildcard_back.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+            ListenGroup {
+                addr: g.addr,
+                backlog: g.backlog.unwrap_or(DEFAULT_BACKLOG),
+                reuseport: g.reuseport || reuse_port_all,
+                default_server: g.default.unwrap_or(g.first),
+                names: g.names,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,255 @@
+//! The validated, internal configuration that workers run on.
+//!
+//! Everything here is resolved at load time (inheritance merged, paths made
+//! absolute, regexes compiled, variables compiled) so that the request path
+//! only reads plain fields. A `Config` is immutable once built; reload builds
+//! a new one and new workers pick it up, while old workers finish on theirs.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::parser::ConfigFile;
+use crate::log::format::LogFormat;
+use crate::variables::Template;
+
+pub struct Config {
+    pub main: MainConf,
+    pub http: HttpConf,
+    /// Every file read, for `-T`.
+    pub files: Vec<ConfigFile>,
+    pub conf_file: PathBuf,
+    pub prefix: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub struct MainConf {
+    pub worker_processes: usize,
+    pub cpu_affinity: CpuAffinity,
+    pub rlimit_nofile: Option<u64>,
+    pub pid: PathBuf,
+    pub error_log: ErrorLogConf,
+    pub daemon: bool,
+    pub worker_connections: usize,
+    /// Tengine's `reuse_port on` in `events`: every listen gets SO_REUSEPORT.
+    pub reuse_port: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum CpuAffinity {
+    None,
+    /// Worker i on the i-th allowed CPU, optionally restricted to a mask.
+    Auto(Option<Vec<usize>>),
+    /// One CPU set per worker; the last one repeats, as in nginx.
+    Masks(Vec<Vec<usize>>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorLogConf {
+    /// None means stderr.
+    pub path: Option<PathBuf>,
+    pub level: crate::log::error::Level,
+}
+
+pub struct HttpConf {
+    pub servers: Vec<Arc<Server>>,
+    pub listens: Vec<ListenGroup>,
+    /// Unique access log files; `AccessLogRef::file` indexes this.
+    pub access_log_files: Vec<AccessLogFile>,
+}
+
+/// Every server block that listens on one address, with the lookup tables
+/// that pick one by Host.
+pub struct ListenGroup {
+    pub addr: SocketAddr,
+    pub backlog: i32,
+    pub reuseport: bool,
+    pub default_server: Arc<Server>,
+    pub names: ServerNames,
+}
+
+#[derive(Default)]
+pub struct ServerNames {
+    pub exact: HashMap<String, Arc<Server>>,
+    /// `*.example.com` stored as `.example.com`, longest first.
+    pub wildcard_front: Vec<(String, Arc<Server>)>,
+    /// `www.example.*` stored as `www.example.`, longest first.
+    pub wildcard_back: Vec<(String, Arc<Server>)>,
+    pub regex: Vec<(regex::Regex, Arc<Server>)>,
+}
+
+pub struct Server {
+    /// The first `server_name`, for `$server_name`.
+    pub name: String,
+    pub conf: Arc<LocConf>,
+    /// Server-level `return`: runs before location matching.
+    pub ret: Option<Return>,
+    pub locations: Locations,
+    pub named: HashMap<String, Arc<Location>>,
+}
+
+#[derive(Default)]
+pub struct Locations {
+    pub exact: Vec<Arc<Location>>,
+    /// Longest path first, so the first match is the longest.
+    pub prefix: Vec<Arc<Location>>,
+    /// In configuration order, as nginx tests them.
+    pub regex: Vec<Arc<Location>>,
+}
+
+impl Locations {
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.prefix.is_empty() && self.regex.is_empty()
+    }
+}
+
+pub struct Location {
+    pub matcher: Matcher,
+    pub conf: Arc<LocConf>,
+    pub children: Locations,
+}
+
+pub enum Matcher {
+    Exact(Vec<u8>),
+    Prefix { path: Vec<u8>, noregex: bool },
+    Regex(regex::bytes::Regex),
+    Named(String),
+}
+
+/// Settings of the http, server and location levels. A child level starts
+/// as a copy of its parent (minus what nginx does not inherit) and then
+/// applies its own directives, which gives nginx's merge semantics.
+#[derive(Clone)]
+pub struct LocConf {
+    pub root: DocRoot,
+    pub index: Vec<Template>,
+    pub try_files: Option<TryFiles>,
+    pub ret: Option<Return>,
+    pub empty_gif: bool,
+    pub autoindex: bool,
+    pub error_pages: Vec<Arc<ErrorPage>>,
+    pub add_headers: Vec<AddHeader>,
+    pub expires: Option<Expires>,
+    /// None: `access_log off`.
+    pub access_log: Option<Vec<AccessLogRef>>,
+    pub default_type: Arc<str>,
+    pub types: Arc<HashMap<String, Arc<str>>>,
+    pub sendfile: bool,
+    pub tcp_nopush: bool,
+    pub tcp_nodelay: bool,
+    pub keepalive_timeout: Duration,
+    pub keepalive_header: Option<Duration>,
+    pub keepalive_requests: u64,
+    pub server_tokens: bool,
+    pub client_header_buffer_size: usize,
+    pub large_client_header_buffers: (usize, usize),
+    pub client_max_body_size: u64,
+    pub client_header_timeout: Duration,
+    pub client_body_timeout: Duration,
+    pub send_timeout: Duration,
+    pub open_file_cache: Option<OpenFileCacheConf>,
+    pub open_file_cache_valid: Duration,
+    pub open_file_cache_min_uses: u32,
+    pub open_file_cache_errors: bool,
+    pub output_buffers: (usize, usize),
+    pub postpone_output: usize,
+    pub etag: bool,
+    pub if_modified_since: IfModifiedSince,
+    pub log_not_found: bool,
+}
+
+#[derive(Clone)]
+pub struct DocRoot {
+    /// Absolute; without a trailing slash for `root`, as written for `alias`.
+    pub path: String,
+    /// Set when the path contains variables.
+    pub template: Option<Template>,
+    /// For `alias`: how many bytes of the URI (the length of the location's
+    /// path where alias was set) the alias path replaces.
+    pub alias_len: Option<usize>,
+}
+
+#[derive(Clone)]
+pub struct TryFiles {
+    pub files: Vec<Template>,
+    pub fallback: TryFallback,
+}
+
+#[derive(Clone)]
+pub enum TryFallback {
+    Uri(Template),
+    Named(String),
+    Code(u16),
+}
+
+#[derive(Clone)]
+pub struct Return {
+    pub code: u16,
+    /// Body text for codes other than redirects, Location for redirects.
+    pub text: Option<Template>,
+}
+
+pub struct ErrorPage {
+    pub codes: Vec<u16>,
+    pub overwrite: Option<u16>,
+    pub target: ErrorTarget,
+}
+
+pub enum ErrorTarget {
+    Uri(Template),
+    Named(String),
+    /// `http://...`: a 302 (or the `=code`) redirect.
+    Redirect(Template),
+}
+
+#[derive(Clone)]
+pub struct AddHeader {
+    pub name: String,
+    pub value: Template,
+    pub always: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Expires {
+    Off,
+    Epoch,
+    Max,
+    /// Relative to now (may be negative: "Cache-Control: no-cache").
+    Access(i64),
+    /// Relative to the file's modification time.
+    Modified(i64),
+}
+
+#[derive(Clone)]
+pub struct AccessLogRef {
+    pub file: usize,
+    pub format: Arc<LogFormat>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessLogFile {
+    pub path: PathBuf,
+    pub buffer: usize,
+    pub flush: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OpenFileCacheConf {
+    pub max: usize,
+    pub inactive: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum IfModifiedSince {
+    Off,
+    Exact,
+    Before,
+}
+
+impl Config {
+    pub fn version() -> &'static str {
+        env!("CARGO_PKG_VERSION")
+    }
+}

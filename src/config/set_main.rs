@@ -1,0 +1,125 @@
+//! Setters for the main and `events` contexts.
+
+use super::build::Ctx;
+use super::model::{CpuAffinity, MainConf};
+use super::parser::{ConfError, Directive};
+use super::table::R;
+use super::value;
+use crate::log::error::Level;
+
+pub(super) fn arg<'a>(d: &'a Directive, i: usize) -> &'a str {
+    d.args.get(i).map(|w| w.text.as_str()).unwrap_or("")
+}
+
+pub(super) fn invalid(d: &Directive, v: &str) -> ConfError {
+    ConfError::at(format!("invalid value \"{}\" in \"{}\" directive", v, d.name), &d.span)
+}
+
+pub(super) fn flag(d: &Directive) -> Result<bool, ConfError> {
+    let v = arg(d, 0);
+    value::parse_flag(v).ok_or_else(|| {
+        ConfError::at(
+            format!("invalid value \"{}\" in \"{}\" directive, it must be \"on\" or \"off\"", v, d.name),
+            &d.span,
+        )
+    })
+}
+
+pub(super) fn number(d: &Directive, i: usize) -> Result<u64, ConfError> {
+    let v = arg(d, i);
+    value::parse_number(v).ok_or_else(|| invalid(d, v))
+}
+
+pub fn worker_processes(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    m.worker_processes = if v == "auto" {
+        available_cpus().len().max(1)
+    } else {
+        match value::parse_number(v) {
+            Some(n) if n > 0 && n <= 1024 => n as usize,
+            _ => return Err(invalid(d, v)),
+        }
+    };
+    Ok(())
+}
+
+/// CPUs this process may run on, in ascending order.
+pub fn available_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU).filter(|&i| set.is_set(i)).collect(),
+        Err(_) => (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect(),
+    }
+}
+
+fn parse_mask(d: &Directive, s: &str) -> Result<Vec<usize>, ConfError> {
+    if s.is_empty() || s.len() > 1024 || !s.bytes().all(|b| b == b'0' || b == b'1') {
+        return Err(ConfError::at(format!("invalid character \"{}\" in \"worker_cpu_affinity\"", s), &d.span));
+    }
+    Ok(s.bytes().rev().enumerate().filter(|(_, b)| *b == b'1').map(|(i, _)| i).collect())
+}
+
+pub fn worker_cpu_affinity(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    if arg(d, 0) == "auto" {
+        if d.args.len() > 2 {
+            return Err(ConfError::at("invalid number of arguments in \"worker_cpu_affinity\" directive", &d.span));
+        }
+        let mask = match d.args.get(1) {
+            Some(w) => Some(parse_mask(d, &w.text)?),
+            None => None,
+        };
+        m.cpu_affinity = CpuAffinity::Auto(mask);
+        return Ok(());
+    }
+    let masks = d.args.iter().map(|w| parse_mask(d, &w.text)).collect::<Result<Vec<_>, _>>()?;
+    m.cpu_affinity = CpuAffinity::Masks(masks);
+    Ok(())
+}
+
+pub fn worker_rlimit_nofile(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    m.rlimit_nofile = Some(number(d, 0)?);
+    Ok(())
+}
+
+pub fn pid(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
+    m.pid = ctx.path(arg(d, 0));
+    Ok(())
+}
+
+pub fn error_log(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
+    // nginx allows error_log at every level; sluice keeps one process-wide
+    // log: the main-level one, else the first one found.
+    if ctx.error_log_set {
+        return Ok(());
+    }
+    let target = arg(d, 0);
+    if target.starts_with("syslog:") || target.starts_with("memory:") {
+        return Err(ConfError::at(format!("error_log target \"{}\" is not supported yet", target), &d.span));
+    }
+    let level = match d.args.get(1) {
+        Some(w) => Level::parse(&w.text).ok_or_else(|| invalid(d, &w.text))?,
+        None => Level::Error,
+    };
+    m.error_log.level = level;
+    m.error_log.path = if target == "stderr" { None } else { Some(ctx.path(target)) };
+    ctx.error_log_set = true;
+    Ok(())
+}
+
+pub fn daemon(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    m.daemon = flag(d)?;
+    Ok(())
+}
+
+pub fn worker_connections(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    let n = number(d, 0)?;
+    if n < 2 {
+        return Err(invalid(d, arg(d, 0)));
+    }
+    m.worker_connections = n as usize;
+    Ok(())
+}
+
+pub fn reuse_port(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    m.reuse_port = flag(d)?;
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Setters for the `server` context: `listen` and `server_name`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+
+use super::build::{Ctx, ListenSpec, ServerBuild};
+use super::parser::{ConfError, Directive};
+use super::set_main::arg;
+use super::table::R;
+use super::value;
+
+/// `listen [addr:]port [default_server] [backlog=N] [reuseport] ...`
+pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
+    let raw = arg(d, 0);
+    let addr = parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    let mut spec = ListenSpec { addr, default_server: false, backlog: None, reuseport: false, span: d.span.clone() };
+    for w in d.args.iter().skip(1) {
+        let p = w.text.as_str();
+        match p {
+            "default_server" | "default" => spec.default_server = true,
+            "reuseport" => spec.reuseport = true,
+            "bind" => {}
+            "ssl" | "http2" | "quic" | "proxy_protocol" => {
+                return Err(ConfError::at(
+                    format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", p),
+                    &d.span,
+                ));
+            }
+            _ => {
+                if let Some(v) = p.strip_prefix("backlog=") {
+                    match value::parse_number(v) {
+                        Some(n) if n > 0 && n <= i32::MAX as u64 => spec.backlog = Some(n as i32),
+                        _ => return Err(ConfError::at(format!("invalid backlog \"{}\"", v), &d.span)),
+                    }
+                } else if let Some(v) = p.strip_prefix("ipv6only=") {
+                    if v != "on" && v != "off" {
+                        return Err(ConfError::at(format!("invalid ipv6only flags \"{}\"", v), &d.span));
+                    }
+                } else if p.starts_with("rcvbuf=")
+                    || p.starts_with("sndbuf=")
+                    || p.starts_with("fastopen=")
+                    || p.starts_with("so_keepalive=")
+                    || p.starts_with("accept_filter=")
+                    || p == "deferred"
+                    || p == "setfib"
+                {
+                    let name = p.split('=').next().unwrap_or(p);
+                    return Err(ConfError::at(
+                        format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", name),
+                        &d.span,
+                    ));
+                } else {
+                    return Err(ConfError::at(format!("invalid parameter \"{}\"", p), &d.span));
+                }
+            }
+        }
+    }
+    s.listens.push(spec);
+    Ok(())
+}
+
+/// nginx's forms: `80`, `*:80`, `127.0.0.1`, `127.0.0.1:80`, `[::1]:80`,
+/// `localhost:80`. A bare address means port 80.
+pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {
+    if raw.starts_with("unix:") {
+        return Err(format!("listening on a unix socket (\"{}\") is not supported yet", raw));
+    }
+    let port = |p: &str| -> Result<u16, String> {
+        match value::parse_number(p) {
+            Some(n) if (1..=65535).contains(&n) => Ok(n as u16),
+            _ => Err(format!("invalid port in \"{}\" of the \"listen\" directive", raw)),
+        }
+    };
+    if raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port(raw)?));
+    }
+    if let Some(rest) = raw.strip_prefix('[') {
+        let (host, tail) = rest.split_once(']').ok_or_else(|| format!("invalid IPv6 address in \"{}\"", raw))?;
+        let ip: Ipv6Addr = host.parse().map_err(|_| format!("invalid IPv6 address in \"{}\"", raw))?;
+        let p = match tail.strip_prefix(':') {
+            Some(p) => port(p)?,
+            None if tail.is_empty() => 80,
+            None => return Err(format!("invalid port in \"{}\" of the \"listen\" directive", raw)),
+        };
+        return Ok(SocketAddr::new(IpAddr::V6(ip), p));
+    }
+    let (host, p) = match raw.rsplit_once(':') {
+        Some((h, p)) => (h, port(p)?),
+        None => (raw, 80),
+    };
+    if host == "*" {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p));
+    }
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, p));
+    }
+    (host, p)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.find(|a| a.is_ipv4()))
+        .ok_or_else(|| format!("host not found in \"{}\" of the \"listen\" directive", raw))
+}
+
+pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
+    for w in &d.args {
+        let n = &w.text;
+        if n.starts_with('~') {
+            let re = regex::RegexBuilder::new(&n[1..])
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| ConfError::at(format!("invalid regex in server_name \"{}\": {}", n, e), &d.span))?;
+            s.regex_names.push(re);
+            continue;
+        }
+        let lower = n.to_ascii_lowercase();
+        let stars = lower.matches('*').count();
+        let ok_star = stars == 0
+            || (stars == 1 && (lower.starts_with("*.") || lower.ends_with(".*")) && lower.len() > 2);
+        if !ok_star || lower.contains('/') {
+            return Err(ConfError::at(format!("invalid server name or wildcard \"{}\"", n), &d.span));
+        }
+        s.names.push(lower);
+    }
+    Ok(())
+}

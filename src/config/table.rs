@@ -1,0 +1,184 @@
+//! The directive table, in the spirit of nginx's `ngx_command_t` arrays:
+//! each supported directive with the contexts it may appear in, how many
+//! arguments it takes and the setter that validates and stores them. The
+//! builder consults this table for every directive; anything not listed is
+//! refused with nginx's `unknown directive` message.
+
+use super::build::{Ctx, ServerBuild};
+use super::model::{LocConf, MainConf};
+use super::parser::{ConfError, Directive};
+use super::{set_loc, set_main, set_server};
+
+pub const MAIN: u8 = 1;
+pub const EVENTS: u8 = 2;
+pub const HTTP: u8 = 4;
+pub const SRV: u8 = 8;
+pub const LOC: u8 = 16;
+const HSL: u8 = HTTP | SRV | LOC;
+
+pub type R = Result<(), ConfError>;
+
+pub enum Set {
+    Main(fn(&mut MainConf, &Directive, &mut Ctx) -> R),
+    Loc(fn(&mut LocConf, &Directive, &mut Ctx) -> R),
+    Server(fn(&mut ServerBuild, &Directive, &mut Ctx) -> R),
+    /// Directives that only register something in the builder (log_format).
+    Ctx(fn(&Directive, &mut Ctx) -> R),
+    /// events, http, server, location: walked by the builder.
+    Block,
+    /// Accepted for compatibility; documented as having no effect.
+    Noop,
+}
+
+pub struct Cmd {
+    pub name: &'static str,
+    pub ctx: u8,
+    pub min: usize,
+    pub max: usize,
+    pub block: bool,
+    /// May appear more than once per level (lists such as `listen`).
+    pub multi: bool,
+    /// For list directives that replace, not extend, the inherited list
+    /// when first used at a level (nginx: add_header, error_page, ...).
+    pub reset: Option<fn(&mut LocConf)>,
+    pub set: Set,
+}
+
+const MANY: usize = usize::MAX;
+
+const fn cmd(name: &'static str, ctx: u8, min: usize, max: usize, set: Set) -> Cmd {
+    Cmd { name, ctx, min, max, block: false, multi: false, reset: None, set }
+}
+
+const fn block(name: &'static str, ctx: u8, min: usize, max: usize) -> Cmd {
+    Cmd { name, ctx, min, max, block: true, multi: true, reset: None, set: Set::Block }
+}
+
+const fn multi(c: Cmd) -> Cmd {
+    Cmd { multi: true, ..c }
+}
+
+const fn list(c: Cmd, reset: fn(&mut LocConf)) -> Cmd {
+    Cmd { multi: true, reset: Some(reset), ..c }
+}
+
+pub static TABLE: &[Cmd] = &[
+    // main
+    cmd("worker_processes", MAIN, 1, 1, Set::Main(set_main::worker_processes)),
+    cmd("worker_cpu_affinity", MAIN, 1, MANY, Set::Main(set_main::worker_cpu_affinity)),
+    cmd("worker_rlimit_nofile", MAIN, 1, 1, Set::Main(set_main::worker_rlimit_nofile)),
+    cmd("pid", MAIN, 1, 1, Set::Main(set_main::pid)),
+    cmd("error_log", MAIN | HSL, 1, 2, Set::Main(set_main::error_log)),
+    cmd("daemon", MAIN, 1, 1, Set::Main(set_main::daemon)),
+    block("events", MAIN, 0, 0),
+    block("http", MAIN, 0, 0),
+    // events
+    cmd("worker_connections", EVENTS, 1, 1, Set::Main(set_main::worker_connections)),
+    cmd("reuse_port", EVENTS, 1, 1, Set::Main(set_main::reuse_port)),
+    cmd("accept_mutex", EVENTS, 1, 1, Set::Noop),
+    cmd("accept_mutex_delay", EVENTS, 1, 1, Set::Noop),
+    cmd("multi_accept", EVENTS, 1, 1, Set::Noop),
+    cmd("use", EVENTS, 1, 1, Set::Noop),
+    // http
+    block("server", HTTP, 0, 0),
+    list(block("types", HSL, 0, 0), set_loc::reset_types),
+    multi(cmd("log_format", HTTP, 2, MANY, Set::Ctx(set_loc::log_format))),
+    cmd("default_type", HSL, 1, 1, Set::Loc(set_loc::default_type)),
+    list(cmd("access_log", HSL, 1, 5, Set::Loc(set_loc::access_log)), set_loc::reset_access_log),
+    cmd("sendfile", HSL, 1, 1, Set::Loc(set_loc::sendfile)),
+    cmd("tcp_nopush", HSL, 1, 1, Set::Loc(set_loc::tcp_nopush)),
+    cmd("tcp_nodelay", HSL, 1, 1, Set::Loc(set_loc::tcp_nodelay)),
+    cmd("keepalive_timeout", HSL, 1, 2, Set::Loc(set_loc::keepalive_timeout)),
+    cmd("keepalive_requests", HSL, 1, 1, Set::Loc(set_loc::keepalive_requests)),
+    cmd("server_tokens", HSL, 1, 1, Set::Loc(set_loc::server_tokens)),
+    cmd("client_header_buffer_size", HTTP | SRV, 1, 1, Set::Loc(set_loc::client_header_buffer_size)),
+    cmd("large_client_header_buffers", HTTP | SRV, 2, 2, Set::Loc(set_loc::large_client_header_buffers)),
+    cmd("client_max_body_size", HSL, 1, 1, Set::Loc(set_loc::client_max_body_size)),
+    cmd("client_header_timeout", HTTP | SRV, 1, 1, Set::Loc(set_loc::client_header_timeout)),
+    cmd("client_body_timeout", HSL, 1, 1, Set::Loc(set_loc::client_body_timeout)),
+    cmd("send_timeout", HSL, 1, 1, Set::Loc(set_loc::send_timeout)),
+    cmd("open_file_cache", HSL, 1, 2, Set::Loc(set_loc::open_file_cache)),
+    cmd("open_file_cache_valid", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_valid)),
+    cmd("open_file_cache_min_uses", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_min_uses)),
+    cmd("open_file_cache_errors", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_errors)),
+    cmd("output_buffers", HSL, 2, 2, Set::Loc(set_loc::output_buffers)),
+    cmd("postpone_output", HSL, 1, 1, Set::Loc(set_loc::postpone_output)),
+    cmd("etag", HSL, 1, 1, Set::Loc(set_loc::etag)),
+    cmd("if_modified_since", HSL, 1, 1, Set::Loc(set_loc::if_modified_since)),
+    // server
+    multi(cmd("listen", SRV, 1, MANY, Set::Server(set_server::listen))),
+    multi(cmd("server_name", SRV, 1, MANY, Set::Server(set_server::server_name))),
+    block("location", SRV | LOC, 1, 2),
+    // content and per-location behaviour
+    cmd("root", HSL, 1, 1, Set::Loc(set_loc::root)),
+    cmd("alias", LOC, 1, 1, Set::Loc(set_loc::alias)),
+    list(cmd("index", HSL, 1, MANY, Set::Loc(set_loc::index)), set_loc::reset_index),
+    cmd("try_files", SRV | LOC, 2, MANY, Set::Loc(set_loc::try_files)),
+    cmd("return", SRV | LOC, 1, 2, Set::Loc(set_loc::ret)),
+    list(cmd("error_page", HSL, 2, MANY, Set::Loc(set_loc::error_page)), set_loc::reset_error_page),
+    list(cmd("add_header", HSL, 2, 3, Set::Loc(set_loc::add_header)), set_loc::reset_add_header),
+    cmd("expires", HSL, 1, 2, Set::Loc(set_loc::expires)),
+    cmd("autoindex", HSL, 1, 1, Set::Loc(set_loc::autoindex)),
+    cmd("empty_gif", LOC, 0, 0, Set::Loc(set_loc::empty_gif)),
+    cmd("log_not_found", HSL, 1, 1, Set::Loc(set_loc::log_not_found)),
+    // Hash sizing knobs for nginx's static hashes; sluice's tables need none.
+    cmd("types_hash_max_size", HSL, 1, 1, Set::Noop),
+    cmd("types_hash_bucket_size", HSL, 1, 1, Set::Noop),
+    cmd("server_names_hash_max_size", HTTP, 1, 1, Set::Noop),
+    cmd("server_names_hash_bucket_size", HTTP, 1, 1, Set::Noop),
+];
+
+/// Directives nginx has that sluice does not implement yet: refused like
+/// any unknown directive, but with a hint so the operator knows why.
+static KNOWN_NGINX: &[&str] = &[
+    "proxy_pass",
+    "proxy_set_header",
+    "proxy_cache",
+    "proxy_cache_path",
+    "upstream",
+    "fastcgi_pass",
+    "gzip",
+    "ssl_certificate",
+    "ssl_certificate_key",
+    "ssl_protocols",
+    "ssl_session_cache",
+    "http2",
+    "if",
+    "rewrite",
+    "set",
+    "map",
+    "limit_req",
+    "limit_conn",
+    "allow",
+    "deny",
+    "auth_basic",
+    "include_subdomains",
+    "charset",
+    "master_process",
+    "worker_shutdown_timeout",
+    "user",
+];
+
+pub fn lookup(name: &str) -> Option<&'static Cmd> {
+    TABLE.iter().find(|c| c.name == name)
+}
+
+pub fn unknown(d: &Directive) -> ConfError {
+    let hint = if KNOWN_NGINX.contains(&d.name.as_str()) { " (an nginx directive sluice does not support yet)" } else { "" };
+    ConfError::at(format!("unknown directive \"{}\"{}", d.name, hint), &d.span)
+}
+
+/// Argument count and block shape, with nginx's messages.
+pub fn check_shape(c: &Cmd, d: &Directive) -> R {
+    if c.block && d.block.is_none() {
+        return Err(ConfError::at(format!("directive \"{}\" has no opening \"{{\"", d.name), &d.span));
+    }
+    if !c.block && d.block.is_some() {
+        return Err(ConfError::at(format!("directive \"{}\" is not terminated by \";\"", d.name), &d.span));
+    }
+    let n = d.args.len();
+    if n < c.min || n > c.max {
+        return Err(ConfError::at(format!("invalid number of arguments in \"{}\" directive", d.name), &d.span));
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! HTTP/1.x request head parsing on `httparse`, plus the checks httparse
+//! leaves to the server: nginx's size limits and the framing rules that stop
+//! request smuggling (Content-Length with Transfer-Encoding, duplicate
+//! lengths, Transfer-Encoding on HTTP/1.0, unknown codings).
+
+use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
+
+/// A request the server must refuse, with nginx's status and log text.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadError {
+    /// 400 with the error-log reason.
+    Bad(&'static str),
+    /// 414: the request line does not fit one large header buffer.
+    UriTooLong,
+    /// nginx's 494, sent as 400 "Request Header Or Cookie Too Large".
+    HeaderTooLarge,
+    /// 505.
+    Version,
+    /// 501: a Transfer-Encoding other than chunked.
+    NotImplemented,
+}
+
+impl HeadError {
+    pub fn status(&self) -> u16 {
+        match self {
+            HeadError::Bad(_) => 400,
+            HeadError::UriTooLong => 414,
+            HeadError::HeaderTooLarge => 494,
+            HeadError::Version => 505,
+            HeadError::NotImplemented => 501,
+        }
+    }
+
+    pub fn reason(&self) -> &'static str {
+        match self {
+            HeadError::Bad(r) => r,
+            HeadError::UriTooLong => "client sent too long URI",
+            HeadError::HeaderTooLarge => "client sent too long header line",
+            HeadError::Version => "client sent unsupported HTTP version",
+            HeadError::NotImplemented => "client sent unknown \"Transfer-Encoding\"",
+        }
+    }
+}
+
+/// `large_client_header_buffers NUM SIZE`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub line_max: usize,
+    pub total_max: usize,
+}
+
+fn offset(buf: &[u8], part: &[u8]) -> usize {
+    part.as_ptr() as usize - buf.as_ptr() as usize
+}
+
+fn range(buf: &[u8], part: &[u8]) -> std::ops::Range<usize> {
+    let s = offset(buf, part);
+    s..s + part.len()
+}
+
+const STACK_HEADERS: usize = 64;
+
+fn config() -> httparse::ParserConfig {
+    let mut c = httparse::ParserConfig::default();
+    c.allow_multiple_spaces_in_request_line_delimiters(true);
+    c
+}
+
+/// Parses the head at the start of `buf`. `Ok(None)`: not complete yet (the
+/// caller checks `overflow` when its buffer is at the limit).
+pub fn parse_head(buf: &[u8], limits: Limits) -> Result<Option<Head>, HeadError> {
+    let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
+    let mut req = httparse::Request::new(&mut stack);
+    match config().parse_request(&mut req, buf) {
+        Ok(httparse::Status::Complete(n)) => finish(buf, &req, n, limits).map(Some),
+        Ok(httparse::Status::Partial) => Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            let lines = memchr::memchr_iter(b'\n', buf).count() + 1;
+            let mut heap = vec![httparse::EMPTY_HEADER; lines];
+            let mut req = httparse::Request::new(&mut heap);
+            match config().parse_request(&mut req, buf) {
+                Ok(httparse::Status::Complete(n)) => finish(buf, &req, n, limits).map(Some),
+                Ok(httparse::Status::Partial) => Ok(None),
+                Err(e) => Err(classify(buf, e)),
+            }
+        }
+        Err(e) => Err(classify(buf, e)),
+    }
+}
+
+fn classify(buf: &[u8], e: httparse::Error) -> HeadError {
+    match e {
+        httparse::Error::Version => {
+            // nginx answers 505 for a well-formed HTTP/2+ version, 400 otherwise.
+            let line = buf.split(|&b| b == b'\n').next().unwrap_or(b"");
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            match line.rsplit(|&b| b == b' ').next() {
+                Some([b'H', b'T', b'T', b'P', b'/', maj, b'.', min])
+                    if maj.is_ascii_digit() && min.is_ascii_digit() && *maj >= b'2' =>
+                {
+                    HeadError::Version
+                }
+                _ => HeadError::Bad("client sent invalid request"),
+            }
+        }
+        httparse::Error::HeaderName | httparse::Error::HeaderValue => HeadError::Bad("client sent invalid header line"),
+        httparse::Error::Token => HeadError::Bad("client sent invalid method"),
+        httparse::Error::NewLine => HeadError::Bad("client sent invalid header line"),
+        _ => HeadError::Bad("client sent invalid request"),
+    }
+}
+
+/// The buffer reached its limit without a complete head: 414 when the
+/// request line itself is too long, else nginx's 494.
+pub fn overflow(buf: &[u8], limits: Limits) -> HeadError {
+    match memchr::memchr(b'\n', buf) {
+        None => HeadError::UriTooLong,
+        Some(n) if n > limits.line_max => HeadError::UriTooLong,
+        Some(_) => HeadError::HeaderTooLarge,
+    }
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let s = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
+    let e = v.iter().rposition(|b| !b.is_ascii_whitespace()).map(|i| i + 1).unwrap_or(s);
+    &v[s..e.max(s)]
+}
+
+fn has_token(v: &[u8], token: &[u8]) -> bool {
+    v.split(|&b| b == b',').any(|t| trim(t).eq_ignore_ascii_case(token))
+}
+
+fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: Limits) -> Result<Head, HeadError> {
+    let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(HeadError::Bad("client sent invalid request"));
+    };
+    let method_r = range(buf, method.as_bytes());
+    let line_end = memchr::memchr(b'\n', &buf[method_r.start..]).map(|n| method_r.start + n).unwrap_or(head_len);
+    let line_end = if line_end > 0 && buf[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
+    if line_end - method_r.start > limits.line_max {
+        return Err(HeadError::UriTooLong);
+    }
+    let version = if minor == 0 { Version::Http10 } else { Version::Http11 };
+    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut host = None;
+    let mut content_length: Option<u64> = None;
+    let mut te: Option<&[u8]> = None;
+    let mut conn_close = false;
+    let mut conn_keep_alive = false;
+    let mut expect_continue = false;
+    for h in req.headers.iter() {
+        let name = h.name.as_bytes();
+        let idx = HeaderIdx { name: range(buf, name), value: range(buf, h.value) };
+        if idx.value.end - idx.name.start > limits.line_max {
+            return Err(HeadError::HeaderTooLarge);
+        }
+        let v = h.value;
+        if name.eq_ignore_ascii_case(b"host") {
+            if host.is_some() {
+                return Err(HeadError::Bad("client sent duplicate host header"));
+            }
+            host = Some(idx.value.clone());
+        } else if name.eq_ignore_ascii_case(b"content-length") {
+            if content_length.is_some() {
+                return Err(HeadError::Bad("client sent duplicate header line: \"Content-Length\""));
+            }
+            let t = trim(v);
+            if t.is_empty() || t.len() > 18 || !t.iter().all(u8::is_ascii_digit) {
+                return Err(HeadError::Bad("client sent invalid \"Content-Length\" header"));
+            }
+            content_length = std::str::from_utf8(t).ok().and_then(|s| s.parse().ok());
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            if te.is_some() {
+                return Err(HeadError::Bad("client sent duplicate header line: \"Transfer-Encoding\""));
+            }
+            te = Some(v);
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            conn_close |= has_token(v, b"close");
+            conn_keep_alive |= has_token(v, b"keep-alive");
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            expect_continue = trim(v).eq_ignore_ascii_case(b"100-continue");
+        }
+        headers.push(idx);
+    }
+    let body = match (te, content_length) {
+        (Some(_), _) if version == Version::Http10 => {
+            return Err(HeadError::Bad("client sent HTTP/1.0 request with \"Transfer-Encoding\" header"));
+        }
+        (Some(_), Some(_)) => {
+            return Err(HeadError::Bad(
+                "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time",
+            ));
+        }
+        (Some(t), None) => {
+            if !trim(t).eq_ignore_ascii_case(b"chunked") {
+                return Err(HeadError::NotImplemented);
+            }
+            BodyKind::Chunked
+        }
+        (None, Some(0)) | (None, None) => BodyKind::None,
+        (None, Some(n)) => BodyKind::Length(n),
+    };
+    if version == Version::Http11 && host.is_none() {
+        return Err(HeadError::Bad("client sent HTTP/1.1 request without \"Host\" header"));
+    }
+    let keep_alive = match version {
+        Version::Http11 => !conn_close,
+        Version::Http10 => conn_keep_alive && !conn_close,
+    };
+    let target = range(buf, path.as_bytes());
+    Ok(Head {
+        method: Method::from_bytes(method.as_bytes()),
+        method_r: method_r.clone(),
+        target,
+        version,
+        line: method_r.start..line_end,
+        head_len,
+        headers,
+        host,
+        body,
+        keep_alive,
+        expect_continue: expect_continue && version == Version::Http11,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const L: Limits = Limits { line_max: 8192, total_max: 32768 };
+
+    fn parse(s: &str) -> Result<Option<Head>, HeadError> {
+        parse_head(s.as_bytes(), L)
+    }
+
+    #[test]
+    fn simple_get() {
+        let s = "GET /empty.gif?x=1 HTTP/1.1\r\nHost: Example.com\r\nUser-Agent: t\r\n\r\nNEXT";
+        let h = parse(s).unwrap().unwrap();
+        assert_eq!(h.method, Method::Get);
+        assert_eq!(&s[h.target.clone()], "/empty.gif?x=1");
+        assert_eq!(&s[h.line.clone()], "GET /empty.gif?x=1 HTTP/1.1");
+        assert_eq!(h.head_len, s.len() - 4);
+        assert_eq!(&s[h.host.clone().unwrap()], "Example.com");
+        assert_eq!(h.body, BodyKind::None);
+        assert!(h.keep_alive);
+        assert_eq!(h.headers.len(), 2);
+    }
+
+    #[test]
+    fn partial_and_bare_lf() {
+        assert!(parse("GET / HTTP/1.1\r\nHost: a\r\n").unwrap().is_none());
+        let h = parse("GET / HTTP/1.0\n\n").unwrap().unwrap();
+        assert_eq!(h.version, Version::Http10);
+        assert!(!h.keep_alive);
+        let h = parse("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap();
+        assert!(h.keep_alive);
+        let h = parse("GET / HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n").unwrap().unwrap();
+        assert!(!h.keep_alive);
+    }
+
+    #[test]
+    fn bodies() {
+        let h = parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.body, BodyKind::Length(5));
+        let h = parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.body, BodyKind::Chunked);
+        let h = parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.expect_continue);
+    }
+
+    #[test]
+    fn smuggling_shapes_are_refused() {
+        let bad = |s: &str| parse(s).unwrap_err().status();
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"), 400);
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"), 400);
+        assert_eq!(bad("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n"), 400);
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1e3\r\n\r\n"), 400);
+        assert_eq!(bad("GET / HTTP/1.1\r\nHost : a\r\n\r\n"), 400);
+        assert_eq!(bad("GET / HTTP/1.1\r\nHost: a\r\nX: a\0b\r\n\r\n"), 400);
+        assert_eq!(bad("GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n"), 400);
+        assert_eq!(bad("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+        assert_eq!(bad("GET / HTTP/1.1\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").unwrap_err(), HeadError::Version);
+        assert_eq!(parse("GET / HTTP/3.0\r\n\r\n").unwrap_err(), HeadError::Version);
+        assert_eq!(parse("GET / FOO/1.1\r\n\r\n").unwrap_err().status(), 400);
+    }
+
+    #[test]
+    fn limits() {
+        let small = Limits { line_max: 64, total_max: 256 };
+        let long_uri = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(100));
+        assert_eq!(parse_head(long_uri.as_bytes(), small).unwrap_err(), HeadError::UriTooLong);
+        let long_hdr = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Long: {}\r\n\r\n", "b".repeat(100));
+        assert_eq!(parse_head(long_hdr.as_bytes(), small).unwrap_err(), HeadError::HeaderTooLarge);
+        assert_eq!(overflow(b"GET /aaaaaaaa", small), HeadError::UriTooLong);
+        assert_eq!(overflow(b"GET / HTTP/1.1\r\nX: aaaa", small), HeadError::HeaderTooLarge);
+    }
+
+    #[test]
+    fn many_headers_fall_back_to_heap() {
+        let mut s = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+        for i in 0..200 {
+            s.push_str(&format!("X-{i}: v\r\n"));
+        }
+        s.push_str("\r\n");
+        assert_eq!(parse(&s).unwrap().unwrap().headers.len(), 201);
+    }
+}

@@ -1,0 +1,439 @@
+//! One HTTP/1.x connection: keep-alive and pipelining, header and body
+//! timeouts, request bodies (discarded with framing kept), response writing
+//! with sendfile, and the access log line.
+//!
+//! Between requests the connection holds no buffers: the read buffer goes
+//! back to the worker's pool while idle, and the per-request work runs in a
+//! boxed future, so an idle connection costs only its small task.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+use super::codec::{self, HeadError, Limits};
+use super::writer::{self, HeadOpts};
+use crate::config::model::ListenGroup;
+use crate::connection::{body, io};
+use crate::handler::ctx::{ConnInfo, ReqCtx, Vars};
+use crate::http::request::{BodyKind, Head, Method, Request, Version};
+use crate::http::response::{Body, Response};
+use crate::http::uri;
+use crate::log::error::Level;
+use crate::log_error;
+use crate::worker::ConnGuard;
+
+/// Pipelined responses are gathered up to this size before a write.
+const PIPELINE_FLUSH: usize = 64 * 1024;
+/// Bodies up to this size are read into the write buffer with the header
+/// (one write) instead of header write + sendfile.
+const INLINE_FILE: u64 = 32 * 1024;
+/// While draining, how long an idle keep-alive connection may still bring
+/// one more request (answered with `Connection: close`).
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
+pub struct Conn {
+    pub stream: TcpStream,
+    pub rbuf: Vec<u8>,
+    pub wbuf: Vec<u8>,
+    pub info: ConnInfo,
+    nodelay: bool,
+}
+
+enum Next {
+    KeepAlive,
+    Close,
+}
+
+pub async fn serve(stream: TcpStream, peer: SocketAddr, local: SocketAddr, group: usize, guard: ConnGuard) {
+    let w = guard.0.clone();
+    let id = w.next_serial();
+    let mut c = Conn {
+        stream,
+        rbuf: Vec::new(),
+        wbuf: Vec::new(),
+        info: ConnInfo { peer, local, id, requests: 0 },
+        nodelay: false,
+    };
+    let cfg = w.cfg.clone();
+    let g = &cfg.http.listens[group];
+    let dconf = &g.default_server.conf;
+    loop {
+        if c.rbuf.is_empty() {
+            if !c.wbuf.is_empty() && io::write_all(&c.stream, &c.wbuf, dconf.send_timeout).await.is_err() {
+                break;
+            }
+            c.wbuf = Vec::new();
+            w.give_buf(std::mem::take(&mut c.rbuf));
+            let first = c.info.requests == 0;
+            let mut wait = if first { dconf.client_header_timeout } else { c_keepalive(&c, dconf) };
+            loop {
+                let draining = w.draining.get();
+                if draining && !first {
+                    wait = wait.min(DRAIN_GRACE);
+                }
+                tokio::select! {
+                    r = c.stream.readable() => {
+                        if r.is_err() { return; }
+                        break;
+                    }
+                    _ = tokio::time::sleep(wait) => {
+                        if first {
+                            log_error!(Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", id, peer.ip());
+                        }
+                        return;
+                    }
+                    _ = w.drain.notified(), if !draining => continue,
+                }
+            }
+            c.rbuf = w.take_buf(dconf.client_header_buffer_size);
+        }
+        let next = Box::pin(serve_one(&mut c, g, &w)).await;
+        match next {
+            Next::KeepAlive => {}
+            Next::Close => break,
+        }
+    }
+    if !c.wbuf.is_empty() {
+        let _ = io::write_all(&c.stream, &c.wbuf, dconf.send_timeout).await;
+    }
+    w.give_buf(std::mem::take(&mut c.rbuf));
+    drop(guard);
+}
+
+fn c_keepalive(_c: &Conn, dconf: &crate::config::model::LocConf) -> Duration {
+    dconf.keepalive_timeout
+}
+
+fn limits(g: &ListenGroup) -> Limits {
+    let (n, size) = g.default_server.conf.large_client_header_buffers;
+    Limits { line_max: size, total_max: n * size }
+}
+
+/// Reads until a full request head is buffered.
+async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Option<Head>, HeadError> {
+    let lim = limits(g);
+    let dconf = &g.default_server.conf;
+    let deadline = tokio::time::Instant::from_std(started) + dconf.client_header_timeout;
+    loop {
+        if let Some(h) = codec::parse_head(&c.rbuf, lim)? {
+            return Ok(Some(h));
+        }
+        if c.rbuf.len() >= lim.total_max {
+            return Err(codec::overflow(&c.rbuf, lim));
+        }
+        if !c.wbuf.is_empty() {
+            if io::write_all(&c.stream, &c.wbuf, dconf.send_timeout).await.is_err() {
+                return Ok(None);
+            }
+            c.wbuf.clear();
+        }
+        if c.rbuf.len() == c.rbuf.capacity() {
+            let want = (c.rbuf.capacity() * 2).max(lim.line_max).min(lim.total_max);
+            c.rbuf.reserve_exact(want - c.rbuf.len());
+        }
+        match tokio::time::timeout_at(deadline, io::read_some(&c.stream, &mut c.rbuf)).await {
+            Err(_) => {
+                log_error!(
+                    Level::Info,
+                    "*{} client timed out (110: Connection timed out) while reading client request headers, client: {}",
+                    c.info.id,
+                    c.info.peer.ip()
+                );
+                return Ok(None);
+            }
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                if !c.rbuf.is_empty() {
+                    log_error!(
+                        Level::Info,
+                        "*{} client prematurely closed connection while reading client request headers, client: {}",
+                        c.info.id,
+                        c.info.peer.ip()
+                    );
+                }
+                return Ok(None);
+            }
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Next {
+    let started = Instant::now();
+    let head = match read_head(c, g, started).await {
+        Ok(Some(h)) => h,
+        Ok(None) => return Next::Close,
+        Err(e) => {
+            reject(c, g, w, e, started).await;
+            return Next::Close;
+        }
+    };
+    c.info.requests += 1;
+    let head_len = head.head_len;
+
+    // Request target: origin-form or absolute-form.
+    let Conn { stream, rbuf, wbuf, info, nodelay } = &mut *c;
+    let mut out = Out { stream, wbuf, id: info.id };
+    let target = &rbuf[head.target.clone()];
+    let (authority, origin) = split_absolute(target);
+    let (raw_path, raw_args) = uri::split_target(origin);
+    let path = match uri::normalize_path(raw_path) {
+        Ok(p) => p,
+        Err(_) => {
+            reject(c, g, w, HeadError::Bad("client sent invalid request"), started).await;
+            return Next::Close;
+        }
+    };
+    let host_raw = authority.or_else(|| head.host.clone().map(|r| &rbuf[r]));
+    let host = match host_raw {
+        Some(h) => match crate::routing::server::validate_host(h) {
+            Some(v) => v,
+            None => {
+                reject(c, g, w, HeadError::Bad("client sent invalid host header"), started).await;
+                return Next::Close;
+            }
+        },
+        None => Cow::Borrowed(&b""[..]),
+    };
+    let server = crate::routing::server::select(g, &host);
+    let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
+    let mut ctx =
+        ReqCtx { group: g, server, conf: &server.conf, req, conn: info, redirects: 0, filename: None, err_status: None };
+    let resp = crate::handler::handle(&mut ctx);
+
+    // 444: close without a response.
+    if resp.status == 444 {
+        log_request(w, &ctx, &resp, 0, 0, started);
+        return Next::Close;
+    }
+    let conf = ctx.conf;
+    let keep_alive = head.keep_alive
+        && !resp.close
+        && !w.draining.get()
+        && !conf.keepalive_timeout.is_zero()
+        && info.requests < conf.keepalive_requests;
+    let has_body = head.body != BodyKind::None;
+    if has_body && keep_alive && head.expect_continue && rbuf.len() == head_len {
+        out.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let head_only = head.method == Method::Head || !writer::has_body(resp.status);
+    let opts = HeadOpts { keep_alive, keepalive_header: conf.keepalive_header, server_tokens: conf.server_tokens };
+    let start_len = out.wbuf.len();
+    writer::write_head(&resp, &opts, out.wbuf);
+    let header_bytes = (out.wbuf.len() - start_len) as u64;
+    let more_pipelined = rbuf.len() > head_len && !has_body;
+    let (sent_ok, body_bytes) = write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await;
+    let total = if sent_ok { header_bytes + body_bytes } else { 0 };
+    log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started);
+    drop(ctx);
+    if !sent_ok || !keep_alive {
+        return Next::Close;
+    }
+    if conf.tcp_nodelay && !*nodelay {
+        let _ = stream.set_nodelay(true);
+        *nodelay = true;
+    }
+    // Consume this request's bytes; then its body, if any.
+    c.rbuf.drain(..head_len);
+    match head.body {
+        BodyKind::None => Next::KeepAlive,
+        kind => {
+            let max = conf.client_max_body_size;
+            match body::discard(c, kind, max, conf.client_body_timeout).await {
+                Ok(()) => Next::KeepAlive,
+                Err(e) => {
+                    log_error!(Level::Info, "*{} {} while discarding request body, client: {}", c.info.id, e, c.info.peer.ip());
+                    Next::Close
+                }
+            }
+        }
+    }
+}
+
+/// `http://host/path` (absolute-form): the host wins over the Host header.
+fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    let rest = if target.len() > 7 && target[..7].eq_ignore_ascii_case(b"http://") {
+        &target[7..]
+    } else if target.len() > 8 && target[..8].eq_ignore_ascii_case(b"https://") {
+        &target[8..]
+    } else {
+        return (None, target);
+    };
+    match rest.iter().position(|&b| b == b'/') {
+        Some(i) => (Some(&rest[..i]), &rest[i..]),
+        None => (Some(rest), b"/"),
+    }
+}
+
+/// Sends the body after the head already in `wbuf`. With `defer`, a body
+/// that fits stays in the buffer to go out with the next pipelined response.
+/// The write side of a connection, split from the read buffer that the
+/// request borrows.
+struct Out<'a> {
+    stream: &'a TcpStream,
+    wbuf: &'a mut Vec<u8>,
+    id: u64,
+}
+
+async fn write_body(
+    c: &mut Out<'_>,
+    resp: &Response<'_>,
+    head_only: bool,
+    conf: &crate::config::model::LocConf,
+    defer: bool,
+) -> (bool, u64) {
+    let t = conf.send_timeout;
+    if head_only {
+        return (flush(c, t, defer).await, 0);
+    }
+    match &resp.body {
+        Body::Empty => (flush(c, t, defer).await, 0),
+        Body::Static(b) => {
+            c.wbuf.extend_from_slice(b);
+            (flush(c, t, defer).await, b.len() as u64)
+        }
+        Body::Owned(b) => {
+            c.wbuf.extend_from_slice(b);
+            (flush(c, t, defer).await, b.len() as u64)
+        }
+        Body::File { file, offset, len } => {
+            let Some(f) = &file.file else { return (false, 0) };
+            if *len <= INLINE_FILE || !conf.sendfile {
+                let ok = send_file_buffered(c, f, *offset, *len, t, conf.output_buffers.1, defer).await;
+                return (ok, if ok { *len } else { 0 });
+            }
+            if conf.tcp_nopush {
+                io::set_cork(c.stream, true);
+            }
+            let mut ok = io::write_all(c.stream, c.wbuf, t).await.is_ok();
+            c.wbuf.clear();
+            if ok {
+                ok = io::send_file(c.stream, f, *offset, *len, t).await.is_ok();
+            }
+            if conf.tcp_nopush {
+                io::set_cork(c.stream, false);
+            }
+            (ok, if ok { *len } else { 0 })
+        }
+        Body::Multipart { file, parts, trailer } => {
+            let Some(f) = &file.file else { return (false, 0) };
+            let mut n = 0;
+            for (h, r) in parts {
+                c.wbuf.extend_from_slice(h);
+                let len = r.end - r.start + 1;
+                if !send_file_buffered(c, f, r.start, len, t, conf.output_buffers.1, true).await {
+                    return (false, 0);
+                }
+                n += h.len() as u64 + len;
+            }
+            c.wbuf.extend_from_slice(trailer);
+            n += trailer.len() as u64;
+            (flush(c, t, false).await, n)
+        }
+    }
+}
+
+async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
+    if defer && c.wbuf.len() < PIPELINE_FLUSH {
+        return true;
+    }
+    let ok = io::write_all(c.stream, c.wbuf, t).await.is_ok();
+    c.wbuf.clear();
+    ok
+}
+
+/// Reads the file through the write buffer in `chunk`-sized pieces.
+async fn send_file_buffered(
+    c: &mut Out<'_>,
+    f: &std::fs::File,
+    mut offset: u64,
+    mut len: u64,
+    t: Duration,
+    chunk: usize,
+    defer: bool,
+) -> bool {
+    let chunk = (chunk.max(4096) as u64).max(INLINE_FILE);
+    while len > 0 {
+        let n = len.min(chunk);
+        if let Err(e) = io::pread_into(f, offset, n, c.wbuf) {
+            log_error!(Level::Crit, "*{} pread() failed ({})", c.id, e);
+            return false;
+        }
+        offset += n;
+        len -= n;
+        let last = len == 0;
+        if !flush(c, t, defer && last).await {
+            return false;
+        }
+    }
+    true
+}
+
+fn log_request(
+    w: &crate::worker::WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    resp: &Response<'_>,
+    bytes_sent: u64,
+    body_bytes_sent: u64,
+    started: Instant,
+) {
+    let Some(refs) = &ctx.conf.access_log else { return };
+    if refs.is_empty() {
+        return;
+    }
+    let vars = Vars {
+        ctx,
+        resp: Some(resp),
+        bytes_sent,
+        body_bytes_sent,
+        request_time_ms: started.elapsed().as_millis() as u64,
+        request_length: ctx.req.head.head_len as u64,
+    };
+    w.logs.borrow_mut().log(refs, &vars);
+}
+
+/// Answers a request that could not be parsed: nginx's error page with
+/// Connection: close, an info line in the error log, an access log line.
+async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
+    log_error!(Level::Info, "*{} {} while reading client request headers, client: {}", c.info.id, e.reason(), c.info.peer.ip());
+    c.info.requests += 1;
+    let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
+    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len().min(8192));
+    let line_end = if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end };
+    let head = Head {
+        method: Method::Other,
+        method_r: 0..0,
+        target: 0..0,
+        version: Version::Http11,
+        line: 0..line_end,
+        head_len: rbuf.len(),
+        headers: Vec::new(),
+        host: None,
+        body: BodyKind::None,
+        keep_alive: false,
+        expect_continue: false,
+    };
+    let server = &g.default_server;
+    let req = Request {
+        buf: rbuf,
+        head: &head,
+        method: Method::Other,
+        path: Cow::Borrowed(b"/"),
+        args: None,
+        host: Cow::Borrowed(b""),
+    };
+    let ctx = ReqCtx { group: g, server, conf: &server.conf, req, conn: info, redirects: 0, filename: None, err_status: None };
+    let mut resp = crate::handler::error(&ctx, e.status());
+    resp.close = true;
+    let opts = HeadOpts { keep_alive: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };
+    writer::write_head(&resp, &opts, wbuf);
+    let hl = wbuf.len() as u64;
+    let body_len = resp.body.len();
+    if let Body::Owned(b) = &resp.body {
+        wbuf.extend_from_slice(b);
+    }
+    let ok = io::write_all(stream, wbuf, ctx.conf.send_timeout).await.is_ok();
+    wbuf.clear();
+    log_request(w, &ctx, &resp, if ok { hl + body_len } else { 0 }, if ok { body_len } else { 0 }, started);
+}

@@ -1,0 +1,7 @@
+//! HTTP/1.0 and 1.1: head parsing (`codec`), chunked bodies, the response
+//! head writer, and the per-connection loop (`conn`).
+
+pub mod chunked;
+pub mod codec;
+pub mod conn;
+pub mod writer;

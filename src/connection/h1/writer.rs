@@ -1,0 +1,132 @@
+//! Serializes a response head for HTTP/1.1 in nginx's header order:
+//! status line, Server, Date, Content-Type, Content-Length, Last-Modified,
+//! Location, Connection, Keep-Alive, ETag, filter headers, then the range
+//! headers.
+
+use std::time::Duration;
+
+use crate::handler::ctx::push_u64;
+use crate::http::error_html;
+use crate::http::response::Response;
+
+pub struct HeadOpts {
+    pub keep_alive: bool,
+    pub keepalive_header: Option<Duration>,
+    pub server_tokens: bool,
+}
+
+/// Whether this status carries a body (and a Content-Length) at all.
+pub fn has_body(status: u16) -> bool {
+    !(status < 200 || status == 204 || status == 304)
+}
+
+pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
+    let wire = error_html::wire_status(resp.status);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_u64(out, wire as u64);
+    out.push(b' ');
+    out.extend_from_slice(error_html::reason(wire).as_bytes());
+    out.extend_from_slice(b"\r\nServer: ");
+    if opts.server_tokens {
+        out.extend_from_slice(concat!("sluice/", env!("CARGO_PKG_VERSION")).as_bytes());
+    } else {
+        out.extend_from_slice(b"sluice");
+    }
+    out.extend_from_slice(b"\r\nDate: ");
+    out.extend_from_slice(&crate::clock::http_date());
+    out.extend_from_slice(b"\r\n");
+    if let Some(ct) = &resp.content_type {
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(ct.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if has_body(wire) {
+        out.extend_from_slice(b"Content-Length: ");
+        push_u64(out, resp.body.len());
+        out.extend_from_slice(b"\r\n");
+    }
+    let validators = matches!(wire, 200 | 206 | 304);
+    if validators && let Some(lm) = resp.last_modified {
+        let mut d = [0u8; 29];
+        crate::http::date::http_date(lm, &mut d);
+        out.extend_from_slice(b"Last-Modified: ");
+        out.extend_from_slice(&d);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(loc) = &resp.location {
+        out.extend_from_slice(b"Location: ");
+        out.extend_from_slice(loc);
+        out.extend_from_slice(b"\r\n");
+    }
+    if opts.keep_alive {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+        if let Some(t) = opts.keepalive_header {
+            out.extend_from_slice(b"Keep-Alive: timeout=");
+            push_u64(out, t.as_secs());
+            out.extend_from_slice(b"\r\n");
+        }
+    } else {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    if validators && let Some(e) = &resp.etag {
+        out.extend_from_slice(b"ETag: ");
+        out.extend_from_slice(e);
+        out.extend_from_slice(b"\r\n");
+    }
+    for (n, v) in &resp.headers {
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(cr) = &resp.content_range {
+        out.extend_from_slice(b"Content-Range: ");
+        out.extend_from_slice(cr);
+        out.extend_from_slice(b"\r\n");
+    }
+    if resp.accept_ranges && wire == 200 {
+        out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::response::Body;
+    use std::borrow::Cow;
+
+    fn head(resp: &Response<'_>, keep_alive: bool) -> String {
+        let mut out = Vec::new();
+        write_head(resp, &HeadOpts { keep_alive, keepalive_header: None, server_tokens: false }, &mut out);
+        let s = String::from_utf8(out).unwrap();
+        // Date varies; blank it.
+        let i = s.find("Date: ").unwrap();
+        format!("{}Date: X{}", &s[..i], &s[i + 35..])
+    }
+
+    #[test]
+    fn empty_gif_shape() {
+        let mut r = Response::new(200);
+        r.content_type = Some(Cow::Borrowed("image/gif"));
+        r.last_modified = Some(23_349_600);
+        r.body = Body::Static(&[0u8; 43]);
+        assert_eq!(
+            head(&r, true),
+            "HTTP/1.1 200 OK\r\nServer: sluice\r\nDate: X\r\nContent-Type: image/gif\r\nContent-Length: 43\r\n\
+             Last-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nConnection: keep-alive\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn not_modified_and_internal_codes() {
+        let mut r = Response::new(304);
+        r.etag = Some(b"\"1-2\"".to_vec());
+        assert_eq!(
+            head(&r, false),
+            "HTTP/1.1 304 Not Modified\r\nServer: sluice\r\nDate: X\r\nConnection: close\r\nETag: \"1-2\"\r\n\r\n"
+        );
+        let r = Response::new(494);
+        assert!(head(&r, false).starts_with("HTTP/1.1 400 Bad Request\r\n"));
+    }
+}

@@ -1,0 +1,107 @@
+//! Socket I/O helpers on tokio's readiness model, tuned for syscall count:
+//! a short read clears read readiness (the socket is drained), so the next
+//! wait goes straight to epoll instead of a read that returns EAGAIN.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+/// Reads into the spare capacity of `buf` (which must have some).
+pub async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        let want = buf.capacity() - buf.len();
+        let mut got = 0usize;
+        let r = stream.try_io(Interest::READABLE, || {
+            let n = rustix::io::read(stream.as_fd(), rustix::buffer::spare_capacity(&mut *buf))?;
+            got = n;
+            if n > 0 && n < want {
+                // Drained: report WouldBlock so tokio clears readiness; the
+                // bytes are kept and returned below.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match r {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if got > 0 {
+                    return Ok(got);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes all of `data`, waiting at most `timeout` for each stall
+/// (nginx's send_timeout is between two successive writes).
+pub async fn write_all(stream: &TcpStream, mut data: &[u8], timeout: Duration) -> io::Result<()> {
+    while !data.is_empty() {
+        match stream.try_write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+pub fn timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "timed out")
+}
+
+/// `sendfile(2)` of `len` bytes from `offset`, waiting for writability
+/// between partial sends.
+pub async fn send_file(
+    stream: &TcpStream,
+    file: &std::fs::File,
+    mut offset: u64,
+    mut len: u64,
+    timeout: Duration,
+) -> io::Result<()> {
+    while len > 0 {
+        let chunk = len.min(1 << 30) as usize;
+        let r = stream.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), chunk).map_err(io::Error::from)
+        });
+        match r {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated")),
+            Ok(n) => len -= n as u64,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Positional read of a whole range into `out` (for small bodies that go
+/// out with the header in one write).
+pub fn pread_into(file: &std::fs::File, mut offset: u64, len: u64, out: &mut Vec<u8>) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let start = out.len();
+    out.resize(start + len as usize, 0);
+    let mut pos = start;
+    while pos < out.len() {
+        let n = file.read_at(&mut out[pos..], offset)?;
+        if n == 0 {
+            out.truncate(start);
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated"));
+        }
+        pos += n;
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// TCP_CORK around header + sendfile (nginx's tcp_nopush).
+pub fn set_cork(stream: &TcpStream, on: bool) {
+    let _ = rustix::net::sockopt::set_tcp_cork(stream, on);
+}

@@ -1,0 +1,72 @@
+//! nginx's headers filter: `expires` and `add_header`, applied to the
+//! statuses nginx applies them to unless `always` is given.
+
+use std::borrow::Cow;
+
+use crate::config::model::Expires;
+use crate::handler::ctx::{ReqCtx, Vars, push_u64};
+use crate::http::response::Response;
+
+fn applies(status: u16) -> bool {
+    matches!(status, 200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308)
+}
+
+fn http_date(secs: u64) -> Vec<u8> {
+    let mut d = [0u8; 29];
+    crate::http::date::http_date(secs, &mut d);
+    d.to_vec()
+}
+
+fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
+    let now = crate::clock::now_secs() as i64;
+    let (expires_at, secs) = match e {
+        Expires::Off => return,
+        Expires::Epoch => {
+            resp.headers.push((Cow::Borrowed("Expires"), b"Thu, 01 Jan 1970 00:00:01 GMT".to_vec()));
+            resp.headers.push((Cow::Borrowed("Cache-Control"), b"no-cache".to_vec()));
+            return;
+        }
+        Expires::Max => {
+            resp.headers.push((Cow::Borrowed("Expires"), b"Thu, 31 Dec 2037 23:55:55 GMT".to_vec()));
+            resp.headers.push((Cow::Borrowed("Cache-Control"), b"max-age=315360000".to_vec()));
+            return;
+        }
+        Expires::Access(t) => (now + t, t),
+        Expires::Modified(t) => {
+            let Some(lm) = resp.last_modified else { return };
+            let at = lm as i64 + t;
+            (at, if t < 0 { t } else { at - now })
+        }
+    };
+    resp.headers.push((Cow::Borrowed("Expires"), http_date(expires_at.max(0) as u64)));
+    let cc = if secs < 0 {
+        b"no-cache".to_vec()
+    } else {
+        let mut v = b"max-age=".to_vec();
+        push_u64(&mut v, secs as u64);
+        v
+    };
+    resp.headers.push((Cow::Borrowed("Cache-Control"), cc));
+}
+
+pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
+    let conf = ctx.conf;
+    let ok = applies(resp.status);
+    if ok && let Some(e) = conf.expires {
+        expires(e, resp);
+    }
+    if conf.add_headers.is_empty() {
+        return;
+    }
+    let mut added = Vec::new();
+    for h in &conf.add_headers {
+        if !(ok || h.always) {
+            continue;
+        }
+        let v = h.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        if !v.is_empty() {
+            added.push((Cow::Borrowed(h.name.as_str()), v));
+        }
+    }
+    resp.headers.extend(added);
+}

@@ -1,0 +1,209 @@
+//! Per-request processing state shared by the pipeline stages, and the
+//! variable values it exposes to templates and log formats.
+
+use std::net::SocketAddr;
+
+use crate::config::model::{ListenGroup, LocConf, Server};
+use crate::http::request::Request;
+use crate::http::response::Response;
+use crate::variables::{Var, VarSource};
+
+/// What the connection knows, independent of the request.
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    /// nginx's `$connection`: a serial number per worker.
+    pub id: u64,
+    /// `$connection_requests`: this request's number on the connection.
+    pub requests: u64,
+}
+
+pub struct ReqCtx<'c, 'a> {
+    pub group: &'c ListenGroup,
+    pub server: &'c Server,
+    /// The settings of the matched location (or the server level).
+    pub conf: &'c LocConf,
+    pub req: Request<'a>,
+    pub conn: &'a ConnInfo,
+    /// Internal redirects so far (index, try_files, error_page).
+    pub redirects: u32,
+    /// `$request_filename` once the URI was mapped to a file.
+    pub filename: Option<Vec<u8>>,
+    /// Set while serving an `error_page`: the status the response keeps,
+    /// and the reason conditionals and ranges are off.
+    pub err_status: Option<u16>,
+}
+
+/// Values for a template: the request, and once it exists, the response.
+pub struct Vars<'r, 'c, 'a> {
+    pub ctx: &'r ReqCtx<'c, 'a>,
+    pub resp: Option<&'r Response<'c>>,
+    pub bytes_sent: u64,
+    pub body_bytes_sent: u64,
+    pub request_time_ms: u64,
+    pub request_length: u64,
+}
+
+impl<'r, 'c, 'a> Vars<'r, 'c, 'a> {
+    pub fn request(ctx: &'r ReqCtx<'c, 'a>) -> Self {
+        Vars { ctx, resp: None, bytes_sent: 0, body_bytes_sent: 0, request_time_ms: 0, request_length: 0 }
+    }
+}
+
+/// Appends `n` in decimal.
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+fn query_arg<'q>(args: &'q [u8], name: &str) -> Option<&'q [u8]> {
+    args.split(|&b| b == b'&').find_map(|kv| {
+        let (k, v) = match kv.iter().position(|&b| b == b'=') {
+            Some(i) => (&kv[..i], &kv[i + 1..]),
+            None => (kv, &b""[..]),
+        };
+        k.eq_ignore_ascii_case(name.as_bytes()).then_some(v)
+    })
+}
+
+fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
+    header.split(|&b| b == b';').find_map(|kv| {
+        let kv = kv.strip_prefix(b" ").unwrap_or(kv);
+        let i = kv.iter().position(|&b| b == b'=')?;
+        (&kv[..i] == name.as_bytes()).then_some(&kv[i + 1..])
+    })
+}
+
+impl VarSource for Vars<'_, '_, '_> {
+    fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
+        let ctx = self.ctx;
+        let req = &ctx.req;
+        match var {
+            Var::RemoteAddr => {
+                use std::io::Write;
+                let _ = write!(out, "{}", ctx.conn.peer.ip());
+            }
+            Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
+            Var::RemoteUser => {}
+            Var::TimeLocal => {
+                crate::http::date::log_time_local(crate::clock::now_secs(), crate::clock::offset(), out)
+            }
+            Var::TimeIso8601 => {
+                crate::http::date::log_time_iso8601(crate::clock::now_secs(), crate::clock::offset(), out)
+            }
+            Var::Msec => {
+                let ms = crate::clock::unix_now_ms();
+                push_u64(out, ms / 1000);
+                out.push(b'.');
+                let frac = ms % 1000;
+                out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+            }
+            Var::Request => out.extend_from_slice(req.request_line()),
+            Var::Status => push_u64(out, self.resp.map(|r| wire_status(r.status)).unwrap_or(0) as u64),
+            Var::BodyBytesSent => push_u64(out, self.body_bytes_sent),
+            Var::BytesSent => push_u64(out, self.bytes_sent),
+            Var::RequestTime => {
+                let ms = self.request_time_ms;
+                push_u64(out, ms / 1000);
+                out.push(b'.');
+                let frac = ms % 1000;
+                out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+            }
+            Var::RequestMethod => out.extend_from_slice(req.method_bytes()),
+            Var::RequestUri => out.extend_from_slice(req.target()),
+            Var::Uri => out.extend_from_slice(&req.path),
+            Var::Args => {
+                if let Some(a) = &req.args {
+                    out.extend_from_slice(a)
+                }
+            }
+            Var::IsArgs => {
+                if req.args.is_some() {
+                    out.push(b'?')
+                }
+            }
+            Var::Arg(name) => {
+                if let Some(v) = req.args.as_deref().and_then(|a| query_arg(a, name)) {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::Host => {
+                if req.host.is_empty() {
+                    out.extend_from_slice(ctx.server.name.as_bytes())
+                } else {
+                    out.extend_from_slice(&req.host)
+                }
+            }
+            Var::Hostname => out.extend_from_slice(crate::process::hostname().as_bytes()),
+            Var::ServerName => out.extend_from_slice(ctx.server.name.as_bytes()),
+            Var::ServerAddr => {
+                use std::io::Write;
+                let _ = write!(out, "{}", ctx.conn.local.ip());
+            }
+            Var::ServerPort => push_u64(out, ctx.conn.local.port() as u64),
+            Var::ServerProtocol => out.extend_from_slice(req.version().as_str().as_bytes()),
+            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Http(name) => {
+                if let Some(v) = req.header(name) {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::SentHttp(name) => {
+                if let Some(r) = self.resp {
+                    let v = match name.as_str() {
+                        "content-type" => r.content_type.as_deref().map(str::as_bytes),
+                        "location" => r.location.as_deref(),
+                        "etag" => r.etag.as_deref(),
+                        _ => r.header(name),
+                    };
+                    if let Some(v) = v {
+                        out.extend_from_slice(v)
+                    }
+                }
+            }
+            Var::Cookie(name) => {
+                if let Some(v) = req.header("cookie").and_then(|h| cookie(h, name)) {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::Connection => push_u64(out, ctx.conn.id),
+            Var::ConnectionRequests => push_u64(out, ctx.conn.requests),
+            Var::Pid => push_u64(out, std::process::id() as u64),
+            Var::RequestLength => push_u64(out, self.request_length),
+            Var::ContentType => {
+                if let Some(v) = req.header("content-type") {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::ContentLength => {
+                if let Some(v) = req.header("content-length") {
+                    out.extend_from_slice(v)
+                }
+            }
+            Var::DocumentRoot => out.extend_from_slice(ctx.conf.root.path.as_bytes()),
+            Var::RequestFilename => match &ctx.filename {
+                Some(f) => out.extend_from_slice(f),
+                None => {
+                    let mut p = Vec::new();
+                    crate::handler::static_file::map_path(ctx, &req.path, &mut p);
+                    out.extend_from_slice(&p);
+                }
+            },
+            Var::Version => out.extend_from_slice(crate::config::Config::version().as_bytes()),
+        }
+    }
+}
+
+/// nginx's internal 494 goes on the wire (and in `$status`) as 400.
+pub fn wire_status(s: u16) -> u16 {
+    if s == 494 { 400 } else { s }
+}

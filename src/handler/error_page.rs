@@ -1,0 +1,62 @@
+//! `error_page`: replaces a generated error response by an internal
+//! redirect (URI or named location) or an external redirect. As with
+//! nginx's default `recursive_error_pages off`, an error while serving the
+//! error page is sent as is.
+
+use std::borrow::Cow;
+
+use super::ctx::{ReqCtx, Vars};
+use super::try_files::split_uri;
+use super::{Step, ret};
+use crate::config::model::ErrorTarget;
+use crate::http::request::Method;
+use crate::http::response::Response;
+
+pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
+    let status = resp.status;
+    let Some(ep) = ctx.conf.error_pages.iter().find(|e| e.codes.contains(&status)) else {
+        return resp;
+    };
+    let step = match &ep.target {
+        ErrorTarget::Redirect(t) => {
+            let url = t.render_to_vec(&Vars::request(ctx));
+            let code = match ep.overwrite {
+                Some(c @ (301 | 302 | 303 | 307 | 308)) => c,
+                _ => 302,
+            };
+            let mut r = ret::redirect(ctx, code, &url);
+            r.is_error_page = false;
+            return r;
+        }
+        ErrorTarget::Uri(t) => split_uri(t.render_to_vec(&Vars::request(ctx))),
+        ErrorTarget::Named(n) => Step::Named(n),
+    };
+    // `=` alone keeps whatever the error page returns; `=code` forces it.
+    let forced = match ep.overwrite {
+        None => Some(status),
+        Some(0) => None,
+        Some(c) => Some(c),
+    };
+    ctx.err_status = Some(forced.unwrap_or(0));
+    if ctx.req.method != Method::Head {
+        ctx.req.method = Method::Get;
+    }
+    ctx.redirects += 1;
+    let mut r = match step {
+        Step::Redirect(uri, args) => {
+            ctx.req.path = Cow::Owned(uri);
+            if args.is_some() {
+                ctx.req.args = args.map(Cow::Owned);
+            }
+            ctx.filename = None;
+            super::route(ctx, None)
+        }
+        Step::Named(n) => super::route(ctx, Some(n)),
+        Step::Done(r) => r,
+    };
+    if let Some(s) = forced {
+        r.status = s;
+    }
+    r.close |= resp.close;
+    r
+}

@@ -1,0 +1,127 @@
+//! The request pipeline after parsing, in nginx's phase order: server-level
+//! `return`, location match, location `return`, `try_files`, the content
+//! handler (empty_gif or static files with index/autoindex), then
+//! `error_page` and the header filters. Internal redirects (index,
+//! try_files fallback, error_page) loop back to the location match.
+
+pub mod autoindex_html;
+pub mod ctx;
+pub mod directory;
+pub mod empty_gif;
+pub mod error_page;
+pub mod open_cache;
+pub mod ret;
+pub mod static_file;
+pub mod try_files;
+
+use std::borrow::Cow;
+
+use crate::http::response::Response;
+use crate::log_error;
+use crate::log::error::Level;
+use ctx::ReqCtx;
+
+/// nginx's limit on internal redirects before declaring a cycle.
+const MAX_REDIRECTS: u32 = 10;
+
+/// What a location stage decided.
+pub enum Step<'c> {
+    Done(Response<'c>),
+    /// Internal redirect to a new URI (and arguments).
+    Redirect(Vec<u8>, Option<Vec<u8>>),
+    Named(&'c str),
+}
+
+/// Runs the whole pipeline for one request.
+pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
+    let resp = match &ctx.server.ret {
+        Some(r) => ret::respond(ctx, r),
+        None => route(ctx, None),
+    };
+    finish(ctx, resp)
+}
+
+/// Location match and content, following internal redirects.
+pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Response<'c> {
+    let mut named: Option<&'c str> = start_named;
+    loop {
+        if let Some(name) = named.take() {
+            match ctx.server.named.get(name) {
+                Some(l) => ctx.conf = &l.conf,
+                None => {
+                    log_error!(Level::Error, "*{} could not find named location \"@{}\"", ctx.conn.id, name);
+                    return error(ctx, 500);
+                }
+            }
+        } else {
+            ctx.conf = match crate::routing::location::find(&ctx.server.locations, &ctx.req.path) {
+                Some(l) => &l.conf,
+                None => &ctx.server.conf,
+            };
+        }
+        let step = run_location(ctx);
+        match step {
+            Step::Done(r) => return r,
+            Step::Named(n) => {
+                if !count_redirect(ctx, n.as_bytes()) {
+                    return error(ctx, 500);
+                }
+                named = Some(n);
+            }
+            Step::Redirect(uri, args) => {
+                if !count_redirect(ctx, &uri) {
+                    return error(ctx, 500);
+                }
+                ctx.req.path = Cow::Owned(uri);
+                if let Some(a) = args {
+                    ctx.req.args = Some(Cow::Owned(a));
+                }
+                ctx.filename = None;
+            }
+        }
+    }
+}
+
+fn count_redirect(ctx: &mut ReqCtx<'_, '_>, to: &[u8]) -> bool {
+    ctx.redirects += 1;
+    if ctx.redirects > MAX_REDIRECTS {
+        log_error!(
+            Level::Error,
+            "*{} rewrite or internal redirection cycle while internally redirecting to \"{}\"",
+            ctx.conn.id,
+            String::from_utf8_lossy(to)
+        );
+        return false;
+    }
+    true
+}
+
+fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
+    let conf = ctx.conf;
+    if let Some(r) = &conf.ret {
+        return Step::Done(ret::respond(ctx, r));
+    }
+    if let Some(tf) = &conf.try_files
+        && let Some(step) = try_files::run(ctx, tf)
+    {
+        return step;
+    }
+    if conf.empty_gif {
+        return Step::Done(empty_gif::respond(ctx));
+    }
+    static_file::serve(ctx)
+}
+
+/// nginx's generated error response for `status`.
+pub fn error<'c>(ctx: &ReqCtx<'c, '_>, status: u16) -> Response<'c> {
+    ret::special(ctx, status)
+}
+
+/// error_page, then the header filters.
+fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
+    if resp.is_error_page && ctx.err_status.is_none() {
+        resp = error_page::apply(ctx, resp);
+    }
+    crate::filter::headers::apply(ctx, &mut resp);
+    resp
+}

@@ -1,0 +1,177 @@
+//! nginx's `open_file_cache`: per-worker cache of open descriptors and their
+//! metadata, so a hot file costs no `open`/`fstat`/`close` per request. One
+//! cache per worker thread, touched only by that thread: no locks.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use crate::config::model::LocConf;
+
+/// An open file (or a directory's metadata) as served to one or many requests.
+#[derive(Debug)]
+pub struct OpenFile {
+    /// None for directories: they are never read, only listed.
+    pub file: Option<File>,
+    pub size: u64,
+    pub mtime: u64,
+    pub is_dir: bool,
+    ino: u64,
+    dev: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenError {
+    NotFound,
+    Forbidden,
+    /// ENOTDIR and the like: treated as not found, as nginx does.
+    NotDir,
+    Other(i32),
+}
+
+impl OpenError {
+    fn from_io(e: &io::Error) -> OpenError {
+        match e.raw_os_error() {
+            Some(2) => OpenError::NotFound,
+            Some(13) => OpenError::Forbidden,
+            Some(20) | Some(36) | Some(40) => OpenError::NotDir,
+            Some(n) => OpenError::Other(n),
+            None => OpenError::Other(0),
+        }
+    }
+
+    pub fn errno(self) -> i32 {
+        match self {
+            OpenError::NotFound => 2,
+            OpenError::Forbidden => 13,
+            OpenError::NotDir => 20,
+            OpenError::Other(n) => n,
+        }
+    }
+
+    pub fn status(self) -> u16 {
+        match self {
+            OpenError::NotFound | OpenError::NotDir => 404,
+            OpenError::Forbidden => 403,
+            OpenError::Other(_) => 500,
+        }
+    }
+}
+
+pub type Lookup = Result<Rc<OpenFile>, OpenError>;
+
+fn open_uncached(path: &Path) -> Lookup {
+    let meta = std::fs::metadata(path).map_err(|e| OpenError::from_io(&e))?;
+    if meta.is_dir() {
+        return Ok(Rc::new(OpenFile {
+            file: None,
+            size: meta.len(),
+            mtime: meta.mtime().max(0) as u64,
+            is_dir: true,
+            ino: meta.ino(),
+            dev: meta.dev(),
+        }));
+    }
+    let file = File::open(path).map_err(|e| OpenError::from_io(&e))?;
+    let meta = file.metadata().map_err(|e| OpenError::from_io(&e))?;
+    Ok(Rc::new(OpenFile {
+        size: meta.len(),
+        mtime: meta.mtime().max(0) as u64,
+        is_dir: meta.is_dir(),
+        ino: meta.ino(),
+        dev: meta.dev(),
+        file: Some(file),
+    }))
+}
+
+struct Entry {
+    result: Lookup,
+    validated: u64,
+    used: u64,
+    uses: u32,
+}
+
+#[derive(Default)]
+struct Cache {
+    map: HashMap<PathBuf, Entry>,
+    /// Counts for tests and benchmarks: how many opens the cache saved.
+    hits: u64,
+}
+
+thread_local! {
+    static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
+}
+
+/// Opens `path` for serving, through the worker's cache when the location
+/// has `open_file_cache` on.
+pub fn open(path: &Path, conf: &LocConf) -> Lookup {
+    let Some(ofc) = conf.open_file_cache else {
+        return open_uncached(path);
+    };
+    let now = crate::clock::now_secs();
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        let mut uses = 1;
+        if let Some(e) = c.map.get_mut(path) {
+            if now.saturating_sub(e.used) <= ofc.inactive.as_secs() {
+                uses = e.uses.saturating_add(1);
+                e.used = now;
+                e.uses = uses;
+                if now.saturating_sub(e.validated) < conf.open_file_cache_valid.as_secs().max(1) {
+                    let r = e.result.clone();
+                    c.hits += 1;
+                    return r;
+                }
+                // Revalidate: keep the descriptor if the file is the same.
+                let fresh = std::fs::metadata(path);
+                let same = match (&e.result, &fresh) {
+                    (Ok(f), Ok(m)) => {
+                        f.ino == m.ino() && f.dev == m.dev() && f.size == m.len() && f.mtime == m.mtime().max(0) as u64
+                    }
+                    _ => false,
+                };
+                if same {
+                    e.validated = now;
+                    return e.result.clone();
+                }
+            }
+        }
+        let result = open_uncached(path);
+        let cacheable = match &result {
+            Ok(_) => true,
+            Err(_) => conf.open_file_cache_errors,
+        };
+        if cacheable && uses >= conf.open_file_cache_min_uses {
+            if c.map.len() >= ofc.max && !c.map.contains_key(path) {
+                evict(&mut c.map, now, ofc.inactive.as_secs());
+            }
+            c.map.insert(path.to_path_buf(), Entry { result: result.clone(), validated: now, used: now, uses });
+        } else if cacheable {
+            // Track uses before min_uses is reached, without keeping the fd.
+            c.map.insert(
+                path.to_path_buf(),
+                Entry { result: Err(OpenError::Other(-1)), validated: 0, used: now, uses },
+            );
+        }
+        result
+    })
+}
+
+/// Drops inactive entries, or the least recently used one when all are active.
+fn evict(map: &mut HashMap<PathBuf, Entry>, now: u64, inactive: u64) {
+    let before = map.len();
+    map.retain(|_, e| now.saturating_sub(e.used) <= inactive);
+    if map.len() == before
+        && let Some(k) = map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone())
+    {
+        map.remove(&k);
+    }
+}
+
+pub fn hits() -> u64 {
+    CACHE.with(|c| c.borrow().hits)
+}

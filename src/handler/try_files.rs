@@ -1,0 +1,52 @@
+//! `try_files file ... fallback`: the first existing candidate becomes the
+//! URI served by this location; otherwise the fallback (URI, named location
+//! or `=code`) runs.
+
+use std::borrow::Cow;
+
+use super::ctx::{ReqCtx, Vars};
+use super::static_file::map_path;
+use super::{Step, error};
+use crate::config::model::{TryFallback, TryFiles};
+
+/// None: a candidate exists and the request continues in this location.
+pub fn run<'c>(ctx: &mut ReqCtx<'c, '_>, tf: &'c TryFiles) -> Option<Step<'c>> {
+    for t in &tf.files {
+        let value = t.render_to_vec(&Vars::request(ctx));
+        let want_dir = value.ends_with(b"/");
+        let mut path = Vec::new();
+        map_path(ctx, &value, &mut path);
+        if want_dir && path.len() > 1 {
+            path.pop();
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
+        if let Ok(f) = super::open_cache::open(p, ctx.conf)
+            && f.is_dir == want_dir
+        {
+            ctx.req.path = Cow::Owned(value);
+            ctx.filename = Some(path);
+            return None;
+        }
+    }
+    Some(match &tf.fallback {
+        TryFallback::Code(c) => Step::Done(error(ctx, *c)),
+        TryFallback::Named(n) => Step::Named(n),
+        TryFallback::Uri(t) => {
+            let v = t.render_to_vec(&Vars::request(ctx));
+            split_uri(v)
+        }
+    })
+}
+
+/// An internal-redirect target may carry arguments after `?`.
+pub fn split_uri<'c>(mut v: Vec<u8>) -> Step<'c> {
+    match v.iter().position(|&b| b == b'?') {
+        Some(q) => {
+            let args = v[q + 1..].to_vec();
+            v.truncate(q);
+            Step::Redirect(v, Some(args))
+        }
+        None => Step::Redirect(v, None),
+    }
+}

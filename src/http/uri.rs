@@ -1,0 +1,432 @@
+//! Request-target normalization with nginx's `ngx_http_parse_complex_uri`
+//! semantics (merge_slashes on), verified against nginx 1.22.1:
+//!
+//! * `%XX` is decoded before segment processing, so `%2F` acts as a slash and
+//!   `%2e%2e` as `..` ("/a%2F..%2Fb" -> "/b"). Decoded `%`, `#`, `?` are
+//!   literal path bytes ("/a%3Fb" -> "/a?b", "/a%2541" -> "/a%41").
+//! * A `..` that would climb above `/` is a 400, never clamped.
+//! * A trailing `.` / `..` segment leaves a trailing slash ("/a/b/.." -> "/a/").
+//! * `%00`, a bad escape ("%", "%4", "%zz") and a raw NUL are 400.
+//! * Backslashes are ordinary bytes on Unix ("/a\..\b" stays as is).
+//! * A raw `#` ends the path and the query ("/a#b?c" -> path "/a", no args;
+//!   "/a?b#c" -> args "b").
+
+use std::borrow::Cow;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum UriError {
+    BadRequest,
+}
+
+/// Besides splitting at the first `?`, a raw `#` terminates both path and
+/// query, because nginx drops the fragment ("/a#x?y" has no args in nginx).
+pub fn split_target(target: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match memchr::memchr2(b'?', b'#', target) {
+        None => (target, None),
+        Some(i) if target[i] == b'#' => (&target[..i], None),
+        Some(i) => {
+            let rest = &target[i + 1..];
+            let query = match memchr::memchr(b'#', rest) {
+                Some(j) => &rest[..j],
+                None => rest,
+            };
+            (&target[..i], Some(query))
+        }
+    }
+}
+
+/// The borrowed fast path covers almost every real request: it is taken when
+/// there is no `%`, no NUL, no empty segment and no segment that is exactly
+/// `.` or `..` (dot-files such as "/.well-known" stay on the fast path).
+pub fn normalize_path(path: &[u8]) -> Result<Cow<'_, [u8]>, UriError> {
+    if path.first() != Some(&b'/') {
+        return Err(UriError::BadRequest);
+    }
+    if is_already_normal(path) {
+        return Ok(Cow::Borrowed(path));
+    }
+    normalize_slow(path).map(Cow::Owned)
+}
+
+fn is_already_normal(path: &[u8]) -> bool {
+    if memchr::memchr2(b'%', 0, path).is_some() {
+        return false;
+    }
+    for i in memchr::memchr_iter(b'/', path) {
+        match &path[i + 1..] {
+            [b'/', ..] | [b'.'] | [b'.', b'/', ..] | [b'.', b'.'] | [b'.', b'.', b'/', ..] => {
+                return false;
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
+#[inline]
+fn hex_val(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Single pass: decodes into `out` and resolves each segment as soon as its
+/// terminating slash (decoded or raw) is seen, so only one buffer is needed.
+/// Invariant: `out[..seg_start]` is a normalized prefix ending in '/'.
+fn normalize_slow(path: &[u8]) -> Result<Vec<u8>, UriError> {
+    let mut out = Vec::with_capacity(path.len());
+    out.push(b'/');
+    let mut seg_start = 1usize;
+    let mut i = 1usize;
+    loop {
+        let c = match path.get(i) {
+            None => None,
+            Some(&b'%') => {
+                let hi = path.get(i + 1).copied().and_then(hex_val);
+                let lo = path.get(i + 2).copied().and_then(hex_val);
+                match (hi, lo) {
+                    (Some(h), Some(l)) => {
+                        i += 3;
+                        match (h << 4) | l {
+                            0 => return Err(UriError::BadRequest),
+                            v => Some(v),
+                        }
+                    }
+                    _ => return Err(UriError::BadRequest),
+                }
+            }
+            Some(&0) => return Err(UriError::BadRequest),
+            Some(&b) => {
+                i += 1;
+                Some(b)
+            }
+        };
+        match c {
+            Some(b'/') | None => {
+                match &out[seg_start..] {
+                    b"" => {}
+                    b"." => out.truncate(seg_start),
+                    b".." => {
+                        if seg_start <= 1 {
+                            return Err(UriError::BadRequest);
+                        }
+                        let prev = memchr::memrchr(b'/', &out[..seg_start - 1]).unwrap_or(0);
+                        out.truncate(prev + 1);
+                    }
+                    _ => {
+                        if c.is_some() {
+                            out.push(b'/');
+                        }
+                    }
+                }
+                if c.is_none() {
+                    return Ok(out);
+                }
+                seg_start = out.len();
+            }
+            Some(b) => out.push(b),
+        }
+    }
+}
+
+/// Byte classes as 256-bit masks, copied from nginx 1.22's ngx_escape_uri
+/// tables so escaped output is byte-identical to nginx's.
+const fn table(words: [u32; 8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = words[i >> 5] & (1 << (i & 31)) != 0;
+        i += 1;
+    }
+    t
+}
+
+/// NGX_ESCAPE_URI: controls, space, `"`, `#`, `%`, `<`, `>`, `?`, `\`, `^`,
+/// `` ` ``, `{`, `|`, `}`, DEL and non-ASCII.
+static URI: [bool; 256] = table([
+    0xffff_ffff,
+    0xd000_002d,
+    0x5000_0000,
+    0xb800_0001,
+    0xffff_ffff,
+    0xffff_ffff,
+    0xffff_ffff,
+    0xffff_ffff,
+]);
+
+/// NGX_ESCAPE_URI_COMPONENT: everything except ALPHA, DIGIT, `-`, `.`, `_`, `~`.
+static URI_COMPONENT: [bool; 256] = table([
+    0xffff_ffff,
+    0xfc00_9fff,
+    0x7800_0001,
+    0xb800_0001,
+    0xffff_ffff,
+    0xffff_ffff,
+    0xffff_ffff,
+    0xffff_ffff,
+]);
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+fn escape_with(s: &[u8], tbl: &[bool; 256], out: &mut Vec<u8>) {
+    out.reserve(s.len());
+    let mut plain = 0;
+    for (i, &b) in s.iter().enumerate() {
+        if tbl[usize::from(b)] {
+            out.extend_from_slice(&s[plain..i]);
+            out.extend_from_slice(&[
+                b'%',
+                HEX_UPPER[usize::from(b >> 4)],
+                HEX_UPPER[usize::from(b & 15)],
+            ]);
+            plain = i + 1;
+        }
+    }
+    out.extend_from_slice(&s[plain..]);
+}
+
+/// Used where nginx re-escapes a decoded URI, e.g. the Location of the
+/// directory redirect ("/a dir" -> "/a%20dir/").
+pub fn escape_uri(path: &[u8], out: &mut Vec<u8>) {
+    escape_with(path, &URI, out);
+}
+
+/// Used for autoindex hrefs, where nginx escapes a single name as a URI
+/// component (so `&`, `:`, `/`, `;` etc. are escaped too).
+pub fn escape_uri_component(s: &[u8], out: &mut Vec<u8>) {
+    escape_with(s, &URI_COMPONENT, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(p: &[u8]) -> Result<Vec<u8>, UriError> {
+        normalize_path(p).map(|c| c.into_owned())
+    }
+
+    fn ok(p: &str, expect: &str) {
+        assert_eq!(
+            norm(p.as_bytes()).map(|v| String::from_utf8_lossy(&v).into_owned()),
+            Ok(expect.to_string()),
+            "input {p:?}"
+        );
+    }
+
+    fn bad(p: &[u8]) {
+        assert_eq!(norm(p), Err(UriError::BadRequest), "input {p:?}");
+    }
+
+    #[test]
+    fn split() {
+        assert_eq!(split_target(b"/a"), (&b"/a"[..], None));
+        assert_eq!(split_target(b"/a?x=1"), (&b"/a"[..], Some(&b"x=1"[..])));
+        assert_eq!(split_target(b"/a?"), (&b"/a"[..], Some(&b""[..])));
+        assert_eq!(split_target(b"/a??b"), (&b"/a"[..], Some(&b"?b"[..])));
+        assert_eq!(split_target(b"/a?b#c"), (&b"/a"[..], Some(&b"b"[..])));
+        assert_eq!(split_target(b"/a#b?c"), (&b"/a"[..], None));
+        assert_eq!(split_target(b"/a%3F?x"), (&b"/a%3F"[..], Some(&b"x"[..])));
+        assert_eq!(split_target(b""), (&b""[..], None));
+    }
+
+    /// Every expectation here was observed from nginx 1.22.1's `$uri`.
+    #[test]
+    fn nginx_observed() {
+        ok("/", "/");
+        ok("//", "/");
+        ok("/a//b///c", "/a/b/c");
+        ok("/a/./b", "/a/b");
+        ok("/a/../b", "/b");
+        ok("/foo/../bar", "/bar");
+        ok("/a/b/..", "/a/");
+        ok("/a/b/.", "/a/b/");
+        ok("/a/.", "/a/");
+        ok("/a/..", "/");
+        ok("/a/%2e%2e", "/");
+        ok("/a/%2E%2e/b", "/b");
+        ok("/a%2F..%2Fb", "/b");
+        ok("/a%2f..", "/");
+        ok("/a%2f%2fb", "/a/b");
+        ok("/a%20b", "/a b");
+        ok("/a%41b", "/aAb");
+        ok("/%2F", "/");
+        ok("/./", "/");
+        ok("/.", "/");
+        ok("/./.", "/");
+        ok("/.a", "/.a");
+        ok("/a/.b/..c/...", "/a/.b/..c/...");
+        ok("/a/.../b", "/a/.../b");
+        ok("/a/..../", "/a/..../");
+        ok("/a/b/../../c/", "/c/");
+        ok("/a%3Fb", "/a?b");
+        ok("/a%23b", "/a#b");
+        ok("/a%25b", "/a%b");
+        ok("/a%2541", "/a%41");
+        ok("/a/b%2F", "/a/b/");
+        ok("/a/.%2e/b", "/b");
+        ok("/a/%2e./b", "/b");
+        ok("/a/%2e", "/a/");
+        ok("/a/b/%2e%2e", "/a/");
+        ok("/a\\b", "/a\\b");
+        ok("/a\\..\\b", "/a\\..\\b");
+        ok("/a/./../b", "/b");
+        ok("/a/..//b", "/b");
+        ok("/a//../b", "/b");
+        ok("/a/b/c/../../../", "/");
+        ok("/a%20%2F..%2F", "/");
+        ok("/a/b/..%2F", "/a/");
+        ok("/\u{e9}/\u{fc}", "/\u{e9}/\u{fc}");
+        ok("/%C3%A9", "/\u{e9}");
+    }
+
+    #[test]
+    fn nginx_observed_errors() {
+        bad(b"/..");
+        bad(b"/../");
+        bad(b"/../..");
+        bad(b"/a/../..");
+        bad(b"/a/../../b");
+        bad(b"/%2e%2e/");
+        bad(b"/a/b/../../../c/");
+        bad(b"/a/b/c/../../../../");
+        bad(b"/%");
+        bad(b"/a%");
+        bad(b"/a%4");
+        bad(b"/a%4g");
+        bad(b"/a%zz");
+        bad(b"/a%00");
+        bad(b"/a%00b");
+        bad(b"/a\0b");
+        bad(b"");
+        bad(b"a/b");
+        bad(b"%2Fa");
+    }
+
+    #[test]
+    fn fast_path_borrows() {
+        for p in [
+            &b"/"[..],
+            b"/index.html",
+            b"/a/b/c.txt",
+            b"/.well-known/acme",
+            b"/a/.b/..c/...",
+            b"/\xc3\xa9/x",
+            b"/a/",
+        ] {
+            assert!(matches!(normalize_path(p), Ok(Cow::Borrowed(_))), "{p:?}");
+        }
+        for p in [&b"//"[..], b"/a/./b", b"/a/..", b"/a%20", b"/a/."] {
+            assert!(matches!(normalize_path(p), Ok(Cow::Owned(_))), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn long_path() {
+        let mut p = Vec::new();
+        let mut expect = Vec::new();
+        for i in 0..2000 {
+            p.extend_from_slice(format!("//seg{i}/./x/../").as_bytes());
+            expect.extend_from_slice(format!("/seg{i}").as_bytes());
+        }
+        expect.push(b'/');
+        assert_eq!(norm(&p).unwrap(), expect);
+        let deep: Vec<u8> = b"/a"
+            .repeat(10_000)
+            .into_iter()
+            .chain(b"/..".repeat(10_000))
+            .collect();
+        assert_eq!(norm(&deep).unwrap(), b"/");
+        let deeper: Vec<u8> = b"/a"
+            .repeat(10_000)
+            .into_iter()
+            .chain(b"/..".repeat(10_001))
+            .collect();
+        assert_eq!(norm(&deeper), Err(UriError::BadRequest));
+    }
+
+    /// Property check over generated inputs built from the troublesome
+    /// alphabet; a tiny xorshift keeps it deterministic without extra crates.
+    #[test]
+    fn property_output_is_normal() {
+        const PIECES: [&[u8]; 14] = [
+            b"/",
+            b"//",
+            b".",
+            b"..",
+            b"a",
+            b"bc",
+            b"%2e",
+            b"%2E",
+            b"%2f",
+            b"%2F",
+            b"%",
+            b"%00",
+            b"%41",
+            b"\xc3\xa9",
+        ];
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut oks = 0;
+        for _ in 0..50_000 {
+            let mut p = vec![b'/'];
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let n = (x % 12) as usize;
+            for _ in 0..n {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                p.extend_from_slice(PIECES[(x % PIECES.len() as u64) as usize]);
+            }
+            if let Ok(out) = normalize_path(&p) {
+                oks += 1;
+                let o = &out[..];
+                assert_eq!(o.first(), Some(&b'/'), "{p:?}");
+                assert!(!o.windows(2).any(|w| w == b"//"), "{p:?} -> {o:?}");
+                assert!(!o.windows(3).any(|w| w == b"/./"), "{p:?} -> {o:?}");
+                assert!(!o.windows(4).any(|w| w == b"/../"), "{p:?} -> {o:?}");
+                assert!(
+                    !o.ends_with(b"/.") && !o.ends_with(b"/.."),
+                    "{p:?} -> {o:?}"
+                );
+                // Idempotent: a normalized path (without '%') is a fixed point.
+                if !o.contains(&b'%') {
+                    assert_eq!(&normalize_path(o).unwrap()[..], o);
+                }
+            }
+        }
+        assert!(
+            oks > 10_000,
+            "generator should produce mostly valid paths: {oks}"
+        );
+    }
+
+    #[test]
+    fn escape_uri_nginx_table() {
+        let mut out = Vec::new();
+        escape_uri(b"/dir/we\"ird<>\\^`{|}#?%x/", &mut out);
+        assert_eq!(out, b"/dir/we%22ird%3C%3E%5C%5E%60%7B%7C%7D%23%3F%25x/");
+        out.clear();
+        escape_uri(b"/a dir/\xc3\xa9\x01\x7f&=+;:@!$'()*,~", &mut out);
+        assert_eq!(out, b"/a%20dir/%C3%A9%01%7F&=+;:@!$'()*,~");
+        out.clear();
+        escape_uri(b"", &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn escape_component_nginx_table() {
+        let mut out = Vec::new();
+        escape_uri_component(b"sp ace & amp.txt", &mut out);
+        assert_eq!(out, b"sp%20ace%20%26%20amp.txt");
+        out.clear();
+        escape_uri_component(b"dir&<x>/pct%41:q?#~_-.", &mut out);
+        assert_eq!(out, b"dir%26%3Cx%3E%2Fpct%2541%3Aq%3F%23~_-.");
+        out.clear();
+        escape_uri_component(b"AZaz09", &mut out);
+        assert_eq!(out, b"AZaz09");
+    }
+}

@@ -1,0 +1,21 @@
+//! sluice: an nginx-compatible web server.
+//!
+//! The request pipeline, in module order: `config` (nginx syntax to a
+//! validated model) -> `process` (master, signals, reload) -> `listener`
+//! (sockets) -> `worker` (per-core event loops) -> `connection` (HTTP/1.x)
+//! -> `routing` (server and location match) -> `handler` (return, static,
+//! empty_gif, error pages) -> `filter` (headers) -> `log`.
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod connection;
+pub mod filter;
+pub mod handler;
+pub mod http;
+pub mod listener;
+pub mod log;
+pub mod process;
+pub mod routing;
+pub mod variables;
+pub mod worker;

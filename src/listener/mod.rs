@@ -1,0 +1,108 @@
+//! Listening sockets, owned by the master thread and handed (as duplicated
+//! descriptors) to each worker generation. With `reuseport` every worker
+//! gets its own SO_REUSEPORT socket per address, so the kernel spreads
+//! connections with no shared accept queue; otherwise workers share one.
+//!
+//! On reload, sockets whose address and mode are unchanged are kept (the
+//! same kernel socket, so no connection is refused or lost), new ones are
+//! bound, and dropped ones close once the old workers let go of them.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+
+use socket2::{Domain, Socket, Type};
+
+use crate::config::Config;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    addr: SocketAddr,
+    reuseport: bool,
+    /// Worker index for reuseport sockets, 0 for shared ones.
+    index: usize,
+}
+
+#[derive(Default)]
+pub struct ListenerSet {
+    socks: Vec<(Key, TcpListener)>,
+}
+
+fn keys(cfg: &Config) -> Vec<(Key, usize, i32)> {
+    let mut out = Vec::new();
+    for (gi, g) in cfg.http.listens.iter().enumerate() {
+        let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
+        for index in 0..n {
+            out.push((Key { addr: g.addr, reuseport: g.reuseport, index }, gi, g.backlog));
+        }
+    }
+    out
+}
+
+fn bind(k: &Key, backlog: i32) -> io::Result<TcpListener> {
+    let s = Socket::new(Domain::for_address(k.addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    if k.reuseport {
+        s.set_reuse_port(true)?;
+    }
+    if k.addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&k.addr.into())?;
+    s.listen(backlog)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+fn os_error(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => {
+            let text = e.to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+            format!("{n}: {text}")
+        }
+        None => e.to_string(),
+    }
+}
+
+impl ListenerSet {
+    /// The sockets `cfg` needs, reusing this set's where possible. On error
+    /// (nginx's wording) nothing here changes and sockets bound so far close.
+    pub fn prepare(&self, cfg: &Config) -> Result<ListenerSet, String> {
+        let mut next = ListenerSet::default();
+        for (k, _, backlog) in keys(cfg) {
+            if next.socks.iter().any(|(nk, _)| *nk == k) {
+                continue;
+            }
+            let sock = match self.socks.iter().find(|(ok, _)| *ok == k) {
+                Some((_, l)) => {
+                    let dup = l.try_clone().map_err(|e| format!("dup() of listener {} failed ({})", k.addr, os_error(&e)))?;
+                    // A changed backlog takes effect on the live socket.
+                    let _ = socket2::SockRef::from(&dup).listen(backlog);
+                    dup
+                }
+                None => bind(&k, backlog).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
+            };
+            next.socks.push((k, sock));
+        }
+        Ok(next)
+    }
+
+    /// Duplicated descriptors for worker `w`: its own reuseport sockets and
+    /// the shared ones, tagged with their listen group.
+    pub fn for_worker(&self, cfg: &Config, w: usize) -> io::Result<Vec<(usize, TcpListener)>> {
+        let mut out = Vec::new();
+        for (k, gi, _) in keys(cfg) {
+            if k.reuseport && k.index != w {
+                continue;
+            }
+            if let Some((_, l)) = self.socks.iter().find(|(sk, _)| *sk == k) {
+                out.push((gi, l.try_clone()?));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn addrs(&self) -> Vec<SocketAddr> {
+        self.socks.iter().map(|(k, _)| k.addr).collect()
+    }
+}

@@ -1,0 +1,277 @@
+//! The master: starts a worker generation, then waits for signals.
+//! SIGHUP reloads (a bad config is logged and the old one keeps serving;
+//! a good one starts a new generation on the kept listeners, then the old
+//! generation drains), SIGQUIT drains and exits, SIGTERM/SIGINT exit
+//! promptly, SIGUSR1 reopens log files.
+
+use std::fs::{File, OpenOptions};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::config::{self, Config, LoadOptions};
+use crate::listener::ListenerSet;
+use crate::log::error::Level;
+use crate::log_error;
+use crate::worker::{self, Ctl};
+
+struct Generation {
+    cfg: Arc<Config>,
+    workers: Vec<worker::Handle>,
+}
+
+fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
+    cfg.http
+        .access_log_files
+        .iter()
+        .map(|f| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&f.path)
+                .map_err(|e| format!("open() \"{}\" failed ({})", f.path.display(), super::signal::os_error(&e)))
+        })
+        .collect()
+}
+
+fn raise_nofile(n: u64) {
+    let lim = rustix::process::Rlimit { current: Some(n), maximum: Some(n) };
+    if rustix::process::setrlimit(rustix::process::Resource::Nofile, lim).is_err() {
+        let cur = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        let soft = rustix::process::Rlimit { current: Some(n.min(cur.maximum.unwrap_or(n))), maximum: cur.maximum };
+        if let Err(e) = rustix::process::setrlimit(rustix::process::Resource::Nofile, soft) {
+            log_error!(Level::Alert, "setrlimit(RLIMIT_NOFILE, {}) failed ({})", n, e);
+        }
+    }
+}
+
+fn start_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) -> Result<Generation, String> {
+    let mut workers = Vec::new();
+    for i in 0..cfg.main.worker_processes {
+        let socks = listeners.for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
+        let files = logs.iter().map(|f| f.try_clone()).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        let spec = worker::Spec {
+            index: i,
+            cfg: cfg.clone(),
+            listeners: socks,
+            log_files: files,
+            cpus: worker::affinity::cpus_for(&cfg.main.cpu_affinity, i),
+        };
+        match worker::spawn(spec) {
+            Ok(h) => workers.push(h),
+            Err(e) => {
+                for w in &workers {
+                    let _ = w.ctl.send(Ctl::Stop);
+                }
+                return Err(format!("could not start worker thread ({e})"));
+            }
+        }
+    }
+    Ok(Generation { cfg, workers })
+}
+
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let where_ = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        log_error!(Level::Alert, "worker task panicked{}: {}; the connection was closed", where_, info);
+    }));
+}
+
+pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
+    if let Some(n) = cfg.main.rlimit_nofile {
+        raise_nofile(n);
+    }
+    if let Err(e) = crate::log::error::install(&cfg.main.error_log) {
+        let p = cfg.main.error_log.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        eprintln!("sluice: [emerg] open() \"{}\" failed ({})", p, super::signal::os_error(&e));
+        return 1;
+    }
+    let logs = match open_access_logs(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            return 1;
+        }
+    };
+    let listeners = match ListenerSet::default().prepare(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            return 1;
+        }
+    };
+    if let Err(e) = super::pidfile::write(&cfg.main.pid) {
+        eprintln!("sluice: [emerg] {e}");
+        return 1;
+    }
+    install_panic_hook();
+    let cfg = Arc::new(cfg);
+    let current = match start_generation(cfg, &listeners, &logs) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            super::pidfile::remove(&opts_pid(&opts, None));
+            return 1;
+        }
+    };
+    log_error!(Level::Notice, "sluice/{} started, {} worker(s)", env!("CARGO_PKG_VERSION"), current.workers.len());
+    super::daemon::ready();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            return 1;
+        }
+    };
+    let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs };
+    rt.block_on(m.signal_loop())
+}
+
+fn opts_pid(_opts: &LoadOptions, cfg: Option<&Config>) -> std::path::PathBuf {
+    cfg.map(|c| c.main.pid.clone()).unwrap_or_default()
+}
+
+struct Master {
+    opts: LoadOptions,
+    current: Generation,
+    retiring: Vec<worker::Handle>,
+    listeners: ListenerSet,
+    logs: Vec<File>,
+}
+
+impl Master {
+    async fn signal_loop(&mut self) -> i32 {
+        let sigs = (
+            signal(SignalKind::hangup()),
+            signal(SignalKind::quit()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::user_defined1()),
+        );
+        let (Ok(mut hup), Ok(mut quit), Ok(mut term), Ok(mut int), Ok(mut usr1)) = sigs else {
+            log_error!(Level::Emerg, "could not install signal handlers");
+            self.stop_all(Ctl::Stop, Duration::from_secs(2));
+            return 1;
+        };
+        let mut reap = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    log_error!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
+                    self.reload();
+                }
+                _ = usr1.recv() => {
+                    log_error!(Level::Notice, "signal 10 (SIGUSR1) received, reopening logs");
+                    self.reopen();
+                }
+                _ = quit.recv() => {
+                    log_error!(Level::Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
+                    self.stop_all(Ctl::Quit, Duration::from_secs(3600));
+                    break;
+                }
+                _ = term.recv() => {
+                    log_error!(Level::Notice, "signal 15 (SIGTERM) received, exiting");
+                    self.stop_all(Ctl::Stop, Duration::from_secs(2));
+                    break;
+                }
+                _ = int.recv() => {
+                    log_error!(Level::Notice, "signal 2 (SIGINT) received, exiting");
+                    self.stop_all(Ctl::Stop, Duration::from_secs(2));
+                    break;
+                }
+                _ = reap.tick() => self.reap(),
+            }
+        }
+        super::pidfile::remove(&self.current.cfg.main.pid);
+        log_error!(Level::Notice, "exit");
+        0
+    }
+
+    fn reload(&mut self) {
+        let cfg = match config::load(&self.opts) {
+            Ok(c) => c,
+            Err(e) => {
+                log_error!(Level::Emerg, "{}", e);
+                log_error!(Level::Alert, "reload failed: the configuration is invalid; still serving the previous one");
+                return;
+            }
+        };
+        let logs = match open_access_logs(&cfg) {
+            Ok(l) => l,
+            Err(e) => {
+                log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
+                return;
+            }
+        };
+        let listeners = match self.listeners.prepare(&cfg) {
+            Ok(l) => l,
+            Err(e) => {
+                log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
+                return;
+            }
+        };
+        if let Err(e) = crate::log::error::install(&cfg.main.error_log) {
+            log_error!(Level::Emerg, "open() error log failed ({}); keeping the previous one", e);
+        }
+        if cfg.main.pid != self.current.cfg.main.pid {
+            if let Err(e) = super::pidfile::write(&cfg.main.pid) {
+                log_error!(Level::Alert, "{}", e);
+            }
+            super::pidfile::remove(&self.current.cfg.main.pid);
+        }
+        let cfg = Arc::new(cfg);
+        let next = match start_generation(cfg, &listeners, &logs) {
+            Ok(g) => g,
+            Err(e) => {
+                log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
+                return;
+            }
+        };
+        let old = std::mem::replace(&mut self.current, next);
+        for w in old.workers {
+            let _ = w.ctl.send(Ctl::Quit);
+            self.retiring.push(w);
+        }
+        // Old workers hold their own descriptors; the master keeps only the
+        // sockets the new configuration uses.
+        self.listeners = listeners;
+        self.logs = logs;
+        log_error!(Level::Notice, "reconfigured: listening on {:?}", self.listeners.addrs());
+    }
+
+    fn reopen(&mut self) {
+        crate::log::error::reopen();
+        match open_access_logs(&self.current.cfg) {
+            Ok(files) => {
+                for w in &self.current.workers {
+                    if let Ok(dups) = files.iter().map(|f| f.try_clone()).collect::<Result<Vec<_>, _>>() {
+                        let _ = w.ctl.send(Ctl::Reopen(dups));
+                    }
+                }
+                self.logs = files;
+            }
+            Err(e) => log_error!(Level::Alert, "{}", e),
+        }
+    }
+
+    fn reap(&mut self) {
+        self.retiring.retain(|w| w.done.try_recv().is_err() && !w.thread.is_finished());
+    }
+
+    fn stop_all(&mut self, how: Ctl, limit: Duration) {
+        let all: Vec<worker::Handle> = self.current.workers.drain(..).chain(self.retiring.drain(..)).collect();
+        for w in &all {
+            let msg = match how {
+                Ctl::Quit => Ctl::Quit,
+                _ => Ctl::Stop,
+            };
+            let _ = w.ctl.send(msg);
+        }
+        let deadline = Instant::now() + limit;
+        for w in all {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let _ = w.done.recv_timeout(left);
+        }
+    }
+}

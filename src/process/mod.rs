@@ -1,0 +1,133 @@
+//! Process lifecycle: command line, config test and dump, signals to a
+//! running instance, daemonizing, and the master that owns listeners and
+//! worker generations.
+
+pub mod daemon;
+pub mod default_conf;
+pub mod master;
+pub mod pidfile;
+pub mod signal;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use crate::cli::{self, Cli};
+use crate::config::{self, LoadOptions, Source};
+
+pub const DEFAULT_PREFIX: &str = match option_env!("SLUICE_PREFIX") {
+    Some(p) => p,
+    None => "/usr/local/sluice/",
+};
+
+pub fn hostname() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| rustix::system::uname().nodename().to_string_lossy().into_owned())
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+/// How the configuration is found: `-c` (relative to the prefix, as in
+/// nginx), else the default path, else the embedded default.
+pub fn load_options(cli: &Cli) -> LoadOptions {
+    let prefix = absolute(cli.prefix.as_deref().unwrap_or(Path::new(DEFAULT_PREFIX)));
+    let source = match &cli.conf {
+        Some(c) => Source::File(if c.is_absolute() { c.clone() } else { prefix.join(c) }),
+        None => {
+            let p = prefix.join("conf/sluice.conf");
+            if p.exists() { Source::File(p) } else { default_conf::source() }
+        }
+    };
+    LoadOptions { prefix, source, globals: cli.globals.clone() }
+}
+
+fn version_text(full: bool) -> String {
+    let mut s = format!("sluice version: sluice/{}\n", env!("CARGO_PKG_VERSION"));
+    if full {
+        s.push_str("built with rustc; HTTP/1.1 (own codec on httparse); TLS and HTTP/2: not yet\n");
+        s.push_str(&format!("default prefix: {DEFAULT_PREFIX}\n"));
+    }
+    s
+}
+
+/// The whole program; returns the exit code.
+pub fn main_entry(args: &[String]) -> i32 {
+    let cli = match cli::parse(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            eprint!("{}", cli::USAGE);
+            return 1;
+        }
+    };
+    if cli.version {
+        eprint!("{}", version_text(cli.version_full));
+    }
+    if cli.help {
+        eprint!("{}", cli::USAGE);
+        return 0;
+    }
+    if cli.version && !cli.test && cli.signal.is_none() {
+        return 0;
+    }
+    let opts = load_options(&cli);
+    let name = match &opts.source {
+        Source::File(p) => p.display().to_string(),
+        Source::Text { name, .. } => name.display().to_string(),
+    };
+    let cfg = match config::load(&opts) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            if cli.test {
+                eprintln!("sluice: configuration file {name} test failed");
+            }
+            return 1;
+        }
+    };
+    if cli.test {
+        if !cli.quiet {
+            eprintln!("sluice: the configuration file {name} syntax is ok");
+            eprintln!("sluice: configuration file {name} test is successful");
+        }
+        if cli.dump {
+            for f in &cfg.files {
+                println!("# configuration file {}:", f.path.display());
+                print!("{}", f.text);
+                if !f.text.ends_with('\n') {
+                    println!();
+                }
+                println!();
+            }
+        }
+        return 0;
+    }
+    if let Some(sig) = &cli.signal {
+        return match signal::send(&cfg, sig) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("sluice: [error] {e}");
+                1
+            }
+        };
+    }
+    if let Source::Text { .. } = &opts.source {
+        eprintln!(
+            "sluice: no configuration file at {}conf/sluice.conf; serving {} on http://127.0.0.1:8080/ (autoindex on)",
+            opts.prefix.display().to_string().trim_end_matches('/').to_string() + "/",
+            std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+        );
+    }
+    if cfg.main.daemon && !daemon::is_child() {
+        return daemon::run_parent();
+    }
+    if daemon::is_child() {
+        daemon::detach();
+    }
+    master::run(cfg, opts)
+}

@@ -1,0 +1,235 @@
+//! nginx `$variables`: compiled once at config load into a list of literal
+//! and variable parts, so evaluation on the request path is a straight walk
+//! with no parsing or name lookups.
+
+/// A variable reference, resolved from its name at load time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Var {
+    RemoteAddr,
+    RemotePort,
+    RemoteUser,
+    TimeLocal,
+    TimeIso8601,
+    Msec,
+    Request,
+    Status,
+    BodyBytesSent,
+    BytesSent,
+    RequestTime,
+    RequestMethod,
+    RequestUri,
+    Uri,
+    Args,
+    IsArgs,
+    Arg(String),
+    Host,
+    Hostname,
+    ServerName,
+    ServerAddr,
+    ServerPort,
+    ServerProtocol,
+    Scheme,
+    /// Request header; name lowercased with `_` turned into `-`.
+    Http(String),
+    /// Response header, same naming.
+    SentHttp(String),
+    Cookie(String),
+    Connection,
+    ConnectionRequests,
+    Pid,
+    RequestLength,
+    ContentType,
+    ContentLength,
+    DocumentRoot,
+    RequestFilename,
+    Version,
+}
+
+impl Var {
+    pub fn from_name(name: &str) -> Option<Var> {
+        let lower = name.to_ascii_lowercase();
+        let v = match lower.as_str() {
+            "remote_addr" => Var::RemoteAddr,
+            "remote_port" => Var::RemotePort,
+            "remote_user" => Var::RemoteUser,
+            "time_local" => Var::TimeLocal,
+            "time_iso8601" => Var::TimeIso8601,
+            "msec" => Var::Msec,
+            "request" => Var::Request,
+            "status" => Var::Status,
+            "body_bytes_sent" => Var::BodyBytesSent,
+            "bytes_sent" => Var::BytesSent,
+            "request_time" => Var::RequestTime,
+            "request_method" => Var::RequestMethod,
+            "request_uri" => Var::RequestUri,
+            "uri" | "document_uri" => Var::Uri,
+            "args" | "query_string" => Var::Args,
+            "is_args" => Var::IsArgs,
+            "host" => Var::Host,
+            "hostname" => Var::Hostname,
+            "server_name" => Var::ServerName,
+            "server_addr" => Var::ServerAddr,
+            "server_port" => Var::ServerPort,
+            "server_protocol" => Var::ServerProtocol,
+            "scheme" => Var::Scheme,
+            "connection" => Var::Connection,
+            "connection_requests" => Var::ConnectionRequests,
+            "pid" => Var::Pid,
+            "request_length" => Var::RequestLength,
+            "content_type" => Var::ContentType,
+            "content_length" => Var::ContentLength,
+            "document_root" => Var::DocumentRoot,
+            "request_filename" => Var::RequestFilename,
+            "nginx_version" | "sluice_version" => Var::Version,
+            _ => {
+                let header = |rest: &str| rest.replace('_', "-");
+                if let Some(rest) = lower.strip_prefix("http_") {
+                    Var::Http(header(rest))
+                } else if let Some(rest) = lower.strip_prefix("sent_http_") {
+                    Var::SentHttp(header(rest))
+                } else if let Some(rest) = name.strip_prefix("arg_") {
+                    Var::Arg(rest.to_string())
+                } else if let Some(rest) = name.strip_prefix("cookie_") {
+                    Var::Cookie(rest.to_string())
+                } else {
+                    return None;
+                }
+            }
+        };
+        Some(v)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    Lit(Vec<u8>),
+    Var(Var),
+}
+
+/// A string with variables, e.g. a `log_format` or an `add_header` value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Template {
+    pub parts: Vec<Part>,
+}
+
+/// Supplies variable values during evaluation; implemented by the request
+/// context, so templates do not depend on the HTTP code.
+pub trait VarSource {
+    fn write_var(&self, var: &Var, out: &mut Vec<u8>);
+}
+
+impl Template {
+    /// Compiles `text`; `Err` carries nginx's message for the caller to
+    /// position (`unknown "foo" variable`).
+    pub fn compile(text: &str) -> Result<Template, String> {
+        let b = text.as_bytes();
+        let mut parts = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] != b'$' {
+                lit.push(b[i]);
+                i += 1;
+                continue;
+            }
+            let (name, next) = if b.get(i + 1) == Some(&b'{') {
+                let end = text[i + 2..]
+                    .find('}')
+                    .ok_or_else(|| format!("the closing bracket in \"{}\" variable is missing", &text[i + 2..]))?;
+                (&text[i + 2..i + 2 + end], i + 3 + end)
+            } else {
+                let mut j = i + 1;
+                while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+                    j += 1;
+                }
+                (&text[i + 1..j], j)
+            };
+            if name.is_empty() {
+                return Err("invalid variable name \"$\"".to_string());
+            }
+            if name.bytes().all(|c| c.is_ascii_digit()) {
+                return Err(format!("regex capture \"${name}\" is not supported yet"));
+            }
+            let var = Var::from_name(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?;
+            if !lit.is_empty() {
+                parts.push(Part::Lit(std::mem::take(&mut lit)));
+            }
+            parts.push(Part::Var(var));
+            i = next;
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Lit(lit));
+        }
+        Ok(Template { parts })
+    }
+
+    pub fn literal(text: &str) -> Template {
+        Template { parts: vec![Part::Lit(text.as_bytes().to_vec())] }
+    }
+
+    /// The text when it has no variables.
+    pub fn as_literal(&self) -> Option<&[u8]> {
+        match self.parts.as_slice() {
+            [] => Some(b""),
+            [Part::Lit(l)] => Some(l),
+            _ => None,
+        }
+    }
+
+    pub fn has_var(&self, pred: impl Fn(&Var) -> bool) -> bool {
+        self.parts.iter().any(|p| matches!(p, Part::Var(v) if pred(v)))
+    }
+
+    pub fn render(&self, src: &dyn VarSource, out: &mut Vec<u8>) {
+        for p in &self.parts {
+            match p {
+                Part::Lit(l) => out.extend_from_slice(l),
+                Part::Var(v) => src.write_var(v, out),
+            }
+        }
+    }
+
+    pub fn render_to_vec(&self, src: &dyn VarSource) -> Vec<u8> {
+        if let Some(l) = self.as_literal() {
+            return l.to_vec();
+        }
+        let mut out = Vec::with_capacity(64);
+        self.render(src, &mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl VarSource for Fixed {
+        fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
+            match var {
+                Var::Host => out.extend_from_slice(b"example.com"),
+                Var::Http(h) => out.extend_from_slice(h.as_bytes()),
+                _ => out.extend_from_slice(b"-"),
+            }
+        }
+    }
+
+    #[test]
+    fn compiles_and_renders() {
+        let t = Template::compile("a $host b ${host}c $http_user_agent").unwrap();
+        assert_eq!(t.render_to_vec(&Fixed), b"a example.com b example.comc user-agent".to_vec());
+    }
+
+    #[test]
+    fn unknown_variable_is_an_error() {
+        assert_eq!(Template::compile("$nope").unwrap_err(), "unknown \"nope\" variable");
+        assert!(Template::compile("${host").is_err());
+        assert!(Template::compile("$1").is_err());
+    }
+
+    #[test]
+    fn literal_detection() {
+        assert_eq!(Template::compile("plain").unwrap().as_literal(), Some(&b"plain"[..]));
+        assert_eq!(Template::compile("$host").unwrap().as_literal(), None);
+    }
+}

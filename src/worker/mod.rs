@@ -1,0 +1,192 @@
+//! A worker: one OS thread running a tokio `current_thread` runtime, with
+//! its own accept loops, access log buffers and open-file cache. Workers of
+//! one generation share only the immutable config; everything a request
+//! touches is thread-local, so the hot path takes no locks.
+
+pub mod accept;
+pub mod affinity;
+
+use std::cell::{Cell, RefCell};
+use std::fs::File;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+
+use crate::config::Config;
+use crate::log::access::AccessLogs;
+use crate::log::error::Level;
+use crate::log_error;
+
+/// Messages from the master thread.
+pub enum Ctl {
+    /// Graceful: stop accepting, finish in-flight requests, then exit.
+    Quit,
+    /// Fast: flush logs and exit now.
+    Stop,
+    /// New access log descriptors after `-s reopen`.
+    Reopen(Vec<File>),
+}
+
+pub struct WorkerCtx {
+    pub cfg: Arc<Config>,
+    pub index: usize,
+    pub logs: RefCell<AccessLogs>,
+    pub serial: Cell<u64>,
+    pub active: Cell<usize>,
+    pub max_conns: usize,
+    /// A connection slot was freed (worker_connections).
+    pub slot: Notify,
+    pub draining: Cell<bool>,
+    /// Wakes idle keep-alive connections when draining starts.
+    pub drain: Notify,
+    /// The last connection ended while draining.
+    pub drained: Notify,
+    /// Read buffers kept between requests, so idle connections hold none.
+    pub pool: RefCell<Vec<Vec<u8>>>,
+}
+
+impl WorkerCtx {
+    pub fn next_serial(&self) -> u64 {
+        let n = self.serial.get() + 1;
+        self.serial.set(n);
+        n
+    }
+
+    pub fn take_buf(&self, cap: usize) -> Vec<u8> {
+        match self.pool.borrow_mut().pop() {
+            Some(mut b) if b.capacity() >= cap => {
+                b.clear();
+                b
+            }
+            _ => Vec::with_capacity(cap),
+        }
+    }
+
+    pub fn give_buf(&self, mut b: Vec<u8>) {
+        let mut pool = self.pool.borrow_mut();
+        if b.capacity() > 0 && b.capacity() <= 64 * 1024 && pool.len() < 256 {
+            b.clear();
+            pool.push(b);
+        }
+    }
+}
+
+/// Counts a live connection; dropping it (even during a panic unwinding the
+/// connection's task) frees the slot.
+pub struct ConnGuard(pub Rc<WorkerCtx>);
+
+impl ConnGuard {
+    pub fn new(w: Rc<WorkerCtx>) -> ConnGuard {
+        w.active.set(w.active.get() + 1);
+        ConnGuard(w)
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let w = &self.0;
+        w.active.set(w.active.get().saturating_sub(1));
+        w.slot.notify_one();
+        if w.draining.get() && w.active.get() == 0 {
+            w.drained.notify_one();
+        }
+    }
+}
+
+pub struct Handle {
+    pub ctl: mpsc::UnboundedSender<Ctl>,
+    pub done: std::sync::mpsc::Receiver<()>,
+    pub thread: std::thread::JoinHandle<()>,
+}
+
+/// What one worker needs to start.
+pub struct Spec {
+    pub index: usize,
+    pub cfg: Arc<Config>,
+    /// (listen group index, socket)
+    pub listeners: Vec<(usize, std::net::TcpListener)>,
+    pub log_files: Vec<File>,
+    pub cpus: Option<Vec<usize>>,
+}
+
+pub fn spawn(spec: Spec) -> std::io::Result<Handle> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new().name(format!("sluice-w{}", spec.index)).spawn(move || {
+        run(spec, rx);
+        let _ = done_tx.send(());
+    })?;
+    Ok(Handle { ctl: tx, done: done_rx, thread })
+}
+
+fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
+    if let Some(cpus) = &spec.cpus {
+        affinity::pin(spec.index, cpus);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            log_error!(Level::Alert, "worker {} could not start its event loop: {}", spec.index, e);
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    let max_conns = spec.cfg.main.worker_connections;
+    let logs = AccessLogs::new(spec.log_files, &spec.cfg.http.access_log_files);
+    let w = Rc::new(WorkerCtx {
+        cfg: spec.cfg,
+        index: spec.index,
+        logs: RefCell::new(logs),
+        serial: Cell::new(0),
+        active: Cell::new(0),
+        max_conns,
+        slot: Notify::new(),
+        draining: Cell::new(false),
+        drain: Notify::new(),
+        drained: Notify::new(),
+        pool: RefCell::new(Vec::new()),
+    });
+    local.block_on(&rt, async move {
+        crate::clock::refresh();
+        let stop_accept = Rc::new(Notify::new());
+        for (group, listener) in spec.listeners {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => {
+                    tokio::task::spawn_local(accept::run(l, group, w.clone(), stop_accept.clone()));
+                }
+                Err(e) => log_error!(Level::Alert, "worker {}: listener registration failed: {}", w.index, e),
+            }
+        }
+        tokio::task::spawn_local(tick(w.clone()));
+        loop {
+            match ctl.recv().await {
+                Some(Ctl::Reopen(files)) => w.logs.borrow_mut().reopen(files),
+                Some(Ctl::Quit) => {
+                    stop_accept.notify_waiters();
+                    w.draining.set(true);
+                    w.drain.notify_waiters();
+                    while w.active.get() > 0 {
+                        w.drained.notified().await;
+                    }
+                    break;
+                }
+                Some(Ctl::Stop) | None => break,
+            }
+        }
+        w.logs.borrow_mut().flush_all();
+    });
+}
+
+/// Once a second, at the second boundary: refresh the cached time and flush
+/// access logs that reached their `flush` age.
+async fn tick(w: Rc<WorkerCtx>) {
+    loop {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let to_next = Duration::from_nanos(1_000_000_000 - u64::from(now.subsec_nanos()));
+        tokio::time::sleep(to_next).await;
+        crate::clock::refresh();
+        w.logs.borrow_mut().tick();
+    }
+}
