@@ -98,9 +98,7 @@ fn apply_level<'d>(
         if !first && !cmd.multi {
             return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
         }
-        if first
-            && let (Some(reset), Some(l)) = (cmd.reset, loc.as_deref_mut())
-        {
+        if first && let (Some(reset), Some(l)) = (cmd.reset, loc.as_deref_mut()) {
             reset(l);
         }
         match &cmd.set {
@@ -223,8 +221,10 @@ pub fn build(
         }
         *slot = Some(d);
     }
-    let events = events.ok_or_else(|| {
-        ConfError { msg: "no \"events\" section in configuration".into(), file: None, line: 0 }
+    let events = events.ok_or_else(|| ConfError {
+        msg: "no \"events\" section in configuration".into(),
+        file: None,
+        line: 0,
     })?;
     apply_level(events.block.as_deref().unwrap_or(&[]), EVENTS, &mut ctx, &mut main, None, None)?;
     let http = match http {

@@ -69,28 +69,17 @@ fn is_space(ch: u8) -> bool {
 
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str) -> Self {
-        Lexer {
-            src,
-            pos: 0,
-            line: 1,
-        }
+        Lexer { src, pos: 0, line: 1 }
     }
 
     fn error(&self, msg: String) -> LexError {
-        LexError {
-            msg,
-            line: self.line,
-        }
+        LexError { msg, line: self.line }
     }
 
     /// Reports the whole character at `at`, not just one byte of it, so the
     /// message stays valid UTF-8 even for non-ASCII input.
     fn unexpected_at(&self, at: usize) -> LexError {
-        let ch = self
-            .src
-            .get(at..)
-            .and_then(|s| s.chars().next())
-            .unwrap_or('?');
+        let ch = self.src.get(at..).and_then(|s| s.chars().next()).unwrap_or('?');
         self.error(format!("unexpected \"{ch}\""))
     }
 
@@ -113,9 +102,7 @@ impl<'a> Lexer<'a> {
         loop {
             let Some(&ch) = bytes.get(self.pos) else {
                 if !words.is_empty() || !last_space {
-                    return Err(
-                        self.error("unexpected end of file, expecting \";\" or \"}\"".to_string())
-                    );
+                    return Err(self.error("unexpected end of file, expecting \";\" or \"}\"".to_string()));
                 }
                 return done(words, End::Eof, self.line);
             };
@@ -162,11 +149,7 @@ impl<'a> Lexer<'a> {
                         if words.is_empty() {
                             return Err(self.unexpected_at(self.pos - 1));
                         }
-                        let end = if ch == b'{' {
-                            End::BlockStart
-                        } else {
-                            End::Semicolon
-                        };
+                        let end = if ch == b'{' { End::BlockStart } else { End::Semicolon };
                         return done(words, end, self.line);
                     }
                     b'}' => {
@@ -224,11 +207,7 @@ impl<'a> Lexer<'a> {
             };
             if found {
                 let raw = bytes.get(start..self.pos - 1).unwrap_or_default();
-                words.push(Word {
-                    text: unescape(raw),
-                    quoted: word_quoted,
-                    line: start_line,
-                });
+                words.push(Word { text: unescape(raw), quoted: word_quoted, line: start_line });
                 match ch {
                     b';' => return done(words, End::Semicolon, self.line),
                     b'{' => return done(words, End::BlockStart, self.line),
@@ -291,11 +270,7 @@ mod tests {
     }
 
     fn texts(src: &str) -> Vec<Vec<String>> {
-        all(src)
-            .unwrap()
-            .into_iter()
-            .map(|s| s.words.into_iter().map(|w| w.text).collect())
-            .collect()
+        all(src).unwrap().into_iter().map(|s| s.words.into_iter().map(|w| w.text).collect()).collect()
     }
 
     fn one(src: &str) -> Vec<String> {
@@ -313,14 +288,8 @@ mod tests {
     fn words_and_terminators() {
         let sts = all("a b;c{}\n").unwrap();
         let ends: Vec<End> = sts.iter().map(|s| s.end).collect();
-        assert_eq!(
-            ends,
-            [End::Semicolon, End::BlockStart, End::BlockEnd, End::Eof]
-        );
-        assert_eq!(
-            texts("a b;c{}"),
-            [vec!["a", "b"], vec!["c"], vec![], vec![]]
-        );
+        assert_eq!(ends, [End::Semicolon, End::BlockStart, End::BlockEnd, End::Eof]);
+        assert_eq!(texts("a b;c{}"), [vec!["a", "b"], vec!["c"], vec![], vec![]]);
         assert_eq!(one("  a\t\tb\r\n c ;"), ["a", "b", "c"]);
     }
 
@@ -334,21 +303,8 @@ mod tests {
     fn quotes() {
         let mut lx = Lexer::new("x \"a b\" 'c;d{}' \"\" e;");
         let st = lx.read_statement().unwrap();
-        let got: Vec<(&str, bool)> = st
-            .words
-            .iter()
-            .map(|w| (w.text.as_str(), w.quoted))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("x", false),
-                ("a b", true),
-                ("c;d{}", true),
-                ("", true),
-                ("e", false)
-            ]
-        );
+        let got: Vec<(&str, bool)> = st.words.iter().map(|w| (w.text.as_str(), w.quoted)).collect();
+        assert_eq!(got, [("x", false), ("a b", true), ("c;d{}", true), ("", true), ("e", false)]);
         assert_eq!(one("a \"b\";"), ["a", "b"]);
         assert_eq!(one("a 'b'{"), ["a", "b"]);
         assert_eq!(one("a \"it's\" 'say \"hi\"';"), ["a", "it's", "say \"hi\""]);
@@ -358,10 +314,7 @@ mod tests {
 
     #[test]
     fn paren_after_quote_starts_new_word() {
-        assert_eq!(
-            one("if ($request_method = \"POST\") {"),
-            ["if", "($request_method", "=", "POST", ")"]
-        );
+        assert_eq!(one("if ($request_method = \"POST\") {"), ["if", "($request_method", "=", "POST", ")"]);
     }
 
     #[test]
@@ -432,9 +385,6 @@ mod tests {
 
     #[test]
     fn non_ascii_passes_through() {
-        assert_eq!(
-            one("a héllo \"wörld\" \\é;"),
-            ["a", "héllo", "wörld", "\\é"]
-        );
+        assert_eq!(one("a héllo \"wörld\" \\é;"), ["a", "héllo", "wörld", "\\é"]);
     }
 }

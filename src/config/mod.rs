@@ -23,7 +23,10 @@ pub use parser::ConfError;
 pub enum Source {
     File(PathBuf),
     /// Built-in text (the no-argument default), named for messages.
-    Text { name: PathBuf, text: String },
+    Text {
+        name: PathBuf,
+        text: String,
+    },
 }
 
 pub struct LoadOptions {

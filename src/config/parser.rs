@@ -73,20 +73,12 @@ impl std::error::Error for ConfError {}
 
 impl ConfError {
     pub fn at(msg: impl Into<String>, span: &Span) -> ConfError {
-        ConfError {
-            msg: msg.into(),
-            file: Some(span.file.as_ref().clone()),
-            line: span.line,
-        }
+        ConfError { msg: msg.into(), file: Some(span.file.as_ref().clone()), line: span.line }
     }
 
     /// For errors that have no position, like failing to open the main file.
     pub fn plain(msg: impl Into<String>) -> ConfError {
-        ConfError {
-            msg: msg.into(),
-            file: None,
-            line: 0,
-        }
+        ConfError { msg: msg.into(), file: None, line: 0 }
     }
 }
 
@@ -107,15 +99,9 @@ pub fn parse_str(text: &str, name: &Path, conf_dir: &Path) -> Result<Parsed, Con
 }
 
 fn parse_source(path: PathBuf, text: String, conf_dir: &Path) -> Result<Parsed, ConfError> {
-    let mut loader = Loader {
-        conf_dir,
-        files: Vec::new(),
-    };
+    let mut loader = Loader { conf_dir, files: Vec::new() };
     let directives = loader.parse_text(path, text, 0)?;
-    Ok(Parsed {
-        directives,
-        files: loader.files,
-    })
+    Ok(Parsed { directives, files: loader.files })
 }
 
 /// Formats like nginx's `call() "path" failed (errno: strerror)`; std's own
@@ -138,8 +124,7 @@ fn failed(call: &str, path: &Path, err: &io::Error) -> String {
 fn read_conf(path: &Path) -> Result<String, String> {
     let mut file = File::open(path).map_err(|e| failed("open", path, &e))?;
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| failed("read", path, &e))?;
+    file.read_to_end(&mut bytes).map_err(|e| failed("read", path, &e))?;
     // nginx accepts arbitrary bytes; replacing invalid UTF-8 keeps such a
     // config loadable rather than rejecting it outright.
     Ok(match String::from_utf8(bytes) {
@@ -154,18 +139,10 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
-    fn parse_text(
-        &mut self,
-        path: PathBuf,
-        text: String,
-        depth: usize,
-    ) -> Result<Vec<Directive>, ConfError> {
+    fn parse_text(&mut self, path: PathBuf, text: String, depth: usize) -> Result<Vec<Directive>, ConfError> {
         let file = Arc::new(path.clone());
         // Recorded before parsing so nested includes follow their parent.
-        self.files.push(ConfigFile {
-            path,
-            text: text.clone(),
-        });
+        self.files.push(ConfigFile { path, text: text.clone() });
         let mut lexer = Lexer::new(&text);
         let (directives, _) = self.parse_block(&mut lexer, &file, depth, false)?;
         Ok(directives)
@@ -183,18 +160,12 @@ impl Loader<'_> {
         let mut out = Vec::new();
         loop {
             let st = lexer.read_statement().map_err(|e| lex_error(e, file))?;
-            let span = Span {
-                file: Arc::clone(file),
-                line: st.line,
-            };
+            let span = Span { file: Arc::clone(file), line: st.line };
             let opens_block = match st.end {
                 End::BlockEnd if in_block => return Ok((out, st.line)),
                 End::BlockEnd => return Err(ConfError::at("unexpected \"}\"", &span)),
                 End::Eof if in_block => {
-                    return Err(ConfError::at(
-                        "unexpected end of file, expecting \"}\"",
-                        &span,
-                    ));
+                    return Err(ConfError::at("unexpected end of file, expecting \"}\"", &span));
                 }
                 End::Eof => return Ok((out, st.line)),
                 End::Semicolon => false,
@@ -211,16 +182,10 @@ impl Loader<'_> {
 
             if name.text == "include" {
                 if opens_block {
-                    return Err(ConfError::at(
-                        "directive \"include\" is not terminated by \";\"",
-                        &span,
-                    ));
+                    return Err(ConfError::at("directive \"include\" is not terminated by \";\"", &span));
                 }
                 let [pattern] = args.as_slice() else {
-                    return Err(ConfError::at(
-                        "invalid number of arguments in \"include\" directive",
-                        &span,
-                    ));
+                    return Err(ConfError::at("invalid number of arguments in \"include\" directive", &span));
                 };
                 out.extend(self.include(&pattern.text, &span, depth)?);
                 continue;
@@ -232,22 +197,11 @@ impl Loader<'_> {
             } else {
                 (None, span.line)
             };
-            out.push(Directive {
-                name: name.text,
-                args,
-                block,
-                span,
-                end_line,
-            });
+            out.push(Directive { name: name.text, args, block, span, end_line });
         }
     }
 
-    fn include(
-        &mut self,
-        pattern: &str,
-        span: &Span,
-        depth: usize,
-    ) -> Result<Vec<Directive>, ConfError> {
+    fn include(&mut self, pattern: &str, span: &Span, depth: usize) -> Result<Vec<Directive>, ConfError> {
         if depth >= MAX_INCLUDE_DEPTH {
             return Err(ConfError::at("too many nested includes", span));
         }
@@ -262,9 +216,8 @@ impl Loader<'_> {
                 require_literal_separator: true,
                 require_literal_leading_dot: true,
             };
-            let matches = glob::glob_with(&full_str, options).map_err(|e| {
-                ConfError::at(format!("glob() \"{full_str}\" failed ({})", e.msg), span)
-            })?;
+            let matches = glob::glob_with(&full_str, options)
+                .map_err(|e| ConfError::at(format!("glob() \"{full_str}\" failed ({})", e.msg), span))?;
             // Unreadable directories are skipped, as glob(3) does without
             // GLOB_ERR.
             let mut found: Vec<PathBuf> = matches.filter_map(Result::ok).collect();
@@ -284,11 +237,7 @@ impl Loader<'_> {
 }
 
 fn lex_error(e: LexError, file: &Arc<PathBuf>) -> ConfError {
-    ConfError {
-        msg: e.msg,
-        file: Some(file.as_ref().clone()),
-        line: e.line,
-    }
+    ConfError { msg: e.msg, file: Some(file.as_ref().clone()), line: e.line }
 }
 
 #[cfg(test)]
@@ -304,8 +253,7 @@ mod tests {
         fn new() -> TempDir {
             static N: AtomicUsize = AtomicUsize::new(0);
             let n = N.fetch_add(1, Ordering::Relaxed);
-            let dir =
-                std::env::temp_dir().join(format!("sluice-parser-{}-{n}", std::process::id()));
+            let dir = std::env::temp_dir().join(format!("sluice-parser-{}-{n}", std::process::id()));
             fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
         }
@@ -353,10 +301,7 @@ mod tests {
                 let file = d.span.file.file_name().unwrap().to_string_lossy();
                 let (line, end) = (d.span.line, d.end_line);
                 let indent = "  ".repeat(depth);
-                out.push_str(&format!(
-                    "{indent}{} {args:?} @{line}..{end} {file}\n",
-                    d.name
-                ));
+                out.push_str(&format!("{indent}{} {args:?} @{line}..{end} {file}\n", d.name));
                 if let Some(block) = &d.block {
                     walk(block, depth + 1, out);
                 }
@@ -381,10 +326,7 @@ http [] @2..7 test.conf
         assert!(p.directives[0].block.is_none());
         assert_eq!(p.directives[1].block.as_ref().map(Vec::len), Some(2));
         assert_eq!(p.files.len(), 1);
-        assert_eq!(
-            (p.files[0].path.to_str(), p.files[0].text.as_str()),
-            (Some(T), text)
-        );
+        assert_eq!((p.files[0].path.to_str(), p.files[0].text.as_str()), (Some(T), text));
         let empty = parse("events {}").unwrap();
         assert_eq!(empty.directives[0].block.as_ref().map(Vec::len), Some(0));
         assert!(parse("").unwrap().directives.is_empty());
@@ -418,8 +360,7 @@ location ["/x"] @7..11 test.conf
 
     #[test]
     fn comments_and_variables() {
-        let p =
-            parse("# top\nset $a ${host}#x; # trailing ;{}\nproxy_pass http://b$uri;#end").unwrap();
+        let p = parse("# top\nset $a ${host}#x; # trailing ;{}\nproxy_pass http://b$uri;#end").unwrap();
         let want = r#"set ["$a", "${host}#x"] @2..2 test.conf
 proxy_pass ["http://b$uri"] @3..3 test.conf
 "#;
@@ -429,10 +370,7 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
     #[test]
     fn syntax_errors() {
         assert_eq!(err("a;\n}"), format!(r#"unexpected "}}" in {T}:2"#));
-        assert_eq!(
-            err("http {\n a b\n}"),
-            format!(r#"unexpected "}}" in {T}:3"#)
-        );
+        assert_eq!(err("http {\n a b\n}"), format!(r#"unexpected "}}" in {T}:3"#));
         assert_eq!(err("\n;"), format!(r#"unexpected ";" in {T}:2"#));
         assert_eq!(err("a;\n\n{}"), format!(r#"unexpected "{{" in {T}:3"#));
         assert_eq!(err("a \"b\"c;"), format!(r#"unexpected "c" in {T}:1"#));
@@ -440,29 +378,16 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
         assert_eq!(err("http {\n server {\n }\n"), eof_block);
         let eof_directive = format!(r#"unexpected end of file, expecting ";" or "}}" in {T}:2"#);
         assert_eq!(err("http {\n listen 80"), eof_directive);
-        let want = ConfError {
-            msg: r#"unexpected "}""#.into(),
-            file: Some(T.into()),
-            line: 3,
-        };
+        let want = ConfError { msg: r#"unexpected "}""#.into(), file: Some(T.into()), line: 3 };
         assert_eq!(parse("x;\n\n}").unwrap_err(), want);
     }
 
     #[test]
     fn conf_error_constructors() {
-        let span = Span {
-            file: Arc::new(PathBuf::from("/a/b.conf")),
-            line: 7,
-        };
-        assert_eq!(
-            ConfError::at("bad", &span).to_string(),
-            "bad in /a/b.conf:7"
-        );
+        let span = Span { file: Arc::new(PathBuf::from("/a/b.conf")), line: 7 };
+        assert_eq!(ConfError::at("bad", &span).to_string(), "bad in /a/b.conf:7");
         let plain = ConfError::plain("worse");
-        assert_eq!(
-            (plain.to_string(), plain.file, plain.line),
-            ("worse".into(), None, 0)
-        );
+        assert_eq!((plain.to_string(), plain.file, plain.line), ("worse".into(), None, 0));
     }
 
     #[test]
@@ -477,8 +402,7 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
     fn include_single_file_into_nested_block() {
         let dir = TempDir::new();
         let inc_text = "location / {\n  root /srv;\n}\n";
-        let main_text =
-            "http {\n  server {\n    include conf.d/loc.conf;\n    listen 80;\n  }\n}\n";
+        let main_text = "http {\n  server {\n    include conf.d/loc.conf;\n    listen 80;\n  }\n}\n";
         let inc = dir.write("conf.d/loc.conf", inc_text);
         let main = dir.write("main.conf", main_text);
         let p = dir.parse("main.conf").unwrap();
@@ -491,15 +415,8 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
         assert_eq!(tree(&p), want);
         let server = &p.directives[0].block.as_ref().unwrap()[0];
         assert_eq!(*server.block.as_ref().unwrap()[0].span.file, inc);
-        let files: Vec<(&Path, &str)> = p
-            .files
-            .iter()
-            .map(|f| (f.path.as_path(), f.text.as_str()))
-            .collect();
-        assert_eq!(
-            files,
-            [(main.as_path(), main_text), (inc.as_path(), inc_text)]
-        );
+        let files: Vec<(&Path, &str)> = p.files.iter().map(|f| (f.path.as_path(), f.text.as_str())).collect();
+        assert_eq!(files, [(main.as_path(), main_text), (inc.as_path(), inc_text)]);
     }
 
     #[test]
@@ -518,8 +435,7 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
         let a = dir.write("sites/a.conf", "a;\n");
         dir.write("sites/.hidden.conf", "hidden;\n");
         dir.write("sites/c.txt", "c;\n");
-        let text =
-            "first;\ninclude sites/*.conf;\ninclude none/*.conf;\ninclude sites/[a]?conf;\nlast;";
+        let text = "first;\ninclude sites/*.conf;\ninclude none/*.conf;\ninclude sites/[a]?conf;\nlast;";
         let main = dir.write("main.conf", text);
         let p = dir.parse("main.conf").unwrap();
         let names: Vec<&str> = p.directives.iter().map(|d| d.name.as_str()).collect();
@@ -533,8 +449,7 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
     fn include_errors() {
         let dir = TempDir::new();
         dir.write("m.conf", "a;\n\ninclude missing.conf;\n");
-        let want =
-            r#"open() "DIR/missing.conf" failed (2: No such file or directory) in DIR/m.conf:3"#;
+        let want = r#"open() "DIR/missing.conf" failed (2: No such file or directory) in DIR/m.conf:3"#;
         assert_eq!(dir.err("m.conf"), want);
         dir.write("sub/x.conf", "x;");
         dir.write("d.conf", "include sub/;");
@@ -567,10 +482,7 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
     fn include_depth_limit() {
         let dir = TempDir::new();
         dir.write("loop.conf", "a;\ninclude loop.conf;\n");
-        assert_eq!(
-            dir.err("loop.conf"),
-            "too many nested includes in DIR/loop.conf:2"
-        );
+        assert_eq!(dir.err("loop.conf"), "too many nested includes in DIR/loop.conf:2");
         // Exactly 32 nested includes are allowed.
         for i in 0..32 {
             dir.write(&format!("n{i}.conf"), &format!("include n{}.conf;", i + 1));
@@ -580,10 +492,7 @@ proxy_pass ["http://b$uri"] @3..3 test.conf
         assert_eq!(p.files.len(), 33);
         assert_eq!(tree(&p), "deep [\"on\"] @1..1 n32.conf\n");
         dir.write("n32.conf", "include n33.conf;");
-        assert_eq!(
-            dir.err("n0.conf"),
-            "too many nested includes in DIR/n32.conf:1"
-        );
+        assert_eq!(dir.err("n0.conf"), "too many nested includes in DIR/n32.conf:1");
     }
 
     #[test]

@@ -112,9 +112,13 @@ pub fn access_log(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let (mut buffer, mut flush) = (None, None);
     for w in d.args.iter().skip(2) {
         if let Some(v) = w.text.strip_prefix("buffer=") {
-            buffer = Some(value::parse_size(v).ok_or_else(|| ConfError::at(format!("invalid buffer size \"{}\"", v), &d.span))?);
+            buffer = Some(
+                value::parse_size(v).ok_or_else(|| ConfError::at(format!("invalid buffer size \"{}\"", v), &d.span))?,
+            );
         } else if let Some(v) = w.text.strip_prefix("flush=") {
-            flush = Some(value::parse_time(v).ok_or_else(|| ConfError::at(format!("invalid flush time \"{}\"", v), &d.span))?);
+            flush = Some(
+                value::parse_time(v).ok_or_else(|| ConfError::at(format!("invalid flush time \"{}\"", v), &d.span))?,
+            );
         } else if w.text.starts_with("gzip") || w.text.starts_with("if=") {
             return Err(ConfError::at(format!("access_log parameter \"{}\" is not supported yet", w.text), &d.span));
         } else {
@@ -161,7 +165,10 @@ pub fn server_tokens(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         "off" => false,
         v => {
             return Err(ConfError::at(
-                format!("invalid value \"{}\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\"", v),
+                format!(
+                    "invalid value \"{}\" in \"server_tokens\" directive, it must be \"on\", \"off\" or \"build\"",
+                    v
+                ),
                 &d.span,
             ));
         }
@@ -277,7 +284,10 @@ fn doc_root(d: &Directive, ctx: &Ctx, alias: bool) -> Result<DocRoot, ConfError>
 
 pub fn root(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     if ctx.alias_here {
-        return Err(ConfError::at("\"root\" directive is duplicate, \"alias\" directive was specified earlier", &d.span));
+        return Err(ConfError::at(
+            "\"root\" directive is duplicate, \"alias\" directive was specified earlier",
+            &d.span,
+        ));
     }
     ctx.root_here = true;
     c.root = doc_root(d, ctx, false)?;
@@ -286,7 +296,10 @@ pub fn root(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
 
 pub fn alias(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     if ctx.root_here {
-        return Err(ConfError::at("\"alias\" directive is duplicate, \"root\" directive was specified earlier", &d.span));
+        return Err(ConfError::at(
+            "\"alias\" directive is duplicate, \"root\" directive was specified earlier",
+            &d.span,
+        ));
     }
     if ctx.in_regex_location {
         return Err(ConfError::at("\"alias\" in a regex location is not supported yet (needs captures)", &d.span));
@@ -321,9 +334,9 @@ pub fn try_files(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let n = d.args.len();
     let last = arg(d, n - 1);
     let fallback = if let Some(code) = last.strip_prefix('=') {
-        TryFallback::Code(status_code(d, code).ok_or_else(|| {
-            ConfError::at(format!("invalid code \"{}\"", last), &d.span)
-        })?)
+        TryFallback::Code(
+            status_code(d, code).ok_or_else(|| ConfError::at(format!("invalid code \"{}\"", last), &d.span))?,
+        )
     } else if let Some(name) = last.strip_prefix('@') {
         TryFallback::Named(name.to_string())
     } else {

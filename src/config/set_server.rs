@@ -113,8 +113,8 @@ pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
         }
         let lower = n.to_ascii_lowercase();
         let stars = lower.matches('*').count();
-        let ok_star = stars == 0
-            || (stars == 1 && (lower.starts_with("*.") || lower.ends_with(".*")) && lower.len() > 2);
+        let ok_star =
+            stars == 0 || (stars == 1 && (lower.starts_with("*.") || lower.ends_with(".*")) && lower.len() > 2);
         if !ok_star || lower.contains('/') {
             return Err(ConfError::at(format!("invalid server name or wildcard \"{}\"", n), &d.span));
         }

@@ -164,7 +164,8 @@ pub fn lookup(name: &str) -> Option<&'static Cmd> {
 }
 
 pub fn unknown(d: &Directive) -> ConfError {
-    let hint = if KNOWN_NGINX.contains(&d.name.as_str()) { " (an nginx directive sluice does not support yet)" } else { "" };
+    let hint =
+        if KNOWN_NGINX.contains(&d.name.as_str()) { " (an nginx directive sluice does not support yet)" } else { "" };
     ConfError::at(format!("unknown directive \"{}\"{}", d.name, hint), &d.span)
 }
 

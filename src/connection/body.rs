@@ -14,17 +14,15 @@ use crate::http::request::BodyKind;
 pub async fn discard(c: &mut Conn, kind: BodyKind, max: u64, timeout: Duration) -> Result<(), String> {
     match kind {
         BodyKind::None => Ok(()),
-        BodyKind::Length(mut left) => {
-            loop {
-                let take = (left.min(c.rbuf.len() as u64)) as usize;
-                c.rbuf.drain(..take);
-                left -= take as u64;
-                if left == 0 {
-                    return Ok(());
-                }
-                read_more(c, timeout).await?;
+        BodyKind::Length(mut left) => loop {
+            let take = (left.min(c.rbuf.len() as u64)) as usize;
+            c.rbuf.drain(..take);
+            left -= take as u64;
+            if left == 0 {
+                return Ok(());
             }
-        }
+            read_more(c, timeout).await?;
+        },
         BodyKind::Chunked => {
             let mut d = Decoder::default();
             loop {

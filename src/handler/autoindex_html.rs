@@ -37,23 +37,12 @@ pub fn render(uri: &[u8], entries: &mut Vec<Entry>, out: &mut Vec<u8>) {
 /// `utf8_charset`: the response charset is utf-8 (nginx's `charset utf-8;`),
 /// which switches name widths from bytes to characters.
 /// `utc_offset_secs`: non-zero only for `autoindex_localtime on`.
-pub fn render_with(
-    uri: &[u8],
-    entries: &mut Vec<Entry>,
-    utf8_charset: bool,
-    utc_offset_secs: i32,
-    out: &mut Vec<u8>,
-) {
+pub fn render_with(uri: &[u8], entries: &mut Vec<Entry>, utf8_charset: bool, utc_offset_secs: i32, out: &mut Vec<u8>) {
     entries.retain(|e| e.name.first() != Some(&b'.'));
     entries.sort_unstable_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.cmp(&b.name)));
 
     // Escaping may grow names up to 3x; the fixed part of a line is ~110 bytes.
-    let estimate = 200
-        + uri.len() * 2
-        + entries
-            .iter()
-            .map(|e| e.name.len() * 4 + 120)
-            .sum::<usize>();
+    let estimate = 200 + uri.len() * 2 + entries.iter().map(|e| e.name.len() * 4 + 120).sum::<usize>();
     out.reserve(estimate);
 
     out.extend_from_slice(b"<html>\r\n<head><title>Index of ");
@@ -73,17 +62,9 @@ pub fn render_with(
         }
         out.extend_from_slice(b"\">");
 
-        let mut len = if utf8_charset {
-            utf8_length(&e.name)
-        } else {
-            e.name.len()
-        };
+        let mut len = if utf8_charset { utf8_length(&e.name) } else { e.name.len() };
         let shown = if len > NAME_LEN { NAME_LEN - 3 } else { len };
-        let shown_bytes = if len != e.name.len() {
-            utf8_prefix_len(&e.name, shown)
-        } else {
-            shown
-        };
+        let shown_bytes = if len != e.name.len() { utf8_prefix_len(&e.name, shown) } else { shown };
         escape_html(&e.name[..shown_bytes.min(e.name.len())], out);
 
         if len > NAME_LEN {
@@ -98,9 +79,7 @@ pub fn render_with(
         }
         out.push(b' ');
 
-        let secs = i64::try_from(e.mtime)
-            .unwrap_or(i64::MAX)
-            .saturating_add(offset);
+        let secs = i64::try_from(e.mtime).unwrap_or(i64::MAX).saturating_add(offset);
         let tm = Tm::from_unix(secs);
         push2(out, tm.mday);
         out.push(b'-');
@@ -223,21 +202,11 @@ mod tests {
     const T2: u64 = 1_795_356_540; // 14:09
 
     fn f(name: &[u8], size: u64, mtime: u64) -> Entry {
-        Entry {
-            name: name.to_vec(),
-            is_dir: false,
-            size,
-            mtime,
-        }
+        Entry { name: name.to_vec(), is_dir: false, size, mtime }
     }
 
     fn d(name: &[u8], mtime: u64) -> Entry {
-        Entry {
-            name: name.to_vec(),
-            is_dir: true,
-            size: 4096,
-            mtime,
-        }
+        Entry { name: name.to_vec(), is_dir: true, size: 4096, mtime }
     }
 
     fn render_str(uri: &[u8], entries: &mut Vec<Entry>, utf8: bool) -> String {
@@ -278,11 +247,7 @@ mod tests {
             f(&rep("\u{e9}", 60), 0, T),
             f(&rep("\u{e9}", 50), 0, T2),
             f(&rep("\u{e4}", 51), 0, T2),
-            f(
-                "\u{fc}n\u{ef}c\u{f6}d\u{e9}-\u{540d}\u{524d}.txt".as_bytes(),
-                0,
-                T,
-            ),
+            f("\u{fc}n\u{ef}c\u{f6}d\u{e9}-\u{540d}\u{524d}.txt".as_bytes(), 0, T),
         ]
     }
 
@@ -355,10 +320,7 @@ mod tests {
             "<a href=\"sub/\">sub/</a>                                               22-Nov-2026 14:06                   -".to_string(),
         ];
         for w in &want {
-            assert!(
-                out.contains(&format!("{w}\r\n")),
-                "missing line {w:?}\n{out}"
-            );
+            assert!(out.contains(&format!("{w}\r\n")), "missing line {w:?}\n{out}");
         }
         assert!(out.starts_with("<html>\r\n<head><title>Index of /diru/</title></head>\r\n"));
     }
@@ -391,13 +353,7 @@ mod tests {
 
     #[test]
     fn sort_is_dirs_first_then_bytewise() {
-        let mut entries = vec![
-            f(b"b", 0, 0),
-            d(b"z", 0),
-            f(b"B", 0, 0),
-            d(b"A", 0),
-            f(b"\xc3\xa9", 0, 0),
-        ];
+        let mut entries = vec![f(b"b", 0, 0), d(b"z", 0), f(b"B", 0, 0), d(b"A", 0), f(b"\xc3\xa9", 0, 0)];
         let mut out = Vec::new();
         render(b"/", &mut entries, &mut out);
         let names: Vec<&[u8]> = entries.iter().map(|e| &e.name[..]).collect();

@@ -94,9 +94,7 @@ impl VarSource for Vars<'_, '_, '_> {
             }
             Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
             Var::RemoteUser => {}
-            Var::TimeLocal => {
-                crate::http::date::log_time_local(crate::clock::now_secs(), crate::clock::offset(), out)
-            }
+            Var::TimeLocal => crate::http::date::log_time_local(crate::clock::now_secs(), crate::clock::offset(), out),
             Var::TimeIso8601 => {
                 crate::http::date::log_time_iso8601(crate::clock::now_secs(), crate::clock::offset(), out)
             }
@@ -105,7 +103,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 push_u64(out, ms / 1000);
                 out.push(b'.');
                 let frac = ms % 1000;
-                out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+                out.extend_from_slice(&[
+                    b'0' + (frac / 100) as u8,
+                    b'0' + (frac / 10 % 10) as u8,
+                    b'0' + (frac % 10) as u8,
+                ]);
             }
             Var::Request => out.extend_from_slice(req.request_line()),
             Var::Status => push_u64(out, self.resp.map(|r| wire_status(r.status)).unwrap_or(0) as u64),
@@ -116,7 +118,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 push_u64(out, ms / 1000);
                 out.push(b'.');
                 let frac = ms % 1000;
-                out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+                out.extend_from_slice(&[
+                    b'0' + (frac / 100) as u8,
+                    b'0' + (frac / 10 % 10) as u8,
+                    b'0' + (frac % 10) as u8,
+                ]);
             }
             Var::RequestMethod => out.extend_from_slice(req.method_bytes()),
             Var::RequestUri => out.extend_from_slice(req.target()),

@@ -17,8 +17,8 @@ pub mod try_files;
 use std::borrow::Cow;
 
 use crate::http::response::Response;
-use crate::log_error;
 use crate::log::error::Level;
+use crate::log_error;
 use ctx::ReqCtx;
 
 /// nginx's limit on internal redirects before declaring a cycle.

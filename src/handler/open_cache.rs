@@ -152,10 +152,8 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
             c.map.insert(path.to_path_buf(), Entry { result: result.clone(), validated: now, used: now, uses });
         } else if cacheable {
             // Track uses before min_uses is reached, without keeping the fd.
-            c.map.insert(
-                path.to_path_buf(),
-                Entry { result: Err(OpenError::Other(-1)), validated: 0, used: now, uses },
-            );
+            c.map
+                .insert(path.to_path_buf(), Entry { result: Err(OpenError::Other(-1)), validated: 0, used: now, uses });
         }
         result
     })

@@ -19,7 +19,8 @@ pub fn special<'c>(ctx: &ReqCtx<'c, '_>, status: u16) -> Response<'c> {
     let mut r = Response::new(status);
     r.is_error_page = status >= 300;
     r.close = closes_connection(status);
-    if let Some(body) = crate::http::error_html::error_body(status, ctx.conf.server_tokens, crate::config::Config::version())
+    if let Some(body) =
+        crate::http::error_html::error_body(status, ctx.conf.server_tokens, crate::config::Config::version())
     {
         r.content_type = Some(Cow::Borrowed("text/html"));
         r.body = Body::Owned(body.to_vec());

@@ -66,7 +66,7 @@ pub fn open_logged(ctx: &ReqCtx<'_, '_>, path: &[u8]) -> Result<Rc<OpenFile>, Op
                 ctx.conn.id,
                 String::from_utf8_lossy(path),
                 e.errno(),
-                std::io::Error::from_raw_os_error(e.errno()).kind(),
+                crate::process::signal::strerror(e.errno()),
                 ctx.conn.peer.ip(),
                 ctx.server.name,
                 String::from_utf8_lossy(ctx.req.request_line())

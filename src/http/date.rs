@@ -8,9 +8,8 @@
 use std::time::UNIX_EPOCH;
 
 const WDAYS: [&[u8; 3]; 7] = [b"Sun", b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat"];
-pub(crate) const MONTHS: [&[u8; 3]; 12] = [
-    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
-];
+pub(crate) const MONTHS: [&[u8; 3]; 12] =
+    [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
 
 /// Last second representable as a four-digit IMF-fixdate year
 /// (9999-12-31T23:59:59Z); later times are clamped so the output stays 29 bytes.
@@ -285,11 +284,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let secs = if i % 2 == 0 {
-                x % MAX_HTTP_SECS
-            } else {
-                x % 5_000_000_000
-            };
+            let secs = if i % 2 == 0 { x % MAX_HTTP_SECS } else { x % 5_000_000_000 };
             let expect = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(secs));
             assert_eq!(hd(secs), expect, "secs={secs}");
         }
@@ -303,26 +298,11 @@ mod tests {
 
     #[test]
     fn parse_formats() {
-        assert_eq!(
-            parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(784_111_777)
-        );
-        assert_eq!(
-            parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"),
-            Some(784_111_777)
-        );
-        assert_eq!(
-            parse_http_date(b"Sun Nov  6 08:49:37 1994"),
-            Some(784_111_777)
-        );
-        assert_eq!(
-            parse_http_date(b"  Sun, 06 Nov 1994 08:49:37 GMT "),
-            Some(784_111_777)
-        );
-        assert_eq!(
-            parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT; length=1234"),
-            Some(784_111_777)
-        );
+        assert_eq!(parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(parse_http_date(b"Sunday, 06-Nov-94 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(parse_http_date(b"Sun Nov  6 08:49:37 1994"), Some(784_111_777));
+        assert_eq!(parse_http_date(b"  Sun, 06 Nov 1994 08:49:37 GMT "), Some(784_111_777));
+        assert_eq!(parse_http_date(b"Sun, 06 Nov 1994 08:49:37 GMT; length=1234"), Some(784_111_777));
         assert_eq!(parse_http_date(b"Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
     }
 
@@ -339,14 +319,7 @@ mod tests {
 
     #[test]
     fn roundtrip_parse_format() {
-        for secs in [
-            0u64,
-            1,
-            784_111_777,
-            951_782_400,
-            2_147_483_648,
-            4_107_542_400,
-        ] {
+        for secs in [0u64, 1, 784_111_777, 951_782_400, 2_147_483_648, 4_107_542_400] {
             let mut b = [0u8; 29];
             http_date(secs, &mut b);
             assert_eq!(parse_http_date(&b), Some(secs));
@@ -355,29 +328,14 @@ mod tests {
 
     #[test]
     fn time_local() {
-        assert_eq!(
-            with(log_time_local, 1_795_356_154, 0),
-            "22/Nov/2026:14:02:34 +0000"
-        );
-        assert_eq!(
-            with(log_time_local, 1_795_356_154, 3600),
-            "22/Nov/2026:15:02:34 +0100"
-        );
-        assert_eq!(
-            with(log_time_local, 1_795_356_154, -(5 * 3600 + 30 * 60)),
-            "22/Nov/2026:08:32:34 -0530"
-        );
-        assert_eq!(
-            with(log_time_local, 1_795_356_154, 5 * 3600 + 45 * 60),
-            "22/Nov/2026:19:47:34 +0545"
-        );
+        assert_eq!(with(log_time_local, 1_795_356_154, 0), "22/Nov/2026:14:02:34 +0000");
+        assert_eq!(with(log_time_local, 1_795_356_154, 3600), "22/Nov/2026:15:02:34 +0100");
+        assert_eq!(with(log_time_local, 1_795_356_154, -(5 * 3600 + 30 * 60)), "22/Nov/2026:08:32:34 -0530");
+        assert_eq!(with(log_time_local, 1_795_356_154, 5 * 3600 + 45 * 60), "22/Nov/2026:19:47:34 +0545");
         // Local time before the epoch.
         assert_eq!(with(log_time_local, 0, -3600), "31/Dec/1969:23:00:00 -0100");
         // Crossing a year boundary forward.
-        assert_eq!(
-            with(log_time_local, 1_798_761_599, 14 * 3600),
-            "01/Jan/2027:13:59:59 +1400"
-        );
+        assert_eq!(with(log_time_local, 1_798_761_599, 14 * 3600), "01/Jan/2027:13:59:59 +1400");
         // Seconds in the offset are dropped, as nginx keeps minutes only.
         assert_eq!(with(log_time_local, 0, 61), "01/Jan/1970:00:01:00 +0001");
         assert_eq!(with(log_time_local, 0, -59), "01/Jan/1970:00:00:00 +0000");
@@ -385,34 +343,16 @@ mod tests {
 
     #[test]
     fn time_iso8601() {
-        assert_eq!(
-            with(log_time_iso8601, 1_795_356_154, 0),
-            "2026-11-22T14:02:34+00:00"
-        );
-        assert_eq!(
-            with(log_time_iso8601, 1_795_356_154, -(5 * 3600 + 30 * 60)),
-            "2026-11-22T08:32:34-05:30"
-        );
-        assert_eq!(
-            with(log_time_iso8601, 951_782_400, 9 * 3600),
-            "2000-02-29T09:00:00+09:00"
-        );
-        assert_eq!(
-            with(log_time_iso8601, 4_107_542_400, -1),
-            "2100-03-01T00:00:00+00:00"
-        );
+        assert_eq!(with(log_time_iso8601, 1_795_356_154, 0), "2026-11-22T14:02:34+00:00");
+        assert_eq!(with(log_time_iso8601, 1_795_356_154, -(5 * 3600 + 30 * 60)), "2026-11-22T08:32:34-05:30");
+        assert_eq!(with(log_time_iso8601, 951_782_400, 9 * 3600), "2000-02-29T09:00:00+09:00");
+        assert_eq!(with(log_time_iso8601, 4_107_542_400, -1), "2100-03-01T00:00:00+00:00");
     }
 
     #[test]
     fn error_log() {
-        assert_eq!(
-            with(error_log_time, 1_795_356_154, 0),
-            "2026/11/22 14:02:34"
-        );
-        assert_eq!(
-            with(error_log_time, 1_795_356_154, -(5 * 3600 + 30 * 60)),
-            "2026/11/22 08:32:34"
-        );
+        assert_eq!(with(error_log_time, 1_795_356_154, 0), "2026/11/22 14:02:34");
+        assert_eq!(with(error_log_time, 1_795_356_154, -(5 * 3600 + 30 * 60)), "2026/11/22 08:32:34");
         assert_eq!(with(error_log_time, 0, 0), "1970/01/01 00:00:00");
     }
 
@@ -429,9 +369,6 @@ mod tests {
     fn tm_weekday_and_negative() {
         assert_eq!(Tm::from_unix(0).wday, 4);
         let t = Tm::from_unix(-1);
-        assert_eq!(
-            (t.year, t.mon, t.mday, t.hour, t.min, t.sec, t.wday),
-            (1969, 12, 31, 23, 59, 59, 3)
-        );
+        assert_eq!((t.year, t.mon, t.mday, t.hour, t.min, t.sec, t.wday), (1969, 12, 31, 23, 59, 59, 3));
     }
 }

@@ -85,13 +85,7 @@ pub fn wire_status(status: u16) -> u16 {
 
 macro_rules! page {
     ($t:literal) => {
-        concat!(
-            "<html>\r\n<head><title>",
-            $t,
-            "</title></head>\r\n<body>\r\n<center><h1>",
-            $t,
-            "</h1></center>\r\n"
-        )
+        concat!("<html>\r\n<head><title>", $t, "</title></head>\r\n<body>\r\n<center><h1>", $t, "</h1></center>\r\n")
     };
 }
 
@@ -155,8 +149,7 @@ const SERVER: &[u8] = b"sluice";
 
 /// nginx's msie_padding: six comment lines that push the page past the size
 /// below which MSIE and Chrome replace it with their own "friendly" page.
-pub const MSIE_PADDING: &[u8] =
-    b"<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n\
+pub const MSIE_PADDING: &[u8] = b"<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n\
 <!-- a padding to disable MSIE and Chrome friendly error page -->\r\n\
 <!-- a padding to disable MSIE and Chrome friendly error page -->\r\n\
 <!-- a padding to disable MSIE and Chrome friendly error page -->\r\n\
@@ -182,35 +175,16 @@ pub fn wants_msie_padding(user_agent: &[u8]) -> bool {
 }
 
 fn server_len(server_tokens: bool, version: &str) -> usize {
-    if server_tokens {
-        SERVER.len() + 1 + version.len()
-    } else {
-        SERVER.len()
-    }
+    if server_tokens { SERVER.len() + 1 + version.len() } else { SERVER.len() }
 }
 
 /// Content-Length for [`write_error_body`] without building the body.
-pub fn error_body_len(
-    status: u16,
-    server_tokens: bool,
-    version: &str,
-    msie_padding: bool,
-) -> Option<usize> {
+pub fn error_body_len(status: u16, server_tokens: bool, version: &str, msie_padding: bool) -> Option<usize> {
     page_prefix(status).map(|prefix| body_len(prefix, status, server_tokens, version, msie_padding))
 }
 
-fn body_len(
-    prefix: &str,
-    status: u16,
-    server_tokens: bool,
-    version: &str,
-    msie_padding: bool,
-) -> usize {
-    let pad = if msie_padding && status >= 400 {
-        MSIE_PADDING.len()
-    } else {
-        0
-    };
+fn body_len(prefix: &str, status: u16, server_tokens: bool, version: &str, msie_padding: bool) -> usize {
+    let pad = if msie_padding && status >= 400 { MSIE_PADDING.len() } else { 0 };
     prefix.len() + TAIL_OPEN.len() + server_len(server_tokens, version) + TAIL_CLOSE.len() + pad
 }
 
@@ -227,13 +201,7 @@ pub fn write_error_body(
     let Some(prefix) = page_prefix(status) else {
         return false;
     };
-    out.reserve(body_len(
-        prefix,
-        status,
-        server_tokens,
-        version,
-        msie_padding,
-    ));
+    out.reserve(body_len(prefix, status, server_tokens, version, msie_padding));
     out.extend_from_slice(prefix.as_bytes());
     out.extend_from_slice(TAIL_OPEN);
     out.extend_from_slice(SERVER);
@@ -329,27 +297,17 @@ mod tests {
             (507, 175),
         ];
         for &(status, len) in nginx_lengths {
-            assert_eq!(
-                error_body_len(status, true, "1.22.1", false),
-                Some(len + 1),
-                "{status}"
-            );
-            assert_eq!(
-                error_body(status, true, "1.22.1").map(|b| b.len()),
-                Some(len + 1)
-            );
-            assert_eq!(
-                error_body(status, false, "1.22.1").map(|b| b.len()),
-                Some(len - 6)
-            );
+            assert_eq!(error_body_len(status, true, "1.22.1", false), Some(len + 1), "{status}");
+            assert_eq!(error_body(status, true, "1.22.1").map(|b| b.len()), Some(len + 1));
+            assert_eq!(error_body(status, false, "1.22.1").map(|b| b.len()), Some(len - 6));
         }
     }
 
     #[test]
     fn no_body_statuses() {
         for s in [
-            100, 200, 201, 204, 206, 226, 299, 300, 304, 305, 306, 399, 407, 417, 418, 422, 426,
-            428, 431, 444, 449, 451, 499, 506, 508, 510, 511, 520, 599, 999, 0,
+            100, 200, 201, 204, 206, 226, 299, 300, 304, 305, 306, 399, 407, 417, 418, 422, 426, 428, 431, 444, 449,
+            451, 499, 506, 508, 510, 511, 520, 599, 999, 0,
         ] {
             assert_eq!(error_body(s, true, "1"), None, "{s}");
             assert_eq!(error_body_len(s, true, "1", true), None, "{s}");
@@ -368,9 +326,7 @@ mod tests {
         assert_eq!(reason(416), "Requested Range Not Satisfiable");
         assert_eq!(reason(503), "Service Temporarily Unavailable");
         assert_eq!(reason(504), "Gateway Time-out");
-        for s in [
-            203, 205, 207, 226, 300, 305, 407, 418, 494, 498, 499, 506, 999,
-        ] {
+        for s in [203, 205, 207, 226, 300, 305, 407, 418, 494, 498, 499, 506, 999] {
             assert_eq!(reason(s), "", "{s}");
         }
         assert_eq!(wire_status(494), 400);
@@ -396,7 +352,8 @@ mod tests {
 
     #[test]
     fn user_agents() {
-        let chrome = b"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
+        let chrome =
+            b"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36";
         let firefox = b"Mozilla/5.0 (X11; rv:109.0) Gecko/20100101 Firefox/115.0";
         let msie = b"Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)";
         assert!(wants_msie_padding(chrome));

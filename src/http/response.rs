@@ -13,9 +13,17 @@ pub enum Body {
     Empty,
     Static(&'static [u8]),
     Owned(Vec<u8>),
-    File { file: Rc<OpenFile>, offset: u64, len: u64 },
+    File {
+        file: Rc<OpenFile>,
+        offset: u64,
+        len: u64,
+    },
     /// multipart/byteranges: each part's header, its range, then a trailer.
-    Multipart { file: Rc<OpenFile>, parts: Vec<(Vec<u8>, ByteRange)>, trailer: Vec<u8> },
+    Multipart {
+        file: Rc<OpenFile>,
+        parts: Vec<(Vec<u8>, ByteRange)>,
+        trailer: Vec<u8>,
+    },
 }
 
 impl Body {

@@ -146,28 +146,12 @@ const fn table(words: [u32; 8]) -> [bool; 256] {
 
 /// NGX_ESCAPE_URI: controls, space, `"`, `#`, `%`, `<`, `>`, `?`, `\`, `^`,
 /// `` ` ``, `{`, `|`, `}`, DEL and non-ASCII.
-static URI: [bool; 256] = table([
-    0xffff_ffff,
-    0xd000_002d,
-    0x5000_0000,
-    0xb800_0001,
-    0xffff_ffff,
-    0xffff_ffff,
-    0xffff_ffff,
-    0xffff_ffff,
-]);
+static URI: [bool; 256] =
+    table([0xffff_ffff, 0xd000_002d, 0x5000_0000, 0xb800_0001, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff]);
 
 /// NGX_ESCAPE_URI_COMPONENT: everything except ALPHA, DIGIT, `-`, `.`, `_`, `~`.
-static URI_COMPONENT: [bool; 256] = table([
-    0xffff_ffff,
-    0xfc00_9fff,
-    0x7800_0001,
-    0xb800_0001,
-    0xffff_ffff,
-    0xffff_ffff,
-    0xffff_ffff,
-    0xffff_ffff,
-]);
+static URI_COMPONENT: [bool; 256] =
+    table([0xffff_ffff, 0xfc00_9fff, 0x7800_0001, 0xb800_0001, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff]);
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
@@ -177,11 +161,7 @@ fn escape_with(s: &[u8], tbl: &[bool; 256], out: &mut Vec<u8>) {
     for (i, &b) in s.iter().enumerate() {
         if tbl[usize::from(b)] {
             out.extend_from_slice(&s[plain..i]);
-            out.extend_from_slice(&[
-                b'%',
-                HEX_UPPER[usize::from(b >> 4)],
-                HEX_UPPER[usize::from(b & 15)],
-            ]);
+            out.extend_from_slice(&[b'%', HEX_UPPER[usize::from(b >> 4)], HEX_UPPER[usize::from(b & 15)]]);
             plain = i + 1;
         }
     }
@@ -307,15 +287,9 @@ mod tests {
 
     #[test]
     fn fast_path_borrows() {
-        for p in [
-            &b"/"[..],
-            b"/index.html",
-            b"/a/b/c.txt",
-            b"/.well-known/acme",
-            b"/a/.b/..c/...",
-            b"/\xc3\xa9/x",
-            b"/a/",
-        ] {
+        for p in
+            [&b"/"[..], b"/index.html", b"/a/b/c.txt", b"/.well-known/acme", b"/a/.b/..c/...", b"/\xc3\xa9/x", b"/a/"]
+        {
             assert!(matches!(normalize_path(p), Ok(Cow::Borrowed(_))), "{p:?}");
         }
         for p in [&b"//"[..], b"/a/./b", b"/a/..", b"/a%20", b"/a/."] {
@@ -333,17 +307,9 @@ mod tests {
         }
         expect.push(b'/');
         assert_eq!(norm(&p).unwrap(), expect);
-        let deep: Vec<u8> = b"/a"
-            .repeat(10_000)
-            .into_iter()
-            .chain(b"/..".repeat(10_000))
-            .collect();
+        let deep: Vec<u8> = b"/a".repeat(10_000).into_iter().chain(b"/..".repeat(10_000)).collect();
         assert_eq!(norm(&deep).unwrap(), b"/");
-        let deeper: Vec<u8> = b"/a"
-            .repeat(10_000)
-            .into_iter()
-            .chain(b"/..".repeat(10_001))
-            .collect();
+        let deeper: Vec<u8> = b"/a".repeat(10_000).into_iter().chain(b"/..".repeat(10_001)).collect();
         assert_eq!(norm(&deeper), Err(UriError::BadRequest));
     }
 
@@ -351,22 +317,8 @@ mod tests {
     /// alphabet; a tiny xorshift keeps it deterministic without extra crates.
     #[test]
     fn property_output_is_normal() {
-        const PIECES: [&[u8]; 14] = [
-            b"/",
-            b"//",
-            b".",
-            b"..",
-            b"a",
-            b"bc",
-            b"%2e",
-            b"%2E",
-            b"%2f",
-            b"%2F",
-            b"%",
-            b"%00",
-            b"%41",
-            b"\xc3\xa9",
-        ];
+        const PIECES: [&[u8]; 14] =
+            [b"/", b"//", b".", b"..", b"a", b"bc", b"%2e", b"%2E", b"%2f", b"%2F", b"%", b"%00", b"%41", b"\xc3\xa9"];
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         let mut oks = 0;
         for _ in 0..50_000 {
@@ -388,20 +340,14 @@ mod tests {
                 assert!(!o.windows(2).any(|w| w == b"//"), "{p:?} -> {o:?}");
                 assert!(!o.windows(3).any(|w| w == b"/./"), "{p:?} -> {o:?}");
                 assert!(!o.windows(4).any(|w| w == b"/../"), "{p:?} -> {o:?}");
-                assert!(
-                    !o.ends_with(b"/.") && !o.ends_with(b"/.."),
-                    "{p:?} -> {o:?}"
-                );
+                assert!(!o.ends_with(b"/.") && !o.ends_with(b"/.."), "{p:?} -> {o:?}");
                 // Idempotent: a normalized path (without '%') is a fixed point.
                 if !o.contains(&b'%') {
                     assert_eq!(&normalize_path(o).unwrap()[..], o);
                 }
             }
         }
-        assert!(
-            oks > 10_000,
-            "generator should produce mostly valid paths: {oks}"
-        );
+        assert!(oks > 10_000, "generator should produce mostly valid paths: {oks}");
     }
 
     #[test]

@@ -75,7 +75,8 @@ impl ListenerSet {
             }
             let sock = match self.socks.iter().find(|(ok, _)| *ok == k) {
                 Some((_, l)) => {
-                    let dup = l.try_clone().map_err(|e| format!("dup() of listener {} failed ({})", k.addr, os_error(&e)))?;
+                    let dup =
+                        l.try_clone().map_err(|e| format!("dup() of listener {} failed ({})", k.addr, os_error(&e)))?;
                     // A changed backlog takes effect on the live socket.
                     let _ = socket2::SockRef::from(&dup).listen(backlog);
                     dup

@@ -127,7 +127,11 @@ mod tests {
 
     #[test]
     fn json_escape() {
-        let f = LogFormat { name: "j".into(), template: Template::compile("{\"r\":\"$request\"}").unwrap(), escape: Escape::Json };
+        let f = LogFormat {
+            name: "j".into(),
+            template: Template::compile("{\"r\":\"$request\"}").unwrap(),
+            escape: Escape::Json,
+        };
         let (mut s, mut o) = (Vec::new(), Vec::new());
         f.render(&Src, &mut s, &mut o);
         assert_eq!(String::from_utf8(o).unwrap(), "{\"r\":\"GET /\\\"x\\\" HTTP/1.1\"}\n");

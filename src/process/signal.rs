@@ -14,6 +14,12 @@ pub fn os_error(e: &std::io::Error) -> String {
     }
 }
 
+/// The C library's text for an errno, without Rust's " (os error N)".
+pub fn strerror(n: i32) -> String {
+    let t = std::io::Error::from_raw_os_error(n).to_string();
+    t.split(" (os error").next().unwrap_or(&t).to_string()
+}
+
 pub fn send(cfg: &Config, name: &str) -> Result<(), String> {
     let (sig, num) = match name {
         "stop" => (Signal::TERM, 15),

@@ -21,10 +21,8 @@ fn find_level<'a>(locs: &'a Locations, uri: &[u8]) -> Found<'a> {
     }
     let mut current = None;
     let mut noregex = false;
-    let longest = locs
-        .prefix
-        .iter()
-        .find(|l| matches!(&l.matcher, Matcher::Prefix { path, .. } if uri.starts_with(path)));
+    let longest =
+        locs.prefix.iter().find(|l| matches!(&l.matcher, Matcher::Prefix { path, .. } if uri.starts_with(path)));
     if let Some(p) = longest {
         current = Some(p);
         noregex = matches!(p.matcher, Matcher::Prefix { noregex: true, .. });

@@ -265,9 +265,8 @@ mod tests {
         assert_eq!(h.body, BodyKind::Length(5));
         let h = parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n").unwrap().unwrap();
         assert_eq!(h.body, BodyKind::Chunked);
-        let h = parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let h =
+            parse("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n").unwrap().unwrap();
         assert!(h.expect_continue);
     }
 

@@ -198,8 +198,16 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     };
     let server = crate::routing::server::select(g, &host);
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
-    let mut ctx =
-        ReqCtx { group: g, server, conf: &server.conf, req, conn: info, redirects: 0, filename: None, err_status: None };
+    let mut ctx = ReqCtx {
+        group: g,
+        server,
+        conf: &server.conf,
+        req,
+        conn: info,
+        redirects: 0,
+        filename: None,
+        err_status: None,
+    };
     let resp = crate::handler::handle(&mut ctx);
 
     // 444: close without a response.
@@ -243,7 +251,13 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
             match body::discard(c, kind, max, conf.client_body_timeout).await {
                 Ok(()) => Next::KeepAlive,
                 Err(e) => {
-                    log_error!(Level::Info, "*{} {} while discarding request body, client: {}", c.info.id, e, c.info.peer.ip());
+                    log_error!(
+                        Level::Info,
+                        "*{} {} while discarding request body, client: {}",
+                        c.info.id,
+                        e,
+                        c.info.peer.ip()
+                    );
                     Next::Close
                 }
             }
@@ -396,7 +410,13 @@ fn log_request(
 /// Answers a request that could not be parsed: nginx's error page with
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
-    log_error!(Level::Info, "*{} {} while reading client request headers, client: {}", c.info.id, e.reason(), c.info.peer.ip());
+    log_error!(
+        Level::Info,
+        "*{} {} while reading client request headers, client: {}",
+        c.info.id,
+        e.reason(),
+        c.info.peer.ip()
+    );
     c.info.requests += 1;
     let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
     let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len().min(8192));
@@ -423,7 +443,16 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
         args: None,
         host: Cow::Borrowed(b""),
     };
-    let ctx = ReqCtx { group: g, server, conf: &server.conf, req, conn: info, redirects: 0, filename: None, err_status: None };
+    let ctx = ReqCtx {
+        group: g,
+        server,
+        conf: &server.conf,
+        req,
+        conn: info,
+        redirects: 0,
+        filename: None,
+        err_status: None,
+    };
     let mut resp = crate::handler::error(&ctx, e.status());
     resp.close = true;
     let opts = HeadOpts { keep_alive: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };
