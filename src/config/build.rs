@@ -133,6 +133,7 @@ fn default_main(prefix: &Path) -> MainConf {
         daemon: true,
         worker_connections: 512,
         reuse_port: false,
+        user: None,
     }
 }
 
@@ -293,6 +294,10 @@ fn build_server(
             reuseport: false,
             span: d.span.clone(),
         });
+    }
+    // nginx: a server without server_name has the name "".
+    if sb.names.is_empty() && sb.regex_names.is_empty() {
+        sb.names.push(String::new());
     }
     let name = sb.names.first().cloned().unwrap_or_default();
     let server = Server { name, conf: Arc::new(conf), ret, locations, named };

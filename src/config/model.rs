@@ -35,6 +35,8 @@ pub struct MainConf {
     pub worker_connections: usize,
     /// Tengine's `reuse_port on` in `events`: every listen gets SO_REUSEPORT.
     pub reuse_port: bool,
+    /// `user` as written; sluice does not switch users yet and says so.
+    pub user: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

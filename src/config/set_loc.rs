@@ -316,7 +316,7 @@ pub fn index(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         }
         if w.text.starts_with('/') && !std::ptr::eq(w, d.args.last().unwrap_or(w)) {
             return Err(ConfError::at(
-                format!("only the last index in \"index\" directive should be absolute"),
+                "only the last index in \"index\" directive should be absolute".to_string(),
                 &d.span,
             ));
         }

@@ -7,7 +7,7 @@ use super::table::R;
 use super::value;
 use crate::log::error::Level;
 
-pub(super) fn arg<'a>(d: &'a Directive, i: usize) -> &'a str {
+pub(super) fn arg(d: &Directive, i: usize) -> &str {
     d.args.get(i).map(|w| w.text.as_str()).unwrap_or("")
 }
 
@@ -121,5 +121,12 @@ pub fn worker_connections(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
 
 pub fn reuse_port(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
     m.reuse_port = flag(d)?;
+    Ok(())
+}
+
+/// Accepted so stock nginx configs load; workers are threads of one
+/// process, so there is no separate worker user yet: startup warns.
+pub fn user(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    m.user = Some(arg(d, 0).to_string());
     Ok(())
 }

@@ -103,8 +103,8 @@ pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {
 pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     for w in &d.args {
         let n = &w.text;
-        if n.starts_with('~') {
-            let re = regex::RegexBuilder::new(&n[1..])
+        if let Some(pat) = n.strip_prefix('~') {
+            let re = regex::RegexBuilder::new(pat)
                 .case_insensitive(true)
                 .build()
                 .map_err(|e| ConfError::at(format!("invalid regex in server_name \"{}\": {}", n, e), &d.span))?;

@@ -70,6 +70,7 @@ pub static TABLE: &[Cmd] = &[
     cmd("pid", MAIN, 1, 1, Set::Main(set_main::pid)),
     cmd("error_log", MAIN | HSL, 1, 2, Set::Main(set_main::error_log)),
     cmd("daemon", MAIN, 1, 1, Set::Main(set_main::daemon)),
+    cmd("user", MAIN, 1, 2, Set::Main(set_main::user)),
     block("events", MAIN, 0, 0),
     block("http", MAIN, 0, 0),
     // events
@@ -156,7 +157,6 @@ static KNOWN_NGINX: &[&str] = &[
     "charset",
     "master_process",
     "worker_shutdown_timeout",
-    "user",
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

@@ -20,10 +20,7 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
     let step = match &ep.target {
         ErrorTarget::Redirect(t) => {
             let url = t.render_to_vec(&Vars::request(ctx));
-            let code = match ep.overwrite {
-                Some(c @ (301 | 302 | 303 | 307 | 308)) => c,
-                _ => 302,
-            };
+            let code = ep.overwrite.unwrap_or(302);
             let mut r = ret::redirect(ctx, code, &url);
             r.is_error_page = false;
             return r;

@@ -59,6 +59,11 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
                 None => &ctx.server.conf,
             };
         }
+        if ctx.redirects == 0
+            && let Some(r) = body_too_large(ctx)
+        {
+            return r;
+        }
         let step = run_location(ctx);
         match step {
             Step::Done(r) => return r,
@@ -79,6 +84,27 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
                 ctx.filename = None;
             }
         }
+    }
+}
+
+/// nginx checks Content-Length against the matched location's
+/// client_max_body_size before running it (0 disables the check).
+fn body_too_large<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
+    let max = ctx.conf.client_max_body_size;
+    match ctx.req.head.body {
+        crate::http::request::BodyKind::Length(n) if max > 0 && n > max => {
+            log_error!(
+                Level::Error,
+                "*{} client intended to send too large body: {} bytes, client: {}, server: {}, request: \"{}\"",
+                ctx.conn.id,
+                n,
+                ctx.conn.peer.ip(),
+                ctx.server.name,
+                String::from_utf8_lossy(ctx.req.request_line())
+            );
+            Some(error(ctx, 413))
+        }
+        _ => None,
     }
 }
 

@@ -116,28 +116,28 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         let mut uses = 1;
-        if let Some(e) = c.map.get_mut(path) {
-            if now.saturating_sub(e.used) <= ofc.inactive.as_secs() {
-                uses = e.uses.saturating_add(1);
-                e.used = now;
-                e.uses = uses;
-                if now.saturating_sub(e.validated) < conf.open_file_cache_valid.as_secs().max(1) {
-                    let r = e.result.clone();
-                    c.hits += 1;
-                    return r;
+        if let Some(e) = c.map.get_mut(path)
+            && now.saturating_sub(e.used) <= ofc.inactive.as_secs()
+        {
+            uses = e.uses.saturating_add(1);
+            e.used = now;
+            e.uses = uses;
+            if now.saturating_sub(e.validated) < conf.open_file_cache_valid.as_secs().max(1) {
+                let r = e.result.clone();
+                c.hits += 1;
+                return r;
+            }
+            // Revalidate: keep the descriptor if the file is the same.
+            let fresh = std::fs::metadata(path);
+            let same = match (&e.result, &fresh) {
+                (Ok(f), Ok(m)) => {
+                    f.ino == m.ino() && f.dev == m.dev() && f.size == m.len() && f.mtime == m.mtime().max(0) as u64
                 }
-                // Revalidate: keep the descriptor if the file is the same.
-                let fresh = std::fs::metadata(path);
-                let same = match (&e.result, &fresh) {
-                    (Ok(f), Ok(m)) => {
-                        f.ino == m.ino() && f.dev == m.dev() && f.size == m.len() && f.mtime == m.mtime().max(0) as u64
-                    }
-                    _ => false,
-                };
-                if same {
-                    e.validated = now;
-                    return e.result.clone();
-                }
+                _ => false,
+            };
+            if same {
+                e.validated = now;
+                return e.result.clone();
             }
         }
         let result = open_uncached(path);

@@ -27,9 +27,21 @@ pub struct ListenerSet {
     socks: Vec<(Key, TcpListener)>,
 }
 
+/// Whether `g` is served by a wildcard listener on the same port (nginx
+/// binds only `*:port` then and picks the server by the local address).
+pub fn covered_by_wildcard(cfg: &Config, addr: SocketAddr) -> bool {
+    !addr.ip().is_unspecified()
+        && cfg.http.listens.iter().any(|w| {
+            w.addr.ip().is_unspecified() && w.addr.port() == addr.port() && w.addr.is_ipv4() == addr.is_ipv4()
+        })
+}
+
 fn keys(cfg: &Config) -> Vec<(Key, usize, i32)> {
     let mut out = Vec::new();
     for (gi, g) in cfg.http.listens.iter().enumerate() {
+        if covered_by_wildcard(cfg, g.addr) {
+            continue;
+        }
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
             out.push((Key { addr: g.addr, reuseport: g.reuseport, index }, gi, g.backlog));

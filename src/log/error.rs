@@ -102,9 +102,9 @@ pub fn write(level: Level, msg: std::fmt::Arguments<'_>) {
     let now = crate::clock::unix_now();
     let mut line = Vec::with_capacity(160);
     crate::http::date::error_log_time(now, crate::clock::local_offset(), &mut line);
-    let _ = write!(
+    let _ = writeln!(
         line,
-        " [{}] {}#{}: {}\n",
+        " [{}] {}#{}: {}",
         level.name(),
         std::process::id(),
         rustix::thread::gettid().as_raw_nonzero(),

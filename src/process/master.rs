@@ -105,13 +105,19 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
         eprintln!("sluice: [emerg] {e}");
         return 1;
     }
+    if let Some(u) = &cfg.main.user {
+        eprintln!(
+            "sluice: [warn] the \"user\" directive ({u}) is accepted but not applied yet: workers run as the user that started sluice"
+        );
+    }
     install_panic_hook();
     let cfg = Arc::new(cfg);
+    let pid_path = cfg.main.pid.clone();
     let current = match start_generation(cfg, &listeners, &logs) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("sluice: [emerg] {e}");
-            super::pidfile::remove(&opts_pid(&opts, None));
+            super::pidfile::remove(&pid_path);
             return 1;
         }
     };
@@ -126,10 +132,6 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     };
     let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs };
     rt.block_on(m.signal_loop())
-}
-
-fn opts_pid(_opts: &LoadOptions, cfg: Option<&Config>) -> std::path::PathBuf {
-    cfg.map(|c| c.main.pid.clone()).unwrap_or_default()
 }
 
 struct Master {
@@ -154,6 +156,10 @@ impl Master {
             self.stop_all(Ctl::Stop, Duration::from_secs(2));
             return 1;
         };
+        // nginx uses these for binary upgrades; sluice has none, but the
+        // signals must not kill it.
+        let mut usr2 = signal(SignalKind::user_defined2()).ok();
+        let mut winch = signal(SignalKind::window_change()).ok();
         let mut reap = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
@@ -180,6 +186,10 @@ impl Master {
                     self.stop_all(Ctl::Stop, Duration::from_secs(2));
                     break;
                 }
+                _ = async { if let Some(s) = usr2.as_mut() { s.recv().await } else { std::future::pending().await } } => {
+                    log_error!(Level::Notice, "signal 12 (SIGUSR2) received: binary upgrade is not supported, ignored");
+                }
+                _ = async { if let Some(s) = winch.as_mut() { s.recv().await } else { std::future::pending().await } } => {}
                 _ = reap.tick() => self.reap(),
             }
         }

@@ -29,10 +29,16 @@ pub async fn run(listener: TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc
         match accepted {
             Ok((stream, peer)) => {
                 let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
+                // A wildcard socket also carries addresses that have their own
+                // servers (`listen 127.0.0.1:80` beside `listen 80`).
+                let group = if wildcard {
+                    w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group)
+                } else {
+                    group
+                };
                 let guard = ConnGuard::new(w.clone());
-                tokio::task::spawn_local(async move {
-                    crate::connection::h1::conn::serve(stream, peer, local, group, guard).await;
-                });
+                let info = crate::handler::ctx::ConnInfo { peer, local, id: w.next_serial(), requests: 0 };
+                tokio::task::spawn_local(crate::connection::h1::conn::serve(stream, info, group, guard));
             }
             Err(e) => {
                 // EMFILE and friends: log, back off briefly, keep serving.

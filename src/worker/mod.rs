@@ -5,6 +5,9 @@
 
 pub mod accept;
 pub mod affinity;
+pub mod idle;
+pub mod park;
+pub mod trim;
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
@@ -39,8 +42,10 @@ pub struct WorkerCtx {
     /// A connection slot was freed (worker_connections).
     pub slot: Notify,
     pub draining: Cell<bool>,
-    /// Wakes idle keep-alive connections when draining starts.
-    pub drain: Notify,
+    /// Timers of idle connections (keep-alive and first-request waits).
+    pub idle: idle::IdleTimers,
+    /// Long-idle connections, held without a task.
+    pub parking: park::Parking,
     /// The last connection ended while draining.
     pub drained: Notify,
     /// Read buffers kept between requests, so idle connections hold none.
@@ -144,7 +149,8 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         max_conns,
         slot: Notify::new(),
         draining: Cell::new(false),
-        drain: Notify::new(),
+        idle: idle::IdleTimers::default(),
+        parking: park::Parking::new(),
         drained: Notify::new(),
         pool: RefCell::new(Vec::new()),
     });
@@ -160,13 +166,16 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
             }
         }
         tokio::task::spawn_local(tick(w.clone()));
+        tokio::task::spawn_local(park::run(w.clone()));
         loop {
             match ctl.recv().await {
                 Some(Ctl::Reopen(files)) => w.logs.borrow_mut().reopen(files),
                 Some(Ctl::Quit) => {
                     stop_accept.notify_waiters();
                     w.draining.set(true);
-                    w.drain.notify_waiters();
+                    let now = crate::clock::now_secs();
+                    w.idle.sweep(now, Some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs()));
+                    w.parking.expire(now, true);
                     while w.active.get() > 0 {
                         w.drained.notified().await;
                     }
@@ -187,6 +196,9 @@ async fn tick(w: Rc<WorkerCtx>) {
         let to_next = Duration::from_nanos(1_000_000_000 - u64::from(now.subsec_nanos()));
         tokio::time::sleep(to_next).await;
         crate::clock::refresh();
+        let now = crate::clock::now_secs();
+        w.idle.sweep(now, w.draining.get().then_some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs()));
+        w.parking.expire(now, w.draining.get());
         w.logs.borrow_mut().tick();
     }
 }

@@ -7,7 +7,6 @@
 //! boxed future, so an idle connection costs only its small task.
 
 use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpStream;
@@ -23,6 +22,7 @@ use crate::http::uri;
 use crate::log::error::Level;
 use crate::log_error;
 use crate::worker::ConnGuard;
+use crate::worker::idle::Fired;
 
 /// Pipelined responses are gathered up to this size before a write.
 const PIPELINE_FLUSH: usize = 64 * 1024;
@@ -31,7 +31,7 @@ const PIPELINE_FLUSH: usize = 64 * 1024;
 const INLINE_FILE: u64 = 32 * 1024;
 /// While draining, how long an idle keep-alive connection may still bring
 /// one more request (answered with `Connection: close`).
-const DRAIN_GRACE: Duration = Duration::from_secs(1);
+pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 pub struct Conn {
     pub stream: TcpStream,
@@ -39,6 +39,8 @@ pub struct Conn {
     pub wbuf: Vec<u8>,
     pub info: ConnInfo,
     nodelay: bool,
+    /// keepalive_timeout of the location that served the last request.
+    keepalive: Duration,
 }
 
 enum Next {
@@ -46,64 +48,74 @@ enum Next {
     Close,
 }
 
-pub async fn serve(stream: TcpStream, peer: SocketAddr, local: SocketAddr, group: usize, guard: ConnGuard) {
-    let w = guard.0.clone();
-    let id = w.next_serial();
-    let mut c = Conn {
-        stream,
-        rbuf: Vec::new(),
-        wbuf: Vec::new(),
-        info: ConnInfo { peer, local, id, requests: 0 },
-        nodelay: false,
-    };
-    let cfg = w.cfg.clone();
-    let g = &cfg.http.listens[group];
-    let dconf = &g.default_server.conf;
+pub async fn serve(stream: TcpStream, info: ConnInfo, group: usize, guard: ConnGuard) {
+    let w = &*guard.0;
+    let mut c = Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), info, nodelay: false, keepalive: Duration::ZERO };
+    let g = &w.cfg.http.listens[group];
     loop {
         if c.rbuf.is_empty() {
-            if !c.wbuf.is_empty() && io::write_all(&c.stream, &c.wbuf, dconf.send_timeout).await.is_err() {
-                break;
-            }
-            c.wbuf = Vec::new();
             w.give_buf(std::mem::take(&mut c.rbuf));
-            let first = c.info.requests == 0;
-            let mut wait = if first { dconf.client_header_timeout } else { c_keepalive(&c, dconf) };
-            loop {
-                let draining = w.draining.get();
-                if draining && !first {
-                    wait = wait.min(DRAIN_GRACE);
-                }
-                tokio::select! {
-                    r = c.stream.readable() => {
-                        if r.is_err() { return; }
-                        break;
+            match idle_wait(&c, g, w).await {
+                Idle::Readable => {}
+                Idle::Close => break,
+                Idle::Park(deadline) => {
+                    let w = guard.0.clone();
+                    if let Ok(std) = c.stream.into_std() {
+                        w.parking.park(std, c.info, group, deadline, guard);
                     }
-                    _ = tokio::time::sleep(wait) => {
-                        if first {
-                            log_error!(Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", id, peer.ip());
-                        }
-                        return;
-                    }
-                    _ = w.drain.notified(), if !draining => continue,
+                    return;
                 }
             }
-            c.rbuf = w.take_buf(dconf.client_header_buffer_size);
+            c.rbuf = w.take_buf(g.default_server.conf.client_header_buffer_size);
         }
-        let next = Box::pin(serve_one(&mut c, g, &w)).await;
-        match next {
+        match Box::pin(serve_one(&mut c, g, w)).await {
             Next::KeepAlive => {}
             Next::Close => break,
         }
     }
-    if !c.wbuf.is_empty() {
-        let _ = io::write_all(&c.stream, &c.wbuf, dconf.send_timeout).await;
-    }
     w.give_buf(std::mem::take(&mut c.rbuf));
-    drop(guard);
 }
 
-fn c_keepalive(_c: &Conn, dconf: &crate::config::model::LocConf) -> Duration {
-    dconf.keepalive_timeout
+enum Idle {
+    Readable,
+    Close,
+    /// Idle long enough to give up the task; keep-alive ends at the deadline.
+    Park(u64),
+}
+
+/// Seconds of idleness after which a connection is parked.
+const PARK_AFTER: u64 = 2;
+
+/// Waits, holding no buffers, for the next request's first bytes. Ends on
+/// timeout (keepalive_timeout, or client_header_timeout before the first
+/// request), on a socket error, or with a request to park. While the worker
+/// drains, an idle connection gets a short grace for a request already on
+/// its way.
+async fn idle_wait(c: &Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Idle {
+    let first = c.info.requests == 0;
+    let dconf = &g.default_server.conf;
+    let wait = if first { dconf.client_header_timeout } else { c.keepalive };
+    let now = crate::clock::now_secs();
+    let mut deadline = now + wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    if w.draining.get() {
+        deadline = deadline.min(now + DRAIN_GRACE.as_secs());
+    }
+    let park_at = if w.parking.enabled() && !w.draining.get() { now + PARK_AFTER } else { u64::MAX };
+    let slot = w.idle.add(deadline, park_at);
+    let r = tokio::select! {
+        r = c.stream.readable() => if r.is_ok() { Idle::Readable } else { Idle::Close },
+        f = w.idle.wait(slot) => match f {
+            Fired::Park => Idle::Park(deadline),
+            Fired::Timeout => {
+                if first {
+                    log_error!(Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", c.info.id, c.info.peer.ip());
+                }
+                Idle::Close
+            }
+        }
+    };
+    w.idle.remove(slot);
+    r
 }
 
 fn limits(g: &ListenGroup) -> Limits {
@@ -173,7 +185,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let head_len = head.head_len;
 
     // Request target: origin-form or absolute-form.
-    let Conn { stream, rbuf, wbuf, info, nodelay } = &mut *c;
+    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive } = &mut *c;
     let mut out = Out { stream, wbuf, id: info.id };
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
@@ -238,6 +250,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     if !sent_ok || !keep_alive {
         return Next::Close;
     }
+    *keepalive = conf.keepalive_timeout;
     if conf.tcp_nodelay && !*nodelay {
         let _ = stream.set_nodelay(true);
         *nodelay = true;

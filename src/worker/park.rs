@@ -1,0 +1,145 @@
+//! Parking for long-idle keep-alive connections.
+//!
+//! A connection that stays idle past a short threshold gives up its tokio
+//! task and registration (about 1 KB together) and is kept here as a bare
+//! socket plus a few numbers, watched by one epoll instance per worker.
+//! When it becomes readable it is re-registered with tokio and served by a
+//! fresh task. Busy connections never pay for this (they are never idle long
+//! enough); a server holding thousands of idle keep-alive connections keeps
+//! them at well under nginx's per-connection footprint.
+
+use std::cell::RefCell;
+use std::net::TcpStream;
+use std::os::fd::OwnedFd;
+use std::rc::Rc;
+
+use rustix::event::epoll;
+use tokio::io::unix::AsyncFd;
+
+use super::{ConnGuard, WorkerCtx};
+use crate::handler::ctx::ConnInfo;
+use crate::log::error::Level;
+use crate::log_error;
+
+struct Parked {
+    stream: TcpStream,
+    info: ConnInfo,
+    group: usize,
+    deadline: u64,
+    _guard: ConnGuard,
+}
+
+pub struct Parking {
+    epoll: Option<OwnedFd>,
+    /// Parked since the last sweep; many at once means much freed memory.
+    recent: std::cell::Cell<usize>,
+    slots: RefCell<Vec<Option<Parked>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+impl Default for Parking {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Parking {
+    pub fn new() -> Parking {
+        let epoll = match epoll::create(epoll::CreateFlags::CLOEXEC) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                log_error!(Level::Warn, "epoll_create() for idle connections failed ({}); parking disabled", e);
+                None
+            }
+        };
+        Parking {
+            epoll,
+            recent: std::cell::Cell::new(0),
+            slots: RefCell::new(Vec::new()),
+            free: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.epoll.is_some()
+    }
+
+    /// Takes over an idle connection until it is readable or `deadline`.
+    pub fn park(&self, stream: TcpStream, info: ConnInfo, group: usize, deadline: u64, guard: ConnGuard) {
+        let Some(ep) = &self.epoll else { return };
+        let mut slots = self.slots.borrow_mut();
+        let idx = self.free.borrow_mut().pop().unwrap_or(slots.len());
+        let flags = epoll::EventFlags::IN | epoll::EventFlags::RDHUP;
+        if epoll::add(ep, &stream, epoll::EventData::new_u64(idx as u64), flags).is_err() {
+            return;
+        }
+        let p = Parked { stream, info, group, deadline, _guard: guard };
+        self.recent.set(self.recent.get() + 1);
+        if idx == slots.len() {
+            slots.push(Some(p));
+        } else {
+            slots[idx] = Some(p);
+        }
+    }
+
+    fn take(&self, idx: usize) -> Option<Parked> {
+        let p = self.slots.borrow_mut().get_mut(idx)?.take()?;
+        self.free.borrow_mut().push(idx);
+        if let Some(ep) = &self.epoll {
+            let _ = epoll::delete(ep, &p.stream);
+        }
+        Some(p)
+    }
+
+    /// Closes parked connections whose keep-alive time is up (all of them
+    /// when `all`, for a draining worker).
+    pub fn expire(&self, now: u64, all: bool) {
+        if self.recent.replace(0) >= 256 {
+            super::trim::release_free_memory();
+        }
+        let due: Vec<usize> = self
+            .slots
+            .borrow()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().filter(|p| all || p.deadline <= now).map(|_| i))
+            .collect();
+        for i in due {
+            // Dropping the socket closes it, which also removes it from epoll.
+            drop(self.take(i));
+        }
+    }
+}
+
+/// Resumes parked connections as they become readable.
+pub async fn run(w: Rc<WorkerCtx>) {
+    let Some(ep) = w.parking.epoll.as_ref().and_then(|fd| fd.try_clone().ok()) else { return };
+    // SAFETY: `ep` is an OwnedFd: a valid descriptor that stays open and
+    // unchanged until the AsyncFd (its only owner) is dropped.
+    let afd = match unsafe { AsyncFd::register_with_interest(ep, tokio::io::Interest::READABLE) } {
+        Ok(a) => a,
+        Err(e) => {
+            log_error!(Level::Warn, "registering the idle-connection epoll failed ({})", e);
+            return;
+        }
+    };
+    let mut events: Vec<epoll::Event> = Vec::with_capacity(256);
+    loop {
+        let Ok(mut guard) = afd.readable().await else { return };
+        events.clear();
+        let zero = rustix::time::Timespec { tv_sec: 0, tv_nsec: 0 };
+        match epoll::wait(afd.get_ref(), rustix::buffer::spare_capacity(&mut events), Some(&zero)) {
+            Ok(0) => guard.clear_ready(),
+            Ok(_) => {}
+            Err(_) => {
+                guard.clear_ready();
+                continue;
+            }
+        }
+        for ev in &events {
+            let Some(p) = w.parking.take(ev.data.u64() as usize) else { continue };
+            let Ok(stream) = tokio::net::TcpStream::from_std(p.stream) else { continue };
+            tokio::task::spawn_local(crate::connection::h1::conn::serve(stream, p.info, p.group, p._guard));
+        }
+    }
+}

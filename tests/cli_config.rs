@@ -1,0 +1,377 @@
+//! Command line and configuration loading: `-t`, `-T`, `-g`, `-v`, `-V`,
+//! `-s`, configuration errors worded like nginx's, start-up failures, the
+//! Tengine benchmark config and the no-argument default.
+
+mod common;
+
+use std::fs;
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A prefix with this whole config written, no server started.
+fn prefix_with(conf: &str) -> TestServer {
+    builder().whole(conf).prepare()
+}
+
+fn conf_abs(s: &TestServer) -> String {
+    s.conf_path().display().to_string()
+}
+
+/// Runs `-t` and checks it failed with exactly nginx's two lines.
+fn assert_test_fails(conf: &str, emerg: &str, line: u32) {
+    let s = prefix_with(conf);
+    let out = s.run(&["-t"]);
+    let err = stderr_of(&out);
+    let abs = conf_abs(&s);
+    assert_eq!(out.status.code(), Some(1), "exit code; stderr:\n{err}");
+    let want = format!("sluice: [emerg] {emerg} in {abs}:{line}\n");
+    assert!(err.contains(&want), "want {want:?} in stderr:\n{err}");
+    assert!(err.ends_with(&format!("sluice: configuration file {abs} test failed\n")), "stderr:\n{err}");
+    assert!(!err.contains("test is successful"), "stderr:\n{err}");
+    assert!(out.stdout.is_empty(), "stdout: {}", stdout_of(&out));
+}
+
+#[test]
+fn test_ok_prints_nginx_lines() {
+    let s = builder().http("server { listen 127.0.0.1:{port}; }").prepare();
+    let out = s.run(&["-t"]);
+    let abs = conf_abs(&s);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr_of(&out));
+    assert_eq!(
+        stderr_of(&out),
+        format!(
+            "sluice: the configuration file {abs} syntax is ok\nsluice: configuration file {abs} test is successful\n"
+        )
+    );
+    assert!(out.stdout.is_empty());
+    // -t does not start anything: the port stays free.
+    assert!(!port_accepts(s.port));
+    // -q suppresses the success lines.
+    let out = s.run(&["-t", "-q"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr_of(&out), "");
+}
+
+#[test]
+fn unknown_directive() {
+    assert_test_fails("events {}\nhttp {\n    foo bar;\n}\n", "unknown directive \"foo\"", 3);
+}
+
+#[test]
+fn directive_not_allowed_here() {
+    assert_test_fails("events {}\n\nlisten 80;\nhttp {}\n", "\"listen\" directive is not allowed here", 3);
+    assert_test_fails(
+        "events {}\nhttp {\n  server {\n    worker_processes 2;\n  }\n}\n",
+        "\"worker_processes\" directive is not allowed here",
+        4,
+    );
+}
+
+#[test]
+fn invalid_number_of_arguments() {
+    assert_test_fails(
+        "events {}\nhttp {\n  server {\n    root;\n  }\n}\n",
+        "invalid number of arguments in \"root\" directive",
+        4,
+    );
+    assert_test_fails(
+        "events {}\nhttp {\n  server {\n    root a b;\n  }\n}\n",
+        "invalid number of arguments in \"root\" directive",
+        4,
+    );
+}
+
+#[test]
+fn invalid_flag_value() {
+    assert_test_fails(
+        "events {}\nhttp {\n  sendfile maybe;\n}\n",
+        "invalid value \"maybe\" in \"sendfile\" directive, it must be \"on\" or \"off\"",
+        3,
+    );
+}
+
+#[test]
+fn missing_events_section() {
+    let s = prefix_with("http {\n}\n");
+    let out = s.run(&["-t"]);
+    let err = stderr_of(&out);
+    let abs = conf_abs(&s);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+    assert!(err.contains("sluice: [emerg] no \"events\" section in configuration\n"), "stderr:\n{err}");
+    assert!(err.ends_with(&format!("sluice: configuration file {abs} test failed\n")), "stderr:\n{err}");
+}
+
+#[test]
+fn listen_ssl_refused() {
+    let s = prefix_with("events {}\nhttp {\n  server {\n    listen 127.0.0.1:8443 ssl;\n  }\n}\n");
+    let out = s.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+    let line = line_with(&err, "[emerg]");
+    assert!(line.contains("ssl") && line.contains("not supported"), "unclear message: {line}");
+    assert!(line.ends_with(&format!(" in {}:4", conf_abs(&s))), "no location: {line}");
+}
+
+#[test]
+fn include_glob_and_dump() {
+    let s = builder()
+        .whole("events {}\nhttp {\n    include sites/*.conf;\n}\n")
+        .conf_file("conf/sites/a.conf", "server { listen 127.0.0.1:{port0}; return 200 a; }\n")
+        .conf_file("conf/sites/b.conf", "server { listen 127.0.0.1:{port1}; return 200 b; }\n")
+        .conf_file("conf/sites/ignored.txt", "this is not a config\n")
+        .ports(2)
+        .prepare();
+    let abs = conf_abs(&s);
+    let a = s.path("conf/sites/a.conf").display().to_string();
+    let b = s.path("conf/sites/b.conf").display().to_string();
+
+    let out = s.run(&["-t"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr_of(&out));
+
+    let out = s.run(&["-T"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("test is successful"));
+    let dump = stdout_of(&out);
+    let want = format!(
+        "# configuration file {abs}:\nevents {{}}\nhttp {{\n    include sites/*.conf;\n}}\n\n\
+         # configuration file {a}:\nserver {{ listen 127.0.0.1:{p0}; return 200 a; }}\n\n\
+         # configuration file {b}:\nserver {{ listen 127.0.0.1:{p1}; return 200 b; }}\n\n",
+        p0 = s.ports[0],
+        p1 = s.ports[1]
+    );
+    assert_eq!(dump, want);
+
+    // And the included servers really serve.
+    drop(s);
+    let s = builder()
+        .http("include sites/*.conf;")
+        .conf_file("conf/sites/a.conf", "server { listen 127.0.0.1:{port0}; return 200 a; }\n")
+        .conf_file("conf/sites/b.conf", "server { listen 127.0.0.1:{port1}; return 200 b; }\n")
+        .conf_file("conf/sites/ignored.txt", "this is not a config\n")
+        .ports(2)
+        .start();
+    assert_eq!(request(s.ports[0], "GET / HTTP/1.0\r\n\r\n").text(), "a");
+    assert_eq!(request(s.ports[1], "GET / HTTP/1.0\r\n\r\n").text(), "b");
+}
+
+#[test]
+fn include_error_names_included_file() {
+    let s = builder()
+        .whole("events {}\nhttp {\n    include sites/*.conf;\n}\n")
+        .conf_file("conf/sites/a.conf", "server {\n    bogus_directive 1;\n}\n")
+        .prepare();
+    let out = s.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1));
+    let inc = s.path("conf/sites/a.conf").display().to_string();
+    assert!(err.contains(&format!("sluice: [emerg] unknown directive \"bogus_directive\" in {inc}:2\n")), "{err}");
+}
+
+#[test]
+fn globals_from_command_line() {
+    // -g adds main directives...
+    let s = prefix_with("events {}\n");
+    let out = s.run(&["-t", "-g", "worker_processes 2;"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr_of(&out));
+    // ...and one that the file repeats is a duplicate, reported at the
+    // file's line, as nginx does.
+    let s = prefix_with("worker_rlimit_nofile 1024;\ndaemon off;\nevents {}\n");
+    let out = s.run(&["-t", "-g", "daemon off;"]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("sluice: [emerg] \"daemon\" directive is duplicate in {}:2\n", conf_abs(&s))),
+        "{err}"
+    );
+}
+
+#[test]
+fn globals_daemon_off_runs_in_foreground() {
+    // The config has no daemon directive; `-g "daemon off;"` keeps the
+    // process in the foreground, so the child we spawned is the server.
+    let s = builder()
+        .whole(
+            "pid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {}\n\
+             http { server { listen 127.0.0.1:{port}; return 200 fg; } }\n",
+        )
+        .prepare();
+    let mut child = Command::new(BIN)
+        .args(["-p", &s.prefix.display().to_string(), "-c", "conf/sluice.conf", "-g", "daemon off;"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !port_accepts(s.port) {
+        assert!(child.try_wait().unwrap().is_none(), "exited: {}", s.error_log());
+        assert!(Instant::now() < deadline, "never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(request(s.port, "GET / HTTP/1.0\r\n\r\n").text(), "fg");
+    let pid: u32 = wait_contains(&s.path("logs/sluice.pid"), "\n", LOG_WAIT).trim().parse().unwrap();
+    assert_eq!(pid, child.id(), "pid file names the foreground process");
+    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "did not exit on SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn version_flags() {
+    let dir = temp_dir("ver");
+    let out = sluice(&["-v"], &dir);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr_of(&out), "sluice version: sluice/0.1.0\n");
+    let out = sluice(&["-V"], &dir);
+    assert_eq!(out.status.code(), Some(0));
+    let err = stderr_of(&out);
+    assert!(err.starts_with("sluice version: sluice/0.1.0\n"), "{err}");
+    assert!(err.lines().count() > 1, "-V should add build details: {err}");
+    let _ = fs::remove_dir_all(dir);
+}
+
+#[test]
+fn invalid_option() {
+    let dir = temp_dir("opt");
+    let out = sluice(&["-x"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).starts_with("sluice: invalid option: \"x\"\n"), "{}", stderr_of(&out));
+    let out = sluice(&["-s", "bogus"], &dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).starts_with("sluice: invalid option: \"-s bogus\"\n"), "{}", stderr_of(&out));
+    let _ = fs::remove_dir_all(dir);
+}
+
+#[test]
+fn signal_without_pid_file() {
+    let s = prefix_with("pid logs/sluice.pid;\nevents {}\n");
+    let out = s.run(&["-s", "reload"]);
+    assert_eq!(out.status.code(), Some(1));
+    let pid = s.path("logs/sluice.pid").display().to_string();
+    assert_eq!(stderr_of(&out), format!("sluice: [error] open() \"{pid}\" failed (2: No such file or directory)\n"));
+}
+
+/// Processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(needle) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn bind_in_use_fails_cleanly() {
+    let holder = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = holder.local_addr().unwrap().port();
+    // daemon on (the default): the failure must still reach the terminal
+    // and leave no background process behind.
+    let conf = format!(
+        "pid logs/sluice.pid;\nerror_log logs/error.log;\nevents {{}}\n\
+         http {{ server {{ listen 127.0.0.1:{port}; }} }}\n"
+    );
+    let s = prefix_with(&conf);
+    let out = s.run(&[]);
+    let err = stderr_of(&out);
+    let leftovers = processes_mentioning(&s.prefix.display().to_string());
+    for pid in &leftovers {
+        let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+    }
+    assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+    assert_eq!(err, format!("sluice: [emerg] bind() to 127.0.0.1:{port} failed (98: Address already in use)\n"));
+    assert!(leftovers.is_empty(), "processes left running: {leftovers:?}");
+    assert!(!s.path("logs/sluice.pid").exists(), "pid file left behind");
+    drop(holder);
+}
+
+/// Tengine's published benchmark configuration, with the port changed.
+#[test]
+fn tengine_benchmark_config_serves() {
+    let masks: Vec<String> = (0..32).map(|i| format!("{:032b}", 1u64 << i)).collect();
+    let conf = format!(
+        "daemon off;\nworker_processes 32;\nworker_cpu_affinity {};\nworker_rlimit_nofile 65535;\n\
+         pid logs/sluice.pid;\nerror_log logs/error.log;\n\
+         events {{\n    use epoll;\n    worker_connections 65535;\n    reuse_port on;\n    accept_mutex off;\n}}\n\
+         http {{\n    include mime.types;\n    default_type application/octet-stream;\n    access_log off;\n\
+         sendfile on;\n    tcp_nopush on;\n    tcp_nodelay on;\n    keepalive_timeout 0;\n    server_tokens off;\n\
+         server {{\n        listen {{port}} backlog=65535;\n        server_name localhost;\n\
+         location = /empty.gif {{\n            empty_gif;\n        }}\n    }}\n}}\n",
+        masks.join(" ")
+    );
+    let s = builder().whole(&conf).start();
+    let out = s.run(&["-t"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    for _ in 0..3 {
+        let r = s.get("/empty.gif");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.must("Content-Type"), "image/gif");
+        assert_eq!(r.body, EMPTY_GIF);
+        assert_eq!(r.must("Connection"), "close");
+        assert_eq!(r.must("Server"), "sluice");
+    }
+    let c = curl(&["-o", "/dev/null", "-w", "%{http_code} %{size_download}", &s.url("/empty.gif")]);
+    assert_eq!(c.text(), "200 43", "{}", c.stderr);
+}
+
+#[test]
+fn no_arguments_serves_current_directory_on_8080() {
+    if std::path::Path::new("/usr/local/sluice/conf/sluice.conf").exists() {
+        println!("note: skipped, /usr/local/sluice/conf/sluice.conf exists");
+        return;
+    }
+    if TcpListener::bind("127.0.0.1:8080").is_err() {
+        println!("note: skipped, 127.0.0.1:8080 is in use");
+        return;
+    }
+    let dir = temp_dir("noargs");
+    fs::write(dir.join("hello.txt"), "hello from cwd\n").unwrap();
+    let mut child = Command::new(BIN)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut exited = None;
+    while !port_accepts(8080) {
+        if let Some(st) = child.try_wait().unwrap() {
+            exited = Some(st);
+            break;
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let result = std::panic::catch_unwind(|| {
+        assert!(exited.is_none(), "sluice exited: {exited:?}");
+        let r = request(8080, "GET /hello.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), "hello from cwd\n");
+        assert_eq!(r.must("Content-Type"), "text/plain");
+        let r = request(8080, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        assert_eq!(r.status, 200);
+        assert!(r.text().contains("<a href=\"hello.txt\">hello.txt</a>"), "{}", r.text());
+    });
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = fs::remove_dir_all(&dir);
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
