@@ -117,7 +117,24 @@ fn custom_log_format_variables() {
             "text/plain",
         ]
     );
-    assert_eq!(f2[..13], ["127.0.0.1", "HEAD", "/nope", "/nope", "-", "404", "0", &sent2.to_string(), "example.test", "logs.test", &port, "-", "text/html"]);
+    assert_eq!(
+        f2[..13],
+        [
+            "127.0.0.1",
+            "HEAD",
+            "/nope",
+            "/nope",
+            "-",
+            "404",
+            "0",
+            &sent2.to_string(),
+            "example.test",
+            "logs.test",
+            &port,
+            "-",
+            "text/html"
+        ]
+    );
     // same connection number, request counter 1 then 2
     assert!(f1[13].parse::<u64>().is_ok(), "$connection {}", f1[13]);
     assert_eq!(f1[13], f2[13]);

@@ -31,9 +31,11 @@ pub struct ListenerSet {
 /// binds only `*:port` then and picks the server by the local address).
 pub fn covered_by_wildcard(cfg: &Config, addr: SocketAddr) -> bool {
     !addr.ip().is_unspecified()
-        && cfg.http.listens.iter().any(|w| {
-            w.addr.ip().is_unspecified() && w.addr.port() == addr.port() && w.addr.is_ipv4() == addr.is_ipv4()
-        })
+        && cfg
+            .http
+            .listens
+            .iter()
+            .any(|w| w.addr.ip().is_unspecified() && w.addr.port() == addr.port() && w.addr.is_ipv4() == addr.is_ipv4())
 }
 
 fn keys(cfg: &Config) -> Vec<(Key, usize, i32)> {

@@ -321,8 +321,9 @@ impl TestServer {
     /// The ports the initial config listens on (those whose placeholder
     /// appears in the main template or an extra config file).
     fn initial_ports(&self) -> Vec<u16> {
-        let texts: Vec<&str> =
-            std::iter::once(self.template.as_str()).chain(self.conf_templates.iter().map(|(_, t)| t.as_str())).collect();
+        let texts: Vec<&str> = std::iter::once(self.template.as_str())
+            .chain(self.conf_templates.iter().map(|(_, t)| t.as_str()))
+            .collect();
         self.ports
             .iter()
             .enumerate()
@@ -396,6 +397,12 @@ impl TestServer {
     pub fn signal(&self, name: &str) {
         let out = self.run(&["-s", name]);
         assert!(out.status.success(), "-s {name} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Sends a signal (e.g. "HUP") straight to the server process.
+    pub fn kill(&self, sig: &str) {
+        let st = Command::new("kill").arg(format!("-{sig}")).arg(self.pid().to_string()).status().unwrap();
+        assert!(st.success(), "kill -{sig} failed");
     }
 
     /// Waits up to `limit` for the server process to exit.

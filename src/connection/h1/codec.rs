@@ -8,38 +8,55 @@ use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
 /// A request the server must refuse, with nginx's status and log text.
 #[derive(Debug, PartialEq, Eq)]
 pub enum HeadError {
-    /// 400 with the error-log reason.
+    /// 400 found while reading the request line.
+    BadLine(&'static str),
+    /// 400 found while reading the headers.
     Bad(&'static str),
+    /// 400 naming the offending header line (nginx quotes its start).
+    BadHeader(&'static str, String),
     /// 414: the request line does not fit one large header buffer.
     UriTooLong,
     /// nginx's 494, sent as 400 "Request Header Or Cookie Too Large".
-    HeaderTooLarge,
+    HeaderTooLarge(String),
     /// 505.
     Version,
-    /// 501: a Transfer-Encoding other than chunked.
-    NotImplemented,
+    /// 501: a Transfer-Encoding other than chunked (the value).
+    NotImplemented(String),
 }
 
 impl HeadError {
     pub fn status(&self) -> u16 {
         match self {
-            HeadError::Bad(_) => 400,
+            HeadError::BadLine(_) | HeadError::Bad(_) | HeadError::BadHeader(..) => 400,
             HeadError::UriTooLong => 414,
-            HeadError::HeaderTooLarge => 494,
+            HeadError::HeaderTooLarge(_) => 494,
             HeadError::Version => 505,
-            HeadError::NotImplemented => 501,
+            HeadError::NotImplemented(_) => 501,
         }
     }
 
-    pub fn reason(&self) -> &'static str {
+    /// nginx's error-log text: the reason and the phase it was found in.
+    pub fn reason(&self) -> String {
         match self {
-            HeadError::Bad(r) => r,
-            HeadError::UriTooLong => "client sent too long URI",
-            HeadError::HeaderTooLarge => "client sent too long header line",
-            HeadError::Version => "client sent unsupported HTTP version",
-            HeadError::NotImplemented => "client sent unknown \"Transfer-Encoding\"",
+            HeadError::BadLine(r) => format!("{r} while reading client request line"),
+            HeadError::Bad(r) => format!("{r} while reading client request headers"),
+            HeadError::BadHeader(r, h) => format!("{r}: \"{h}\" while reading client request headers"),
+            HeadError::UriTooLong => "client sent too long URI while reading client request line".into(),
+            HeadError::HeaderTooLarge(h) => {
+                format!("client sent too long header line: \"{h}...\" while reading client request headers")
+            }
+            HeadError::Version => "client sent invalid version while reading client request line".into(),
+            HeadError::NotImplemented(v) => {
+                format!("client sent unknown \"Transfer-Encoding\": \"{v}\" while reading client request headers")
+            }
         }
     }
+}
+
+/// The start of a header line for a log message (nginx prints a prefix).
+fn excerpt(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == b'\r' || c == b'\n').unwrap_or(b.len()).min(256);
+    String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
 /// `large_client_header_buffers NUM SIZE`.
@@ -88,6 +105,28 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Result<Option<Head>, HeadError>
     }
 }
 
+/// Finds the header line httparse rejected, for the log.
+fn bad_header_line(headers: &[u8]) -> String {
+    for line in headers.split(|&c| c == b'\n') {
+        let l = line.strip_suffix(b"\r").unwrap_or(line);
+        if l.is_empty() {
+            break;
+        }
+        let ok = match l.iter().position(|&c| c == b':') {
+            Some(i) => {
+                i > 0
+                    && l[..i].iter().all(|&c| c.is_ascii_graphic())
+                    && l[i + 1..].iter().all(|&c| c == b'\t' || (c >= 0x20 && c != 0x7f))
+            }
+            None => false,
+        };
+        if !ok {
+            return excerpt(l);
+        }
+    }
+    excerpt(headers)
+}
+
 fn classify(buf: &[u8], e: httparse::Error) -> HeadError {
     match e {
         httparse::Error::Version => {
@@ -100,13 +139,19 @@ fn classify(buf: &[u8], e: httparse::Error) -> HeadError {
                 {
                     HeadError::Version
                 }
-                _ => HeadError::Bad("client sent invalid request"),
+                _ => HeadError::BadLine("client sent invalid request"),
             }
         }
-        httparse::Error::HeaderName | httparse::Error::HeaderValue => HeadError::Bad("client sent invalid header line"),
-        httparse::Error::Token => HeadError::Bad("client sent invalid method"),
-        httparse::Error::NewLine => HeadError::Bad("client sent invalid header line"),
-        _ => HeadError::Bad("client sent invalid request"),
+        httparse::Error::HeaderName | httparse::Error::HeaderValue | httparse::Error::NewLine => {
+            // The first line past the request line that httparse choked on.
+            let first_nl = memchr::memchr(b'\n', buf).map(|n| n + 1).unwrap_or(buf.len());
+            if first_nl >= buf.len() {
+                return HeadError::BadLine("client sent invalid request");
+            }
+            HeadError::BadHeader("client sent invalid header line", bad_header_line(&buf[first_nl..]))
+        }
+        httparse::Error::Token => HeadError::BadLine("client sent invalid method"),
+        _ => HeadError::BadLine("client sent invalid request"),
     }
 }
 
@@ -116,7 +161,17 @@ pub fn overflow(buf: &[u8], limits: Limits) -> HeadError {
     match memchr::memchr(b'\n', buf) {
         None => HeadError::UriTooLong,
         Some(n) if n > limits.line_max => HeadError::UriTooLong,
-        Some(_) => HeadError::HeaderTooLarge,
+        Some(_) => {
+            // The header line that does not fit.
+            let mut start = 0;
+            for line in buf.split(|&c| c == b'\n') {
+                if line.len() > limits.line_max || start + line.len() >= buf.len() {
+                    return HeadError::HeaderTooLarge(excerpt(&buf[start..]));
+                }
+                start += line.len() + 1;
+            }
+            HeadError::HeaderTooLarge(excerpt(&buf[start.min(buf.len())..]))
+        }
     }
 }
 
@@ -132,7 +187,7 @@ fn has_token(v: &[u8], token: &[u8]) -> bool {
 
 fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: Limits) -> Result<Head, HeadError> {
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
-        return Err(HeadError::Bad("client sent invalid request"));
+        return Err(HeadError::BadLine("client sent invalid request"));
     };
     let method_r = range(buf, method.as_bytes());
     let line_end = memchr::memchr(b'\n', &buf[method_r.start..]).map(|n| method_r.start + n).unwrap_or(head_len);
@@ -152,7 +207,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         let name = h.name.as_bytes();
         let idx = HeaderIdx { name: range(buf, name), value: range(buf, h.value) };
         if idx.value.end - idx.name.start > limits.line_max {
-            return Err(HeadError::HeaderTooLarge);
+            return Err(HeadError::HeaderTooLarge(excerpt(&buf[idx.name.start..])));
         }
         let v = h.value;
         if name.eq_ignore_ascii_case(b"host") {
@@ -162,7 +217,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
             host = Some(idx.value.clone());
         } else if name.eq_ignore_ascii_case(b"content-length") {
             if content_length.is_some() {
-                return Err(HeadError::Bad("client sent duplicate header line: \"Content-Length\""));
+                return Err(HeadError::BadHeader("client sent duplicate header line", excerpt(&buf[idx.name.start..])));
             }
             let t = trim(v);
             if t.is_empty() || t.len() > 18 || !t.iter().all(u8::is_ascii_digit) {
@@ -171,7 +226,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
             content_length = std::str::from_utf8(t).ok().and_then(|s| s.parse().ok());
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             if te.is_some() {
-                return Err(HeadError::Bad("client sent duplicate header line: \"Transfer-Encoding\""));
+                return Err(HeadError::BadHeader("client sent duplicate header line", excerpt(&buf[idx.name.start..])));
             }
             te = Some(v);
         } else if name.eq_ignore_ascii_case(b"connection") {
@@ -193,7 +248,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         }
         (Some(t), None) => {
             if !trim(t).eq_ignore_ascii_case(b"chunked") {
-                return Err(HeadError::NotImplemented);
+                return Err(HeadError::NotImplemented(String::from_utf8_lossy(trim(t)).into_owned()));
             }
             BodyKind::Chunked
         }
@@ -300,9 +355,9 @@ mod tests {
         let long_uri = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(100));
         assert_eq!(parse_head(long_uri.as_bytes(), small).unwrap_err(), HeadError::UriTooLong);
         let long_hdr = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Long: {}\r\n\r\n", "b".repeat(100));
-        assert_eq!(parse_head(long_hdr.as_bytes(), small).unwrap_err(), HeadError::HeaderTooLarge);
+        assert_eq!(parse_head(long_hdr.as_bytes(), small).unwrap_err().status(), 494);
         assert_eq!(overflow(b"GET /aaaaaaaa", small), HeadError::UriTooLong);
-        assert_eq!(overflow(b"GET / HTTP/1.1\r\nX: aaaa", small), HeadError::HeaderTooLarge);
+        assert_eq!(overflow(b"GET / HTTP/1.1\r\nX: aaaa", small), HeadError::HeaderTooLarge("X: aaaa".into()));
     }
 
     #[test]

@@ -181,8 +181,14 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
             return Next::Close;
         }
     };
-    c.info.requests += 1;
     let head_len = head.head_len;
+    // nginx discards (and so checks) the buffered part of a chunked body
+    // before answering: a malformed one gets 400, not a response.
+    if head.body == BodyKind::Chunked && super::chunked::Decoder::default().feed(&c.rbuf[head_len..], |_| {}).is_err() {
+        reject(c, g, w, HeadError::Bad("client sent invalid chunked body"), started).await;
+        return Next::Close;
+    }
+    c.info.requests += 1;
 
     // Request target: origin-form or absolute-form.
     let Conn { stream, rbuf, wbuf, info, nodelay, keepalive } = &mut *c;
@@ -193,7 +199,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let path = match uri::normalize_path(raw_path) {
         Ok(p) => p,
         Err(_) => {
-            reject(c, g, w, HeadError::Bad("client sent invalid request"), started).await;
+            reject(c, g, w, HeadError::BadLine("client sent invalid request"), started).await;
             return Next::Close;
         }
     };
@@ -423,17 +429,20 @@ fn log_request(
 /// Answers a request that could not be parsed: nginx's error page with
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
-    log_error!(
-        Level::Info,
-        "*{} {} while reading client request headers, client: {}",
-        c.info.id,
-        e.reason(),
-        c.info.peer.ip()
-    );
     c.info.requests += 1;
     let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
-    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len().min(8192));
+    let line_max = limits(g).line_max;
+    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(line_max);
     let line_end = if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end };
+    log_error!(
+        Level::Info,
+        "*{} {}, client: {}, server: {}, request: \"{}\"",
+        info.id,
+        e.reason(),
+        info.peer.ip(),
+        g.default_server.name,
+        String::from_utf8_lossy(&rbuf[..line_end])
+    );
     let head = Head {
         method: Method::Other,
         method_r: 0..0,

@@ -1,0 +1,84 @@
+//! Worker settings under concurrent clients: several workers with
+//! reuseport, and a tiny worker_connections limit.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+fn hammer(port: u16, threads: usize, per_thread: usize, keepalive: bool) -> usize {
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut ok = 0;
+                let mut conn = if keepalive { Some(Conn::connect(port)) } else { None };
+                for i in 0..per_thread {
+                    let path = format!("/t{t}/r{i}");
+                    let r = match conn.as_mut() {
+                        Some(c) => {
+                            c.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n"));
+                            c.read_response()
+                        }
+                        None => request(port, &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")),
+                    };
+                    assert_eq!(r.status, 200, "{path}");
+                    assert_eq!(r.text(), path, "{path}");
+                    ok += 1;
+                }
+                ok
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().expect("client thread failed")).sum()
+}
+
+const ECHO: &str = "location / { return 200 $uri; }";
+
+#[test]
+fn two_workers_with_reuseport_serve_many_connections() {
+    let s = builder()
+        .main("worker_processes 2;")
+        .http(&format!("access_log off;\nserver {{ listen 127.0.0.1:{{port}} reuseport; {ECHO} }}"))
+        .start();
+    assert_eq!(hammer(s.port, 8, 50, false), 400);
+    assert_eq!(hammer(s.port, 8, 50, true), 400);
+    // wrk for a moment: no errors
+    let w = wrk_start(&["-t1", "-c50", "-d2s", "--timeout", "5s", &s.url("/w")]);
+    let res = wrk_finish(w, Duration::from_secs(15));
+    assert!(res.requests > 0, "{}", res.output);
+    assert_eq!(res.error_count(), 0, "{}", res.output);
+    assert!(res.non_2xx.is_none(), "{}", res.output);
+}
+
+#[test]
+fn small_worker_connections_does_not_crash() {
+    let mut s = builder()
+        .events("worker_connections 4;")
+        .http(&format!("access_log off;\nkeepalive_timeout 5;\nserver {{ listen 127.0.0.1:{{port}}; {ECHO} }}"))
+        .start();
+    // one at a time: slots are freed as connections close
+    for i in 0..30 {
+        let r = request(s.port, &format!("GET /seq{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        assert_eq!(r.text(), format!("/seq{i}"));
+    }
+    // more simultaneous keep-alive clients than slots: each request still
+    // gets its answer (idle keep-alive connections are reclaimed, as nginx
+    // does)
+    let mut conns: Vec<Conn> = (0..8).map(|_| s.connect()).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(format!("GET /held{i} HTTP/1.1\r\nHost: x\r\n\r\n"));
+    }
+    let mut checks = Checks::new();
+    for (i, c) in conns.iter_mut().enumerate() {
+        checks.run(&format!("held connection {i}"), || assert_eq!(c.read_response().text(), format!("/held{i}")));
+    }
+    drop(conns);
+    assert!(s.is_running(), "server died:\n{}", s.error_log());
+    for i in 0..10 {
+        let r = request(s.port, &format!("GET /after{i} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        assert_eq!(r.text(), format!("/after{i}"));
+    }
+    assert!(s.is_running());
+    checks.finish();
+}
