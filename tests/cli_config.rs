@@ -260,10 +260,10 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut v = Vec::new();
     for e in fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(cmd) = fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(needle) {
-                v.push(pid);
-            }
+        if let Ok(cmd) = fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(needle)
+        {
+            v.push(pid);
         }
     }
     v

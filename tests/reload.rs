@@ -195,12 +195,15 @@ fn quit_lets_slow_download_finish() {
     let (mut s, data) = download_server();
     let (mut st, mut got) = start_download(&s);
     s.signal("quit");
+    let mut checks = Checks::new();
     // New connections are refused once the listener is closed.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !refuses(s.port) {
-        assert!(Instant::now() < deadline, "still accepting after -s quit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    checks.run("listener closed", || {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !refuses(s.port) {
+            assert!(Instant::now() < deadline, "new connections still accepted 5 s after -s quit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
     // Read the rest slowly (~10 MB/s at most).
     let mut buf = vec![0u8; 65536];
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -228,6 +231,7 @@ fn quit_lets_slow_download_finish() {
     let st = s.wait_exit(Duration::from_secs(10)).expect("server did not exit after the download finished");
     assert!(st.success(), "exit status {st}");
     assert!(!s.path("logs/sluice.pid").exists(), "pid file left after quit");
+    checks.finish();
 }
 
 #[test]

@@ -26,6 +26,8 @@ pub struct Ctx {
     pub prefix: PathBuf,
     pub formats: HashMap<String, Arc<LogFormat>>,
     pub log_files: Vec<AccessLogFile>,
+    /// Which log files got buffer=/flush= explicitly (else defaults).
+    pub log_explicit: Vec<bool>,
     pub error_log_set: bool,
     pub root_here: bool,
     pub alias_here: bool,
@@ -45,14 +47,22 @@ impl Ctx {
     /// workers use to find their buffered writer for it.
     pub fn log_file(&mut self, path: &str, buffer: Option<u64>, flush: Option<Duration>) -> usize {
         let path = self.path(path);
-        if let Some(i) = self.log_files.iter().position(|f| f.path == path) {
-            return i;
-        }
-        self.log_files.push(AccessLogFile {
+        let explicit = buffer.is_some() || flush.is_some();
+        let file = AccessLogFile {
             path,
             buffer: buffer.unwrap_or(64 * 1024) as usize,
             flush: flush.unwrap_or(Duration::from_secs(1)),
-        });
+        };
+        if let Some(i) = self.log_files.iter().position(|f| f.path == file.path) {
+            // One buffer per file: explicit buffer=/flush= win over defaults.
+            if explicit && !self.log_explicit[i] {
+                self.log_files[i] = file;
+                self.log_explicit[i] = true;
+            }
+            return i;
+        }
+        self.log_files.push(file);
+        self.log_explicit.push(explicit);
         self.log_files.len() - 1
     }
 }
@@ -203,6 +213,7 @@ pub fn build(
         prefix: prefix.to_path_buf(),
         formats: HashMap::from([("combined".to_string(), Arc::new(LogFormat::combined()))]),
         log_files: Vec::new(),
+        log_explicit: Vec::new(),
         error_log_set: false,
         root_here: false,
         alias_here: false,

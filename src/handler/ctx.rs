@@ -93,7 +93,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 let _ = write!(out, "{}", ctx.conn.peer.ip());
             }
             Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
-            Var::RemoteUser => {}
+            Var::RemoteUser => {
+                if let Some(u) = req.header("authorization").and_then(basic_user) {
+                    out.extend_from_slice(&u)
+                }
+            }
             Var::TimeLocal => crate::http::date::log_time_local(crate::clock::now_secs(), crate::clock::offset(), out),
             Var::TimeIso8601 => {
                 crate::http::date::log_time_iso8601(crate::clock::now_secs(), crate::clock::offset(), out)
@@ -212,4 +216,69 @@ impl VarSource for Vars<'_, '_, '_> {
 /// nginx's internal 494 goes on the wire (and in `$status`) as 400.
 pub fn wire_status(s: u16) -> u16 {
     if s == 494 { 400 } else { s }
+}
+
+impl ReqCtx<'_, '_> {
+    /// nginx's error-log suffix for a request: client, server, request line,
+    /// and host when the client sent one.
+    pub fn log_suffix(&self) -> String {
+        let mut s = format!(
+            "client: {}, server: {}, request: \"{}\"",
+            self.conn.peer.ip(),
+            self.server.name,
+            String::from_utf8_lossy(self.req.request_line())
+        );
+        if let Some(h) = self.req.header("host") {
+            s.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
+        }
+        if let Some(r) = self.req.header("referer") {
+            s.push_str(&format!(", referrer: \"{}\"", String::from_utf8_lossy(r)));
+        }
+        s
+    }
+}
+
+/// `$remote_user`: the user name of a Basic Authorization header.
+pub fn basic_user(auth: &[u8]) -> Option<Vec<u8>> {
+    let b64 = auth.strip_prefix(b"Basic ").or_else(|| auth.strip_prefix(b"basic "))?;
+    let decoded = base64_decode(b64.trim_ascii())?;
+    let end = decoded.iter().position(|&c| c == b':')?;
+    Some(decoded[..end].to_vec())
+}
+
+fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let s = s.strip_suffix(b"==").or_else(|| s.strip_suffix(b"=")).unwrap_or(s);
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for &c in s {
+        acc = (acc << 6) | val(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn basic_auth_user() {
+        assert_eq!(super::basic_user(b"Basic dXNlcjE6cGFzcw==").as_deref(), Some(&b"user1"[..]));
+        assert_eq!(super::basic_user(b"Bearer x"), None);
+        assert_eq!(super::basic_user(b"Basic !!!"), None);
+    }
 }

@@ -56,12 +56,10 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     log_error!(
         Level::Error,
-        "*{} directory index of \"{}\" is forbidden, client: {}, server: {}, request: \"{}\"",
+        "*{} directory index of \"{}\" is forbidden, {}",
         ctx.conn.id,
         String::from_utf8_lossy(&dir),
-        ctx.conn.peer.ip(),
-        ctx.server.name,
-        String::from_utf8_lossy(ctx.req.request_line())
+        ctx.log_suffix()
     );
     Step::Done(error(ctx, 403))
 }

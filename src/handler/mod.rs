@@ -95,12 +95,10 @@ fn body_too_large<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
         crate::http::request::BodyKind::Length(n) if max > 0 && n > max => {
             log_error!(
                 Level::Error,
-                "*{} client intended to send too large body: {} bytes, client: {}, server: {}, request: \"{}\"",
+                "*{} client intended to send too large body: {} bytes, {}",
                 ctx.conn.id,
                 n,
-                ctx.conn.peer.ip(),
-                ctx.server.name,
-                String::from_utf8_lossy(ctx.req.request_line())
+                ctx.log_suffix()
             );
             Some(error(ctx, 413))
         }

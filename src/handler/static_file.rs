@@ -62,14 +62,12 @@ pub fn open_logged(ctx: &ReqCtx<'_, '_>, path: &[u8]) -> Result<Rc<OpenFile>, Op
         if e.status() != 404 || ctx.conf.log_not_found {
             log_error!(
                 if e == OpenError::Forbidden { Level::Error } else { level },
-                "*{} open() \"{}\" failed ({}: {}), client: {}, server: {}, request: \"{}\"",
+                "*{} open() \"{}\" failed ({}: {}), {}",
                 ctx.conn.id,
                 String::from_utf8_lossy(path),
                 e.errno(),
                 crate::process::signal::strerror(e.errno()),
-                ctx.conn.peer.ip(),
-                ctx.server.name,
-                String::from_utf8_lossy(ctx.req.request_line())
+                ctx.log_suffix()
             );
         }
     }

@@ -186,7 +186,7 @@ impl ServerBuilder {
                 let access =
                     if self.nginx && !self.http.contains("access_log") { "access_log logs/access.log;\n" } else { "" };
                 format!(
-                    "daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nworker_processes 1;\n{}\
+                    "daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\n{}\
                      events {{\n{}}}\nhttp {{\n{access}{}}}\n",
                     self.main, self.events, self.http
                 )
@@ -435,10 +435,10 @@ impl TestServer {
     }
 
     fn kill_term(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            if c.try_wait().unwrap().is_none() {
-                let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-            }
+        if let Some(c) = self.child.as_mut()
+            && c.try_wait().unwrap().is_none()
+        {
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
         }
         if self.wait_exit(Duration::from_secs(5)).is_none() {
             if let Some(c) = self.child.as_mut() {
