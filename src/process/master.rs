@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::config::{self, Config, LoadOptions};
 use crate::listener::ListenerSet;
@@ -79,6 +79,23 @@ fn install_panic_hook() {
 }
 
 pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            return 1;
+        }
+    };
+    let sigs = {
+        let _enter = rt.enter();
+        match install_signals() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("sluice: [emerg] could not install signal handlers ({e})");
+                return 1;
+            }
+        }
+    };
     if let Some(n) = cfg.main.rlimit_nofile {
         raise_nofile(n);
     }
@@ -123,15 +140,34 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     };
     log_error!(Level::Notice, "sluice/{} started, {} worker(s)", env!("CARGO_PKG_VERSION"), current.workers.len());
     super::daemon::ready();
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
-            return 1;
-        }
-    };
     let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs };
-    rt.block_on(m.signal_loop())
+    rt.block_on(m.signal_loop(sigs))
+}
+
+/// The master's signal streams, installed before any socket is bound so a
+/// signal sent right after startup is never lost to a default action.
+struct Signals {
+    hup: Signal,
+    quit: Signal,
+    term: Signal,
+    int: Signal,
+    usr1: Signal,
+    usr2: Option<Signal>,
+    winch: Option<Signal>,
+}
+
+fn install_signals() -> std::io::Result<Signals> {
+    Ok(Signals {
+        hup: signal(SignalKind::hangup())?,
+        quit: signal(SignalKind::quit())?,
+        term: signal(SignalKind::terminate())?,
+        int: signal(SignalKind::interrupt())?,
+        usr1: signal(SignalKind::user_defined1())?,
+        // nginx uses these for binary upgrades; sluice has none, but the
+        // signals must not kill it.
+        usr2: signal(SignalKind::user_defined2()).ok(),
+        winch: signal(SignalKind::window_change()).ok(),
+    })
 }
 
 struct Master {
@@ -143,23 +179,8 @@ struct Master {
 }
 
 impl Master {
-    async fn signal_loop(&mut self) -> i32 {
-        let sigs = (
-            signal(SignalKind::hangup()),
-            signal(SignalKind::quit()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::user_defined1()),
-        );
-        let (Ok(mut hup), Ok(mut quit), Ok(mut term), Ok(mut int), Ok(mut usr1)) = sigs else {
-            log_error!(Level::Emerg, "could not install signal handlers");
-            self.stop_all(Ctl::Stop, Duration::from_secs(2));
-            return 1;
-        };
-        // nginx uses these for binary upgrades; sluice has none, but the
-        // signals must not kill it.
-        let mut usr2 = signal(SignalKind::user_defined2()).ok();
-        let mut winch = signal(SignalKind::window_change()).ok();
+    async fn signal_loop(&mut self, sigs: Signals) -> i32 {
+        let Signals { mut hup, mut quit, mut term, mut int, mut usr1, mut usr2, mut winch } = sigs;
         let mut reap = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
