@@ -22,20 +22,23 @@ fn conf_abs(s: &TestServer) -> String {
 
 /// Runs `-t` and checks it failed with exactly nginx's two lines.
 fn assert_test_fails(conf: &str, emerg: &str, line: u32) {
+    let p = prog();
     let s = prefix_with(conf);
     let out = s.run(&["-t"]);
     let err = stderr_of(&out);
     let abs = conf_abs(&s);
     assert_eq!(out.status.code(), Some(1), "exit code; stderr:\n{err}");
-    let want = format!("sluice: [emerg] {emerg} in {abs}:{line}\n");
+    let emerg = emerg.replace("PREFIX", &s.prefix.display().to_string());
+    let want = format!("{p}: [emerg] {emerg} in {abs}:{line}\n");
     assert!(err.contains(&want), "want {want:?} in stderr:\n{err}");
-    assert!(err.ends_with(&format!("sluice: configuration file {abs} test failed\n")), "stderr:\n{err}");
+    assert!(err.ends_with(&format!("{p}: configuration file {abs} test failed\n")), "stderr:\n{err}");
     assert!(!err.contains("test is successful"), "stderr:\n{err}");
     assert!(out.stdout.is_empty(), "stdout: {}", stdout_of(&out));
 }
 
 #[test]
 fn test_ok_prints_nginx_lines() {
+    let p = prog();
     let s = builder().http("server { listen 127.0.0.1:{port}; }").prepare();
     let out = s.run(&["-t"]);
     let abs = conf_abs(&s);
@@ -43,7 +46,7 @@ fn test_ok_prints_nginx_lines() {
     assert_eq!(
         stderr_of(&out),
         format!(
-            "sluice: the configuration file {abs} syntax is ok\nsluice: configuration file {abs} test is successful\n"
+            "{p}: the configuration file {abs} syntax is ok\n{p}: configuration file {abs} test is successful\n"
         )
     );
     assert!(out.stdout.is_empty());
@@ -95,13 +98,14 @@ fn invalid_flag_value() {
 
 #[test]
 fn missing_events_section() {
+    let p = prog();
     let s = prefix_with("http {\n}\n");
     let out = s.run(&["-t"]);
     let err = stderr_of(&out);
     let abs = conf_abs(&s);
     assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
-    assert!(err.contains("sluice: [emerg] no \"events\" section in configuration\n"), "stderr:\n{err}");
-    assert!(err.ends_with(&format!("sluice: configuration file {abs} test failed\n")), "stderr:\n{err}");
+    assert!(err.contains(&format!("{p}: [emerg] no \"events\" section in configuration\n")), "stderr:\n{err}");
+    assert!(err.ends_with(&format!("{p}: configuration file {abs} test failed\n")), "stderr:\n{err}");
 }
 
 #[test]
@@ -159,6 +163,7 @@ fn include_glob_and_dump() {
 
 #[test]
 fn include_error_names_included_file() {
+    let p = prog();
     let s = builder()
         .whole("events {}\nhttp {\n    include sites/*.conf;\n}\n")
         .conf_file("conf/sites/a.conf", "server {\n    bogus_directive 1;\n}\n")
@@ -167,11 +172,12 @@ fn include_error_names_included_file() {
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1));
     let inc = s.path("conf/sites/a.conf").display().to_string();
-    assert!(err.contains(&format!("sluice: [emerg] unknown directive \"bogus_directive\" in {inc}:2\n")), "{err}");
+    assert!(err.contains(&format!("{p}: [emerg] unknown directive \"bogus_directive\" in {inc}:2\n")), "{err}");
 }
 
 #[test]
 fn globals_from_command_line() {
+    let p = prog();
     // -g adds main directives...
     let s = prefix_with("events {}\n");
     let out = s.run(&["-t", "-g", "worker_processes 2;"]);
@@ -183,7 +189,7 @@ fn globals_from_command_line() {
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("sluice: [emerg] \"daemon\" directive is duplicate in {}:2\n", conf_abs(&s))),
+        err.contains(&format!("{p}: [emerg] \"daemon\" directive is duplicate in {}:2\n", conf_abs(&s))),
         "{err}"
     );
 }
@@ -248,11 +254,12 @@ fn invalid_option() {
 
 #[test]
 fn signal_without_pid_file() {
+    let p = prog();
     let s = prefix_with("pid logs/sluice.pid;\nevents {}\n");
     let out = s.run(&["-s", "reload"]);
     assert_eq!(out.status.code(), Some(1));
     let pid = s.path("logs/sluice.pid").display().to_string();
-    assert_eq!(stderr_of(&out), format!("sluice: [error] open() \"{pid}\" failed (2: No such file or directory)\n"));
+    assert_eq!(stderr_of(&out), format!("{p}: [error] open() \"{pid}\" failed (2: No such file or directory)\n"));
 }
 
 /// Processes whose command line mentions `needle`.
@@ -271,6 +278,7 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 
 #[test]
 fn bind_in_use_fails_cleanly() {
+    let p = prog();
     let holder = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = holder.local_addr().unwrap().port();
     // daemon on (the default): the failure must still reach the terminal
@@ -287,7 +295,7 @@ fn bind_in_use_fails_cleanly() {
         let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
     }
     assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
-    assert_eq!(err, format!("sluice: [emerg] bind() to 127.0.0.1:{port} failed (98: Address already in use)\n"));
+    assert_eq!(err, format!("{p}: [emerg] bind() to 127.0.0.1:{port} failed (98: Address already in use)\n"));
     assert!(leftovers.is_empty(), "processes left running: {leftovers:?}");
     assert!(!s.path("logs/sluice.pid").exists(), "pid file left behind");
     drop(holder);
@@ -374,4 +382,40 @@ fn no_arguments_serves_current_directory_on_8080() {
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }
+}
+
+#[test]
+fn signal_with_stale_or_garbage_pid_file() {
+    let p = prog();
+    let s = prefix_with("pid logs/sluice.pid;\nevents {}\n");
+    // a pid that certainly exited: a child we started and reaped
+    let mut c = Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    fs::write(s.path("logs/sluice.pid"), format!("{dead}\n")).unwrap();
+    let out = s.run(&["-s", "quit"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr_of(&out), format!("{p}: [alert] kill({dead}, 3) failed (3: No such process)\n"));
+
+    fs::write(s.path("logs/sluice.pid"), "garbage\n").unwrap();
+    let out = s.run(&["-s", "reload"]);
+    assert_eq!(out.status.code(), Some(1));
+    let pid = s.path("logs/sluice.pid").display().to_string();
+    assert_eq!(stderr_of(&out), format!("{p}: [error] invalid PID number \"garbage\" in \"{pid}\"\n"));
+}
+
+#[test]
+fn errors_inside_nested_blocks_and_includes_report_the_right_line() {
+    assert_test_fails(
+        "events {}\nhttp {\n  server {\n    location / {\n      location /a {\n        index;\n      }\n    }\n  }\n}\n",
+        "invalid number of arguments in \"index\" directive",
+        6,
+    );
+    assert_test_fails("events {}\nhttp {\n  server {\n    listen 127.0.0.1:1;\n", "unexpected end of file, expecting \"}\"", 5);
+    assert_test_fails("events {}\nhttp {\n}\n}\n", "unexpected \"}\"", 4);
+    assert_test_fails(
+        "events {}\nhttp {\n  include missing.conf;\n}\n",
+        &format!("open() \"{}\" failed (2: No such file or directory)", "PREFIX/conf/missing.conf"),
+        3,
+    );
 }

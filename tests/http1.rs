@@ -260,7 +260,7 @@ fn http2_version_is_505() {
 }
 
 #[test]
-fn smuggling_shapes_are_400() {
+fn smuggling_and_malformed_requests_are_400() {
     let s = server();
     let cases: &[&[u8]] = &[
         // CL + TE
@@ -282,6 +282,16 @@ fn smuggling_shapes_are_400() {
         b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nX-A: b\x00c\r\n\r\n",
         // HTTP/1.1 without Host
         b"GET /index.html HTTP/1.1\r\nUser-Agent: t\r\n\r\n",
+        // two Host headers
+        b"GET /index.html HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        // invalid Host
+        b"GET /index.html HTTP/1.1\r\nHost: a/b\r\n\r\n",
+        // obsolete line folding
+        b"GET /index.html HTTP/1.1\r\nHost: a\r\nX-A: b\r\n  folded\r\n\r\n",
+        // request target without a leading slash
+        b"GET index.html HTTP/1.1\r\nHost: a\r\n\r\n",
+        // lowercase method (nginx: invalid method)
+        b"get /index.html HTTP/1.1\r\nHost: a\r\n\r\n",
     ];
     let mut checks = Checks::new();
     for raw in cases {
@@ -428,4 +438,66 @@ fn idle_keepalive_connection_closed_after_timeout() {
     c.send(GET_R);
     assert_eq!(c.read_response().text(), "x");
     assert!(c.closed_within(Duration::from_secs(4)), "idle connection not closed after keepalive_timeout 1s");
+}
+
+#[test]
+fn error_responses_keep_the_connection() {
+    let s = server();
+    let mut c = s.connect();
+    // 404, then 405 for a POST with a body to a static file: both keep the
+    // connection and the body is not taken for the next request.
+    c.send("GET /missing HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let r = c.read_response();
+    assert_eq!(r.status, 404);
+    assert_eq!(r.must("Connection"), "keep-alive");
+    c.send("POST /index.html HTTP/1.1\r\nHost: localhost\r\nContent-Length: 11\r\n\r\nGET /a.txt ");
+    let r = c.read_response();
+    assert_eq!(r.head.lines().next().unwrap(), "HTTP/1.1 405 Not Allowed");
+    assert_eq!(r.must("Connection"), "keep-alive");
+    c.send(GET_R);
+    assert_eq!(c.read_response().text(), "ret\n");
+}
+
+#[test]
+fn bare_lf_line_endings_accepted() {
+    let s = server();
+    let mut c = s.connect();
+    c.send("GET /index.html HTTP/1.1\nHost: localhost\n\nGET /r HTTP/1.1\nHost: localhost\n\n");
+    assert_index(&c.read_response());
+    assert_eq!(c.read_response().text(), "ret\n");
+}
+
+#[test]
+fn http09_simple_request_gets_bare_body() {
+    let s = server();
+    let raw = request_to_close(s.port, b"GET /index.html\r\n");
+    assert_eq!(String::from_utf8_lossy(&raw), "hello\n");
+}
+
+#[test]
+fn client_header_timeout_closes_silently() {
+    let mut s = builder()
+        .http("client_header_timeout 1s;\nserver { listen 127.0.0.1:{port}; location / { return 200 x; } }")
+        .start();
+    let mut c = s.connect();
+    c.send("GET / HTTP/1.1\r\nHost: localhost\r\n");
+    // nginx closes without a response (no 408)
+    assert!(c.closed_within(Duration::from_secs(4)), "incomplete request head not timed out");
+    assert!(s.quit().success());
+    let log = s.error_log();
+    let line = line_with(&log, "client timed out (110: Connection timed out) while reading client request headers");
+    assert!(line.contains(" [info] "), "{line}");
+    assert!(line.contains("client: 127.0.0.1, server: , request: \"GET / HTTP/1.1\", host: \"localhost\""), "{line}");
+}
+
+#[test]
+fn head_and_return() {
+    let s = server();
+    let mut c = s.connect();
+    c.send("HEAD /r HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let r = c.read_response_to("HEAD");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.must("Content-Length"), "4");
+    c.send(GET_INDEX);
+    assert_index(&c.read_response());
 }

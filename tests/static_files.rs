@@ -37,6 +37,19 @@ const HTTP: &str = r#"
         location = /empty.gif { empty_gif; }
         location /sf-on/ { alias html/; sendfile on; }
         location /sf-off/ { alias html/; sendfile off; }
+        location = /r302 { return 302 /rel; }
+        location = /r200 { return 200; }
+        location = /r404 { return 404; }
+        location = /rurl { return https://example.com/x; }
+        location /emax/ { alias html/; expires max; }
+        location /eepoch/ { alias html/; expires epoch; }
+        location /eneg/ { alias html/; expires -1; }
+        location /emod/ { alias html/; expires modified +1h; }
+        location /noetag/ { alias html/; etag off; }
+        location /imsb/ { alias html/; if_modified_since before; }
+        location /epnamed/ { error_page 404 = @nf; }
+        location @nf { return 200 "nf named\n"; }
+        location /multi/ { error_page 403 404 /custom404.html; }
     }
 "#;
 
@@ -53,6 +66,10 @@ fn server() -> TestServer {
         .file("html/sub/home.htm", "custom index\n")
         .file("html/auto/f.txt", "f\n")
         .file("html/auto/subdir/g.txt", "g\n")
+        .file("html/auto/a b&c<d>.txt", "x")
+        .file(&format!("html/auto/{}.txt", "L".repeat(60)), "y")
+        .file("html/multi/noidx/f.txt", "f")
+        .file("html/UP.JSON", "{}")
         .file("html/typed/a.cst", "c\n")
         .file("html/typed/b.css", "b\n")
         .file("html/tf/real.txt", "real\n")
@@ -123,6 +140,12 @@ fn autoindex_lists_entries() {
     // directories are listed before files, as nginx does
     assert!(t.find("subdir/").unwrap() < t.find("f.txt").unwrap(), "{t}");
     assert_eq!(status_body(&s.get("/auto/subdir/g.txt")), (200, "g\n".into()));
+    // names are escaped in the href and in the text
+    assert!(t.contains("<a href=\"a%20b%26c%3Cd%3E.txt\">a b&amp;c&lt;d&gt;.txt</a>"), "{t}");
+    // long names are cut to 50 columns with "..>"
+    let long = format!("<a href=\"{l}.txt\">{}..&gt;</a>", &"L".repeat(47), l = "L".repeat(60));
+    assert!(t.contains(&long), "{t}");
+    assert_eq!(s.get("/auto/a%20b&c%3Cd%3E.txt").text(), "x");
 }
 
 #[test]
@@ -174,6 +197,8 @@ fn mime_types_and_default_type() {
     // a location's own types{} replaces the inherited table
     assert_eq!(ct("/typed/a.cst"), "text/x-custom");
     assert_eq!(ct("/typed/b.css"), "text/x-fallback");
+    // extensions are matched case-insensitively
+    assert_eq!(ct("/UP.JSON"), "application/json");
 }
 
 #[test]
@@ -219,6 +244,10 @@ fn conditional_requests() {
     let r = s.get_with("/az.txt", &["If-Match: \"nope\""]);
     assert_eq!(r.head.lines().next().unwrap(), "HTTP/1.1 412 Precondition Failed");
     let r = s.get_with("/az.txt", &[&format!("If-Match: {etag}")]);
+    assert_eq!(r.status, 200);
+    let r = s.get_with("/az.txt", &[&format!("If-Unmodified-Since: {}", http_date(mtime(&p) - 10))]);
+    assert_eq!(r.status, 412);
+    let r = s.get_with("/az.txt", &[&format!("If-Unmodified-Since: {lm}")]);
     assert_eq!(r.status, 200);
 
     // The 304 must not carry a body on a keep-alive connection either.
@@ -416,7 +445,19 @@ fn large_file_with_and_without_sendfile() {
         assert_eq!(r.must("Content-Length"), data.len().to_string(), "{p}");
         assert!(r.body == data, "{p}: body differs ({} bytes)", r.body.len());
     }
-    // Two in a row on one keep-alive connection, read slowly via curl too.
+    // A range from the middle, both ways.
+    for p in ["/sf-on/big.bin", "/sf-off/big.bin"] {
+        let r = s.get_with(p, &["Range: bytes=1000000-3000000"]);
+        assert_eq!(r.status, 206, "{p}");
+        assert_eq!(r.must("Content-Range"), format!("bytes 1000000-3000000/{}", data.len()));
+        assert!(r.body == data[1000000..=3000000], "{p}: range bytes differ");
+    }
+    // HEAD: no body
+    let mut c = s.connect();
+    c.send("HEAD /sf-on/big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /sf-on/x.json HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(c.read_response_to("HEAD").must("Content-Length"), data.len().to_string());
+    assert_eq!(c.read_response().status, 404);
+    // Two in a row on one keep-alive connection, and via curl.
     let mut c = s.connect();
     c.send("GET /sf-on/big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /sf-off/big.bin HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(c.read_response().body == data);
@@ -510,4 +551,87 @@ fn location_matching_order() {
         checks.run(path, || assert_eq!(s.get(path).text(), format!("{want}\n"), "{path}"));
     }
     checks.finish();
+}
+
+#[test]
+fn return_variants() {
+    let s = server();
+    // a relative redirect is made absolute from Host and the listen port
+    let r = s.get("/r302");
+    assert_eq!(r.head.lines().next().unwrap(), "HTTP/1.1 302 Moved Temporarily");
+    assert_eq!(r.must("Location"), format!("http://localhost:{}/rel", s.port));
+    let r = s.get("/r200");
+    assert_eq!((r.status, r.must("Content-Length")), (200, "0"));
+    assert!(r.body.is_empty());
+    let r = s.get("/r404");
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("<title>404 Not Found</title>"));
+    let r = s.get("/rurl");
+    assert_eq!(r.status, 302);
+    assert_eq!(r.must("Location"), "https://example.com/x");
+}
+
+#[test]
+fn expires_variants() {
+    let s = server();
+    let r = s.get("/emax/az.txt");
+    assert_eq!(r.must("Expires"), "Thu, 31 Dec 2037 23:55:55 GMT");
+    assert_eq!(r.must("Cache-Control"), "max-age=315360000");
+    let r = s.get("/eepoch/az.txt");
+    assert_eq!(r.must("Expires"), "Thu, 01 Jan 1970 00:00:01 GMT");
+    assert_eq!(r.must("Cache-Control"), "no-cache");
+    let r = s.get("/eneg/az.txt");
+    assert_eq!(r.must("Cache-Control"), "no-cache");
+    let date = parse_http_date(r.must("Date")).unwrap();
+    assert_eq!(parse_http_date(r.must("Expires")), Some(date - 1));
+    // modified +1h: from the file's mtime
+    let r = s.get("/emod/az.txt");
+    let mt = mtime(&s.path("html/az.txt"));
+    assert_eq!(r.must("Expires"), http_date(mt + 3600));
+    let date = parse_http_date(r.must("Date")).unwrap();
+    assert_eq!(r.must("Cache-Control"), format!("max-age={}", mt + 3600 - date));
+}
+
+#[test]
+fn etag_off_and_if_modified_since_before() {
+    let s = server();
+    let r = s.get("/noetag/az.txt");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("ETag"), None);
+    assert!(r.header("Last-Modified").is_some());
+    let later = http_date(mtime(&s.path("html/az.txt")) + 100);
+    // default (exact): a later date is not a match
+    assert_eq!(s.get_with("/az.txt", &[&format!("If-Modified-Since: {later}")]).status, 200);
+    // before: any date not earlier than mtime matches
+    assert_eq!(s.get_with("/imsb/az.txt", &[&format!("If-Modified-Since: {later}")]).status, 304);
+}
+
+#[test]
+fn range_details() {
+    let s = server();
+    let etag = nginx_etag(&s.path("html/az.txt"));
+    // If-Range: a different validator gives the whole file
+    let r = s.get_with("/az.txt", &["Range: bytes=2-3", "If-Range: \"nomatch\""]);
+    assert_eq!(status_body(&r), (200, AZ.into()));
+    let r = s.get_with("/az.txt", &["Range: bytes=2-3", &format!("If-Range: {etag}")]);
+    assert_eq!(status_body(&r), (206, "cd".into()));
+    // a unit other than bytes is ignored
+    assert_eq!(status_body(&s.get_with("/az.txt", &["Range: items=0-1"])), (200, AZ.into()));
+    // start after end
+    assert_eq!(s.get_with("/az.txt", &["Range: bytes=5-2"]).status, 416);
+    // HEAD with Range: 206 head only
+    let mut c = s.connect();
+    c.send("HEAD /az.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=2-3\r\n\r\nGET /x.json HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = c.read_response_to("HEAD");
+    assert_eq!(r.status, 206);
+    assert_eq!(r.must("Content-Range"), "bytes 2-3/26");
+    assert_eq!(c.read_response().text(), "{}\n");
+}
+
+#[test]
+fn error_page_named_and_multiple_codes() {
+    let s = server();
+    assert_eq!(status_body(&s.get("/epnamed/zz")), (200, "nf named\n".into()));
+    assert_eq!(status_body(&s.get("/multi/zz")), (404, "custom 404\n".into()));
+    assert_eq!(status_body(&s.get("/multi/noidx/")), (403, "custom 404\n".into()));
 }

@@ -291,6 +291,9 @@ impl Master {
     }
 
     fn stop_all(&mut self, how: Ctl, limit: Duration) {
+        // Close the master's listening sockets now: with the workers' copies
+        // gone too, new connections are refused instead of queueing.
+        self.listeners = ListenerSet::default();
         let all: Vec<worker::Handle> = self.current.workers.drain(..).chain(self.retiring.drain(..)).collect();
         for w in &all {
             let msg = match how {

@@ -32,6 +32,12 @@ pub const EMPTY_GIF: [u8; 43] = [
     0x02, 0x4c, 0x01, 0x00, 0x3b,
 ];
 
+/// The program name in messages: "nginx" in validation mode
+/// (SLUICE_TEST_NGINX set), else "sluice".
+pub fn prog() -> &'static str {
+    if std::env::var_os("SLUICE_TEST_NGINX").is_some() { "nginx" } else { "sluice" }
+}
+
 // ---------------------------------------------------------------------------
 // temp dirs and ports
 
