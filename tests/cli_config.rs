@@ -45,9 +45,7 @@ fn test_ok_prints_nginx_lines() {
     assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr_of(&out));
     assert_eq!(
         stderr_of(&out),
-        format!(
-            "{p}: the configuration file {abs} syntax is ok\n{p}: configuration file {abs} test is successful\n"
-        )
+        format!("{p}: the configuration file {abs} syntax is ok\n{p}: configuration file {abs} test is successful\n")
     );
     assert!(out.stdout.is_empty());
     // -t does not start anything: the port stays free.
@@ -188,42 +186,27 @@ fn globals_from_command_line() {
     let out = s.run(&["-t", "-g", "daemon off;"]);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains(&format!("{p}: [emerg] \"daemon\" directive is duplicate in {}:2\n", conf_abs(&s))),
-        "{err}"
-    );
+    assert!(err.contains(&format!("{p}: [emerg] \"daemon\" directive is duplicate in {}:2\n", conf_abs(&s))), "{err}");
 }
 
 #[test]
 fn globals_daemon_off_runs_in_foreground() {
     // The config has no daemon directive; `-g "daemon off;"` keeps the
     // process in the foreground, so the child we spawned is the server.
-    let s = builder()
+    let mut s = builder()
         .whole(
             "pid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {}\n\
              http { server { listen 127.0.0.1:{port}; return 200 fg; } }\n",
         )
-        .prepare();
-    let mut child = Command::new(BIN)
-        .args(["-p", &s.prefix.display().to_string(), "-c", "conf/sluice.conf", "-g", "daemon off;"])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !port_accepts(s.port) {
-        assert!(child.try_wait().unwrap().is_none(), "exited: {}", s.error_log());
-        assert!(Instant::now() < deadline, "never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .arg("-g")
+        .arg("daemon off;")
+        .start();
     assert_eq!(request(s.port, "GET / HTTP/1.0\r\n\r\n").text(), "fg");
-    let pid: u32 = wait_contains(&s.path("logs/sluice.pid"), "\n", LOG_WAIT).trim().parse().unwrap();
-    assert_eq!(pid, child.id(), "pid file names the foreground process");
-    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "did not exit on SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let pid: u32 = read_lossy(&s.path("logs/sluice.pid")).trim().parse().unwrap();
+    assert_eq!(pid, s.pid(), "pid file names the foreground process");
+    assert!(s.is_running());
+    s.kill("TERM");
+    assert!(s.wait_exit(Duration::from_secs(10)).expect("did not exit on SIGTERM").success());
 }
 
 #[test]
@@ -411,11 +394,59 @@ fn errors_inside_nested_blocks_and_includes_report_the_right_line() {
         "invalid number of arguments in \"index\" directive",
         6,
     );
-    assert_test_fails("events {}\nhttp {\n  server {\n    listen 127.0.0.1:1;\n", "unexpected end of file, expecting \"}\"", 5);
+    assert_test_fails(
+        "events {}\nhttp {\n  server {\n    listen 127.0.0.1:1;\n",
+        "unexpected end of file, expecting \"}\"",
+        5,
+    );
     assert_test_fails("events {}\nhttp {\n}\n}\n", "unexpected \"}\"", 4);
     assert_test_fails(
         "events {}\nhttp {\n  include missing.conf;\n}\n",
         &format!("open() \"{}\" failed (2: No such file or directory)", "PREFIX/conf/missing.conf"),
         3,
     );
+}
+
+#[test]
+fn daemon_on_by_default_and_quit_stops_it() {
+    let s = builder()
+        .whole(
+            "pid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {}\n\
+             http { server { listen 127.0.0.1:{port}; return 200 bg; } }\n",
+        )
+        .prepare();
+    let out = s.run(&[]);
+    let pid_path = s.path("logs/sluice.pid");
+    // wait for the background server's pid file and port
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(pid_path.exists() && port_accepts(s.port)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: Option<u32> = read_lossy(&pid_path).trim().parse().ok();
+    let result = std::panic::catch_unwind(|| {
+        assert_eq!(out.status.code(), Some(0), "foreground part failed: {}", stderr_of(&out));
+        let pid = pid.expect("no pid file from the daemon");
+        assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "daemon {pid} not running");
+        assert_eq!(request(s.port, "GET / HTTP/1.0\r\n\r\n").text(), "bg");
+        let out = s.run(&["-s", "quit"]);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            // a zombie is gone for our purposes once the port is closed
+            let stat = read_lossy(std::path::Path::new(&format!("/proc/{pid}/stat")));
+            if stat.contains(") Z ") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "daemon {pid} still running 10 s after -s quit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!port_accepts(s.port));
+    });
+    if let Err(e) = result {
+        // the test failed: make sure the daemon we started does not linger
+        if let Some(pid) = pid {
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+        }
+        std::panic::resume_unwind(e);
+    }
 }

@@ -362,7 +362,9 @@ fn error_log_line_format() {
 #[test]
 fn closed_444_and_head_are_logged() {
     let mut s = builder()
-        .http("server { listen 127.0.0.1:{port}; location /close { return 444; } location / { return 200 \"hello\"; } }")
+        .http(
+            "server { listen 127.0.0.1:{port}; location /close { return 444; } location / { return 200 \"hello\"; } }",
+        )
         .start();
     assert!(request_to_close(s.port, b"GET /close HTTP/1.1\r\nHost: x\r\n\r\n").is_empty());
     let r = request(s.port, "HEAD /h HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");

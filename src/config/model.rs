@@ -175,7 +175,9 @@ pub struct DocRoot {
 
 #[derive(Clone)]
 pub struct TryFiles {
-    pub files: Vec<Template>,
+    /// Candidates; `true` for a directory test (written with a trailing
+    /// slash, which is stripped here as nginx does).
+    pub files: Vec<(Template, bool)>,
     pub fallback: TryFallback,
 }
 

@@ -342,7 +342,14 @@ pub fn try_files(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     } else {
         TryFallback::Uri(compile(d, last)?)
     };
-    let files = d.args[..n - 1].iter().map(|w| compile(d, &w.text)).collect::<Result<_, _>>()?;
+    let files = d.args[..n - 1]
+        .iter()
+        .map(|w| {
+            let t = w.text.as_str();
+            let dir = t.len() > 1 && t.ends_with('/');
+            compile(d, if dir { &t[..t.len() - 1] } else { t }).map(|c| (c, dir))
+        })
+        .collect::<Result<_, _>>()?;
     c.try_files = Some(TryFiles { files, fallback });
     Ok(())
 }

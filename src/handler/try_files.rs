@@ -11,14 +11,13 @@ use crate::config::model::{TryFallback, TryFiles};
 
 /// None: a candidate exists and the request continues in this location.
 pub fn run<'c>(ctx: &mut ReqCtx<'c, '_>, tf: &'c TryFiles) -> Option<Step<'c>> {
-    for t in &tf.files {
+    for (t, want_dir) in &tf.files {
+        // A directory candidate (`$uri/`) was stored without its slash, and
+        // the URI stays without it, as in nginx: `/dir` then gets the 301.
+        let want_dir = *want_dir;
         let value = t.render_to_vec(&Vars::request(ctx));
-        let want_dir = value.ends_with(b"/");
         let mut path = Vec::new();
         map_path(ctx, &value, &mut path);
-        if want_dir && path.len() > 1 {
-            path.pop();
-        }
         use std::os::unix::ffi::OsStrExt;
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
         if let Ok(f) = super::open_cache::open(p, ctx.conf)

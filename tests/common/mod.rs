@@ -108,6 +108,7 @@ pub struct ServerBuilder {
     conf_files: Vec<(String, String)>,
     nginx: bool,
     wait_pid: bool,
+    args: Vec<String>,
 }
 
 pub fn builder() -> ServerBuilder {
@@ -124,6 +125,7 @@ pub fn builder() -> ServerBuilder {
         // the Server header will of course differ).
         nginx: std::env::var_os("SLUICE_TEST_NGINX").is_some(),
         wait_pid: true,
+        args: Vec::new(),
     }
 }
 
@@ -172,6 +174,11 @@ impl ServerBuilder {
     /// Run /usr/sbin/nginx instead of sluice (for comparisons).
     pub fn nginx(mut self) -> Self {
         self.nginx = true;
+        self
+    }
+    /// Extra command-line arguments for the server process (e.g. `-g`).
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
         self
     }
     /// Do not wait for the pid file (configs without `pid logs/sluice.pid`).
@@ -223,6 +230,7 @@ impl ServerBuilder {
             wait_pid: self.wait_pid && (self.whole.is_none() || self.render_main().contains("pid logs/sluice.pid")),
             template: self.render_main(),
             conf_templates: self.conf_files.clone(),
+            args: self.args.clone(),
         };
         srv.assign_ports(self.nports);
         srv
@@ -269,6 +277,7 @@ pub struct TestServer {
     wait_pid: bool,
     template: String,
     conf_templates: Vec<(String, String)>,
+    args: Vec<String>,
 }
 
 pub fn substitute(text: &str, ports: &[u16], prefix: &Path) -> String {
@@ -355,6 +364,7 @@ impl TestServer {
         let out = fs::File::create(self.prefix.join("stdout.txt")).unwrap();
         let child = self
             .command()
+            .args(&self.args)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
