@@ -501,3 +501,37 @@ fn head_and_return() {
     c.send(GET_INDEX);
     assert_index(&c.read_response());
 }
+
+#[test]
+fn request_sent_byte_by_byte() {
+    let s = server();
+    let mut c = s.connect();
+    for b in b"GET /index.html HTTP/1.1\r\nHost: localhost\r\nX-Slow: yes\r\n\r\n" {
+        c.send([*b]);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_index(&c.read_response());
+}
+
+#[test]
+fn headers_beyond_all_large_buffers_are_400() {
+    let s = server();
+    // each line fits in a 1k buffer, but 8 of them do not fit in 4 buffers
+    let mut raw = String::from("GET /index.html HTTP/1.1\r\nHost: localhost\r\n");
+    for i in 0..8 {
+        raw.push_str(&format!("X-H{i}: {}\r\n", "v".repeat(900)));
+    }
+    raw.push_str("\r\n");
+    let mut c = s.connect();
+    c.send(raw);
+    let r = c.read_response();
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("<title>400 Request Header Or Cookie Too Large</title>"), "{}", r.text());
+    // fewer of them are fine
+    let mut raw = String::from("GET /index.html HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for i in 0..2 {
+        raw.push_str(&format!("X-H{i}: {}\r\n", "v".repeat(900)));
+    }
+    raw.push_str("\r\n");
+    assert_index(&request(s.port, &raw));
+}

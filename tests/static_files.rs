@@ -80,6 +80,8 @@ fn server() -> TestServer {
         .file("html/hdr/a.txt", "a\n")
         .file("html/exp/a.txt", "a\n")
         .file("aliasdir/a.txt", "aliased\n")
+        .file("html/\u{e9}.txt", "utf8 name\n")
+        .file("html/a b.txt", "space\n")
         .file("secret.txt", "TOP SECRET\n")
         .start()
 }
@@ -322,6 +324,15 @@ fn uri_normalisation_and_traversal() {
     let s = server();
     for p in ["/a/../index.html", "//index.html", "/%69ndex.html", "/./index.html", "/dir/../index.html"] {
         assert_eq!(status_body(&s.get(p)), (200, "root index\n".into()), "{p}");
+    }
+    // decoding
+    assert_eq!(status_body(&s.get("/dir%2Findex.html")), (200, "dir index\n".into()));
+    assert_eq!(status_body(&s.get("/%C3%A9.txt")), (200, "utf8 name\n".into()));
+    assert_eq!(status_body(&s.get("/a%20b.txt")), (200, "space\n".into()));
+    assert_eq!(status_body(&s.get("/index.html?../../secret.txt")), (200, "root index\n".into()));
+    assert_eq!(s.get("/index.html/").status, 404);
+    for bad in ["/%", "/%zz", "/a b.txt"] {
+        assert_eq!(s.get(bad).status, 400, "{bad}");
     }
     let mut checks = Checks::new();
     for p in [

@@ -31,6 +31,8 @@ impl Method {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Version {
+    /// A simple request (`GET /path` alone): the answer is the bare body.
+    Http09,
     Http10,
     Http11,
 }
@@ -38,6 +40,7 @@ pub enum Version {
 impl Version {
     pub fn as_str(self) -> &'static str {
         match self {
+            Version::Http09 => "HTTP/0.9",
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
         }

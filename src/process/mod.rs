@@ -111,7 +111,10 @@ pub fn main_entry(args: &[String]) -> i32 {
         return match signal::send(&cfg, sig) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("sluice: [error] {e}");
+                // nginx: a missing or unreadable pid file is an error, a
+                // failed kill() an alert.
+                let level = if e.starts_with("kill(") { "alert" } else { "error" };
+                eprintln!("sluice: [{level}] {e}");
                 1
             }
         };

@@ -86,6 +86,9 @@ fn config() -> httparse::ParserConfig {
 /// Parses the head at the start of `buf`. `Ok(None)`: not complete yet (the
 /// caller checks `overflow` when its buffer is at the limit).
 pub fn parse_head(buf: &[u8], limits: Limits) -> Result<Option<Head>, HeadError> {
+    if let Some(h) = simple_request(buf) {
+        return Ok(Some(h));
+    }
     let mut stack = [httparse::EMPTY_HEADER; STACK_HEADERS];
     let mut req = httparse::Request::new(&mut stack);
     match config().parse_request(&mut req, buf) {
@@ -125,6 +128,31 @@ fn bad_header_line(headers: &[u8]) -> String {
         }
     }
     excerpt(headers)
+}
+
+/// HTTP/0.9's `GET /path` (no version, no headers), which nginx still
+/// answers with the bare body.
+fn simple_request(buf: &[u8]) -> Option<Head> {
+    let nl = memchr::memchr(b'\n', buf)?;
+    let line = &buf[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let target = line.strip_prefix(b"GET ")?;
+    if target.is_empty() || !target.starts_with(b"/") || target.iter().any(|&b| b == b' ' || b < 0x21 || b == 0x7f) {
+        return None;
+    }
+    Some(Head {
+        method: Method::Get,
+        method_r: 0..3,
+        target: 4..line.len(),
+        version: Version::Http09,
+        line: 0..line.len(),
+        head_len: nl + 1,
+        headers: Vec::new(),
+        host: None,
+        body: BodyKind::None,
+        keep_alive: false,
+        expect_continue: false,
+    })
 }
 
 fn classify(buf: &[u8], e: httparse::Error) -> HeadError {
@@ -189,6 +217,10 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(HeadError::BadLine("client sent invalid request"));
     };
+    // nginx accepts only upper-case letters, '_' and '-' in a method.
+    if !method.bytes().all(|b| b.is_ascii_uppercase() || b == b'_' || b == b'-') {
+        return Err(HeadError::BadLine("client sent invalid method"));
+    }
     let method_r = range(buf, method.as_bytes());
     let line_end = memchr::memchr(b'\n', &buf[method_r.start..]).map(|n| method_r.start + n).unwrap_or(head_len);
     let line_end = if line_end > 0 && buf[line_end - 1] == b'\r' { line_end - 1 } else { line_end };
@@ -261,6 +293,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
     let keep_alive = match version {
         Version::Http11 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
+        Version::Http09 => false,
     };
     let target = range(buf, path.as_bytes());
     Ok(Head {

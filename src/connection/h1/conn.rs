@@ -123,6 +123,27 @@ fn limits(g: &ListenGroup) -> Limits {
     Limits { line_max: size, total_max: n * size }
 }
 
+/// nginx's error-log context for a request whose head is incomplete: the
+/// request line and Host when they already arrived.
+fn partial_suffix(buf: &[u8], info: &ConnInfo, g: &ListenGroup) -> String {
+    let mut s = format!("client: {}, server: {}", info.peer.ip(), g.default_server.name);
+    let mut lines = buf.split(|&b| b == b'\n');
+    let complete = |l: &[u8]| l.strip_suffix(b"\r").unwrap_or(l).to_vec();
+    if let Some(first) = lines.next()
+        && buf.contains(&b'\n')
+    {
+        s.push_str(&format!(", request: \"{}\"", String::from_utf8_lossy(&complete(first))));
+        for l in lines {
+            let l = complete(l);
+            if l.len() > 5 && l[..5].eq_ignore_ascii_case(b"host:") {
+                s.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(l[5..].trim_ascii())));
+                break;
+            }
+        }
+    }
+    s
+}
+
 /// Reads until a full request head is buffered.
 async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Option<Head>, HeadError> {
     let lim = limits(g);
@@ -149,9 +170,9 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
             Err(_) => {
                 log_error!(
                     Level::Info,
-                    "*{} client timed out (110: Connection timed out) while reading client request headers, client: {}",
+                    "*{} client timed out (110: Connection timed out) while reading client request headers, {}",
                     c.info.id,
-                    c.info.peer.ip()
+                    partial_suffix(&c.rbuf, &c.info, g)
                 );
                 return Ok(None);
             }
@@ -246,7 +267,9 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let head_only = head.method == Method::Head || !writer::has_body(resp.status);
     let opts = HeadOpts { keep_alive, keepalive_header: conf.keepalive_header, server_tokens: conf.server_tokens };
     let start_len = out.wbuf.len();
-    writer::write_head(&resp, &opts, out.wbuf);
+    if head.version != Version::Http09 {
+        writer::write_head(&resp, &opts, out.wbuf);
+    }
     let header_bytes = (out.wbuf.len() - start_len) as u64;
     let more_pipelined = rbuf.len() > head_len && !has_body;
     let (sent_ok, body_bytes) = write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await;
@@ -387,6 +410,10 @@ async fn send_file_buffered(
     defer: bool,
 ) -> bool {
     let chunk = (chunk.max(4096) as u64).max(INLINE_FILE);
+    if len == 0 {
+        // An empty file: the head alone.
+        return flush(c, t, defer).await;
+    }
     while len > 0 {
         let n = len.min(chunk);
         if let Err(e) = io::pread_into(f, offset, n, c.wbuf) {
