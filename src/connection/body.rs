@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::h1::chunked::Decoder;
 use super::h1::conn::Conn;
-use super::io;
 use crate::http::request::BodyKind;
 
 /// Reads and drops the body that follows the head already consumed from
@@ -44,7 +43,7 @@ async fn read_more(c: &mut Conn, timeout: Duration) -> Result<(), String> {
     if c.rbuf.capacity() - c.rbuf.len() < 1024 {
         c.rbuf.reserve(16 * 1024);
     }
-    match tokio::time::timeout(timeout, io::read_some(&c.stream, &mut c.rbuf)).await {
+    match tokio::time::timeout(timeout, c.stream.read_some(&mut c.rbuf)).await {
         Err(_) => Err("client timed out (110: Connection timed out)".into()),
         Ok(Ok(0)) => Err("client prematurely closed connection".into()),
         Ok(Ok(_)) => Ok(()),

@@ -4,3 +4,4 @@
 pub mod body;
 pub mod h1;
 pub mod io;
+pub mod sock;

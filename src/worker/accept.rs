@@ -1,20 +1,41 @@
 //! The accept loop of one listening socket in one worker, enforcing
 //! `worker_connections`: when the worker is full it stops accepting (the
 //! kernel queues, or another worker takes them) until a slot frees.
+//!
+//! Accepting goes through `accept4` directly (non-blocking, close-on-exec,
+//! peer address included) so the new socket is not registered with the
+//! event loop until it has to wait; see `connection::sock`.
 
+use std::net::SocketAddr;
 use std::rc::Rc;
 
-use tokio::net::TcpListener;
+use rustix::net::SocketFlags;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
 use super::{ConnGuard, WorkerCtx};
+use crate::connection::sock::Sock;
+use crate::handler::ctx::ConnInfo;
 use crate::log::error::Level;
 use crate::log_error;
 
-pub async fn run(listener: TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+    // SAFETY: the std listener owns its descriptor, which stays open and
+    // unchanged until the AsyncFd (its only owner from here on) is dropped.
+    let listener = match unsafe { AsyncFd::register_with_interest(listener, Interest::READABLE) } {
+        Ok(l) => l,
+        Err(e) => {
+            log_error!(Level::Alert, "worker {}: listener registration failed: {}", w.index, e);
+            return;
+        }
+    };
     let addr = w.cfg.http.listens[group].addr;
     let wildcard = addr.ip().is_unspecified();
     loop {
+        if w.draining.get() {
+            return;
+        }
         while w.active.get() >= w.max_conns {
             log_error!(Level::Alert, "{} worker_connections are not enough", w.max_conns);
             tokio::select! {
@@ -22,29 +43,39 @@ pub async fn run(listener: TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc
                 _ = stop.notified() => return,
             }
         }
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
+        let mut ready = tokio::select! {
+            r = listener.readable() => match r {
+                Ok(g) => g,
+                Err(_) => return,
+            },
             _ = stop.notified() => return,
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
-                // A wildcard socket also carries addresses that have their own
-                // servers (`listen 127.0.0.1:80` beside `listen 80`).
-                let group = if wildcard {
-                    w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group)
-                } else {
-                    group
-                };
-                let guard = ConnGuard::new(w.clone());
-                let info = crate::handler::ctx::ConnInfo { peer, local, id: w.next_serial(), requests: 0 };
-                tokio::task::spawn_local(crate::connection::h1::conn::serve(stream, info, group, guard));
+        let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
+        let (fd, peer) = match rustix::net::acceptfrom_with(listener.get_ref(), flags) {
+            Ok(r) => r,
+            Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::INTR => {
+                ready.clear_ready();
+                continue;
             }
+            Err(e) if e == rustix::io::Errno::CONNABORTED => continue,
             Err(e) => {
                 // EMFILE and friends: log, back off briefly, keep serving.
                 log_error!(Level::Crit, "accept4() failed ({})", e);
+                drop(ready);
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
             }
-        }
+        };
+        drop(ready);
+        let stream = std::net::TcpStream::from(fd);
+        let peer = peer.and_then(|a| SocketAddr::try_from(a).ok()).unwrap_or(addr);
+        let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
+        // A wildcard socket also carries addresses that have their own
+        // servers (`listen 127.0.0.1:80` beside `listen 80`).
+        let group =
+            if wildcard { w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group) } else { group };
+        let guard = ConnGuard::new(w.clone());
+        let info = ConnInfo { peer, local, id: w.next_serial(), requests: 0 };
+        tokio::task::spawn_local(crate::connection::h1::conn::serve(Sock::Raw(stream), info, group, guard));
     }
 }

@@ -158,12 +158,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         crate::clock::refresh();
         let stop_accept = Rc::new(Notify::new());
         for (group, listener) in spec.listeners {
-            match tokio::net::TcpListener::from_std(listener) {
-                Ok(l) => {
-                    tokio::task::spawn_local(accept::run(l, group, w.clone(), stop_accept.clone()));
-                }
-                Err(e) => log_error!(Level::Alert, "worker {}: listener registration failed: {}", w.index, e),
-            }
+            tokio::task::spawn_local(accept::run(listener, group, w.clone(), stop_accept.clone()));
         }
         tokio::task::spawn_local(tick(w.clone()));
         tokio::task::spawn_local(park::run(w.clone()));

@@ -138,8 +138,9 @@ pub async fn run(w: Rc<WorkerCtx>) {
         }
         for ev in &events {
             let Some(p) = w.parking.take(ev.data.u64() as usize) else { continue };
-            let Ok(stream) = tokio::net::TcpStream::from_std(p.stream) else { continue };
-            tokio::task::spawn_local(crate::connection::h1::conn::serve(stream, p.info, p.group, p._guard));
+            // Readable now: served without registering until it must wait.
+            let sock = crate::connection::sock::Sock::Raw(p.stream);
+            tokio::task::spawn_local(crate::connection::h1::conn::serve(sock, p.info, p.group, p._guard));
         }
     }
 }

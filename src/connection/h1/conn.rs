@@ -9,12 +9,11 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
-
 use super::codec::{self, HeadError, Limits};
 use super::writer::{self, HeadOpts};
 use crate::config::model::ListenGroup;
-use crate::connection::{body, io};
+use crate::connection::body;
+use crate::connection::sock::Sock;
 use crate::handler::ctx::{ConnInfo, ReqCtx, Vars};
 use crate::http::request::{BodyKind, Head, Method, Request, Version};
 use crate::http::response::{Body, Response};
@@ -34,7 +33,7 @@ const INLINE_FILE: u64 = 32 * 1024;
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 pub struct Conn {
-    pub stream: TcpStream,
+    pub stream: Sock,
     pub rbuf: Vec<u8>,
     pub wbuf: Vec<u8>,
     pub info: ConnInfo,
@@ -48,14 +47,29 @@ enum Next {
     Close,
 }
 
-pub async fn serve(stream: TcpStream, info: ConnInfo, group: usize, guard: ConnGuard) {
+pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard) {
     let w = &*guard.0;
     let mut c = Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), info, nodelay: false, keepalive: Duration::ZERO };
     let g = &w.cfg.http.listens[group];
+    let header_buf = g.default_server.conf.client_header_buffer_size;
     loop {
         if c.rbuf.is_empty() {
             w.give_buf(std::mem::take(&mut c.rbuf));
-            match idle_wait(&c, g, w).await {
+            // Not yet registered: the request may already be here.
+            if c.stream.is_raw() {
+                let mut b = w.take_buf(header_buf);
+                match c.stream.try_read_now(&mut b) {
+                    Some(Ok(n)) if n > 0 => c.rbuf = b,
+                    Some(_) => {
+                        w.give_buf(b);
+                        break;
+                    }
+                    None => w.give_buf(b),
+                }
+            }
+        }
+        if c.rbuf.is_empty() {
+            match idle_wait(&mut c, g, w).await {
                 Idle::Readable => {}
                 Idle::Close => break,
                 Idle::Park(deadline) => {
@@ -66,7 +80,7 @@ pub async fn serve(stream: TcpStream, info: ConnInfo, group: usize, guard: ConnG
                     return;
                 }
             }
-            c.rbuf = w.take_buf(g.default_server.conf.client_header_buffer_size);
+            c.rbuf = w.take_buf(header_buf);
         }
         match Box::pin(serve_one(&mut c, g, w)).await {
             Next::KeepAlive => {}
@@ -91,10 +105,11 @@ const PARK_AFTER: u64 = 2;
 /// request), on a socket error, or with a request to park. While the worker
 /// drains, an idle connection gets a short grace for a request already on
 /// its way.
-async fn idle_wait(c: &Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Idle {
+async fn idle_wait(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Idle {
     let first = c.info.requests == 0;
     let dconf = &g.default_server.conf;
     let wait = if first { dconf.client_header_timeout } else { c.keepalive };
+    let (id, peer) = (c.info.id, c.info.peer);
     let now = crate::clock::now_secs();
     let mut deadline = now + wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
     if w.draining.get() {
@@ -108,7 +123,7 @@ async fn idle_wait(c: &Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> I
             Fired::Park => Idle::Park(deadline),
             Fired::Timeout => {
                 if first {
-                    log_error!(Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", c.info.id, c.info.peer.ip());
+                    log_error!(Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", id, peer.ip());
                 }
                 Idle::Close
             }
@@ -157,7 +172,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
             return Err(codec::overflow(&c.rbuf, lim));
         }
         if !c.wbuf.is_empty() {
-            if io::write_all(&c.stream, &c.wbuf, dconf.send_timeout).await.is_err() {
+            if c.stream.write_all(&c.wbuf, dconf.send_timeout).await.is_err() {
                 return Ok(None);
             }
             c.wbuf.clear();
@@ -166,7 +181,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
             let want = (c.rbuf.capacity() * 2).max(lim.line_max).min(lim.total_max);
             c.rbuf.reserve_exact(want - c.rbuf.len());
         }
-        match tokio::time::timeout_at(deadline, io::read_some(&c.stream, &mut c.rbuf)).await {
+        match tokio::time::timeout_at(deadline, c.stream.read_some(&mut c.rbuf)).await {
             Err(_) => {
                 log_error!(
                     Level::Info,
@@ -281,7 +296,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     }
     *keepalive = conf.keepalive_timeout;
     if conf.tcp_nodelay && !*nodelay {
-        let _ = stream.set_nodelay(true);
+        stream.set_nodelay();
         *nodelay = true;
     }
     // Consume this request's bytes; then its body, if any.
@@ -327,7 +342,7 @@ fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
 /// The write side of a connection, split from the read buffer that the
 /// request borrows.
 struct Out<'a> {
-    stream: &'a TcpStream,
+    stream: &'a mut Sock,
     wbuf: &'a mut Vec<u8>,
     id: u64,
 }
@@ -360,15 +375,15 @@ async fn write_body(
                 return (ok, if ok { *len } else { 0 });
             }
             if conf.tcp_nopush {
-                io::set_cork(c.stream, true);
+                c.stream.set_cork(true);
             }
-            let mut ok = io::write_all(c.stream, c.wbuf, t).await.is_ok();
+            let mut ok = c.stream.write_all(c.wbuf, t).await.is_ok();
             c.wbuf.clear();
             if ok {
-                ok = io::send_file(c.stream, f, *offset, *len, t).await.is_ok();
+                ok = c.stream.send_file(f, *offset, *len, t).await.is_ok();
             }
             if conf.tcp_nopush {
-                io::set_cork(c.stream, false);
+                c.stream.set_cork(false);
             }
             (ok, if ok { *len } else { 0 })
         }
@@ -394,7 +409,7 @@ async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
     if defer && c.wbuf.len() < PIPELINE_FLUSH {
         return true;
     }
-    let ok = io::write_all(c.stream, c.wbuf, t).await.is_ok();
+    let ok = c.stream.write_all(c.wbuf, t).await.is_ok();
     c.wbuf.clear();
     ok
 }
@@ -416,7 +431,7 @@ async fn send_file_buffered(
     }
     while len > 0 {
         let n = len.min(chunk);
-        if let Err(e) = io::pread_into(f, offset, n, c.wbuf) {
+        if let Err(e) = crate::connection::io::pread_into(f, offset, n, c.wbuf) {
             log_error!(Level::Crit, "*{} pread() failed ({})", c.id, e);
             return false;
         }
@@ -511,7 +526,7 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
     if let Body::Owned(b) = &resp.body {
         wbuf.extend_from_slice(b);
     }
-    let ok = io::write_all(stream, wbuf, ctx.conf.send_timeout).await.is_ok();
+    let ok = stream.write_all(wbuf, ctx.conf.send_timeout).await.is_ok();
     wbuf.clear();
     log_request(w, &ctx, &resp, if ok { hl + body_len } else { 0 }, if ok { body_len } else { 0 }, started);
 }

@@ -1,0 +1,131 @@
+//! A client socket that joins the event loop only when it has to wait.
+//!
+//! Accepted sockets start unregistered: the request of a fresh connection
+//! is usually already in the kernel buffer, so the first read, the response
+//! write and (for `keepalive_timeout 0` or `Connection: close`) the close
+//! happen without the two `epoll_ctl` calls and the extra `epoll_wait` round
+//! a registered socket costs. The first `EAGAIN` registers it with tokio and
+//! from then on it is an ordinary async socket.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use super::io as sio;
+
+pub enum Sock {
+    Raw(std::net::TcpStream),
+    Reg(TcpStream),
+    Closed,
+}
+
+fn would_block(e: &rustix::io::Errno) -> bool {
+    *e == rustix::io::Errno::AGAIN
+}
+
+impl Sock {
+    pub fn is_raw(&self) -> bool {
+        matches!(self, Sock::Raw(_))
+    }
+
+    /// The tokio socket, registering on first use.
+    pub fn registered(&mut self) -> io::Result<&TcpStream> {
+        if let Sock::Raw(_) = self
+            && let Sock::Raw(s) = std::mem::replace(self, Sock::Closed)
+        {
+            *self = Sock::Reg(TcpStream::from_std(s)?);
+        }
+        match self {
+            Sock::Reg(t) => Ok(t),
+            _ => Err(io::Error::new(io::ErrorKind::NotConnected, "socket closed")),
+        }
+    }
+
+    /// A read that never waits: None when nothing is there yet.
+    pub fn try_read_now(&mut self, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
+        let Sock::Raw(s) = self else { return None };
+        match rustix::io::read(s.as_fd(), rustix::buffer::spare_capacity(buf)) {
+            Ok(n) => Some(Ok(n)),
+            Err(e) if would_block(&e) => None,
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
+    pub async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        if let Some(r) = self.try_read_now(buf) {
+            return r;
+        }
+        sio::read_some(self.registered()?, buf).await
+    }
+
+    pub async fn readable(&mut self) -> io::Result<()> {
+        self.registered()?.readable().await
+    }
+
+    pub async fn write_all(&mut self, mut data: &[u8], timeout: Duration) -> io::Result<()> {
+        if let Sock::Raw(s) = self {
+            while !data.is_empty() {
+                match rustix::io::write(s.as_fd(), data) {
+                    Ok(n) => data = &data[n..],
+                    Err(e) if would_block(&e) => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if data.is_empty() {
+                return Ok(());
+            }
+        }
+        sio::write_all(self.registered()?, data, timeout).await
+    }
+
+    pub async fn send_file(
+        &mut self,
+        file: &std::fs::File,
+        mut offset: u64,
+        mut len: u64,
+        t: Duration,
+    ) -> io::Result<()> {
+        if let Sock::Raw(s) = self {
+            while len > 0 {
+                let chunk = len.min(1 << 30) as usize;
+                match rustix::fs::sendfile(s.as_fd(), file.as_fd(), Some(&mut offset), chunk) {
+                    Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated")),
+                    Ok(n) => len -= n as u64,
+                    Err(e) if would_block(&e) => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if len == 0 {
+                return Ok(());
+            }
+        }
+        sio::send_file(self.registered()?, file, offset, len, t).await
+    }
+
+    pub fn set_cork(&self, on: bool) {
+        let _ = match self {
+            Sock::Raw(s) => rustix::net::sockopt::set_tcp_cork(s, on),
+            Sock::Reg(s) => rustix::net::sockopt::set_tcp_cork(s, on),
+            Sock::Closed => Ok(()),
+        };
+    }
+
+    pub fn set_nodelay(&self) {
+        let _ = match self {
+            Sock::Raw(s) => s.set_nodelay(true),
+            Sock::Reg(s) => s.set_nodelay(true),
+            Sock::Closed => Ok(()),
+        };
+    }
+
+    /// Back to a plain socket (for parking).
+    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+        match self {
+            Sock::Raw(s) => Ok(s),
+            Sock::Reg(s) => s.into_std(),
+            Sock::Closed => Err(io::Error::new(io::ErrorKind::NotConnected, "socket closed")),
+        }
+    }
+}
