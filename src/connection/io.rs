@@ -39,9 +39,21 @@ pub async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usiz
 
 /// Writes all of `data`, waiting at most `timeout` for each stall
 /// (nginx's send_timeout is between two successive writes).
-pub async fn write_all(stream: &TcpStream, mut data: &[u8], timeout: Duration) -> io::Result<()> {
+pub async fn write_all(stream: &TcpStream, data: &[u8], timeout: Duration) -> io::Result<()> {
+    write_all_flags(stream, data, timeout, rustix::net::SendFlags::empty()).await
+}
+
+/// `write_all` with send(2) flags (MSG_MORE before a close, so the FIN
+/// rides on the last data segment).
+pub async fn write_all_flags(
+    stream: &TcpStream,
+    mut data: &[u8],
+    timeout: Duration,
+    flags: rustix::net::SendFlags,
+) -> io::Result<()> {
     while !data.is_empty() {
-        match stream.try_write(data) {
+        let r = stream.try_io(Interest::WRITABLE, || rustix::net::send(stream.as_fd(), data, flags).map_err(io::Error::from));
+        match r {
             Ok(n) => data = &data[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;

@@ -14,6 +14,13 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 use super::io as sio;
+use rustix::net::SendFlags;
+
+/// nginx's lingering_timeout and lingering_time defaults.
+const LINGERING_TIMEOUT: Duration = Duration::from_secs(5);
+const LINGERING_TIME: Duration = Duration::from_secs(30);
+/// Stop draining a client that keeps sending.
+const LINGERING_MAX: usize = 1 << 20;
 
 pub enum Sock {
     Raw(std::net::TcpStream),
@@ -64,10 +71,17 @@ impl Sock {
         self.registered()?.readable().await
     }
 
-    pub async fn write_all(&mut self, mut data: &[u8], timeout: Duration) -> io::Result<()> {
+    pub async fn write_all(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
+        self.write_all_flags(data, timeout, false).await
+    }
+
+    /// With `last`, the kernel is told no more data follows (MSG_MORE), so
+    /// closing right after sends the response and the FIN in one segment.
+    pub async fn write_all_flags(&mut self, mut data: &[u8], timeout: Duration, last: bool) -> io::Result<()> {
+        let flags = if last { SendFlags::MORE } else { SendFlags::empty() };
         if let Sock::Raw(s) = self {
             while !data.is_empty() {
-                match rustix::io::write(s.as_fd(), data) {
+                match rustix::net::send(s.as_fd(), data, flags) {
                     Ok(n) => data = &data[n..],
                     Err(e) if would_block(&e) => break,
                     Err(e) => return Err(e.into()),
@@ -77,7 +91,35 @@ impl Sock {
                 return Ok(());
             }
         }
-        sio::write_all(self.registered()?, data, timeout).await
+        sio::write_all_flags(self.registered()?, data, timeout, flags).await
+    }
+
+    /// nginx's lingering close: after a response that leaves unread input
+    /// (a body, pipelined bytes), send FIN first and drain what the client
+    /// still sends, so closing does not reset the connection and destroy the
+    /// response in flight.
+    pub async fn linger(&mut self, scratch: &mut Vec<u8>) {
+        let fd_ok = match self {
+            Sock::Raw(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
+            Sock::Reg(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
+            Sock::Closed => false,
+        };
+        if !fd_ok {
+            return;
+        }
+        let total = tokio::time::Instant::now() + LINGERING_TIME;
+        let mut drained = 0usize;
+        while drained < LINGERING_MAX {
+            scratch.clear();
+            if scratch.capacity() < 4096 {
+                scratch.reserve(4096);
+            }
+            let deadline = total.min(tokio::time::Instant::now() + LINGERING_TIMEOUT);
+            match tokio::time::timeout_at(deadline, self.read_some(scratch)).await {
+                Ok(Ok(n)) if n > 0 => drained += n,
+                _ => return,
+            }
+        }
     }
 
     pub async fn send_file(

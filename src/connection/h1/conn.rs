@@ -40,6 +40,8 @@ pub struct Conn {
     nodelay: bool,
     /// keepalive_timeout of the location that served the last request.
     keepalive: Duration,
+    /// Input may be left unread at close: close by lingering.
+    linger: bool,
 }
 
 enum Next {
@@ -49,7 +51,7 @@ enum Next {
 
 pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard) {
     let w = &*guard.0;
-    let mut c = Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), info, nodelay: false, keepalive: Duration::ZERO };
+    let mut c = Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), info, nodelay: false, keepalive: Duration::ZERO, linger: false };
     let g = &w.cfg.http.listens[group];
     let header_buf = g.default_server.conf.client_header_buffer_size;
     loop {
@@ -86,6 +88,9 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
             Next::KeepAlive => {}
             Next::Close => break,
         }
+    }
+    if c.linger {
+        Box::pin(c.stream.linger(&mut c.rbuf)).await;
     }
     w.give_buf(std::mem::take(&mut c.rbuf));
 }
@@ -227,8 +232,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     c.info.requests += 1;
 
     // Request target: origin-form or absolute-form.
-    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive } = &mut *c;
-    let mut out = Out { stream, wbuf, id: info.id };
+    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive, linger } = &mut *c;
+    let mut out = Out { stream, wbuf, id: info.id, closing: false };
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
     let (raw_path, raw_args) = uri::split_target(origin);
@@ -276,6 +281,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         && !conf.keepalive_timeout.is_zero()
         && info.requests < conf.keepalive_requests;
     let has_body = head.body != BodyKind::None;
+    out.closing = !keep_alive;
+    *linger = !keep_alive && (has_body || rbuf.len() > head_len);
     if has_body && keep_alive && head.expect_continue && rbuf.len() == head_len {
         out.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
@@ -345,6 +352,8 @@ struct Out<'a> {
     stream: &'a mut Sock,
     wbuf: &'a mut Vec<u8>,
     id: u64,
+    /// The connection closes after this response.
+    closing: bool,
 }
 
 async fn write_body(
@@ -409,7 +418,7 @@ async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
     if defer && c.wbuf.len() < PIPELINE_FLUSH {
         return true;
     }
-    let ok = c.stream.write_all(c.wbuf, t).await.is_ok();
+    let ok = c.stream.write_all_flags(c.wbuf, t, c.closing).await.is_ok();
     c.wbuf.clear();
     ok
 }
@@ -472,6 +481,7 @@ fn log_request(
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
     c.info.requests += 1;
+    c.linger = true;
     let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
     let line_max = limits(g).line_max;
     let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(line_max);
@@ -526,7 +536,7 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
     if let Body::Owned(b) = &resp.body {
         wbuf.extend_from_slice(b);
     }
-    let ok = stream.write_all(wbuf, ctx.conf.send_timeout).await.is_ok();
+    let ok = stream.write_all_flags(wbuf, ctx.conf.send_timeout, true).await.is_ok();
     wbuf.clear();
     log_request(w, &ctx, &resp, if ok { hl + body_len } else { 0 }, if ok { body_len } else { 0 }, started);
 }
