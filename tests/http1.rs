@@ -535,3 +535,41 @@ fn headers_beyond_all_large_buffers_are_400() {
     raw.push_str("\r\n");
     assert_index(&request(s.port, &raw));
 }
+
+#[test]
+fn too_large_body_in_flight_still_gets_the_413() {
+    // The client has already sent part of a large body when the 413 is
+    // decided: the server must close by lingering (FIN, drain), not with a
+    // reset that would destroy the response before the client reads it.
+    let s = server();
+    let mut c = s.connect();
+    let mut req = b"POST /r HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3000000\r\n\r\n".to_vec();
+    req.extend(std::iter::repeat_n(b'x', 256 * 1024));
+    c.send(&req);
+    let r = c.read_response();
+    assert_eq!(r.status, 413, "{}", r.head);
+    assert!(r.text().contains("<title>413 Request Entity Too Large</title>"));
+    assert_eq!(r.must("Connection"), "close");
+}
+
+#[test]
+fn unchanged_small_file_is_served_from_the_open_file_cache() {
+    // With open_file_cache the bytes of a small file are kept, so later
+    // responses are identical and need no read of the file.
+    let s = builder()
+        .http("open_file_cache max=10 inactive=60s;\nserver { listen 127.0.0.1:{port}; root html; }")
+        .file("html/small.txt", "cached bytes\n")
+        .start();
+    for _ in 0..3 {
+        let r = s.get("/small.txt");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.text(), "cached bytes\n");
+        assert_eq!(r.must("Content-Length"), "13");
+    }
+    // A range of a cached file comes from the same bytes.
+    let mut c = s.connect();
+    c.send("GET /small.txt HTTP/1.1\r\nHost: localhost\r\nRange: bytes=7-11\r\n\r\n");
+    let r = c.read_response();
+    assert_eq!(r.status, 206);
+    assert_eq!(r.text(), "bytes");
+}

@@ -52,7 +52,8 @@ pub async fn write_all_flags(
     flags: rustix::net::SendFlags,
 ) -> io::Result<()> {
     while !data.is_empty() {
-        let r = stream.try_io(Interest::WRITABLE, || rustix::net::send(stream.as_fd(), data, flags).map_err(io::Error::from));
+        let r = stream
+            .try_io(Interest::WRITABLE, || rustix::net::send(stream.as_fd(), data, flags).map_err(io::Error::from));
         match r {
             Ok(n) => data = &data[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -79,14 +80,25 @@ pub async fn send_file(
 ) -> io::Result<()> {
     while len > 0 {
         let chunk = len.min(1 << 30) as usize;
+        let mut sent = 0usize;
         let r = stream.try_io(Interest::WRITABLE, || {
-            rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), chunk).map_err(io::Error::from)
+            let n = rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), chunk)?;
+            sent = n;
+            if n > 0 && n < chunk {
+                // The socket buffer is full: clear readiness now instead of
+                // learning it from one more call that returns EAGAIN.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
         });
+        len -= sent as u64;
         match r {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated")),
-            Ok(n) => len -= n as u64,
+            Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;
+                if len > 0 {
+                    tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;
+                }
             }
             Err(e) => return Err(e),
         }
@@ -111,9 +123,4 @@ pub fn pread_into(file: &std::fs::File, mut offset: u64, len: u64, out: &mut Vec
         offset += n as u64;
     }
     Ok(())
-}
-
-/// TCP_CORK around header + sendfile (nginx's tcp_nopush).
-pub fn set_cork(stream: &TcpStream, on: bool) {
-    let _ = rustix::net::sockopt::set_tcp_cork(stream, on);
 }

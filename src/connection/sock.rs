@@ -146,14 +146,6 @@ impl Sock {
         sio::send_file(self.registered()?, file, offset, len, t).await
     }
 
-    pub fn set_cork(&self, on: bool) {
-        let _ = match self {
-            Sock::Raw(s) => rustix::net::sockopt::set_tcp_cork(s, on),
-            Sock::Reg(s) => rustix::net::sockopt::set_tcp_cork(s, on),
-            Sock::Closed => Ok(()),
-        };
-    }
-
     pub fn set_nodelay(&self) {
         let _ = match self {
             Sock::Raw(s) => s.set_nodelay(true),

@@ -22,6 +22,30 @@ pub struct OpenFile {
     pub is_dir: bool,
     ino: u64,
     dev: u64,
+    /// Held by the open-file cache (so worth keeping the bytes of).
+    in_cache: std::cell::Cell<bool>,
+    /// The contents of a small cached file, read once: such a response is
+    /// then one write, with no read or sendfile per request.
+    memo: std::cell::OnceCell<Vec<u8>>,
+}
+
+/// Files up to this size have their bytes kept by the open-file cache.
+pub const MEMO_MAX: u64 = 16 * 1024;
+
+impl OpenFile {
+    /// The bytes `offset..offset+len`, from memory, when this is a small
+    /// file held by the cache (read on first use); None otherwise.
+    pub fn cached_bytes(&self, offset: u64, len: u64) -> Option<&[u8]> {
+        if !self.in_cache.get() || self.size > MEMO_MAX {
+            return None;
+        }
+        if self.memo.get().is_none() {
+            let mut v = Vec::with_capacity(self.size as usize);
+            crate::connection::io::pread_into(self.file.as_ref()?, 0, self.size, &mut v).ok()?;
+            let _ = self.memo.set(v);
+        }
+        self.memo.get()?.get(offset as usize..(offset + len) as usize)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +98,8 @@ fn open_uncached(path: &Path) -> Lookup {
             is_dir: true,
             ino: meta.ino(),
             dev: meta.dev(),
+            in_cache: Default::default(),
+            memo: Default::default(),
         }));
     }
     let file = File::open(path).map_err(|e| OpenError::from_io(&e))?;
@@ -85,6 +111,8 @@ fn open_uncached(path: &Path) -> Lookup {
         ino: meta.ino(),
         dev: meta.dev(),
         file: Some(file),
+        in_cache: Default::default(),
+        memo: Default::default(),
     }))
 }
 
@@ -148,6 +176,9 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
         if cacheable && uses >= conf.open_file_cache_min_uses {
             if c.map.len() >= ofc.max && !c.map.contains_key(path) {
                 evict(&mut c.map, now, ofc.inactive.as_secs());
+            }
+            if let Ok(f) = &result {
+                f.in_cache.set(true);
             }
             c.map.insert(path.to_path_buf(), Entry { result: result.clone(), validated: now, used: now, uses });
         } else if cacheable {

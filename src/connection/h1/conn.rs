@@ -27,7 +27,7 @@ use crate::worker::idle::Fired;
 const PIPELINE_FLUSH: usize = 64 * 1024;
 /// Bodies up to this size are read into the write buffer with the header
 /// (one write) instead of header write + sendfile.
-const INLINE_FILE: u64 = 32 * 1024;
+const INLINE_FILE: u64 = 4 * 1024;
 /// While draining, how long an idle keep-alive connection may still bring
 /// one more request (answered with `Connection: close`).
 pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
@@ -51,7 +51,15 @@ enum Next {
 
 pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard) {
     let w = &*guard.0;
-    let mut c = Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), info, nodelay: false, keepalive: Duration::ZERO, linger: false };
+    let mut c = Conn {
+        stream,
+        rbuf: Vec::new(),
+        wbuf: Vec::new(),
+        info,
+        nodelay: false,
+        keepalive: Duration::ZERO,
+        linger: false,
+    };
     let g = &w.cfg.http.listens[group];
     let header_buf = g.default_server.conf.client_header_buffer_size;
     loop {
@@ -379,20 +387,21 @@ async fn write_body(
         }
         Body::File { file, offset, len } => {
             let Some(f) = &file.file else { return (false, 0) };
+            if let Some(bytes) = file.cached_bytes(*offset, *len) {
+                c.wbuf.extend_from_slice(bytes);
+                return (flush(c, t, defer).await, *len);
+            }
             if *len <= INLINE_FILE || !conf.sendfile {
                 let ok = send_file_buffered(c, f, *offset, *len, t, conf.output_buffers.1, defer).await;
                 return (ok, if ok { *len } else { 0 });
             }
-            if conf.tcp_nopush {
-                c.stream.set_cork(true);
-            }
-            let mut ok = c.stream.write_all(c.wbuf, t).await.is_ok();
+            // The head goes out with MSG_MORE, so the kernel holds it for the
+            // file data (what tcp_nopush's TCP_CORK achieves, without the two
+            // setsockopt calls per response).
+            let mut ok = c.stream.write_all_flags(c.wbuf, t, true).await.is_ok();
             c.wbuf.clear();
             if ok {
                 ok = c.stream.send_file(f, *offset, *len, t).await.is_ok();
-            }
-            if conf.tcp_nopush {
-                c.stream.set_cork(false);
             }
             (ok, if ok { *len } else { 0 })
         }
@@ -433,7 +442,7 @@ async fn send_file_buffered(
     chunk: usize,
     defer: bool,
 ) -> bool {
-    let chunk = (chunk.max(4096) as u64).max(INLINE_FILE);
+    let chunk = chunk.max(4096) as u64;
     if len == 0 {
         // An empty file: the head alone.
         return flush(c, t, defer).await;
