@@ -450,3 +450,35 @@ fn daemon_on_by_default_and_quit_stops_it() {
         std::panic::resume_unwind(e);
     }
 }
+
+#[test]
+fn root_that_is_a_file_is_refused_at_startup() {
+    // A root that cannot serve anything is a configuration error caught
+    // before anything starts: one line naming it, exit 1.
+    let prefix = std::env::temp_dir().join(format!("sluice-root-{}", std::process::id()));
+    std::fs::create_dir_all(prefix.join("conf")).unwrap();
+    std::fs::create_dir_all(prefix.join("logs")).unwrap();
+    std::fs::write(prefix.join("notadir"), "x").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(
+        prefix.join("conf/sluice.conf"),
+        format!(
+            "daemon off; pid logs/sluice.pid; error_log logs/error.log; events {{}}\n\
+             http {{ server {{ listen 127.0.0.1:{port}; root notadir; }} }}\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg("conf/sluice.conf")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("sluice: [emerg] root \"{}\" is not a directory", prefix.join("notadir").display())), "{err}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "something is listening after a failed start");
+    assert!(!prefix.join("logs/sluice.pid").exists(), "pid file written by a failed start");
+    let _ = std::fs::remove_dir_all(&prefix);
+}
