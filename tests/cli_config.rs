@@ -477,7 +477,10 @@ fn root_that_is_a_file_is_refused_at_startup() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains(&format!("sluice: [emerg] root \"{}\" is not a directory", prefix.join("notadir").display())), "{err}");
+    assert!(
+        err.contains(&format!("sluice: [emerg] root \"{}\" is not a directory", prefix.join("notadir").display())),
+        "{err}"
+    );
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "something is listening after a failed start");
     assert!(!prefix.join("logs/sluice.pid").exists(), "pid file written by a failed start");
     let _ = std::fs::remove_dir_all(&prefix);

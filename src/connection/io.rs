@@ -9,6 +9,26 @@ use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+/// One read attempt without waiting (None: it would block); a short read
+/// clears readiness as in `read_some`.
+pub fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
+    let want = buf.capacity() - buf.len();
+    let mut got = 0usize;
+    let r = stream.try_io(Interest::READABLE, || {
+        let n = rustix::io::read(stream.as_fd(), rustix::buffer::spare_capacity(&mut *buf))?;
+        got = n;
+        if n > 0 && n < want {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    });
+    match r {
+        Ok(n) => Some(Ok(n)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => (got > 0).then_some(Ok(got)),
+        Err(e) => Some(Err(e)),
+    }
+}
+
 /// Reads into the spare capacity of `buf` (which must have some).
 pub async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     loop {

@@ -60,6 +60,15 @@ impl Sock {
         }
     }
 
+    /// A read that never waits, registered or not: None when it would block.
+    pub fn try_read(&mut self, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
+        match self {
+            Sock::Raw(_) => self.try_read_now(buf),
+            Sock::Reg(s) => sio::try_read(s, buf),
+            Sock::Closed => Some(Err(io::Error::new(io::ErrorKind::NotConnected, "socket closed"))),
+        }
+    }
+
     pub async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         if let Some(r) = self.try_read_now(buf) {
             return r;

@@ -88,29 +88,29 @@ impl OpenError {
 
 pub type Lookup = Result<Rc<OpenFile>, OpenError>;
 
+/// open + fstat, as nginx does: one lookup of the path, not two. Opened
+/// non-blocking so a FIFO in the tree cannot stall the worker; anything but
+/// a regular file or a directory is not served.
 fn open_uncached(path: &Path) -> Lookup {
-    let meta = std::fs::metadata(path).map_err(|e| OpenError::from_io(&e))?;
-    if meta.is_dir() {
-        return Ok(Rc::new(OpenFile {
-            file: None,
-            size: meta.len(),
-            mtime: meta.mtime().max(0) as u64,
-            is_dir: true,
-            ino: meta.ino(),
-            dev: meta.dev(),
-            in_cache: Default::default(),
-            memo: Default::default(),
-        }));
-    }
-    let file = File::open(path).map_err(|e| OpenError::from_io(&e))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| OpenError::from_io(&e))?;
     let meta = file.metadata().map_err(|e| OpenError::from_io(&e))?;
+    let is_dir = meta.is_dir();
+    if !is_dir && !meta.is_file() {
+        return Err(OpenError::NotFound);
+    }
     Ok(Rc::new(OpenFile {
         size: meta.len(),
         mtime: meta.mtime().max(0) as u64,
-        is_dir: meta.is_dir(),
+        is_dir,
         ino: meta.ino(),
         dev: meta.dev(),
-        file: Some(file),
+        // Directories are only listed, never read through this descriptor.
+        file: if is_dir { None } else { Some(file) },
         in_cache: Default::default(),
         memo: Default::default(),
     }))

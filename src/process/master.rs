@@ -365,7 +365,11 @@ fn check_roots(cfg: &Config) -> Result<(), String> {
                 log_error!(Level::Warn, "root directory \"{}\" does not exist", dir.display());
             }
             Err(e) => {
-                return Err(format!("root directory \"{}\" is not accessible ({})", dir.display(), super::signal::os_error(&e)));
+                return Err(format!(
+                    "root directory \"{}\" is not accessible ({})",
+                    dir.display(),
+                    super::signal::os_error(&e)
+                ));
             }
         }
     }

@@ -194,7 +194,12 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
             let want = (c.rbuf.capacity() * 2).max(lim.line_max).min(lim.total_max);
             c.rbuf.reserve_exact(want - c.rbuf.len());
         }
-        match tokio::time::timeout_at(deadline, c.stream.read_some(&mut c.rbuf)).await {
+        // Data is usually already there: no timer unless we must wait.
+        let read = match c.stream.try_read(&mut c.rbuf) {
+            Some(r) => Ok(r),
+            None => tokio::time::timeout_at(deadline, c.stream.read_some(&mut c.rbuf)).await,
+        };
+        match read {
             Err(_) => {
                 log_error!(
                     Level::Info,

@@ -20,6 +20,24 @@ pub fn has_body(status: u16) -> bool {
     !(status < 200 || status == 204 || status == 304)
 }
 
+thread_local! {
+    /// The last Last-Modified formatted: hot files and empty_gif repeat it.
+    static LAST_MODIFIED: std::cell::Cell<(u64, [u8; 29])> = const { std::cell::Cell::new((u64::MAX, [0; 29])) };
+}
+
+fn last_modified(t: u64) -> [u8; 29] {
+    LAST_MODIFIED.with(|c| {
+        let (secs, d) = c.get();
+        if secs == t {
+            return d;
+        }
+        let mut d = [0u8; 29];
+        crate::http::date::http_date(t, &mut d);
+        c.set((t, d));
+        d
+    })
+}
+
 pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
     let wire = error_html::wire_status(resp.status);
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -47,10 +65,8 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
     }
     let validators = matches!(wire, 200 | 206 | 304);
     if validators && let Some(lm) = resp.last_modified {
-        let mut d = [0u8; 29];
-        crate::http::date::http_date(lm, &mut d);
         out.extend_from_slice(b"Last-Modified: ");
-        out.extend_from_slice(&d);
+        out.extend_from_slice(&last_modified(lm));
         out.extend_from_slice(b"\r\n");
     }
     if let Some(loc) = &resp.location {
