@@ -29,30 +29,13 @@ pub fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> Option<io::Result<usiz
     }
 }
 
-/// Reads into the spare capacity of `buf` (which must have some).
+/// Reads into the spare capacity of `buf` (which must have some), waiting
+/// for readiness as needed.
 pub async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     loop {
         stream.readable().await?;
-        let want = buf.capacity() - buf.len();
-        let mut got = 0usize;
-        let r = stream.try_io(Interest::READABLE, || {
-            let n = rustix::io::read(stream.as_fd(), rustix::buffer::spare_capacity(&mut *buf))?;
-            got = n;
-            if n > 0 && n < want {
-                // Drained: report WouldBlock so tokio clears readiness; the
-                // bytes are kept and returned below.
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            Ok(n)
-        });
-        match r {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if got > 0 {
-                    return Ok(got);
-                }
-            }
-            Err(e) => return Err(e),
+        if let Some(r) = try_read(stream, buf) {
+            return r;
         }
     }
 }

@@ -218,7 +218,13 @@ pub fn wire_status(s: u16) -> u16 {
     if s == 494 { 400 } else { s }
 }
 
-impl ReqCtx<'_, '_> {
+impl<'c, 'a> ReqCtx<'c, 'a> {
+    /// A request about to be routed: server level settings until a location
+    /// is matched.
+    pub fn new(group: &'c ListenGroup, server: &'c Server, req: Request<'a>, conn: &'a ConnInfo) -> Self {
+        ReqCtx { group, server, conf: &server.conf, req, conn, redirects: 0, filename: None, err_status: None }
+    }
+
     /// nginx's error-log suffix for a request: client, server, request line,
     /// and host when the client sent one.
     pub fn log_suffix(&self) -> String {

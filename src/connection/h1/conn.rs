@@ -270,16 +270,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     };
     let server = crate::routing::server::select(g, &host);
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
-    let mut ctx = ReqCtx {
-        group: g,
-        server,
-        conf: &server.conf,
-        req,
-        conn: info,
-        redirects: 0,
-        filename: None,
-        err_status: None,
-    };
+    let mut ctx = ReqCtx::new(g, server, req, info);
     let resp = crate::handler::handle(&mut ctx);
 
     // 444: close without a response.
@@ -531,16 +522,7 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
         args: None,
         host: Cow::Borrowed(b""),
     };
-    let ctx = ReqCtx {
-        group: g,
-        server,
-        conf: &server.conf,
-        req,
-        conn: info,
-        redirects: 0,
-        filename: None,
-        err_status: None,
-    };
+    let ctx = ReqCtx::new(g, server, req, info);
     let mut resp = crate::handler::error(&ctx, e.status());
     resp.close = true;
     let opts = HeadOpts { keep_alive: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };
