@@ -91,3 +91,42 @@ fn small_worker_connections_does_not_crash() {
     }
     assert!(s.is_running());
 }
+
+/// Keep-alive connections idle for more than 2 s are parked (they leave the
+/// event loop for a cheaper per-worker set); they must come back
+/// transparently on their next request, and still honour keepalive_timeout.
+#[test]
+fn parked_keepalive_connections_resume_and_time_out() {
+    let s = builder()
+        .http(
+            "keepalive_timeout 6s;\n\
+             server { listen 127.0.0.1:{port}; location / { return 200 \"ok $connection_requests\"; } }",
+        )
+        .start();
+    let mut c = s.connect();
+    c.send("GET /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let r = c.read_response();
+    assert_eq!(r.text(), "ok 1");
+    // Long enough to be parked (idle > 2 s, swept on a second boundary).
+    std::thread::sleep(Duration::from_millis(3500));
+    c.send("GET /b HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    let r = c.read_response();
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(r.text(), "ok 2", "the same connection must carry on");
+    // Parked again; now past keepalive_timeout the server closes it.
+    assert!(c.closed_within(Duration::from_secs(10)), "parked connection outlived keepalive_timeout");
+}
+
+/// A parked connection whose client closes is cleaned up, and the worker
+/// keeps serving.
+#[test]
+fn parked_connection_closed_by_client() {
+    let s = builder().http("server { listen 127.0.0.1:{port}; location / { return 200 x; } }").start();
+    let mut c = s.connect();
+    c.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(c.read_response().text(), "x");
+    std::thread::sleep(Duration::from_millis(3500));
+    drop(c);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(s.get("/").text(), "x");
+}
