@@ -43,6 +43,8 @@ pub enum Var {
     DocumentRoot,
     RequestFilename,
     Version,
+    /// `$1`..`$9`: a capture of the matched regex location.
+    Capture(usize),
 }
 
 impl Var {
@@ -147,10 +149,14 @@ impl Template {
             if name.is_empty() {
                 return Err("invalid variable name \"$\"".to_string());
             }
-            if name.bytes().all(|c| c.is_ascii_digit()) {
-                return Err(format!("regex capture \"${name}\" is not supported yet"));
-            }
-            let var = Var::from_name(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?;
+            let var = if name.bytes().all(|c| c.is_ascii_digit()) {
+                match name.parse::<usize>() {
+                    Ok(n) if n <= 9 => Var::Capture(n),
+                    _ => return Err(format!("invalid capture \"${name}\"")),
+                }
+            } else {
+                Var::from_name(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?
+            };
             if !lit.is_empty() {
                 parts.push(Part::Lit(std::mem::take(&mut lit)));
             }
@@ -224,7 +230,8 @@ mod tests {
     fn unknown_variable_is_an_error() {
         assert_eq!(Template::compile("$nope").unwrap_err(), "unknown \"nope\" variable");
         assert!(Template::compile("${host").is_err());
-        assert!(Template::compile("$1").is_err());
+        assert_eq!(Template::compile("/d/$1").unwrap().parts[1], Part::Var(Var::Capture(1)));
+        assert!(Template::compile("$10").is_err());
     }
 
     #[test]

@@ -646,3 +646,26 @@ fn error_page_named_and_multiple_codes() {
     assert_eq!(status_body(&s.get("/multi/zz")), (404, "custom 404\n".into()));
     assert_eq!(status_body(&s.get("/multi/noidx/")), (403, "custom 404\n".into()));
 }
+
+#[test]
+fn regex_captures_in_alias_root_and_return() {
+    let s = builder()
+        .http(
+            "types { image/png png; }\n\
+             server { listen 127.0.0.1:{port}; root html;\n\
+               location ~ ^/img/(.+\\.png)$ { alias {prefix}/html/pictures/$1; }\n\
+               location ~ ^/u/([a-z]+)/(\\d+)$ { return 200 \"user=$1 id=$2\"; }\n\
+               location ~ ^/site/([a-z]+)/ { root {prefix}/sites/$1; }\n\
+             }",
+        )
+        .file("html/pictures/a.png", "PNG-A")
+        .file("sites/blue/site/blue/page.html", "blue page")
+        .start();
+    let r = s.get("/img/a.png");
+    assert_eq!((r.status, r.text()), (200, "PNG-A".to_string()), "{}", r.head);
+    assert_eq!(r.must("Content-Type"), "image/png");
+    assert_eq!(s.get("/img/missing.png").status, 404);
+    assert_eq!(s.get("/u/alice/42").text(), "user=alice id=42");
+    let r = s.get("/site/blue/page.html");
+    assert_eq!((r.status, r.text()), (200, "blue page".to_string()), "{}", r.head);
+}

@@ -169,7 +169,8 @@ pub struct DocRoot {
     /// Set when the path contains variables.
     pub template: Option<Template>,
     /// For `alias`: how many bytes of the URI (the length of the location's
-    /// path where alias was set) the alias path replaces.
+    /// path where alias was set) the alias path replaces; `usize::MAX` in a
+    /// regex location, where the alias is the whole path.
     pub alias_len: Option<usize>,
 }
 

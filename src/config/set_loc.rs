@@ -301,11 +301,13 @@ pub fn alias(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
             &d.span,
         ));
     }
-    if ctx.in_regex_location {
-        return Err(ConfError::at("\"alias\" in a regex location is not supported yet (needs captures)", &d.span));
-    }
     ctx.alias_here = true;
     c.root = doc_root(d, ctx, true)?;
+    if ctx.in_regex_location {
+        // nginx: in a regex location the alias (built from captures) is the
+        // whole file path; nothing of the URI is appended.
+        c.root.alias_len = Some(usize::MAX);
+    }
     Ok(())
 }
 

@@ -32,6 +32,8 @@ pub struct ReqCtx<'c, 'a> {
     /// Set while serving an `error_page`: the status the response keeps,
     /// and the reason conditionals and ranges are off.
     pub err_status: Option<u16>,
+    /// `$1`..`$9` of the regex location that matched (index 0: whole match).
+    pub captures: Vec<Vec<u8>>,
 }
 
 /// Values for a template: the request, and once it exists, the response.
@@ -209,6 +211,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             },
             Var::Version => out.extend_from_slice(crate::config::Config::version().as_bytes()),
+            Var::Capture(n) => {
+                if let Some(c) = ctx.captures.get(*n) {
+                    out.extend_from_slice(c)
+                }
+            }
         }
     }
 }
@@ -222,7 +229,17 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
     /// A request about to be routed: server level settings until a location
     /// is matched.
     pub fn new(group: &'c ListenGroup, server: &'c Server, req: Request<'a>, conn: &'a ConnInfo) -> Self {
-        ReqCtx { group, server, conf: &server.conf, req, conn, redirects: 0, filename: None, err_status: None }
+        ReqCtx {
+            group,
+            server,
+            conf: &server.conf,
+            req,
+            conn,
+            redirects: 0,
+            filename: None,
+            err_status: None,
+            captures: Vec::new(),
+        }
     }
 
     /// nginx's error-log suffix for a request: client, server, request line,

@@ -54,7 +54,15 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
                 }
             }
         } else {
-            ctx.conf = match crate::routing::location::find(&ctx.server.locations, &ctx.req.path) {
+            let found = crate::routing::location::find(&ctx.server.locations, &ctx.req.path);
+            ctx.captures.clear();
+            if let Some(l) = found
+                && let crate::config::model::Matcher::Regex(re) = &l.matcher
+                && let Some(caps) = re.captures(&ctx.req.path)
+            {
+                ctx.captures = caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()).collect();
+            }
+            ctx.conf = match found {
                 Some(l) => &l.conf,
                 None => &ctx.server.conf,
             };
