@@ -82,10 +82,6 @@ pub struct ServerBuild {
     pub listens: Vec<ListenSpec>,
 }
 
-fn ctx_bit(level: u8) -> u8 {
-    level
-}
-
 /// Applies the simple directives of one block; returns the child blocks for
 /// the caller to build once this level is complete.
 fn apply_level<'d>(
@@ -100,7 +96,7 @@ fn apply_level<'d>(
     let mut children = Vec::new();
     for d in dirs {
         let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
-        if cmd.ctx & ctx_bit(level) == 0 {
+        if cmd.ctx & level == 0 {
             return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span));
         }
         table::check_shape(cmd, d)?;

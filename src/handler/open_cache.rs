@@ -126,8 +126,6 @@ struct Entry {
 #[derive(Default)]
 struct Cache {
     map: HashMap<PathBuf, Entry>,
-    /// Counts for tests and benchmarks: how many opens the cache saved.
-    hits: u64,
 }
 
 thread_local! {
@@ -151,9 +149,7 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
             e.used = now;
             e.uses = uses;
             if now.saturating_sub(e.validated) < conf.open_file_cache_valid.as_secs().max(1) {
-                let r = e.result.clone();
-                c.hits += 1;
-                return r;
+                return e.result.clone();
             }
             // Revalidate: keep the descriptor if the file is the same.
             let fresh = std::fs::metadata(path);
@@ -199,8 +195,4 @@ fn evict(map: &mut HashMap<PathBuf, Entry>, now: u64, inactive: u64) {
     {
         map.remove(&k);
     }
-}
-
-pub fn hits() -> u64 {
-    CACHE.with(|c| c.borrow().hits)
 }
