@@ -51,3 +51,6 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfError> {
     };
     build::build(&cmdline, &parsed.directives, parsed.files, &opts.prefix, &conf_file)
 }
+
+#[cfg(test)]
+mod tests;

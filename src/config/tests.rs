@@ -1,0 +1,111 @@
+//! Directive validation and inheritance, checked through the public loader
+//! with nginx's exact messages.
+
+use super::{Config, LoadOptions, Source, load};
+
+fn try_load(text: &str) -> Result<Config, String> {
+    load(&LoadOptions {
+        prefix: "/srv/p".into(),
+        source: Source::Text { name: "/etc/t.conf".into(), text: text.into() },
+        globals: None,
+    })
+    .map_err(|e| e.to_string())
+}
+
+fn err(text: &str) -> String {
+    match try_load(text) {
+        Ok(_) => panic!("accepted: {text}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn nginx_wording_for_bad_directives() {
+    assert_eq!(err("events {}\nfoo bar;\n"), "unknown directive \"foo\" in /etc/t.conf:2");
+    assert_eq!(err("events {}\nlisten 80;"), "\"listen\" directive is not allowed here in /etc/t.conf:2");
+    assert_eq!(
+        err("events {} http { server { root; } }"),
+        "invalid number of arguments in \"root\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { sendfile maybe; }"),
+        "invalid value \"maybe\" in \"sendfile\" directive, it must be \"on\" or \"off\" in /etc/t.conf:1"
+    );
+    assert_eq!(err("events {}\nevents {}"), "\"events\" directive is duplicate in /etc/t.conf:2");
+    assert_eq!(err("daemon off; daemon on; events {}"), "\"daemon\" directive is duplicate in /etc/t.conf:1");
+    assert_eq!(err("http {}"), "no \"events\" section in configuration");
+    assert_eq!(err("events {} http;"), "directive \"http\" has no opening \"{\" in /etc/t.conf:1");
+    assert_eq!(err("events {} http { root x { } }"), "directive \"root\" is not terminated by \";\" in /etc/t.conf:1");
+    assert!(err("events {} http { proxy_pass http://x; }").starts_with("unknown directive \"proxy_pass\" (an nginx"));
+    assert_eq!(
+        err("events {} http { server { listen 80 ssl; } }"),
+        "the \"ssl\" parameter of the \"listen\" directive is not supported yet in /etc/t.conf:1"
+    );
+}
+
+#[test]
+fn location_rules() {
+    assert_eq!(
+        err("events {} http { server { location /a { location /b { } } } }"),
+        "location \"/b\" is outside location \"/a\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { location = /a { location /a/b { } } } }"),
+        "location \"/a/b\" cannot be inside the exact location \"/a\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { location /a { location @n { } } } }"),
+        "named location \"@n\" can be on the server level only in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { location /a { } location /a { } } }"),
+        "duplicate location \"/a\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { location /a { root /x; alias /y; } } }"),
+        "\"alias\" directive is duplicate, \"root\" directive was specified earlier in /etc/t.conf:1"
+    );
+}
+
+#[test]
+fn inheritance_is_nginx_merge() {
+    let cfg = try_load(
+        "events {} http {
+            add_header X-A a;
+            root html;
+            server {
+                listen 127.0.0.1:1;
+                location /inherits { }
+                location /own { add_header X-B b; }
+                # set after the location block, still applies to it (nginx merges)
+                expires 1h;
+            }
+        }",
+    )
+    .unwrap();
+    let s = &cfg.http.servers[0];
+    let by = |p: &str| crate::routing::location::find(&s.locations, p.as_bytes()).unwrap();
+    let names = |p: &str| by(p).conf.add_headers.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names("/inherits"), ["X-A"]);
+    // A level with its own add_header replaces the inherited list.
+    assert_eq!(names("/own"), ["X-B"]);
+    assert_eq!(by("/inherits").conf.expires, Some(super::model::Expires::Access(3600)));
+    assert_eq!(by("/own").conf.root.path, "/srv/p/html");
+}
+
+#[test]
+fn listen_grouping_and_defaults() {
+    assert_eq!(
+        err(
+            "events {} http { server { listen 127.0.0.1:1 default_server; } server { listen 127.0.0.1:1 default_server; } }"
+        ),
+        "a duplicate default server for 127.0.0.1:1 in /etc/t.conf:1"
+    );
+    let cfg = try_load(
+        "events { reuse_port on; } http { server { listen 127.0.0.1:1 backlog=100; } server { listen 127.0.0.1:1; server_name b; } }",
+    )
+    .unwrap();
+    let g = &cfg.http.listens[0];
+    assert_eq!((g.backlog, g.reuseport), (100, true));
+    assert_eq!(cfg.http.listens.len(), 1);
+}
