@@ -9,6 +9,17 @@ use std::time::Duration;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+/// Waits for read readiness through the socket's single reader slot, which
+/// is cheaper than `readable()`'s waiter list; each connection has only one
+/// task waiting on it.
+pub async fn read_ready(stream: &TcpStream) -> io::Result<()> {
+    std::future::poll_fn(|cx| stream.poll_read_ready(cx)).await
+}
+
+pub async fn write_ready(stream: &TcpStream) -> io::Result<()> {
+    std::future::poll_fn(|cx| stream.poll_write_ready(cx)).await
+}
+
 /// One read attempt without waiting (None: it would block); a short read
 /// clears readiness as in `read_some`.
 pub fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
@@ -33,7 +44,7 @@ pub fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> Option<io::Result<usiz
 /// for readiness as needed.
 pub async fn read_some(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     loop {
-        stream.readable().await?;
+        read_ready(stream).await?;
         if let Some(r) = try_read(stream, buf) {
             return r;
         }
@@ -60,7 +71,7 @@ pub async fn write_all_flags(
         match r {
             Ok(n) => data = &data[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;
+                tokio::time::timeout(timeout, write_ready(stream)).await.map_err(|_| timed_out())??;
             }
             Err(e) => return Err(e),
         }
@@ -100,7 +111,7 @@ pub async fn send_file(
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if len > 0 {
-                    tokio::time::timeout(timeout, stream.writable()).await.map_err(|_| timed_out())??;
+                    tokio::time::timeout(timeout, write_ready(stream)).await.map_err(|_| timed_out())??;
                 }
             }
             Err(e) => return Err(e),

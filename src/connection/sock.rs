@@ -77,7 +77,7 @@ impl Sock {
     }
 
     pub async fn readable(&mut self) -> io::Result<()> {
-        self.registered()?.readable().await
+        sio::read_ready(self.registered()?).await
     }
 
     pub async fn write_all(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
