@@ -204,4 +204,27 @@ mod tests {
         assert!(decode_all(&[b"3\r\nabcX"]).is_err());
         assert!(decode_all(&[b"3\rX"]).is_err());
     }
+
+    #[test]
+    fn random_input_never_panics_or_overreads() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = b"0123456789abcdefABCDEFxX-;= \r\n\tz";
+        for _ in 0..20_000 {
+            let len = (next() % 64) as usize;
+            let input: Vec<u8> = (0..len).map(|_| alphabet[(next() as usize) % alphabet.len()]).collect();
+            let mut d = Decoder::default();
+            let mut body = 0usize;
+            if let Ok(used) = d.feed(&input, |b| body += b.len()) {
+                assert!(used <= input.len());
+                assert!(body <= used);
+                assert_eq!(d.total as usize, body);
+            }
+        }
+    }
 }

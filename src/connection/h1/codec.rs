@@ -402,4 +402,48 @@ mod tests {
         s.push_str("\r\n");
         assert_eq!(parse(&s).unwrap().unwrap().headers.len(), 201);
     }
+
+    /// Mutated and random heads never panic, and whatever parses has
+    /// offsets inside the buffer (a cheap stand-in for a fuzzer run).
+    #[test]
+    fn random_and_mutated_input_is_handled() {
+        let seeds: [&[u8]; 3] = [
+            b"GET /a?b=c HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"GET /x\r\n",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let lim = Limits { line_max: 64, total_max: 256 };
+        for i in 0..20_000 {
+            let mut buf = seeds[i % seeds.len()].to_vec();
+            for _ in 0..(next() % 6) {
+                let pos = (next() as usize) % (buf.len() + 1);
+                match next() % 3 {
+                    0 if pos < buf.len() => buf[pos] = next() as u8,
+                    1 => buf.insert(pos, next() as u8),
+                    _ if pos < buf.len() => {
+                        buf.remove(pos);
+                    }
+                    _ => {}
+                }
+            }
+            if i % 7 == 0 {
+                buf = (0..(next() % 300)).map(|_| next() as u8).collect();
+            }
+            if let Ok(Some(h)) = parse_head(&buf, lim) {
+                assert!(h.head_len <= buf.len());
+                assert!(h.target.end <= h.head_len && h.line.end <= h.head_len);
+                for hd in &h.headers {
+                    assert!(hd.name.end <= h.head_len && hd.value.end <= h.head_len);
+                }
+            }
+            let _ = overflow(&buf, lim);
+        }
+    }
 }
