@@ -115,17 +115,20 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
             return 1;
         }
     };
-    let listeners = match ListenerSet::default().prepare(&cfg) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
-            return 1;
-        }
-    };
+    // The pid file is complete before any socket accepts, so whoever sees
+    // the port open can signal us; it is removed again if binding fails.
     if let Err(e) = super::pidfile::write(&cfg.main.pid) {
         eprintln!("sluice: [emerg] {e}");
         return 1;
     }
+    let listeners = match ListenerSet::default().prepare(&cfg) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sluice: [emerg] {e}");
+            super::pidfile::remove(&cfg.main.pid);
+            return 1;
+        }
+    };
     if let Some(u) = &cfg.main.user {
         eprintln!(
             "sluice: [warn] the \"user\" directive ({u}) is accepted but not applied yet: workers run as the user that started sluice"

@@ -2,9 +2,17 @@
 
 use std::path::Path;
 
+/// Written to a temporary name and renamed, so a reader never sees a
+/// partly written file.
 pub fn write(path: &Path) -> Result<(), String> {
-    std::fs::write(path, format!("{}\n", std::process::id()))
-        .map_err(|e| format!("open() \"{}\" failed ({})", path.display(), super::signal::os_error(&e)))
+    let err = |e: std::io::Error| format!("open() \"{}\" failed ({})", path.display(), super::signal::os_error(&e));
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    std::fs::write(&tmp, format!("{}\n", std::process::id())).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
 }
 
 pub fn remove(path: &Path) {
