@@ -17,5 +17,6 @@ pub mod listener;
 pub mod log;
 pub mod process;
 pub mod routing;
+pub mod tls;
 pub mod variables;
 pub mod worker;

@@ -45,9 +45,22 @@ pub enum Var {
     Version,
     /// `$1`..`$9`: a capture of the matched regex location.
     Capture(usize),
+    Https,
+    Http2,
+    SslProtocol,
+    SslCipher,
+    SslServerName,
+    SslSessionReused,
 }
 
 impl Var {
+    /// Variables nginx defines as an empty string (rather than "not found",
+    /// which logs as `-`) when they do not apply: `$http2` and `$https` on
+    /// plain HTTP/1.
+    pub fn empty_is_value(&self) -> bool {
+        matches!(self, Var::Http2 | Var::Https)
+    }
+
     pub fn from_name(name: &str) -> Option<Var> {
         let lower = name.to_ascii_lowercase();
         let v = match lower.as_str() {
@@ -65,6 +78,12 @@ impl Var {
             "request_method" => Var::RequestMethod,
             "request_uri" => Var::RequestUri,
             "uri" | "document_uri" => Var::Uri,
+            "https" => Var::Https,
+            "http2" => Var::Http2,
+            "ssl_protocol" => Var::SslProtocol,
+            "ssl_cipher" => Var::SslCipher,
+            "ssl_server_name" => Var::SslServerName,
+            "ssl_session_reused" => Var::SslSessionReused,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,

@@ -24,6 +24,9 @@ use crate::variables::Template;
 /// about the level being built.
 pub struct Ctx {
     pub prefix: PathBuf,
+    /// The main configuration file's directory: nginx resolves TLS files
+    /// (certificates, keys, ticket keys) against it, as it does `include`.
+    pub conf_dir: PathBuf,
     pub formats: HashMap<String, Arc<LogFormat>>,
     pub log_files: Vec<AccessLogFile>,
     /// Which log files got buffer=/flush= explicitly (else defaults).
@@ -34,9 +37,18 @@ pub struct Ctx {
     pub in_regex_location: bool,
     /// Length of the enclosing location's path, for `alias`.
     pub location_len: usize,
+    /// Certificates already loaded, so servers that inherit the same files
+    /// share one parsed key.
+    pub tls_cache: crate::tls::CertCache,
 }
 
 impl Ctx {
+    /// A TLS file path: relative to the configuration's directory.
+    pub fn conf_path(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() { p.to_path_buf() } else { self.conf_dir.join(p) }
+    }
+
     /// Relative paths resolve against the prefix, as in nginx.
     pub fn path(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
@@ -72,6 +84,8 @@ pub struct ListenSpec {
     pub default_server: bool,
     pub backlog: Option<i32>,
     pub reuseport: bool,
+    pub ssl: bool,
+    pub http2: bool,
     pub span: Span,
 }
 
@@ -183,6 +197,15 @@ fn default_loc(prefix: &Path) -> LocConf {
         etag: true,
         if_modified_since: IfModifiedSince::Exact,
         log_not_found: true,
+        ssl: SslConf {
+            tls12: true,
+            tls13: true,
+            session_timeout: Duration::from_secs(300),
+            session_tickets: true,
+            verify_depth: 1,
+            ..SslConf::default()
+        },
+        http2: Http2Conf::default(),
     }
 }
 
@@ -207,6 +230,7 @@ pub fn build(
 ) -> Result<Config, ConfError> {
     let mut ctx = Ctx {
         prefix: prefix.to_path_buf(),
+        conf_dir: conf_file.parent().unwrap_or(prefix).to_path_buf(),
         formats: HashMap::from([("combined".to_string(), Arc::new(LogFormat::combined()))]),
         log_files: Vec::new(),
         log_explicit: Vec::new(),
@@ -215,6 +239,7 @@ pub fn build(
         alias_here: false,
         in_regex_location: false,
         location_len: 0,
+        tls_cache: Default::default(),
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -275,6 +300,8 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
 /// A server plus its listen specs and names, for grouping by address.
 pub struct ServerListen {
     pub spec: ListenSpec,
+    /// The `server {` line, where nginx reports a missing certificate.
+    pub server_span: Span,
     pub names: Vec<String>,
     pub regex_names: Vec<regex::Regex>,
 }
@@ -299,19 +326,31 @@ fn build_server(
             default_server: false,
             backlog: None,
             reuseport: false,
+            ssl: false,
+            http2: false,
             span: d.span.clone(),
         });
     }
+    for l in &mut sb.listens {
+        l.ssl |= conf.ssl.on;
+        l.http2 |= conf.http2.on;
+    }
+    let tls = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache)?;
     // nginx: a server without server_name has the name "".
     if sb.names.is_empty() && sb.regex_names.is_empty() {
         sb.names.push(String::new());
     }
     let name = sb.names.first().cloned().unwrap_or_default();
-    let server = Server { name, conf: Arc::new(conf), ret, locations, named };
+    let server = Server { name, conf: Arc::new(conf), ret, locations, named, tls };
     let listens = sb
         .listens
         .into_iter()
-        .map(|spec| ServerListen { spec, names: sb.names.clone(), regex_names: sb.regex_names.clone() })
+        .map(|spec| ServerListen {
+            spec,
+            server_span: d.span.clone(),
+            names: sb.names.clone(),
+            regex_names: sb.regex_names.clone(),
+        })
         .collect();
     Ok((server, listens))
 }

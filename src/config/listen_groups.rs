@@ -16,6 +16,10 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         addr: std::net::SocketAddr,
         backlog: Option<i32>,
         reuseport: bool,
+        ssl: bool,
+        http2: bool,
+        /// Servers on this address with where they listen, to check TLS.
+        members: Vec<(Arc<Server>, crate::config::parser::Span)>,
         opts_set: bool,
         default: Option<Arc<Server>>,
         first: Arc<Server>,
@@ -31,6 +35,9 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     addr: spec.addr,
                     backlog: None,
                     reuseport: false,
+                    ssl: false,
+                    http2: false,
+                    members: Vec::new(),
                     opts_set: false,
                     default: None,
                     first: server.clone(),
@@ -40,6 +47,9 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             }
         };
         let g = &mut groups[idx];
+        g.ssl |= spec.ssl;
+        g.http2 |= spec.http2;
+        g.members.push((server.clone(), sl.server_span.clone()));
         let has_opts = spec.backlog.is_some() || spec.reuseport;
         if has_opts {
             if g.opts_set {
@@ -72,6 +82,16 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             g.names.regex.push((r.clone(), server.clone()));
         }
     }
+    for g in &groups {
+        if !g.ssl {
+            continue;
+        }
+        // Every server reachable on a TLS address needs a certificate (or
+        // must refuse handshakes), else SNI could pick one with none.
+        if let Some((_, span)) = g.members.iter().find(|(s, _)| s.tls.is_none()) {
+            return Err(ConfError::at("no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive", span));
+        }
+    }
     Ok(groups
         .into_iter()
         .map(|mut g| {
@@ -81,6 +101,8 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 addr: g.addr,
                 backlog: g.backlog.unwrap_or(DEFAULT_BACKLOG),
                 reuseport: g.reuseport || reuse_port_all,
+                ssl: g.ssl,
+                http2: g.http2,
                 default_server: g.default.unwrap_or(g.first),
                 names: g.names,
             }

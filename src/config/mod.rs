@@ -11,6 +11,7 @@ pub mod parser;
 pub mod set_loc;
 pub mod set_main;
 pub mod set_server;
+pub mod set_ssl;
 pub mod table;
 pub mod value;
 

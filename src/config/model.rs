@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::parser::ConfigFile;
+use crate::config::parser::{ConfigFile, Span};
 use crate::log::format::LogFormat;
 use crate::variables::Template;
 
@@ -68,6 +68,11 @@ pub struct ListenGroup {
     pub addr: SocketAddr,
     pub backlog: i32,
     pub reuseport: bool,
+    /// TLS on this address (any server's `listen ... ssl` or `ssl on`, as
+    /// nginx applies listen flags to the whole address).
+    pub ssl: bool,
+    /// HTTP/2: offered by ALPN with TLS, detected by its preface without.
+    pub http2: bool,
     pub default_server: Arc<Server>,
     pub names: ServerNames,
 }
@@ -90,6 +95,9 @@ pub struct Server {
     pub ret: Option<Return>,
     pub locations: Locations,
     pub named: HashMap<String, Arc<Location>>,
+    /// The server's TLS settings, built when it has certificates (or
+    /// rejects handshakes); chosen per connection by SNI.
+    pub tls: Option<Arc<crate::tls::ServerTls>>,
 }
 
 #[derive(Default)]
@@ -160,6 +168,81 @@ pub struct LocConf {
     pub etag: bool,
     pub if_modified_since: IfModifiedSince,
     pub log_not_found: bool,
+    pub ssl: SslConf,
+    pub http2: Http2Conf,
+}
+
+/// The `ssl_*` directives as written (http and server levels); the tls
+/// module turns them into a rustls configuration per server.
+#[derive(Clone, Default)]
+pub struct SslConf {
+    /// Legacy `ssl on`: every listen of the server is TLS.
+    pub on: bool,
+    /// `ssl_certificate` / `ssl_certificate_key`, paired in order as nginx does.
+    pub certificates: Vec<(PathBuf, Span)>,
+    pub keys: Vec<(PathBuf, Span)>,
+    /// TLSv1.2 and TLSv1.3 (nginx 1.22's default also lists 1.0 and 1.1,
+    /// which rustls does not implement).
+    pub tls12: bool,
+    pub tls13: bool,
+    pub ciphers: Option<(String, Span)>,
+    pub prefer_server_ciphers: bool,
+    pub ecdh_curve: Option<(String, Span)>,
+    pub session_cache: SessionCache,
+    pub session_timeout: Duration,
+    pub session_tickets: bool,
+    pub ticket_keys: Vec<(PathBuf, Span)>,
+    pub early_data: bool,
+    pub stapling: bool,
+    pub stapling_file: Option<(PathBuf, Span)>,
+    pub reject_handshake: bool,
+    pub client_certificate: Option<(PathBuf, Span)>,
+    pub verify_client: VerifyClient,
+    pub verify_depth: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum SessionCache {
+    Off,
+    /// nginx's default: no cache, but clients are not told so.
+    #[default]
+    None,
+    Builtin(usize),
+    /// `shared:NAME:SIZE`: one cache per name for the whole process, so every
+    /// worker (and the next configuration, after a reload) sees it.
+    Shared(String, usize),
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum VerifyClient {
+    #[default]
+    Off,
+    On,
+    Optional,
+    OptionalNoCa,
+}
+
+/// `http2` and the `http2_*` directives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Http2Conf {
+    /// `http2 on` (nginx 1.25.1+ form of `listen ... http2`).
+    pub on: bool,
+    pub max_concurrent_streams: u32,
+    pub recv_buffer_size: usize,
+    pub chunk_size: usize,
+    pub body_preread_size: usize,
+}
+
+impl Default for Http2Conf {
+    fn default() -> Self {
+        Http2Conf {
+            on: false,
+            max_concurrent_streams: 128,
+            recv_buffer_size: 256 * 1024,
+            chunk_size: 8 * 1024,
+            body_preread_size: 64 * 1024,
+        }
+    }
 }
 
 #[derive(Clone)]

@@ -12,14 +12,24 @@ use super::value;
 pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     let raw = arg(d, 0);
     let addr = parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
-    let mut spec = ListenSpec { addr, default_server: false, backlog: None, reuseport: false, span: d.span.clone() };
+    let mut spec = ListenSpec {
+        addr,
+        default_server: false,
+        backlog: None,
+        reuseport: false,
+        ssl: false,
+        http2: false,
+        span: d.span.clone(),
+    };
     for w in d.args.iter().skip(1) {
         let p = w.text.as_str();
         match p {
             "default_server" | "default" => spec.default_server = true,
             "reuseport" => spec.reuseport = true,
             "bind" => {}
-            "ssl" | "http2" | "quic" | "proxy_protocol" => {
+            "ssl" => spec.ssl = true,
+            "http2" => spec.http2 = true,
+            "quic" | "proxy_protocol" => {
                 return Err(ConfError::at(
                     format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", p),
                     &d.span,

@@ -39,7 +39,29 @@ fn nginx_wording_for_bad_directives() {
     assert!(err("events {} http { proxy_pass http://x; }").starts_with("unknown directive \"proxy_pass\" (an nginx"));
     assert_eq!(
         err("events {} http { server { listen 80 ssl; } }"),
-        "the \"ssl\" parameter of the \"listen\" directive is not supported yet in /etc/t.conf:1"
+        "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { listen 80 quic; } }"),
+        "the \"quic\" parameter of the \"listen\" directive is not supported yet in /etc/t.conf:1"
+    );
+    assert!(
+        err("events {} http { ssl_protocols TLSv1 TLSv1.2; }")
+            .starts_with("the \"TLSv1\" protocol is not supported: it is obsolete and insecure"),
+    );
+    assert_eq!(
+        err(
+            "events {} http { server { listen 443 ssl; ssl_certificate /nonexistent/c.pem; ssl_certificate_key /nonexistent/k.pem; } }"
+        ),
+        "cannot load certificate \"/nonexistent/c.pem\": No such file or directory (os error 2) in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { ssl_certificate /x.pem; server { listen 443 ssl; } }"),
+        "no \"ssl_certificate_key\" is defined for certificate \"/x.pem\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { ssl_session_cache shared:SSL; }"),
+        "invalid session cache \"shared:SSL\" in /etc/t.conf:1"
     );
 }
 

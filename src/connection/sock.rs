@@ -7,6 +7,7 @@
 //! a registered socket costs. The first `EAGAIN` registers it with tokio and
 //! from then on it is an ordinary async socket.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::AsFd;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use tokio::net::TcpStream;
 
 use super::io as sio;
 use rustix::net::SendFlags;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::server::TlsStream;
 
 /// nginx's lingering_timeout and lingering_time defaults.
 const LINGERING_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,6 +28,8 @@ const LINGERING_MAX: usize = 1 << 20;
 pub enum Sock {
     Raw(std::net::TcpStream),
     Reg(TcpStream),
+    /// After a TLS handshake: always registered, never parked, no sendfile.
+    Tls(Box<TlsStream<TcpStream>>),
     Closed,
 }
 
@@ -35,6 +40,10 @@ fn would_block(e: &rustix::io::Errno) -> bool {
 impl Sock {
     pub fn is_raw(&self) -> bool {
         matches!(self, Sock::Raw(_))
+    }
+
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Sock::Tls(_))
     }
 
     /// The tokio socket, registering on first use.
@@ -65,11 +74,23 @@ impl Sock {
         match self {
             Sock::Raw(_) => self.try_read_now(buf),
             Sock::Reg(s) => sio::try_read(s, buf),
+            Sock::Tls(t) => {
+                // One poll with a no-op waker: decrypted data already
+                // buffered, or a record that arrived, without waiting.
+                let fut = std::pin::pin!(t.read_buf(buf));
+                match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+                    std::task::Poll::Ready(r) => Some(r),
+                    std::task::Poll::Pending => None,
+                }
+            }
             Sock::Closed => Some(Err(io::Error::new(io::ErrorKind::NotConnected, "socket closed"))),
         }
     }
 
     pub async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        if let Sock::Tls(t) = self {
+            return t.read_buf(buf).await;
+        }
         if let Some(r) = self.try_read_now(buf) {
             return r;
         }
@@ -77,6 +98,16 @@ impl Sock {
     }
 
     pub async fn readable(&mut self) -> io::Result<()> {
+        if let Sock::Tls(t) = self {
+            let (tcp, conn) = t.get_mut();
+            // Plaintext may already be decrypted and waiting in rustls.
+            match conn.process_new_packets() {
+                Ok(st) if st.plaintext_bytes_to_read() > 0 => return Ok(()),
+                Ok(_) => {}
+                Err(_) => return Ok(()),
+            }
+            return sio::read_ready(tcp).await;
+        }
         sio::read_ready(self.registered()?).await
     }
 
@@ -87,6 +118,15 @@ impl Sock {
     /// With `last`, the kernel is told no more data follows (MSG_MORE), so
     /// closing right after sends the response and the FIN in one segment.
     pub async fn write_all_flags(&mut self, mut data: &[u8], timeout: Duration, last: bool) -> io::Result<()> {
+        if let Sock::Tls(t) = self {
+            let write = async {
+                t.write_all(data).await?;
+                t.flush().await
+            };
+            return tokio::time::timeout(timeout, write)
+                .await
+                .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out")));
+        }
         let flags = if last { SendFlags::MORE } else { SendFlags::empty() };
         if let Sock::Raw(s) = self {
             while !data.is_empty() {
@@ -111,6 +151,7 @@ impl Sock {
         let fd_ok = match self {
             Sock::Raw(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
             Sock::Reg(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
+            Sock::Tls(t) => tokio::time::timeout(LINGERING_TIMEOUT, t.shutdown()).await.is_ok_and(|r| r.is_ok()),
             Sock::Closed => false,
         };
         if !fd_ok {
@@ -159,6 +200,7 @@ impl Sock {
         let _ = match self {
             Sock::Raw(s) => s.set_nodelay(true),
             Sock::Reg(s) => s.set_nodelay(true),
+            Sock::Tls(t) => t.get_ref().0.set_nodelay(true),
             Sock::Closed => Ok(()),
         };
     }
@@ -168,7 +210,15 @@ impl Sock {
         match self {
             Sock::Raw(s) => Ok(s),
             Sock::Reg(s) => s.into_std(),
-            Sock::Closed => Err(io::Error::new(io::ErrorKind::NotConnected, "socket closed")),
+            Sock::Tls(_) | Sock::Closed => Err(io::Error::new(io::ErrorKind::NotConnected, "not a plain socket")),
+        }
+    }
+
+    /// Ends a TLS session with close_notify before the socket closes, as
+    /// nginx's SSL_shutdown does; a no-op for plain sockets.
+    pub async fn close_notify(&mut self) {
+        if let Sock::Tls(t) = self {
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), t.shutdown()).await;
         }
     }
 }

@@ -16,6 +16,19 @@ pub struct ConnInfo {
     pub id: u64,
     /// `$connection_requests`: this request's number on the connection.
     pub requests: u64,
+    /// Set after a TLS handshake (behind a pointer: plain connections, which
+    /// may idle by the thousand, pay one word; h2 streams share it).
+    pub tls: Option<std::rc::Rc<crate::tls::handshake::TlsInfo>>,
+    /// The request came over HTTP/2 (`$http2`).
+    pub http2: bool,
+    /// Plain HTTP arrived on a TLS address: the request gets nginx's 497.
+    pub plain_on_tls: bool,
+}
+
+impl ConnInfo {
+    pub fn new(peer: SocketAddr, local: SocketAddr, id: u64) -> ConnInfo {
+        ConnInfo { peer, local, id, requests: 0, tls: None, http2: false, plain_on_tls: false }
+    }
 }
 
 pub struct ReqCtx<'c, 'a> {
@@ -163,7 +176,21 @@ impl VarSource for Vars<'_, '_, '_> {
             }
             Var::ServerPort => push_u64(out, ctx.conn.local.port() as u64),
             Var::ServerProtocol => out.extend_from_slice(req.version().as_str().as_bytes()),
-            Var::Scheme => out.extend_from_slice(b"http"),
+            Var::Scheme => out.extend_from_slice(if ctx.conn.tls.is_some() { b"https" } else { b"http" }),
+            Var::Https => out.extend_from_slice(if ctx.conn.tls.is_some() { b"on" } else { b"" }),
+            Var::Http2 => out.extend_from_slice(match (ctx.conn.http2, ctx.conn.tls.is_some()) {
+                (true, true) => b"h2",
+                (true, false) => b"h2c",
+                _ => b"",
+            }),
+            Var::SslProtocol => out.extend_from_slice(ctx.conn.tls.as_ref().map_or("", |t| t.protocol).as_bytes()),
+            Var::SslCipher => out.extend_from_slice(ctx.conn.tls.as_ref().map_or("", |t| t.cipher).as_bytes()),
+            Var::SslServerName => out.extend_from_slice(
+                ctx.conn.tls.as_ref().and_then(|t| t.server_name.as_deref()).unwrap_or("").as_bytes(),
+            ),
+            Var::SslSessionReused => {
+                out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
+            }
             Var::Http(name) => {
                 if let Some(v) = req.header(name) {
                     out.extend_from_slice(v)

@@ -41,6 +41,34 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
     finish(ctx, resp)
 }
 
+/// `ssl_verify_client`: nginx completes the handshake and answers every
+/// request of a client whose certificate failed verification with 400 "The
+/// SSL certificate error" (internal 495), and, with `on`, one that sent
+/// none with 400 "No required SSL certificate was sent" (496).
+pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
+    let t = ctx.conn.tls.as_ref()?;
+    if let Some(e) = &t.cert_error {
+        log_error!(
+            Level::Info,
+            "*{} client SSL certificate verify error: ({}) while reading client request headers, {}",
+            ctx.conn.id,
+            e,
+            ctx.log_suffix()
+        );
+        return Some(495);
+    }
+    if t.require_client_cert && !t.has_client_cert {
+        log_error!(
+            Level::Info,
+            "*{} client sent no required SSL certificate while reading client request headers, {}",
+            ctx.conn.id,
+            ctx.log_suffix()
+        );
+        return Some(496);
+    }
+    None
+}
+
 /// Location match and content, following internal redirects.
 pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Response<'c> {
     let mut named: Option<&'c str> = start_named;

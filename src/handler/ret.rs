@@ -35,14 +35,15 @@ pub fn absolute_location(ctx: &ReqCtx<'_, '_>, target: &[u8]) -> Vec<u8> {
         return target.to_vec();
     }
     let mut out = Vec::with_capacity(16 + ctx.req.host.len() + target.len());
-    out.extend_from_slice(b"http://");
+    let tls = ctx.conn.tls.is_some();
+    out.extend_from_slice(if tls { b"https://" } else { b"http://" });
     if ctx.req.host.is_empty() {
         out.extend_from_slice(ctx.server.name.as_bytes());
     } else {
         out.extend_from_slice(&ctx.req.host);
     }
     let port = ctx.conn.local.port();
-    if port != 80 {
+    if port != if tls { 443 } else { 80 } {
         out.push(b':');
         push_u64(&mut out, port as u64);
     }

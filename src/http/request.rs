@@ -35,6 +35,8 @@ pub enum Version {
     Http09,
     Http10,
     Http11,
+    /// A request that came as an HTTP/2 stream.
+    Http2,
 }
 
 impl Version {
@@ -43,6 +45,7 @@ impl Version {
             Version::Http09 => "HTTP/0.9",
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
         }
     }
 }

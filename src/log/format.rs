@@ -43,7 +43,7 @@ impl LogFormat {
                 Part::Var(v) => {
                     scratch.clear();
                     src.write_var(v, scratch);
-                    if scratch.is_empty() && self.escape != Escape::Json {
+                    if scratch.is_empty() && self.escape != Escape::Json && !v.empty_is_value() {
                         out.push(b'-');
                     } else {
                         escape_into(scratch, self.escape, out);

@@ -15,7 +15,6 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
 use super::{ConnGuard, WorkerCtx};
-use crate::connection::sock::Sock;
 use crate::handler::ctx::ConnInfo;
 use crate::log::error::Level;
 use crate::log_error;
@@ -75,7 +74,7 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         let group =
             if wildcard { w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group) } else { group };
         let guard = ConnGuard::new(w.clone());
-        let info = ConnInfo { peer, local, id: w.next_serial(), requests: 0 };
-        tokio::task::spawn_local(crate::connection::h1::conn::serve(Sock::Raw(stream), info, group, guard));
+        let info = ConnInfo::new(peer, local, w.next_serial());
+        tokio::task::spawn_local(crate::connection::start(stream, info, group, guard));
     }
 }

@@ -18,6 +18,7 @@
 
 mod client;
 mod server;
+pub mod tls;
 
 pub use client::*;
 pub use server::*;

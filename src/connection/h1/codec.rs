@@ -22,6 +22,8 @@ pub enum HeadError {
     Version,
     /// 501: a Transfer-Encoding other than chunked (the value).
     NotImplemented(String),
+    /// nginx's 497: plain HTTP on a TLS address, answered in plain HTTP.
+    PlainOnTls,
 }
 
 impl HeadError {
@@ -32,6 +34,7 @@ impl HeadError {
             HeadError::HeaderTooLarge(_) => 494,
             HeadError::Version => 505,
             HeadError::NotImplemented(_) => 501,
+            HeadError::PlainOnTls => 497,
         }
     }
 
@@ -46,6 +49,9 @@ impl HeadError {
                 format!("client sent too long header line: \"{h}...\" while reading client request headers")
             }
             HeadError::Version => "client sent invalid version while reading client request line".into(),
+            HeadError::PlainOnTls => {
+                "client sent plain HTTP request to HTTPS port while reading client request headers".into()
+            }
             HeadError::NotImplemented(v) => {
                 format!("client sent unknown \"Transfer-Encoding\": \"{v}\" while reading client request headers")
             }
@@ -293,7 +299,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
     let keep_alive = match version {
         Version::Http11 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
-        Version::Http09 => false,
+        Version::Http09 | Version::Http2 => false,
     };
     let target = range(buf, path.as_bytes());
     Ok(Head {

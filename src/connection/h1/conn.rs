@@ -99,6 +99,8 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
     }
     if c.linger {
         Box::pin(c.stream.linger(&mut c.rbuf)).await;
+    } else if c.stream.is_tls() {
+        c.stream.close_notify().await;
     }
     w.give_buf(std::mem::take(&mut c.rbuf));
 }
@@ -128,7 +130,8 @@ async fn idle_wait(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     if w.draining.get() {
         deadline = deadline.min(now + DRAIN_GRACE.as_secs());
     }
-    let park_at = if w.parking.enabled() && !w.draining.get() { now + PARK_AFTER } else { u64::MAX };
+    let parkable = w.parking.enabled() && !w.draining.get() && !c.stream.is_tls();
+    let park_at = if parkable { now + PARK_AFTER } else { u64::MAX };
     let slot = w.idle.add(deadline, park_at);
     let r = tokio::select! {
         r = c.stream.readable() => if r.is_ok() { Idle::Readable } else { Idle::Close },
@@ -236,6 +239,10 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         }
     };
     let head_len = head.head_len;
+    if c.info.plain_on_tls {
+        reject(c, g, w, HeadError::PlainOnTls, started).await;
+        return Next::Close;
+    }
     // nginx discards (and so checks) the buffered part of a chunked body
     // before answering: a malformed one gets 400, not a response.
     if head.body == BodyKind::Chunked && super::chunked::Decoder::default().feed(&c.rbuf[head_len..], |_| {}).is_err() {
@@ -271,7 +278,10 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let server = crate::routing::server::select(g, &host);
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
     let mut ctx = ReqCtx::new(g, server, req, info);
-    let resp = crate::handler::handle(&mut ctx);
+    let resp = match crate::handler::client_cert_status(&ctx) {
+        Some(code) => crate::handler::error(&ctx, code),
+        None => crate::handler::handle(&mut ctx),
+    };
 
     // 444: close without a response.
     if resp.status == 444 {
@@ -387,7 +397,8 @@ async fn write_body(
                 c.wbuf.extend_from_slice(bytes);
                 return (flush(c, t, defer).await, *len);
             }
-            if *len <= INLINE_FILE || !conf.sendfile {
+            // TLS encrypts in user space: no sendfile.
+            if *len <= INLINE_FILE || !conf.sendfile || c.stream.is_tls() {
                 let ok = send_file_buffered(c, f, *offset, *len, t, conf.output_buffers.1, defer).await;
                 return (ok, if ok { *len } else { 0 });
             }

@@ -1,0 +1,342 @@
+//! HTTP/2 connections on the `h2` crate, over TLS (ALPN "h2") or cleartext
+//! with prior knowledge.
+//!
+//! Each stream runs the same handler pipeline as HTTP/1. A stream's work is
+//! polled once inline as it is accepted: a small response whose body fits
+//! the peer's window completes there, with no task spawned; only a body that
+//! must wait for flow control continues as its own task.
+//!
+//! Abuse bounds: the h2 crate caps streams reset before we accept them
+//! (rapid reset), header list size (CONTINUATION floods and HPACK bombs are
+//! bounded by it) and pending control frames; on top of that a connection
+//! whose streams the peer keeps resetting is cut off, header floods within
+//! the byte limit get 400, and a peer that opens no window for
+//! `send_timeout` loses the stream.
+
+pub mod request;
+pub mod response;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::handler::ctx::{ConnInfo, ReqCtx, Vars};
+use crate::http::request::{Method, Request};
+use crate::http::response::Response;
+use crate::log::error::Level;
+use crate::log_error;
+use crate::worker::{ConnGuard, WorkerCtx};
+use response::Seg;
+
+/// Per-connection counters the streams report into.
+#[derive(Default)]
+struct Shared {
+    active: Cell<usize>,
+    /// Streams the peer reset before we could answer them.
+    resets: Cell<u64>,
+    completed: Cell<u64>,
+    last_active: Cell<Option<Instant>>,
+}
+
+/// Resets tolerated before the ratio test applies, and the ratio: a peer
+/// resetting more streams than it lets complete is cut off.
+const RESET_FLOOR: u64 = 100;
+
+/// Largest piece of a file read and queued per stream at a time.
+const MAX_PIECE: usize = 64 * 1024;
+
+pub async fn serve<T>(io: T, info: ConnInfo, group: usize, guard: ConnGuard)
+where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let w = guard.0.clone();
+    let g = &w.cfg.http.listens[group];
+    let conf = &g.default_server.conf;
+    let (n, size) = conf.large_client_header_buffers;
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(conf.http2.max_concurrent_streams)
+        .initial_window_size(conf.http2.body_preread_size.clamp(0, (1 << 31) - 1) as u32)
+        .initial_connection_window_size(conf.http2.recv_buffer_size.clamp(65535, (1 << 31) - 1) as u32)
+        .max_header_list_size((n * size).min(u32::MAX as usize) as u32)
+        .max_send_buffer_size(conf.http2.chunk_size.max(MAX_PIECE) * 4)
+        .max_pending_accept_reset_streams(50)
+        .max_local_error_reset_streams(Some(256));
+    let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            log_error!(Level::Info, "*{} HTTP/2 handshake failed ({}), client: {}", info.id, e, info.peer.ip());
+            return;
+        }
+        Err(_) => {
+            log_error!(
+                Level::Info,
+                "*{} client timed out (110: Connection timed out) while waiting for the HTTP/2 preface, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            return;
+        }
+    };
+    let tls = info.tls.clone();
+    let shared = Rc::new(Shared::default());
+    shared.last_active.set(Some(Instant::now()));
+    let mut requests = 0u64;
+    let mut closing = false;
+    // One timer for the connection's life, not one per accepted stream.
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let accepted = tokio::select! {
+            r = conn.accept() => r,
+            _ = ticker.tick() => {
+                let idle_for = shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
+                let keepalive = conf.keepalive_timeout;
+                if !closing && (w.draining.get() || (shared.active.get() == 0 && idle_for >= keepalive)) {
+                    conn.graceful_shutdown();
+                    closing = true;
+                }
+                // A closing connection that the peer does not finish is
+                // dropped once it has been idle for a while more.
+                if closing && shared.active.get() == 0 && idle_for >= keepalive + Duration::from_secs(5) {
+                    break;
+                }
+                continue;
+            }
+        };
+        let (req, respond) = match accepted {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                if !e.is_io() || e.get_io().is_some_and(|io| io.kind() != std::io::ErrorKind::ConnectionReset) {
+                    log_error!(Level::Info, "*{} HTTP/2 connection error ({}), client: {}", info.id, e, info.peer.ip());
+                }
+                break;
+            }
+            None => break,
+        };
+        if shared.resets.get() > RESET_FLOOR && shared.resets.get() > shared.completed.get() {
+            log_error!(
+                Level::Info,
+                "*{} client reset {} streams (rapid reset), closing connection, client: {}",
+                info.id,
+                shared.resets.get(),
+                info.peer.ip()
+            );
+            conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            closing = true;
+            continue;
+        }
+        requests += 1;
+        shared.active.set(shared.active.get() + 1);
+        let sinfo =
+            ConnInfo { requests, tls: tls.clone(), http2: true, ..ConnInfo::new(info.peer, info.local, info.id) };
+        let mut fut: Pin<Box<dyn Future<Output = ()>>> =
+            Box::pin(stream(w.clone(), group, sinfo, req, respond, shared.clone()));
+        // Most responses finish within this first poll; the rest wait for
+        // window as tasks of their own.
+        if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
+            tokio::task::spawn_local(fut);
+        }
+        if !closing && requests >= conf.keepalive_requests {
+            conn.graceful_shutdown();
+            closing = true;
+        }
+    }
+    drop(guard);
+}
+
+/// One stream: build the request, run the pipeline, send head and body,
+/// write the access log line.
+async fn stream(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    shared: Rc<Shared>,
+) {
+    let started = Instant::now();
+    let g = &w.cfg.http.listens[group];
+    let has_body = !req.body().is_end_stream();
+    let (parts, _body) = req.into_parts();
+    let req = http::Request::from_parts(parts, ());
+    let (buf, head) = match request::synthesize(&req, has_body) {
+        Ok(x) => x,
+        Err(bad) => {
+            let why = match bad {
+                request::Bad::TooManyHeaders => "client sent too many header fields",
+                request::Bad::InvalidPath => "client sent invalid :path header",
+            };
+            log_error!(
+                Level::Info,
+                "*{} {} while reading client request headers, client: {}",
+                info.id,
+                why,
+                info.peer.ip()
+            );
+            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            finish(&shared, false);
+            return;
+        }
+    };
+    let target = &buf[head.target.clone()];
+    let (raw_path, raw_args) = crate::http::uri::split_target(target);
+    let host = head.host.clone().map(|r| &buf[r]);
+    let host = match host.map(crate::routing::server::validate_host) {
+        Some(Some(h)) => h,
+        Some(None) => {
+            log_error!(Level::Info, "*{} client sent invalid host header, client: {}", info.id, info.peer.ip());
+            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            finish(&shared, false);
+            return;
+        }
+        None => std::borrow::Cow::Borrowed(&b""[..]),
+    };
+    let server = crate::routing::server::select(g, &host);
+    let path = match crate::http::uri::normalize_path(raw_path) {
+        Ok(p) => p,
+        Err(_) => {
+            log_error!(Level::Info, "*{} client sent invalid request, client: {}", info.id, info.peer.ip());
+            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            finish(&shared, false);
+            return;
+        }
+    };
+    let req = Request {
+        buf: &buf,
+        head: &head,
+        method: head.method,
+        path,
+        args: raw_args.map(std::borrow::Cow::Borrowed),
+        host,
+    };
+    let mut ctx = ReqCtx::new(g, server, req, &info);
+    let resp = match crate::handler::client_cert_status(&ctx) {
+        Some(code) => crate::handler::error(&ctx, code),
+        None => crate::handler::handle(&mut ctx),
+    };
+    // The request body, if any, is not read by any handler: dropping it
+    // lets h2 discard the DATA frames and return their window.
+    drop(_body);
+    if resp.status == 444 {
+        respond.send_reset(h2::Reason::CANCEL);
+        log(&w, &ctx, &resp, 0, 0, started);
+        finish(&shared, true);
+        return;
+    }
+    let conf = ctx.conf;
+    let head_only = head.method == Method::Head || !crate::connection::h1::writer::has_body(resp.status);
+    let segs = if head_only { Vec::new() } else { response::segments(&resp.body) };
+    let total: u64 = if head_only { 0 } else { resp.body.len() };
+    let hdr = response::head(&resp, conf.server_tokens);
+    let end = total == 0;
+    let sent = match respond.send_response(hdr, end) {
+        Ok(tx) if !end => send_body(tx, segs, total, conf.send_timeout, info.id).await,
+        Ok(_) => Ok(0),
+        Err(_) => Err(()),
+    };
+    let ok = sent.is_ok();
+    let body_bytes = sent.unwrap_or(0);
+    log(&w, &ctx, &resp, body_bytes, body_bytes, started);
+    finish(&shared, ok);
+}
+
+fn finish(shared: &Shared, ok: bool) {
+    shared.active.set(shared.active.get().saturating_sub(1));
+    shared.last_active.set(Some(Instant::now()));
+    if ok {
+        shared.completed.set(shared.completed.get() + 1);
+    } else {
+        shared.resets.set(shared.resets.get() + 1);
+    }
+}
+
+/// Sends the body as the peer's window opens; Err when the stream was
+/// reset or stalled past `send_timeout`.
+async fn send_body(
+    mut tx: SendStream<Bytes>,
+    segs: Vec<Seg>,
+    total: u64,
+    timeout: Duration,
+    id: u64,
+) -> Result<u64, ()> {
+    let mut left = total;
+    let mut sent = 0u64;
+    for seg in segs {
+        match seg {
+            Seg::Bytes(mut b) => {
+                while !b.is_empty() {
+                    let n = capacity(&mut tx, b.len(), timeout, id).await?;
+                    let piece = b.split_to(n.min(b.len()));
+                    left -= piece.len() as u64;
+                    sent += piece.len() as u64;
+                    tx.send_data(piece, left == 0).map_err(|_| ())?;
+                }
+            }
+            Seg::File(file, mut off, mut len) => {
+                let Some(f) = file.file.as_ref() else { return Err(()) };
+                while len > 0 {
+                    let want = len.min(MAX_PIECE as u64) as usize;
+                    let n = capacity(&mut tx, want, timeout, id).await?.min(want);
+                    let mut v = Vec::with_capacity(n);
+                    if let Err(e) = crate::connection::io::pread_into(f, off, n as u64, &mut v) {
+                        log_error!(Level::Crit, "*{} pread() failed ({})", id, e);
+                        tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                        return Err(());
+                    }
+                    off += n as u64;
+                    len -= n as u64;
+                    left -= n as u64;
+                    sent += n as u64;
+                    tx.send_data(Bytes::from(v), left == 0).map_err(|_| ())?;
+                }
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// Waits until the stream may send some bytes (at most `want`).
+async fn capacity(tx: &mut SendStream<Bytes>, want: usize, timeout: Duration, id: u64) -> Result<usize, ()> {
+    tx.reserve_capacity(want);
+    if tx.capacity() > 0 {
+        return Ok(tx.capacity());
+    }
+    let wait = std::future::poll_fn(|cx| tx.poll_capacity(cx));
+    match tokio::time::timeout(timeout, wait).await {
+        Ok(Some(Ok(n))) if n > 0 => Ok(n),
+        Ok(_) => Err(()),
+        Err(_) => {
+            log_error!(
+                Level::Info,
+                "*{} client timed out (110: Connection timed out) while sending response to client",
+                id
+            );
+            tx.send_reset(h2::Reason::CANCEL);
+            Err(())
+        }
+    }
+}
+
+fn log(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, bytes_sent: u64, body_bytes: u64, started: Instant) {
+    let Some(refs) = &ctx.conf.access_log else { return };
+    if refs.is_empty() {
+        return;
+    }
+    let vars = Vars {
+        ctx,
+        resp: Some(resp),
+        bytes_sent,
+        body_bytes_sent: body_bytes,
+        request_time_ms: started.elapsed().as_millis() as u64,
+        request_length: ctx.req.head.head_len as u64,
+    };
+    w.logs.borrow_mut().log(refs, &vars);
+}

@@ -1,0 +1,109 @@
+//! The TLS handshake of an accepted connection: read the ClientHello, pick
+//! the server by SNI (the same name lookup as for Host), continue with that
+//! server's configuration, all bounded by `client_header_timeout` so a
+//! client that stalls mid-handshake cannot hold a slot.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_rustls::LazyConfigAcceptor;
+use tokio_rustls::server::TlsStream;
+
+use crate::config::model::{ListenGroup, Server};
+use crate::log::error::Level;
+use crate::log_error;
+
+/// What `$ssl_*` variables and the request pipeline need to know.
+#[derive(Debug)]
+pub struct TlsInfo {
+    pub protocol: &'static str,
+    pub cipher: &'static str,
+    pub server_name: Option<Box<str>>,
+    pub h2: bool,
+    pub resumed: bool,
+    pub has_client_cert: bool,
+    pub require_client_cert: bool,
+    /// The client's certificate failed verification (nginx's 495).
+    pub cert_error: Option<String>,
+}
+
+/// Runs the handshake; None when it failed (logged at info, as nginx does).
+pub async fn accept(
+    tcp: TcpStream,
+    g: &ListenGroup,
+    timeout: Duration,
+    id: u64,
+    peer: SocketAddr,
+) -> Option<(TlsStream<TcpStream>, TlsInfo)> {
+    let fail = |what: &dyn std::fmt::Display| {
+        log_error!(Level::Info, "*{} {} while SSL handshaking, client: {}, server: {}", id, what, peer.ip(), g.addr);
+    };
+    let run = async {
+        let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await {
+            Ok(s) => s,
+            Err(e) => {
+                fail(&format_args!("SSL_do_handshake() failed ({})", e));
+                return None;
+            }
+        };
+        let sni = start.client_hello().server_name().map(|s| s.to_ascii_lowercase());
+        let server: &Arc<Server> = match &sni {
+            Some(name) => crate::routing::server::select(g, name.as_bytes()),
+            None => &g.default_server,
+        };
+        let tls = server.tls.as_ref().or(g.default_server.tls.as_ref())?;
+        let cfg = if tls.reject {
+            crate::tls::reject_config()
+        } else if g.http2 {
+            tls.with_h2.clone()
+        } else {
+            tls.h1_only.clone()
+        };
+        let Some(cfg) = cfg else {
+            fail(&"no TLS configuration for this server");
+            return None;
+        };
+        let stream = match start.into_stream(cfg).await {
+            Ok(s) => s,
+            Err(e) => {
+                if tls.reject {
+                    log_error!(
+                        Level::Info,
+                        "*{} SSL handshake rejected (ssl_reject_handshake) while SSL handshaking, client: {}, server: {}",
+                        id,
+                        peer.ip(),
+                        g.addr
+                    );
+                } else {
+                    fail(&format_args!("SSL_do_handshake() failed ({})", e));
+                }
+                return None;
+            }
+        };
+        let conn = stream.get_ref().1;
+        let cert_error = match (&tls.client_verifier, conn.peer_certificates()) {
+            (Some(v), Some(chain)) => super::client_verify::check(v.as_ref(), chain).err(),
+            _ => None,
+        };
+        let info = TlsInfo {
+            protocol: conn.protocol_version().map(super::names::protocol_name).unwrap_or(""),
+            cipher: conn.negotiated_cipher_suite().map(|s| super::names::openssl_suite_name(s.suite())).unwrap_or(""),
+            server_name: sni.map(String::into_boxed_str),
+            h2: conn.alpn_protocol() == Some(b"h2"),
+            resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+            has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+            require_client_cert: tls.require_client_cert,
+            cert_error,
+        };
+        Some((stream, info))
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(r) => r,
+        Err(_) => {
+            fail(&"client timed out (110: Connection timed out)");
+            None
+        }
+    }
+}

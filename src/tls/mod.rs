@@ -1,0 +1,208 @@
+//! TLS with rustls (aws-lc-rs provider): one `ServerConfig` per `server`
+//! block, picked per connection by SNI before the handshake proceeds
+//! (`handshake`), so each server's certificates, protocols and client
+//! verification apply, as with nginx's SNI callback.
+
+pub mod certs;
+pub mod client_verify;
+pub mod handshake;
+pub mod names;
+pub mod session;
+
+use std::sync::Arc;
+
+use rustls::crypto::CryptoProvider;
+use rustls::crypto::aws_lc_rs as provider;
+use rustls::server::{NoServerSessionStorage, ServerConfig, WebPkiClientVerifier};
+
+use crate::config::model::{SessionCache, SslConf, VerifyClient};
+use crate::config::parser::{ConfError, Span};
+pub use certs::CertCache;
+
+/// A server's TLS: two configurations differing only in ALPN (an address
+/// with `http2` offers h2), or a refusal (`ssl_reject_handshake on`).
+pub struct ServerTls {
+    pub reject: bool,
+    pub with_h2: Option<Arc<ServerConfig>>,
+    pub h1_only: Option<Arc<ServerConfig>>,
+    /// `ssl_verify_client on`: a request without a client certificate gets
+    /// nginx's 400 "No required SSL certificate was sent".
+    pub require_client_cert: bool,
+    /// Checks a client's chain after the handshake (`ssl_verify_client`).
+    pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+}
+
+fn err(msg: String, span: &Span) -> ConfError {
+    ConfError::at(msg, span)
+}
+
+/// nginx's default `ssl_ciphers HIGH:!aNULL:!MD5` selects every suite rustls
+/// has. A list naming OpenSSL suites restricts TLS 1.2 to those, in that
+/// order; other words (aliases, exclusions) are ignored, and TLS 1.3 suites
+/// are always on, as in nginx where `ssl_ciphers` does not touch them.
+fn choose_suites(ciphers: Option<&(String, Span)>) -> Result<Vec<rustls::SupportedCipherSuite>, ConfError> {
+    let all = provider::ALL_CIPHER_SUITES;
+    let Some((list, span)) = ciphers else { return Ok(provider::DEFAULT_CIPHER_SUITES.to_vec()) };
+    let mut tls12 = Vec::new();
+    for word in list.split([':', ' ', ',']).filter(|w| !w.is_empty()) {
+        if word.starts_with(['!', '-', '+']) {
+            continue;
+        }
+        if let Some(s) = names::suite_by_openssl_name(word)
+            && let Some(sup) = all.iter().find(|x| x.suite() == s)
+            && !tls12.contains(sup)
+        {
+            tls12.push(*sup);
+        }
+    }
+    let tls13 = all.iter().filter(|s| s.version() == &rustls::version::TLS13).copied();
+    if tls12.is_empty() {
+        if list.split([':', ' ', ',']).any(|w| w.contains('-') && !w.starts_with(['!', '-', '+'])) {
+            return Err(err(format!("no cipher in \"{}\" is supported by sluice (rustls)", list), span));
+        }
+        return Ok(provider::DEFAULT_CIPHER_SUITES.to_vec());
+    }
+    Ok(tls13.chain(tls12).collect())
+}
+
+fn choose_groups(
+    curve: Option<&(String, Span)>,
+) -> Result<Vec<&'static dyn rustls::crypto::SupportedKxGroup>, ConfError> {
+    use provider::kx_group;
+    let Some((list, span)) = curve else { return Ok(provider::DEFAULT_KX_GROUPS.to_vec()) };
+    if list == "auto" {
+        return Ok(provider::DEFAULT_KX_GROUPS.to_vec());
+    }
+    let mut out: Vec<&'static dyn rustls::crypto::SupportedKxGroup> = Vec::new();
+    for name in list.split(':') {
+        let g: &'static dyn rustls::crypto::SupportedKxGroup = match name {
+            "X25519" | "x25519" => kx_group::X25519,
+            "prime256v1" | "secp256r1" | "P-256" => kx_group::SECP256R1,
+            "secp384r1" | "P-384" => kx_group::SECP384R1,
+            "X25519MLKEM768" => kx_group::X25519MLKEM768,
+            _ => return Err(err(format!("unsupported curve \"{}\" in \"ssl_ecdh_curve\"", name), span)),
+        };
+        out.push(g);
+    }
+    Ok(out)
+}
+
+/// Builds a server's TLS from its `ssl_*` settings: None when it has no
+/// certificate (a plain-HTTP server).
+pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<ServerTls>>, ConfError> {
+    if ssl.certificates.is_empty() {
+        return Ok(ssl.reject_handshake.then(|| {
+            Arc::new(ServerTls {
+                reject: true,
+                with_h2: None,
+                h1_only: None,
+                require_client_cert: false,
+                client_verifier: None,
+            })
+        }));
+    }
+    let cipher_suites = choose_suites(ssl.ciphers.as_ref())?;
+    let kx_groups = choose_groups(ssl.ecdh_curve.as_ref())?;
+    let provider = Arc::new(CryptoProvider { cipher_suites, kx_groups, ..provider::default_provider() });
+    let span0 = &ssl.certificates[0].1;
+
+    let mut keys = Vec::new();
+    let ocsp = if ssl.stapling { ssl.stapling_file.as_ref().map(|(p, _)| p.clone()) } else { None };
+    for (i, (cert, span)) in ssl.certificates.iter().enumerate() {
+        let Some((key, _)) = ssl.keys.get(i) else {
+            return Err(err(
+                format!("no \"ssl_certificate_key\" is defined for certificate \"{}\"", cert.display()),
+                span,
+            ));
+        };
+        let id = (cert.clone(), key.clone(), ocsp.clone());
+        let ck = match cache.get(&id) {
+            Some(ck) => ck.clone(),
+            None => {
+                let ck = certs::load_pair(&provider, cert, key, ocsp.as_deref()).map_err(|m| err(m, span))?;
+                cache.insert(id, ck.clone());
+                ck
+            }
+        };
+        keys.push(ck);
+    }
+
+    let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+    if ssl.tls13 {
+        versions.push(&rustls::version::TLS13);
+    }
+    if ssl.tls12 {
+        versions.push(&rustls::version::TLS12);
+    }
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| err(format!("invalid TLS settings: {}", e), span0))?;
+    let mut client_verifier = None;
+    let builder = match ssl.verify_client {
+        VerifyClient::Off => builder.with_no_client_auth(),
+        _ => {
+            let Some((ca, span)) = &ssl.client_certificate else {
+                return Err(err("no ssl_client_certificate for ssl_verify_client".into(), span0));
+            };
+            let mut roots = rustls::RootCertStore::empty();
+            for c in certs::load_chain(ca).map_err(|m| err(m, span))? {
+                roots
+                    .add(c)
+                    .map_err(|e| err(format!("invalid CA certificate in \"{}\": {}", ca.display(), e), span))?;
+            }
+            // Optional at the TLS level and checked after the handshake:
+            // nginx completes it and answers 400 to a request without a
+            // certificate (with `on`) or with one that fails verification.
+            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| err(format!("cannot use \"{}\" for client verification: {}", ca.display(), e), span))?;
+            client_verifier = Some(v.clone());
+            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred { inner: v }))
+        }
+    };
+    let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::new(keys, ssl.tls13)));
+    cfg.ignore_client_order = ssl.prefer_server_ciphers;
+    cfg.session_storage = match &ssl.session_cache {
+        SessionCache::Off | SessionCache::None => Arc::new(NoServerSessionStorage {}),
+        SessionCache::Builtin(n) => {
+            Arc::new(session::TimedStore { store: session::Store::new(*n), timeout: ssl.session_timeout })
+        }
+        SessionCache::Shared(name, n) => {
+            Arc::new(session::TimedStore { store: session::Store::shared(name, *n), timeout: ssl.session_timeout })
+        }
+    };
+    if ssl.session_tickets {
+        let files: Vec<_> = ssl.ticket_keys.iter().map(|(p, _)| p.clone()).collect();
+        let span = ssl.ticket_keys.first().map(|(_, s)| s).unwrap_or(span0);
+        cfg.ticketer = session::Tickets::new(&files, ssl.session_timeout).map_err(|m| err(m, span))?;
+    } else {
+        // TLS 1.3 resumption then relies on the cache alone, as in nginx.
+        cfg.send_tls13_tickets =
+            if matches!(ssl.session_cache, SessionCache::Off | SessionCache::None) { 0 } else { 1 };
+    }
+    cfg.max_early_data_size = if ssl.early_data { 16 * 1024 } else { 0 };
+    let mut h1 = cfg.clone();
+    h1.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Some(Arc::new(ServerTls {
+        reject: ssl.reject_handshake,
+        with_h2: Some(Arc::new(cfg)),
+        h1_only: Some(Arc::new(h1)),
+        require_client_cert: ssl.verify_client == VerifyClient::On,
+        client_verifier,
+    })))
+}
+
+/// A configuration that refuses every handshake with an alert.
+pub fn reject_config() -> Option<Arc<ServerConfig>> {
+    static REJECT: std::sync::OnceLock<Option<Arc<ServerConfig>>> = std::sync::OnceLock::new();
+    REJECT
+        .get_or_init(|| {
+            ServerConfig::builder_with_provider(Arc::new(provider::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map(|b| Arc::new(b.with_no_client_auth().with_cert_resolver(Arc::new(certs::RejectAll))))
+                .ok()
+        })
+        .clone()
+}

@@ -1,0 +1,241 @@
+//! Session resumption: the session cache (`ssl_session_cache`) and session
+//! tickets (`ssl_session_tickets`, `ssl_session_ticket_key`).
+//!
+//! Workers are threads of one process, so "shared" needs no shared memory:
+//! a named cache and the ticket keys live in process-wide registries that
+//! every worker's configuration points at. They also outlive a reload, so a
+//! client keeps resuming across `-s reload` (nginx keeps shared caches over
+//! reloads too; its generated ticket keys it does not).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use rustls::server::{ProducesTickets, StoresServerSessions};
+
+/// A bounded session store: oldest entries go first when full, and entries
+/// expire after the `ssl_session_timeout` they were stored with.
+#[derive(Debug)]
+pub struct Store {
+    inner: Mutex<StoreInner>,
+    max: usize,
+}
+
+#[derive(Debug, Default)]
+struct StoreInner {
+    map: HashMap<Vec<u8>, (Instant, Vec<u8>)>,
+    order: VecDeque<Vec<u8>>,
+}
+
+impl Store {
+    pub fn new(max: usize) -> Arc<Store> {
+        Arc::new(Store { inner: Mutex::new(StoreInner::default()), max: max.max(1) })
+    }
+
+    /// The process-wide cache called `name` (`shared:NAME:SIZE`).
+    pub fn shared(name: &str, max: usize) -> Arc<Store> {
+        static SHARED: OnceLock<Mutex<HashMap<String, Arc<Store>>>> = OnceLock::new();
+        let reg = SHARED.get_or_init(Default::default);
+        let mut reg = reg.lock().unwrap_or_else(|p| p.into_inner());
+        reg.entry(name.to_string()).or_insert_with(|| Store::new(max)).clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, StoreInner> {
+        // A panic while holding this lock cannot leave the map inconsistent
+        // in a way that matters: keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One server's view of a store, with its own timeout.
+#[derive(Debug)]
+pub struct TimedStore {
+    pub store: Arc<Store>,
+    pub timeout: Duration,
+}
+
+impl StoresServerSessions for TimedStore {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let mut s = self.store.lock();
+        let expires = Instant::now() + self.timeout;
+        if s.map.insert(key.clone(), (expires, value)).is_none() {
+            s.order.push_back(key);
+        }
+        while s.map.len() > self.store.max {
+            let Some(old) = s.order.pop_front() else { break };
+            s.map.remove(&old);
+        }
+        true
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let s = self.store.lock();
+        s.map.get(key).filter(|(exp, _)| *exp > Instant::now()).map(|(_, v)| v.clone())
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let mut s = self.store.lock();
+        let (exp, v) = s.map.remove(key)?;
+        if let Some(i) = s.order.iter().position(|k| k == key) {
+            s.order.remove(i);
+        }
+        (exp > Instant::now()).then_some(v)
+    }
+
+    fn can_cache(&self) -> bool {
+        true
+    }
+}
+
+const NAME_LEN: usize = 16;
+
+struct TicketKey {
+    name: [u8; NAME_LEN],
+    key: LessSafeKey,
+}
+
+/// Session tickets sealed with AES-256-GCM. The first key seals, every key
+/// opens (nginx's rotation scheme with several `ssl_session_ticket_key`).
+/// A ticket is `name | nonce | seal(issued_at | session)`; one older than
+/// `ssl_session_timeout` is refused.
+pub struct Tickets {
+    keys: Vec<TicketKey>,
+    lifetime: Duration,
+    rng: SystemRandom,
+}
+
+impl std::fmt::Debug for Tickets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tickets").field("keys", &self.keys.len()).field("lifetime", &self.lifetime).finish()
+    }
+}
+
+fn key_from(material: &[u8]) -> Result<TicketKey, String> {
+    let mut name = [0u8; NAME_LEN];
+    name.copy_from_slice(&material[..NAME_LEN]);
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &material[NAME_LEN..]);
+    let unbound = UnboundKey::new(&AES_256_GCM, digest.as_ref()).map_err(|_| "cannot create ticket key".to_string())?;
+    Ok(TicketKey { name, key: LessSafeKey::new(unbound) })
+}
+
+/// Random key material made once per process, so tickets issued by one
+/// worker (or before a reload) open on any other.
+fn process_key() -> &'static [u8; 80] {
+    static KEY: OnceLock<[u8; 80]> = OnceLock::new();
+    KEY.get_or_init(|| {
+        let mut k = [0u8; 80];
+        // Without randomness no ticket can be safe; an all-zero key would be
+        // worse than none, so fall back to time-seeded bytes only for the
+        // name and leave tickets failing to decrypt across restarts.
+        if SystemRandom::new().fill(&mut k).is_err() {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            k[..16].copy_from_slice(&t.as_nanos().to_le_bytes());
+        }
+        k
+    })
+}
+
+impl Tickets {
+    /// From `ssl_session_ticket_key` files (48 or 80 bytes each, as nginx
+    /// requires), or the process key when there are none.
+    pub fn new(files: &[std::path::PathBuf], lifetime: Duration) -> Result<Arc<Tickets>, String> {
+        let mut keys = Vec::new();
+        for f in files {
+            let data = std::fs::read(f).map_err(|e| format!("open() \"{}\" failed ({})", f.display(), e))?;
+            if data.len() != 48 && data.len() != 80 {
+                return Err(format!("\"{}\" must be 80 or 48 bytes", f.display()));
+            }
+            keys.push(key_from(&data)?);
+        }
+        if keys.is_empty() {
+            keys.push(key_from(process_key())?);
+        }
+        Ok(Arc::new(Tickets { keys, lifetime, rng: SystemRandom::new() }))
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl ProducesTickets for Tickets {
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.lifetime.as_secs().min(u32::MAX as u64) as u32
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        let k = self.keys.first()?;
+        let mut nonce = [0u8; NONCE_LEN];
+        self.rng.fill(&mut nonce).ok()?;
+        let mut sealed = Vec::with_capacity(8 + plain.len() + 16);
+        sealed.extend_from_slice(&now_secs().to_be_bytes());
+        sealed.extend_from_slice(plain);
+        k.key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(&k.name), &mut sealed).ok()?;
+        let mut out = Vec::with_capacity(NAME_LEN + NONCE_LEN + sealed.len());
+        out.extend_from_slice(&k.name);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&sealed);
+        Some(out)
+    }
+
+    fn decrypt(&self, ticket: &[u8]) -> Option<Vec<u8>> {
+        if ticket.len() < NAME_LEN + NONCE_LEN + 8 + 16 {
+            return None;
+        }
+        let (name, rest) = ticket.split_at(NAME_LEN);
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let k = self.keys.iter().find(|k| k.name == name)?;
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut buf = sealed.to_vec();
+        let plain = k.key.open_in_place(nonce, Aad::from(&k.name), &mut buf).ok()?;
+        let issued = u64::from_be_bytes(plain.get(..8)?.try_into().ok()?);
+        if now_secs() > issued.saturating_add(self.lifetime.as_secs()) {
+            return None;
+        }
+        Some(plain[8..].to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_round_trip_and_expire_and_rotate() {
+        let t = Tickets::new(&[], Duration::from_secs(60)).unwrap();
+        let sealed = t.encrypt(b"session state").unwrap();
+        assert_eq!(t.decrypt(&sealed).unwrap(), b"session state");
+        let mut bad = sealed.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        assert!(t.decrypt(&bad).is_none(), "a tampered ticket must not open");
+        let expired = Tickets::new(&[], Duration::ZERO).unwrap();
+        let old = expired.encrypt(b"x").unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(expired.decrypt(&old).is_none(), "a ticket older than the timeout must not open");
+        // Another Tickets from the process key opens it (another worker).
+        let other = Tickets::new(&[], Duration::from_secs(60)).unwrap();
+        assert_eq!(other.decrypt(&sealed).unwrap(), b"session state");
+    }
+
+    #[test]
+    fn store_bounds_and_expiry() {
+        let s = TimedStore { store: Store::new(2), timeout: Duration::from_secs(60) };
+        s.put(b"a".to_vec(), b"1".to_vec());
+        s.put(b"b".to_vec(), b"2".to_vec());
+        s.put(b"c".to_vec(), b"3".to_vec());
+        assert!(s.get(b"a").is_none(), "oldest evicted");
+        assert_eq!(s.get(b"c").unwrap(), b"3");
+        assert_eq!(s.take(b"b").unwrap(), b"2");
+        assert!(s.get(b"b").is_none());
+        let z = TimedStore { store: Store::new(2), timeout: Duration::ZERO };
+        z.put(b"k".to_vec(), b"v".to_vec());
+        assert!(z.get(b"k").is_none(), "expired at once");
+    }
+}
