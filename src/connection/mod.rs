@@ -65,38 +65,86 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
         }
     } else {
         match sniff_preface(&tcp, timeout).await {
-            Some(true) => {
+            Some(Proto::H2) => {
                 info.http2 = true;
                 h2::serve(tcp, info, group, guard).await
             }
-            Some(false) => h1::conn::serve(Sock::Reg(tcp), info, group, guard).await,
+            Some(Proto::H1) => h1::conn::serve(Sock::Reg(tcp), info, group, guard).await,
+            Some(Proto::Neither) => {
+                // Neither HTTP/1 nor the HTTP/2 preface: close, draining
+                // what was sent so the close is a FIN, not a reset.
+                crate::log_error!(
+                    crate::log::error::Level::Info,
+                    "*{} client sent invalid HTTP/2 connection preface, client: {}",
+                    info.id,
+                    info.peer.ip()
+                );
+                Sock::Reg(tcp).linger(&mut Vec::new()).await;
+            }
             None => {}
         }
     }
 }
 
 /// On a cleartext `http2` address, tells HTTP/2 with prior knowledge from
-/// HTTP/1.x by peeking at the first bytes (nothing is consumed). None when
-/// the client closed or sent nothing in time.
-async fn sniff_preface(tcp: &TcpStream, timeout: Duration) -> Option<bool> {
+/// HTTP/1.x by peeking at the first bytes (nothing is consumed): a first
+/// line ending in `HTTP/1.0` or `HTTP/1.1` is HTTP/1, anything else is
+/// handed to HTTP/2 (which closes on a bad preface, as nginx does). None
+/// when the client closed or sent nothing in time.
+#[derive(Debug, PartialEq)]
+enum Proto {
+    H1,
+    H2,
+    Neither,
+}
+
+async fn sniff_preface(tcp: &TcpStream, timeout: Duration) -> Option<Proto> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut buf = [0u8; 24];
+    let mut buf = vec![0u8; SNIFF_MAX];
     loop {
         let n = match tokio::time::timeout_at(deadline, tcp.peek(&mut buf)).await {
             Ok(Ok(n)) if n > 0 => n,
             _ => return None,
         };
-        if buf[..n] != PREFACE[..n] {
-            return Some(false);
+        if let Some(p) = classify(&buf[..n]) {
+            return Some(p);
         }
-        if n == PREFACE.len() {
-            return Some(true);
-        }
-        // A prefix of the preface so far: peeking again would return at
-        // once, so give the rest a moment to arrive.
-        if tokio::time::Instant::now() >= deadline {
-            return None;
+        // Undecided so far: peeking again would return at once, so give
+        // the rest of the line a moment to arrive.
+        if n == SNIFF_MAX || tokio::time::Instant::now() >= deadline {
+            return Some(Proto::Neither);
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// How much of a request line is looked at before calling it HTTP/2.
+const SNIFF_MAX: usize = 8192;
+
+/// None while the bytes so far could still be either.
+fn classify(b: &[u8]) -> Option<Proto> {
+    if b.len() >= PREFACE.len() && b.starts_with(PREFACE) {
+        return Some(Proto::H2);
+    }
+    if PREFACE.starts_with(b) {
+        return None;
+    }
+    let line_end = memchr::memchr(b'\n', b)?;
+    let line = b[..line_end].strip_suffix(b"\r").unwrap_or(&b[..line_end]);
+    let h1 = line.ends_with(b" HTTP/1.1") || line.ends_with(b" HTTP/1.0");
+    Some(if h1 { Proto::H1 } else { Proto::Neither })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Proto, classify};
+
+    #[test]
+    fn tells_h2_from_h1() {
+        assert_eq!(classify(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Some(Proto::H2));
+        assert_eq!(classify(b"PRI * HT"), None);
+        assert_eq!(classify(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"), Some(Proto::H1));
+        assert_eq!(classify(b"GET / HT"), None);
+        assert_eq!(classify(b"INVALID CONNECTION PREFACE\r\n\r\n"), Some(Proto::Neither));
     }
 }

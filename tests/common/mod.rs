@@ -17,6 +17,7 @@
 #![allow(dead_code)]
 
 mod client;
+pub mod h2raw;
 mod server;
 pub mod tls;
 

@@ -13,6 +13,7 @@
 //! the byte limit get 400, and a peer that opens no window for
 //! `send_timeout` loses the stream.
 
+pub mod frame_guard;
 pub mod request;
 pub mod response;
 
@@ -69,6 +70,7 @@ where
         .max_send_buffer_size(conf.http2.chunk_size.max(MAX_PIECE) * 4)
         .max_pending_accept_reset_streams(50)
         .max_local_error_reset_streams(Some(256));
+    let io = frame_guard::Guarded::new(io, n * size);
     let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -165,7 +167,7 @@ async fn stream(
     let started = Instant::now();
     let g = &w.cfg.http.listens[group];
     let has_body = !req.body().is_end_stream();
-    let (parts, _body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let req = http::Request::from_parts(parts, ());
     let (buf, head) = match request::synthesize(&req, has_body) {
         Ok(x) => x,
@@ -218,13 +220,35 @@ async fn stream(
         host,
     };
     let mut ctx = ReqCtx::new(g, server, req, &info);
-    let resp = match crate::handler::client_cert_status(&ctx) {
+    let mut resp = match crate::handler::client_cert_status(&ctx) {
         Some(code) => crate::handler::error(&ctx, code),
         None => crate::handler::handle(&mut ctx),
     };
-    // The request body, if any, is not read by any handler: dropping it
-    // lets h2 discard the DATA frames and return their window.
-    drop(_body);
+    // No handler reads request bodies yet: the body is read to its end and
+    // dropped before the answer goes out, as nginx reads a body before
+    // proxying it. The stream then closes in order, and a peer that breaks
+    // the stream meanwhile (a bad frame, a window overflow) gets the error
+    // for that, not an answer.
+    if has_body && resp.status != 413 {
+        match discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout).await {
+            Discard::Done => {}
+            Discard::TooLarge(n) => {
+                log_error!(
+                    Level::Error,
+                    "*{} client intended to send too large body: {} bytes, {}",
+                    info.id,
+                    n,
+                    ctx.log_suffix()
+                );
+                resp = crate::handler::error(&ctx, 413);
+            }
+            Discard::Failed => {
+                log(&w, &ctx, &resp, 0, 0, started);
+                finish(&shared, false);
+                return;
+            }
+        }
+    }
     if resp.status == 444 {
         respond.send_reset(h2::Reason::CANCEL);
         log(&w, &ctx, &resp, 0, 0, started);
@@ -246,6 +270,33 @@ async fn stream(
     let body_bytes = sent.unwrap_or(0);
     log(&w, &ctx, &resp, body_bytes, body_bytes, started);
     finish(&shared, ok);
+}
+
+enum Discard {
+    Done,
+    TooLarge(u64),
+    Failed,
+}
+
+/// Reads a request body to its end, returning window as it goes; stops
+/// past `client_max_body_size` or after `client_body_timeout` of silence.
+async fn discard(mut body: RecvStream, max: u64, timeout: Duration) -> Discard {
+    let mut total = 0u64;
+    loop {
+        match tokio::time::timeout(timeout, body.data()).await {
+            Ok(None) => return Discard::Done,
+            Ok(Some(Ok(chunk))) => {
+                total += chunk.len() as u64;
+                if body.flow_control().release_capacity(chunk.len()).is_err() {
+                    return Discard::Failed;
+                }
+                if max > 0 && total > max {
+                    return Discard::TooLarge(total);
+                }
+            }
+            Ok(Some(Err(_))) | Err(_) => return Discard::Failed,
+        }
+    }
 }
 
 fn finish(shared: &Shared, ok: bool) {

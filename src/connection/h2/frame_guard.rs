@@ -1,0 +1,174 @@
+//! A byte-level watch on incoming HTTP/2 frames, below the h2 crate: it
+//! bounds a header block spread over CONTINUATION frames to the header
+//! list limit (nginx: `large_client_header_buffers`, 32 KiB by default).
+//! The h2 crate bounds the decoded list, but buffers up to several frames
+//! of raw block first; cutting the connection here keeps a CONTINUATION
+//! flood to the configured size. It only reads frame headers and skips
+//! payloads, so it costs a few comparisons per frame.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+const PREFACE_LEN: usize = 24;
+const HEADERS: u8 = 0x1;
+const PUSH_PROMISE: u8 = 0x5;
+const CONTINUATION: u8 = 0x9;
+const END_HEADERS: u8 = 0x4;
+
+#[derive(Debug)]
+pub struct Watch {
+    preface_left: usize,
+    head: [u8; 9],
+    head_len: usize,
+    payload_left: usize,
+    in_block: bool,
+    block: usize,
+    limit: usize,
+}
+
+impl Watch {
+    pub fn new(limit: usize) -> Watch {
+        Watch {
+            preface_left: PREFACE_LEN,
+            head: [0; 9],
+            head_len: 0,
+            payload_left: 0,
+            in_block: false,
+            block: 0,
+            limit,
+        }
+    }
+
+    /// Follows the frame boundaries through `data`; false once a header
+    /// block grows past the limit.
+    pub fn feed(&mut self, mut data: &[u8]) -> bool {
+        let skip = self.preface_left.min(data.len());
+        self.preface_left -= skip;
+        data = &data[skip..];
+        while !data.is_empty() {
+            if self.payload_left > 0 {
+                let n = self.payload_left.min(data.len());
+                self.payload_left -= n;
+                data = &data[n..];
+                continue;
+            }
+            let n = (9 - self.head_len).min(data.len());
+            self.head[self.head_len..self.head_len + n].copy_from_slice(&data[..n]);
+            self.head_len += n;
+            data = &data[n..];
+            if self.head_len < 9 {
+                break;
+            }
+            self.head_len = 0;
+            let len = (usize::from(self.head[0]) << 16) | (usize::from(self.head[1]) << 8) | usize::from(self.head[2]);
+            let (kind, flags) = (self.head[3], self.head[4]);
+            self.payload_left = len;
+            match kind {
+                HEADERS | PUSH_PROMISE => {
+                    self.in_block = flags & END_HEADERS == 0;
+                    self.block = len;
+                }
+                CONTINUATION if self.in_block => {
+                    self.block += len;
+                    if flags & END_HEADERS != 0 {
+                        self.in_block = false;
+                    }
+                }
+                _ => {}
+            }
+            if self.block > self.limit && (self.in_block || kind == CONTINUATION) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// An I/O stream whose reads pass through a [`Watch`].
+pub struct Guarded<T> {
+    inner: T,
+    watch: Watch,
+}
+
+impl<T> Guarded<T> {
+    pub fn new(inner: T, limit: usize) -> Guarded<T> {
+        Guarded { inner, watch: Watch::new(limit) }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Guarded<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) if !this.watch.feed(&buf.filled()[before..]) => {
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "client sent too large header block")))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(len: usize, kind: u8, flags: u8) -> Vec<u8> {
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags, 0, 0, 0, 1];
+        f.resize(9 + len, 0);
+        f
+    }
+
+    #[test]
+    fn bounds_continuation_floods_only() {
+        let mut w = Watch::new(32 * 1024);
+        let mut bytes = vec![b'P'; PREFACE_LEN];
+        bytes.extend(frame(0, 0x4, 0)); // SETTINGS
+        bytes.extend(frame(16384, HEADERS, 0));
+        bytes.extend(frame(16384, CONTINUATION, 0));
+        // Fed one byte at a time: boundaries must survive any split.
+        for b in &bytes {
+            assert!(w.feed(std::slice::from_ref(b)));
+        }
+        assert!(!w.feed(&frame(16384, CONTINUATION, 0)), "48 KiB block over a 32 KiB limit");
+
+        let mut ok = Watch::new(32 * 1024);
+        let mut bytes = vec![b'P'; PREFACE_LEN];
+        for _ in 0..10 {
+            bytes.extend(frame(16000, HEADERS, END_HEADERS));
+            bytes.extend(frame(16384, 0x0, 0)); // DATA
+        }
+        bytes.extend(frame(16384, HEADERS, 0));
+        bytes.extend(frame(1000, CONTINUATION, END_HEADERS));
+        assert!(ok.feed(&bytes), "complete blocks and DATA never trip it");
+    }
+}
