@@ -13,9 +13,9 @@
 //! the byte limit get 400, and a peer that opens no window for
 //! `send_timeout` loses the stream.
 
-pub mod frame_guard;
 pub mod request;
 pub mod response;
+pub mod wire;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -70,7 +70,7 @@ where
         .max_send_buffer_size(conf.http2.chunk_size.max(MAX_PIECE) * 4)
         .max_pending_accept_reset_streams(50)
         .max_local_error_reset_streams(Some(256));
-    let io = frame_guard::Guarded::new(io, n * size);
+    let (io, cork) = wire::Wire::new(io, n * size);
     let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -96,8 +96,20 @@ where
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Corked while streams that already arrived are being accepted and
+        // answered; uncorked (and flushed) once none is ready.
+        let next = std::future::poll_fn(|cx| {
+            cork.set(true);
+            match conn.poll_accept(cx) {
+                std::task::Poll::Pending => {
+                    cork.set(false);
+                    conn.poll_accept(cx)
+                }
+                ready => ready,
+            }
+        });
         let accepted = tokio::select! {
-            r = conn.accept() => r,
+            r = next => r,
             _ = ticker.tick() => {
                 let idle_for = shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
                 let keepalive = conf.keepalive_timeout;

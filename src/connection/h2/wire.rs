@@ -1,14 +1,23 @@
-//! A byte-level watch on incoming HTTP/2 frames, below the h2 crate: it
-//! bounds a header block spread over CONTINUATION frames to the header
-//! list limit (nginx: `large_client_header_buffers`, 32 KiB by default).
-//! The h2 crate bounds the decoded list, but buffers up to several frames
-//! of raw block first; cutting the connection here keeps a CONTINUATION
-//! flood to the configured size. It only reads frame headers and skips
-//! payloads, so it costs a few comparisons per frame.
+//! The byte stream under the h2 crate, with two jobs.
+//!
+//! Reads pass a watch on frame headers that bounds a header block spread
+//! over CONTINUATION frames to the header list limit (nginx:
+//! `large_client_header_buffers`, 32 KiB by default). The h2 crate bounds
+//! the decoded list, but buffers up to several frames of raw block first;
+//! cutting the connection here keeps a CONTINUATION flood to the configured
+//! size. It skips payloads, so it costs a few comparisons per frame.
+//!
+//! Writes can be corked: h2 flushes after every accepted stream, which over
+//! TLS meant one record and one `writev` per response. While the connection
+//! loop is still accepting streams that already arrived, writes gather
+//! here; when no more are ready it uncorks and everything goes out at once
+//! (as nginx answers all frames of one read with one write).
 
+use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::rc::Rc;
+use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -87,19 +96,48 @@ impl Watch {
     }
 }
 
-/// An I/O stream whose reads pass through a [`Watch`].
-pub struct Guarded<T> {
+/// Corked writes beyond this go out anyway.
+const CORK_MAX: usize = 256 * 1024;
+
+/// An I/O stream whose reads pass through a [`Watch`] and whose writes
+/// gather while `cork` is set.
+pub struct Wire<T> {
     inner: T,
     watch: Watch,
+    cork: Rc<Cell<bool>>,
+    wbuf: Vec<u8>,
+    wpos: usize,
 }
 
-impl<T> Guarded<T> {
-    pub fn new(inner: T, limit: usize) -> Guarded<T> {
-        Guarded { inner, watch: Watch::new(limit) }
+impl<T> Wire<T> {
+    /// Returns the stream and the cork switch the connection loop holds.
+    pub fn new(inner: T, limit: usize) -> (Wire<T>, Rc<Cell<bool>>) {
+        let cork = Rc::new(Cell::new(false));
+        (Wire { inner, watch: Watch::new(limit), cork: cork.clone(), wbuf: Vec::new(), wpos: 0 }, cork)
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Guarded<T> {
+impl<T: AsyncWrite + Unpin> Wire<T> {
+    /// Writes out what was gathered.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.wpos < self.wbuf.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.wbuf[self.wpos..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.wpos += n;
+        }
+        self.wbuf.clear();
+        self.wpos = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    fn gather(&mut self, len: usize) -> bool {
+        self.cork.get() && self.wbuf.len() + len <= CORK_MAX
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Wire<T> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let this = &mut *self;
@@ -112,9 +150,17 @@ impl<T: AsyncRead + Unpin> AsyncRead for Guarded<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
+impl<T: AsyncWrite + Unpin> AsyncWrite for Wire<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, data)
+        let this = &mut *self;
+        if !this.gather(data.len()) {
+            ready!(this.poll_drain(cx))?;
+            if !this.gather(data.len()) {
+                return Pin::new(&mut this.inner).poll_write(cx, data);
+            }
+        }
+        this.wbuf.extend_from_slice(data);
+        Poll::Ready(Ok(data.len()))
     }
 
     fn poll_write_vectored(
@@ -122,19 +168,38 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if !this.gather(len) {
+            ready!(this.poll_drain(cx))?;
+            if !this.gather(len) {
+                return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+            }
+        }
+        for b in bufs {
+            this.wbuf.extend_from_slice(b);
+        }
+        Poll::Ready(Ok(len))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        true
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let this = &mut *self;
+        if this.cork.get() {
+            return Poll::Ready(Ok(()));
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        ready!(this.poll_drain(cx))?;
+        ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
 
