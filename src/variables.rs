@@ -51,6 +51,13 @@ pub enum Var {
     SslCipher,
     SslServerName,
     SslSessionReused,
+    ProxyHost,
+    ProxyAddXForwardedFor,
+    UpstreamAddr,
+    UpstreamStatus,
+    UpstreamResponseTime,
+    UpstreamConnectTime,
+    UpstreamHeaderTime,
 }
 
 impl Var {
@@ -84,6 +91,13 @@ impl Var {
             "ssl_cipher" => Var::SslCipher,
             "ssl_server_name" => Var::SslServerName,
             "ssl_session_reused" => Var::SslSessionReused,
+            "proxy_host" => Var::ProxyHost,
+            "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
+            "upstream_addr" => Var::UpstreamAddr,
+            "upstream_status" => Var::UpstreamStatus,
+            "upstream_response_time" => Var::UpstreamResponseTime,
+            "upstream_connect_time" => Var::UpstreamConnectTime,
+            "upstream_header_time" => Var::UpstreamHeaderTime,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,

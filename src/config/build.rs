@@ -40,6 +40,10 @@ pub struct Ctx {
     /// Certificates already loaded, so servers that inherit the same files
     /// share one parsed key.
     pub tls_cache: crate::tls::CertCache,
+    /// Upstream blocks by name (built before any server, so `proxy_pass`
+    /// can refer to one defined later in the file, as in nginx).
+    pub upstreams: HashMap<String, Arc<super::proxy::Upstream>>,
+    pub upstream_list: Vec<Arc<super::proxy::Upstream>>,
 }
 
 impl Ctx {
@@ -206,6 +210,7 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..SslConf::default()
         },
         http2: Http2Conf::default(),
+        proxy: super::proxy::ProxyConf::default(),
     }
 }
 
@@ -216,6 +221,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.try_files = None;
     c.ret = None;
     c.empty_gif = false;
+    c.proxy.pass = None;
     c
 }
 
@@ -240,6 +246,8 @@ pub fn build(
         in_regex_location: false,
         location_len: 0,
         tls_cache: Default::default(),
+        upstreams: HashMap::new(),
+        upstream_list: Vec::new(),
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -262,7 +270,9 @@ pub fn build(
     apply_level(events.block.as_deref().unwrap_or(&[]), EVENTS, &mut ctx, &mut main, None, None)?;
     let http = match http {
         Some(d) => build_http(d.block.as_deref().unwrap_or(&[]), &mut ctx, &mut main)?,
-        None => HttpConf { servers: Vec::new(), listens: Vec::new(), access_log_files: Vec::new() },
+        None => {
+            HttpConf { servers: Vec::new(), listens: Vec::new(), access_log_files: Vec::new(), upstreams: Vec::new() }
+        }
     };
     Ok(Config { main, http, files, conf_file: conf_file.to_path_buf(), prefix: prefix.to_path_buf() })
 }
@@ -285,7 +295,10 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();
-    for (_, d) in children {
+    for (_, d) in children.iter().filter(|(c, _)| c.name == "upstream") {
+        super::proxy::upstream_block(d, ctx)?;
+    }
+    for (_, d) in children.into_iter().filter(|(c, _)| c.name == "server") {
         let (server, listens) = build_server(d, &conf, ctx, main)?;
         let server = Arc::new(server);
         for l in listens {
@@ -294,7 +307,12 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         servers.push(server);
     }
     let listens = super::listen_groups::group(specs, main.reuse_port)?;
-    Ok(HttpConf { servers, listens, access_log_files: std::mem::take(&mut ctx.log_files) })
+    Ok(HttpConf {
+        servers,
+        listens,
+        access_log_files: std::mem::take(&mut ctx.log_files),
+        upstreams: std::mem::take(&mut ctx.upstream_list),
+    })
 }
 
 /// A server plus its listen specs and names, for grouping by address.

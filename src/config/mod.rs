@@ -8,6 +8,7 @@ pub mod listen_groups;
 pub mod location;
 pub mod model;
 pub mod parser;
+pub mod proxy;
 pub mod set_loc;
 pub mod set_main;
 pub mod set_server;

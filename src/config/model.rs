@@ -60,6 +60,8 @@ pub struct HttpConf {
     pub listens: Vec<ListenGroup>,
     /// Unique access log files; `AccessLogRef::file` indexes this.
     pub access_log_files: Vec<AccessLogFile>,
+    /// Every upstream (blocks and implicit ones), by `Upstream::index`.
+    pub upstreams: Vec<Arc<super::proxy::Upstream>>,
 }
 
 /// Every server block that listens on one address, with the lookup tables
@@ -170,6 +172,7 @@ pub struct LocConf {
     pub log_not_found: bool,
     pub ssl: SslConf,
     pub http2: Http2Conf,
+    pub proxy: super::proxy::ProxyConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

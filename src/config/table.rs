@@ -7,7 +7,7 @@
 use super::build::{Ctx, ServerBuild};
 use super::model::{LocConf, MainConf};
 use super::parser::{ConfError, Directive};
-use super::{set_loc, set_main, set_server, set_ssl};
+use super::{proxy, set_loc, set_main, set_server, set_ssl};
 
 pub const MAIN: u8 = 1;
 pub const EVENTS: u8 = 2;
@@ -158,6 +158,26 @@ pub static TABLE: &[Cmd] = &[
     cmd("http2_chunk_size", HSL, 1, 1, Set::Loc(set_ssl::http2_chunk_size)),
     cmd("http2_body_preread_size", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_body_preread_size)),
     cmd("http2_idle_timeout", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_idle_timeout)),
+    // reverse proxy (the `upstream` block's own directives are parsed by
+    // config::proxy::upstream_block)
+    block("upstream", HTTP, 1, 1),
+    cmd("proxy_pass", LOC, 1, 1, Set::Loc(proxy::proxy_pass)),
+    list(cmd("proxy_set_header", HSL, 2, 2, Set::Loc(proxy::proxy_set_header)), proxy::reset_set_headers),
+    list(cmd("proxy_hide_header", HSL, 1, 1, Set::Loc(proxy::proxy_hide_header)), proxy::reset_hide_headers),
+    list(cmd("proxy_pass_header", HSL, 1, 1, Set::Loc(proxy::proxy_pass_header)), proxy::reset_pass_headers),
+    cmd("proxy_http_version", HSL, 1, 1, Set::Loc(proxy::proxy_http_version)),
+    cmd("proxy_connect_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_connect_timeout)),
+    cmd("proxy_send_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_send_timeout)),
+    cmd("proxy_read_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_read_timeout)),
+    cmd("proxy_next_upstream", HSL, 1, 12, Set::Loc(proxy::proxy_next_upstream)),
+    cmd("proxy_next_upstream_tries", HSL, 1, 1, Set::Loc(proxy::proxy_next_upstream_tries)),
+    cmd("proxy_next_upstream_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_next_upstream_timeout)),
+    cmd("proxy_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_buffering)),
+    cmd("proxy_request_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_request_buffering)),
+    cmd("proxy_buffer_size", HSL, 1, 1, Set::Loc(proxy::proxy_buffer_size)),
+    cmd("proxy_buffers", HSL, 2, 2, Set::Loc(proxy::proxy_buffers)),
+    cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_intercept_errors)),
+    multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),
     // Hash sizing knobs for nginx's static hashes; sluice's tables need none.
     cmd("types_hash_max_size", HSL, 1, 1, Set::Noop),
     cmd("types_hash_bucket_size", HSL, 1, 1, Set::Noop),
@@ -168,11 +188,8 @@ pub static TABLE: &[Cmd] = &[
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
 static KNOWN_NGINX: &[&str] = &[
-    "proxy_pass",
-    "proxy_set_header",
     "proxy_cache",
     "proxy_cache_path",
-    "upstream",
     "fastcgi_pass",
     "gzip",
     "if",

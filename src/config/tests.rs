@@ -36,7 +36,20 @@ fn nginx_wording_for_bad_directives() {
     assert_eq!(err("http {}"), "no \"events\" section in configuration");
     assert_eq!(err("events {} http;"), "directive \"http\" has no opening \"{\" in /etc/t.conf:1");
     assert_eq!(err("events {} http { root x { } }"), "directive \"root\" is not terminated by \";\" in /etc/t.conf:1");
-    assert!(err("events {} http { proxy_pass http://x; }").starts_with("unknown directive \"proxy_pass\" (an nginx"));
+    assert!(err("events {} http { gzip on; }").starts_with("unknown directive \"gzip\" (an nginx"));
+    assert_eq!(
+        err("events {} http { proxy_pass http://x; }"),
+        "\"proxy_pass\" directive is not allowed here in /etc/t.conf:1"
+    );
+    assert_eq!(err("events {} http { upstream u { } }"), "no servers are inside upstream in /etc/t.conf:1");
+    assert_eq!(
+        err("events {} http { upstream u { server 127.0.0.1:1 weight=x; } }"),
+        "invalid value \"weight=x\" in \"server\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { location ~ /x { proxy_pass http://127.0.0.1:1/y; } } }"),
+        "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, or inside \"if\" statement, or inside \"limit_except\" block in /etc/t.conf:1"
+    );
     assert_eq!(
         err("events {} http { server { listen 80 ssl; } }"),
         "no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive in /etc/t.conf:1"

@@ -50,3 +50,86 @@ async fn read_more(c: &mut Conn, timeout: Duration) -> Result<(), String> {
         Ok(Err(e)) => Err(format!("recv() failed ({e})")),
     }
 }
+
+/// A request body read whole for the proxy.
+pub struct ReadBody {
+    pub data: Vec<u8>,
+    /// Bytes of the caller's buffer (after the head) that were body.
+    pub used: usize,
+    /// Bytes read from the socket past the body: the next request's start.
+    pub extra: Vec<u8>,
+}
+
+pub struct BodyError {
+    pub status: u16,
+    pub reason: String,
+}
+
+/// Reads the whole body that follows a head: first from `initial` (what
+/// the head's read already brought), then from the socket; bounded by
+/// `max` (`client_max_body_size`, 413) and `timeout` between reads.
+pub async fn read_all(
+    stream: &mut super::sock::Sock,
+    initial: &[u8],
+    kind: BodyKind,
+    max: u64,
+    timeout: Duration,
+) -> Result<ReadBody, BodyError> {
+    let too_large =
+        |n: u64| BodyError { status: 413, reason: format!("client intended to send too large body: {} bytes", n) };
+    async fn more(
+        stream: &mut super::sock::Sock,
+        buf: &mut Vec<u8>,
+        want: usize,
+        timeout: Duration,
+    ) -> Result<(), BodyError> {
+        if buf.capacity() == buf.len() {
+            buf.reserve(want.clamp(1, 64 * 1024));
+        }
+        match tokio::time::timeout(timeout, stream.read_some(buf)).await {
+            Ok(Ok(n)) if n > 0 => Ok(()),
+            Ok(_) => Err(BodyError { status: 400, reason: "client prematurely closed connection".into() }),
+            Err(_) => Err(BodyError { status: 408, reason: "client timed out (110: Connection timed out)".into() }),
+        }
+    }
+    match kind {
+        BodyKind::None => Ok(ReadBody { data: Vec::new(), used: 0, extra: Vec::new() }),
+        BodyKind::Length(n) => {
+            if max > 0 && n > max {
+                return Err(too_large(n));
+            }
+            let used = (n.min(initial.len() as u64)) as usize;
+            let mut data = initial[..used].to_vec();
+            while (data.len() as u64) < n {
+                // Never read past the body: the spare room is what is left.
+                let left = (n - data.len() as u64) as usize;
+                let mut chunk = Vec::with_capacity(left.min(64 * 1024));
+                more(stream, &mut chunk, 0, timeout).await?;
+                data.extend_from_slice(&chunk);
+            }
+            Ok(ReadBody { data, used, extra: Vec::new() })
+        }
+        BodyKind::Chunked => {
+            let mut d = Decoder::default();
+            let mut data = Vec::new();
+            let used = d
+                .feed(initial, |b| data.extend_from_slice(b))
+                .map_err(|_| BodyError { status: 400, reason: "client sent invalid chunked body".into() })?;
+            let mut pending: Vec<u8> = Vec::new();
+            while !d.is_done() {
+                if max > 0 && d.total > max {
+                    return Err(too_large(d.total));
+                }
+                more(stream, &mut pending, 16 * 1024, timeout).await?;
+                let n = d
+                    .feed(&pending, |b| data.extend_from_slice(b))
+                    .map_err(|_| BodyError { status: 400, reason: "client sent invalid chunked body".into() })?;
+                pending.drain(..n);
+            }
+            if max > 0 && d.total > max {
+                return Err(too_large(d.total));
+            }
+            Ok(ReadBody { data, used, extra: pending })
+        }
+    }
+}

@@ -47,6 +47,39 @@ pub struct ReqCtx<'c, 'a> {
     pub err_status: Option<u16>,
     /// `$1`..`$9` of the regex location that matched (index 0: whole match).
     pub captures: Vec<Vec<u8>>,
+    /// `$upstream_*`: one entry per peer tried, joined with ", " as nginx.
+    pub upstream: UpstreamLog,
+}
+
+#[derive(Default)]
+pub struct UpstreamLog {
+    pub addr: Vec<String>,
+    pub status: Vec<u16>,
+    /// Milliseconds; None where the stage was not reached (logged as `-`).
+    pub connect_ms: Vec<Option<u64>>,
+    pub header_ms: Vec<Option<u64>>,
+    pub response_ms: Vec<Option<u64>>,
+}
+
+fn push_ms_list(out: &mut Vec<u8>, list: &[Option<u64>]) {
+    for (i, v) in list.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        match v {
+            Some(ms) => {
+                push_u64(out, ms / 1000);
+                out.push(b'.');
+                let frac = ms % 1000;
+                out.extend_from_slice(&[
+                    b'0' + (frac / 100) as u8,
+                    b'0' + (frac / 10 % 10) as u8,
+                    b'0' + (frac % 10) as u8,
+                ]);
+            }
+            None => out.push(b'-'),
+        }
+    }
 }
 
 /// Values for a template: the request, and once it exists, the response.
@@ -188,6 +221,31 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::SslServerName => out.extend_from_slice(
                 ctx.conn.tls.as_ref().and_then(|t| t.server_name.as_deref()).unwrap_or("").as_bytes(),
             ),
+            Var::ProxyHost => {
+                if let Some(p) = &ctx.conf.proxy.pass {
+                    out.extend_from_slice(p.proxy_host.as_bytes());
+                }
+            }
+            Var::ProxyAddXForwardedFor => {
+                if let Some(x) = req.header("x-forwarded-for") {
+                    out.extend_from_slice(x);
+                    out.extend_from_slice(b", ");
+                }
+                use std::io::Write;
+                let _ = write!(out, "{}", ctx.conn.peer.ip());
+            }
+            Var::UpstreamAddr => out.extend_from_slice(ctx.upstream.addr.join(", ").as_bytes()),
+            Var::UpstreamStatus => {
+                for (i, s) in ctx.upstream.status.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    push_u64(out, *s as u64);
+                }
+            }
+            Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms),
+            Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms),
+            Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
             Var::SslSessionReused => {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
             }
@@ -266,6 +324,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             filename: None,
             err_status: None,
             captures: Vec::new(),
+            upstream: UpstreamLog::default(),
         }
     }
 

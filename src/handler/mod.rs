@@ -169,6 +169,11 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if conf.empty_gif {
         return Step::Done(empty_gif::respond(ctx));
     }
+    if conf.proxy.pass.is_some() {
+        let mut r = Response::new(200);
+        r.body = crate::http::response::Body::Proxy;
+        return Step::Done(r);
+    }
     static_file::serve(ctx)
 }
 
@@ -177,8 +182,30 @@ pub fn error<'c>(ctx: &ReqCtx<'c, '_>, status: u16) -> Response<'c> {
     ret::special(ctx, status)
 }
 
+/// nginx's error response for `status` after a proxy failure, with
+/// error_page and the header filters applied.
+pub fn finish_error<'c>(ctx: &mut ReqCtx<'c, '_>, status: u16) -> Response<'c> {
+    let r = error(ctx, status);
+    finish(ctx, r)
+}
+
+/// The header filters on a response that came from an origin.
+pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
+    crate::filter::headers::apply(ctx, &mut resp);
+    resp
+}
+
+/// Whether an error_page covers `status` here (proxy_intercept_errors).
+pub fn has_error_page(ctx: &ReqCtx<'_, '_>, status: u16) -> bool {
+    ctx.conf.error_pages.iter().any(|e| e.codes.contains(&status))
+}
+
 /// error_page, then the header filters.
 fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
+    if matches!(resp.body, crate::http::response::Body::Proxy) {
+        // Filters run once the origin answered (finish_proxied).
+        return resp;
+    }
     if resp.is_error_page && ctx.err_status.is_none() {
         resp = error_page::apply(ctx, resp);
     }

@@ -18,6 +18,11 @@ pub enum Body {
         offset: u64,
         len: u64,
     },
+    /// Set by a `proxy_pass` location: the connection layer runs the proxy
+    /// (which is asynchronous) and replaces the whole response.
+    Proxy,
+    /// The origin's body, streamed as it arrives.
+    Upstream(Box<crate::proxy::wire::UpstreamBody>),
     /// multipart/byteranges: each part's header, its range, then a trailer.
     Multipart {
         file: Rc<OpenFile>,
@@ -33,6 +38,8 @@ impl Body {
             Body::Static(b) => b.len() as u64,
             Body::Owned(b) => b.len() as u64,
             Body::File { len, .. } => *len,
+            Body::Proxy => 0,
+            Body::Upstream(u) => u.known_len().unwrap_or(0),
             Body::Multipart { parts, trailer, .. } => {
                 parts.iter().map(|(h, r)| h.len() as u64 + (r.end - r.start + 1)).sum::<u64>() + trailer.len() as u64
             }
@@ -41,6 +48,14 @@ impl Body {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// None for a streamed body whose length the origin did not say.
+    pub fn known_len(&self) -> Option<u64> {
+        match self {
+            Body::Upstream(u) => u.known_len(),
+            other => Some(other.len()),
+        }
     }
 }
 

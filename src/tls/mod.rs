@@ -181,7 +181,10 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
         cfg.send_tls13_tickets =
             if matches!(ssl.session_cache, SessionCache::Off | SessionCache::None) { 0 } else { 1 };
     }
-    cfg.max_early_data_size = if ssl.early_data { 16 * 1024 } else { 0 };
+    // 0-RTT stays off even with `ssl_early_data on`: the handshake layer
+    // does not hand early data to the request pipeline, and accepting it
+    // without answering would lose requests.
+    cfg.max_early_data_size = 0;
     let mut h1 = cfg.clone();
     h1.alpn_protocols = vec![b"http/1.1".to_vec()];
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

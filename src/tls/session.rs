@@ -145,7 +145,7 @@ impl Tickets {
         for f in files {
             let data = std::fs::read(f).map_err(|e| format!("open() \"{}\" failed ({})", f.display(), e))?;
             if data.len() != 48 && data.len() != 80 {
-                return Err(format!("\"{}\" must be 80 or 48 bytes", f.display()));
+                return Err(format!("\"{}\" must be 48 or 80 bytes", f.display()));
             }
             keys.push(key_from(&data)?);
         }

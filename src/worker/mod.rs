@@ -50,6 +50,8 @@ pub struct WorkerCtx {
     pub drained: Notify,
     /// Read buffers kept between requests, so idle connections hold none.
     pub pool: RefCell<Vec<Vec<u8>>>,
+    /// Upstream peer state and idle origin connections of this worker.
+    pub proxy: RefCell<crate::proxy::peers::WorkerProxy>,
 }
 
 impl WorkerCtx {
@@ -153,6 +155,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         parking: park::Parking::new(),
         drained: Notify::new(),
         pool: RefCell::new(Vec::new()),
+        proxy: RefCell::new(Default::default()),
     });
     local.block_on(&rt, async move {
         crate::clock::refresh();

@@ -116,6 +116,12 @@ pub fn ca_pem() -> Vec<u8> {
     ca().pem.clone()
 }
 
+/// The CA's private key (PEM), for tests that sign more with it (an OCSP
+/// response, a leaf with other extensions or validity).
+pub fn ca_key_pem() -> Vec<u8> {
+    ca().key.clone()
+}
+
 /// A certificate for `names` (CN = the first name, every name a SAN; names
 /// that parse as IPv4 addresses become IP SANs), signed by the test CA.
 /// `client` makes a clientAuth certificate instead of a serverAuth one.

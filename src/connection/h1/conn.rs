@@ -278,10 +278,35 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let server = crate::routing::server::select(g, &host);
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
     let mut ctx = ReqCtx::new(g, server, req, info);
-    let resp = match crate::handler::client_cert_status(&ctx) {
+    let mut resp = match crate::handler::client_cert_status(&ctx) {
         Some(code) => crate::handler::error(&ctx, code),
         None => crate::handler::handle(&mut ctx),
     };
+    // proxy_pass: read the request body (nginx's proxy_request_buffering),
+    // then let the proxy produce the response.
+    let mut body_taken: Option<(usize, Vec<u8>)> = None;
+    if matches!(resp.body, Body::Proxy) {
+        let conf = ctx.conf;
+        let initial = &rbuf[head_len..];
+        match body::read_all(out.stream, initial, head.body, conf.client_max_body_size, conf.client_body_timeout).await
+        {
+            Ok(b) => {
+                body_taken = Some((b.used, b.extra));
+                resp = crate::proxy::respond(w, &mut ctx, &b.data).await;
+            }
+            Err(e) => {
+                log_error!(
+                    Level::Info,
+                    "*{} {} while reading client request body, {}",
+                    info.id,
+                    e.reason,
+                    ctx.log_suffix()
+                );
+                resp = crate::handler::finish_error(&mut ctx, e.status);
+                resp.close = true;
+            }
+        }
+    }
 
     // 444: close without a response.
     if resp.status == 444 {
@@ -289,11 +314,15 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         return Next::Close;
     }
     let conf = ctx.conf;
+    // A streamed body of unknown length is chunked for HTTP/1.1 and ends
+    // with the connection for HTTP/1.0.
+    let chunked = resp.body.known_len().is_none() && head.version == Version::Http11;
     let keep_alive = head.keep_alive
         && !resp.close
         && !w.draining.get()
         && !conf.keepalive_timeout.is_zero()
-        && info.requests < conf.keepalive_requests;
+        && info.requests < conf.keepalive_requests
+        && (resp.body.known_len().is_some() || chunked);
     let has_body = head.body != BodyKind::None;
     out.closing = !keep_alive;
     *linger = !keep_alive && (has_body || rbuf.len() > head_len);
@@ -301,14 +330,22 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         out.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
     let head_only = head.method == Method::Head || !writer::has_body(resp.status);
-    let opts = HeadOpts { keep_alive, keepalive_header: conf.keepalive_header, server_tokens: conf.server_tokens };
+    let opts =
+        HeadOpts { keep_alive, chunked, keepalive_header: conf.keepalive_header, server_tokens: conf.server_tokens };
     let start_len = out.wbuf.len();
     if head.version != Version::Http09 {
         writer::write_head(&resp, &opts, out.wbuf);
     }
     let header_bytes = (out.wbuf.len() - start_len) as u64;
     let more_pipelined = rbuf.len() > head_len && !has_body;
-    let (sent_ok, body_bytes) = write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await;
+    let (sent_ok, body_bytes) = match &mut resp.body {
+        Body::Upstream(up) => {
+            let r = write_upstream(&mut out, up, head_only, chunked, conf, info.id).await;
+            crate::proxy::release(w, up);
+            r
+        }
+        _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
+    };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
     log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started);
     drop(ctx);
@@ -321,6 +358,11 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         *nodelay = true;
     }
     // Consume this request's bytes; then its body, if any.
+    if let Some((used, extra)) = body_taken {
+        c.rbuf.drain(..head_len + used);
+        c.rbuf.extend_from_slice(&extra);
+        return Next::KeepAlive;
+    }
     c.rbuf.drain(..head_len);
     match head.body {
         BodyKind::None => Next::KeepAlive,
@@ -412,6 +454,9 @@ async fn write_body(
             }
             (ok, if ok { *len } else { 0 })
         }
+        // Streamed bodies are written by write_upstream; a bare Proxy marker
+        // never reaches here (the proxy replaced it).
+        Body::Proxy | Body::Upstream(_) => (flush(c, t, defer).await, 0),
         Body::Multipart { file, parts, trailer } => {
             let Some(f) = &file.file else { return (false, 0) };
             let mut n = 0;
@@ -426,6 +471,70 @@ async fn write_body(
             c.wbuf.extend_from_slice(trailer);
             n += trailer.len() as u64;
             (flush(c, t, false).await, n)
+        }
+    }
+}
+
+/// Streams an origin's body to the client as it arrives (chunked when its
+/// length is unknown). An origin that fails mid-body leaves the client
+/// response truncated (the connection closes), never a short body that
+/// looks complete.
+async fn write_upstream(
+    c: &mut Out<'_>,
+    up: &mut crate::proxy::wire::UpstreamBody,
+    head_only: bool,
+    chunked: bool,
+    conf: &crate::config::model::LocConf,
+    id: u64,
+) -> (bool, u64) {
+    let t = conf.send_timeout;
+    if head_only {
+        return (flush(c, t, false).await, 0);
+    }
+    let mut sent = 0u64;
+    let mut piece = Vec::new();
+    loop {
+        piece.clear();
+        match up.next(&mut piece, 64 * 1024).await {
+            Ok(more) => {
+                if !piece.is_empty() {
+                    if chunked {
+                        c.wbuf.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                        c.wbuf.extend_from_slice(&piece);
+                        c.wbuf.extend_from_slice(b"\r\n");
+                    } else {
+                        c.wbuf.extend_from_slice(&piece);
+                    }
+                    sent += piece.len() as u64;
+                }
+                if !more {
+                    if chunked {
+                        c.wbuf.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    return (flush(c, t, false).await, sent);
+                }
+                if !flush(c, t, false).await {
+                    return (false, sent);
+                }
+            }
+            Err(e) => {
+                let why = match e {
+                    crate::proxy::wire::BodyError::Timeout => "upstream timed out (110: Connection timed out)",
+                    crate::proxy::wire::BodyError::Truncated => "upstream prematurely closed connection",
+                    crate::proxy::wire::BodyError::Invalid => "upstream sent invalid chunked response",
+                    crate::proxy::wire::BodyError::Io(_) => "recv() failed",
+                };
+                log_error!(Level::Error, "*{} {} while reading upstream", id, why);
+                // What arrived goes out; the missing end tells the client.
+                if !piece.is_empty() {
+                    if chunked {
+                        c.wbuf.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+                    }
+                    c.wbuf.extend_from_slice(&piece);
+                }
+                let _ = flush(c, t, false).await;
+                return (false, sent);
+            }
         }
     }
 }
@@ -536,7 +645,8 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
     let ctx = ReqCtx::new(g, server, req, info);
     let mut resp = crate::handler::error(&ctx, e.status());
     resp.close = true;
-    let opts = HeadOpts { keep_alive: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };
+    let opts =
+        HeadOpts { keep_alive: false, chunked: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };
     writer::write_head(&resp, &opts, wbuf);
     let hl = wbuf.len() as u64;
     let body_len = resp.body.len();

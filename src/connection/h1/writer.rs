@@ -11,6 +11,9 @@ use crate::http::response::Response;
 
 pub struct HeadOpts {
     pub keep_alive: bool,
+    /// The body's length is unknown (a streamed origin body) and the client
+    /// speaks HTTP/1.1: send it chunked.
+    pub chunked: bool,
     pub keepalive_header: Option<Duration>,
     pub server_tokens: bool,
 }
@@ -59,9 +62,15 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
         out.extend_from_slice(b"\r\n");
     }
     if has_body(wire) {
-        out.extend_from_slice(b"Content-Length: ");
-        push_u64(out, resp.body.len());
-        out.extend_from_slice(b"\r\n");
+        match resp.body.known_len() {
+            Some(n) => {
+                out.extend_from_slice(b"Content-Length: ");
+                push_u64(out, n);
+                out.extend_from_slice(b"\r\n");
+            }
+            None if opts.chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            None => {}
+        }
     }
     let validators = matches!(wire, 200 | 206 | 304);
     if validators && let Some(lm) = resp.last_modified {
@@ -114,7 +123,11 @@ mod tests {
 
     fn head(resp: &Response<'_>, keep_alive: bool) -> String {
         let mut out = Vec::new();
-        write_head(resp, &HeadOpts { keep_alive, keepalive_header: None, server_tokens: false }, &mut out);
+        write_head(
+            resp,
+            &HeadOpts { keep_alive, chunked: false, keepalive_header: None, server_tokens: false },
+            &mut out,
+        );
         let s = String::from_utf8(out).unwrap();
         // Date varies; blank it.
         let i = s.find("Date: ").unwrap();

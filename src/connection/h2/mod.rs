@@ -241,8 +241,23 @@ async fn stream(
     // proxying it. The stream then closes in order, and a peer that breaks
     // the stream meanwhile (a bad frame, a window overflow) gets the error
     // for that, not an answer.
-    if has_body && resp.status != 413 {
-        match discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout).await {
+    if matches!(resp.body, crate::http::response::Body::Proxy) {
+        let mut data = Vec::new();
+        let read = if has_body {
+            discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, Some(&mut data)).await
+        } else {
+            Discard::Done
+        };
+        resp = match read {
+            Discard::Done => crate::proxy::respond(&w, &mut ctx, &data).await,
+            Discard::TooLarge(_) => crate::handler::finish_error(&mut ctx, 413),
+            Discard::Failed => {
+                finish(&shared, false);
+                return;
+            }
+        };
+    } else if has_body && resp.status != 413 {
+        match discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, None).await {
             Discard::Done => {}
             Discard::TooLarge(n) => {
                 log_error!(
@@ -273,11 +288,25 @@ async fn stream(
     let total: u64 = if head_only { 0 } else { resp.body.len() };
     let hdr = response::head(&resp, conf.server_tokens);
     let end = total == 0;
+    let streamed = matches!(resp.body, crate::http::response::Body::Upstream(_));
+    // A streamed body ends with its last DATA frame, not with the head.
+    let end = end && (head_only || !streamed);
     let sent = match respond.send_response(hdr, end) {
+        Ok(tx) if streamed && !end => match &mut resp.body {
+            crate::http::response::Body::Upstream(up) => {
+                let r = send_upstream(tx, up, conf.send_timeout, info.id).await;
+                crate::proxy::release(&w, up);
+                r
+            }
+            _ => Err(()),
+        },
         Ok(tx) if !end => send_body(tx, segs, total, conf.send_timeout, info.id).await,
         Ok(_) => Ok(0),
         Err(_) => Err(()),
     };
+    if let crate::http::response::Body::Upstream(up) = &mut resp.body {
+        crate::proxy::release(&w, up);
+    }
     let ok = sent.is_ok();
     let body_bytes = sent.unwrap_or(0);
     log(&w, &ctx, &resp, body_bytes, body_bytes, started);
@@ -290,15 +319,21 @@ enum Discard {
     Failed,
 }
 
-/// Reads a request body to its end, returning window as it goes; stops
-/// past `client_max_body_size` or after `client_body_timeout` of silence.
-async fn discard(mut body: RecvStream, max: u64, timeout: Duration) -> Discard {
+/// Reads a request body to its end (keeping it in `keep` if given),
+/// returning window as it goes; stops past `client_max_body_size` or after
+/// `client_body_timeout` of silence.
+async fn discard(mut body: RecvStream, max: u64, timeout: Duration, mut keep: Option<&mut Vec<u8>>) -> Discard {
     let mut total = 0u64;
     loop {
         match tokio::time::timeout(timeout, body.data()).await {
             Ok(None) => return Discard::Done,
             Ok(Some(Ok(chunk))) => {
                 total += chunk.len() as u64;
+                if let Some(k) = keep.as_deref_mut()
+                    && (max == 0 || total <= max)
+                {
+                    k.extend_from_slice(&chunk);
+                }
                 if body.flow_control().release_capacity(chunk.len()).is_err() {
                     return Discard::Failed;
                 }
@@ -364,6 +399,43 @@ async fn send_body(
         }
     }
     Ok(sent)
+}
+
+/// Streams an origin's body as DATA frames as it arrives and as the peer's
+/// window allows; an origin failing mid-body resets the stream, so the
+/// client never takes a truncated body for a complete one.
+async fn send_upstream(
+    mut tx: SendStream<Bytes>,
+    up: &mut crate::proxy::wire::UpstreamBody,
+    timeout: Duration,
+    id: u64,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    loop {
+        let mut piece = Vec::new();
+        let more = match up.next(&mut piece, MAX_PIECE).await {
+            Ok(m) => m,
+            Err(_) => {
+                log_error!(Level::Error, "*{} upstream prematurely closed connection while reading upstream", id);
+                tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+        };
+        let mut b = Bytes::from(piece);
+        if b.is_empty() && !more {
+            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            return Ok(sent);
+        }
+        while !b.is_empty() {
+            let n = capacity(&mut tx, b.len(), timeout, id).await?;
+            let part = b.split_to(n.min(b.len()));
+            sent += part.len() as u64;
+            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+        }
+        if !more {
+            return Ok(sent);
+        }
+    }
 }
 
 /// Waits until the stream may send some bytes (at most `want`).

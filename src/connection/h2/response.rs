@@ -30,8 +30,10 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     {
         h.insert(http::header::CONTENT_TYPE, v);
     }
-    if has_body(wire) {
-        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(resp.body.len()));
+    if has_body(wire)
+        && let Some(n) = resp.body.known_len()
+    {
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     let validators = matches!(wire, 200 | 206 | 304);
     if validators && let Some(lm) = resp.last_modified {
@@ -97,5 +99,7 @@ pub fn segments(body: &Body) -> Vec<Seg> {
             v.push(Seg::Bytes(Bytes::copy_from_slice(trailer)));
             v
         }
+        // Streamed bodies are sent by the stream loop itself.
+        Body::Proxy | Body::Upstream(_) => Vec::new(),
     }
 }

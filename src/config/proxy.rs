@@ -1,0 +1,537 @@
+//! The reverse-proxy configuration: `upstream` blocks and the `proxy_*`
+//! location directives, checked and resolved at load time (upstream names,
+//! host names and the URI rewrite of `proxy_pass` are all settled here, so
+//! the request path only copies bytes).
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::build::Ctx;
+use super::model::LocConf;
+use super::parser::{ConfError, Directive};
+use super::set_main::{arg, flag, invalid, number};
+use super::table::R;
+use super::value;
+use crate::variables::{Part, Template, Var};
+
+/// One `server` line of an `upstream` block.
+#[derive(Clone, Debug)]
+pub struct PeerConf {
+    pub addr: SocketAddr,
+    /// As written (`host:port`), for `$upstream_addr`-style logs and hashing.
+    pub name: String,
+    pub weight: u32,
+    pub max_fails: u32,
+    pub fail_timeout: Duration,
+    pub backup: bool,
+    pub down: bool,
+    /// 0: unlimited.
+    pub max_conns: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Balance {
+    RoundRobin,
+    LeastConn,
+    IpHash,
+    /// `hash KEY [consistent]`: the key may hold variables.
+    Hash {
+        key: Template,
+        consistent: bool,
+    },
+    Random {
+        two: bool,
+        least_conn: bool,
+    },
+}
+
+#[derive(Debug)]
+pub struct Upstream {
+    pub name: String,
+    /// Position in `HttpConf::upstreams`, which workers index their peer
+    /// state and connection pools by.
+    pub index: usize,
+    pub peers: Vec<PeerConf>,
+    pub balance: Balance,
+    /// Idle connections kept per worker (`keepalive`); 0 keeps none.
+    pub keepalive: usize,
+    pub keepalive_requests: u64,
+    pub keepalive_timeout: Duration,
+    /// Made for a `proxy_pass http://host:port` without an upstream block.
+    pub implicit: bool,
+}
+
+/// What `proxy_pass` points at, resolved.
+#[derive(Debug)]
+pub struct ProxyPass {
+    pub upstream: Arc<Upstream>,
+    /// The URI part of `proxy_pass` (`http://b/new/` gives `/new/`); None
+    /// passes the client's URI unchanged.
+    pub uri: Option<Vec<u8>>,
+    /// `$proxy_host`: the host (and port unless 80) as written.
+    pub proxy_host: String,
+    /// The matched location's prefix, which a URI part replaces.
+    pub location_len: usize,
+}
+
+/// Conditions under which a request goes to the next peer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NextUpstream {
+    pub error: bool,
+    pub timeout: bool,
+    pub invalid_header: bool,
+    pub http_500: bool,
+    pub http_502: bool,
+    pub http_503: bool,
+    pub http_504: bool,
+    pub http_403: bool,
+    pub http_404: bool,
+    pub http_429: bool,
+    pub non_idempotent: bool,
+}
+
+impl NextUpstream {
+    pub const DEFAULT: NextUpstream = NextUpstream {
+        error: true,
+        timeout: true,
+        invalid_header: false,
+        http_500: false,
+        http_502: false,
+        http_503: false,
+        http_504: false,
+        http_403: false,
+        http_404: false,
+        http_429: false,
+        non_idempotent: false,
+    };
+    pub const OFF: NextUpstream = NextUpstream { error: false, timeout: false, ..NextUpstream::DEFAULT };
+
+    pub fn on_status(&self, status: u16) -> bool {
+        match status {
+            500 => self.http_500,
+            502 => self.http_502,
+            503 => self.http_503,
+            504 => self.http_504,
+            403 => self.http_403,
+            404 => self.http_404,
+            429 => self.http_429,
+            _ => false,
+        }
+    }
+}
+
+/// The `proxy_*` settings of a level (inherited like nginx's).
+#[derive(Clone)]
+pub struct ProxyConf {
+    /// The content handler; not inherited (as `return`).
+    pub pass: Option<Arc<ProxyPass>>,
+    /// `proxy_set_header`: nginx's defaults are `Host $proxy_host` and
+    /// `Connection close`; an empty value removes the header.
+    pub set_headers: Vec<(String, Template)>,
+    pub hide_headers: Vec<String>,
+    pub pass_headers: Vec<String>,
+    pub http_version_11: bool,
+    pub connect_timeout: Duration,
+    pub send_timeout: Duration,
+    pub read_timeout: Duration,
+    pub next_upstream: NextUpstream,
+    pub next_upstream_tries: u32,
+    pub next_upstream_timeout: Duration,
+    pub buffering: bool,
+    pub buffer_size: usize,
+    pub request_buffering: bool,
+    pub intercept_errors: bool,
+    /// `proxy_redirect`: None is `off`; `default` is resolved per request.
+    pub redirect: Redirect,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Redirect {
+    Off,
+    Default,
+    /// Replace a Location/Refresh prefix.
+    Rules(Vec<(String, String)>),
+}
+
+impl Default for ProxyConf {
+    fn default() -> Self {
+        ProxyConf {
+            pass: None,
+            set_headers: default_headers(),
+            hide_headers: Vec::new(),
+            pass_headers: Vec::new(),
+            http_version_11: false,
+            connect_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(60),
+            next_upstream: NextUpstream::DEFAULT,
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
+            buffering: true,
+            buffer_size: 4096,
+            request_buffering: true,
+            intercept_errors: false,
+            redirect: Redirect::Default,
+        }
+    }
+}
+
+fn default_headers() -> Vec<(String, Template)> {
+    let proxy_host = Template { parts: vec![Part::Var(Var::ProxyHost)] };
+    vec![("host".into(), proxy_host), ("connection".into(), Template::literal("close"))]
+}
+
+pub fn reset_set_headers(c: &mut LocConf) {
+    c.proxy.set_headers = default_headers();
+}
+
+pub fn reset_hide_headers(c: &mut LocConf) {
+    c.proxy.hide_headers.clear();
+}
+
+pub fn reset_pass_headers(c: &mut LocConf) {
+    c.proxy.pass_headers.clear();
+}
+
+fn duration(d: &Directive) -> Result<Duration, ConfError> {
+    let v = arg(d, 0);
+    value::parse_time(v).ok_or_else(|| invalid(d, v))
+}
+
+/// `proxy_pass http://upstream_name[/uri]`, `http://host[:port][/uri]`.
+pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let raw = arg(d, 0);
+    if raw.contains('$') {
+        return Err(ConfError::at("variables in \"proxy_pass\" are not supported yet", &d.span));
+    }
+    let rest = if let Some(r) = raw.strip_prefix("http://") {
+        r
+    } else if raw.starts_with("https://") {
+        return Err(ConfError::at("\"proxy_pass https://\" is not supported yet", &d.span));
+    } else {
+        return Err(ConfError::at(format!("invalid URL prefix in \"{}\"", raw), &d.span));
+    };
+    let (authority, uri) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
+        None => (rest, None),
+    };
+    if authority.is_empty() {
+        return Err(ConfError::at(format!("no host in \"{}\" of the \"proxy_pass\" directive", raw), &d.span));
+    }
+    if uri.is_some() && ctx.in_regex_location {
+        return Err(ConfError::at(
+            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named \
+             location, or inside \"if\" statement, or inside \"limit_except\" block",
+            &d.span,
+        ));
+    }
+    let upstream = match ctx.upstreams.get(authority) {
+        Some(u) => u.clone(),
+        None => {
+            let addr = resolve(authority).map_err(|m| ConfError::at(m, &d.span))?;
+            let index = ctx.upstream_list.len();
+            let u = Arc::new(Upstream {
+                name: authority.to_string(),
+                index,
+                peers: vec![PeerConf {
+                    addr,
+                    name: addr.to_string(),
+                    weight: 1,
+                    max_fails: 1,
+                    fail_timeout: Duration::from_secs(10),
+                    backup: false,
+                    down: false,
+                    max_conns: 0,
+                }],
+                balance: Balance::RoundRobin,
+                keepalive: 0,
+                keepalive_requests: 1000,
+                keepalive_timeout: Duration::from_secs(60),
+                implicit: true,
+            });
+            ctx.upstream_list.push(u.clone());
+            u
+        }
+    };
+    let proxy_host = authority.strip_suffix(":80").unwrap_or(authority).to_string();
+    c.proxy.pass = Some(Arc::new(ProxyPass { upstream, uri, proxy_host, location_len: ctx.location_len }));
+    Ok(())
+}
+
+/// `host[:port]` to one address (nginx resolves at load time too).
+pub fn resolve(authority: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = authority.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let bare_v6 = authority.starts_with('[') && authority.ends_with(']');
+    let with_port =
+        if bare_v6 || !authority.contains(':') { format!("{}:80", authority) } else { authority.to_string() };
+    with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.next())
+        .ok_or_else(|| format!("host not found in upstream \"{}\"", authority))
+}
+
+pub fn proxy_set_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let name = arg(d, 0).to_ascii_lowercase();
+    let value = Template::compile(arg(d, 1)).map_err(|e| ConfError::at(e, &d.span))?;
+    c.proxy.set_headers.retain(|(n, _)| *n != name);
+    c.proxy.set_headers.push((name, value));
+    Ok(())
+}
+
+pub fn proxy_hide_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.hide_headers.push(arg(d, 0).to_ascii_lowercase());
+    Ok(())
+}
+
+pub fn proxy_pass_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.pass_headers.push(arg(d, 0).to_ascii_lowercase());
+    Ok(())
+}
+
+pub fn proxy_http_version(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.http_version_11 = match arg(d, 0) {
+        "1.0" => false,
+        "1.1" => true,
+        v => return Err(invalid(d, v)),
+    };
+    Ok(())
+}
+
+pub fn proxy_connect_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.connect_timeout = duration(d)?;
+    Ok(())
+}
+
+pub fn proxy_send_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.send_timeout = duration(d)?;
+    Ok(())
+}
+
+pub fn proxy_read_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.read_timeout = duration(d)?;
+    Ok(())
+}
+
+pub fn proxy_next_upstream(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let mut n = NextUpstream::OFF;
+    for w in &d.args {
+        match w.text.as_str() {
+            "off" if d.args.len() == 1 => {}
+            "error" => n.error = true,
+            "timeout" => n.timeout = true,
+            "invalid_header" => n.invalid_header = true,
+            "http_500" => n.http_500 = true,
+            "http_502" => n.http_502 = true,
+            "http_503" => n.http_503 = true,
+            "http_504" => n.http_504 = true,
+            "http_403" => n.http_403 = true,
+            "http_404" => n.http_404 = true,
+            "http_429" => n.http_429 = true,
+            "non_idempotent" => n.non_idempotent = true,
+            v => return Err(invalid(d, v)),
+        }
+    }
+    c.proxy.next_upstream = n;
+    Ok(())
+}
+
+pub fn proxy_next_upstream_tries(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.next_upstream_tries = number(d, 0)?.min(u32::MAX as u64) as u32;
+    Ok(())
+}
+
+pub fn proxy_next_upstream_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.next_upstream_timeout = duration(d)?;
+    Ok(())
+}
+
+pub fn proxy_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.buffering = flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_request_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.request_buffering = flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    c.proxy.buffer_size = value::parse_size(v).filter(|&n| n > 0).ok_or_else(|| invalid(d, v))? as usize;
+    Ok(())
+}
+
+pub fn proxy_buffers(_: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    number(d, 0)?;
+    let v = arg(d, 1);
+    value::parse_size(v).filter(|&n| n > 0).ok_or_else(|| invalid(d, v))?;
+    Ok(())
+}
+
+pub fn proxy_intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.intercept_errors = flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_redirect(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    match (d.args.len(), arg(d, 0)) {
+        (1, "off") => c.proxy.redirect = Redirect::Off,
+        (1, "default") => c.proxy.redirect = Redirect::Default,
+        (2, from) => {
+            let rule = (from.to_string(), arg(d, 1).to_string());
+            match &mut c.proxy.redirect {
+                Redirect::Rules(r) => r.push(rule),
+                other => *other = Redirect::Rules(vec![rule]),
+            }
+        }
+        (_, v) => return Err(invalid(d, v)),
+    }
+    Ok(())
+}
+
+/// Builds an `upstream NAME { ... }` block.
+pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, ConfError> {
+    let name = arg(d, 0).to_string();
+    if ctx.upstreams.contains_key(&name) {
+        return Err(ConfError::at(format!("duplicate upstream \"{}\"", name), &d.span));
+    }
+    let mut u = Upstream {
+        name: name.clone(),
+        index: ctx.upstream_list.len(),
+        peers: Vec::new(),
+        balance: Balance::RoundRobin,
+        keepalive: 0,
+        keepalive_requests: 1000,
+        keepalive_timeout: Duration::from_secs(60),
+        implicit: false,
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    for sub in d.block.as_deref().unwrap_or(&[]) {
+        let once = |seen: &mut Vec<&str>, n: &'static str| -> R {
+            if seen.contains(&n) {
+                return Err(ConfError::at(format!("\"{}\" directive is duplicate", n), &sub.span));
+            }
+            seen.push(n);
+            Ok(())
+        };
+        let nargs = sub.args.len();
+        let bad_args =
+            || ConfError::at(format!("invalid number of arguments in \"{}\" directive", sub.name), &sub.span);
+        match sub.name.as_str() {
+            "server" => u.peers.push(peer(sub)?),
+            "keepalive" if nargs == 1 => {
+                once(&mut seen, "keepalive")?;
+                u.keepalive = number(sub, 0)? as usize;
+            }
+            "keepalive_requests" if nargs == 1 => u.keepalive_requests = number(sub, 0)?,
+            "keepalive_timeout" if nargs == 1 => u.keepalive_timeout = duration(sub)?,
+            "least_conn" if nargs == 0 => set_balance(&mut u, Balance::LeastConn, sub)?,
+            "ip_hash" if nargs == 0 => set_balance(&mut u, Balance::IpHash, sub)?,
+            "hash" if (1..=2).contains(&nargs) => {
+                let consistent = match sub.args.get(1).map(|w| w.text.as_str()) {
+                    None => false,
+                    Some("consistent") => true,
+                    Some(v) => return Err(invalid(sub, v)),
+                };
+                let key = Template::compile(arg(sub, 0)).map_err(|e| ConfError::at(e, &sub.span))?;
+                set_balance(&mut u, Balance::Hash { key, consistent }, sub)?;
+            }
+            "random" if nargs <= 2 => {
+                let two = nargs >= 1 && arg(sub, 0) == "two";
+                let lc = nargs == 2 && arg(sub, 1) == "least_conn";
+                if (nargs >= 1 && !two) || (nargs == 2 && !lc) {
+                    return Err(invalid(sub, arg(sub, nargs - 1)));
+                }
+                set_balance(&mut u, Balance::Random { two, least_conn: lc }, sub)?;
+            }
+            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "least_conn" | "ip_hash" | "hash" | "random" => {
+                return Err(bad_args());
+            }
+            "zone" => {}
+            other => {
+                let known = super::table::lookup(other).is_some();
+                let msg = if known {
+                    format!("\"{}\" directive is not allowed here", other)
+                } else {
+                    format!("unknown directive \"{}\"", other)
+                };
+                return Err(ConfError::at(msg, &sub.span));
+            }
+        }
+    }
+    if u.peers.is_empty() {
+        return Err(ConfError {
+            msg: "no servers are inside upstream".to_string(),
+            file: Some(d.span.file.as_ref().clone()),
+            line: d.end_line,
+        });
+    }
+    // The balancer refuses what nginx refuses at parse time (backup with
+    // hash, ip_hash or random).
+    if let Err(e) = crate::proxy::peers::build_balancer(&u) {
+        return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
+    }
+    let u = Arc::new(u);
+    ctx.upstreams.insert(name, u.clone());
+    ctx.upstream_list.push(u.clone());
+    Ok(u)
+}
+
+fn set_balance(u: &mut Upstream, b: Balance, d: &Directive) -> R {
+    if u.balance != Balance::RoundRobin {
+        return Err(ConfError::at("load balancing method redefined", &d.span));
+    }
+    u.balance = b;
+    Ok(())
+}
+
+/// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]
+/// [max_conns=N]` inside `upstream`.
+fn peer(d: &Directive) -> Result<PeerConf, ConfError> {
+    if d.args.is_empty() {
+        return Err(ConfError::at("invalid number of arguments in \"server\" directive", &d.span));
+    }
+    let raw = arg(d, 0);
+    if raw.starts_with("unix:") {
+        return Err(ConfError::at("unix sockets in \"upstream\" are not supported yet", &d.span));
+    }
+    let addr = resolve(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    let mut p = PeerConf {
+        addr,
+        // As written: consistent hashing places a server's points by it.
+        name: raw.to_string(),
+        weight: 1,
+        max_fails: 1,
+        fail_timeout: Duration::from_secs(10),
+        backup: false,
+        down: false,
+        max_conns: 0,
+    };
+    for w in d.args.iter().skip(1) {
+        let t = w.text.as_str();
+        let num = |v: &str| value::parse_number(v).ok_or_else(|| invalid(d, t));
+        if let Some(v) = t.strip_prefix("weight=") {
+            p.weight = num(v)?.clamp(1, 1_000_000) as u32;
+            if num(v)? == 0 {
+                return Err(invalid(d, t));
+            }
+        } else if let Some(v) = t.strip_prefix("max_fails=") {
+            p.max_fails = num(v)?.min(u32::MAX as u64) as u32;
+        } else if let Some(v) = t.strip_prefix("fail_timeout=") {
+            p.fail_timeout = value::parse_time(v).ok_or_else(|| invalid(d, t))?;
+        } else if let Some(v) = t.strip_prefix("max_conns=") {
+            p.max_conns = num(v)?.min(u32::MAX as u64) as u32;
+        } else if t == "backup" {
+            p.backup = true;
+        } else if t == "down" {
+            p.down = true;
+        } else {
+            return Err(invalid(d, t));
+        }
+    }
+    Ok(p)
+}

@@ -1,0 +1,369 @@
+//! The reverse proxy's request path: pick a peer, reuse an idle connection
+//! or connect, send the request (its body was read first, as nginx's
+//! `proxy_request_buffering on` does), read the response head, and retry on
+//! the next peer per `proxy_next_upstream`. The response body then streams
+//! to the client from the connection layer ([`wire::UpstreamBody`]), which
+//! hands the origin connection back with [`release`].
+
+pub mod peers;
+pub mod wire;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::config::proxy::{ProxyPass, Redirect, Upstream};
+use crate::handler::ctx::ReqCtx;
+use crate::http::request::Method;
+use crate::http::response::{Body, Response};
+use crate::log::error::Level;
+use crate::log_error;
+use crate::worker::WorkerCtx;
+use wire::{Framing, HeadError, UpstreamBody};
+
+/// Where the origin connection goes once its body is done.
+#[derive(Debug)]
+pub struct Release {
+    pub upstream: Arc<Upstream>,
+    pub peer: usize,
+    pub requests: u64,
+    pub keep_alive: bool,
+}
+
+enum Attempt {
+    Ok(wire::ResponseHead, TcpStream, Vec<u8>, u64),
+    /// Failed; the status it would give, whether it counts as a peer
+    /// failure, and whether proxy_next_upstream allows another try.
+    Failed {
+        status: u16,
+        next: bool,
+    },
+}
+
+fn method_idempotent(m: Method) -> bool {
+    !matches!(m, Method::Post | Method::Other)
+}
+
+/// Runs the proxy for a request whose location has `proxy_pass`; returns
+/// the response to send (the origin's, or nginx's 502/504 page).
+pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -> Response<'c> {
+    let lc: &'c crate::config::model::LocConf = ctx.conf;
+    let Some(pass) = lc.proxy.pass.clone() else { return crate::handler::error(ctx, 500) };
+    let conf = &lc.proxy;
+    let u = pass.upstream.clone();
+    let send_len =
+        (!body.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put)).then_some(body.len() as u64);
+    let mut req = wire::request_head(ctx, &pass, conf, send_len);
+    req.extend_from_slice(body);
+    let head_request = ctx.req.method == Method::Head;
+    let started = Instant::now();
+    let peer_tries = w.proxy.borrow_mut().get(&u).tries() as u32;
+    let max_tries = if conf.next_upstream_tries == 0 { peer_tries } else { conf.next_upstream_tries.min(peer_tries) };
+    let key = match &u.balance {
+        crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(&crate::handler::ctx::Vars::request(ctx)),
+        _ => Vec::new(),
+    };
+    let client = ctx.conn.peer.ip();
+    let mut sel = crate::upstream::balance::Selection::new();
+    let mut tries = 0u32;
+    let mut last_status = 502u16;
+    loop {
+        let pick = w.proxy.borrow_mut().get(&u).pick(&mut sel, client, &key);
+        let Some(peer) = pick else {
+            if tries == 0 {
+                log_error!(
+                    Level::Error,
+                    "*{} no live upstreams while connecting to upstream, {}, upstream: \"http://{}\"",
+                    ctx.conn.id,
+                    ctx.log_suffix(),
+                    u.name
+                );
+            }
+            break;
+        };
+        tries += 1;
+        match attempt(w, ctx, &pass, peer, &req, head_request, started).await {
+            Attempt::Ok(head, stream, rest, requests) => {
+                let status = head.status;
+                let next_ok = conf.next_upstream.on_status(status)
+                    && tries < max_tries
+                    && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
+                    && within(conf.next_upstream_timeout, started);
+                if next_ok {
+                    w.proxy.borrow_mut().get(&u).done(peer, true);
+                    last_status = status;
+                    continue;
+                }
+                return build_response(ctx, &pass, head, stream, rest, peer, requests);
+            }
+            Attempt::Failed { status, next } => {
+                w.proxy.borrow_mut().get(&u).done(peer, true);
+                last_status = status;
+                let more = next
+                    && tries < max_tries
+                    && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
+                    && within(conf.next_upstream_timeout, started);
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+    crate::handler::finish_error(ctx, last_status)
+}
+
+fn within(limit: Duration, started: Instant) -> bool {
+    limit.is_zero() || started.elapsed() < limit
+}
+
+fn ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+/// One try against one peer. A reused idle connection that turns out closed
+/// is replaced by a fresh one without counting a failure.
+async fn attempt(
+    w: &WorkerCtx,
+    ctx: &mut ReqCtx<'_, '_>,
+    pass: &ProxyPass,
+    peer: usize,
+    req: &[u8],
+    head_request: bool,
+    started: Instant,
+) -> Attempt {
+    let u = &pass.upstream;
+    let p = &u.peers[peer];
+    let lc: &crate::config::model::LocConf = ctx.conf;
+    let conf = &lc.proxy;
+    let next = conf.next_upstream;
+    ctx.upstream.addr.push(p.name.clone());
+    let t0 = Instant::now();
+    let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout);
+    let reused = idle.is_some();
+    let (mut stream, requests) = match idle {
+        Some(s) => s,
+        None => match tokio::time::timeout(conf.connect_timeout, TcpStream::connect(p.addr)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                (s, 0)
+            }
+            Ok(Err(e)) => {
+                log_upstream(ctx, p, &format!("connect() failed ({}) while connecting to upstream", os_error(&e)));
+                push_times(ctx, 502, None, None, started);
+                return Attempt::Failed { status: 502, next: next.error };
+            }
+            Err(_) => {
+                log_upstream(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
+                push_times(ctx, 504, None, None, started);
+                return Attempt::Failed { status: 504, next: next.timeout };
+            }
+        },
+    };
+    let connect_ms = ms(t0);
+    let mut buf = Vec::with_capacity(conf.buffer_size.max(1024));
+    let outcome = exchange(&mut stream, req, &mut buf, conf, head_request).await;
+    match outcome {
+        Ok(head) => {
+            ctx.upstream.status.push(head.status);
+            ctx.upstream.connect_ms.push(Some(connect_ms));
+            ctx.upstream.header_ms.push(Some(ms(t0)));
+            ctx.upstream.response_ms.push(Some(ms(t0)));
+            let rest = buf.split_off(head.head_len);
+            Attempt::Ok(head, stream, rest, requests + 1)
+        }
+        Err(e) => {
+            if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() {
+                // The origin closed the idle connection as we reused it:
+                // try once more on a new connection, not counted as a try.
+                ctx.upstream.addr.pop();
+                return Box::pin(attempt_fresh(w, ctx, pass, peer, req, head_request, started)).await;
+            }
+            let (status, why, go_next) = match e {
+                ExchangeError::Timeout(what) => {
+                    (504, format!("upstream timed out (110: Connection timed out) while {}", what), next.timeout)
+                }
+                ExchangeError::Closed => (
+                    502,
+                    "upstream prematurely closed connection while reading response header from upstream".into(),
+                    next.error,
+                ),
+                ExchangeError::Io(what, err) => {
+                    (502, format!("{} failed ({}) while {}", what.0, os_error(&err), what.1), next.error)
+                }
+                ExchangeError::Invalid(why) => {
+                    (502, format!("{} while reading response header from upstream", why), next.invalid_header)
+                }
+            };
+            log_upstream(ctx, p, &why);
+            push_times(ctx, status, Some(connect_ms), None, started);
+            Attempt::Failed { status, next: go_next }
+        }
+    }
+}
+
+/// `attempt` with the idle pool bypassed.
+async fn attempt_fresh(
+    w: &WorkerCtx,
+    ctx: &mut ReqCtx<'_, '_>,
+    pass: &ProxyPass,
+    peer: usize,
+    req: &[u8],
+    head_request: bool,
+    started: Instant,
+) -> Attempt {
+    // Drop every idle connection to this peer: they are likely as stale.
+    w.proxy.borrow_mut().get(&pass.upstream).idle.retain(|c| c.peer != peer);
+    attempt(w, ctx, pass, peer, req, head_request, started).await
+}
+
+fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, header: Option<u64>, started: Instant) {
+    ctx.upstream.status.push(status);
+    ctx.upstream.connect_ms.push(connect);
+    ctx.upstream.header_ms.push(header);
+    ctx.upstream.response_ms.push(Some(ms(started)));
+}
+
+fn os_error(e: &std::io::Error) -> String {
+    crate::process::signal::os_error(e)
+}
+
+fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
+    let uri = String::from_utf8_lossy(ctx.req.target()).into_owned();
+    log_error!(Level::Error, "*{} {}, {}, upstream: \"http://{}{}\"", ctx.conn.id, why, ctx.log_suffix(), p.name, uri);
+}
+
+enum ExchangeError {
+    Timeout(&'static str),
+    Closed,
+    Io((&'static str, &'static str), std::io::Error),
+    Invalid(&'static str),
+}
+
+/// Sends the request and reads the response head into `buf`.
+async fn exchange(
+    stream: &mut TcpStream,
+    req: &[u8],
+    buf: &mut Vec<u8>,
+    conf: &crate::config::proxy::ProxyConf,
+    head_request: bool,
+) -> Result<wire::ResponseHead, ExchangeError> {
+    match tokio::time::timeout(conf.send_timeout, stream.write_all(req)).await {
+        Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe || e.kind() == std::io::ErrorKind::ConnectionReset => {
+            return Err(ExchangeError::Closed);
+        }
+        Ok(Err(e)) => return Err(ExchangeError::Io(("writev()", "sending request to upstream"), e)),
+        Ok(Ok(())) => {}
+    }
+    let limit = conf.buffer_size.max(1024) * 16;
+    loop {
+        match wire::parse_response(buf, head_request, conf) {
+            Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 => {
+                // Interim responses (100 Continue) are skipped.
+                buf.drain(..h.head_len);
+                continue;
+            }
+            Ok(Some(h)) => return Ok(h),
+            Ok(None) => {}
+            Err(HeadError::Invalid(why)) => return Err(ExchangeError::Invalid(why)),
+            Err(HeadError::Incomplete) => return Err(ExchangeError::Closed),
+        }
+        if buf.len() >= limit {
+            return Err(ExchangeError::Invalid("upstream sent too big header"));
+        }
+        buf.reserve(4096);
+        match tokio::time::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)).await {
+            Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
+            Ok(Ok(0)) => return Err(ExchangeError::Closed),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Err(ExchangeError::Closed),
+            Ok(Err(e)) => return Err(ExchangeError::Io(("recv()", "reading response header from upstream"), e)),
+        }
+    }
+}
+
+/// nginx's `proxy_redirect default`: a Location pointing at the proxied
+/// URL is rewritten to the location the client used.
+fn rewrite_location(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, v: &[u8]) -> Vec<u8> {
+    let rules: Vec<(String, String)> = match &ctx.conf.proxy.redirect {
+        Redirect::Off => return v.to_vec(),
+        Redirect::Default => {
+            let from =
+                format!("http://{}{}", pass.proxy_host, String::from_utf8_lossy(pass.uri.as_deref().unwrap_or(b"/")));
+            let to = match pass.uri {
+                Some(_) => {
+                    String::from_utf8_lossy(&ctx.req.path[..pass.location_len.min(ctx.req.path.len())]).into_owned()
+                }
+                None => "/".to_string(),
+            };
+            vec![(from, to)]
+        }
+        Redirect::Rules(r) => r.clone(),
+    };
+    for (from, to) in rules {
+        if let Some(rest) = v.strip_prefix(from.as_bytes()) {
+            let mut out = to.into_bytes();
+            out.extend_from_slice(rest);
+            return out;
+        }
+    }
+    v.to_vec()
+}
+
+fn build_response<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    pass: &ProxyPass,
+    head: wire::ResponseHead,
+    stream: TcpStream,
+    rest: Vec<u8>,
+    peer: usize,
+    requests: u64,
+) -> Response<'c> {
+    let mut resp = Response::new(head.status);
+    resp.content_type = head.content_type.map(Cow::Owned);
+    for (n, v) in head.headers {
+        let v = if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") {
+            rewrite_location(ctx, pass, &v)
+        } else {
+            v
+        };
+        resp.headers.push((Cow::Owned(n), v));
+    }
+    let framing_done = matches!(head.framing, Framing::None(_));
+    let body = UpstreamBody {
+        stream: Some(stream),
+        buf: rest,
+        framing: head.framing,
+        read_timeout: ctx.conf.proxy.read_timeout,
+        done: framing_done,
+        release: Some(Release { upstream: pass.upstream.clone(), peer, requests, keep_alive: head.keep_alive }),
+    };
+    resp.body = Body::Upstream(Box::new(body));
+    if ctx.conf.proxy.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {
+        let status = resp.status;
+        // The origin's body is not wanted: its connection is not reusable
+        // unless read to the end, so it is dropped.
+        return crate::handler::finish_error(ctx, status);
+    }
+    crate::handler::finish_proxied(ctx, resp)
+}
+
+/// Returns the origin connection to the pool (when its body was read to the
+/// end and the origin allows reuse) and the peer's connection slot.
+pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
+    let Some(r) = body.release.take() else { return };
+    // A body cut short counts as the peer failing, as nginx's "upstream
+    // prematurely closed connection" does.
+    let failed = !body.done;
+    w.proxy.borrow_mut().get(&r.upstream).done(r.peer, failed);
+    if body.done
+        && r.keep_alive
+        && body.buf.is_empty()
+        && let Some(s) = body.stream.take()
+    {
+        w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, r.peer, s, r.requests);
+    }
+}

@@ -1,0 +1,134 @@
+//! Per-worker upstream state: the balancer (src/upstream/balance, nginx's
+//! methods), each peer's failure accounting and connection count (nginx's
+//! max_fails / fail_timeout / max_conns, per worker as nginx keeps them
+//! without a `zone`), and the keep-alive pool of idle origin connections.
+//! Nothing here is shared between workers.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+use crate::config::proxy::{Balance, Upstream};
+use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PickCtx, Selection};
+
+pub struct Idle {
+    pub peer: usize,
+    pub stream: TcpStream,
+    pub since: Instant,
+    pub requests: u64,
+}
+
+#[derive(Default)]
+pub struct UpstreamRt {
+    balancer: Option<Balancer>,
+    health: Vec<PeerHealth>,
+    /// Most recently released last.
+    pub idle: Vec<Idle>,
+}
+
+#[derive(Default)]
+pub struct WorkerProxy {
+    pub ups: Vec<UpstreamRt>,
+}
+
+pub fn method(b: &Balance) -> Method {
+    match b {
+        Balance::RoundRobin => Method::RoundRobin,
+        Balance::LeastConn => Method::LeastConn,
+        Balance::IpHash => Method::IpHash,
+        Balance::Hash { consistent, .. } => Method::Hash { consistent: *consistent },
+        Balance::Random { two, .. } => Method::Random { two: *two },
+    }
+}
+
+/// The balancer's view of an upstream's peers (checked at load time, so
+/// building it again per worker cannot fail).
+pub fn build_balancer(u: &Upstream) -> Result<Balancer, String> {
+    let peers = u
+        .peers
+        .iter()
+        .map(|p| PeerInfo {
+            server: p.name.clone(),
+            weight: p.weight,
+            max_fails: p.max_fails,
+            fail_timeout: p.fail_timeout.as_secs(),
+            max_conns: p.max_conns,
+            down: p.down,
+            backup: p.backup,
+        })
+        .collect();
+    Balancer::new(method(&u.balance), peers).map_err(|e| e.to_string())
+}
+
+impl WorkerProxy {
+    pub fn get(&mut self, u: &Upstream) -> &mut UpstreamRt {
+        if self.ups.len() <= u.index {
+            self.ups.resize_with(u.index + 1, Default::default);
+        }
+        let rt = &mut self.ups[u.index];
+        if rt.balancer.is_none() {
+            rt.balancer = build_balancer(u).ok();
+            rt.health = vec![PeerHealth::default(); u.peers.len()];
+        }
+        rt
+    }
+}
+
+impl UpstreamRt {
+    /// The next peer for a request (None: nginx's "no live upstreams").
+    pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
+        let b = self.balancer.as_mut()?;
+        let now = crate::clock::now_secs();
+        let views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
+        let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
+        self.health[i].picked(&b.peers()[i], now);
+        Some(i)
+    }
+
+    /// How many peers one request may try.
+    pub fn tries(&self) -> usize {
+        self.balancer.as_ref().map(|b| b.tries()).unwrap_or(0)
+    }
+
+    /// The request is done with peer `i`.
+    pub fn done(&mut self, i: usize, failed: bool) {
+        let Some(b) = self.balancer.as_mut() else { return };
+        let single = b.is_single();
+        if let Some(h) = self.health.get_mut(i) {
+            h.released(failed, crate::clock::now_secs(), single);
+        }
+        if failed {
+            b.failed(i);
+        }
+    }
+
+    /// An idle connection to `peer` that the origin has not closed.
+    pub fn take_idle(&mut self, peer: usize, timeout: Duration) -> Option<(TcpStream, u64)> {
+        let now = Instant::now();
+        while let Some(pos) = self.idle.iter().rposition(|c| c.peer == peer) {
+            let c = self.idle.remove(pos);
+            if now.duration_since(c.since) >= timeout {
+                continue;
+            }
+            // Closed by the origin meanwhile (or it sent something it should
+            // not have): reading now would not block.
+            let mut probe = [0u8; 1];
+            match c.stream.try_read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some((c.stream, c.requests)),
+                _ => continue,
+            }
+        }
+        None
+    }
+
+    pub fn put_idle(&mut self, u: &Upstream, peer: usize, stream: TcpStream, requests: u64) {
+        if u.keepalive == 0 || requests >= u.keepalive_requests {
+            return;
+        }
+        if self.idle.len() >= u.keepalive {
+            self.idle.remove(0);
+        }
+        self.idle.push(Idle { peer, stream, since: Instant::now(), requests });
+    }
+}

@@ -1,0 +1,337 @@
+//! HTTP/1.x towards the origin: the request head sluice sends, the
+//! response head it reads (with the same smuggling checks as for clients),
+//! and the response body's framing.
+
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use crate::config::proxy::{ProxyConf, ProxyPass};
+use crate::connection::h1::chunked::Decoder;
+use crate::handler::ctx::{ReqCtx, Vars, push_u64};
+use crate::http::request::Method;
+
+/// Client headers nginx never passes on unless set with proxy_set_header
+/// (hop-by-hop ones and the framing sluice redoes).
+const NOT_PASSED: &[&str] =
+    &["host", "connection", "content-length", "transfer-encoding", "te", "keep-alive", "expect", "upgrade"];
+
+/// Origin response headers a client never gets (hop-by-hop, or replaced by
+/// sluice's own), plus nginx's default `proxy_hide_header` list.
+const NOT_RETURNED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "content-length",
+    "date",
+    "server",
+    "x-pad",
+    "x-accel-expires",
+    "x-accel-redirect",
+    "x-accel-limit-rate",
+    "x-accel-buffering",
+    "x-accel-charset",
+];
+
+fn escape_path(out: &mut Vec<u8>, path: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in path {
+        let keep = b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@%".contains(&b);
+        if keep {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+        }
+    }
+}
+
+/// The request line's target, by nginx's rules: without a URI part in
+/// `proxy_pass` the client's URI goes unchanged (or the rewritten one after
+/// an internal redirect); with one, it replaces the matched location prefix.
+fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
+    let req = &ctx.req;
+    match &pass.uri {
+        None if ctx.redirects == 0 => out.extend_from_slice(req.target()),
+        None => {
+            escape_path(out, &req.path);
+            if let Some(a) = &req.args {
+                out.push(b'?');
+                out.extend_from_slice(a);
+            }
+        }
+        Some(uri) => {
+            out.extend_from_slice(uri);
+            let rest = req.path.get(pass.location_len.min(req.path.len())..).unwrap_or(b"");
+            escape_path(out, rest);
+            if let Some(a) = &req.args {
+                out.push(b'?');
+                out.extend_from_slice(a);
+            }
+        }
+    }
+}
+
+/// Serializes the request head for the origin; `body_len` is the length of
+/// the buffered body (sent with Content-Length, as nginx does).
+pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, body_len: Option<u64>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    let method = if ctx.req.method == Method::Get && ctx.req.head.method != Method::Get {
+        &b"GET"[..]
+    } else {
+        ctx.req.method_bytes()
+    };
+    out.extend_from_slice(method);
+    out.push(b' ');
+    target(ctx, pass, &mut out);
+    out.extend_from_slice(if conf.http_version_11 { b" HTTP/1.1\r\n" } else { b" HTTP/1.0\r\n" });
+    let vars = Vars::request(ctx);
+    let mut value = Vec::new();
+    for (name, tpl) in &conf.set_headers {
+        value.clear();
+        tpl.render(&vars, &mut value);
+        if value.is_empty() {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(&value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = body_len {
+        out.extend_from_slice(b"content-length: ");
+        push_u64(&mut out, n);
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, v) in ctx.req.headers() {
+        let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+            || conf.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()));
+        if skip {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// How the origin's response body ends.
+#[derive(Debug)]
+pub enum Framing {
+    /// No body follows; for HEAD, the length the origin declared.
+    None(Option<u64>),
+    Length(u64),
+    Chunked(Decoder),
+    /// Until the origin closes (HTTP/1.0 style).
+    Close,
+}
+
+#[derive(Debug)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub content_type: Option<String>,
+    pub framing: Framing,
+    /// The connection may be reused after the body.
+    pub keep_alive: bool,
+    pub head_len: usize,
+}
+
+#[derive(Debug)]
+pub enum HeadError {
+    /// nginx: "upstream sent invalid header" and similar, a 502.
+    Invalid(&'static str),
+    Incomplete,
+}
+
+/// Parses a response head from `buf`; Ok(None) when more bytes are needed.
+pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
+    let mut hdrs = [httparse::EMPTY_HEADER; 100];
+    let mut r = httparse::Response::new(&mut hdrs);
+    let head_len = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(HeadError::Invalid("upstream sent invalid header")),
+    };
+    let status = r.code.unwrap_or(0);
+    if !(100..=999).contains(&status) {
+        return Err(HeadError::Invalid("upstream sent invalid status"));
+    }
+    let http11 = r.version == Some(1);
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    let mut close = !http11;
+    let mut headers = Vec::with_capacity(r.headers.len());
+    let mut content_type = None;
+    for h in r.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        let v = h.value;
+        if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
+            return Err(HeadError::Invalid("upstream sent invalid header"));
+        }
+        match name.as_str() {
+            "content-length" => {
+                let n = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .ok_or(HeadError::Invalid("upstream sent invalid \"Content-Length\" header"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(HeadError::Invalid("upstream sent duplicate header line: \"Content-Length\""));
+                }
+                length = Some(n);
+            }
+            "transfer-encoding" => {
+                if !v.eq_ignore_ascii_case(b"chunked") {
+                    return Err(HeadError::Invalid("upstream sent unknown \"Transfer-Encoding\""));
+                }
+                chunked = true;
+            }
+            "connection" => {
+                if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")) {
+                    close = true;
+                } else if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"keep-alive")) && !http11
+                {
+                    close = false;
+                }
+            }
+            "content-type" => content_type = Some(String::from_utf8_lossy(v).into_owned()),
+            _ => {}
+        }
+        let hidden = NOT_RETURNED.contains(&name.as_str()) && !conf.pass_headers.contains(&name)
+            || conf.hide_headers.contains(&name)
+            || name == "content-type";
+        if !hidden {
+            headers.push((h.name.to_string(), v.to_vec()));
+        }
+    }
+    if chunked && length.is_some() {
+        return Err(HeadError::Invalid(
+            "upstream sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time",
+        ));
+    }
+    let framing = if head_request || status < 200 || status == 204 || status == 304 {
+        Framing::None(if head_request { length } else { None })
+    } else if chunked {
+        Framing::Chunked(Decoder::default())
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else {
+        close = true;
+        Framing::Close
+    };
+    Ok(Some(ResponseHead { status, headers, content_type, framing, keep_alive: !close, head_len }))
+}
+
+/// The origin's response body as it streams through to the client.
+pub struct UpstreamBody {
+    pub stream: Option<TcpStream>,
+    /// Bytes read past the head, not yet passed on.
+    pub buf: Vec<u8>,
+    pub framing: Framing,
+    pub read_timeout: Duration,
+    pub done: bool,
+    /// Where the connection goes afterwards (see `proxy::release`).
+    pub release: Option<super::Release>,
+}
+
+#[derive(Debug)]
+pub enum BodyError {
+    Timeout,
+    /// The origin closed before the framing said the body ends.
+    Truncated,
+    Invalid,
+    Io(std::io::Error),
+}
+
+impl UpstreamBody {
+    /// The length, when the origin said it.
+    pub fn known_len(&self) -> Option<u64> {
+        match &self.framing {
+            Framing::None(declared) => Some(declared.unwrap_or(0)),
+            Framing::Length(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Appends the next piece of body to `out` (up to about `max` bytes);
+    /// Ok(false) once the body is complete.
+    pub async fn next(&mut self, out: &mut Vec<u8>, max: usize) -> Result<bool, BodyError> {
+        loop {
+            if self.done {
+                return Ok(false);
+            }
+            match &mut self.framing {
+                Framing::None(_) => {
+                    self.done = true;
+                    return Ok(false);
+                }
+                Framing::Length(left) => {
+                    if *left == 0 {
+                        self.done = true;
+                        return Ok(false);
+                    }
+                    if !self.buf.is_empty() {
+                        let n = (*left).min(self.buf.len() as u64).min(max as u64) as usize;
+                        out.extend_from_slice(&self.buf[..n]);
+                        self.buf.drain(..n);
+                        *left -= n as u64;
+                        if *left == 0 {
+                            self.done = true;
+                        }
+                        return Ok(true);
+                    }
+                }
+                Framing::Chunked(d) => {
+                    if !self.buf.is_empty() {
+                        let before = out.len();
+                        let used =
+                            d.feed(&self.buf, |data| out.extend_from_slice(data)).map_err(|_| BodyError::Invalid)?;
+                        self.buf.drain(..used);
+                        if d.is_done() {
+                            self.done = true;
+                            return Ok(out.len() > before);
+                        }
+                        if out.len() > before {
+                            return Ok(true);
+                        }
+                    }
+                }
+                Framing::Close => {
+                    if !self.buf.is_empty() {
+                        out.append(&mut self.buf);
+                        return Ok(true);
+                    }
+                }
+            }
+            // Need more bytes from the origin.
+            let Some(s) = self.stream.as_mut() else { return Err(BodyError::Truncated) };
+            self.buf.reserve(max.clamp(4096, 64 * 1024));
+            match tokio::time::timeout(self.read_timeout, s.read_buf(&mut self.buf)).await {
+                Err(_) => return Err(BodyError::Timeout),
+                Ok(Err(e)) => return Err(BodyError::Io(e)),
+                Ok(Ok(0)) => {
+                    if matches!(self.framing, Framing::Close) {
+                        self.done = true;
+                        self.stream = None;
+                        return Ok(false);
+                    }
+                    return Err(BodyError::Truncated);
+                }
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for UpstreamBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamBody").field("framing", &self.framing).field("done", &self.done).finish()
+    }
+}

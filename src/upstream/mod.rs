@@ -1,0 +1,3 @@
+//! The reverse proxy's upstream side: `upstream` blocks and the choice of a peer for each request.
+
+pub mod balance;
