@@ -179,7 +179,7 @@ impl Default for ProxyConf {
 
 fn default_headers() -> Vec<(String, Template)> {
     let proxy_host = Template { parts: vec![Part::Var(Var::ProxyHost)] };
-    vec![("host".into(), proxy_host), ("connection".into(), Template::literal("close"))]
+    vec![("Host".into(), proxy_host), ("Connection".into(), Template::literal("close"))]
 }
 
 pub fn reset_set_headers(c: &mut LocConf) {
@@ -275,9 +275,10 @@ pub fn resolve(authority: &str) -> Result<SocketAddr, String> {
 }
 
 pub fn proxy_set_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let name = arg(d, 0).to_ascii_lowercase();
+    // Sent as written (nginx keeps the operator's spelling).
+    let name = arg(d, 0).to_string();
     let value = Template::compile(arg(d, 1)).map_err(|e| ConfError::at(e, &d.span))?;
-    c.proxy.set_headers.retain(|(n, _)| *n != name);
+    c.proxy.set_headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
     c.proxy.set_headers.push((name, value));
     Ok(())
 }

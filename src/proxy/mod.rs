@@ -35,11 +35,13 @@ pub struct Release {
 
 enum Attempt {
     Ok(wire::ResponseHead, TcpStream, Vec<u8>, u64),
-    /// Failed; the status it would give, whether it counts as a peer
-    /// failure, and whether proxy_next_upstream allows another try.
+    /// Failed; the status it would give, whether proxy_next_upstream allows
+    /// another try, and whether the request reached the origin (a request
+    /// never sent may go elsewhere whatever its method, as in nginx).
     Failed {
         status: u16,
         next: bool,
+        sent: bool,
     },
 }
 
@@ -76,10 +78,9 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
             if tries == 0 {
                 log_error!(
                     Level::Error,
-                    "*{} no live upstreams while connecting to upstream, {}, upstream: \"http://{}\"",
+                    "*{} no live upstreams while connecting to upstream, {}",
                     ctx.conn.id,
-                    ctx.log_suffix(),
-                    u.name
+                    upstream_suffix(ctx, &u.name)
                 );
             }
             break;
@@ -99,12 +100,12 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
                 }
                 return build_response(ctx, &pass, head, stream, rest, peer, requests);
             }
-            Attempt::Failed { status, next } => {
+            Attempt::Failed { status, next, sent } => {
                 w.proxy.borrow_mut().get(&u).done(peer, true);
                 last_status = status;
                 let more = next
                     && tries < max_tries
-                    && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
+                    && (!sent || method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
                     && within(conf.next_upstream_timeout, started);
                 if !more {
                     break;
@@ -153,12 +154,12 @@ async fn attempt(
             Ok(Err(e)) => {
                 log_upstream(ctx, p, &format!("connect() failed ({}) while connecting to upstream", os_error(&e)));
                 push_times(ctx, 502, None, None, started);
-                return Attempt::Failed { status: 502, next: next.error };
+                return Attempt::Failed { status: 502, next: next.error, sent: false };
             }
             Err(_) => {
                 log_upstream(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
                 push_times(ctx, 504, None, None, started);
-                return Attempt::Failed { status: 504, next: next.timeout };
+                return Attempt::Failed { status: 504, next: next.timeout, sent: false };
             }
         },
     };
@@ -199,7 +200,7 @@ async fn attempt(
             };
             log_upstream(ctx, p, &why);
             push_times(ctx, status, Some(connect_ms), None, started);
-            Attempt::Failed { status, next: go_next }
+            Attempt::Failed { status, next: go_next, sent: true }
         }
     }
 }
@@ -231,8 +232,28 @@ fn os_error(e: &std::io::Error) -> String {
 }
 
 fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
-    let uri = String::from_utf8_lossy(ctx.req.target()).into_owned();
-    log_error!(Level::Error, "*{} {}, {}, upstream: \"http://{}{}\"", ctx.conn.id, why, ctx.log_suffix(), p.name, uri);
+    log_error!(Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
+}
+
+/// nginx's context for upstream errors: client, server, request, then the
+/// upstream URL, then host.
+fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
+    let mut uri = Vec::new();
+    if let Some(pass) = &ctx.conf.proxy.pass {
+        wire::target_for_log(ctx, pass, &mut uri);
+    }
+    let mut s = format!(
+        "client: {}, server: {}, request: \"{}\", upstream: \"http://{}{}\"",
+        ctx.conn.peer.ip(),
+        ctx.server.name,
+        String::from_utf8_lossy(ctx.req.request_line()),
+        peer,
+        String::from_utf8_lossy(&uri)
+    );
+    if let Some(h) = ctx.req.header("host") {
+        s.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
+    }
+    s
 }
 
 enum ExchangeError {
@@ -258,7 +279,8 @@ async fn exchange(
         Ok(Err(e)) => return Err(ExchangeError::Io(("writev()", "sending request to upstream"), e)),
         Ok(Ok(())) => {}
     }
-    let limit = conf.buffer_size.max(1024) * 16;
+    // proxy_buffer_size bounds the response head, as in nginx.
+    let limit = conf.buffer_size.max(1024);
     loop {
         match wire::parse_response(buf, head_request, conf) {
             Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 => {
@@ -274,7 +296,7 @@ async fn exchange(
         if buf.len() >= limit {
             return Err(ExchangeError::Invalid("upstream sent too big header"));
         }
-        buf.reserve(4096);
+        buf.reserve(limit - buf.len());
         match tokio::time::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)).await {
             Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
             Ok(Ok(0)) => return Err(ExchangeError::Closed),
@@ -307,7 +329,8 @@ fn rewrite_location(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, v: &[u8]) -> Vec<u8>
         if let Some(rest) = v.strip_prefix(from.as_bytes()) {
             let mut out = to.into_bytes();
             out.extend_from_slice(rest);
-            return out;
+            // nginx sends the rewritten Location absolute, as its own.
+            return crate::handler::ret::absolute_location(ctx, &out);
         }
     }
     v.to_vec()

@@ -50,13 +50,33 @@ fn escape_path(out: &mut Vec<u8>, path: &[u8]) {
     }
 }
 
+/// `http://host/path` (absolute-form) as `/path`.
+fn origin_form(t: &[u8]) -> &[u8] {
+    let rest = if t.len() > 7 && t[..7].eq_ignore_ascii_case(b"http://") {
+        &t[7..]
+    } else if t.len() > 8 && t[..8].eq_ignore_ascii_case(b"https://") {
+        &t[8..]
+    } else {
+        return t;
+    };
+    match rest.iter().position(|&b| b == b'/') {
+        Some(i) => &rest[i..],
+        None => b"/",
+    }
+}
+
+/// The target sent upstream, for error-log lines.
+pub fn target_for_log(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
+    target(ctx, pass, out);
+}
+
 /// The request line's target, by nginx's rules: without a URI part in
 /// `proxy_pass` the client's URI goes unchanged (or the rewritten one after
 /// an internal redirect); with one, it replaces the matched location prefix.
 fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
     let req = &ctx.req;
     match &pass.uri {
-        None if ctx.redirects == 0 => out.extend_from_slice(req.target()),
+        None if ctx.redirects == 0 => out.extend_from_slice(origin_form(req.target())),
         None => {
             escape_path(out, &req.path);
             if let Some(a) = &req.args {
@@ -153,9 +173,17 @@ pub enum HeadError {
 
 /// Parses a response head from `buf`; Ok(None) when more bytes are needed.
 pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
-    let mut hdrs = [httparse::EMPTY_HEADER; 100];
+    // nginx bounds the head by size (proxy_buffer_size), not by count.
+    let mut hdrs = [httparse::EMPTY_HEADER; 128];
+    let mut many;
     let mut r = httparse::Response::new(&mut hdrs);
-    let head_len = match r.parse(buf) {
+    let mut parsed = r.parse(buf);
+    if matches!(parsed, Err(httparse::Error::TooManyHeaders)) {
+        many = vec![httparse::EMPTY_HEADER; buf.len() / 4 + 1];
+        r = httparse::Response::new(&mut many);
+        parsed = r.parse(buf);
+    }
+    let head_len = match parsed {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(_) => return Err(HeadError::Invalid("upstream sent invalid header")),

@@ -47,15 +47,23 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
     push_u64(out, wire as u64);
     out.push(b' ');
     out.extend_from_slice(error_html::reason(wire).as_bytes());
-    out.extend_from_slice(b"\r\nServer: ");
-    if opts.server_tokens {
-        out.extend_from_slice(concat!("sluice/", env!("CARGO_PKG_VERSION")).as_bytes());
-    } else {
-        out.extend_from_slice(b"sluice");
-    }
-    out.extend_from_slice(b"\r\nDate: ");
-    out.extend_from_slice(&crate::clock::http_date());
     out.extend_from_slice(b"\r\n");
+    // An origin's Server or Date passed with proxy_pass_header replaces ours.
+    let passed = |n: &str| !resp.headers.is_empty() && resp.header(n).is_some();
+    if !passed("server") {
+        out.extend_from_slice(b"Server: ");
+        if opts.server_tokens {
+            out.extend_from_slice(concat!("sluice/", env!("CARGO_PKG_VERSION")).as_bytes());
+        } else {
+            out.extend_from_slice(b"sluice");
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    if !passed("date") {
+        out.extend_from_slice(b"Date: ");
+        out.extend_from_slice(&crate::clock::http_date());
+        out.extend_from_slice(b"\r\n");
+    }
     if let Some(ct) = &resp.content_type {
         out.extend_from_slice(b"Content-Type: ");
         out.extend_from_slice(ct.as_bytes());

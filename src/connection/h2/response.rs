@@ -60,7 +60,12 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
             continue;
         }
         if let Ok(v) = HeaderValue::from_bytes(v) {
-            h.append(name, v);
+            // An origin's Server or Date (proxy_pass_header) replaces ours.
+            if name == http::header::SERVER || name == http::header::DATE {
+                h.insert(name, v);
+            } else {
+                h.append(name, v);
+            }
         }
     }
     if let Some(cr) = &resp.content_range
