@@ -69,6 +69,8 @@ pub struct ProxyPass {
     /// The URI part of `proxy_pass` (`http://b/new/` gives `/new/`); None
     /// passes the client's URI unchanged.
     pub uri: Option<Vec<u8>>,
+    /// `https://`: TLS to the origin.
+    pub tls: bool,
     /// `$proxy_host`: the host (and port unless 80) as written.
     pub proxy_host: String,
     /// The matched location's prefix, which a URI part replaces.
@@ -132,6 +134,11 @@ pub struct ProxyConf {
     pub hide_headers: Vec<String>,
     pub pass_headers: Vec<String>,
     pub http_version_11: bool,
+    pub ssl_verify: bool,
+    pub ssl_trusted_certificate: Option<std::path::PathBuf>,
+    pub ssl_server_name: bool,
+    /// `proxy_ssl_name`; None: the host of `$proxy_host`.
+    pub ssl_name: Option<String>,
     pub connect_timeout: Duration,
     pub send_timeout: Duration,
     pub read_timeout: Duration,
@@ -162,6 +169,10 @@ impl Default for ProxyConf {
             hide_headers: Vec::new(),
             pass_headers: Vec::new(),
             http_version_11: false,
+            ssl_verify: false,
+            ssl_trusted_certificate: None,
+            ssl_server_name: false,
+            ssl_name: None,
             connect_timeout: Duration::from_secs(60),
             send_timeout: Duration::from_secs(60),
             read_timeout: Duration::from_secs(60),
@@ -205,10 +216,10 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     if raw.contains('$') {
         return Err(ConfError::at("variables in \"proxy_pass\" are not supported yet", &d.span));
     }
-    let rest = if let Some(r) = raw.strip_prefix("http://") {
-        r
-    } else if raw.starts_with("https://") {
-        return Err(ConfError::at("\"proxy_pass https://\" is not supported yet", &d.span));
+    let (rest, tls) = if let Some(r) = raw.strip_prefix("http://") {
+        (r, false)
+    } else if let Some(r) = raw.strip_prefix("https://") {
+        (r, true)
     } else {
         return Err(ConfError::at(format!("invalid URL prefix in \"{}\"", raw), &d.span));
     };
@@ -229,7 +240,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let upstream = match ctx.upstreams.get(authority) {
         Some(u) => u.clone(),
         None => {
-            let addr = resolve(authority).map_err(|m| ConfError::at(m, &d.span))?;
+            let addr = resolve_port(authority, if tls { 443 } else { 80 }).map_err(|m| ConfError::at(m, &d.span))?;
             let index = ctx.upstream_list.len();
             let u = Arc::new(Upstream {
                 name: authority.to_string(),
@@ -254,19 +265,27 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
             u
         }
     };
-    let proxy_host = authority.strip_suffix(":80").unwrap_or(authority).to_string();
-    c.proxy.pass = Some(Arc::new(ProxyPass { upstream, uri, proxy_host, location_len: ctx.location_len }));
+    let default_port = if tls { ":443" } else { ":80" };
+    let proxy_host = authority.strip_suffix(default_port).unwrap_or(authority).to_string();
+    c.proxy.pass = Some(Arc::new(ProxyPass { upstream, uri, tls, proxy_host, location_len: ctx.location_len }));
     Ok(())
 }
 
 /// `host[:port]` to one address (nginx resolves at load time too).
 pub fn resolve(authority: &str) -> Result<SocketAddr, String> {
+    resolve_port(authority, 80)
+}
+
+fn resolve_port(authority: &str, default_port: u16) -> Result<SocketAddr, String> {
     if let Ok(a) = authority.parse::<SocketAddr>() {
         return Ok(a);
     }
     let bare_v6 = authority.starts_with('[') && authority.ends_with(']');
-    let with_port =
-        if bare_v6 || !authority.contains(':') { format!("{}:80", authority) } else { authority.to_string() };
+    let with_port = if bare_v6 || !authority.contains(':') {
+        format!("{}:{}", authority, default_port)
+    } else {
+        authority.to_string()
+    };
     with_port
         .to_socket_addrs()
         .ok()
@@ -535,4 +554,31 @@ fn peer(d: &Directive) -> Result<PeerConf, ConfError> {
         }
     }
     Ok(p)
+}
+
+pub fn proxy_ssl_verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.ssl_verify = flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_ssl_server_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.ssl_server_name = flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_ssl_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    if v.contains('$') && v != "$proxy_host" {
+        return Err(ConfError::at("variables in \"proxy_ssl_name\" are not supported yet", &d.span));
+    }
+    c.proxy.ssl_name = (v != "$proxy_host").then(|| v.to_string());
+    Ok(())
+}
+
+/// Loaded here too, so `-t` reports a missing or bad file.
+pub fn proxy_ssl_trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let p = ctx.conf_path(arg(d, 0));
+    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
+    c.proxy.ssl_trusted_certificate = Some(p);
+    Ok(())
 }

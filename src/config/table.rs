@@ -178,6 +178,15 @@ pub static TABLE: &[Cmd] = &[
     cmd("proxy_buffers", HSL, 2, 2, Set::Loc(proxy::proxy_buffers)),
     cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_intercept_errors)),
     multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),
+    cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),
+    cmd("proxy_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_trusted_certificate)),
+    cmd("proxy_ssl_server_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_server_name)),
+    cmd("proxy_ssl_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_name)),
+    // rustls's defaults (TLS 1.2 and 1.3, its cipher suites, resumption)
+    cmd("proxy_ssl_protocols", HSL, 1, MANY, Set::Noop),
+    cmd("proxy_ssl_ciphers", HSL, 1, 1, Set::Noop),
+    cmd("proxy_ssl_session_reuse", HSL, 1, 1, Set::Noop),
+    cmd("proxy_ssl_verify_depth", HSL, 1, 1, Set::Noop),
     // Hash sizing knobs for nginx's static hashes; sluice's tables need none.
     cmd("types_hash_max_size", HSL, 1, 1, Set::Noop),
     cmd("types_hash_bucket_size", HSL, 1, 1, Set::Noop),

@@ -6,6 +6,7 @@
 //! hands the origin connection back with [`release`].
 
 pub mod peers;
+pub mod upstream_tls;
 pub mod wire;
 
 use std::borrow::Cow;
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use upstream_tls::UpStream;
 
 use crate::config::proxy::{ProxyPass, Redirect, Upstream};
 use crate::handler::ctx::ReqCtx;
@@ -34,7 +36,7 @@ pub struct Release {
 }
 
 enum Attempt {
-    Ok(wire::ResponseHead, TcpStream, Vec<u8>, u64),
+    Ok(wire::ResponseHead, UpStream, Vec<u8>, u64),
     /// Failed; the status it would give, whether proxy_next_upstream allows
     /// another try, and whether the request reached the origin (a request
     /// never sent may go elsewhere whatever its method, as in nginx).
@@ -149,7 +151,18 @@ async fn attempt(
         None => match tokio::time::timeout(conf.connect_timeout, TcpStream::connect(p.addr)).await {
             Ok(Ok(s)) => {
                 let _ = s.set_nodelay(true);
-                (s, 0)
+                if !pass.tls {
+                    (UpStream::Plain(s), 0)
+                } else {
+                    match tls_connect(w, ctx, pass, s).await {
+                        Ok(t) => (UpStream::Tls(Box::new(t)), 0),
+                        Err(why) => {
+                            log_upstream(ctx, p, &format!("{} while SSL handshaking to upstream", why));
+                            push_times(ctx, 502, None, None, started);
+                            return Attempt::Failed { status: 502, next: next.error, sent: false };
+                        }
+                    }
+                }
             }
             Ok(Err(e)) => {
                 log_upstream(ctx, p, &format!("connect() failed ({}) while connecting to upstream", os_error(&e)));
@@ -220,6 +233,31 @@ async fn attempt_fresh(
     attempt(w, ctx, pass, peer, req, head_request, started).await
 }
 
+/// The TLS handshake with an origin (`proxy_pass https://`), bounded by
+/// proxy_connect_timeout.
+async fn tls_connect(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    pass: &ProxyPass,
+    tcp: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let conf = &ctx.conf.proxy;
+    let key = upstream_tls::Key {
+        verify: conf.ssl_verify,
+        trusted: conf.ssl_trusted_certificate.clone(),
+        sni: conf.ssl_server_name,
+    };
+    let cfg = w.tls_clients.borrow_mut().get(&key)?;
+    let name = conf.ssl_name.as_deref().unwrap_or(&pass.proxy_host);
+    let server_name = upstream_tls::server_name(name).ok_or_else(|| format!("invalid proxy_ssl_name \"{}\"", name))?;
+    let connector = tokio_rustls::TlsConnector::from(cfg);
+    match tokio::time::timeout(conf.connect_timeout, connector.connect(server_name, tcp)).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(format!("SSL_do_handshake() failed ({})", e)),
+        Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
+    }
+}
+
 fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, header: Option<u64>, started: Instant) {
     ctx.upstream.status.push(status);
     ctx.upstream.connect_ms.push(connect);
@@ -242,11 +280,13 @@ fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
     if let Some(pass) = &ctx.conf.proxy.pass {
         wire::target_for_log(ctx, pass, &mut uri);
     }
+    let scheme = if ctx.conf.proxy.pass.as_ref().is_some_and(|p| p.tls) { "https" } else { "http" };
     let mut s = format!(
-        "client: {}, server: {}, request: \"{}\", upstream: \"http://{}{}\"",
+        "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}\"",
         ctx.conn.peer.ip(),
         ctx.server.name,
         String::from_utf8_lossy(ctx.req.request_line()),
+        scheme,
         peer,
         String::from_utf8_lossy(&uri)
     );
@@ -265,7 +305,7 @@ enum ExchangeError {
 
 /// Sends the request and reads the response head into `buf`.
 async fn exchange(
-    stream: &mut TcpStream,
+    stream: &mut UpStream,
     req: &[u8],
     buf: &mut Vec<u8>,
     conf: &crate::config::proxy::ProxyConf,
@@ -340,7 +380,7 @@ fn build_response<'c>(
     ctx: &mut ReqCtx<'c, '_>,
     pass: &ProxyPass,
     head: wire::ResponseHead,
-    stream: TcpStream,
+    stream: UpStream,
     rest: Vec<u8>,
     peer: usize,
     requests: u64,

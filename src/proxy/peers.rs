@@ -7,14 +7,14 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use super::upstream_tls::UpStream;
 
 use crate::config::proxy::{Balance, Upstream};
 use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PickCtx, Selection};
 
 pub struct Idle {
     pub peer: usize,
-    pub stream: TcpStream,
+    pub stream: UpStream,
     pub since: Instant,
     pub requests: u64,
 }
@@ -104,7 +104,7 @@ impl UpstreamRt {
     }
 
     /// An idle connection to `peer` that the origin has not closed.
-    pub fn take_idle(&mut self, peer: usize, timeout: Duration) -> Option<(TcpStream, u64)> {
+    pub fn take_idle(&mut self, peer: usize, timeout: Duration) -> Option<(UpStream, u64)> {
         let now = Instant::now();
         while let Some(pos) = self.idle.iter().rposition(|c| c.peer == peer) {
             let c = self.idle.remove(pos);
@@ -113,16 +113,14 @@ impl UpstreamRt {
             }
             // Closed by the origin meanwhile (or it sent something it should
             // not have): reading now would not block.
-            let mut probe = [0u8; 1];
-            match c.stream.try_read(&mut probe) {
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Some((c.stream, c.requests)),
-                _ => continue,
+            if !c.stream.is_stale() {
+                return Some((c.stream, c.requests));
             }
         }
         None
     }
 
-    pub fn put_idle(&mut self, u: &Upstream, peer: usize, stream: TcpStream, requests: u64) {
+    pub fn put_idle(&mut self, u: &Upstream, peer: usize, stream: UpStream, requests: u64) {
         if u.keepalive == 0 || requests >= u.keepalive_requests {
             return;
         }

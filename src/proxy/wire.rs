@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use crate::config::proxy::{ProxyConf, ProxyPass};
 use crate::connection::h1::chunked::Decoder;
@@ -259,7 +258,7 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
 
 /// The origin's response body as it streams through to the client.
 pub struct UpstreamBody {
-    pub stream: Option<TcpStream>,
+    pub stream: Option<super::upstream_tls::UpStream>,
     /// Bytes read past the head, not yet passed on.
     pub buf: Vec<u8>,
     pub framing: Framing,

@@ -52,6 +52,8 @@ pub struct WorkerCtx {
     pub pool: RefCell<Vec<Vec<u8>>>,
     /// Upstream peer state and idle origin connections of this worker.
     pub proxy: RefCell<crate::proxy::peers::WorkerProxy>,
+    /// TLS client configurations for `proxy_pass https://`.
+    pub tls_clients: RefCell<crate::proxy::upstream_tls::Clients>,
 }
 
 impl WorkerCtx {
@@ -156,6 +158,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         drained: Notify::new(),
         pool: RefCell::new(Vec::new()),
         proxy: RefCell::new(Default::default()),
+        tls_clients: RefCell::new(Default::default()),
     });
     local.block_on(&rt, async move {
         crate::clock::refresh();

@@ -1,0 +1,165 @@
+//! `proxy_pass https://`: the connection to the origin, plain or TLS
+//! (rustls client), and the client configurations per `proxy_ssl_*`
+//! settings. As in nginx, the origin's certificate is not checked unless
+//! `proxy_ssl_verify on` (with `proxy_ssl_trusted_certificate`), and SNI is
+//! sent only with `proxy_ssl_server_name on`.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A connection to an origin.
+pub enum UpStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl UpStream {
+    /// For a pooled connection: has the origin closed it (or sent
+    /// something unasked)? Reading would not block then.
+    pub fn is_stale(&self) -> bool {
+        let tcp = match self {
+            UpStream::Plain(s) => s,
+            UpStream::Tls(t) => t.get_ref().0,
+        };
+        let mut probe = [0u8; 1];
+        !matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
+impl AsyncRead for UpStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            UpStream::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for UpStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            UpStream::Plain(s) => Pin::new(s).poll_write(cx, data),
+            UpStream::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, data),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            UpStream::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            UpStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            UpStream::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// `proxy_ssl_verify off`: any certificate, but the handshake signature is
+/// still checked (the origin must hold the key it presents).
+#[derive(Debug)]
+struct NoVerify(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// What distinguishes one client configuration from another.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Key {
+    pub verify: bool,
+    pub trusted: Option<PathBuf>,
+    pub sni: bool,
+}
+
+/// Builds a client configuration (also used by `-t` to check the trusted
+/// certificate file).
+pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let mut cfg = if k.verify {
+        let path = k.trusted.as_ref().ok_or("no proxy_ssl_trusted_certificate for proxy_ssl_verify")?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in crate::tls::certs::load_chain(path)? {
+            roots.add(c).map_err(|e| format!("invalid certificate in \"{}\": {}", path.display(), e))?;
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    } else {
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider))).with_no_client_auth()
+    };
+    cfg.enable_sni = k.sni;
+    Ok(Arc::new(cfg))
+}
+
+/// Client configurations of one worker, built on first use.
+#[derive(Default)]
+pub struct Clients(HashMap<Key, Arc<ClientConfig>>);
+
+impl Clients {
+    pub fn get(&mut self, k: &Key) -> Result<Arc<ClientConfig>, String> {
+        if let Some(c) = self.0.get(k) {
+            return Ok(c.clone());
+        }
+        let c = client_config(k)?;
+        self.0.insert(k.clone(), c.clone());
+        Ok(c)
+    }
+}
+
+/// The name to present and verify: `proxy_ssl_name`, else the host part
+/// of `$proxy_host`.
+pub fn server_name(name: &str) -> Option<ServerName<'static>> {
+    let host = if let Some(v6) = name.strip_prefix('[') {
+        v6.split(']').next().unwrap_or(v6)
+    } else {
+        name.rsplit_once(':').map(|(h, _)| h).unwrap_or(name)
+    };
+    ServerName::try_from(host.to_string()).ok()
+}

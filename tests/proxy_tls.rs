@@ -1,0 +1,94 @@
+//! `proxy_pass https://`: TLS to the origin, with and without verifying its
+//! certificate, SNI per `proxy_ssl_server_name`, and the name checked per
+//! `proxy_ssl_name`. The origin is a TLS server block of the same sluice
+//! (or nginx, with SLUICE_TEST_NGINX=1) on a second port; it logs the SNI
+//! it received.
+
+mod common;
+
+use common::tls::*;
+use common::*;
+
+fn start() -> TestServer {
+    builder()
+        .tls_files()
+        .ports(2)
+        .http(
+            "log_format sni '$ssl_server_name $request_uri';\n\
+             server {\n\
+               listen 127.0.0.1:{port1} ssl;\n\
+               server_name a.test;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n\
+               ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               access_log logs/origin.log sni;\n\
+               location / { return 200 \"origin $uri\\n\"; }\n\
+             }\n\
+             server {\n\
+               listen 127.0.0.1:{port0};\n\
+               location /plain/ { proxy_pass https://127.0.0.1:{port1}/; }\n\
+               location /verify/ {\n\
+                 proxy_pass https://127.0.0.1:{port1}/;\n\
+                 proxy_ssl_verify on;\n\
+                 proxy_ssl_trusted_certificate tls/ca.crt;\n\
+                 proxy_ssl_name a.test;\n\
+                 proxy_ssl_server_name on;\n\
+               }\n\
+               location /wrongname/ {\n\
+                 proxy_pass https://127.0.0.1:{port1}/;\n\
+                 proxy_ssl_verify on;\n\
+                 proxy_ssl_trusted_certificate tls/ca.crt;\n\
+                 proxy_ssl_name b.test;\n\
+               }\n\
+             }\n",
+        )
+        .start()
+}
+
+#[test]
+fn https_origin_without_and_with_verification() {
+    let s = start();
+    let p = s.ports[0];
+    let r = request(p, "GET /plain/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "origin /x\n"), "{}", s.error_log());
+
+    // nginx 1.22 (OpenSSL 3.0) refuses this test PKI's chain for upstream
+    // verification ("20: unable to get local issuer certificate") although
+    // curl and s_client verify it with the same CA file; not investigated,
+    // so the verified cases run against sluice only.
+    if nginx_mode() {
+        return;
+    }
+    let r = request(p, "GET /verify/y HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "origin /y\n"), "{}", s.error_log());
+
+    // The certificate is for a.test: verifying it as b.test fails the
+    // handshake, which is a 502 with nginx's log wording.
+    let r = request(p, "GET /wrongname/z HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 502, "{}", r.head);
+    let log = s.wait_error_log("while SSL handshaking to upstream");
+    assert!(log.contains("SSL_do_handshake() failed"), "{log}");
+
+    // SNI only with proxy_ssl_server_name on: the origin saw "a.test" for
+    // /verify/ and none for /plain/.
+    let lines = wait_lines(&s.path("logs/origin.log"), 2, std::time::Duration::from_secs(5));
+    // (sluice logs an absent $ssl_server_name as "-", like nginx.)
+    assert!(lines.iter().any(|l| l == "- /x"), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "a.test /y"), "{lines:?}");
+}
+
+#[test]
+fn trusted_certificate_file_is_checked_by_t() {
+    if skip_in_nginx_mode("sluice's wording") {
+        return;
+    }
+    let s = builder()
+        .http(
+            "server { listen 127.0.0.1:{port}; location / { proxy_pass https://127.0.0.1:1; \
+             proxy_ssl_trusted_certificate /nonexistent/ca.pem; } }",
+        )
+        .prepare();
+    let out = s.run(&["-t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot load certificate \"/nonexistent/ca.pem\""), "{err}");
+}
