@@ -58,6 +58,8 @@ pub enum Var {
     UpstreamResponseTime,
     UpstreamConnectTime,
     UpstreamHeaderTime,
+    /// A variable defined by a `map` block.
+    Map(std::sync::Arc<crate::config::map::MapDef>),
 }
 
 impl Var {
@@ -188,7 +190,9 @@ impl Template {
                     _ => return Err(format!("invalid capture \"${name}\"")),
                 }
             } else {
-                Var::from_name(name).ok_or_else(|| format!("unknown \"{name}\" variable"))?
+                Var::from_name(name)
+                    .or_else(|| crate::config::map::lookup_var(name).map(Var::Map))
+                    .ok_or_else(|| format!("unknown \"{name}\" variable"))?
             };
             if !lit.is_empty() {
                 parts.push(Part::Lit(std::mem::take(&mut lit)));

@@ -279,6 +279,12 @@ pub fn build(
 
 fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<HttpConf, ConfError> {
     let mut conf = default_loc(&ctx.prefix);
+    // Maps first: any template in http may use their variables.
+    super::map::reset();
+    for d in dirs.iter().filter(|d| d.name == "map") {
+        table::check_shape(table::lookup("map").ok_or_else(|| table::unknown(d))?, d)?;
+        super::map::map_block(d)?;
+    }
     // nginx's default access log, unless the http level sets its own (which
     // would replace it before any server could inherit it).
     if !dirs.iter().any(|d| d.name == "access_log") {
@@ -291,7 +297,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         table::check_shape(table::lookup("log_format").ok_or_else(|| table::unknown(d))?, d)?;
         set_loc::log_format(d, ctx)?;
     }
-    let rest: Vec<Directive> = dirs.iter().filter(|d| d.name != "log_format").cloned().collect();
+    let rest: Vec<Directive> = dirs.iter().filter(|d| d.name != "log_format" && d.name != "map").cloned().collect();
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();

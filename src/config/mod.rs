@@ -6,6 +6,7 @@ pub mod build;
 pub mod lexer;
 pub mod listen_groups;
 pub mod location;
+pub mod map;
 pub mod model;
 pub mod parser;
 pub mod proxy;

@@ -161,6 +161,7 @@ pub static TABLE: &[Cmd] = &[
     // reverse proxy (the `upstream` block's own directives are parsed by
     // config::proxy::upstream_block)
     block("upstream", HTTP, 1, 1),
+    block("map", HTTP, 2, 2),
     cmd("proxy_pass", LOC, 1, 1, Set::Loc(proxy::proxy_pass)),
     list(cmd("proxy_set_header", HSL, 2, 2, Set::Loc(proxy::proxy_set_header)), proxy::reset_set_headers),
     list(cmd("proxy_hide_header", HSL, 1, 1, Set::Loc(proxy::proxy_hide_header)), proxy::reset_hide_headers),
@@ -204,7 +205,6 @@ static KNOWN_NGINX: &[&str] = &[
     "if",
     "rewrite",
     "set",
-    "map",
     "limit_req",
     "limit_conn",
     "allow",

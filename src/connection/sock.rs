@@ -25,6 +25,10 @@ const LINGERING_TIME: Duration = Duration::from_secs(30);
 /// Stop draining a client that keeps sending.
 const LINGERING_MAX: usize = 1 << 20;
 
+/// Anything a tunnel can copy to and from.
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Io for T {}
+
 pub enum Sock {
     Raw(std::net::TcpStream),
     Reg(TcpStream),
@@ -194,6 +198,18 @@ impl Sock {
             }
         }
         sio::send_file(self.registered()?, file, offset, len, t).await
+    }
+
+    /// The socket as a tokio stream (registering a raw one), for tunnels.
+    pub fn as_io(&mut self) -> Option<&mut dyn Io> {
+        if let Sock::Raw(_) = self {
+            self.registered().ok()?;
+        }
+        match self {
+            Sock::Reg(s) => Some(s),
+            Sock::Tls(t) => Some(t.as_mut()),
+            _ => None,
+        }
     }
 
     pub fn set_nodelay(&self) {

@@ -246,6 +246,11 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms),
             Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms),
             Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
+            Var::Map(m) => {
+                let mut key = Vec::new();
+                m.source.render(self, &mut key);
+                m.lookup(&key).render(self, out);
+            }
             Var::SslSessionReused => {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
             }

@@ -34,6 +34,7 @@
 /// Reason phrase exactly as nginx prints it in the status line.
 pub fn reason(status: u16) -> &'static str {
     match status {
+        101 => "Switching Protocols",
         200 => "OK",
         201 => "Created",
         202 => "Accepted",

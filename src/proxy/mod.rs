@@ -430,3 +430,43 @@ pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
         w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, r.peer, s, r.requests);
     }
 }
+
+/// Copies both ways between the client and the origin after a 101, until
+/// either side closes, or nothing moves for proxy_read_timeout (as nginx
+/// applies it to upgraded connections).
+pub async fn tunnel(client: &mut crate::connection::sock::Sock, early: &[u8], up: &mut UpstreamBody) {
+    use tokio::io::AsyncReadExt;
+    let Some(mut origin) = up.stream.take() else { return };
+    let Some(client) = client.as_io() else { return };
+    // Bytes that came along with the heads belong to the other side.
+    if !early.is_empty() && origin.write_all(early).await.is_err() {
+        return;
+    }
+    if !up.buf.is_empty() {
+        if client.write_all(&up.buf).await.is_err() {
+            return;
+        }
+        up.buf.clear();
+    }
+    let idle = up.read_timeout;
+    let (mut a, mut b) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    loop {
+        let step = tokio::time::timeout(idle, async {
+            tokio::select! {
+                r = client.read(&mut a) => match r {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => origin.write_all(&a[..n]).await.is_ok(),
+                },
+                r = origin.read(&mut b) => match r {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => client.write_all(&b[..n]).await.is_ok(),
+                },
+            }
+        });
+        if !matches!(step.await, Ok(true)) {
+            let _ = origin.shutdown().await;
+            let _ = client.shutdown().await;
+            return;
+        }
+    }
+}

@@ -231,7 +231,8 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
             "content-type" => content_type = Some(String::from_utf8_lossy(v).into_owned()),
             _ => {}
         }
-        let hidden = NOT_RETURNED.contains(&name.as_str()) && !conf.pass_headers.contains(&name)
+        let switching = status == 101 && name == "upgrade";
+        let hidden = NOT_RETURNED.contains(&name.as_str()) && !conf.pass_headers.contains(&name) && !switching
             || conf.hide_headers.contains(&name)
             || name == "content-type";
         if !hidden {

@@ -29,8 +29,11 @@ const PIPELINE_FLUSH: usize = 64 * 1024;
 /// (one write) instead of header write + sendfile.
 const INLINE_FILE: u64 = 4 * 1024;
 /// While draining, how long an idle keep-alive connection may still bring
-/// one more request (answered with `Connection: close`).
-pub const DRAIN_GRACE: Duration = Duration::from_secs(1);
+/// one more request (answered with `Connection: close`). Keep-alive timers
+/// are swept once a second, so one second could end a connection that went
+/// idle a moment before the sweep, while its client's next request is on
+/// the way; two seconds means it was idle at least one.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 pub struct Conn {
     pub stream: Sock,
@@ -338,6 +341,24 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     }
     let header_bytes = (out.wbuf.len() - start_len) as u64;
     let more_pipelined = rbuf.len() > head_len && !has_body;
+    if resp.status == 101 && matches!(resp.body, Body::Upstream(_)) {
+        // Switching protocols (WebSocket): after the 101 the connection is
+        // a two-way tunnel to the origin until either side closes.
+        let head_bytes = out.wbuf.len() as u64;
+        let ok = flush(&mut out, conf.send_timeout, false).await;
+        log_request(w, &ctx, &resp, if ok { head_bytes } else { 0 }, 0, started);
+        if let Body::Upstream(mut up) = std::mem::replace(&mut resp.body, Body::Empty) {
+            if ok {
+                let client_early = rbuf[head_len..].to_vec();
+                crate::proxy::tunnel(out.stream, &client_early, &mut up).await;
+            }
+            // A tunnel that ran its course is no failure of the peer; its
+            // connection is not reusable either way (the stream is gone).
+            up.done = ok;
+            crate::proxy::release(w, &mut up);
+        }
+        return Next::Close;
+    }
     let (sent_ok, body_bytes) = match &mut resp.body {
         Body::Upstream(up) => {
             let r = write_upstream(&mut out, up, head_only, chunked, conf, info.id).await;

@@ -91,7 +91,11 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
         out.extend_from_slice(loc);
         out.extend_from_slice(b"\r\n");
     }
-    if opts.keep_alive {
+    if wire == 101 {
+        // A proxied protocol switch (WebSocket): the connection becomes a
+        // tunnel.
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if opts.keep_alive {
         out.extend_from_slice(b"Connection: keep-alive\r\n");
         if let Some(t) = opts.keepalive_header {
             out.extend_from_slice(b"Keep-Alive: timeout=");

@@ -1,0 +1,111 @@
+//! The `map` block: a variable whose value is looked up from another one
+//! (`map $http_upgrade $connection_upgrade { default upgrade; '' close; }`).
+//!
+//! Maps are defined before anything else in `http` is compiled, so a
+//! template anywhere may use one regardless of where the block is written
+//! (nginx resolves variables after parsing too). While a configuration is
+//! being built, the maps defined so far are visible to `Template::compile`
+//! through a per-thread registry; the compiled `Var::Map` holds the map
+//! itself, so nothing is looked up by name on the request path.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::parser::{ConfError, Directive};
+use crate::variables::Template;
+
+pub struct MapDef {
+    pub name: String,
+    pub source: Template,
+    /// Exact strings, lowercased: nginx compares them ignoring case.
+    pub exact: HashMap<Vec<u8>, Template>,
+    pub regex: Vec<(regex::bytes::Regex, Template)>,
+    pub default: Template,
+}
+
+impl std::fmt::Debug for MapDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "map ${}", self.name)
+    }
+}
+
+/// Two maps are the same variable only if they are the same definition.
+impl PartialEq for MapDef {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl MapDef {
+    /// The value template for a source value.
+    pub fn lookup(&self, value: &[u8]) -> &Template {
+        if let Some(t) = self.exact.get(&value.to_ascii_lowercase()) {
+            return t;
+        }
+        self.regex.iter().find(|(re, _)| re.is_match(value)).map(|(_, t)| t).unwrap_or(&self.default)
+    }
+}
+
+thread_local! {
+    static DEFINED: RefCell<HashMap<String, Arc<MapDef>>> = RefCell::new(HashMap::new());
+}
+
+/// Forgets the maps of a previous build (each load starts empty).
+pub fn reset() {
+    DEFINED.with(|d| d.borrow_mut().clear());
+}
+
+/// The map defining `$name`, for `Var::from_name`.
+pub fn lookup_var(name: &str) -> Option<Arc<MapDef>> {
+    DEFINED.with(|d| d.borrow().get(name).cloned())
+}
+
+fn value(d: &Directive, text: &str) -> Result<Template, ConfError> {
+    Template::compile(text).map_err(|e| ConfError::at(e, &d.span))
+}
+
+/// Builds `map SOURCE $NAME { ... }` and makes `$NAME` known.
+pub fn map_block(d: &Directive) -> Result<(), ConfError> {
+    let src = d.args.first().map(|w| w.text.as_str()).unwrap_or("");
+    let var = d.args.get(1).map(|w| w.text.as_str()).unwrap_or("");
+    let Some(name) = var.strip_prefix('$').filter(|n| !n.is_empty()) else {
+        return Err(ConfError::at(format!("invalid variable name \"{}\"", var), &d.span));
+    };
+    let source = value(d, src)?;
+    let mut m = MapDef {
+        name: name.to_string(),
+        source,
+        exact: HashMap::new(),
+        regex: Vec::new(),
+        default: Template::literal(""),
+    };
+    for e in d.block.as_deref().unwrap_or(&[]) {
+        let mut words = vec![e.name.as_str()];
+        words.extend(e.args.iter().map(|w| w.text.as_str()));
+        match words.as_slice() {
+            ["hostnames"] | ["volatile"] => {}
+            ["default", v] => m.default = value(e, v)?,
+            [k, v] => {
+                if let Some(pat) = k.strip_prefix("~*") {
+                    let re = regex::bytes::RegexBuilder::new(pat).case_insensitive(true).build();
+                    let re = re.map_err(|err| ConfError::at(format!("invalid regex \"{}\": {}", pat, err), &e.span))?;
+                    m.regex.push((re, value(e, v)?));
+                } else if let Some(pat) = k.strip_prefix('~') {
+                    let re = regex::bytes::Regex::new(pat)
+                        .map_err(|err| ConfError::at(format!("invalid regex \"{}\": {}", pat, err), &e.span))?;
+                    m.regex.push((re, value(e, v)?));
+                } else {
+                    let key = k.strip_prefix('\\').unwrap_or(k).as_bytes().to_ascii_lowercase();
+                    if m.exact.insert(key, value(e, v)?).is_some() {
+                        return Err(ConfError::at(format!("duplicate value \"{}\"", k), &e.span));
+                    }
+                }
+            }
+            _ => return Err(ConfError::at("invalid number of the map parameters", &e.span)),
+        }
+    }
+    let name = m.name.clone();
+    DEFINED.with(|r| r.borrow_mut().insert(name, Arc::new(m)));
+    Ok(())
+}
