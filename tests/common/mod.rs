@@ -18,6 +18,7 @@
 
 mod client;
 pub mod h2raw;
+pub mod hpack;
 pub mod origin;
 mod server;
 pub mod tls;

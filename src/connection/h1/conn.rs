@@ -600,7 +600,8 @@ async fn send_file_buffered(
     true
 }
 
-fn log_request(
+/// Writes the access log line(s) of a request (HTTP/1 and HTTP/2).
+pub fn log_request(
     w: &crate::worker::WorkerCtx,
     ctx: &ReqCtx<'_, '_>,
     resp: &Response<'_>,

@@ -29,7 +29,7 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::handler::ctx::{ConnInfo, ReqCtx, Vars};
+use crate::handler::ctx::{ConnInfo, ReqCtx};
 use crate::http::request::{Method, Request};
 use crate::http::response::Response;
 use crate::log::error::Level;
@@ -460,18 +460,7 @@ async fn capacity(tx: &mut SendStream<Bytes>, want: usize, timeout: Duration, id
     }
 }
 
+/// The access log line of a stream: the same as HTTP/1's.
 fn log(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, bytes_sent: u64, body_bytes: u64, started: Instant) {
-    let Some(refs) = &ctx.conf.access_log else { return };
-    if refs.is_empty() {
-        return;
-    }
-    let vars = Vars {
-        ctx,
-        resp: Some(resp),
-        bytes_sent,
-        body_bytes_sent: body_bytes,
-        request_time_ms: started.elapsed().as_millis() as u64,
-        request_length: ctx.req.head.head_len as u64,
-    };
-    w.logs.borrow_mut().log(refs, &vars);
+    crate::connection::h1::conn::log_request(w, ctx, resp, bytes_sent, body_bytes, started);
 }
