@@ -61,22 +61,21 @@ pub struct UpstreamLog {
     pub response_ms: Vec<Option<u64>>,
 }
 
+/// Milliseconds as nginx prints times: seconds with three decimals.
+fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
+    push_u64(out, ms / 1000);
+    out.push(b'.');
+    let frac = ms % 1000;
+    out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+}
+
 fn push_ms_list(out: &mut Vec<u8>, list: &[Option<u64>]) {
     for (i, v) in list.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
         match v {
-            Some(ms) => {
-                push_u64(out, ms / 1000);
-                out.push(b'.');
-                let frac = ms % 1000;
-                out.extend_from_slice(&[
-                    b'0' + (frac / 100) as u8,
-                    b'0' + (frac / 10 % 10) as u8,
-                    b'0' + (frac % 10) as u8,
-                ]);
-            }
+            Some(ms) => push_secs_ms(out, *ms),
             None => out.push(b'-'),
         }
     }
@@ -150,32 +149,12 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::TimeIso8601 => {
                 crate::http::date::log_time_iso8601(crate::clock::now_secs(), crate::clock::offset(), out)
             }
-            Var::Msec => {
-                let ms = crate::clock::unix_now_ms();
-                push_u64(out, ms / 1000);
-                out.push(b'.');
-                let frac = ms % 1000;
-                out.extend_from_slice(&[
-                    b'0' + (frac / 100) as u8,
-                    b'0' + (frac / 10 % 10) as u8,
-                    b'0' + (frac % 10) as u8,
-                ]);
-            }
+            Var::Msec => push_secs_ms(out, crate::clock::unix_now_ms()),
             Var::Request => out.extend_from_slice(req.request_line()),
             Var::Status => push_u64(out, self.resp.map(|r| wire_status(r.status)).unwrap_or(0) as u64),
             Var::BodyBytesSent => push_u64(out, self.body_bytes_sent),
             Var::BytesSent => push_u64(out, self.bytes_sent),
-            Var::RequestTime => {
-                let ms = self.request_time_ms;
-                push_u64(out, ms / 1000);
-                out.push(b'.');
-                let frac = ms % 1000;
-                out.extend_from_slice(&[
-                    b'0' + (frac / 100) as u8,
-                    b'0' + (frac / 10 % 10) as u8,
-                    b'0' + (frac % 10) as u8,
-                ]);
-            }
+            Var::RequestTime => push_secs_ms(out, self.request_time_ms),
             Var::RequestMethod => out.extend_from_slice(req.method_bytes()),
             Var::RequestUri => out.extend_from_slice(req.target()),
             Var::Uri => out.extend_from_slice(&req.path),
