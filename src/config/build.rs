@@ -93,6 +93,13 @@ pub struct ListenSpec {
     pub span: Span,
 }
 
+impl ListenSpec {
+    /// A plain listen on `addr` with no parameters.
+    pub fn new(addr: SocketAddr, span: Span) -> ListenSpec {
+        ListenSpec { addr, default_server: false, backlog: None, reuseport: false, ssl: false, http2: false, span }
+    }
+}
+
 #[derive(Default)]
 pub struct ServerBuild {
     pub names: Vec<String>,
@@ -345,15 +352,7 @@ fn build_server(
     let (locations, named) = location::build_all(&children, &conf, None, ctx, main)?;
     if sb.listens.is_empty() {
         let port = if rustix::process::geteuid().is_root() { 80 } else { 8000 };
-        sb.listens.push(ListenSpec {
-            addr: SocketAddr::from(([0, 0, 0, 0], port)),
-            default_server: false,
-            backlog: None,
-            reuseport: false,
-            ssl: false,
-            http2: false,
-            span: d.span.clone(),
-        });
+        sb.listens.push(ListenSpec::new(SocketAddr::from(([0, 0, 0, 0], port)), d.span.clone()));
     }
     for l in &mut sb.listens {
         l.ssl |= conf.ssl.on;

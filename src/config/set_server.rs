@@ -12,15 +12,7 @@ use super::value;
 pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     let raw = arg(d, 0);
     let addr = parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
-    let mut spec = ListenSpec {
-        addr,
-        default_server: false,
-        backlog: None,
-        reuseport: false,
-        ssl: false,
-        http2: false,
-        span: d.span.clone(),
-    };
+    let mut spec = ListenSpec::new(addr, d.span.clone());
     for w in d.args.iter().skip(1) {
         let p = w.text.as_str();
         match p {

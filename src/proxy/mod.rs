@@ -192,8 +192,10 @@ async fn attempt(
             if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() {
                 // The origin closed the idle connection as we reused it:
                 // try once more on a new connection, not counted as a try.
+                // Every idle connection to this peer is likely as stale.
                 ctx.upstream.addr.pop();
-                return Box::pin(attempt_fresh(w, ctx, pass, peer, req, head_request, started)).await;
+                w.proxy.borrow_mut().get(u).idle.retain(|c| c.peer != peer);
+                return Box::pin(attempt(w, ctx, pass, peer, req, head_request, started)).await;
             }
             let (status, why, go_next) = match e {
                 ExchangeError::Timeout(what) => {
@@ -216,21 +218,6 @@ async fn attempt(
             Attempt::Failed { status, next: go_next, sent: true }
         }
     }
-}
-
-/// `attempt` with the idle pool bypassed.
-async fn attempt_fresh(
-    w: &WorkerCtx,
-    ctx: &mut ReqCtx<'_, '_>,
-    pass: &ProxyPass,
-    peer: usize,
-    req: &[u8],
-    head_request: bool,
-    started: Instant,
-) -> Attempt {
-    // Drop every idle connection to this peer: they are likely as stale.
-    w.proxy.borrow_mut().get(&pass.upstream).idle.retain(|c| c.peer != peer);
-    attempt(w, ctx, pass, peer, req, head_request, started).await
 }
 
 /// The TLS handshake with an origin (`proxy_pass https://`), bounded by
