@@ -60,6 +60,8 @@ pub struct Upstream {
     pub keepalive_timeout: Duration,
     /// Made for a `proxy_pass http://host:port` without an upstream block.
     pub implicit: bool,
+    /// `queue N [timeout=T]`: requests wait for a `max_conns` slot.
+    pub queue: Option<Arc<crate::upstream::queue::Queue>>,
 }
 
 /// What `proxy_pass` points at, resolved.
@@ -260,6 +262,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
                 keepalive_requests: 1000,
                 keepalive_timeout: Duration::from_secs(60),
                 implicit: true,
+                queue: None,
             });
             ctx.upstream_list.push(u.clone());
             u
@@ -428,7 +431,9 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
         implicit: false,
+        queue: None,
     };
+    let mut queue: Option<(usize, Duration)> = None;
     let mut seen: Vec<&str> = Vec::new();
     for sub in d.block.as_deref().unwrap_or(&[]) {
         let once = |seen: &mut Vec<&str>, n: &'static str| -> R {
@@ -448,6 +453,10 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
                 u.keepalive = number(sub, 0)? as usize;
             }
             "keepalive_requests" if nargs == 1 => u.keepalive_requests = number(sub, 0)?,
+            "queue" if (1..=2).contains(&nargs) => {
+                once(&mut seen, "queue")?;
+                queue = Some(queue_args(sub)?);
+            }
             "keepalive_timeout" if nargs == 1 => u.keepalive_timeout = duration(sub)?,
             "least_conn" if nargs == 0 => set_balance(&mut u, Balance::LeastConn, sub)?,
             "ip_hash" if nargs == 0 => set_balance(&mut u, Balance::IpHash, sub)?,
@@ -468,7 +477,8 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
                 }
                 set_balance(&mut u, Balance::Random { two, least_conn: lc }, sub)?;
             }
-            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "least_conn" | "ip_hash" | "hash" | "random" => {
+            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "least_conn" | "ip_hash" | "hash" | "random"
+            | "queue" => {
                 return Err(bad_args());
             }
             "zone" => {}
@@ -495,10 +505,27 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
     if let Err(e) = crate::proxy::peers::build_balancer(&u) {
         return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
     }
+    if let Some((size, timeout)) = queue {
+        u.queue = Some(Arc::new(crate::upstream::queue::Queue::new(size, timeout, &u.peers)));
+    }
     let u = Arc::new(u);
     ctx.upstreams.insert(name, u.clone());
     ctx.upstream_list.push(u.clone());
     Ok(u)
+}
+
+/// `queue N [timeout=T]` (NGINX Plus): the timeout defaults to 60 s.
+fn queue_args(d: &Directive) -> Result<(usize, Duration), ConfError> {
+    let size = number(d, 0)?;
+    if size == 0 {
+        return Err(invalid(d, arg(d, 0)));
+    }
+    let mut timeout = Duration::from_secs(60);
+    if let Some(w) = d.args.get(1) {
+        let t = w.text.as_str();
+        timeout = t.strip_prefix("timeout=").and_then(value::parse_time).ok_or_else(|| invalid(d, t))?;
+    }
+    Ok((size.min(1 << 20) as usize, timeout))
 }
 
 fn set_balance(u: &mut Upstream, b: Balance, d: &Directive) -> R {

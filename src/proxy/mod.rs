@@ -33,6 +33,8 @@ pub struct Release {
     pub peer: usize,
     pub requests: u64,
     pub keep_alive: bool,
+    /// The `queue` slot this request holds until its body is done.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 enum Attempt {
@@ -71,6 +73,27 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
         _ => Vec::new(),
     };
     let client = ctx.conn.peer.ip();
+    let mut slot = None;
+    if let Some(q) = &u.queue {
+        let queued = w.proxy.borrow_mut().get(&u).queued.clone();
+        match q.enter(&queued).await {
+            Ok(s) => slot = s,
+            Err(why) => {
+                let what = match why {
+                    crate::upstream::queue::Refused::Full => "upstream queue is full",
+                    crate::upstream::queue::Refused::TimedOut => "upstream queue timed out",
+                };
+                log_error!(
+                    Level::Error,
+                    "*{} {} while connecting to upstream, {}",
+                    ctx.conn.id,
+                    what,
+                    upstream_suffix(ctx, &u.name)
+                );
+                return crate::handler::finish_error(ctx, 503);
+            }
+        }
+    }
     let mut sel = crate::upstream::balance::Selection::new();
     let mut tries = 0u32;
     let mut last_status = 502u16;
@@ -100,7 +123,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
                     last_status = status;
                     continue;
                 }
-                return build_response(ctx, &pass, head, stream, rest, peer, requests);
+                let release = Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot };
+                return build_response(ctx, &pass, head, stream, rest, release);
             }
             Attempt::Failed { status, next, sent } => {
                 w.proxy.borrow_mut().get(&u).done(peer, true);
@@ -369,8 +393,7 @@ fn build_response<'c>(
     head: wire::ResponseHead,
     stream: UpStream,
     rest: Vec<u8>,
-    peer: usize,
-    requests: u64,
+    release: Release,
 ) -> Response<'c> {
     let mut resp = Response::new(head.status);
     resp.content_type = head.content_type.map(Cow::Owned);
@@ -389,7 +412,7 @@ fn build_response<'c>(
         framing: head.framing,
         read_timeout: ctx.conf.proxy.read_timeout,
         done: framing_done,
-        release: Some(Release { upstream: pass.upstream.clone(), peer, requests, keep_alive: head.keep_alive }),
+        release: Some(release),
     };
     resp.body = Body::Upstream(Box::new(body));
     if ctx.conf.proxy.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {

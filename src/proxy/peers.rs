@@ -4,13 +4,17 @@
 //! without a `zone`), and the keep-alive pool of idle origin connections.
 //! Nothing here is shared between workers.
 
+use std::cell::Cell;
 use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::upstream_tls::UpStream;
 
 use crate::config::proxy::{Balance, Upstream};
 use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PickCtx, Selection};
+use crate::upstream::queue::Queue;
 
 pub struct Idle {
     pub peer: usize,
@@ -25,6 +29,10 @@ pub struct UpstreamRt {
     health: Vec<PeerHealth>,
     /// Most recently released last.
     pub idle: Vec<Idle>,
+    /// `queue`: connection slots counted for all workers together.
+    shared: Option<Arc<Queue>>,
+    /// Requests of this worker waiting in the upstream's queue.
+    pub queued: Rc<Cell<usize>>,
 }
 
 #[derive(Default)]
@@ -70,6 +78,7 @@ impl WorkerProxy {
         if rt.balancer.is_none() {
             rt.balancer = build_balancer(u).ok();
             rt.health = vec![PeerHealth::default(); u.peers.len()];
+            rt.shared = u.queue.clone();
         }
         rt
     }
@@ -80,10 +89,29 @@ impl UpstreamRt {
     pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
-        let views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
-        let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
-        self.health[i].picked(&b.peers()[i], now);
-        Some(i)
+        let mut views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
+        let Some(q) = &self.shared else {
+            let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
+            self.health[i].picked(&b.peers()[i], now);
+            return Some(i);
+        };
+        // With a queue, max_conns counts every worker's connections.
+        for (i, v) in views.iter_mut().enumerate() {
+            v.conns = q.conns(i);
+            v.usable &= !q.full(i);
+        }
+        loop {
+            let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
+            // Another worker may have taken the peer's last slot since the
+            // counters were read: pick again without it.
+            if q.claim(i) {
+                self.health[i].picked(&b.peers()[i], now);
+                return Some(i);
+            }
+            if let Some(v) = views.get_mut(i) {
+                v.usable = false;
+            }
+        }
     }
 
     /// How many peers one request may try.
@@ -97,6 +125,9 @@ impl UpstreamRt {
         let single = b.is_single();
         if let Some(h) = self.health.get_mut(i) {
             h.released(failed, crate::clock::now_secs(), single);
+        }
+        if let Some(q) = &self.shared {
+            q.release(i);
         }
         if failed {
             b.failed(i);
