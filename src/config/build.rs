@@ -198,6 +198,8 @@ fn default_loc(prefix: &Path) -> LocConf {
         client_max_body_size: 1024 * 1024,
         client_header_timeout: Duration::from_secs(60),
         client_body_timeout: Duration::from_secs(60),
+        client_body_buffer_size: 16 * 1024,
+        client_body_temp_path: prefix.join("client_body_temp"),
         send_timeout: Duration::from_secs(60),
         open_file_cache: None,
         open_file_cache_valid: Duration::from_secs(60),

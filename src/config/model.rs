@@ -160,6 +160,9 @@ pub struct LocConf {
     pub client_max_body_size: u64,
     pub client_header_timeout: Duration,
     pub client_body_timeout: Duration,
+    /// Request bodies larger than this are buffered in a temporary file.
+    pub client_body_buffer_size: usize,
+    pub client_body_temp_path: PathBuf,
     pub send_timeout: Duration,
     pub open_file_cache: Option<OpenFileCacheConf>,
     pub open_file_cache_valid: Duration,

@@ -150,6 +150,8 @@ pub struct ProxyConf {
     pub buffering: bool,
     pub buffer_size: usize,
     pub request_buffering: bool,
+    /// Whether the origin request goes on when the client leaves.
+    pub ignore_client_abort: bool,
     pub intercept_errors: bool,
     /// `proxy_redirect`: None is `off`; `default` is resolved per request.
     pub redirect: Redirect,
@@ -184,6 +186,7 @@ impl Default for ProxyConf {
             buffering: true,
             buffer_size: 4096,
             request_buffering: true,
+            ignore_client_abort: false,
             intercept_errors: false,
             redirect: Redirect::Default,
         }
@@ -379,6 +382,11 @@ pub fn proxy_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 
 pub fn proxy_request_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.proxy.request_buffering = flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_ignore_client_abort(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.ignore_client_abort = flag(d)?;
     Ok(())
 }
 

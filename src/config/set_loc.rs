@@ -206,6 +206,23 @@ pub fn large_client_header_buffers(c: &mut LocConf, d: &Directive, _: &mut Ctx) 
     Ok(())
 }
 
+pub fn client_body_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.client_body_buffer_size = size(d, 0)?.min(1 << 30) as usize;
+    Ok(())
+}
+
+/// `client_body_temp_path PATH [LEVEL...]`: the levels are accepted and
+/// unused (sluice's temporary files have no names to spread).
+pub fn client_body_temp_path(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    for w in d.args.iter().skip(1) {
+        if !matches!(w.text.as_str(), "1" | "2") {
+            return Err(invalid(d, &w.text));
+        }
+    }
+    c.client_body_temp_path = ctx.path(arg(d, 0));
+    Ok(())
+}
+
 pub fn client_max_body_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.client_max_body_size = size(d, 0)?;
     Ok(())

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::h1::chunked::Decoder;
 use super::h1::conn::Conn;
+use super::spool::{Spool, Spooled};
 use crate::http::request::BodyKind;
 
 /// Reads and drops the body that follows the head already consumed from
@@ -51,40 +52,49 @@ async fn read_more(c: &mut Conn, timeout: Duration) -> Result<(), String> {
     }
 }
 
-/// A request body read whole for the proxy.
+/// A request body read whole for the proxy (nginx's
+/// `proxy_request_buffering on`).
 pub struct ReadBody {
-    pub data: Vec<u8>,
+    pub data: Spooled,
     /// Bytes of the caller's buffer (after the head) that were body.
     pub used: usize,
     /// Bytes read from the socket past the body: the next request's start.
     pub extra: Vec<u8>,
 }
 
+#[derive(Debug)]
 pub struct BodyError {
     pub status: u16,
     pub reason: String,
 }
 
+/// Where a buffered body goes: memory up to `buffer_size`, then a
+/// temporary file in `temp_dir`.
+pub struct Limits<'a> {
+    /// `client_max_body_size` (0: no limit): 413 beyond it.
+    pub max: u64,
+    /// Between two reads.
+    pub timeout: Duration,
+    pub buffer_size: usize,
+    pub temp_dir: &'a std::path::Path,
+}
+
 /// Reads the whole body that follows a head: first from `initial` (what
-/// the head's read already brought), then from the socket; bounded by
-/// `max` (`client_max_body_size`, 413) and `timeout` between reads.
+/// the head's read already brought), then from the socket.
 pub async fn read_all(
     stream: &mut super::sock::Sock,
     initial: &[u8],
     kind: BodyKind,
-    max: u64,
-    timeout: Duration,
+    lim: &Limits<'_>,
 ) -> Result<ReadBody, BodyError> {
     let too_large =
         |n: u64| BodyError { status: 413, reason: format!("client intended to send too large body: {} bytes", n) };
-    async fn more(
-        stream: &mut super::sock::Sock,
-        buf: &mut Vec<u8>,
-        want: usize,
-        timeout: Duration,
-    ) -> Result<(), BodyError> {
-        if buf.capacity() == buf.len() {
-            buf.reserve(want.clamp(1, 64 * 1024));
+    let spool_failed = |reason: String| BodyError { status: 500, reason };
+    let mut spool = Spool::new(lim.buffer_size, lim.temp_dir);
+    let mut chunk: Vec<u8> = Vec::new();
+    async fn more(stream: &mut super::sock::Sock, buf: &mut Vec<u8>, timeout: Duration) -> Result<(), BodyError> {
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
         }
         match tokio::time::timeout(timeout, stream.read_some(buf)).await {
             Ok(Ok(n)) if n > 0 => Ok(()),
@@ -93,43 +103,68 @@ pub async fn read_all(
         }
     }
     match kind {
-        BodyKind::None => Ok(ReadBody { data: Vec::new(), used: 0, extra: Vec::new() }),
+        BodyKind::None => Ok(ReadBody { data: Spooled::Memory(Vec::new()), used: 0, extra: Vec::new() }),
         BodyKind::Length(n) => {
-            if max > 0 && n > max {
+            if lim.max > 0 && n > lim.max {
                 return Err(too_large(n));
             }
             let used = (n.min(initial.len() as u64)) as usize;
-            let mut data = initial[..used].to_vec();
-            while (data.len() as u64) < n {
-                // Never read past the body: the spare room is what is left.
-                let left = (n - data.len() as u64) as usize;
-                let mut chunk = Vec::with_capacity(left.min(64 * 1024));
-                more(stream, &mut chunk, 0, timeout).await?;
-                data.extend_from_slice(&chunk);
+            spool.push(&initial[..used]).map_err(spool_failed)?;
+            while spool.len() < n {
+                // Never read past the body: the room is what is left.
+                let room = ((n - spool.len()) as usize).min(64 * 1024);
+                if chunk.capacity() != room {
+                    chunk = Vec::with_capacity(room);
+                }
+                more_exact(stream, &mut chunk, lim.timeout).await?;
+                spool.push(&chunk).map_err(spool_failed)?;
             }
-            Ok(ReadBody { data, used, extra: Vec::new() })
+            Ok(ReadBody { data: spool.finish(), used, extra: Vec::new() })
         }
         BodyKind::Chunked => {
             let mut d = Decoder::default();
-            let mut data = Vec::new();
+            let mut failed = None;
+            let bad = || BodyError { status: 400, reason: "client sent invalid chunked body".into() };
             let used = d
-                .feed(initial, |b| data.extend_from_slice(b))
-                .map_err(|_| BodyError { status: 400, reason: "client sent invalid chunked body".into() })?;
+                .feed(initial, |b| {
+                    if failed.is_none() {
+                        failed = spool.push(b).err();
+                    }
+                })
+                .map_err(|_| bad())?;
             let mut pending: Vec<u8> = Vec::new();
-            while !d.is_done() {
-                if max > 0 && d.total > max {
+            loop {
+                if let Some(e) = failed.take() {
+                    return Err(spool_failed(e));
+                }
+                if lim.max > 0 && d.total > lim.max {
                     return Err(too_large(d.total));
                 }
-                more(stream, &mut pending, 16 * 1024, timeout).await?;
+                if d.is_done() {
+                    break;
+                }
+                more(stream, &mut pending, lim.timeout).await?;
                 let n = d
-                    .feed(&pending, |b| data.extend_from_slice(b))
-                    .map_err(|_| BodyError { status: 400, reason: "client sent invalid chunked body".into() })?;
+                    .feed(&pending, |b| {
+                        if failed.is_none() {
+                            failed = spool.push(b).err();
+                        }
+                    })
+                    .map_err(|_| bad())?;
                 pending.drain(..n);
             }
-            if max > 0 && d.total > max {
-                return Err(too_large(d.total));
-            }
-            Ok(ReadBody { data, used, extra: pending })
+            Ok(ReadBody { data: spool.finish(), used, extra: pending })
         }
+    }
+}
+
+/// Reads into `buf`'s capacity, which the caller sized to end at the body's
+/// end (a pipelined request after it stays in the socket).
+async fn more_exact(stream: &mut super::sock::Sock, buf: &mut Vec<u8>, timeout: Duration) -> Result<(), BodyError> {
+    buf.clear();
+    match tokio::time::timeout(timeout, stream.read_some(buf)).await {
+        Ok(Ok(n)) if n > 0 => Ok(()),
+        Ok(_) => Err(BodyError { status: 400, reason: "client prematurely closed connection".into() }),
+        Err(_) => Err(BodyError { status: 408, reason: "client timed out (110: Connection timed out)".into() }),
     }
 }

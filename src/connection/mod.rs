@@ -7,6 +7,7 @@ pub mod h1;
 pub mod h2;
 pub mod io;
 pub mod sock;
+pub mod spool;
 
 use std::rc::Rc;
 use std::time::Duration;

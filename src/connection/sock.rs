@@ -115,6 +115,25 @@ impl Sock {
         sio::read_ready(self.registered()?).await
     }
 
+    /// Resolves once the peer has closed the connection (or it failed),
+    /// judged by peeking, so nothing is consumed; a peer that sends more
+    /// (a pipelined request, a TLS record) never resolves it. What nginx's
+    /// EPOLLRDHUP check gives it while it waits for an origin.
+    pub async fn peer_closed(&mut self) {
+        let tcp = match self {
+            Sock::Tls(t) => t.get_ref().0,
+            other => match other.registered() {
+                Ok(t) => t,
+                Err(_) => return,
+            },
+        };
+        let mut b = [0u8; 1];
+        match tcp.peek(&mut b).await {
+            Ok(0) | Err(_) => {}
+            Ok(_) => std::future::pending().await,
+        }
+    }
+
     pub async fn write_all(&mut self, data: &[u8], timeout: Duration) -> io::Result<()> {
         self.write_all_flags(data, timeout, false).await
     }

@@ -6,6 +6,7 @@
 //! hands the origin connection back with [`release`].
 
 pub mod peers;
+pub mod request_body;
 pub mod upstream_tls;
 pub mod wire;
 
@@ -13,6 +14,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use request_body::{Client, ReqBody, SendError, SendFraming};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use upstream_tls::UpStream;
@@ -47,6 +49,10 @@ enum Attempt {
         next: bool,
         sent: bool,
     },
+    /// A streamed request body failed on the client's side.
+    Client(crate::connection::body::BodyError),
+    /// The client closed its connection while the origin worked.
+    Gone(&'static str),
 }
 
 fn method_idempotent(m: Method) -> bool {
@@ -55,15 +61,19 @@ fn method_idempotent(m: Method) -> bool {
 
 /// Runs the proxy for a request whose location has `proxy_pass`; returns
 /// the response to send (the origin's, or nginx's 502/504 page).
-pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -> Response<'c> {
+pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
     let lc: &'c crate::config::model::LocConf = ctx.conf;
     let Some(pass) = lc.proxy.pass.clone() else { return crate::handler::error(ctx, 500) };
     let conf = &lc.proxy;
     let u = pass.upstream.clone();
-    let send_len =
-        (!body.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put)).then_some(body.len() as u64);
-    let mut req = wire::request_head(ctx, &pass, conf, send_len);
-    req.extend_from_slice(body);
+    let framing = match &client.body {
+        ReqBody::Buffered(b) if !b.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put) => {
+            SendFraming::Length(b.len())
+        }
+        ReqBody::Buffered(_) => SendFraming::None,
+        ReqBody::Streamed(c) => c.framing(),
+    };
+    let req = wire::request_head(ctx, &pass, conf, framing);
     let head_request = ctx.req.method == Method::Head;
     let started = Instant::now();
     let peer_tries = w.proxy.borrow_mut().get(&u).tries() as u32;
@@ -72,13 +82,18 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
         crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(&crate::handler::ctx::Vars::request(ctx)),
         _ => Vec::new(),
     };
-    let client = ctx.conn.peer.ip();
+    let client_ip = ctx.conn.peer.ip();
     let mut slot = None;
     if let Some(q) = &u.queue {
         let queued = w.proxy.borrow_mut().get(&u).queued.clone();
-        match q.enter(&queued).await {
-            Ok(s) => slot = s,
-            Err(why) => {
+        let waited = tokio::select! {
+            r = q.enter(&queued) => Some(r),
+            _ = client.gone(), if !conf.ignore_client_abort => None,
+        };
+        match waited {
+            None => return client_closed(ctx, "while waiting in the upstream queue", None),
+            Some(Ok(s)) => slot = s,
+            Some(Err(why)) => {
                 let what = match why {
                     crate::upstream::queue::Refused::Full => "upstream queue is full",
                     crate::upstream::queue::Refused::TimedOut => "upstream queue timed out",
@@ -98,7 +113,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
     let mut tries = 0u32;
     let mut last_status = 502u16;
     loop {
-        let pick = w.proxy.borrow_mut().get(&u).pick(&mut sel, client, &key);
+        let pick = w.proxy.borrow_mut().get(&u).pick(&mut sel, client_ip, &key);
         let Some(peer) = pick else {
             if tries == 0 {
                 log_error!(
@@ -111,7 +126,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
             break;
         };
         tries += 1;
-        match attempt(w, ctx, &pass, peer, &req, head_request, started).await {
+        let sent = Sent { head: &req, framing };
+        match attempt(w, ctx, &pass, peer, &sent, client, head_request, started).await {
             Attempt::Ok(head, stream, rest, requests) => {
                 let status = head.status;
                 let next_ok = conf.next_upstream.on_status(status)
@@ -126,10 +142,31 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
                 let release = Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot };
                 return build_response(ctx, &pass, head, stream, rest, release);
             }
+            Attempt::Gone(when) => {
+                w.proxy.borrow_mut().get(&u).done(peer, false);
+                return client_closed(ctx, when, Some(&u.peers[peer].name));
+            }
+            Attempt::Client(e) => {
+                // Not the peer's fault: its slot is freed as a success.
+                w.proxy.borrow_mut().get(&u).done(peer, false);
+                log_error!(
+                    Level::Info,
+                    "*{} {} while sending request to upstream, {}",
+                    ctx.conn.id,
+                    e.reason,
+                    upstream_suffix(ctx, &u.peers[peer].name)
+                );
+                let mut r = crate::handler::finish_error(ctx, e.status);
+                r.close = true;
+                return r;
+            }
             Attempt::Failed { status, next, sent } => {
                 w.proxy.borrow_mut().get(&u).done(peer, true);
                 last_status = status;
+                // A streamed body that went (partly) to this peer is gone.
+                let body_left = !client.body_spent();
                 let more = next
+                    && body_left
                     && tries < max_tries
                     && (!sent || method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
                     && within(conf.next_upstream_timeout, started);
@@ -142,6 +179,25 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, body: &[u8]) -
     crate::handler::finish_error(ctx, last_status)
 }
 
+/// nginx's 499: the client closed the connection before the origin
+/// answered; the origin connection is closed too (its request abandoned).
+fn client_closed<'c>(ctx: &mut ReqCtx<'c, '_>, when: &str, peer: Option<&str>) -> Response<'c> {
+    let suffix = match peer {
+        Some(p) => upstream_suffix(ctx, p),
+        None => ctx.log_suffix(),
+    };
+    log_error!(
+        Level::Info,
+        "*{} epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too {}, {}",
+        ctx.conn.id,
+        when,
+        suffix
+    );
+    let mut r = Response::new(499);
+    r.close = true;
+    r
+}
+
 fn within(limit: Duration, started: Instant) -> bool {
     limit.is_zero() || started.elapsed() < limit
 }
@@ -152,12 +208,20 @@ fn ms(t: Instant) -> u64 {
 
 /// One try against one peer. A reused idle connection that turns out closed
 /// is replaced by a fresh one without counting a failure.
+/// The request head for the origin and how its body is framed.
+struct Sent<'a> {
+    head: &'a [u8],
+    framing: SendFraming,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
     w: &WorkerCtx,
     ctx: &mut ReqCtx<'_, '_>,
     pass: &ProxyPass,
     peer: usize,
-    req: &[u8],
+    req: &Sent<'_>,
+    client: &mut Client<'_>,
     head_request: bool,
     started: Instant,
 ) -> Attempt {
@@ -202,7 +266,7 @@ async fn attempt(
     };
     let connect_ms = ms(t0);
     let mut buf = Vec::with_capacity(conf.buffer_size.max(1024));
-    let outcome = exchange(&mut stream, req, &mut buf, conf, head_request).await;
+    let outcome = exchange(&mut stream, req, client, &mut buf, conf, head_request).await;
     match outcome {
         Ok(head) => {
             ctx.upstream.status.push(head.status);
@@ -213,15 +277,20 @@ async fn attempt(
             Attempt::Ok(head, stream, rest, requests + 1)
         }
         Err(e) => {
-            if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() {
+            if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() && !client.body_spent() {
                 // The origin closed the idle connection as we reused it:
                 // try once more on a new connection, not counted as a try.
                 // Every idle connection to this peer is likely as stale.
                 ctx.upstream.addr.pop();
                 w.proxy.borrow_mut().get(u).idle.retain(|c| c.peer != peer);
-                return Box::pin(attempt(w, ctx, pass, peer, req, head_request, started)).await;
+                return Box::pin(attempt(w, ctx, pass, peer, req, client, head_request, started)).await;
             }
             let (status, why, go_next) = match e {
+                ExchangeError::Client(e) => return Attempt::Client(e),
+                ExchangeError::Gone(when) => {
+                    push_times(ctx, 499, Some(connect_ms), None, started);
+                    return Attempt::Gone(when);
+                }
                 ExchangeError::Timeout(what) => {
                     (504, format!("upstream timed out (110: Connection timed out) while {}", what), next.timeout)
                 }
@@ -308,6 +377,8 @@ fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
 }
 
 enum ExchangeError {
+    Client(crate::connection::body::BodyError),
+    Gone(&'static str),
     Timeout(&'static str),
     Closed,
     Io((&'static str, &'static str), std::io::Error),
@@ -317,18 +388,25 @@ enum ExchangeError {
 /// Sends the request and reads the response head into `buf`.
 async fn exchange(
     stream: &mut UpStream,
-    req: &[u8],
+    req: &Sent<'_>,
+    client: &mut Client<'_>,
     buf: &mut Vec<u8>,
     conf: &crate::config::proxy::ProxyConf,
     head_request: bool,
 ) -> Result<wire::ResponseHead, ExchangeError> {
-    match tokio::time::timeout(conf.send_timeout, stream.write_all(req)).await {
-        Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe || e.kind() == std::io::ErrorKind::ConnectionReset => {
+    let watch = !conf.ignore_client_abort;
+    match request_body::send(stream, req.head, client, req.framing, conf.send_timeout).await {
+        Err(SendError::Client(e)) => return Err(ExchangeError::Client(e)),
+        Err(SendError::Origin(None)) => return Err(ExchangeError::Timeout("sending request to upstream")),
+        Err(SendError::Origin(Some(e)))
+            if e.kind() == std::io::ErrorKind::BrokenPipe || e.kind() == std::io::ErrorKind::ConnectionReset =>
+        {
             return Err(ExchangeError::Closed);
         }
-        Ok(Err(e)) => return Err(ExchangeError::Io(("writev()", "sending request to upstream"), e)),
-        Ok(Ok(())) => {}
+        Err(SendError::Origin(Some(e))) => {
+            return Err(ExchangeError::Io(("writev()", "sending request to upstream"), e));
+        }
+        Ok(()) => {}
     }
     // proxy_buffer_size bounds the response head, as in nginx.
     let limit = conf.buffer_size.max(1024);
@@ -348,7 +426,15 @@ async fn exchange(
             return Err(ExchangeError::Invalid("upstream sent too big header"));
         }
         buf.reserve(limit - buf.len());
-        match tokio::time::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)).await {
+        let read = tokio::select! {
+            r = tokio::time::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)) => r,
+            _ = client.gone(), if watch => {
+                // nginx names the phase "sending request" until the
+                // origin's first byte, and so does this line.
+                return Err(ExchangeError::Gone("while sending request to upstream"));
+            }
+        };
+        match read {
             Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
             Ok(Ok(0)) => return Err(ExchangeError::Closed),
             Ok(Ok(_)) => {}

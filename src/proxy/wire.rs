@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
+use super::request_body::SendFraming;
 use crate::config::proxy::{ProxyConf, ProxyPass};
 use crate::connection::h1::chunked::Decoder;
 use crate::handler::ctx::{ReqCtx, Vars, push_u64};
@@ -95,9 +96,9 @@ fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
     }
 }
 
-/// Serializes the request head for the origin; `body_len` is the length of
-/// the buffered body (sent with Content-Length, as nginx does).
-pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, body_len: Option<u64>) -> Vec<u8> {
+/// Serializes the request head for the origin: a buffered body goes with
+/// its Content-Length (as nginx sends it), a streamed chunked one chunked.
+pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, framing: SendFraming) -> Vec<u8> {
     let mut out = Vec::with_capacity(512);
     let method = if ctx.req.method == Method::Get && ctx.req.head.method != Method::Get {
         &b"GET"[..]
@@ -121,10 +122,14 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, bo
         out.extend_from_slice(&value);
         out.extend_from_slice(b"\r\n");
     }
-    if let Some(n) = body_len {
-        out.extend_from_slice(b"content-length: ");
-        push_u64(&mut out, n);
-        out.extend_from_slice(b"\r\n");
+    match framing {
+        SendFraming::None => {}
+        SendFraming::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_u64(&mut out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        SendFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
     for (name, v) in ctx.req.headers() {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))

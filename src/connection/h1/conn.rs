@@ -285,34 +285,19 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         Some(code) => crate::handler::error(&ctx, code),
         None => crate::handler::handle(&mut ctx),
     };
-    // proxy_pass: read the request body (nginx's proxy_request_buffering),
-    // then let the proxy produce the response.
+    // proxy_pass: the request body goes to the origin (buffered first or
+    // streamed, per proxy_request_buffering), then the origin answers.
     let mut body_taken: Option<(usize, Vec<u8>)> = None;
+    let mut continued = false;
     if matches!(resp.body, Body::Proxy) {
-        let conf = ctx.conf;
-        let initial = &rbuf[head_len..];
-        match body::read_all(out.stream, initial, head.body, conf.client_max_body_size, conf.client_body_timeout).await
-        {
-            Ok(b) => {
-                body_taken = Some((b.used, b.extra));
-                resp = crate::proxy::respond(w, &mut ctx, &b.data).await;
-            }
-            Err(e) => {
-                log_error!(
-                    Level::Info,
-                    "*{} {} while reading client request body, {}",
-                    info.id,
-                    e.reason,
-                    ctx.log_suffix()
-                );
-                resp = crate::handler::finish_error(&mut ctx, e.status);
-                resp.close = true;
-            }
-        }
+        let (r, taken) = super::upload::respond(w, &mut ctx, out.stream, &rbuf[head_len..], &head).await;
+        resp = r;
+        continued = taken.continued;
+        body_taken = Some((taken.used, taken.extra));
     }
 
     // 444: close without a response.
-    if resp.status == 444 {
+    if resp.status == 444 || resp.status == 499 {
         log_request(w, &ctx, &resp, 0, 0, started);
         return Next::Close;
     }
@@ -329,7 +314,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let has_body = head.body != BodyKind::None;
     out.closing = !keep_alive;
     *linger = !keep_alive && (has_body || rbuf.len() > head_len);
-    if has_body && keep_alive && head.expect_continue && rbuf.len() == head_len {
+    if has_body && keep_alive && head.expect_continue && rbuf.len() == head_len && !continued {
         out.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
     let head_only = head.method == Method::Head || !writer::has_body(resp.status);

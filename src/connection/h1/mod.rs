@@ -4,4 +4,5 @@
 pub mod chunked;
 pub mod codec;
 pub mod conn;
+pub mod upload;
 pub mod writer;

@@ -242,15 +242,24 @@ async fn stream(
     // the stream meanwhile (a bad frame, a window overflow) gets the error
     // for that, not an answer.
     if matches!(resp.body, crate::http::response::Body::Proxy) {
-        let mut data = Vec::new();
+        let conf = ctx.conf;
+        let mut spool = crate::connection::spool::Spool::new(conf.client_body_buffer_size, &conf.client_body_temp_path);
         let read = if has_body {
-            discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, Some(&mut data)).await
+            discard(body, conf.client_max_body_size, conf.client_body_timeout, Some(&mut spool)).await
         } else {
             Discard::Done
         };
         resp = match read {
-            Discard::Done => crate::proxy::respond(&w, &mut ctx, &data).await,
+            Discard::Done => {
+                use crate::proxy::request_body::{Client, ReqBody};
+                let mut client = Client { sock: None, body: ReqBody::Buffered(spool.finish()) };
+                crate::proxy::respond(&w, &mut ctx, &mut client).await
+            }
             Discard::TooLarge(_) => crate::handler::finish_error(&mut ctx, 413),
+            Discard::Spool(why) => {
+                log_error!(Level::Crit, "*{} {} while reading client request body, {}", info.id, why, ctx.log_suffix());
+                crate::handler::finish_error(&mut ctx, 500)
+            }
             Discard::Failed => {
                 finish(&shared, false);
                 return;
@@ -258,7 +267,7 @@ async fn stream(
         };
     } else if has_body && resp.status != 413 {
         match discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, None).await {
-            Discard::Done => {}
+            Discard::Done | Discard::Spool(_) => {}
             Discard::TooLarge(n) => {
                 log_error!(
                     Level::Error,
@@ -317,12 +326,19 @@ enum Discard {
     Done,
     TooLarge(u64),
     Failed,
+    /// The body's temporary file failed.
+    Spool(String),
 }
 
 /// Reads a request body to its end (keeping it in `keep` if given),
 /// returning window as it goes; stops past `client_max_body_size` or after
 /// `client_body_timeout` of silence.
-async fn discard(mut body: RecvStream, max: u64, timeout: Duration, mut keep: Option<&mut Vec<u8>>) -> Discard {
+async fn discard(
+    mut body: RecvStream,
+    max: u64,
+    timeout: Duration,
+    mut keep: Option<&mut crate::connection::spool::Spool<'_>>,
+) -> Discard {
     let mut total = 0u64;
     loop {
         match tokio::time::timeout(timeout, body.data()).await {
@@ -331,8 +347,9 @@ async fn discard(mut body: RecvStream, max: u64, timeout: Duration, mut keep: Op
                 total += chunk.len() as u64;
                 if let Some(k) = keep.as_deref_mut()
                     && (max == 0 || total <= max)
+                    && let Err(why) = k.push(&chunk)
                 {
-                    k.extend_from_slice(&chunk);
+                    return Discard::Spool(why);
                 }
                 if body.flow_control().release_capacity(chunk.len()).is_err() {
                     return Discard::Failed;
