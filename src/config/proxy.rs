@@ -60,6 +60,8 @@ pub struct Upstream {
     pub keepalive_timeout: Duration,
     /// Made for a `proxy_pass http://host:port` without an upstream block.
     pub implicit: bool,
+    /// Tengine's `check`: the active health check and its shared peer state.
+    pub check: Option<Arc<crate::upstream::check::Check>>,
 }
 
 /// What `proxy_pass` points at, resolved.
@@ -260,6 +262,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
                 keepalive_requests: 1000,
                 keepalive_timeout: Duration::from_secs(60),
                 implicit: true,
+                check: None,
             });
             ctx.upstream_list.push(u.clone());
             u
@@ -428,7 +431,9 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
         implicit: false,
+        check: None,
     };
+    let mut check = crate::upstream::check::conf::Pending::default();
     let mut seen: Vec<&str> = Vec::new();
     for sub in d.block.as_deref().unwrap_or(&[]) {
         let once = |seen: &mut Vec<&str>, n: &'static str| -> R {
@@ -472,6 +477,9 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
                 return Err(bad_args());
             }
             "zone" => {}
+            "check" | "check_http_send" | "check_http_expect_alive" | "check_keepalive_requests" => {
+                crate::upstream::check::conf::directive(&mut check, sub)?;
+            }
             other => {
                 let known = super::table::lookup(other).is_some();
                 let msg = if known {
@@ -495,6 +503,7 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
     if let Err(e) = crate::proxy::peers::build_balancer(&u) {
         return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
     }
+    u.check = crate::upstream::check::conf::finish(check, &u.name, &u.peers);
     let u = Arc::new(u);
     ctx.upstreams.insert(name, u.clone());
     ctx.upstream_list.push(u.clone());

@@ -23,6 +23,8 @@ pub struct Idle {
 pub struct UpstreamRt {
     balancer: Option<Balancer>,
     health: Vec<PeerHealth>,
+    /// Tengine's `check`: peers the checker holds down are not picked.
+    check: Option<std::sync::Arc<crate::upstream::check::Check>>,
     /// Most recently released last.
     pub idle: Vec<Idle>,
 }
@@ -70,6 +72,7 @@ impl WorkerProxy {
         if rt.balancer.is_none() {
             rt.balancer = build_balancer(u).ok();
             rt.health = vec![PeerHealth::default(); u.peers.len()];
+            rt.check = u.check.clone();
         }
         rt
     }
@@ -80,7 +83,10 @@ impl UpstreamRt {
     pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
-        let views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
+        let mut views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
+        if let Some(c) = &self.check {
+            c.mark_down(&mut views);
+        }
         let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
         self.health[i].picked(&b.peers()[i], now);
         Some(i)

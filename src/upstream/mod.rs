@@ -1,3 +1,4 @@
 //! The reverse proxy's upstream side: `upstream` blocks and the choice of a peer for each request.
 
 pub mod balance;
+pub mod check;
