@@ -179,6 +179,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         try_files: None,
         ret: None,
         empty_gif: false,
+        check_status: None,
         autoindex: false,
         error_pages: Vec::new(),
         add_headers: Vec::new(),
@@ -230,6 +231,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.try_files = None;
     c.ret = None;
     c.empty_gif = false;
+    c.check_status = None;
     c.proxy.pass = None;
     c
 }

@@ -140,6 +140,8 @@ pub struct LocConf {
     pub try_files: Option<TryFiles>,
     pub ret: Option<Return>,
     pub empty_gif: bool,
+    /// Tengine's `check_status` content handler.
+    pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
     pub autoindex: bool,
     pub error_pages: Vec<Arc<ErrorPage>>,
     pub add_headers: Vec<AddHeader>,

@@ -62,6 +62,8 @@ pub struct Upstream {
     pub implicit: bool,
     /// `queue N [timeout=T]`: requests wait for a `max_conns` slot.
     pub queue: Option<Arc<crate::upstream::queue::Queue>>,
+    /// Tengine's `check`: the active health check and its shared peer state.
+    pub check: Option<Arc<crate::upstream::check::Check>>,
 }
 
 /// What `proxy_pass` points at, resolved.
@@ -266,6 +268,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
                 keepalive_timeout: Duration::from_secs(60),
                 implicit: true,
                 queue: None,
+                check: None,
             });
             ctx.upstream_list.push(u.clone());
             u
@@ -440,8 +443,10 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
         keepalive_timeout: Duration::from_secs(60),
         implicit: false,
         queue: None,
+        check: None,
     };
     let mut queue: Option<(usize, Duration)> = None;
+    let mut check = crate::upstream::check::conf::Pending::default();
     let mut seen: Vec<&str> = Vec::new();
     for sub in d.block.as_deref().unwrap_or(&[]) {
         let once = |seen: &mut Vec<&str>, n: &'static str| -> R {
@@ -490,6 +495,9 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
                 return Err(bad_args());
             }
             "zone" => {}
+            "check" | "check_http_send" | "check_http_expect_alive" | "check_keepalive_requests" => {
+                crate::upstream::check::conf::directive(&mut check, sub)?;
+            }
             other => {
                 let known = super::table::lookup(other).is_some();
                 let msg = if known {
@@ -516,6 +524,7 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
     if let Some((size, timeout)) = queue {
         u.queue = Some(Arc::new(crate::upstream::queue::Queue::new(size, timeout, &u.peers)));
     }
+    u.check = crate::upstream::check::conf::finish(check, &u.name, &u.peers);
     let u = Arc::new(u);
     ctx.upstreams.insert(name, u.clone());
     ctx.upstream_list.push(u.clone());

@@ -124,6 +124,7 @@ pub static TABLE: &[Cmd] = &[
     cmd("expires", HSL, 1, 2, Set::Loc(set_loc::expires)),
     cmd("autoindex", HSL, 1, 1, Set::Loc(set_loc::autoindex)),
     cmd("empty_gif", LOC, 0, 0, Set::Loc(set_loc::empty_gif)),
+    cmd("check_status", SRV | LOC, 0, 1, Set::Loc(crate::upstream::check::status::directive)),
     cmd("log_not_found", HSL, 1, 1, Set::Loc(set_loc::log_not_found)),
     // TLS (http and server levels, as in nginx)
     cmd("ssl", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ssl)),
@@ -196,6 +197,8 @@ pub static TABLE: &[Cmd] = &[
     cmd("types_hash_bucket_size", HSL, 1, 1, Set::Noop),
     cmd("server_names_hash_max_size", HTTP, 1, 1, Set::Noop),
     cmd("server_names_hash_bucket_size", HTTP, 1, 1, Set::Noop),
+    // Tengine's check peers are not in shared memory here: no size to set.
+    cmd("check_shm_size", HTTP, 1, 1, Set::Noop),
 ];
 
 /// Directives nginx has that sluice does not implement yet: refused like

@@ -169,6 +169,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if conf.empty_gif {
         return Step::Done(empty_gif::respond(ctx));
     }
+    if let Some(page) = &conf.check_status {
+        return Step::Done(crate::upstream::check::status::respond(ctx, page));
+    }
     if conf.proxy.pass.is_some() {
         let mut r = Response::new(200);
         r.body = crate::http::response::Body::Proxy;

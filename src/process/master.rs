@@ -19,6 +19,8 @@ use crate::worker::{self, Ctl};
 struct Generation {
     cfg: Arc<Config>,
     workers: Vec<worker::Handle>,
+    /// Tengine's upstream checks for this configuration (one thread; None without `check`).
+    checker: Option<crate::upstream::check::Checker>,
 }
 
 fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
@@ -47,6 +49,7 @@ fn raise_nofile(n: u64) {
 }
 
 fn start_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) -> Result<Generation, String> {
+    let checker = crate::upstream::check::start(&cfg)?;
     let mut workers = Vec::new();
     for i in 0..cfg.main.worker_processes {
         let socks = listeners.for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
@@ -68,7 +71,7 @@ fn start_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
             }
         }
     }
-    Ok(Generation { cfg, workers })
+    Ok(Generation { cfg, workers, checker })
 }
 
 fn install_panic_hook() {
@@ -262,6 +265,7 @@ impl Master {
             }
             super::pidfile::remove(&self.current.cfg.main.pid);
         }
+        crate::upstream::check::inherit(&self.current.cfg, &cfg);
         let cfg = Arc::new(cfg);
         let next = match start_generation(cfg, &listeners, &logs) {
             Ok(g) => g,
@@ -271,6 +275,8 @@ impl Master {
             }
         };
         let old = std::mem::replace(&mut self.current, next);
+        // The old checker stops now; the old workers drain on its last state.
+        drop(old.checker);
         for w in old.workers {
             let _ = w.ctl.send(Ctl::Quit);
             self.retiring.push(w);
@@ -305,6 +311,9 @@ impl Master {
         // Close the master's listening sockets now: with the workers' copies
         // gone too, new connections are refused instead of queueing.
         self.listeners = ListenerSet::default();
+        if let Some(c) = self.current.checker.take() {
+            c.stop();
+        }
         let all: Vec<worker::Handle> = self.current.workers.drain(..).chain(self.retiring.drain(..)).collect();
         for w in &all {
             let msg = match how {

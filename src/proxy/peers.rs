@@ -2,7 +2,9 @@
 //! methods), each peer's failure accounting and connection count (nginx's
 //! max_fails / fail_timeout / max_conns, per worker as nginx keeps them
 //! without a `zone`), and the keep-alive pool of idle origin connections.
-//! Nothing here is shared between workers.
+//! Only two things come from outside the worker, both read with relaxed
+//! atomics: the active checker's up/down verdicts and, with `queue`, the
+//! process-wide connection counts that `max_conns` is then checked against.
 
 use std::cell::Cell;
 use std::net::IpAddr;
@@ -27,6 +29,8 @@ pub struct Idle {
 pub struct UpstreamRt {
     balancer: Option<Balancer>,
     health: Vec<PeerHealth>,
+    /// Tengine's `check`: peers the checker holds down are not picked.
+    check: Option<std::sync::Arc<crate::upstream::check::Check>>,
     /// Most recently released last.
     pub idle: Vec<Idle>,
     /// `queue`: connection slots counted for all workers together.
@@ -79,6 +83,7 @@ impl WorkerProxy {
             rt.balancer = build_balancer(u).ok();
             rt.health = vec![PeerHealth::default(); u.peers.len()];
             rt.shared = u.queue.clone();
+            rt.check = u.check.clone();
         }
         rt
     }
@@ -90,6 +95,9 @@ impl UpstreamRt {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
         let mut views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
+        if let Some(c) = &self.check {
+            c.mark_down(&mut views);
+        }
         let Some(q) = &self.shared else {
             let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
             self.health[i].picked(&b.peers()[i], now);

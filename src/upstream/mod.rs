@@ -1,4 +1,5 @@
 //! The reverse proxy's upstream side: `upstream` blocks and the choice of a peer for each request.
 
 pub mod balance;
+pub mod check;
 pub mod queue;
