@@ -7,6 +7,7 @@
 
 pub mod peers;
 pub mod upstream_tls;
+pub mod websocket;
 pub mod wire;
 
 use std::borrow::Cow;
