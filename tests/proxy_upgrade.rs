@@ -146,3 +146,47 @@ fn map_without_upgrade_sends_connection_close() {
     assert_eq!(r.text(), "upgrade exact-a\n");
     assert!(heads.lock().unwrap().is_empty());
 }
+
+#[test]
+fn map_entries_from_included_files() {
+    // nginx allows `include` inside `map`; the files hold `key value;`
+    // lines, and relative names resolve against the main config's
+    // directory as everywhere else.
+    let s = builder()
+        .http(
+            "map $http_upgrade $connection_upgrade { include maps/upgrade.map; }\n\
+             map $uri $kind { default other; include maps/kinds/*.map; /inline inline; }\n\
+             server {\n\
+               listen 127.0.0.1:{port};\n\
+               location / { return 200 \"$connection_upgrade $kind\\n\"; }\n\
+             }\n",
+        )
+        .file("conf/maps/upgrade.map", "default upgrade;\n'' close;\n")
+        .file("conf/maps/kinds/a.map", "# exact\n/a exact-a;\n")
+        .file("conf/maps/kinds/b.map", "~^/re/(.*)$ regex;\n~*\\.JPG$ image;\n")
+        .start();
+    for (uri, upgrade, want) in [
+        ("/a", false, "close exact-a\n"),
+        ("/re/x", false, "close regex\n"),
+        ("/p.jpg", true, "upgrade image\n"),
+        ("/inline", false, "close inline\n"),
+        ("/z", true, "upgrade other\n"),
+    ] {
+        let up = if upgrade { "Upgrade: websocket\r\n" } else { "" };
+        let r = request(s.port, &format!("GET {uri} HTTP/1.1\r\nHost: t\r\n{up}Connection: close\r\n\r\n"));
+        assert_eq!((r.status, r.text().as_str()), (200, want), "{uri}");
+    }
+    // A bad line in an included file is reported at its own file and line.
+    s.write("conf/maps/kinds/b.map", "~^/re/ regex;\nthree words here;\n");
+    let out = s.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: [emerg] invalid number of the map parameters in {}:2",
+            prog(),
+            s.path("conf/maps/kinds/b.map").display()
+        )),
+        "{err}"
+    );
+}

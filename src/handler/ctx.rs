@@ -49,6 +49,10 @@ pub struct ReqCtx<'c, 'a> {
     pub captures: Vec<Vec<u8>>,
     /// `$upstream_*`: one entry per peer tried, joined with ", " as nginx.
     pub upstream: UpstreamLog,
+    /// Set for an HTTP/2 extended CONNECT (RFC 8441) WebSocket stream: the
+    /// `Sec-WebSocket-Key` of the HTTP/1.1 Upgrade request the proxy sends
+    /// the origin in its place (see `proxy::websocket`).
+    pub websocket_key: Option<String>,
 }
 
 #[derive(Default)]
@@ -309,6 +313,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             err_status: None,
             captures: Vec::new(),
             upstream: UpstreamLog::default(),
+            websocket_key: None,
         }
     }
 

@@ -8,6 +8,7 @@
 pub mod peers;
 pub mod request_body;
 pub mod upstream_tls;
+pub mod websocket;
 pub mod wire;
 
 use std::borrow::Cow;

@@ -108,19 +108,25 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
     out.extend_from_slice(method);
     out.push(b' ');
     target(ctx, pass, &mut out);
-    out.extend_from_slice(if conf.http_version_11 { b" HTTP/1.1\r\n" } else { b" HTTP/1.0\r\n" });
+    // An h2 WebSocket (extended CONNECT) goes as an HTTP/1.1 Upgrade.
+    let ws_key = ctx.websocket_key.as_deref();
+    let http11 = conf.http_version_11 || ws_key.is_some();
+    out.extend_from_slice(if http11 { b" HTTP/1.1\r\n" } else { b" HTTP/1.0\r\n" });
     let vars = Vars::request(ctx);
     let mut value = Vec::new();
     for (name, tpl) in &conf.set_headers {
         value.clear();
         tpl.render(&vars, &mut value);
-        if value.is_empty() {
+        if value.is_empty() || super::websocket::skip_set_header(ws_key, name) {
             continue;
         }
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(&value);
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some(key) = ws_key {
+        super::websocket::push_fields(key, &mut out);
     }
     match framing {
         SendFraming::None => {}
@@ -133,7 +139,8 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
     }
     for (name, v) in ctx.req.headers() {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
-            || conf.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()));
+            || conf.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+            || super::websocket::skip_client_header(ws_key, name);
         if skip {
             continue;
         }

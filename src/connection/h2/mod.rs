@@ -13,6 +13,7 @@
 //! the byte limit get 400, and a peer that opens no window for
 //! `send_timeout` loses the stream.
 
+pub mod connect;
 pub mod request;
 pub mod response;
 pub mod wire;
@@ -69,7 +70,9 @@ where
         .max_header_list_size((n * size).min(u32::MAX as usize) as u32)
         .max_send_buffer_size(conf.http2.chunk_size.max(MAX_PIECE) * 4)
         .max_pending_accept_reset_streams(50)
-        .max_local_error_reset_streams(Some(256));
+        .max_local_error_reset_streams(Some(256))
+        // RFC 8441 (WebSocket over h2): a sluice extension, see connect.rs.
+        .enable_connect_protocol();
     let (io, cork) = wire::Wire::new(io, n * size);
     let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
@@ -178,10 +181,14 @@ async fn stream(
 ) {
     let started = Instant::now();
     let g = &w.cfg.http.listens[group];
-    let has_body = !req.body().is_end_stream();
+    // RFC 8441 extended CONNECT: Some(true) for a WebSocket.
+    let tunnel = req.extensions().get::<h2::ext::Protocol>().map(connect::is_websocket);
+    // A plain CONNECT is refused at once (nginx: 405), its stream unread.
+    let plain_connect = tunnel.is_none() && req.method() == http::Method::CONNECT;
+    let has_body = !req.body().is_end_stream() && !plain_connect;
     let (parts, body) = req.into_parts();
     let req = http::Request::from_parts(parts, ());
-    let (buf, head) = match request::synthesize(&req, has_body) {
+    let (buf, head) = match request::synthesize_as(&req, has_body && tunnel.is_none(), tunnel == Some(true)) {
         Ok(x) => x,
         Err(bad) => {
             let why = match bad {
@@ -226,7 +233,8 @@ async fn stream(
     let req = Request {
         buf: &buf,
         head: &head,
-        method: head.method,
+        // An extended CONNECT is routed as the GET its HTTP/1.1 form is.
+        method: if tunnel.is_some() { Method::Get } else { head.method },
         path,
         args: raw_args.map(std::borrow::Cow::Borrowed),
         host,
@@ -234,6 +242,7 @@ async fn stream(
     let mut ctx = ReqCtx::new(g, server, req, &info);
     let mut resp = match crate::handler::client_cert_status(&ctx) {
         Some(code) => crate::handler::error(&ctx, code),
+        None if plain_connect => connect::refuse(&mut ctx),
         None => crate::handler::handle(&mut ctx),
     };
     // No handler reads request bodies yet: the body is read to its end and
@@ -241,7 +250,15 @@ async fn stream(
     // proxying it. The stream then closes in order, and a peer that breaks
     // the stream meanwhile (a bad frame, a window overflow) gets the error
     // for that, not an answer.
-    if matches!(resp.body, crate::http::response::Body::Proxy) {
+    if let Some(websocket) = tunnel {
+        match connect::run(&w, &mut ctx, resp, websocket, body, &mut respond, started).await {
+            connect::Outcome::Done(ok) => {
+                finish(&shared, ok);
+                return;
+            }
+            connect::Outcome::Respond(r) => resp = r,
+        }
+    } else if matches!(resp.body, crate::http::response::Body::Proxy) {
         let conf = ctx.conf;
         let mut spool = crate::connection::spool::Spool::new(conf.client_body_buffer_size, &conf.client_body_temp_path);
         let read = if has_body {

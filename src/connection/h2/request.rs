@@ -20,6 +20,14 @@ pub enum Bad {
 
 /// Builds the buffer and the head; `has_body` is whether DATA frames follow.
 pub fn synthesize<B>(req: &http::Request<B>, has_body: bool) -> Result<(Vec<u8>, Head), Bad> {
+    synthesize_as(req, has_body, false)
+}
+
+/// `synthesize`; with `websocket` (an extended CONNECT, RFC 8441) the head
+/// also gets the `Upgrade: websocket` and `Connection: upgrade` fields its
+/// HTTP/1.1 equivalent carries, so `$http_upgrade` and `$http_connection`
+/// read as they would there. Its DATA frames are the tunnel, not a body.
+pub fn synthesize_as<B>(req: &http::Request<B>, has_body: bool, websocket: bool) -> Result<(Vec<u8>, Head), Bad> {
     if req.headers().len() > MAX_HEADERS {
         return Err(Bad::TooManyHeaders);
     }
@@ -79,6 +87,10 @@ pub fn synthesize<B>(req: &http::Request<B>, has_body: bool) -> Result<(Vec<u8>,
         let joined = cookies.join(&b"; "[..]);
         push(&mut buf, b"cookie", &joined);
     }
+    if websocket {
+        push(&mut buf, b"upgrade", b"websocket");
+        push(&mut buf, b"connection", b"upgrade");
+    }
     buf.extend_from_slice(b"\r\n");
     let body = match (length, has_body) {
         (Some(n), _) => BodyKind::Length(n),
@@ -134,5 +146,20 @@ mod tests {
         assert!(matches!(synthesize(&b.body(()).unwrap(), false), Err(Bad::TooManyHeaders)));
         let star = http::Request::builder().method("GET").uri("*").body(()).unwrap();
         assert!(matches!(synthesize(&star, false), Err(Bad::InvalidPath)));
+    }
+
+    #[test]
+    fn extended_connect_reads_as_an_upgrade() {
+        let req = http::Request::builder()
+            .method("CONNECT")
+            .uri("https://example.com/chat?room=1")
+            .header("sec-websocket-version", "13")
+            .body(())
+            .unwrap();
+        let (buf, head) = synthesize_as(&req, false, true).ok().unwrap();
+        assert_eq!(&buf[head.line.clone()], b"CONNECT /chat?room=1 HTTP/2.0");
+        let text = String::from_utf8(buf.clone()).unwrap();
+        assert!(text.contains("\r\nupgrade: websocket\r\nconnection: upgrade\r\n"), "{}", text);
+        assert_eq!(head.body, BodyKind::None);
     }
 }
