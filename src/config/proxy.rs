@@ -18,7 +18,10 @@ use crate::variables::{Part, Template, Var};
 /// One `server` line of an `upstream` block.
 #[derive(Clone, Debug)]
 pub struct PeerConf {
+    /// Unused for a unix-socket peer.
     pub addr: SocketAddr,
+    /// `unix:/path`: a unix-domain socket instead of `addr`.
+    pub unix: Option<std::path::PathBuf>,
     /// As written (`host:port`), for `$upstream_addr`-style logs and hashing.
     pub name: String,
     pub weight: u32,
@@ -79,6 +82,16 @@ pub struct ProxyPass {
     pub proxy_host: String,
     /// The matched location's prefix, which a URI part replaces.
     pub location_len: usize,
+    /// The URI part replaces the whole request URI (a URL with variables,
+    /// as nginx passes it).
+    pub uri_whole: bool,
+}
+
+/// `proxy_pass`, as written: settled at load time, or with variables.
+#[derive(Clone, Debug)]
+pub enum Pass {
+    Fixed(Arc<ProxyPass>),
+    Vars(Arc<Template>),
 }
 
 /// Conditions under which a request goes to the next peer.
@@ -131,7 +144,7 @@ impl NextUpstream {
 #[derive(Clone)]
 pub struct ProxyConf {
     /// The content handler; not inherited (as `return`).
-    pub pass: Option<Arc<ProxyPass>>,
+    pub pass: Option<Pass>,
     /// `proxy_set_header`: nginx's defaults are `Host $proxy_host` and
     /// `Connection close`; an empty value removes the header.
     pub set_headers: Vec<(String, Template)>,
@@ -217,66 +230,134 @@ fn duration(d: &Directive) -> Result<Duration, ConfError> {
     value::parse_time(v).ok_or_else(|| invalid(d, v))
 }
 
-/// `proxy_pass http://upstream_name[/uri]`, `http://host[:port][/uri]`.
-pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let raw = arg(d, 0);
-    if raw.contains('$') {
-        return Err(ConfError::at("variables in \"proxy_pass\" are not supported yet", &d.span));
+/// What a unix-socket peer has as its (unused) TCP address.
+const UNIX_PLACEHOLDER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+
+fn unix_path(path: &str) -> Result<std::path::PathBuf, String> {
+    if path.is_empty() || path.len() > 107 {
+        return Err(format!("invalid unix socket path \"{}\"", path));
     }
+    Ok(std::path::PathBuf::from(path))
+}
+
+/// A `proxy_pass` URL taken apart.
+#[derive(Debug, PartialEq)]
+pub struct PassUrl<'a> {
+    pub tls: bool,
+    /// `host[:port]`, an upstream name, or `unix:/path`.
+    pub authority: &'a str,
+    pub uri: Option<Vec<u8>>,
+}
+
+/// `http[s]://AUTHORITY[/URI]`, with nginx's `http://unix:/path[:/URI]`.
+pub fn split_url(raw: &str) -> Result<PassUrl<'_>, String> {
     let (rest, tls) = if let Some(r) = raw.strip_prefix("http://") {
         (r, false)
     } else if let Some(r) = raw.strip_prefix("https://") {
         (r, true)
     } else {
-        return Err(ConfError::at(format!("invalid URL prefix in \"{}\"", raw), &d.span));
+        return Err(format!("invalid URL prefix in \"{}\"", raw));
     };
-    let (authority, uri) = match rest.find('/') {
-        Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
-        None => (rest, None),
+    let (authority, uri) = if let Some(path) = rest.strip_prefix("unix:") {
+        match path.find(':') {
+            Some(i) => (&rest[..5 + i], Some(path.as_bytes()[i + 1..].to_vec())),
+            None => (rest, None),
+        }
+    } else {
+        match rest.find('/') {
+            Some(i) => (&rest[..i], Some(rest.as_bytes()[i..].to_vec())),
+            None => (rest, None),
+        }
     };
-    if authority.is_empty() {
-        return Err(ConfError::at(format!("no host in \"{}\" of the \"proxy_pass\" directive", raw), &d.span));
+    if authority.is_empty() || authority == "unix:" {
+        return Err(format!("no host in \"{}\" of the \"proxy_pass\" directive", raw));
     }
-    if uri.is_some() && ctx.in_regex_location {
+    if tls && authority.starts_with("unix:") {
+        return Err(format!("TLS to a unix socket is not supported in \"{}\"", raw));
+    }
+    Ok(PassUrl { tls, authority, uri })
+}
+
+/// A one-server upstream for `proxy_pass http://host:port` (or a unix
+/// socket) without an upstream block; `index` is where workers keep its
+/// state (usize::MAX: made per request, from variables).
+pub fn implicit_upstream(authority: &str, tls: bool, index: usize) -> Result<Upstream, String> {
+    let (addr, unix) = match authority.strip_prefix("unix:") {
+        Some(path) => (UNIX_PLACEHOLDER, Some(unix_path(path)?)),
+        None => (resolve_port(authority, if tls { 443 } else { 80 })?, None),
+    };
+    let name = if unix.is_some() { authority.to_string() } else { addr.to_string() };
+    Ok(Upstream {
+        name: authority.to_string(),
+        index,
+        peers: vec![PeerConf {
+            addr,
+            unix,
+            name,
+            weight: 1,
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(10),
+            backup: false,
+            down: false,
+            max_conns: 0,
+        }],
+        balance: Balance::RoundRobin,
+        keepalive: 0,
+        keepalive_requests: 1000,
+        keepalive_timeout: Duration::from_secs(60),
+        implicit: true,
+        queue: None,
+        check: None,
+    })
+}
+
+/// `$proxy_host`: the authority without the scheme's default port; nginx
+/// uses `localhost` for a unix socket.
+pub fn proxy_host(authority: &str, tls: bool) -> String {
+    if authority.starts_with("unix:") {
+        return "localhost".to_string();
+    }
+    let default_port = if tls { ":443" } else { ":80" };
+    authority.strip_suffix(default_port).unwrap_or(authority).to_string()
+}
+
+/// `proxy_pass http://upstream_name[/uri]`, `http://host[:port][/uri]`,
+/// `http://unix:/path[:/uri]`, or a URL with variables (resolved per
+/// request: an upstream name or an address, as nginx without a resolver).
+pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let raw = arg(d, 0);
+    if raw.contains('$') {
+        let tpl = Template::compile(raw).map_err(|e| ConfError::at(e, &d.span))?;
+        c.proxy.pass = Some(Pass::Vars(Arc::new(tpl)));
+        return Ok(());
+    }
+    let url = split_url(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    if url.uri.is_some() && ctx.in_regex_location {
         return Err(ConfError::at(
-            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named \
-             location, or inside \"if\" statement, or inside \"limit_except\" block",
+            "\"proxy_pass\" cannot have URI part in location given by regular expression, or inside named location, \
+             or inside \"if\" statement, or inside \"limit_except\" block",
             &d.span,
         ));
     }
-    let upstream = match ctx.upstreams.get(authority) {
+    let upstream = match ctx.upstreams.get(url.authority) {
         Some(u) => u.clone(),
         None => {
-            let addr = resolve_port(authority, if tls { 443 } else { 80 }).map_err(|m| ConfError::at(m, &d.span))?;
-            let index = ctx.upstream_list.len();
-            let u = Arc::new(Upstream {
-                name: authority.to_string(),
-                index,
-                peers: vec![PeerConf {
-                    addr,
-                    name: addr.to_string(),
-                    weight: 1,
-                    max_fails: 1,
-                    fail_timeout: Duration::from_secs(10),
-                    backup: false,
-                    down: false,
-                    max_conns: 0,
-                }],
-                balance: Balance::RoundRobin,
-                keepalive: 0,
-                keepalive_requests: 1000,
-                keepalive_timeout: Duration::from_secs(60),
-                implicit: true,
-                queue: None,
-                check: None,
-            });
+            let u = implicit_upstream(url.authority, url.tls, ctx.upstream_list.len())
+                .map_err(|m| ConfError::at(m, &d.span))?;
+            let u = Arc::new(u);
             ctx.upstream_list.push(u.clone());
             u
         }
     };
-    let default_port = if tls { ":443" } else { ":80" };
-    let proxy_host = authority.strip_suffix(default_port).unwrap_or(authority).to_string();
-    c.proxy.pass = Some(Arc::new(ProxyPass { upstream, uri, tls, proxy_host, location_len: ctx.location_len }));
+    let proxy_host = proxy_host(url.authority, url.tls);
+    c.proxy.pass = Some(Pass::Fixed(Arc::new(ProxyPass {
+        upstream,
+        uri: url.uri,
+        uri_whole: false,
+        tls: url.tls,
+        proxy_host,
+        location_len: ctx.location_len,
+    })));
     Ok(())
 }
 
@@ -560,12 +641,13 @@ fn peer(d: &Directive) -> Result<PeerConf, ConfError> {
         return Err(ConfError::at("invalid number of arguments in \"server\" directive", &d.span));
     }
     let raw = arg(d, 0);
-    if raw.starts_with("unix:") {
-        return Err(ConfError::at("unix sockets in \"upstream\" are not supported yet", &d.span));
-    }
-    let addr = resolve(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    let (addr, unix) = match raw.strip_prefix("unix:") {
+        Some(path) => (UNIX_PLACEHOLDER, Some(unix_path(path).map_err(|m| ConfError::at(m, &d.span))?)),
+        None => (resolve(raw).map_err(|m| ConfError::at(m, &d.span))?, None),
+    };
     let mut p = PeerConf {
         addr,
+        unix,
         // As written: consistent hashing places a server's points by it.
         name: raw.to_string(),
         weight: 1,

@@ -53,6 +53,9 @@ pub struct ReqCtx<'c, 'a> {
     /// `Sec-WebSocket-Key` of the HTTP/1.1 Upgrade request the proxy sends
     /// the origin in its place (see `proxy::websocket`).
     pub websocket_key: Option<String>,
+    /// The `proxy_pass` this request went to (resolved when it has
+    /// variables), for `$proxy_host` and error-log lines.
+    pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
 }
 
 #[derive(Default)]
@@ -205,7 +208,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 ctx.conn.tls.as_ref().and_then(|t| t.server_name.as_deref()).unwrap_or("").as_bytes(),
             ),
             Var::ProxyHost => {
-                if let Some(p) = &ctx.conf.proxy.pass {
+                let fixed = match &ctx.conf.proxy.pass {
+                    Some(crate::config::proxy::Pass::Fixed(p)) => Some(p),
+                    _ => None,
+                };
+                if let Some(p) = ctx.proxy_pass.as_ref().or(fixed) {
                     out.extend_from_slice(p.proxy_host.as_bytes());
                 }
             }
@@ -314,6 +321,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             captures: Vec::new(),
             upstream: UpstreamLog::default(),
             websocket_key: None,
+            proxy_pass: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! to the client from the connection layer ([`wire::UpstreamBody`]), which
 //! hands the origin connection back with [`release`].
 
+pub mod dynamic;
 pub mod peers;
 pub mod request_body;
 pub mod upstream_tls;
@@ -64,7 +65,15 @@ fn method_idempotent(m: Method) -> bool {
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
     let lc: &'c crate::config::model::LocConf = ctx.conf;
-    let Some(pass) = lc.proxy.pass.clone() else { return crate::handler::error(ctx, 500) };
+    let pass = match &lc.proxy.pass {
+        Some(crate::config::proxy::Pass::Fixed(p)) => p.clone(),
+        Some(crate::config::proxy::Pass::Vars(t)) => match dynamic::resolve(w, ctx, t) {
+            Ok(p) => p,
+            Err(status) => return crate::handler::finish_error(ctx, status),
+        },
+        None => return crate::handler::error(ctx, 500),
+    };
+    ctx.proxy_pass = Some(pass.clone());
     let conf = &lc.proxy;
     let u = pass.upstream.clone();
     let framing = match &client.body {
@@ -237,8 +246,9 @@ async fn attempt(
     let reused = idle.is_some();
     let (mut stream, requests) = match idle {
         Some(s) => s,
-        None => match tokio::time::timeout(conf.connect_timeout, TcpStream::connect(p.addr)).await {
-            Ok(Ok(s)) => {
+        None => match tokio::time::timeout(conf.connect_timeout, connect(p)).await {
+            Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), 0),
+            Ok(Ok(Connected::Tcp(s))) => {
                 let _ = s.set_nodelay(true);
                 if !pass.tls {
                     (UpStream::Plain(s), 0)
@@ -254,7 +264,14 @@ async fn attempt(
                 }
             }
             Ok(Err(e)) => {
-                log_upstream(ctx, p, &format!("connect() failed ({}) while connecting to upstream", os_error(&e)));
+                // A unix socket fails at once, where nginx names it; a TCP
+                // connect fails later, in nginx's words without the name.
+                let to = if p.unix.is_some() { format!(" to {}", p.name) } else { String::new() };
+                log_upstream(
+                    ctx,
+                    p,
+                    &format!("connect(){} failed ({}) while connecting to upstream", to, os_error(&e)),
+                );
                 push_times(ctx, 502, None, None, started);
                 return Attempt::Failed { status: 502, next: next.error, sent: false };
             }
@@ -314,6 +331,18 @@ async fn attempt(
     }
 }
 
+enum Connected {
+    Tcp(TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+async fn connect(p: &crate::config::proxy::PeerConf) -> std::io::Result<Connected> {
+    match &p.unix {
+        Some(path) => tokio::net::UnixStream::connect(path).await.map(Connected::Unix),
+        None => TcpStream::connect(p.addr).await.map(Connected::Tcp),
+    }
+}
+
 /// The TLS handshake with an origin (`proxy_pass https://`), bounded by
 /// proxy_connect_timeout.
 async fn tls_connect(
@@ -358,17 +387,20 @@ fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &
 /// upstream URL, then host.
 fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
     let mut uri = Vec::new();
-    if let Some(pass) = &ctx.conf.proxy.pass {
+    if let Some(pass) = &ctx.proxy_pass {
         wire::target_for_log(ctx, pass, &mut uri);
     }
-    let scheme = if ctx.conf.proxy.pass.as_ref().is_some_and(|p| p.tls) { "https" } else { "http" };
+    let scheme = if ctx.proxy_pass.as_ref().is_some_and(|p| p.tls) { "https" } else { "http" };
+    // nginx separates a unix socket's path from the URI with a colon.
+    let sep = if peer.starts_with("unix:") { ":" } else { "" };
     let mut s = format!(
-        "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}\"",
+        "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}{}\"",
         ctx.conn.peer.ip(),
         ctx.server.name,
         String::from_utf8_lossy(ctx.req.request_line()),
         scheme,
         peer,
+        sep,
         String::from_utf8_lossy(&uri)
     );
     if let Some(h) = ctx.req.header("host") {

@@ -42,6 +42,9 @@ pub struct UpstreamRt {
 #[derive(Default)]
 pub struct WorkerProxy {
     pub ups: Vec<UpstreamRt>,
+    /// Upstreams made per request (`proxy_pass` with variables), by name.
+    dynamic: std::collections::HashMap<String, UpstreamRt>,
+    pub targets: super::dynamic::Targets,
 }
 
 pub fn method(b: &Balance) -> Method {
@@ -75,10 +78,17 @@ pub fn build_balancer(u: &Upstream) -> Result<Balancer, String> {
 
 impl WorkerProxy {
     pub fn get(&mut self, u: &Upstream) -> &mut UpstreamRt {
-        if self.ups.len() <= u.index {
-            self.ups.resize_with(u.index + 1, Default::default);
-        }
-        let rt = &mut self.ups[u.index];
+        let rt = if u.index == usize::MAX {
+            if self.dynamic.len() >= 256 && !self.dynamic.contains_key(&u.name) {
+                self.dynamic.clear();
+            }
+            self.dynamic.entry(u.name.clone()).or_default()
+        } else {
+            if self.ups.len() <= u.index {
+                self.ups.resize_with(u.index + 1, Default::default);
+            }
+            &mut self.ups[u.index]
+        };
         if rt.balancer.is_none() {
             rt.balancer = build_balancer(u).ok();
             rt.health = vec![PeerHealth::default(); u.peers.len()];

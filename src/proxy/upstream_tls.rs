@@ -22,18 +22,21 @@ use tokio::net::TcpStream;
 pub enum UpStream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    /// `unix:/path` (plain only).
+    Unix(tokio::net::UnixStream),
 }
 
 impl UpStream {
     /// For a pooled connection: has the origin closed it (or sent
     /// something unasked)? Reading would not block then.
     pub fn is_stale(&self) -> bool {
-        let tcp = match self {
-            UpStream::Plain(s) => s,
-            UpStream::Tls(t) => t.get_ref().0,
-        };
         let mut probe = [0u8; 1];
-        !matches!(tcp.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+        let r = match self {
+            UpStream::Plain(s) => s.try_read(&mut probe),
+            UpStream::Tls(t) => t.get_ref().0.try_read(&mut probe),
+            UpStream::Unix(s) => s.try_read(&mut probe),
+        };
+        !matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
@@ -42,6 +45,7 @@ impl AsyncRead for UpStream {
         match self.get_mut() {
             UpStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+            UpStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
         }
     }
 }
@@ -51,6 +55,7 @@ impl AsyncWrite for UpStream {
         match self.get_mut() {
             UpStream::Plain(s) => Pin::new(s).poll_write(cx, data),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, data),
+            UpStream::Unix(s) => Pin::new(s).poll_write(cx, data),
         }
     }
 
@@ -58,6 +63,7 @@ impl AsyncWrite for UpStream {
         match self.get_mut() {
             UpStream::Plain(s) => Pin::new(s).poll_flush(cx),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+            UpStream::Unix(s) => Pin::new(s).poll_flush(cx),
         }
     }
 
@@ -65,6 +71,7 @@ impl AsyncWrite for UpStream {
         match self.get_mut() {
             UpStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+            UpStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }

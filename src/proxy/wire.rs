@@ -84,6 +84,7 @@ fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
                 out.extend_from_slice(a);
             }
         }
+        Some(uri) if pass.uri_whole => out.extend_from_slice(uri),
         Some(uri) => {
             out.extend_from_slice(uri);
             let rest = req.path.get(pass.location_len.min(req.path.len())..).unwrap_or(b"");

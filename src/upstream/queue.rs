@@ -123,6 +123,7 @@ mod tests {
     fn peer(max_conns: u32, backup: bool) -> PeerConf {
         PeerConf {
             addr: "127.0.0.1:1".parse().expect("addr"),
+            unix: None,
             name: "127.0.0.1:1".into(),
             weight: 1,
             max_fails: 1,

@@ -118,7 +118,9 @@ impl Check {
         let mut peers = Vec::new();
         let mut slots = Vec::with_capacity(servers.len());
         for s in servers {
-            if s.down {
+            // Unix-socket peers are not checked (their TCP address is a
+            // placeholder); passive health still applies to them.
+            if s.down || s.unix.is_some() {
                 slots.push(None);
                 continue;
             }
@@ -278,6 +280,7 @@ mod tests {
                 let addr: SocketAddr = format!("127.0.0.1:{}", 9000 + i).parse().unwrap();
                 PeerConf {
                     addr,
+                    unix: None,
                     name: addr.to_string(),
                     weight: 1,
                     max_fails: 1,

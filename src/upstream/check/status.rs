@@ -325,6 +325,7 @@ mod tests {
     fn page() -> StatusPage {
         let peer = |port: u16, down: bool| PeerConf {
             addr: ([127, 0, 0, 1], port).into(),
+            unix: None,
             name: format!("localhost:{port}"),
             weight: 1,
             max_fails: 1,

@@ -1,0 +1,108 @@
+//! `proxy_pass` with variables: the URL is rendered per request and its
+//! authority resolved as nginx does without a `resolver`: an `upstream`
+//! name, an IP address (with or without a port), or `unix:/path`; any other
+//! host name is nginx's "no resolver defined" 502. A URI part then replaces
+//! the whole request URI, as written.
+//!
+//! Address targets get a one-server upstream made on first use and kept
+//! per worker (with its keep-alive pool), bounded so that a variable
+//! driven by clients cannot grow it without limit.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::config::proxy::{self, ProxyPass, Upstream};
+use crate::handler::ctx::{ReqCtx, Vars};
+use crate::log::error::Level;
+use crate::log_error;
+use crate::variables::Template;
+use crate::worker::WorkerCtx;
+
+/// Address targets kept per worker before the cache starts over.
+const MAX_TARGETS: usize = 256;
+
+/// The per-worker upstreams made for address targets, by authority.
+#[derive(Default)]
+pub struct Targets {
+    made: HashMap<String, Arc<Upstream>>,
+}
+
+impl Targets {
+    fn get(&mut self, authority: &str, tls: bool) -> Result<Arc<Upstream>, String> {
+        if let Some(u) = self.made.get(authority) {
+            return Ok(u.clone());
+        }
+        if self.made.len() >= MAX_TARGETS {
+            self.made.clear();
+        }
+        let u = Arc::new(proxy::implicit_upstream(authority, tls, usize::MAX)?);
+        self.made.insert(authority.to_string(), u.clone());
+        Ok(u)
+    }
+}
+
+/// Whether `authority` is an address nginx connects to without resolving.
+fn is_address(authority: &str) -> bool {
+    if authority.starts_with("unix:") || authority.parse::<std::net::SocketAddr>().is_ok() {
+        return true;
+    }
+    let host = match authority.rsplit_once(':') {
+        Some((h, port)) if !h.contains(':') && port.parse::<u16>().is_ok() => h,
+        _ => authority,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.parse::<std::net::IpAddr>().is_ok()
+}
+
+/// The request's `proxy_pass`, or the status to answer with (the error
+/// already logged).
+pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Arc<ProxyPass>, u16> {
+    let rendered = tpl.render_to_vec(&Vars::request(ctx));
+    let raw = String::from_utf8_lossy(&rendered);
+    let url = match proxy::split_url(&raw) {
+        Ok(u) => u,
+        Err(why) => {
+            log_error!(Level::Error, "*{} {} while handling request, {}", ctx.conn.id, why, ctx.log_suffix());
+            return Err(500);
+        }
+    };
+    let named = w.cfg.http.upstreams.iter().find(|u| !u.implicit && u.name == url.authority).cloned();
+    let upstream = match named {
+        Some(u) => u,
+        None if is_address(url.authority) => match w.proxy.borrow_mut().targets.get(url.authority, url.tls) {
+            Ok(u) => u,
+            Err(why) => {
+                log_error!(Level::Error, "*{} {} while handling request, {}", ctx.conn.id, why, ctx.log_suffix());
+                return Err(502);
+            }
+        },
+        None => {
+            let host = url.authority.rsplit_once(':').map_or(url.authority, |(h, _)| h);
+            log_error!(Level::Error, "*{} no resolver defined to resolve {}, {}", ctx.conn.id, host, ctx.log_suffix());
+            return Err(502);
+        }
+    };
+    Ok(Arc::new(ProxyPass {
+        upstream,
+        proxy_host: proxy::proxy_host(url.authority, url.tls),
+        uri_whole: url.uri.is_some(),
+        uri: url.uri,
+        tls: url.tls,
+        location_len: 0,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_need_no_resolver() {
+        for a in ["127.0.0.1", "127.0.0.1:8080", "[::1]:80", "[::1]", "unix:/tmp/s.sock"] {
+            assert!(is_address(a), "{a}");
+        }
+        for a in ["backend", "example.com:80", "localhost"] {
+            assert!(!is_address(a), "{a}");
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Where `proxy_pass` can point besides `host:port` and upstream names:
+//! unix-domain sockets (`server unix:/path` in an upstream and
+//! `proxy_pass http://unix:/path:/uri`), and URLs with variables, resolved
+//! per request as nginx does without a `resolver` (an upstream name, an IP
+//! address, `unix:`; other host names are a 502). Checked against nginx
+//! 1.22 (`SLUICE_TEST_NGINX=1`).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use common::origin::*;
+use common::*;
+
+/// An origin on a unix socket answering `unix LINE` plus the Host header it
+/// got; keeps the request heads.
+fn unix_origin(path: &Path) -> Arc<Mutex<Vec<String>>> {
+    let _ = std::fs::remove_file(path);
+    let l = UnixListener::bind(path).expect("bind unix origin");
+    // nginx's workers run as nobody when the tests run as root.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).expect("chmod socket");
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let h = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let h = h.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().expect("clone"));
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                let first = head.lines().next().unwrap_or("").to_string();
+                h.lock().expect("heads").push(head);
+                let body = format!("unix {first}\n");
+                let mut w = s;
+                let _ =
+                    write!(w, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            });
+        }
+    });
+    heads
+}
+
+#[test]
+fn unix_socket_peers() {
+    let s = builder()
+        .http(
+            r#"
+            upstream u { server unix:{prefix}/origin.sock; }
+            server {
+                listen 127.0.0.1:{port};
+                location /u/ { proxy_pass http://u; }
+                location /d/ { proxy_pass http://unix:{prefix}/origin.sock:/direct/; }
+                location /missing/ { proxy_pass http://unix:{prefix}/nothing.sock; }
+            }"#,
+        )
+        .start();
+    // Unix paths are connected to per request, so the origin may come later.
+    let heads = unix_origin(&s.path("origin.sock"));
+    let mut checks = Checks::new();
+    checks.run("upstream server unix:", || {
+        let r = s.get("/u/a?x=1");
+        assert_eq!((r.status, r.text().as_str()), (200, "unix GET /u/a?x=1 HTTP/1.0\n"));
+        let h = heads.lock().expect("heads").last().cloned().expect("head");
+        assert!(h.contains("Host: u\r\n"), "{h}");
+    });
+    checks.run("proxy_pass http://unix:/path:/uri replaces the location prefix", || {
+        let r = s.get("/d/b");
+        assert_eq!((r.status, r.text().as_str()), (200, "unix GET /direct/b HTTP/1.0\n"));
+        let h = heads.lock().expect("heads").last().cloned().expect("head");
+        // nginx sends Host: localhost for a unix socket.
+        assert!(h.contains("Host: localhost\r\n"), "{h}");
+    });
+    checks.run("a socket nobody listens on is a 502 with nginx's line", || {
+        assert_eq!(s.get("/missing/").status, 502);
+        let log = s.wait_error_log("nothing.sock");
+        let line = line_with(&log, "nothing.sock");
+        assert!(line.contains("connect() to unix:") && line.contains("(2: No such file or directory)"), "{line}");
+        assert!(line.contains("nothing.sock:/missing/\""), "{line}");
+    });
+    checks.finish();
+}
+
+#[test]
+fn proxy_pass_with_variables() {
+    let o = echo();
+    let s = proxy(
+        r#"
+            upstream backend { server 127.0.0.1:%A%; }
+            server {
+                listen 127.0.0.1:{port};
+                location /v/ { proxy_pass http://$http_x_target; }
+                location /w/ { proxy_pass http://$http_x_target/fixed$is_args$args; }
+                location /bad/ { proxy_pass $http_x_target; }
+            }"#,
+        &[("%A%", o.port)],
+    );
+    let get = |path: &str, target: &str| s.get_with(path, &[&format!("X-Target: {target}")]);
+    let mut checks = Checks::new();
+    checks.run("an upstream name", || {
+        let r = get("/v/a?q=1", "backend");
+        assert_eq!((r.status, r.text().as_str()), (200, "GET /v/a?q=1\n"));
+        assert_eq!(o.last().headers_named("Host"), ["backend"]);
+    });
+    checks.run("an address with a port", || {
+        let r = get("/v/b", &format!("127.0.0.1:{}", o.port));
+        assert_eq!((r.status, r.text().as_str()), (200, "GET /v/b\n"));
+        assert_eq!(o.last().headers_named("Host"), [format!("127.0.0.1:{}", o.port)]);
+    });
+    checks.run("a URI part replaces the whole URI, as written", || {
+        let r = get("/w/c/d?z=2", "backend");
+        assert_eq!((r.status, r.text().as_str()), (200, "GET /fixed?z=2\n"));
+    });
+    checks.run("a host name without a resolver is a 502", || {
+        let r = get("/v/e", "example.invalid");
+        assert_eq!(r.status, 502);
+        s.wait_error_log("no resolver defined to resolve example.invalid");
+    });
+    checks.run("a URL that is not one is a 500", || {
+        let r = get("/bad/", "ftp://x");
+        assert_eq!(r.status, 500);
+        s.wait_error_log("invalid URL prefix in \"ftp://x\"");
+    });
+    checks.finish();
+}
