@@ -377,6 +377,8 @@ fn failover_and_recovery_after_fail_timeout() {
         let u = format!("upstream: \"http://127.0.0.1:{dead}/f/\"");
         let n = log.lines().filter(|l| l.contains("connect() failed") && l.contains(&u)).count();
         assert_eq!(n, 1, "{log}");
+        let warn = line_with(&log, "upstream server temporarily disabled");
+        assert!(warn.contains("[warn]") && warn.contains(&u), "{log}");
     });
     let a = Origin::start_on(dead, |_| Reply::ok("A"));
     checks.run("still out within fail_timeout", || {

@@ -145,7 +145,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
                     && within(conf.next_upstream_timeout, started);
                 if next_ok {
-                    w.proxy.borrow_mut().get(&u).done(peer, true);
+                    peer_failed(w, ctx, &u, peer);
                     last_status = status;
                     continue;
                 }
@@ -153,12 +153,12 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                 return build_response(ctx, &pass, head, stream, rest, release);
             }
             Attempt::Gone(when) => {
-                w.proxy.borrow_mut().get(&u).done(peer, false);
+                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
                 return client_closed(ctx, when, Some(&u.peers[peer].name));
             }
             Attempt::Client(e) => {
                 // Not the peer's fault: its slot is freed as a success.
-                w.proxy.borrow_mut().get(&u).done(peer, false);
+                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
                 log_error!(
                     Level::Info,
                     "*{} {} while sending request to upstream, {}",
@@ -171,7 +171,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                 return r;
             }
             Attempt::Failed { status, next, sent } => {
-                w.proxy.borrow_mut().get(&u).done(peer, true);
+                peer_failed(w, ctx, &u, peer);
                 last_status = status;
                 // A streamed body that went (partly) to this peer is gone.
                 let body_left = !client.body_spent();
@@ -206,6 +206,20 @@ fn client_closed<'c>(ctx: &mut ReqCtx<'c, '_>, when: &str, peer: Option<&str>) -
     let mut r = Response::new(499);
     r.close = true;
     r
+}
+
+/// Counts a failure against the peer, with nginx's warning when that takes
+/// it out for fail_timeout.
+fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: usize) {
+    if w.proxy.borrow_mut().get(u).done(peer, true) {
+        let name = u.peers.get(peer).map_or("", |p| p.name.as_str());
+        log_error!(
+            Level::Warn,
+            "*{} upstream server temporarily disabled while connecting to upstream, {}",
+            ctx.conn.id,
+            upstream_suffix(ctx, name)
+        );
+    }
 }
 
 fn within(limit: Duration, started: Instant) -> bool {
@@ -550,7 +564,7 @@ pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
     // A body cut short counts as the peer failing, as nginx's "upstream
     // prematurely closed connection" does.
     let failed = !body.done;
-    w.proxy.borrow_mut().get(&r.upstream).done(r.peer, failed);
+    let _ = w.proxy.borrow_mut().get(&r.upstream).done(r.peer, failed);
     if body.done
         && r.keep_alive
         && body.buf.is_empty()

@@ -138,11 +138,17 @@ impl UpstreamRt {
     }
 
     /// The request is done with peer `i`.
-    pub fn done(&mut self, i: usize, failed: bool) {
-        let Some(b) = self.balancer.as_mut() else { return };
+    /// The request is done with peer `i`. True when a failure leaves the
+    /// peer at its `max_fails` (nginx then warns "upstream server
+    /// temporarily disabled").
+    pub fn done(&mut self, i: usize, failed: bool) -> bool {
+        let Some(b) = self.balancer.as_mut() else { return false };
         let single = b.is_single();
+        let mut disabled = false;
         if let Some(h) = self.health.get_mut(i) {
             h.released(failed, crate::clock::now_secs(), single);
+            let max_fails = b.peers().get(i).map_or(0, |p| p.max_fails);
+            disabled = failed && !single && max_fails != 0 && h.fails() >= max_fails;
         }
         if let Some(q) = &self.shared {
             q.release(i);
@@ -150,6 +156,7 @@ impl UpstreamRt {
         if failed {
             b.failed(i);
         }
+        disabled
     }
 
     /// An idle connection to `peer` that the origin has not closed.
