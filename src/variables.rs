@@ -43,8 +43,12 @@ pub enum Var {
     DocumentRoot,
     RequestFilename,
     Version,
-    /// `$1`..`$9`: a capture of the matched regex location.
+    /// `$1`..`$9`: a capture of the matched regex location, else of the
+    /// regex `server_name` that chose the server.
     Capture(usize),
+    /// `$name` of a named capture `(?<name>...)` in a location or
+    /// server_name regex.
+    Named(std::sync::Arc<str>),
     Https,
     Http2,
     SslProtocol,
@@ -192,6 +196,7 @@ impl Template {
             } else {
                 Var::from_name(name)
                     .or_else(|| crate::config::map::lookup_var(name).map(Var::Map))
+                    .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())))
                     .ok_or_else(|| format!("unknown \"{name}\" variable"))?
             };
             if !lit.is_empty() {

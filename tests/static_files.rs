@@ -669,3 +669,26 @@ fn regex_captures_in_alias_root_and_return() {
     let r = s.get("/site/blue/page.html");
     assert_eq!((r.status, r.text()), (200, "blue page".to_string()), "{}", r.head);
 }
+
+#[test]
+fn named_captures_and_server_name_captures() {
+    let s = builder()
+        .http(
+            "server { listen 127.0.0.1:{port} default_server; return 200 \"default\"; }\n\
+             server { listen 127.0.0.1:{port};\n\
+               server_name ~^(?<sub>[a-z]+)\\.(?P<zone>example|test)\\.com$;\n\
+               location ~ ^/u/(?<user>[a-z]+)/(\\d+)$ { return 200 \"user=$user id=$2 sub=$sub zone=$zone\"; }\n\
+               location /p/ { return 200 \"prefix sub=$sub one=$1 two=$2\"; }\n\
+             }",
+        )
+        .start();
+    let get = |path: &str, host: &str| {
+        request(s.port, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text()
+    };
+    // A regex location's captures: numbered and named; the server's named
+    // captures stay available.
+    assert_eq!(get("/u/alice/42", "blue.example.com"), "user=alice id=42 sub=blue zone=example");
+    // A prefix location: $1, $2 are the server_name's.
+    assert_eq!(get("/p/x", "red.test.com"), "prefix sub=red one=red two=test");
+    assert_eq!(get("/p/x", "other.org"), "default");
+}

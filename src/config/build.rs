@@ -292,6 +292,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     let mut conf = default_loc(&ctx.prefix);
     // Maps first: any template in http may use their variables.
     super::map::reset();
+    super::captures::reset();
     for d in dirs.iter().filter(|d| d.name == "map") {
         table::check_shape(table::lookup("map").ok_or_else(|| table::unknown(d))?, d)?;
         super::map::map_block(d)?;

@@ -19,11 +19,12 @@ fn describe(m: &Matcher) -> String {
 }
 
 fn regex(d: &Directive, pat: &str, caseless: bool) -> Result<Matcher, ConfError> {
-    regex::bytes::RegexBuilder::new(pat)
+    let re = regex::bytes::RegexBuilder::new(pat)
         .case_insensitive(caseless)
         .build()
-        .map(Matcher::Regex)
-        .map_err(|e| ConfError::at(format!("invalid regex \"{}\" in location: {}", pat, e), &d.span))
+        .map_err(|e| ConfError::at(format!("invalid regex \"{}\" in location: {}", pat, e), &d.span))?;
+    super::captures::register(re.capture_names());
+    Ok(Matcher::Regex(re))
 }
 
 /// nginx's `ngx_http_core_location` argument forms.

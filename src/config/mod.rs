@@ -3,6 +3,7 @@
 //! workers run on.
 
 pub mod build;
+pub mod captures;
 pub mod lexer;
 pub mod listen_groups;
 pub mod location;

@@ -110,6 +110,7 @@ pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                 .case_insensitive(true)
                 .build()
                 .map_err(|e| ConfError::at(format!("invalid regex in server_name \"{}\": {}", n, e), &d.span))?;
+            super::captures::register(re.capture_names());
             s.regex_names.push(re);
             continue;
         }

@@ -47,6 +47,8 @@ pub struct ReqCtx<'c, 'a> {
     pub err_status: Option<u16>,
     /// `$1`..`$9` of the regex location that matched (index 0: whole match).
     pub captures: Vec<Vec<u8>>,
+    /// Named captures of the matched regex location.
+    pub named: Vec<(std::sync::Arc<str>, Vec<u8>)>,
     /// `$upstream_*`: one entry per peer tried, joined with ", " as nginx.
     pub upstream: UpstreamLog,
     /// Set for an HTTP/2 extended CONNECT (RFC 8441) WebSocket stream: the
@@ -292,8 +294,25 @@ impl VarSource for Vars<'_, '_, '_> {
             },
             Var::Version => out.extend_from_slice(crate::config::Config::version().as_bytes()),
             Var::Capture(n) => {
-                if let Some(c) = ctx.captures.get(*n) {
+                if ctx.captures.is_empty() {
+                    if let Some((nums, _)) = server_captures(ctx)
+                        && let Some(c) = nums.get(*n)
+                    {
+                        out.extend_from_slice(c);
+                    }
+                } else if let Some(c) = ctx.captures.get(*n) {
                     out.extend_from_slice(c)
+                }
+            }
+            Var::Named(name) => {
+                let here = ctx.named.iter().rev().find(|(k, _)| **k == **name).map(|(_, v)| v.clone());
+                let v = here.or_else(|| {
+                    server_captures(ctx)
+                        .and_then(|(_, named)| named.into_iter().find(|(k, _)| **k == **name))
+                        .map(|(_, v)| v)
+                });
+                if let Some(v) = v {
+                    out.extend_from_slice(&v);
                 }
             }
         }
@@ -319,6 +338,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             filename: None,
             err_status: None,
             captures: Vec::new(),
+            named: Vec::new(),
             upstream: UpstreamLog::default(),
             websocket_key: None,
             proxy_pass: None,
@@ -377,6 +397,29 @@ fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// Named captures: (name, value).
+type NamedCaptures = Vec<(std::sync::Arc<str>, Vec<u8>)>;
+
+/// The captures of the regex `server_name` that chose this request's
+/// server (numbered, then named), found again when a variable needs them:
+/// rare enough not to cost every request a capture.
+fn server_captures(ctx: &ReqCtx<'_, '_>) -> Option<(Vec<Vec<u8>>, NamedCaptures)> {
+    let host = std::str::from_utf8(&ctx.req.host).ok()?;
+    let names = &ctx.group.names;
+    if names.exact.contains_key(host) {
+        return None;
+    }
+    let (re, _) = names.regex.iter().find(|(re, s)| std::ptr::eq(&**s, ctx.server) && re.is_match(host))?;
+    let caps = re.captures(host)?;
+    let nums = caps.iter().map(|m| m.map(|m| m.as_str().as_bytes().to_vec()).unwrap_or_default()).collect();
+    let named = re
+        .capture_names()
+        .flatten()
+        .filter_map(|n| caps.name(n).map(|m| (std::sync::Arc::from(n), m.as_str().as_bytes().to_vec())))
+        .collect();
+    Some((nums, named))
 }
 
 #[cfg(test)]

@@ -84,11 +84,17 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
         } else {
             let found = crate::routing::location::find(&ctx.server.locations, &ctx.req.path);
             ctx.captures.clear();
+            ctx.named.clear();
             if let Some(l) = found
                 && let crate::config::model::Matcher::Regex(re) = &l.matcher
                 && let Some(caps) = re.captures(&ctx.req.path)
             {
                 ctx.captures = caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()).collect();
+                for n in re.capture_names().flatten() {
+                    if let Some(m) = caps.name(n) {
+                        ctx.named.push((n.into(), m.as_bytes().to_vec()));
+                    }
+                }
             }
             ctx.conf = match found {
                 Some(l) => &l.conf,
