@@ -179,6 +179,15 @@ fn serve(s: TcpStream, st: &SinkState) -> std::io::Result<()> {
         }
         w.set_nonblocking(false)?;
     }
+    if target.contains("/drip") {
+        // Half the body, a pause, the other half.
+        let p = pattern();
+        write!(w, "HTTP/1.1 200 OK\r\nContent-Length: 2000\r\nConnection: close\r\n\r\n")?;
+        w.write_all(&p[..1000])?;
+        std::thread::sleep(Duration::from_millis(800));
+        w.write_all(&p[1000..2000])?;
+        return Ok(());
+    }
     if let Some(n) = target.strip_prefix("/gen/") {
         let n: u64 = n.parse().unwrap_or(0);
         write!(w, "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n")?;
@@ -284,6 +293,7 @@ fn server(sinks: &[&Sink]) -> TestServer {
                     proxy_next_upstream error http_502 non_idempotent;
                 }
                 location /stream/ { proxy_pass http://127.0.0.1:%A%; proxy_request_buffering off; }
+                location /unbuffered/ { proxy_pass http://127.0.0.1:%A%; proxy_buffering off; }
                 location /ignore/ { proxy_pass http://127.0.0.1:%A%; proxy_ignore_client_abort on; }
                 location /stream11/ {
                     proxy_pass http://127.0.0.1:%A%;
@@ -495,4 +505,41 @@ fn a_client_that_leaves_while_the_origin_works_abandons_the_origin_request() {
         assert!(!a.state.abandoned.load(Ordering::SeqCst));
     });
     checks.finish();
+}
+
+#[test]
+fn response_bytes_reach_the_client_as_the_origin_sends_them() {
+    let a = Sink::start();
+    let s = server(&[&a]);
+    for path in ["/unbuffered/drip", "/drip"] {
+        let mut c = connect(s.port);
+        let t = Instant::now();
+        c.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
+            .expect("request");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let mut first_half_at = None;
+        loop {
+            let n = c.read(&mut buf).expect("read");
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            let body = got.windows(4).position(|w| w == b"\r\n\r\n").map_or(0, |i| got.len() - i - 4);
+            if body >= 1000 && first_half_at.is_none() {
+                first_half_at = Some(t.elapsed());
+            }
+        }
+        let half = first_half_at.expect("the first half");
+        // nginx with proxy_buffering on holds a half-filled buffer back;
+        // sluice streams in both cases (documented).
+        if path.starts_with("/unbuffered/") || prog() == "sluice" {
+            assert!(half < Duration::from_millis(600), "{path}: the first half took {half:?}");
+        }
+        assert!(t.elapsed() >= Duration::from_millis(800), "{path}");
+        let end = got.windows(4).position(|w| w == b"\r\n\r\n").expect("head") + 4;
+        let mut d = Digest::new();
+        d.update(&got[end..]);
+        assert_eq!(d, Digest::of_pattern(2000), "{path}");
+    }
 }
