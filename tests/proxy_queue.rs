@@ -135,3 +135,33 @@ fn overflow_and_timeout_are_prompt_503s() {
     });
     checks.finish();
 }
+
+#[test]
+fn a_client_that_leaves_the_queue_costs_the_origin_nothing() {
+    if prog() != "sluice" {
+        return;
+    }
+    let (o, _) = slow_origin(Duration::from_millis(800));
+    let s = proxy(
+        r#"
+            upstream one { server 127.0.0.1:%A% max_conns=1; queue 10 timeout=30s; }
+            server { listen 127.0.0.1:{port}; location / { proxy_pass http://one; } }"#,
+        &[("%A%", o.port)],
+    );
+    let port = s.port;
+    let first = std::thread::spawn(move || burst(port, 1, "/first"));
+    std::thread::sleep(Duration::from_millis(150));
+    // Queued behind the first, then gone.
+    let mut quitter = s.connect();
+    quitter.send("GET /quitter HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    std::thread::sleep(Duration::from_millis(150));
+    drop(quitter);
+    let last = burst(port, 1, "/last");
+    assert_eq!(first.join().expect("first")[0].0, 200);
+    assert_eq!(last[0].0, 200);
+    let seen: Vec<String> = o.requests().iter().map(|r| r.target().to_string()).collect();
+    assert_eq!(seen, ["/first0", "/last0"], "the origin served a request nobody waited for");
+    s.wait_error_log("so upstream connection is closed too while waiting in the upstream queue");
+    let lines = s.wait_access_lines(3);
+    assert!(lines.iter().any(|l| l.contains("\"GET /quitter HTTP/1.1\" 499 ")), "{lines:?}");
+}
