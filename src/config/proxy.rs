@@ -33,6 +33,23 @@ pub struct PeerConf {
     pub max_conns: u32,
 }
 
+impl PeerConf {
+    /// A server with nginx's defaults (weight=1 max_fails=1 fail_timeout=10s).
+    pub fn new(addr: SocketAddr, unix: Option<std::path::PathBuf>, name: String) -> PeerConf {
+        PeerConf {
+            addr,
+            unix,
+            name,
+            weight: 1,
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(10),
+            backup: false,
+            down: false,
+            max_conns: 0,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Balance {
     RoundRobin,
@@ -290,17 +307,7 @@ pub fn implicit_upstream(authority: &str, tls: bool, index: usize) -> Result<Ups
     Ok(Upstream {
         name: authority.to_string(),
         index,
-        peers: vec![PeerConf {
-            addr,
-            unix,
-            name,
-            weight: 1,
-            max_fails: 1,
-            fail_timeout: Duration::from_secs(10),
-            backup: false,
-            down: false,
-            max_conns: 0,
-        }],
+        peers: vec![PeerConf::new(addr, unix, name)],
         balance: Balance::RoundRobin,
         keepalive: 0,
         keepalive_requests: 1000,
@@ -645,18 +652,8 @@ fn peer(d: &Directive) -> Result<PeerConf, ConfError> {
         Some(path) => (UNIX_PLACEHOLDER, Some(unix_path(path).map_err(|m| ConfError::at(m, &d.span))?)),
         None => (resolve(raw).map_err(|m| ConfError::at(m, &d.span))?, None),
     };
-    let mut p = PeerConf {
-        addr,
-        unix,
-        // As written: consistent hashing places a server's points by it.
-        name: raw.to_string(),
-        weight: 1,
-        max_fails: 1,
-        fail_timeout: Duration::from_secs(10),
-        backup: false,
-        down: false,
-        max_conns: 0,
-    };
+    // Named as written: consistent hashing places a server's points by it.
+    let mut p = PeerConf::new(addr, unix, raw.to_string());
     for w in d.args.iter().skip(1) {
         let t = w.text.as_str();
         let num = |v: &str| value::parse_number(v).ok_or_else(|| invalid(d, t));

@@ -121,17 +121,10 @@ mod tests {
     use std::cell::Cell;
 
     fn peer(max_conns: u32, backup: bool) -> PeerConf {
-        PeerConf {
-            addr: "127.0.0.1:1".parse().expect("addr"),
-            unix: None,
-            name: "127.0.0.1:1".into(),
-            weight: 1,
-            max_fails: 1,
-            fail_timeout: Duration::from_secs(10),
-            backup,
-            down: false,
-            max_conns,
-        }
+        let mut p = PeerConf::new("127.0.0.1:1".parse().expect("addr"), None, "127.0.0.1:1".into());
+        p.max_conns = max_conns;
+        p.backup = backup;
+        p
     }
 
     fn rt() -> tokio::runtime::Runtime {

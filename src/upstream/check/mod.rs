@@ -278,17 +278,7 @@ mod tests {
         (0..n)
             .map(|i| {
                 let addr: SocketAddr = format!("127.0.0.1:{}", 9000 + i).parse().unwrap();
-                PeerConf {
-                    addr,
-                    unix: None,
-                    name: addr.to_string(),
-                    weight: 1,
-                    max_fails: 1,
-                    fail_timeout: Duration::from_secs(10),
-                    backup: false,
-                    down: false,
-                    max_conns: 0,
-                }
+                PeerConf::new(addr, None, addr.to_string())
             })
             .collect()
     }
