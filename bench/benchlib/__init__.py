@@ -1,0 +1,1 @@
+"""Modules of bench/run (the sluice vs nginx benchmark harness); see bench/README.md."""

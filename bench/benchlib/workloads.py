@@ -1,0 +1,119 @@
+"""The workload table of bench/run: one Row per table row."""
+
+from .common import EMPTY_GIF_LEN, HELLO_BODY, LARGE_SIZES, STATIC_SIZES
+
+
+class Row:
+    """One table row: one URL under one load shape."""
+
+    def __init__(self, key, title, path, conns, keepalive, body_len=None,
+                 body_file=None, close_expected=False, throughput=False,
+                 access_log=False, client="wrk", tls=None, h2=False, streams=1,
+                 handshake=False, default_rate=None, proxy=False):
+        self.key = key
+        self.title = title
+        self.path = path
+        self.conns = conns
+        self.keepalive = keepalive
+        self.body_len = body_len
+        self.body_file = body_file      # file name under html/ to compare with
+        self.close_expected = close_expected
+        self.throughput = throughput
+        self.access_log = access_log
+        self.client = client
+        # TLS rows: tls is the TLS version the row expects to negotiate
+        # ("TLSv1.3" or "TLSv1.2"); None means plain HTTP.
+        self.tls = tls
+        self.scheme = "https" if tls else "http"
+        self.h2 = h2                    # HTTP/2 (ALPN h2) instead of HTTP/1.1
+        self.streams = streams          # h2load -m
+        self.handshake = handshake      # one full TLS handshake per request
+        # h2load rows: req/s assumed for sizing -n when no warm-up rate is known.
+        self.default_rate = default_rate
+        # Reverse proxy rows (px1): the server under test proxies to an
+        # origin that bench/run starts once per workload (see Origin below).
+        self.proxy = proxy
+        # TLS and proxy rows: load generator errors are failures (exit status 1).
+        self.errors_fail = bool(tls) or proxy
+
+
+def build_workloads(client2):
+    w = {}
+    w["1"] = dict(
+        title="empty_gif, keep-alive",
+        template="empty_gif.conf",
+        rows=[Row("1", "1 empty_gif keep-alive c50", "/empty.gif", 50, True,
+                  body_len=EMPTY_GIF_LEN)])
+    w["2"] = dict(
+        title="empty_gif, keepalive_timeout 0 (new connection per request)",
+        template="empty_gif_close.conf",
+        rows=[Row("2a", "2 empty_gif new conn/req c100 (%s)" % client2, "/empty.gif", 100,
+                  False, body_len=EMPTY_GIF_LEN, close_expected=True, client=client2),
+              Row("2b", "2 empty_gif new conn/req c1000 (%s)" % client2, "/empty.gif", 1000,
+                  False, body_len=EMPTY_GIF_LEN, close_expected=True, client=client2)])
+    w["3"] = dict(
+        title="static files, keep-alive, sendfile + open_file_cache",
+        template="static.conf",
+        files=["%s.bin" % name for name, _ in STATIC_SIZES],
+        rows=[Row("3-" + name, "3 static %s keep-alive c50" % name.upper(), "/%s.bin" % name,
+                  50, True, body_len=size, body_file="%s.bin" % name)
+              for name, size in STATIC_SIZES])
+    w["4"] = dict(
+        title="large static files, keep-alive, sendfile + open_file_cache",
+        template="static.conf",
+        files=["%s.bin" % name for name, _ in LARGE_SIZES],
+        rows=[Row("4-" + name, "4 static %s keep-alive c10" % name.upper(), "/%s.bin" % name,
+                  10, True, body_len=size, body_file="%s.bin" % name, throughput=True)
+              for name, size in LARGE_SIZES])
+    w["5"] = dict(
+        title="empty_gif, keep-alive, access_log combined",
+        template="access_log.conf",
+        rows=[Row("5", "5 empty_gif + access_log c50", "/empty.gif", 50, True,
+                  body_len=EMPTY_GIF_LEN, access_log=True)])
+    w["mem"] = dict(
+        title="resident memory with idle keep-alive connections",
+        template="idle.conf",
+        rows=[])
+    w["tls1"] = dict(
+        title="HTTPS (HTTP/1.1 over TLS) empty_gif, keep-alive",
+        template="tls_empty_gif.conf", tls=True,
+        rows=[Row("tls1", "tls1 https empty_gif keep-alive c50", "/empty.gif", 50, True,
+                  body_len=EMPTY_GIF_LEN, tls="TLSv1.3")])
+    # tls2: bench/hsload (a client that skips certificate and signature
+    # verification, so the server is the bottleneck), or ab with --client ab.
+    client_tls2 = "ab" if client2 == "ab" else "hsload"
+    w["tls2"] = dict(
+        title="full TLS handshakes, a new connection per request (keepalive_timeout 0)",
+        template="tls_handshake.conf", tls=True,
+        rows=[Row("tls2-%s" % v[-3:].replace(".", ""),
+                  "tls2 %s full handshake/req c100 (%s)" % (v, client_tls2), "/empty.gif", 100,
+                  False, body_len=EMPTY_GIF_LEN, close_expected=True, client=client_tls2, tls=v,
+                  handshake=True)
+              for v in ("TLSv1.3", "TLSv1.2")])
+    w["tls3"] = dict(
+        title="HTTP/2 over TLS, 12-byte /helloworld (nuster's h2load, scaled down)",
+        template="tls_h2.conf", tls=True, files=["helloworld"],
+        rows=[Row("tls3", "tls3 h2 helloworld 12B c100 m100", "/helloworld", 100, True,
+                  body_len=len(HELLO_BODY), body_file="helloworld", client="h2load",
+                  tls="TLSv1.3", h2=True, streams=100, default_rate=20000)])
+    w["tls4"] = dict(
+        title="HTTP/2 over TLS, 10 MB static file",
+        template="tls_h2.conf", tls=True, files=["10m.bin"],
+        rows=[Row("tls4-10m", "tls4 h2 static 10M c1 m1", "/10m.bin", 1, True,
+                  body_len=10 * 1024 * 1024, body_file="10m.bin", throughput=True,
+                  client="h2load", tls="TLSv1.3", h2=True, streams=1, default_rate=30)])
+    # px1: nginx and sluice as reverse proxies (keep-alive to the client and
+    # to the origin) in front of one origin, a separate Debian nginx serving
+    # the 1 KB file, shared by both and pinned to the load generator's CPU.
+    w["px1"] = dict(
+        title="reverse proxy, 1 KB responses, keep-alive to client and origin",
+        template="proxy.conf", origin="proxy_origin.conf", origin_files=["1k.bin"],
+        rows=[Row("px1", "px1 proxy 1K keep-alive c50", "/1k.bin", 50, True,
+                  body_len=1024, body_file="1k.bin", proxy=True)])
+    # px2: overload fairness, see benchlib/px2.py (its own runs, variants and
+    # table; not in the default set).
+    w["px2"] = dict(
+        title="overload fairness: 500 connections through the proxy to an origin that "
+              "serves 20 requests at once, 50 ms each",
+        template="proxy_overload.conf", origin="slot_origin.py", px2=True, rows=[])
+    return w
