@@ -256,7 +256,7 @@ async fn attempt(
     let next = conf.next_upstream;
     ctx.upstream.addr.push(p.name.clone());
     let t0 = Instant::now();
-    let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout);
+    let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0);
     let reused = idle.is_some();
     let (mut stream, requests) = match idle {
         Some(s) => s,
@@ -267,7 +267,9 @@ async fn attempt(
                 if !pass.tls {
                     (UpStream::Plain(s), 0)
                 } else {
-                    match tls_connect(w, ctx, pass, s).await {
+                    // Boxed: the handshake's state is large, and only a new
+                    // connection needs it (the request's future stays small).
+                    match Box::pin(tls_connect(w, ctx, pass, s)).await {
                         Ok(t) => (UpStream::Tls(Box::new(t)), 0),
                         Err(why) => {
                             log_upstream(ctx, p, &format!("{} while SSL handshaking to upstream", why));

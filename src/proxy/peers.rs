@@ -182,8 +182,7 @@ impl UpstreamRt {
     }
 
     /// An idle connection to `peer` that the origin has not closed.
-    pub fn take_idle(&mut self, peer: usize, timeout: Duration) -> Option<(UpStream, u64)> {
-        let now = Instant::now();
+    pub fn take_idle(&mut self, peer: usize, timeout: Duration, now: Instant) -> Option<(UpStream, u64)> {
         while let Some(pos) = self.idle.iter().rposition(|c| c.peer == peer) {
             let c = self.idle.remove(pos);
             if now.duration_since(c.since) >= timeout {
