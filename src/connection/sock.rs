@@ -127,10 +127,24 @@ impl Sock {
                 Err(_) => return,
             },
         };
-        let mut b = [0u8; 1];
-        match tcp.peek(&mut b).await {
-            Ok(0) | Err(_) => {}
-            Ok(_) => std::future::pending().await,
+        // The socket's single reader slot, then a peek that clears readiness
+        // when nothing is there (cheaper than `peek`'s waiter list).
+        loop {
+            if sio::read_ready(tcp).await.is_err() {
+                return;
+            }
+            let mut b = [0u8; 1];
+            let peeked = tcp.try_io(tokio::io::Interest::READABLE, || {
+                rustix::net::recv(tcp.as_fd(), &mut b, rustix::net::RecvFlags::PEEK)
+                    .map(|(n, _)| n)
+                    .map_err(io::Error::from)
+            });
+            match peeked {
+                Ok(0) => return,
+                Ok(_) => std::future::pending().await,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
         }
     }
 

@@ -62,12 +62,57 @@ pub struct ReqCtx<'c, 'a> {
 
 #[derive(Default)]
 pub struct UpstreamLog {
-    pub addr: Vec<String>,
-    pub status: Vec<u16>,
+    pub addr: Tries<String>,
+    pub status: Tries<u16>,
     /// Milliseconds; None where the stage was not reached (logged as `-`).
-    pub connect_ms: Vec<Option<u64>>,
-    pub header_ms: Vec<Option<u64>>,
-    pub response_ms: Vec<Option<u64>>,
+    pub connect_ms: Tries<Option<u64>>,
+    pub header_ms: Tries<Option<u64>>,
+    pub response_ms: Tries<Option<u64>>,
+}
+
+/// A list with one entry per peer tried. Nearly always one: that one is
+/// held inline, so a proxied request allocates nothing for its log fields.
+#[derive(Debug)]
+pub struct Tries<T> {
+    /// None only while `more` is empty too.
+    first: Option<T>,
+    more: Vec<T>,
+}
+
+impl<T> Default for Tries<T> {
+    fn default() -> Self {
+        Tries { first: None, more: Vec::new() }
+    }
+}
+
+impl<T> Tries<T> {
+    pub fn push(&mut self, v: T) {
+        if self.first.is_none() {
+            self.first = Some(v);
+        } else {
+            self.more.push(v);
+        }
+    }
+
+    pub fn pop(&mut self) -> Option<T> {
+        self.more.pop().or_else(|| self.first.take())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.first.iter().chain(self.more.iter())
+    }
+
+    pub fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    pub fn last(&self) -> Option<&T> {
+        self.more.last().or(self.first.as_ref())
+    }
 }
 
 /// Milliseconds as nginx prints times: seconds with three decimals.
@@ -78,7 +123,7 @@ fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
     out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
 }
 
-fn push_ms_list(out: &mut Vec<u8>, list: &[Option<u64>]) {
+fn push_ms_list(out: &mut Vec<u8>, list: &Tries<Option<u64>>) {
     for (i, v) in list.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
@@ -226,7 +271,14 @@ impl VarSource for Vars<'_, '_, '_> {
                 use std::io::Write;
                 let _ = write!(out, "{}", ctx.conn.peer.ip());
             }
-            Var::UpstreamAddr => out.extend_from_slice(ctx.upstream.addr.join(", ").as_bytes()),
+            Var::UpstreamAddr => {
+                for (i, a) in ctx.upstream.addr.iter().enumerate() {
+                    if i > 0 {
+                        out.extend_from_slice(b", ");
+                    }
+                    out.extend_from_slice(a.as_bytes());
+                }
+            }
             Var::UpstreamStatus => {
                 for (i, s) in ctx.upstream.status.iter().enumerate() {
                     if i > 0 {

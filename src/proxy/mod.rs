@@ -256,7 +256,7 @@ async fn attempt(
     let next = conf.next_upstream;
     ctx.upstream.addr.push(p.name.clone());
     let t0 = Instant::now();
-    let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout);
+    let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0);
     let reused = idle.is_some();
     let (mut stream, requests) = match idle {
         Some(s) => s,
@@ -267,7 +267,9 @@ async fn attempt(
                 if !pass.tls {
                     (UpStream::Plain(s), 0)
                 } else {
-                    match tls_connect(w, ctx, pass, s).await {
+                    // Boxed: the handshake's state is large, and only a new
+                    // connection needs it (the request's future stays small).
+                    match Box::pin(tls_connect(w, ctx, pass, s)).await {
                         Ok(t) => (UpStream::Tls(Box::new(t)), 0),
                         Err(why) => {
                             log_upstream(ctx, p, &format!("{} while SSL handshaking to upstream", why));
@@ -297,16 +299,19 @@ async fn attempt(
         },
     };
     let connect_ms = ms(t0);
-    let mut buf = Vec::with_capacity(conf.buffer_size.max(1024));
+    let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
     let outcome = exchange(&mut stream, req, client, &mut buf, conf, head_request).await;
     match outcome {
         Ok(head) => {
             ctx.upstream.status.push(head.status);
             ctx.upstream.connect_ms.push(Some(connect_ms));
-            ctx.upstream.header_ms.push(Some(ms(t0)));
-            ctx.upstream.response_ms.push(Some(ms(t0)));
-            let rest = buf.split_off(head.head_len);
-            Attempt::Ok(head, stream, rest, requests + 1)
+            let header_ms = ms(t0);
+            ctx.upstream.header_ms.push(Some(header_ms));
+            ctx.upstream.response_ms.push(Some(header_ms));
+            // The buffer goes on with what followed the head (no copy into
+            // a new allocation).
+            buf.drain(..head.head_len);
+            Attempt::Ok(head, stream, buf, requests + 1)
         }
         Err(e) => {
             if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() && !client.body_spent() {
@@ -458,7 +463,9 @@ async fn exchange(
     // proxy_buffer_size bounds the response head, as in nginx.
     let limit = conf.buffer_size.max(1024);
     loop {
-        match wire::parse_response(buf, head_request, conf) {
+        // Nothing to parse before the first read.
+        let parsed = if buf.is_empty() { Ok(None) } else { wire::parse_response(buf, head_request, conf) };
+        match parsed {
             Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 => {
                 // Interim responses (100 Continue) are skipped.
                 buf.drain(..h.head_len);
@@ -474,6 +481,7 @@ async fn exchange(
         }
         buf.reserve(limit - buf.len());
         let read = tokio::select! {
+            biased;
             r = tokio::time::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)) => r,
             _ = client.gone(), if watch => {
                 // nginx names the phase "sending request" until the
@@ -530,13 +538,11 @@ fn build_response<'c>(
 ) -> Response<'c> {
     let mut resp = Response::new(head.status);
     resp.content_type = head.content_type.map(Cow::Owned);
-    for (n, v) in head.headers {
-        let v = if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") {
-            rewrite_location(ctx, pass, &v)
-        } else {
-            v
-        };
-        resp.headers.push((Cow::Owned(n), v));
+    resp.headers = head.headers;
+    for (n, v) in resp.headers.iter_mut() {
+        if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") {
+            *v = rewrite_location(ctx, pass, v);
+        }
     }
     let framing_done = matches!(head.framing, Framing::None(_));
     let body = UpstreamBody {
@@ -572,6 +578,7 @@ pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
     {
         w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, r.peer, s, r.requests);
     }
+    w.proxy.borrow_mut().give_buf(std::mem::take(&mut body.buf));
 }
 
 /// Copies both ways between the client and the origin after a 101, until

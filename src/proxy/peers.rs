@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::upstream_tls::UpStream;
 
 use crate::config::proxy::{Balance, Upstream};
-use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PickCtx, Selection};
+use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PeerView, PickCtx, Selection};
 use crate::upstream::queue::Queue;
 
 pub struct Idle {
@@ -37,6 +37,9 @@ pub struct UpstreamRt {
     shared: Option<Arc<Queue>>,
     /// Requests of this worker waiting in the upstream's queue.
     pub queued: Rc<Cell<usize>>,
+    /// The balancer's view of the peers, rebuilt per pick in this reused
+    /// buffer.
+    views: Vec<PeerView>,
 }
 
 #[derive(Default)]
@@ -45,6 +48,8 @@ pub struct WorkerProxy {
     /// Upstreams made per request (`proxy_pass` with variables), by name.
     dynamic: std::collections::HashMap<String, UpstreamRt>,
     pub targets: super::dynamic::Targets,
+    /// Response buffers (proxy_buffer_size) of finished requests, reused.
+    bufs: Vec<Vec<u8>>,
 }
 
 pub fn method(b: &Balance) -> Method {
@@ -77,6 +82,21 @@ pub fn build_balancer(u: &Upstream) -> Result<Balancer, String> {
 }
 
 impl WorkerProxy {
+    /// An empty buffer of at least `cap` bytes.
+    pub fn take_buf(&mut self, cap: usize) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(b) if b.capacity() >= cap => b,
+            _ => Vec::with_capacity(cap),
+        }
+    }
+
+    pub fn give_buf(&mut self, mut b: Vec<u8>) {
+        if b.capacity() > 0 && b.capacity() <= 64 * 1024 && self.bufs.len() < 64 {
+            b.clear();
+            self.bufs.push(b);
+        }
+    }
+
     pub fn get(&mut self, u: &Upstream) -> &mut UpstreamRt {
         let rt = if u.index == usize::MAX {
             if self.dynamic.len() >= 256 && !self.dynamic.contains_key(&u.name) {
@@ -104,12 +124,14 @@ impl UpstreamRt {
     pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
-        let mut views: Vec<_> = b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)).collect();
+        let views = &mut self.views;
+        views.clear();
+        views.extend(b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)));
         if let Some(c) = &self.check {
-            c.mark_down(&mut views);
+            c.mark_down(views);
         }
         let Some(q) = &self.shared else {
-            let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
+            let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
             self.health[i].picked(&b.peers()[i], now);
             return Some(i);
         };
@@ -119,7 +141,7 @@ impl UpstreamRt {
             v.usable &= !q.full(i);
         }
         loop {
-            let i = b.pick(sel, &PickCtx { peers: &views, client: Some(client), key })?;
+            let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
             // Another worker may have taken the peer's last slot since the
             // counters were read: pick again without it.
             if q.claim(i) {
@@ -160,8 +182,7 @@ impl UpstreamRt {
     }
 
     /// An idle connection to `peer` that the origin has not closed.
-    pub fn take_idle(&mut self, peer: usize, timeout: Duration) -> Option<(UpStream, u64)> {
-        let now = Instant::now();
+    pub fn take_idle(&mut self, peer: usize, timeout: Duration, now: Instant) -> Option<(UpStream, u64)> {
         while let Some(pos) = self.idle.iter().rposition(|c| c.peer == peer) {
             let c = self.idle.remove(pos);
             if now.duration_since(c.since) >= timeout {

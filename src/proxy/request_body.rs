@@ -176,7 +176,25 @@ impl ClientBody {
     }
 }
 
-async fn write(stream: &mut UpStream, data: &[u8], t: Duration) -> Result<(), SendError> {
+async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration) -> Result<(), SendError> {
+    // A request usually fits the socket buffer: write it without setting
+    // up a timer, which only a write that must wait needs.
+    while !data.is_empty() {
+        let r = match stream {
+            UpStream::Plain(s) => s.try_write(data),
+            UpStream::Unix(s) => s.try_write(data),
+            UpStream::Tls(_) => break,
+        };
+        match r {
+            Ok(0) => return Err(SendError::Origin(Some(std::io::ErrorKind::WriteZero.into()))),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(SendError::Origin(Some(e))),
+        }
+    }
+    if data.is_empty() {
+        return Ok(());
+    }
     match tokio::time::timeout(t, stream.write_all(data)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(SendError::Origin(Some(e))),
@@ -193,6 +211,7 @@ pub async fn send(
     t: Duration,
 ) -> Result<(), SendError> {
     match &mut client.body {
+        ReqBody::Buffered(Spooled::Memory(m)) if m.is_empty() => write(stream, head, t).await,
         ReqBody::Buffered(Spooled::Memory(m)) if m.len() <= PIECE => {
             // One write for a small request, head and body together.
             let mut all = Vec::with_capacity(head.len() + m.len());

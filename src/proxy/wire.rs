@@ -2,6 +2,8 @@
 //! response head it reads (with the same smuggling checks as for clients),
 //! and the response body's framing.
 
+use std::borrow::Cow;
+use std::mem::MaybeUninit;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
@@ -18,25 +20,29 @@ const NOT_PASSED: &[&str] =
     &["host", "connection", "content-length", "transfer-encoding", "te", "keep-alive", "expect", "upgrade"];
 
 /// Origin response headers a client never gets (hop-by-hop, or replaced by
-/// sluice's own), plus nginx's default `proxy_hide_header` list.
-const NOT_RETURNED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-connection",
-    "content-length",
-    "date",
-    "server",
-    "x-pad",
-    "x-accel-expires",
-    "x-accel-redirect",
-    "x-accel-limit-rate",
-    "x-accel-buffering",
-    "x-accel-charset",
-];
+/// sluice's own), plus nginx's default `proxy_hide_header` list; `name` is
+/// lowercase.
+fn not_returned(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection"
+            | b"keep-alive"
+            | b"transfer-encoding"
+            | b"te"
+            | b"trailer"
+            | b"upgrade"
+            | b"proxy-connection"
+            | b"content-length"
+            | b"date"
+            | b"server"
+            | b"x-pad"
+            | b"x-accel-expires"
+            | b"x-accel-redirect"
+            | b"x-accel-limit-rate"
+            | b"x-accel-buffering"
+            | b"x-accel-charset"
+    )
+}
 
 fn escape_path(out: &mut Vec<u8>, path: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -97,10 +103,42 @@ fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
     }
 }
 
+thread_local! {
+    /// Buffers of request heads already sent, for the next ones.
+    static HEAD_BUFS: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A request head for the origin. Its buffer goes back to a per-thread
+/// pool when dropped, so building one allocates nothing.
+pub struct RequestHead(Vec<u8>);
+
+impl std::ops::Deref for RequestHead {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for RequestHead {
+    fn drop(&mut self) {
+        let mut b = std::mem::take(&mut self.0);
+        if b.capacity() <= 16 * 1024 {
+            b.clear();
+            HEAD_BUFS.with(|p| {
+                let mut p = p.borrow_mut();
+                if p.len() < 64 {
+                    p.push(b);
+                }
+            });
+        }
+    }
+}
+
 /// Serializes the request head for the origin: a buffered body goes with
 /// its Content-Length (as nginx sends it), a streamed chunked one chunked.
-pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, framing: SendFraming) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512);
+pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, framing: SendFraming) -> RequestHead {
+    let mut out = HEAD_BUFS.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(512));
     let method = if ctx.req.method == Method::Get && ctx.req.head.method != Method::Get {
         &b"GET"[..]
     } else {
@@ -114,16 +152,20 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
     let http11 = conf.http_version_11 || ws_key.is_some();
     out.extend_from_slice(if http11 { b" HTTP/1.1\r\n" } else { b" HTTP/1.0\r\n" });
     let vars = Vars::request(ctx);
-    let mut value = Vec::new();
     for (name, tpl) in &conf.set_headers {
-        value.clear();
-        tpl.render(&vars, &mut value);
-        if value.is_empty() || super::websocket::skip_set_header(ws_key, name) {
+        if super::websocket::skip_set_header(ws_key, name) {
             continue;
         }
+        // Rendered in place; an empty value takes the header out again.
+        let mark = out.len();
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(&value);
+        let value_at = out.len();
+        tpl.render(&vars, &mut out);
+        if out.len() == value_at {
+            out.truncate(mark);
+            continue;
+        }
         out.extend_from_slice(b"\r\n");
     }
     if let Some(key) = ws_key {
@@ -151,7 +193,7 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    out
+    RequestHead(out)
 }
 
 /// How the origin's response body ends.
@@ -168,7 +210,7 @@ pub enum Framing {
 #[derive(Debug)]
 pub struct ResponseHead {
     pub status: u16,
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: Vec<(Cow<'static, str>, Vec<u8>)>,
     pub content_type: Option<String>,
     pub framing: Framing,
     /// The connection may be reused after the body.
@@ -183,13 +225,41 @@ pub enum HeadError {
     Incomplete,
 }
 
+/// The spelling origins usually use for a header passed on (given its
+/// lowercase form), so that it needs no allocation.
+fn common_name(lower: &[u8]) -> Option<&'static str> {
+    Some(match lower {
+        b"last-modified" => "Last-Modified",
+        b"etag" => "ETag",
+        b"accept-ranges" => "Accept-Ranges",
+        b"cache-control" => "Cache-Control",
+        b"expires" => "Expires",
+        b"vary" => "Vary",
+        b"set-cookie" => "Set-Cookie",
+        b"location" => "Location",
+        b"content-encoding" => "Content-Encoding",
+        b"content-language" => "Content-Language",
+        b"content-disposition" => "Content-Disposition",
+        b"content-range" => "Content-Range",
+        b"age" => "Age",
+        b"pragma" => "Pragma",
+        b"link" => "Link",
+        b"access-control-allow-origin" => "Access-Control-Allow-Origin",
+        b"x-content-type-options" => "X-Content-Type-Options",
+        b"x-frame-options" => "X-Frame-Options",
+        b"strict-transport-security" => "Strict-Transport-Security",
+        _ => return None,
+    })
+}
+
 /// Parses a response head from `buf`; Ok(None) when more bytes are needed.
 pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
     // nginx bounds the head by size (proxy_buffer_size), not by count.
-    let mut hdrs = [httparse::EMPTY_HEADER; 128];
+    // Uninitialized slots: no 4 KB of empty headers written per parse.
+    let mut hdrs = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; 128];
     let mut many;
-    let mut r = httparse::Response::new(&mut hdrs);
-    let mut parsed = r.parse(buf);
+    let mut r = httparse::Response::new(&mut []);
+    let mut parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut r, buf, &mut hdrs);
     if matches!(parsed, Err(httparse::Error::TooManyHeaders)) {
         many = vec![httparse::EMPTY_HEADER; buf.len() / 4 + 1];
         r = httparse::Response::new(&mut many);
@@ -210,14 +280,28 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
     let mut close = !http11;
     let mut headers = Vec::with_capacity(r.headers.len());
     let mut content_type = None;
+    // Names are matched lowercased in this buffer (no allocation for the
+    // usual short names; the configured lists are lowercase).
+    let mut low = [0u8; 32];
+    let mut low_long = Vec::new();
     for h in r.headers.iter() {
-        let name = h.name.to_ascii_lowercase();
         let v = h.value;
-        if v.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0) {
-            return Err(HeadError::Invalid("upstream sent invalid header"));
-        }
-        match name.as_str() {
-            "content-length" => {
+        // httparse (default config: no obs-fold, no invalid lines ignored)
+        // has already refused CR, LF and NUL in a value.
+        let name: &[u8] = if h.name.len() <= low.len() {
+            let l = &mut low[..h.name.len()];
+            for (d, s) in l.iter_mut().zip(h.name.as_bytes()) {
+                *d = s.to_ascii_lowercase();
+            }
+            l
+        } else {
+            low_long.clear();
+            low_long.extend_from_slice(h.name.as_bytes());
+            low_long.make_ascii_lowercase();
+            &low_long
+        };
+        match name {
+            b"content-length" => {
                 let n = std::str::from_utf8(v)
                     .ok()
                     .and_then(|s| s.trim().parse::<u64>().ok())
@@ -227,13 +311,13 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
                 }
                 length = Some(n);
             }
-            "transfer-encoding" => {
+            b"transfer-encoding" => {
                 if !v.eq_ignore_ascii_case(b"chunked") {
                     return Err(HeadError::Invalid("upstream sent unknown \"Transfer-Encoding\""));
                 }
                 chunked = true;
             }
-            "connection" => {
+            b"connection" => {
                 if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")) {
                     close = true;
                 } else if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"keep-alive")) && !http11
@@ -241,15 +325,25 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
                     close = false;
                 }
             }
-            "content-type" => content_type = Some(String::from_utf8_lossy(v).into_owned()),
+            b"content-type" => {
+                content_type = Some(match std::str::from_utf8(v) {
+                    Ok(s) => s.to_owned(),
+                    Err(_) => String::from_utf8_lossy(v).into_owned(),
+                });
+                // Carried separately, never as a header.
+                continue;
+            }
             _ => {}
         }
-        let switching = status == 101 && name == "upgrade";
-        let hidden = NOT_RETURNED.contains(&name.as_str()) && !conf.pass_headers.contains(&name) && !switching
-            || conf.hide_headers.contains(&name)
-            || name == "content-type";
+        let listed = |list: &[String]| list.iter().any(|n| n.as_bytes() == name);
+        let switching = status == 101 && name == b"upgrade";
+        let hidden = not_returned(name) && !listed(&conf.pass_headers) && !switching || listed(&conf.hide_headers);
         if !hidden {
-            headers.push((h.name.to_string(), v.to_vec()));
+            let n = match common_name(name) {
+                Some(c) if c == h.name => Cow::Borrowed(c),
+                _ => Cow::Owned(h.name.to_string()),
+            };
+            headers.push((n, v.to_vec()));
         }
     }
     if chunked && length.is_some() {

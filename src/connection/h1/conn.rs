@@ -137,6 +137,7 @@ async fn idle_wait(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let park_at = if parkable { now + PARK_AFTER } else { u64::MAX };
     let slot = w.idle.add(deadline, park_at);
     let r = tokio::select! {
+        biased;
         r = c.stream.readable() => if r.is_ok() { Idle::Readable } else { Idle::Close },
         f = w.idle.wait(slot) => match f {
             Fired::Park => Idle::Park(deadline),
@@ -498,20 +499,23 @@ async fn write_upstream(
         return (flush(c, t, false).await, 0);
     }
     let mut sent = 0u64;
+    // Chunked output needs each piece's size first; otherwise the body goes
+    // straight into the write buffer, after the head.
     let mut piece = Vec::new();
     loop {
         piece.clear();
-        match up.next(&mut piece, 64 * 1024).await {
+        let before = c.wbuf.len();
+        let next = if chunked { up.next(&mut piece, 64 * 1024).await } else { up.next(c.wbuf, 64 * 1024).await };
+        match next {
             Ok(more) => {
                 if !piece.is_empty() {
-                    if chunked {
-                        c.wbuf.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
-                        c.wbuf.extend_from_slice(&piece);
-                        c.wbuf.extend_from_slice(b"\r\n");
-                    } else {
-                        c.wbuf.extend_from_slice(&piece);
-                    }
+                    push_chunk_size(c.wbuf, piece.len());
+                    c.wbuf.extend_from_slice(&piece);
+                    c.wbuf.extend_from_slice(b"\r\n");
                     sent += piece.len() as u64;
+                }
+                if !chunked {
+                    sent += (c.wbuf.len() - before) as u64;
                 }
                 if !more {
                     if chunked {
@@ -533,9 +537,7 @@ async fn write_upstream(
                 log_error!(Level::Error, "*{} {} while reading upstream", id, why);
                 // What arrived goes out; the missing end tells the client.
                 if !piece.is_empty() {
-                    if chunked {
-                        c.wbuf.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
-                    }
+                    push_chunk_size(c.wbuf, piece.len());
                     c.wbuf.extend_from_slice(&piece);
                 }
                 let _ = flush(c, t, false).await;
@@ -543,6 +545,24 @@ async fn write_upstream(
             }
         }
     }
+}
+
+/// A chunk's size line (`{:x}\r\n`) without formatting machinery.
+fn push_chunk_size(out: &mut Vec<u8>, n: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = HEX[n & 15];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(b"\r\n");
 }
 
 async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
