@@ -669,3 +669,23 @@ fn upstream_variables_in_access_log() {
     }
     checks.finish();
 }
+
+/// RFC 9110 7.6.1: headers named by a Connection header are hop-by-hop in
+/// both directions. nginx passes them on; sluice drops them.
+#[test]
+fn connection_listed_headers_stay_on_their_hop() {
+    if prog() != "sluice" {
+        return;
+    }
+    let o = Origin::start(|_| {
+        Reply::http(200, &["Connection: keep-alive, X-Hop", "X-Hop: origin-only", "X-Keep: yes"], "ok")
+    });
+    let s = proxy(
+        r#"server { listen 127.0.0.1:{port}; location / { proxy_pass http://127.0.0.1:%A%; } }"#,
+        &[("%A%", o.port)],
+    );
+    let r = req(&s, "GET", "/x", &["Connection: close, X-Secret", "X-Secret: client-only", "X-Other: 2"], b"");
+    assert_eq!((r.status, r.header("X-Keep"), r.header("X-Hop")), (200, Some("yes"), None), "{}", r.head);
+    let q = o.last();
+    assert_eq!((q.header("X-Secret"), q.header("X-Other")), (None, Some("2")), "{}", q.head);
+}

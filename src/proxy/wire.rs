@@ -180,8 +180,17 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
         }
         SendFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
+    // RFC 9110 7.6.1: headers the client's Connection header names are
+    // hop-by-hop too (nginx passes them; sluice drops them).
+    let mut conn: Vec<&[u8]> = Vec::new();
+    for (name, v) in ctx.req.headers() {
+        if name.eq_ignore_ascii_case(b"connection") && has_options(v) {
+            conn.push(v);
+        }
+    }
     for (name, v) in ctx.req.headers() {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+            || conn.iter().any(|c| listed_in_connection(c, name))
             || conf.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
             || super::websocket::skip_client_header(ws_key, name);
         if skip {
@@ -252,6 +261,21 @@ fn common_name(lower: &[u8]) -> Option<&'static str> {
     })
 }
 
+/// Whether a Connection header names anything besides the usual
+/// close / keep-alive / upgrade (which sluice handles itself).
+fn has_options(v: &[u8]) -> bool {
+    v.split(|&b| b == b',').map(|t| t.trim_ascii()).any(|t| {
+        !t.is_empty()
+            && !t.eq_ignore_ascii_case(b"close")
+            && !t.eq_ignore_ascii_case(b"keep-alive")
+            && !t.eq_ignore_ascii_case(b"upgrade")
+    })
+}
+
+fn listed_in_connection(conn: &[u8], name: &[u8]) -> bool {
+    conn.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(name))
+}
+
 /// Parses a response head from `buf`; Ok(None) when more bytes are needed.
 pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
     // nginx bounds the head by size (proxy_buffer_size), not by count.
@@ -284,6 +308,7 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
     // usual short names; the configured lists are lowercase).
     let mut low = [0u8; 32];
     let mut low_long = Vec::new();
+    let mut options: Vec<&[u8]> = Vec::new();
     for h in r.headers.iter() {
         let v = h.value;
         // httparse (default config: no obs-fold, no invalid lines ignored)
@@ -318,6 +343,9 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
                 chunked = true;
             }
             b"connection" => {
+                if has_options(v) {
+                    options.push(v);
+                }
                 if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")) {
                     close = true;
                 } else if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"keep-alive")) && !http11
@@ -345,6 +373,11 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
             };
             headers.push((n, v.to_vec()));
         }
+    }
+    // RFC 9110 7.6.1: what the origin's Connection header names is
+    // hop-by-hop and stays here.
+    if !options.is_empty() {
+        headers.retain(|(n, _)| !options.iter().any(|c| listed_in_connection(c, n.as_bytes())));
     }
     if chunked && length.is_some() {
         return Err(HeadError::Invalid(
