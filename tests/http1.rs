@@ -573,3 +573,15 @@ fn unchanged_small_file_is_served_from_the_open_file_cache() {
     assert_eq!(r.status, 206);
     assert_eq!(r.text(), "bytes");
 }
+
+#[test]
+fn connect_is_refused_as_nginx_does() {
+    let s = server();
+    // Authority form: not a request line nginx accepts.
+    let r = request(s.port, "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    assert_eq!(r.status, 400);
+    // Origin form: 405, before any location runs.
+    let r = request(s.port, "CONNECT / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 405);
+    s.wait_error_log("client sent CONNECT method while reading client request headers");
+}

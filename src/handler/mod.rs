@@ -34,6 +34,18 @@ pub enum Step<'c> {
 
 /// Runs the whole pipeline for one request.
 pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
+    // nginx refuses CONNECT (not a proxy) before any location runs; an
+    // HTTP/2 extended CONNECT (WebSocket) is handled by the h2 layer.
+    if !ctx.conn.http2 && ctx.req.method == crate::http::request::Method::Other && ctx.req.method_bytes() == b"CONNECT"
+    {
+        log_error!(
+            Level::Info,
+            "*{} client sent CONNECT method while reading client request headers, {}",
+            ctx.conn.id,
+            ctx.log_suffix()
+        );
+        return error(ctx, 405);
+    }
     let resp = match &ctx.server.ret {
         Some(r) => ret::respond(ctx, r),
         None => route(ctx, None),
