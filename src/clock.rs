@@ -25,6 +25,8 @@ struct Cached {
     secs: u64,
     offset: i32,
     date: [u8; 29],
+    /// `$time_local` (26 bytes for four-digit years) and its length.
+    time_local: ([u8; 32], u8),
 }
 
 thread_local! {
@@ -36,7 +38,14 @@ pub fn refresh() {
     let secs = unix_now();
     let mut date = [0u8; 29];
     crate::http::date::http_date(secs, &mut date);
-    CACHE.with(|c| c.set(Some(Cached { secs, offset: local_offset(), date })));
+    let offset = local_offset();
+    let mut local = Vec::with_capacity(32);
+    crate::http::date::log_time_local(secs, offset, &mut local);
+    let mut time_local = ([0u8; 32], 0u8);
+    let n = local.len().min(32);
+    time_local.0[..n].copy_from_slice(&local[..n]);
+    time_local.1 = n as u8;
+    CACHE.with(|c| c.set(Some(Cached { secs, offset, date, time_local })));
 }
 
 fn cached() -> Cached {
@@ -44,7 +53,7 @@ fn cached() -> Cached {
         Some(v) => v,
         None => {
             refresh();
-            c.get().unwrap_or(Cached { secs: 0, offset: 0, date: [b' '; 29] })
+            c.get().unwrap_or(Cached { secs: 0, offset: 0, date: [b' '; 29], time_local: ([0; 32], 0) })
         }
     })
 }
@@ -61,4 +70,11 @@ pub fn offset() -> i32 {
 /// The IMF-fixdate for the Date header.
 pub fn http_date() -> [u8; 29] {
     cached().date
+}
+
+/// Appends `$time_local` for the current second (formatted once a second,
+/// as nginx's cached log time).
+pub fn push_time_local(out: &mut Vec<u8>) {
+    let c = cached();
+    out.extend_from_slice(&c.time_local.0[..usize::from(c.time_local.1)]);
 }

@@ -26,7 +26,8 @@ pub fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> Option<io::Result<usiz
     let want = buf.capacity() - buf.len();
     let mut got = 0usize;
     let r = stream.try_io(Interest::READABLE, || {
-        let n = rustix::io::read(stream.as_fd(), rustix::buffer::spare_capacity(&mut *buf))?;
+        let flags = rustix::net::RecvFlags::empty();
+        let (n, _) = rustix::net::recv(stream.as_fd(), rustix::buffer::spare_capacity(&mut *buf), flags)?;
         got = n;
         if n > 0 && n < want {
             return Err(io::ErrorKind::WouldBlock.into());

@@ -66,8 +66,9 @@ impl Sock {
     /// A read that never waits: None when nothing is there yet.
     pub fn try_read_now(&mut self, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
         let Sock::Raw(s) = self else { return None };
-        match rustix::io::read(s.as_fd(), rustix::buffer::spare_capacity(buf)) {
-            Ok(n) => Some(Ok(n)),
+        // recv(2) rather than read(2): the socket call skips the VFS layer.
+        match rustix::net::recv(s.as_fd(), rustix::buffer::spare_capacity(buf), rustix::net::RecvFlags::empty()) {
+            Ok((n, _)) => Some(Ok(n)),
             Err(e) if would_block(&e) => None,
             Err(e) => Some(Err(e.into())),
         }

@@ -166,6 +166,38 @@ pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&tmp[i..]);
 }
 
+/// An address as `IpAddr`'s Display writes it; IPv4 without the
+/// formatting machinery (every access log line has `$remote_addr`).
+fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let mut text = [0u8; 15];
+            let mut n = 0;
+            for (i, o) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    text[n] = b'.';
+                    n += 1;
+                }
+                if o >= 100 {
+                    text[n] = b'0' + o / 100;
+                    n += 1;
+                }
+                if o >= 10 {
+                    text[n] = b'0' + o / 10 % 10;
+                    n += 1;
+                }
+                text[n] = b'0' + o % 10;
+                n += 1;
+            }
+            out.extend_from_slice(&text[..n]);
+        }
+        std::net::IpAddr::V6(_) => {
+            use std::io::Write;
+            let _ = write!(out, "{ip}");
+        }
+    }
+}
+
 fn query_arg<'q>(args: &'q [u8], name: &str) -> Option<&'q [u8]> {
     args.split(|&b| b == b'&').find_map(|kv| {
         let (k, v) = match kv.iter().position(|&b| b == b'=') {
@@ -189,17 +221,14 @@ impl VarSource for Vars<'_, '_, '_> {
         let ctx = self.ctx;
         let req = &ctx.req;
         match var {
-            Var::RemoteAddr => {
-                use std::io::Write;
-                let _ = write!(out, "{}", ctx.conn.peer.ip());
-            }
+            Var::RemoteAddr => push_ip(out, ctx.conn.peer.ip()),
             Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
             Var::RemoteUser => {
                 if let Some(u) = req.header("authorization").and_then(basic_user) {
                     out.extend_from_slice(&u)
                 }
             }
-            Var::TimeLocal => crate::http::date::log_time_local(crate::clock::now_secs(), crate::clock::offset(), out),
+            Var::TimeLocal => crate::clock::push_time_local(out),
             Var::TimeIso8601 => {
                 crate::http::date::log_time_iso8601(crate::clock::now_secs(), crate::clock::offset(), out)
             }
@@ -481,5 +510,15 @@ mod tests {
         assert_eq!(super::basic_user(b"Basic dXNlcjE6cGFzcw==").as_deref(), Some(&b"user1"[..]));
         assert_eq!(super::basic_user(b"Bearer x"), None);
         assert_eq!(super::basic_user(b"Basic !!!"), None);
+    }
+
+    #[test]
+    fn ip_text_matches_display() {
+        for ip in ["127.0.0.1", "0.0.0.0", "255.255.255.255", "10.20.0.3", "::1", "2001:db8::8:1"] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            let mut out = Vec::new();
+            super::push_ip(&mut out, ip);
+            assert_eq!(out, ip.to_string().into_bytes());
+        }
     }
 }

@@ -6,8 +6,9 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 
 use crate::config::model::LocConf;
@@ -125,7 +126,9 @@ struct Entry {
 
 #[derive(Default)]
 struct Cache {
-    map: HashMap<PathBuf, Entry>,
+    /// Keyed by the path's bytes: hashing a `Path` walks its components,
+    /// which cost more than the rest of a cached lookup.
+    map: HashMap<Box<[u8]>, Entry>,
 }
 
 thread_local! {
@@ -139,10 +142,11 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
         return open_uncached(path);
     };
     let now = crate::clock::now_secs();
+    let key = path.as_os_str().as_bytes();
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         let mut uses = 1;
-        if let Some(e) = c.map.get_mut(path)
+        if let Some(e) = c.map.get_mut(key)
             && now.saturating_sub(e.used) <= ofc.inactive.as_secs()
         {
             uses = e.uses.saturating_add(1);
@@ -170,24 +174,23 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
             Err(_) => conf.open_file_cache_errors,
         };
         if cacheable && uses >= conf.open_file_cache_min_uses {
-            if c.map.len() >= ofc.max && !c.map.contains_key(path) {
+            if c.map.len() >= ofc.max && !c.map.contains_key(key) {
                 evict(&mut c.map, now, ofc.inactive.as_secs());
             }
             if let Ok(f) = &result {
                 f.in_cache.set(true);
             }
-            c.map.insert(path.to_path_buf(), Entry { result: result.clone(), validated: now, used: now, uses });
+            c.map.insert(key.into(), Entry { result: result.clone(), validated: now, used: now, uses });
         } else if cacheable {
             // Track uses before min_uses is reached, without keeping the fd.
-            c.map
-                .insert(path.to_path_buf(), Entry { result: Err(OpenError::Other(-1)), validated: 0, used: now, uses });
+            c.map.insert(key.into(), Entry { result: Err(OpenError::Other(-1)), validated: 0, used: now, uses });
         }
         result
     })
 }
 
 /// Drops inactive entries, or the least recently used one when all are active.
-fn evict(map: &mut HashMap<PathBuf, Entry>, now: u64, inactive: u64) {
+fn evict(map: &mut HashMap<Box<[u8]>, Entry>, now: u64, inactive: u64) {
     let before = map.len();
     map.retain(|_, e| now.saturating_sub(e.used) <= inactive);
     if map.len() == before

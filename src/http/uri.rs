@@ -21,7 +21,8 @@ pub enum UriError {
 /// Besides splitting at the first `?`, a raw `#` terminates both path and
 /// query, because nginx drops the fragment ("/a#x?y" has no args in nginx).
 pub fn split_target(target: &[u8]) -> (&[u8], Option<&[u8]>) {
-    match memchr::memchr2(b'?', b'#', target) {
+    // A plain scan: targets are short, memchr's setup would cost more.
+    match target.iter().position(|&b| b == b'?' || b == b'#') {
         None => (target, None),
         Some(i) if target[i] == b'#' => (&target[..i], None),
         Some(i) => {
@@ -49,14 +50,16 @@ pub fn normalize_path(path: &[u8]) -> Result<Cow<'_, [u8]>, UriError> {
 }
 
 fn is_already_normal(path: &[u8]) -> bool {
-    if memchr::memchr2(b'%', 0, path).is_some() {
-        return false;
-    }
-    for i in memchr::memchr_iter(b'/', path) {
-        match &path[i + 1..] {
-            [b'/', ..] | [b'.'] | [b'.', b'/', ..] | [b'.', b'.'] | [b'.', b'.', b'/', ..] => {
-                return false;
-            }
+    // One plain pass: paths are short, memchr's setup would cost more.
+    for (i, &b) in path.iter().enumerate() {
+        match b {
+            b'%' | 0 => return false,
+            b'/' => match &path[i + 1..] {
+                [b'/', ..] | [b'.'] | [b'.', b'/', ..] | [b'.', b'.'] | [b'.', b'.', b'/', ..] => {
+                    return false;
+                }
+                _ => {}
+            },
             _ => {}
         }
     }

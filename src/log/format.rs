@@ -41,11 +41,18 @@ impl LogFormat {
             match p {
                 Part::Lit(l) => out.extend_from_slice(l),
                 Part::Var(v) => {
-                    scratch.clear();
-                    src.write_var(v, scratch);
-                    if scratch.is_empty() && self.escape != Escape::Json && !v.empty_is_value() {
-                        out.push(b'-');
-                    } else {
+                    // Written in place; moved out and escaped only when it
+                    // has a byte to escape (rare), so a value is copied once.
+                    let start = out.len();
+                    src.write_var(v, out);
+                    if out.len() == start {
+                        if self.escape != Escape::Json && !v.empty_is_value() {
+                            out.push(b'-');
+                        }
+                    } else if !is_plain(&out[start..], self.escape) {
+                        scratch.clear();
+                        scratch.extend_from_slice(&out[start..]);
+                        out.truncate(start);
                         escape_into(scratch, self.escape, out);
                     }
                 }
@@ -55,17 +62,37 @@ impl LogFormat {
     }
 }
 
+/// Bytes the default escaping keeps as they are: 0x20..=0x7e but `"` and `\`.
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0x20;
+    while c <= 0x7e {
+        t[c] = c != b'"' as usize && c != b'\\' as usize;
+        c += 1;
+    }
+    t
+};
+
+/// Whether escaping would leave `v` unchanged.
+fn is_plain(v: &[u8], esc: Escape) -> bool {
+    match esc {
+        Escape::None => true,
+        Escape::Default => v.iter().all(|&c| PLAIN[usize::from(c)]),
+        Escape::Json => v.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\'),
+    }
+}
+
 fn escape_into(v: &[u8], esc: Escape, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     match esc {
         Escape::None => out.extend_from_slice(v),
         Escape::Default => {
-            if v.iter().all(|&c| (0x20..=0x7e).contains(&c) && c != b'"' && c != b'\\') {
+            if is_plain(v, esc) {
                 out.extend_from_slice(v);
                 return;
             }
             for &c in v {
-                if (0x20..=0x7e).contains(&c) && c != b'"' && c != b'\\' {
+                if PLAIN[usize::from(c)] {
                     out.push(c);
                 } else {
                     out.extend_from_slice(&[b'\\', b'x', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);

@@ -49,6 +49,16 @@ pub fn select<'a>(group: &'a ListenGroup, host: &[u8]) -> &'a Arc<Server> {
     if host.is_empty() {
         return names.exact.get("").unwrap_or(&group.default_server);
     }
+    // A few names (the usual case): comparing bytes beats checking UTF-8
+    // and hashing the host.
+    if names.exact.len() <= 8 {
+        if let Some((_, s)) = names.exact.iter().find(|(k, _)| k.as_bytes() == host) {
+            return s;
+        }
+        if names.wildcard_front.is_empty() && names.wildcard_back.is_empty() && names.regex.is_empty() {
+            return &group.default_server;
+        }
+    }
     let Ok(h) = std::str::from_utf8(host) else {
         return &group.default_server;
     };

@@ -41,28 +41,39 @@ fn last_modified(t: u64) -> [u8; 29] {
     })
 }
 
+/// Appends `Name: <IMF-fixdate>\r\n`, built on the stack so it goes into
+/// the buffer in one copy.
+fn push_dated<const N: usize>(out: &mut Vec<u8>, name: &[u8; N], date: [u8; 29]) {
+    let mut line = [0u8; 64];
+    line[..N].copy_from_slice(name);
+    line[N..N + 29].copy_from_slice(&date);
+    line[N + 29..N + 31].copy_from_slice(b"\r\n");
+    out.extend_from_slice(&line[..N + 31]);
+}
+
 pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
     let wire = error_html::wire_status(resp.status);
-    out.extend_from_slice(b"HTTP/1.1 ");
-    push_u64(out, wire as u64);
-    out.push(b' ');
-    out.extend_from_slice(error_html::reason(wire).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    match wire {
+        200 => out.extend_from_slice(b"HTTP/1.1 200 OK\r\n"),
+        _ => {
+            out.extend_from_slice(b"HTTP/1.1 ");
+            push_u64(out, wire as u64);
+            out.push(b' ');
+            out.extend_from_slice(error_html::reason(wire).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
     // An origin's Server or Date passed with proxy_pass_header replaces ours.
     let passed = |n: &str| !resp.headers.is_empty() && resp.header(n).is_some();
     if !passed("server") {
-        out.extend_from_slice(b"Server: ");
-        if opts.server_tokens {
-            out.extend_from_slice(concat!("sluice/", env!("CARGO_PKG_VERSION")).as_bytes());
+        out.extend_from_slice(if opts.server_tokens {
+            concat!("Server: sluice/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes()
         } else {
-            out.extend_from_slice(b"sluice");
-        }
-        out.extend_from_slice(b"\r\n");
+            b"Server: sluice\r\n"
+        });
     }
     if !passed("date") {
-        out.extend_from_slice(b"Date: ");
-        out.extend_from_slice(&crate::clock::http_date());
-        out.extend_from_slice(b"\r\n");
+        push_dated(out, b"Date: ", crate::clock::http_date());
     }
     if let Some(ct) = &resp.content_type {
         out.extend_from_slice(b"Content-Type: ");
@@ -82,9 +93,7 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
     }
     let validators = matches!(wire, 200 | 206 | 304);
     if validators && let Some(lm) = resp.last_modified {
-        out.extend_from_slice(b"Last-Modified: ");
-        out.extend_from_slice(&last_modified(lm));
-        out.extend_from_slice(b"\r\n");
+        push_dated(out, b"Last-Modified: ", last_modified(lm));
     }
     if let Some(loc) = &resp.location {
         out.extend_from_slice(b"Location: ");
