@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -584,4 +584,28 @@ fn connect_is_refused_as_nginx_does() {
     let r = request(s.port, "CONNECT / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 405);
     s.wait_error_log("client sent CONNECT method while reading client request headers");
+}
+
+#[test]
+fn listen_deferred_hands_over_connections_with_data_only() {
+    let deferred = builder()
+        .http(
+            "client_header_timeout 2s; server { listen 127.0.0.1:{port} deferred; location / { return 200 \"ok\"; } }",
+        )
+        .start();
+    let plain = builder()
+        .http("client_header_timeout 2s; server { listen 127.0.0.1:{port}; location / { return 200 \"ok\"; } }")
+        .start();
+    assert_eq!(deferred.get("/").text(), "ok");
+    // A silent connection: the plain listener accepts it and times it out
+    // after client_header_timeout; the deferred one never saw it by then.
+    let mut quiet_plain = plain.connect();
+    let mut quiet_deferred = deferred.connect();
+    let t = Instant::now();
+    assert!(quiet_plain.closed_within(Duration::from_millis(3500)), "plain listener kept a silent connection");
+    let left = Duration::from_millis(2600).saturating_sub(t.elapsed());
+    assert!(!quiet_deferred.closed_within(left), "the deferred listener accepted a silent connection");
+    // Data still gets it served.
+    quiet_deferred.send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(quiet_deferred.read_response().text(), "ok");
 }

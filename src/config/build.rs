@@ -88,6 +88,8 @@ pub struct ListenSpec {
     pub default_server: bool,
     pub backlog: Option<i32>,
     pub reuseport: bool,
+    /// `deferred`: TCP_DEFER_ACCEPT.
+    pub deferred: bool,
     pub ssl: bool,
     pub http2: bool,
     pub span: Span,
@@ -96,7 +98,16 @@ pub struct ListenSpec {
 impl ListenSpec {
     /// A plain listen on `addr` with no parameters.
     pub fn new(addr: SocketAddr, span: Span) -> ListenSpec {
-        ListenSpec { addr, default_server: false, backlog: None, reuseport: false, ssl: false, http2: false, span }
+        ListenSpec {
+            addr,
+            default_server: false,
+            backlog: None,
+            reuseport: false,
+            deferred: false,
+            ssl: false,
+            http2: false,
+            span,
+        }
     }
 }
 

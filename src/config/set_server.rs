@@ -28,7 +28,9 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                 ));
             }
             _ => {
-                if let Some(v) = p.strip_prefix("backlog=") {
+                if p == "deferred" {
+                    spec.deferred = true;
+                } else if let Some(v) = p.strip_prefix("backlog=") {
                     match value::parse_number(v) {
                         Some(n) if n > 0 && n <= i32::MAX as u64 => spec.backlog = Some(n as i32),
                         _ => return Err(ConfError::at(format!("invalid backlog \"{}\"", v), &d.span)),
@@ -42,7 +44,6 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                     || p.starts_with("fastopen=")
                     || p.starts_with("so_keepalive=")
                     || p.starts_with("accept_filter=")
-                    || p == "deferred"
                     || p == "setfib"
                 {
                     let name = p.split('=').next().unwrap_or(p);

@@ -38,7 +38,14 @@ pub fn covered_by_wildcard(cfg: &Config, addr: SocketAddr) -> bool {
             .any(|w| w.addr.ip().is_unspecified() && w.addr.port() == addr.port() && w.addr.is_ipv4() == addr.is_ipv4())
 }
 
-fn keys(cfg: &Config) -> Vec<(Key, usize, i32)> {
+/// Per-socket settings that may change on a live socket at reload.
+#[derive(Clone, Copy)]
+struct Opts {
+    backlog: i32,
+    deferred: bool,
+}
+
+fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
     let mut out = Vec::new();
     for (gi, g) in cfg.http.listens.iter().enumerate() {
         if covered_by_wildcard(cfg, g.addr) {
@@ -46,13 +53,17 @@ fn keys(cfg: &Config) -> Vec<(Key, usize, i32)> {
         }
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
-            out.push((Key { addr: g.addr, reuseport: g.reuseport, index }, gi, g.backlog));
+            out.push((
+                Key { addr: g.addr, reuseport: g.reuseport, index },
+                gi,
+                Opts { backlog: g.backlog, deferred: g.deferred },
+            ));
         }
     }
     out
 }
 
-fn bind(k: &Key, backlog: i32) -> io::Result<TcpListener> {
+fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(k.addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     if k.reuseport {
@@ -62,9 +73,32 @@ fn bind(k: &Key, backlog: i32) -> io::Result<TcpListener> {
         s.set_only_v6(true)?;
     }
     s.bind(&k.addr.into())?;
-    s.listen(backlog)?;
+    s.listen(o.backlog)?;
     s.set_nonblocking(true)?;
-    Ok(s.into())
+    let l: TcpListener = s.into();
+    set_defer_accept(&l, o.deferred)?;
+    Ok(l)
+}
+
+/// `listen ... deferred`: the kernel hands over a connection only once its
+/// first data arrived (TCP_DEFER_ACCEPT, 1 s as nginx sets it; 0 turns it
+/// off). Neither socket2 nor rustix wraps this option.
+fn set_defer_accept(l: &TcpListener, on: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let v: libc::c_int = if on { 1 } else { 0 };
+    // SAFETY: the descriptor is an open socket owned by `l` for the whole
+    // call; the option value is a c_int on the stack and its exact size is
+    // passed, so the kernel reads only that.
+    let r = unsafe {
+        libc::setsockopt(
+            l.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&v as *const libc::c_int).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 fn os_error(e: &io::Error) -> String {
@@ -83,7 +117,7 @@ impl ListenerSet {
     /// (nginx's wording) nothing here changes and sockets bound so far close.
     pub fn prepare(&self, cfg: &Config) -> Result<ListenerSet, String> {
         let mut next = ListenerSet::default();
-        for (k, _, backlog) in keys(cfg) {
+        for (k, _, opts) in keys(cfg) {
             if next.socks.iter().any(|(nk, _)| *nk == k) {
                 continue;
             }
@@ -91,11 +125,13 @@ impl ListenerSet {
                 Some((_, l)) => {
                     let dup =
                         l.try_clone().map_err(|e| format!("dup() of listener {} failed ({})", k.addr, os_error(&e)))?;
-                    // A changed backlog takes effect on the live socket.
-                    let _ = socket2::SockRef::from(&dup).listen(backlog);
+                    // A changed backlog or deferred takes effect on the
+                    // live socket.
+                    let _ = socket2::SockRef::from(&dup).listen(opts.backlog);
+                    let _ = set_defer_accept(&dup, opts.deferred);
                     dup
                 }
-                None => bind(&k, backlog).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
+                None => bind(&k, opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
             };
             next.socks.push((k, sock));
         }
