@@ -32,6 +32,7 @@ pub struct Ctx {
     /// Which log files got buffer=/flush= explicitly (else defaults).
     pub log_explicit: Vec<bool>,
     pub error_log_set: bool,
+    pub warnings: Vec<String>,
     pub root_here: bool,
     pub alias_here: bool,
     pub in_regex_location: bool,
@@ -263,6 +264,7 @@ pub fn build(
         log_files: Vec::new(),
         log_explicit: Vec::new(),
         error_log_set: false,
+        warnings: Vec::new(),
         root_here: false,
         alias_here: false,
         in_regex_location: false,
@@ -296,7 +298,14 @@ pub fn build(
             HttpConf { servers: Vec::new(), listens: Vec::new(), access_log_files: Vec::new(), upstreams: Vec::new() }
         }
     };
-    Ok(Config { main, http, files, conf_file: conf_file.to_path_buf(), prefix: prefix.to_path_buf() })
+    Ok(Config {
+        main,
+        http,
+        files,
+        conf_file: conf_file.to_path_buf(),
+        prefix: prefix.to_path_buf(),
+        warnings: std::mem::take(&mut ctx.warnings),
+    })
 }
 
 fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<HttpConf, ConfError> {

@@ -22,6 +22,9 @@ pub struct Config {
     pub files: Vec<ConfigFile>,
     pub conf_file: PathBuf,
     pub prefix: PathBuf,
+    /// nginx's load-time `[warn]`s ("... ignored in FILE:LINE"): printed by
+    /// `-t` and at startup, logged on reload.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -35,8 +38,9 @@ pub struct MainConf {
     pub worker_connections: usize,
     /// Tengine's `reuse_port on` in `events`: every listen gets SO_REUSEPORT.
     pub reuse_port: bool,
-    /// `user` as written; sluice does not switch users yet and says so.
-    pub user: Option<String>,
+    /// `user`, resolved; None when absent or when sluice does not run as
+    /// root (then the workers keep the starting user, with a warning).
+    pub user: Option<crate::worker::credentials::Credentials>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -124,9 +124,17 @@ pub fn reuse_port(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// Accepted so stock nginx configs load; workers are threads of one
-/// process, so there is no separate worker user yet: startup warns.
-pub fn user(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
-    m.user = Some(arg(d, 0).to_string());
+/// `user USER [GROUP]`: resolved now, so an unknown name fails `-t` and
+/// reload with nginx's words; worker threads switch to it when they start.
+pub fn user(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
+    use crate::worker::credentials;
+    if !credentials::is_root() {
+        let msg =
+            "the \"user\" directive makes sense only if the master process runs with super-user privileges, ignored";
+        ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
+        return Ok(());
+    }
+    let group = d.args.get(1).map(|w| w.text.as_str());
+    m.user = Some(credentials::lookup(arg(d, 0), group).map_err(|e| ConfError::at(e, &d.span))?);
     Ok(())
 }

@@ -107,7 +107,7 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
         eprintln!("sluice: [emerg] open() \"{}\" failed ({})", p, super::signal::os_error(&e));
         return 1;
     }
-    if let Err(e) = check_roots(&cfg) {
+    if let Err(e) = super::prepare::check_roots(&cfg) {
         eprintln!("sluice: [emerg] {e}");
         return 1;
     }
@@ -132,10 +132,10 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
             return 1;
         }
     };
-    if let Some(u) = &cfg.main.user {
-        eprintln!(
-            "sluice: [warn] the \"user\" directive ({u}) is accepted but not applied yet: workers run as the user that started sluice"
-        );
+    if let Err(e) = super::prepare::temp_dirs(&cfg) {
+        eprintln!("sluice: [emerg] {e}");
+        super::pidfile::remove(&cfg.main.pid);
+        return 1;
     }
     install_panic_hook();
     let cfg = Arc::new(cfg);
@@ -238,7 +238,10 @@ impl Master {
                 return;
             }
         };
-        if let Err(e) = check_roots(&cfg) {
+        for w in &cfg.warnings {
+            log_error!(Level::Warn, "{}", w);
+        }
+        if let Err(e) = super::prepare::check_roots(&cfg).and_then(|()| super::prepare::temp_dirs(&cfg)) {
             log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
             return;
         }
@@ -328,62 +331,4 @@ impl Master {
             let _ = w.done.recv_timeout(left);
         }
     }
-}
-
-/// Every literal `root`/`alias` directory of the configuration, checked
-/// before anything starts: one that exists but cannot be read is refused (a
-/// server that would answer 403 to everything is a configuration error);
-/// a missing one is only warned about, as nginx serves 404s from it.
-fn check_roots(cfg: &Config) -> Result<(), String> {
-    use crate::config::model::{LocConf, Locations};
-    fn collect<'a>(locs: &'a Locations, out: &mut Vec<&'a LocConf>) {
-        for l in locs.exact.iter().chain(&locs.prefix).chain(&locs.regex) {
-            out.push(&l.conf);
-            collect(&l.children, out);
-        }
-    }
-    let mut confs = Vec::new();
-    for s in &cfg.http.servers {
-        confs.push(&*s.conf);
-        collect(&s.locations, &mut confs);
-        for l in s.named.values() {
-            confs.push(&l.conf);
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    for c in confs {
-        let r = &c.root;
-        if r.template.is_some() || !seen.insert(r.path.clone()) {
-            continue;
-        }
-        let dir = if r.alias_len.is_some() && !r.path.ends_with('/') {
-            // An alias may name a file; check the directory holding it.
-            std::path::Path::new(&r.path).parent().map(|p| p.to_path_buf()).unwrap_or_default()
-        } else {
-            std::path::PathBuf::from(&r.path)
-        };
-        match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => {
-                if let Err(e) = std::fs::read_dir(&dir) {
-                    return Err(format!(
-                        "root directory \"{}\" is not readable ({})",
-                        dir.display(),
-                        super::signal::os_error(&e)
-                    ));
-                }
-            }
-            Ok(_) => return Err(format!("root \"{}\" is not a directory", dir.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                log_error!(Level::Warn, "root directory \"{}\" does not exist", dir.display());
-            }
-            Err(e) => {
-                return Err(format!(
-                    "root directory \"{}\" is not accessible ({})",
-                    dir.display(),
-                    super::signal::os_error(&e)
-                ));
-            }
-        }
-    }
-    Ok(())
 }

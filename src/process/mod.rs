@@ -6,6 +6,7 @@ pub mod daemon;
 pub mod default_conf;
 pub mod master;
 pub mod pidfile;
+mod prepare;
 pub mod signal;
 
 use std::path::{Path, PathBuf};
@@ -90,6 +91,11 @@ pub fn main_entry(args: &[String]) -> i32 {
             return 1;
         }
     };
+    if cli.signal.is_none() {
+        for w in &cfg.warnings {
+            eprintln!("sluice: [warn] {w}");
+        }
+    }
     if cli.test {
         if !cli.quiet {
             eprintln!("sluice: the configuration file {name} syntax is ok");

@@ -5,6 +5,7 @@
 
 pub mod accept;
 pub mod affinity;
+pub mod credentials;
 pub mod idle;
 pub mod park;
 pub mod trim;
@@ -133,6 +134,14 @@ pub fn spawn(spec: Spec) -> std::io::Result<Handle> {
 fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
     if let Some(cpus) = &spec.cpus {
         affinity::pin(spec.index, cpus);
+    }
+    // Before the event loop exists: nothing this worker opens or serves
+    // may run with the master's (root) credentials.
+    if let Some(user) = &spec.cfg.main.user
+        && let Err(e) = user.apply_to_thread()
+    {
+        log_error!(Level::Emerg, "worker {} does not serve: {}", spec.index, e);
+        return;
     }
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
