@@ -106,14 +106,16 @@ def process_tree(root):
 
 def cpu_sample(pids):
     """(utime+stime in ticks summed over pids, schedstat ns summed over all
-    their threads or None if unavailable)."""
+    their threads or None if unavailable, stime ticks alone)."""
     ticks = 0
+    sys_ticks = 0
     ns = 0
     have_sched = True
     for pid in pids:
         f = proc_stat_fields(pid)
         if f:
             ticks += int(f[11]) + int(f[12])   # fields 14 and 15
+            sys_ticks += int(f[12])
         try:
             tids = os.listdir("/proc/%d/task" % pid)
         except OSError:
@@ -124,7 +126,7 @@ def cpu_sample(pids):
                 have_sched = False
                 continue
             ns += int(s.split()[0])
-    return ticks, (ns if have_sched else None)
+    return ticks, (ns if have_sched else None), sys_ticks
 
 
 def mem_sample(pids):

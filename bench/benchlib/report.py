@@ -46,6 +46,7 @@ class ReportMixin:
                 metrics = [("handshakes/s (= req/s)" if res.get("handshake") else "req/s",
                             "rps", "{:,.0f}"),
                            ("%s CPU µs/%s (utime+stime)" % (who, per), "cpu_us_per_req", "{:.2f}"),
+                           ("of which kernel µs/%s (stime)" % per, "sys_us_per_req", "{:.2f}"),
                            ("%s CPU µs/%s (schedstat)" % (who, per), "sched_us_per_req", "{:.2f}"),
                            ("%s CPU %%" % who, "server_cpu_pct", "{:.1f}"),
                            ("mean request time ms (h2load)", "mean_ms", "{:.2f}")
@@ -84,6 +85,16 @@ class ReportMixin:
                         res["title"] if first else "", label, cells[0], cells[1],
                         "" if key in NO_RATIO else ratio(vals["nginx"], vals["sluice"])))
                     first = False
+                med = {}
+                for s in SERVERS:
+                    for key in ("sys_us_per_req", "cpu_us_per_req"):
+                        xs = [r[key] for r in res["runs"].get(s, []) if r.get(key) is not None]
+                        med[(s, key)] = statistics.median(xs) if xs else None
+                if med[("sluice", "sys_us_per_req")] and med[("nginx", "cpu_us_per_req")]:
+                    # The best CPU ratio sluice could reach with no user time
+                    # at all while its kernel work stays what it is.
+                    out.append("| | kernel floor: sluice stime / nginx utime+stime | | | %.2f |" % (
+                        med[("sluice", "sys_us_per_req")] / med[("nginx", "cpu_us_per_req")]))
                 if res.get("proxy"):
                     cells = [", ".join("%d" % r["origin_conns"] for r in res["runs"].get(s, []))
                              or ("FAILED" if res["failed"].get(s) else "-") for s in SERVERS]
