@@ -31,8 +31,12 @@ pub struct Ctx {
     pub log_files: Vec<AccessLogFile>,
     /// Which log files got buffer=/flush= explicitly (else defaults).
     pub log_explicit: Vec<bool>,
+    /// An `error_log` was applied at main level (the default is dropped).
     pub error_log_set: bool,
     pub warnings: Vec<String>,
+    /// Error log files by path (None: stderr), one each however many
+    /// levels name them.
+    pub error_log_files: Vec<Arc<crate::log::error_file::LogFile>>,
     pub root_here: bool,
     pub alias_here: bool,
     pub in_regex_location: bool,
@@ -58,6 +62,18 @@ impl Ctx {
     pub fn path(&self, p: &str) -> PathBuf {
         let p = Path::new(p);
         if p.is_absolute() { p.to_path_buf() } else { self.prefix.join(p) }
+    }
+
+    /// The error log file for an `error_log` target, shared with any level
+    /// that named the same path before.
+    pub fn error_log_file(&mut self, target: &str) -> Arc<crate::log::error_file::LogFile> {
+        let path = if target == "stderr" { None } else { Some(self.path(target)) };
+        if let Some(f) = self.error_log_files.iter().find(|f| f.path() == path.as_deref()) {
+            return f.clone();
+        }
+        let f = crate::log::error_file::LogFile::new(path);
+        self.error_log_files.push(f.clone());
+        f
     }
 
     /// Registers an access log file once per path; the returned index is what
@@ -146,6 +162,7 @@ fn apply_level<'d>(
         }
         match &cmd.set {
             Set::Main(f) => f(main, d, ctx)?,
+            Set::Any(f) => f(main, loc.as_deref_mut(), d, ctx)?,
             Set::Ctx(f) => f(d, ctx)?,
             Set::Loc(f) => match loc.as_deref_mut() {
                 Some(l) => f(l, d, ctx)?,
@@ -172,7 +189,7 @@ fn default_main(prefix: &Path) -> MainConf {
         cpu_affinity: CpuAffinity::None,
         rlimit_nofile: None,
         pid: prefix.join("logs/sluice.pid"),
-        error_log: ErrorLogConf { path: Some(prefix.join("logs/error.log")), level: Level::Error },
+        error_log: Arc::default(),
         daemon: true,
         worker_connections: 512,
         reuse_port: false,
@@ -197,6 +214,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         add_headers: Vec::new(),
         expires: None,
         access_log: Some(Vec::new()),
+        error_log: Arc::default(),
         default_type: Arc::from("text/plain"),
         types: Arc::new(types),
         sendfile: false,
@@ -265,6 +283,7 @@ pub fn build(
         log_explicit: Vec::new(),
         error_log_set: false,
         warnings: Vec::new(),
+        error_log_files: Vec::new(),
         root_here: false,
         alias_here: false,
         in_regex_location: false,
@@ -277,6 +296,11 @@ pub fn build(
     let mut all: Vec<Directive> = cmdline.to_vec();
     all.extend_from_slice(dirs);
     let blocks = apply_level(&all, MAIN, &mut ctx, &mut main, None, None)?;
+    // nginx's compiled-in main log, unless the main level names its own.
+    if !ctx.error_log_set {
+        let file = ctx.error_log_file("logs/error.log");
+        Arc::make_mut(&mut main.error_log).add(file, Level::Error);
+    }
     let mut events = None;
     let mut http = None;
     for (cmd, d) in blocks {
@@ -305,11 +329,13 @@ pub fn build(
         conf_file: conf_file.to_path_buf(),
         prefix: prefix.to_path_buf(),
         warnings: std::mem::take(&mut ctx.warnings),
+        error_log_files: std::mem::take(&mut ctx.error_log_files),
     })
 }
 
 fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<HttpConf, ConfError> {
     let mut conf = default_loc(&ctx.prefix);
+    conf.error_log = main.error_log.clone();
     // Maps first: any template in http may use their variables.
     super::map::reset();
     super::captures::reset();

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::parser::{ConfigFile, Span};
+use crate::log::error::ErrorLog;
+use crate::log::error_file::LogFile;
 use crate::log::format::LogFormat;
 use crate::variables::Template;
 
@@ -25,6 +27,9 @@ pub struct Config {
     /// nginx's load-time `[warn]`s ("... ignored in FILE:LINE"): printed by
     /// `-t` and at startup, logged on reload.
     pub warnings: Vec<String>,
+    /// Every distinct error log file any level names, opened by the master
+    /// before the configuration runs.
+    pub error_log_files: Vec<Arc<LogFile>>,
 }
 
 #[derive(Clone, Debug)]
@@ -33,7 +38,9 @@ pub struct MainConf {
     pub cpu_affinity: CpuAffinity,
     pub rlimit_nofile: Option<u64>,
     pub pid: PathBuf,
-    pub error_log: ErrorLogConf,
+    /// The main level's logs: lines not about a request, and what http
+    /// inherits.
+    pub error_log: Arc<ErrorLog>,
     pub daemon: bool,
     pub worker_connections: usize,
     /// Tengine's `reuse_port on` in `events`: every listen gets SO_REUSEPORT.
@@ -50,13 +57,6 @@ pub enum CpuAffinity {
     Auto(Option<Vec<usize>>),
     /// One CPU set per worker; the last one repeats, as in nginx.
     Masks(Vec<Vec<usize>>),
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ErrorLogConf {
-    /// None means stderr.
-    pub path: Option<PathBuf>,
-    pub level: crate::log::error::Level,
 }
 
 pub struct HttpConf {
@@ -154,6 +154,8 @@ pub struct LocConf {
     pub expires: Option<Expires>,
     /// None: `access_log off`.
     pub access_log: Option<Vec<AccessLogRef>>,
+    /// Where lines about a request handled here go (`log_to!`).
+    pub error_log: Arc<ErrorLog>,
     pub default_type: Arc<str>,
     pub types: Arc<HashMap<String, Arc<str>>>,
     pub sendfile: bool,

@@ -1,7 +1,9 @@
 //! Setters for the main and `events` contexts.
 
+use std::sync::Arc;
+
 use super::build::Ctx;
-use super::model::{CpuAffinity, MainConf};
+use super::model::{CpuAffinity, LocConf, MainConf};
 use super::parser::{ConfError, Directive};
 use super::table::R;
 use super::value;
@@ -85,24 +87,37 @@ pub fn pid(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn error_log(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
-    // nginx allows error_log at every level; sluice keeps one process-wide
-    // log: the main-level one, else the first one found.
-    if ctx.error_log_set {
-        return Ok(());
-    }
+/// `error_log FILE|stderr [LEVEL]`. Several per level are all written to
+/// (nginx 1.5.2+); the first at a level replaces what it inherited (main's
+/// replaces the compiled-in `logs/error.log`).
+pub fn error_log(m: &mut MainConf, loc: Option<&mut LocConf>, d: &Directive, ctx: &mut Ctx) -> R {
     let target = arg(d, 0);
     if target.starts_with("syslog:") || target.starts_with("memory:") {
         return Err(ConfError::at(format!("error_log target \"{}\" is not supported yet", target), &d.span));
     }
     let level = match d.args.get(1) {
-        Some(w) => Level::parse(&w.text).ok_or_else(|| invalid(d, &w.text))?,
+        Some(w) => {
+            Level::parse(&w.text).ok_or_else(|| ConfError::at(format!("invalid log level \"{}\"", w.text), &d.span))?
+        }
         None => Level::Error,
     };
-    m.error_log.level = level;
-    m.error_log.path = if target == "stderr" { None } else { Some(ctx.path(target)) };
-    ctx.error_log_set = true;
+    let file = ctx.error_log_file(target);
+    let log = match loc {
+        Some(l) => &mut l.error_log,
+        None => {
+            if !ctx.error_log_set {
+                m.error_log = Arc::default();
+                ctx.error_log_set = true;
+            }
+            &mut m.error_log
+        }
+    };
+    Arc::make_mut(log).add(file, level);
     Ok(())
+}
+
+pub fn reset_error_log(l: &mut LocConf) {
+    l.error_log = Arc::default();
 }
 
 pub fn daemon(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {

@@ -20,6 +20,9 @@ pub type R = Result<(), ConfError>;
 
 pub enum Set {
     Main(fn(&mut MainConf, &Directive, &mut Ctx) -> R),
+    /// Valid at main level and below (`error_log`): the level's settings
+    /// when it has them, else main's.
+    Any(fn(&mut MainConf, Option<&mut LocConf>, &Directive, &mut Ctx) -> R),
     Loc(fn(&mut LocConf, &Directive, &mut Ctx) -> R),
     Server(fn(&mut ServerBuild, &Directive, &mut Ctx) -> R),
     /// Directives that only register something in the builder (log_format).
@@ -68,7 +71,7 @@ pub static TABLE: &[Cmd] = &[
     cmd("worker_cpu_affinity", MAIN, 1, MANY, Set::Main(set_main::worker_cpu_affinity)),
     cmd("worker_rlimit_nofile", MAIN, 1, 1, Set::Main(set_main::worker_rlimit_nofile)),
     cmd("pid", MAIN, 1, 1, Set::Main(set_main::pid)),
-    cmd("error_log", MAIN | HSL, 1, 2, Set::Main(set_main::error_log)),
+    list(cmd("error_log", MAIN | HSL, 1, 2, Set::Any(set_main::error_log)), set_main::reset_error_log),
     cmd("daemon", MAIN, 1, 1, Set::Main(set_main::daemon)),
     cmd("user", MAIN, 1, 2, Set::Main(set_main::user)),
     block("events", MAIN, 0, 0),

@@ -144,3 +144,68 @@ fn listen_grouping_and_defaults() {
     assert_eq!((g.backlog, g.reuseport), (100, true));
     assert_eq!(cfg.http.listens.len(), 1);
 }
+
+#[test]
+fn error_log_per_level() {
+    use crate::log::error::{ErrorLog, Level};
+    fn targets(l: &ErrorLog) -> Vec<(String, Level)> {
+        l.targets().map(|(p, lv)| (p.map_or("stderr".into(), |p| p.display().to_string()), lv)).collect()
+    }
+    let t = |p: &str, l: Level| (p.to_string(), l);
+
+    // Nothing at main: nginx's compiled-in logs/error.log, inherited below.
+    let cfg = try_load("events {} http { server { listen 127.0.0.1:1; location /a { } } }").unwrap();
+    assert_eq!(targets(&cfg.main.error_log), [t("/srv/p/logs/error.log", Level::Error)]);
+    let s = &cfg.http.servers[0];
+    assert!(std::sync::Arc::ptr_eq(&s.conf.error_log, &cfg.main.error_log));
+
+    let cfg = try_load(
+        "error_log logs/main.log warn;
+        events {}
+        http {
+            error_log logs/http.log;
+            server {
+                listen 127.0.0.1:1;
+                location /inherits { }
+                location /two { error_log logs/a.log crit; error_log logs/http.log info; }
+                location /nested { location /nested/in { } error_log stderr debug; }
+            }
+            server { listen 127.0.0.1:2; error_log logs/main.log notice; }
+        }",
+    )
+    .unwrap();
+    assert_eq!(targets(&cfg.main.error_log), [t("/srv/p/logs/main.log", Level::Warn)]);
+    let s = &cfg.http.servers[0];
+    let by = |p: &str| crate::routing::location::find(&s.locations, p.as_bytes()).unwrap();
+    assert_eq!(targets(&s.conf.error_log), [t("/srv/p/logs/http.log", Level::Error)]);
+    assert_eq!(targets(&by("/inherits").conf.error_log), [t("/srv/p/logs/http.log", Level::Error)]);
+    assert_eq!(
+        targets(&by("/two").conf.error_log),
+        [t("/srv/p/logs/a.log", Level::Crit), t("/srv/p/logs/http.log", Level::Info)]
+    );
+    // A directive after the nested block still reaches it (nginx merges).
+    assert_eq!(targets(&by("/nested/in").conf.error_log), [t("stderr", Level::Debug)]);
+    assert_eq!(targets(&cfg.http.servers[1].conf.error_log), [t("/srv/p/logs/main.log", Level::Notice)]);
+    // One file per path, however many levels name it.
+    let mut paths: Vec<_> = cfg.error_log_files.iter().map(|f| f.path().map(|p| p.display().to_string())).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            None,
+            Some("/srv/p/logs/a.log".into()),
+            Some("/srv/p/logs/http.log".into()),
+            Some("/srv/p/logs/main.log".into())
+        ]
+    );
+
+    assert_eq!(err("error_log x.log loud; events {}"), "invalid log level \"loud\" in /etc/t.conf:1");
+    assert_eq!(
+        err("events {} http { server { error_log syslog:server=1.2.3.4; } }"),
+        "error_log target \"syslog:server=1.2.3.4\" is not supported yet in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { location / { error_log memory:1m debug; } } }"),
+        "error_log target \"memory:1m\" is not supported yet in /etc/t.conf:1"
+    );
+}

@@ -43,7 +43,8 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
             Ok(Ok(1)) => {}
             Ok(_) => return,
             Err(_) => {
-                crate::log_error!(
+                crate::log_to!(
+                    g.default_server.conf.error_log,
                     crate::log::error::Level::Info,
                     "*{} client timed out (110: Connection timed out) while SSL handshaking, client: {}, server: {}",
                     info.id,
@@ -74,7 +75,8 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
             Some(Proto::Neither) => {
                 // Neither HTTP/1 nor the HTTP/2 preface: close, draining
                 // what was sent so the close is a FIN, not a reset.
-                crate::log_error!(
+                crate::log_to!(
+                    g.default_server.conf.error_log,
                     crate::log::error::Level::Info,
                     "*{} client sent invalid HTTP/2 connection preface, client: {}",
                     info.id,

@@ -445,6 +445,18 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
     }
 }
 
+/// `log_req!(ctx, Level::Error, "open() \"{}\" failed", path)`: a line
+/// about a request, for the error logs of the level handling it, between
+/// nginx's `*CONNECTION` prefix and `, client: ..., server: ...` suffix.
+/// The level comparison comes before the message or suffix is formatted.
+#[macro_export]
+macro_rules! log_req {
+    ($ctx:expr, $lvl:expr, $($arg:tt)*) => {{
+        let ctx: &$crate::handler::ctx::ReqCtx<'_, '_> = &$ctx;
+        $crate::log_to!(ctx.conf.error_log, $lvl, "*{} {}, {}", ctx.conn.id, format_args!($($arg)*), ctx.log_suffix());
+    }};
+}
+
 /// `$remote_user`: the user name of a Basic Authorization header.
 pub fn basic_user(auth: &[u8]) -> Option<Vec<u8>> {
     let b64 = auth.strip_prefix(b"Basic ").or_else(|| auth.strip_prefix(b"basic "))?;

@@ -12,7 +12,7 @@ use crate::handler::autoindex_html::{self, Entry};
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_req;
 
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     let conf = ctx.conf;
@@ -29,14 +29,7 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
             Ok(f) if !f.is_dir => return Step::Redirect(uri, None),
             Ok(_) | Err(OpenError::NotFound) | Err(OpenError::NotDir) => {}
             Err(e) => {
-                log_error!(
-                    Level::Error,
-                    "*{} open() \"{}\" failed ({}), client: {}",
-                    ctx.conn.id,
-                    String::from_utf8_lossy(&path),
-                    e.errno(),
-                    ctx.conn.peer.ip()
-                );
+                super::static_file::log_open_failed(ctx, Level::Error, &path, e);
                 return Step::Done(error(ctx, e.status()));
             }
         }
@@ -54,13 +47,7 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         }
         return Step::Done(autoindex(ctx, &dir));
     }
-    log_error!(
-        Level::Error,
-        "*{} directory index of \"{}\" is forbidden, {}",
-        ctx.conn.id,
-        String::from_utf8_lossy(&dir),
-        ctx.log_suffix()
-    );
+    log_req!(ctx, Level::Error, "directory index of \"{}\" is forbidden", String::from_utf8_lossy(&dir));
     Step::Done(error(ctx, 403))
 }
 
@@ -75,7 +62,13 @@ fn autoindex<'c>(ctx: &ReqCtx<'c, '_>, dir: &[u8]) -> Response<'c> {
     let rd = match std::fs::read_dir(bytes_path(dir)) {
         Ok(rd) => rd,
         Err(e) => {
-            log_error!(Level::Error, "*{} opendir() \"{}\" failed ({})", ctx.conn.id, String::from_utf8_lossy(dir), e);
+            log_req!(
+                ctx,
+                Level::Error,
+                "opendir() \"{}\" failed ({})",
+                String::from_utf8_lossy(dir),
+                crate::process::signal::os_error(&e)
+            );
             return error(ctx, if e.kind() == std::io::ErrorKind::PermissionDenied { 403 } else { 500 });
         }
     };

@@ -18,7 +18,7 @@ use std::borrow::Cow;
 
 use crate::http::response::Response;
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_req;
 use ctx::ReqCtx;
 
 /// nginx's limit on internal redirects before declaring a cycle.
@@ -38,12 +38,7 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
     // HTTP/2 extended CONNECT (WebSocket) is handled by the h2 layer.
     if !ctx.conn.http2 && ctx.req.method == crate::http::request::Method::Other && ctx.req.method_bytes() == b"CONNECT"
     {
-        log_error!(
-            Level::Info,
-            "*{} client sent CONNECT method while reading client request headers, {}",
-            ctx.conn.id,
-            ctx.log_suffix()
-        );
+        log_req!(ctx, Level::Info, "client sent CONNECT method while reading client request headers");
         return error(ctx, 405);
     }
     let resp = match &ctx.server.ret {
@@ -60,22 +55,11 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
 pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
     let t = ctx.conn.tls.as_ref()?;
     if let Some(e) = &t.cert_error {
-        log_error!(
-            Level::Info,
-            "*{} client SSL certificate verify error: ({}) while reading client request headers, {}",
-            ctx.conn.id,
-            e,
-            ctx.log_suffix()
-        );
+        log_req!(ctx, Level::Info, "client SSL certificate verify error: ({}) while reading client request headers", e);
         return Some(495);
     }
     if t.require_client_cert && !t.has_client_cert {
-        log_error!(
-            Level::Info,
-            "*{} client sent no required SSL certificate while reading client request headers, {}",
-            ctx.conn.id,
-            ctx.log_suffix()
-        );
+        log_req!(ctx, Level::Info, "client sent no required SSL certificate while reading client request headers");
         return Some(496);
     }
     None
@@ -89,7 +73,7 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
             match ctx.server.named.get(name) {
                 Some(l) => ctx.conf = &l.conf,
                 None => {
-                    log_error!(Level::Error, "*{} could not find named location \"@{}\"", ctx.conn.id, name);
+                    log_req!(ctx, Level::Error, "could not find named location \"@{}\"", name);
                     return error(ctx, 500);
                 }
             }
@@ -147,13 +131,7 @@ fn body_too_large<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
     let max = ctx.conf.client_max_body_size;
     match ctx.req.head.body {
         crate::http::request::BodyKind::Length(n) if max > 0 && n > max => {
-            log_error!(
-                Level::Error,
-                "*{} client intended to send too large body: {} bytes, {}",
-                ctx.conn.id,
-                n,
-                ctx.log_suffix()
-            );
+            log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
             Some(error(ctx, 413))
         }
         _ => None,
@@ -163,10 +141,10 @@ fn body_too_large<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
 fn count_redirect(ctx: &mut ReqCtx<'_, '_>, to: &[u8]) -> bool {
     ctx.redirects += 1;
     if ctx.redirects > MAX_REDIRECTS {
-        log_error!(
+        log_req!(
+            ctx,
             Level::Error,
-            "*{} rewrite or internal redirection cycle while internally redirecting to \"{}\"",
-            ctx.conn.id,
+            "rewrite or internal redirection cycle while internally redirecting to \"{}\"",
             String::from_utf8_lossy(to)
         );
         return false;

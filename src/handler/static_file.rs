@@ -15,7 +15,7 @@ use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::http::{date, etag, range};
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_req;
 
 /// `root` + URI, or `alias` + the URI past the location's path.
 pub fn map_path(ctx: &ReqCtx<'_, '_>, uri: &[u8], out: &mut Vec<u8>) {
@@ -60,18 +60,22 @@ pub fn open_logged(ctx: &ReqCtx<'_, '_>, path: &[u8]) -> Result<Rc<OpenFile>, Op
     if let Err(e) = r {
         let level = if e.status() == 404 { Level::Error } else { Level::Crit };
         if e.status() != 404 || ctx.conf.log_not_found {
-            log_error!(
-                if e == OpenError::Forbidden { Level::Error } else { level },
-                "*{} open() \"{}\" failed ({}: {}), {}",
-                ctx.conn.id,
-                String::from_utf8_lossy(path),
-                e.errno(),
-                crate::process::signal::strerror(e.errno()),
-                ctx.log_suffix()
-            );
+            log_open_failed(ctx, if e == OpenError::Forbidden { Level::Error } else { level }, path, e);
         }
     }
     r
+}
+
+/// nginx's `open() "PATH" failed (ERRNO: TEXT)` line for a request.
+pub fn log_open_failed(ctx: &ReqCtx<'_, '_>, level: Level, path: &[u8], e: OpenError) {
+    log_req!(
+        ctx,
+        level,
+        "open() \"{}\" failed ({}: {})",
+        String::from_utf8_lossy(path),
+        e.errno(),
+        crate::process::signal::strerror(e.errno())
+    );
 }
 
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {

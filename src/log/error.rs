@@ -1,16 +1,15 @@
-//! The error log (`error_log PATH LEVEL`), in nginx's line format so
+//! Error logs (`error_log PATH LEVEL`), in nginx's line format so
 //! operators' log tooling keeps working:
 //! `2026/11/22 14:02:34 [error] 1234#1240: *5 message`.
 //!
-//! Error lines are rare, so one process-wide log behind a lock is enough; the
-//! per-request access log is the one that must avoid syscalls.
+//! As in nginx, each configuration level has its own list of logs: a line
+//! about a request goes to the logs of the location (or server) handling
+//! it (`log_to!`), everything else to the main level's (`log_error!`).
 
-use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
-use crate::config::model::ErrorLogConf;
+use super::error_file::LogFile;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Level {
@@ -53,55 +52,57 @@ impl Level {
     }
 }
 
-struct Sink {
-    file: Option<File>,
-    path: Option<PathBuf>,
-    level: Level,
+/// The logs of one configuration level: each target gets the lines at or
+/// above its own level (nginx 1.5.2+ allows several per level).
+#[derive(Clone, Default)]
+pub struct ErrorLog {
+    targets: Vec<(Arc<LogFile>, Level)>,
+    /// The most verbose level of any target (0: none), so a line no target
+    /// wants costs one comparison and no formatting.
+    max: u8,
 }
 
-static SINK: RwLock<Sink> = RwLock::new(Sink { file: None, path: None, level: Level::Error });
-
-/// Opens the configured target; on failure nothing changes, so a bad reload
-/// keeps logging where it did.
-pub fn install(conf: &ErrorLogConf) -> std::io::Result<()> {
-    let file = match &conf.path {
-        Some(p) => Some(open(p)?),
-        None => None,
-    };
-    if let Ok(mut s) = SINK.write() {
-        *s = Sink { file, path: conf.path.clone(), level: conf.level };
+impl ErrorLog {
+    pub fn add(&mut self, file: Arc<LogFile>, level: Level) {
+        self.max = self.max.max(level as u8);
+        self.targets.push((file, level));
     }
-    Ok(())
-}
 
-fn open(p: &PathBuf) -> std::io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(p)
-}
+    #[inline]
+    pub fn enabled(&self, level: Level) -> bool {
+        level as u8 <= self.max
+    }
 
-/// `-s reopen`: log rotation moved the file away; start a new one at the path.
-pub fn reopen() {
-    if let Ok(mut s) = SINK.write()
-        && let Some(p) = s.path.clone()
-    {
-        match open(&p) {
-            Ok(f) => s.file = Some(f),
-            Err(e) => eprintln!("sluice: [alert] reopen of \"{}\" failed ({})", p.display(), e),
+    pub fn write(&self, level: Level, msg: std::fmt::Arguments<'_>) {
+        let line = format_line(level, msg);
+        for (file, max) in &self.targets {
+            if level <= *max {
+                file.write(&line);
+            }
         }
     }
-}
 
-pub fn enabled(level: Level) -> bool {
-    SINK.read().map(|s| level <= s.level).unwrap_or(true)
-}
-
-pub fn write(level: Level, msg: std::fmt::Arguments<'_>) {
-    let Ok(s) = SINK.read() else { return };
-    if level > s.level {
-        return;
+    /// (path, level) per target, None for stderr: for tests and diagnostics.
+    pub fn targets(&self) -> impl Iterator<Item = (Option<&std::path::Path>, Level)> {
+        self.targets.iter().map(|(f, l)| (f.path(), *l))
     }
-    let now = crate::clock::unix_now();
+}
+
+impl std::fmt::Debug for ErrorLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.targets()).finish()
+    }
+}
+
+impl PartialEq for ErrorLog {
+    fn eq(&self, other: &Self) -> bool {
+        self.targets().eq(other.targets())
+    }
+}
+
+fn format_line(level: Level, msg: std::fmt::Arguments<'_>) -> Vec<u8> {
     let mut line = Vec::with_capacity(160);
-    crate::http::date::error_log_time(now, crate::clock::local_offset(), &mut line);
+    crate::http::date::error_log_time(crate::clock::unix_now(), crate::clock::local_offset(), &mut line);
     let _ = writeln!(
         line,
         " [{}] {}#{}: {}",
@@ -110,17 +111,44 @@ pub fn write(level: Level, msg: std::fmt::Arguments<'_>) {
         rustix::thread::gettid().as_raw_nonzero(),
         msg
     );
-    match &s.file {
-        Some(f) => {
-            let _ = (&*f).write_all(&line);
-        }
-        None => {
-            let _ = std::io::stderr().write_all(&line);
-        }
+    line
+}
+
+/// The main level's logs, for lines that belong to no request. None until
+/// a configuration is running: stderr, errors only.
+static MAIN: RwLock<Option<Arc<ErrorLog>>> = RwLock::new(None);
+
+/// Makes a configuration's main logs (already opened) the process's.
+pub fn install(log: Arc<ErrorLog>) {
+    if let Ok(mut m) = MAIN.write() {
+        *m = Some(log);
     }
 }
 
-/// `error!(Level::Error, "open() \"{}\" failed", path)`.
+fn main_log() -> Option<Arc<ErrorLog>> {
+    MAIN.read().ok().and_then(|m| m.clone())
+}
+
+pub fn enabled(level: Level) -> bool {
+    match main_log() {
+        Some(l) => l.enabled(level),
+        None => level <= Level::Error,
+    }
+}
+
+pub fn write(level: Level, msg: std::fmt::Arguments<'_>) {
+    match main_log() {
+        Some(l) => l.write(level, msg),
+        None if level <= Level::Error => {
+            let _ = std::io::stderr().write_all(&format_line(level, msg));
+        }
+        None => {}
+    }
+}
+
+/// `log_error!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring")`:
+/// a line for the main level's logs (startup, reload, workers, health
+/// checks): no request to attribute it to.
 #[macro_export]
 macro_rules! log_error {
     ($lvl:expr, $($arg:tt)*) => {
@@ -128,4 +156,18 @@ macro_rules! log_error {
             $crate::log::error::write($lvl, format_args!($($arg)*));
         }
     };
+}
+
+/// `log_to!(ctx.conf.error_log, Level::Error, "open() ...")`: a line for
+/// the logs of the level handling a request. The level comparison comes
+/// before any argument is evaluated or formatted.
+#[macro_export]
+macro_rules! log_to {
+    ($log:expr, $lvl:expr, $($arg:tt)*) => {{
+        let log: &$crate::log::error::ErrorLog = &$log;
+        let lvl = $lvl;
+        if log.enabled(lvl) {
+            log.write(lvl, format_args!($($arg)*));
+        }
+    }};
 }

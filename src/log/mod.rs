@@ -1,6 +1,7 @@
 //! Logging: the per-worker buffered access log with `log_format`, and the
-//! process-wide error log.
+//! error logs of each configuration level.
 
 pub mod access;
 pub mod error;
+pub mod error_file;
 pub mod format;

@@ -102,11 +102,11 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     if let Some(n) = cfg.main.rlimit_nofile {
         raise_nofile(n);
     }
-    if let Err(e) = crate::log::error::install(&cfg.main.error_log) {
-        let p = cfg.main.error_log.path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-        eprintln!("sluice: [emerg] open() \"{}\" failed ({})", p, super::signal::os_error(&e));
+    if let Err(e) = crate::log::error_file::open_all(&cfg.error_log_files) {
+        eprintln!("sluice: [emerg] {e}");
         return 1;
     }
+    crate::log::error::install(cfg.main.error_log.clone());
     if let Err(e) = super::prepare::check_roots(&cfg) {
         eprintln!("sluice: [emerg] {e}");
         return 1;
@@ -252,6 +252,10 @@ impl Master {
                 return;
             }
         };
+        if let Err(e) = crate::log::error_file::open_all(&cfg.error_log_files) {
+            log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
+            return;
+        }
         let listeners = match self.listeners.prepare(&cfg) {
             Ok(l) => l,
             Err(e) => {
@@ -259,9 +263,6 @@ impl Master {
                 return;
             }
         };
-        if let Err(e) = crate::log::error::install(&cfg.main.error_log) {
-            log_error!(Level::Emerg, "open() error log failed ({}); keeping the previous one", e);
-        }
         if cfg.main.pid != self.current.cfg.main.pid {
             if let Err(e) = super::pidfile::write(&cfg.main.pid) {
                 log_error!(Level::Alert, "{}", e);
@@ -277,6 +278,7 @@ impl Master {
                 return;
             }
         };
+        crate::log::error::install(next.cfg.main.error_log.clone());
         let old = std::mem::replace(&mut self.current, next);
         // The old checker stops now; the old workers drain on its last state.
         drop(old.checker);
@@ -292,7 +294,9 @@ impl Master {
     }
 
     fn reopen(&mut self) {
-        crate::log::error::reopen();
+        for e in crate::log::error_file::reopen_all() {
+            log_error!(Level::Alert, "{}", e);
+        }
         match open_access_logs(&self.current.cfg) {
             Ok(files) => {
                 for w in &self.current.workers {

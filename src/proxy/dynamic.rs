@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::config::proxy::{self, ProxyPass, Upstream};
 use crate::handler::ctx::{ReqCtx, Vars};
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_req;
 use crate::variables::Template;
 use crate::worker::WorkerCtx;
 
@@ -62,7 +62,7 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
     let url = match proxy::split_url(&raw) {
         Ok(u) => u,
         Err(why) => {
-            log_error!(Level::Error, "*{} {} while handling request, {}", ctx.conn.id, why, ctx.log_suffix());
+            log_req!(ctx, Level::Error, "{} while handling request", why);
             return Err(500);
         }
     };
@@ -72,13 +72,13 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
         None if is_address(url.authority) => match w.proxy.borrow_mut().targets.get(url.authority, url.tls) {
             Ok(u) => u,
             Err(why) => {
-                log_error!(Level::Error, "*{} {} while handling request, {}", ctx.conn.id, why, ctx.log_suffix());
+                log_req!(ctx, Level::Error, "{} while handling request", why);
                 return Err(502);
             }
         },
         None => {
             let host = url.authority.rsplit_once(':').map_or(url.authority, |(h, _)| h);
-            log_error!(Level::Error, "*{} no resolver defined to resolve {}, {}", ctx.conn.id, host, ctx.log_suffix());
+            log_req!(ctx, Level::Error, "no resolver defined to resolve {}", host);
             return Err(502);
         }
     };

@@ -26,7 +26,7 @@ use crate::handler::ctx::ReqCtx;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_to;
 use crate::worker::WorkerCtx;
 use wire::{Framing, HeadError, UpstreamBody};
 
@@ -108,7 +108,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     crate::upstream::queue::Refused::Full => "upstream queue is full",
                     crate::upstream::queue::Refused::TimedOut => "upstream queue timed out",
                 };
-                log_error!(
+                log_to!(
+                    ctx.conf.error_log,
                     Level::Error,
                     "*{} {} while connecting to upstream, {}",
                     ctx.conn.id,
@@ -126,7 +127,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         let pick = w.proxy.borrow_mut().get(&u).pick(&mut sel, client_ip, &key);
         let Some(peer) = pick else {
             if tries == 0 {
-                log_error!(
+                log_to!(
+                    ctx.conf.error_log,
                     Level::Error,
                     "*{} no live upstreams while connecting to upstream, {}",
                     ctx.conn.id,
@@ -159,7 +161,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             Attempt::Client(e) => {
                 // Not the peer's fault: its slot is freed as a success.
                 let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
-                log_error!(
+                log_to!(
+                    ctx.conf.error_log,
                     Level::Info,
                     "*{} {} while sending request to upstream, {}",
                     ctx.conn.id,
@@ -196,7 +199,8 @@ fn client_closed<'c>(ctx: &mut ReqCtx<'c, '_>, when: &str, peer: Option<&str>) -
         Some(p) => upstream_suffix(ctx, p),
         None => ctx.log_suffix(),
     };
-    log_error!(
+    log_to!(
+        ctx.conf.error_log,
         Level::Info,
         "*{} epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too {}, {}",
         ctx.conn.id,
@@ -213,7 +217,8 @@ fn client_closed<'c>(ctx: &mut ReqCtx<'c, '_>, when: &str, peer: Option<&str>) -
 fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: usize) {
     if w.proxy.borrow_mut().get(u).done(peer, true) {
         let name = u.peers.get(peer).map_or("", |p| p.name.as_str());
-        log_error!(
+        log_to!(
+            ctx.conf.error_log,
             Level::Warn,
             "*{} upstream server temporarily disabled while connecting to upstream, {}",
             ctx.conn.id,
@@ -399,7 +404,21 @@ fn os_error(e: &std::io::Error) -> String {
 }
 
 fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
-    log_error!(Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
+    log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
+}
+
+/// An origin failing while its body streams to the client (HTTP/1 and
+/// HTTP/2 alike): nginx's "... while reading upstream" line.
+pub fn log_body_error(ctx: &ReqCtx<'_, '_>, why: &str) {
+    let peer = ctx.upstream.addr.last().map(String::as_str).unwrap_or("");
+    log_to!(
+        ctx.conf.error_log,
+        Level::Error,
+        "*{} {} while reading upstream, {}",
+        ctx.conn.id,
+        why,
+        upstream_suffix(ctx, peer)
+    );
 }
 
 /// nginx's context for upstream errors: client, server, request, then the

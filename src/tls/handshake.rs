@@ -12,8 +12,9 @@ use tokio_rustls::LazyConfigAcceptor;
 use tokio_rustls::server::TlsStream;
 
 use crate::config::model::{ListenGroup, Server};
+use crate::log::error::ErrorLog;
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_to;
 
 /// What `$ssl_*` variables and the request pipeline need to know.
 #[derive(Debug)]
@@ -37,14 +38,17 @@ pub async fn accept(
     id: u64,
     peer: SocketAddr,
 ) -> Option<(TlsStream<TcpStream>, TlsInfo)> {
-    let fail = |what: &dyn std::fmt::Display| {
-        log_error!(Level::Info, "*{} {} while SSL handshaking, client: {}, server: {}", id, what, peer.ip(), g.addr);
+    // Before SNI chose a server, the default server's logs; after, the
+    // chosen one's (nginx switches the connection's log in its SNI callback).
+    let fail = |log: &ErrorLog, what: &dyn std::fmt::Display| {
+        log_to!(log, Level::Info, "*{} {} while SSL handshaking, client: {}, server: {}", id, what, peer.ip(), g.addr);
     };
+    let default_log = &g.default_server.conf.error_log;
     let run = async {
         let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await {
             Ok(s) => s,
             Err(e) => {
-                fail(&format_args!("SSL_do_handshake() failed ({})", e));
+                fail(default_log, &format_args!("SSL_do_handshake() failed ({})", e));
                 return None;
             }
         };
@@ -62,14 +66,15 @@ pub async fn accept(
             tls.h1_only.clone()
         };
         let Some(cfg) = cfg else {
-            fail(&"no TLS configuration for this server");
+            fail(&server.conf.error_log, &"no TLS configuration for this server");
             return None;
         };
         let stream = match start.into_stream(cfg).await {
             Ok(s) => s,
             Err(e) => {
                 if tls.reject {
-                    log_error!(
+                    log_to!(
+                        server.conf.error_log,
                         Level::Info,
                         "*{} SSL handshake rejected (ssl_reject_handshake) while SSL handshaking, client: {}, server: {}",
                         id,
@@ -77,7 +82,7 @@ pub async fn accept(
                         g.addr
                     );
                 } else {
-                    fail(&format_args!("SSL_do_handshake() failed ({})", e));
+                    fail(&server.conf.error_log, &format_args!("SSL_do_handshake() failed ({})", e));
                 }
                 return None;
             }
@@ -102,7 +107,7 @@ pub async fn accept(
     match tokio::time::timeout(timeout, run).await {
         Ok(r) => r,
         Err(_) => {
-            fail(&"client timed out (110: Connection timed out)");
+            fail(default_log, &"client timed out (110: Connection timed out)");
             None
         }
     }

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use super::{ConnGuard, WorkerCtx};
 use crate::handler::ctx::ConnInfo;
 use crate::log::error::Level;
-use crate::log_error;
+use crate::{log_error, log_to};
 
 pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     // SAFETY: the std listener owns its descriptor, which stays open and
@@ -30,13 +30,16 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         }
     };
     let addr = w.cfg.http.listens[group].addr;
+    // nginx logs accept-time trouble to the listening socket's log: its
+    // default server's.
+    let log = &w.cfg.http.listens[group].default_server.conf.error_log;
     let wildcard = addr.ip().is_unspecified();
     loop {
         if w.draining.get() {
             return;
         }
         while w.active.get() >= w.max_conns {
-            log_error!(Level::Alert, "{} worker_connections are not enough", w.max_conns);
+            log_to!(log, Level::Alert, "{} worker_connections are not enough", w.max_conns);
             tokio::select! {
                 _ = w.slot.notified() => {}
                 _ = stop.notified() => return,
@@ -59,7 +62,7 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
             Err(e) if e == rustix::io::Errno::CONNABORTED => continue,
             Err(e) => {
                 // EMFILE and friends: log, back off briefly, keep serving.
-                log_error!(Level::Crit, "accept4() failed ({})", e);
+                log_to!(log, Level::Crit, "accept4() failed ({})", e);
                 drop(ready);
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;

@@ -21,7 +21,7 @@ use crate::http::request::{BodyKind, Head, Method, Request, Version};
 use crate::http::response::{Body, Response};
 use crate::http::uri;
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_to;
 use crate::worker::ConnGuard;
 use crate::worker::idle::Fired;
 
@@ -145,7 +145,7 @@ async fn idle_wait(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
             Fired::Park => Idle::Park(deadline),
             Fired::Timeout => {
                 if first {
-                    log_error!(Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", id, peer.ip());
+                    log_to!(g.default_server.conf.error_log, Level::Info, "*{} client timed out (110: Connection timed out) while waiting for request, client: {}", id, peer.ip());
                 }
                 Idle::Close
             }
@@ -210,7 +210,8 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
         };
         match read {
             Err(_) => {
-                log_error!(
+                log_to!(
+                    g.default_server.conf.error_log,
                     Level::Info,
                     "*{} client timed out (110: Connection timed out) while reading client request headers, {}",
                     c.info.id,
@@ -220,7 +221,8 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
             }
             Ok(Ok(0)) | Ok(Err(_)) => {
                 if !c.rbuf.is_empty() {
-                    log_error!(
+                    log_to!(
+                        g.default_server.conf.error_log,
                         Level::Info,
                         "*{} client prematurely closed connection while reading client request headers, client: {}",
                         c.info.id,
@@ -352,7 +354,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     }
     let (sent_ok, body_bytes) = match &mut resp.body {
         Body::Upstream(up) => {
-            let r = write_upstream(&mut out, up, head_only, chunked, conf, info.id).await;
+            let r = write_upstream(&mut out, up, head_only, chunked, &ctx).await;
             crate::proxy::release(w, up);
             r
         }
@@ -384,7 +386,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
             match body::discard(c, kind, max, conf.client_body_timeout).await {
                 Ok(()) => Next::KeepAlive,
                 Err(e) => {
-                    log_error!(
+                    log_to!(
+                        conf.error_log,
                         Level::Info,
                         "*{} {} while discarding request body, client: {}",
                         c.info.id,
@@ -454,7 +457,7 @@ async fn write_body(
             }
             // TLS encrypts in user space: no sendfile.
             if *len <= INLINE_FILE || !conf.sendfile || c.stream.is_tls() {
-                let ok = send_file_buffered(c, f, *offset, *len, t, conf.output_buffers.1, defer).await;
+                let ok = send_file_buffered(c, f, *offset, *len, conf, defer).await;
                 return (ok, if ok { *len } else { 0 });
             }
             // The head goes out with MSG_MORE, so the kernel holds it for the
@@ -476,7 +479,7 @@ async fn write_body(
             for (h, r) in parts {
                 c.wbuf.extend_from_slice(h);
                 let len = r.end - r.start + 1;
-                if !send_file_buffered(c, f, r.start, len, t, conf.output_buffers.1, true).await {
+                if !send_file_buffered(c, f, r.start, len, conf, true).await {
                     return (false, 0);
                 }
                 n += h.len() as u64 + len;
@@ -497,10 +500,9 @@ async fn write_upstream(
     up: &mut crate::proxy::wire::UpstreamBody,
     head_only: bool,
     chunked: bool,
-    conf: &crate::config::model::LocConf,
-    id: u64,
+    ctx: &ReqCtx<'_, '_>,
 ) -> (bool, u64) {
-    let t = conf.send_timeout;
+    let t = ctx.conf.send_timeout;
     if head_only {
         return (flush(c, t, false).await, 0);
     }
@@ -540,7 +542,7 @@ async fn write_upstream(
                     crate::proxy::wire::BodyError::Invalid => "upstream sent invalid chunked response",
                     crate::proxy::wire::BodyError::Io(_) => "recv() failed",
                 };
-                log_error!(Level::Error, "*{} {} while reading upstream", id, why);
+                crate::proxy::log_body_error(ctx, why);
                 // What arrived goes out; the missing end tells the client.
                 if !piece.is_empty() {
                     push_chunk_size(c.wbuf, piece.len());
@@ -586,11 +588,11 @@ async fn send_file_buffered(
     f: &std::fs::File,
     mut offset: u64,
     mut len: u64,
-    t: Duration,
-    chunk: usize,
+    conf: &crate::config::model::LocConf,
     defer: bool,
 ) -> bool {
-    let chunk = chunk.max(4096) as u64;
+    let t = conf.send_timeout;
+    let chunk = conf.output_buffers.1.max(4096) as u64;
     if len == 0 {
         // An empty file: the head alone.
         return flush(c, t, defer).await;
@@ -598,7 +600,7 @@ async fn send_file_buffered(
     while len > 0 {
         let n = len.min(chunk);
         if let Err(e) = crate::connection::io::pread_into(f, offset, n, c.wbuf) {
-            log_error!(Level::Crit, "*{} pread() failed ({})", c.id, e);
+            log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", c.id, e);
             return false;
         }
         offset += n;
@@ -644,7 +646,8 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
     let line_max = limits(g).line_max;
     let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(line_max);
     let line_end = if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end };
-    log_error!(
+    log_to!(
+        g.default_server.conf.error_log,
         Level::Info,
         "*{} {}, client: {}, server: {}, request: \"{}\"",
         info.id,

@@ -11,7 +11,7 @@ use crate::handler::ctx::ReqCtx;
 use crate::http::request::{BodyKind, Head};
 use crate::http::response::Response;
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_req;
 use crate::proxy::request_body::{Client, ClientBody, ReqBody};
 use crate::worker::WorkerCtx;
 
@@ -104,7 +104,7 @@ pub async fn respond<'c>(
 
 fn refuse<'c>(ctx: &mut ReqCtx<'c, '_>, e: BodyError) -> Response<'c> {
     let level = if e.status == 500 { Level::Crit } else { Level::Info };
-    log_error!(level, "*{} {} while reading client request body, {}", ctx.conn.id, e.reason, ctx.log_suffix());
+    log_req!(ctx, level, "{} while reading client request body", e.reason);
     let mut r = crate::handler::finish_error(ctx, e.status);
     r.close = true;
     r

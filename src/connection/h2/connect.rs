@@ -21,7 +21,7 @@
 //! as nginx answers it.
 
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -31,10 +31,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::handler::ctx::ReqCtx;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
-use crate::log_error;
 use crate::proxy::websocket;
 use crate::proxy::wire::UpstreamBody;
 use crate::worker::WorkerCtx;
+use crate::{log_req, log_to};
 
 pub enum Outcome<'c> {
     /// The stream was answered here (and tunnelled); whether it completed.
@@ -51,7 +51,7 @@ pub fn is_websocket(p: &h2::ext::Protocol) -> bool {
 
 /// A plain CONNECT (no `:protocol`): 405, as nginx answers it.
 pub fn refuse<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
-    log_error!(Level::Info, "*{} client sent CONNECT method, {}", ctx.conn.id, ctx.log_suffix());
+    log_req!(ctx, Level::Info, "client sent CONNECT method");
     crate::handler::finish_error(ctx, 405)
 }
 
@@ -67,12 +67,7 @@ pub async fn run<'c>(
     started: Instant,
 ) -> Outcome<'c> {
     if !websocket {
-        log_error!(
-            Level::Info,
-            "*{} client sent unsupported \":protocol\" in extended CONNECT, {}",
-            ctx.conn.id,
-            ctx.log_suffix()
-        );
+        log_req!(ctx, Level::Info, "client sent unsupported \":protocol\" in extended CONNECT");
         return Outcome::Respond(crate::handler::finish_error(ctx, 501));
     }
     if !matches!(resp.body, Body::Proxy) {
@@ -82,7 +77,12 @@ pub async fn run<'c>(
         return Outcome::Respond(resp);
     }
     let Some(key) = websocket::new_key() else {
-        log_error!(Level::Alert, "*{} RAND_bytes() failed while creating Sec-WebSocket-Key", ctx.conn.id);
+        log_to!(
+            ctx.conf.error_log,
+            Level::Alert,
+            "*{} RAND_bytes() failed while creating Sec-WebSocket-Key",
+            ctx.conn.id
+        );
         return Outcome::Respond(crate::handler::finish_error(ctx, 500));
     };
     ctx.websocket_key = Some(key.clone());
@@ -96,13 +96,12 @@ pub async fn run<'c>(
         if !(200..300).contains(&resp.status) || !matches!(resp.body, Body::Upstream(_)) {
             return Outcome::Respond(resp);
         }
-        log_error!(
+        log_req!(
+            ctx,
             Level::Error,
-            "*{} upstream answered the WebSocket upgrade with {} instead of 101 while reading response header \
-             from upstream, {}",
-            ctx.conn.id,
-            resp.status,
-            ctx.log_suffix()
+            "upstream answered the WebSocket upgrade with {} instead of 101 while reading response header \
+             from upstream",
+            resp.status
         );
         if let Body::Upstream(up) = &mut resp.body {
             // A well-formed answer, not the peer failing; its unread body
@@ -117,13 +116,7 @@ pub async fn run<'c>(
         return Outcome::Done(false);
     };
     if let Err(why) = websocket::check_switch(&key, &resp.headers) {
-        log_error!(
-            Level::Error,
-            "*{} {} while reading response header from upstream, {}",
-            ctx.conn.id,
-            why,
-            ctx.log_suffix()
-        );
+        log_req!(ctx, Level::Error, "{} while reading response header from upstream", why);
         crate::proxy::release(w, &mut up);
         return Outcome::Respond(crate::handler::finish_error(ctx, 502));
     }
@@ -134,15 +127,14 @@ pub async fn run<'c>(
     hdr.headers_mut().remove(http::header::CONTENT_LENGTH);
     hdr.headers_mut().remove(http::header::SEC_WEBSOCKET_ACCEPT);
     let (end, sent) = match respond.send_response(hdr, false) {
-        Ok(tx) => tunnel(tx, body, &mut up, ctx.conf.send_timeout, ctx.conn.id).await,
+        Ok(tx) => tunnel(tx, body, &mut up, ctx.conf, ctx.conn.id).await,
         Err(_) => (End::Failed, 0),
     };
     if matches!(end, End::Idle) {
-        log_error!(
+        log_req!(
+            ctx,
             Level::Error,
-            "*{} upstream timed out (110: Connection timed out) while proxying upgraded connection, {}",
-            ctx.conn.id,
-            ctx.log_suffix()
+            "upstream timed out (110: Connection timed out) while proxying upgraded connection"
         );
     }
     // However the tunnel ended, the origin did its part; the connection is
@@ -172,7 +164,7 @@ async fn tunnel(
     mut tx: SendStream<Bytes>,
     mut rx: RecvStream,
     up: &mut UpstreamBody,
-    send_timeout: Duration,
+    conf: &crate::config::model::LocConf,
     id: u64,
 ) -> (End, u64) {
     let Some(origin) = up.stream.take() else { return (End::Failed, 0) };
@@ -214,7 +206,7 @@ async fn tunnel(
                     }
                 }
                 while !pending.is_empty() {
-                    let n = super::capacity(&mut tx, pending.len(), send_timeout, id).await?;
+                    let n = super::capacity(&mut tx, pending.len(), conf, id).await?;
                     let part = pending.split_to(n.min(pending.len()));
                     sent.set(sent.get() + part.len() as u64);
                     tx.send_data(part, false).map_err(|_| ())?;

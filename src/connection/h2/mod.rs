@@ -30,12 +30,13 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::config::model::LocConf;
 use crate::handler::ctx::{ConnInfo, ReqCtx};
 use crate::http::request::{Method, Request};
 use crate::http::response::Response;
 use crate::log::error::Level;
-use crate::log_error;
 use crate::worker::{ConnGuard, WorkerCtx};
+use crate::{log_req, log_to};
 use response::Seg;
 
 /// Per-connection counters the streams report into.
@@ -77,11 +78,19 @@ where
     let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
-            log_error!(Level::Info, "*{} HTTP/2 handshake failed ({}), client: {}", info.id, e, info.peer.ip());
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} HTTP/2 handshake failed ({}), client: {}",
+                info.id,
+                e,
+                info.peer.ip()
+            );
             return;
         }
         Err(_) => {
-            log_error!(
+            log_to!(
+                conf.error_log,
                 Level::Info,
                 "*{} client timed out (110: Connection timed out) while waiting for the HTTP/2 preface, client: {}",
                 info.id,
@@ -132,14 +141,22 @@ where
             Some(Ok(s)) => s,
             Some(Err(e)) => {
                 if !e.is_io() || e.get_io().is_some_and(|io| io.kind() != std::io::ErrorKind::ConnectionReset) {
-                    log_error!(Level::Info, "*{} HTTP/2 connection error ({}), client: {}", info.id, e, info.peer.ip());
+                    log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} HTTP/2 connection error ({}), client: {}",
+                        info.id,
+                        e,
+                        info.peer.ip()
+                    );
                 }
                 break;
             }
             None => break,
         };
         if shared.resets.get() > RESET_FLOOR && shared.resets.get() > shared.completed.get() {
-            log_error!(
+            log_to!(
+                conf.error_log,
                 Level::Info,
                 "*{} client reset {} streams (rapid reset), closing connection, client: {}",
                 info.id,
@@ -195,7 +212,8 @@ async fn stream(
                 request::Bad::TooManyHeaders => "client sent too many header fields",
                 request::Bad::InvalidPath => "client sent invalid :path header",
             };
-            log_error!(
+            log_to!(
+                g.default_server.conf.error_log,
                 Level::Info,
                 "*{} {} while reading client request headers, client: {}",
                 info.id,
@@ -213,7 +231,13 @@ async fn stream(
     let host = match host.map(crate::routing::server::validate_host) {
         Some(Some(h)) => h,
         Some(None) => {
-            log_error!(Level::Info, "*{} client sent invalid host header, client: {}", info.id, info.peer.ip());
+            log_to!(
+                g.default_server.conf.error_log,
+                Level::Info,
+                "*{} client sent invalid host header, client: {}",
+                info.id,
+                info.peer.ip()
+            );
             let _ = respond.send_response(response::head(&Response::new(400), false), true);
             finish(&shared, false);
             return;
@@ -224,7 +248,13 @@ async fn stream(
     let path = match crate::http::uri::normalize_path(raw_path) {
         Ok(p) => p,
         Err(_) => {
-            log_error!(Level::Info, "*{} client sent invalid request, client: {}", info.id, info.peer.ip());
+            log_to!(
+                server.conf.error_log,
+                Level::Info,
+                "*{} client sent invalid request, client: {}",
+                info.id,
+                info.peer.ip()
+            );
             let _ = respond.send_response(response::head(&Response::new(400), false), true);
             finish(&shared, false);
             return;
@@ -274,7 +304,7 @@ async fn stream(
             }
             Discard::TooLarge(_) => crate::handler::finish_error(&mut ctx, 413),
             Discard::Spool(why) => {
-                log_error!(Level::Crit, "*{} {} while reading client request body, {}", info.id, why, ctx.log_suffix());
+                log_req!(ctx, Level::Crit, "{} while reading client request body", why);
                 crate::handler::finish_error(&mut ctx, 500)
             }
             Discard::Failed => {
@@ -286,13 +316,7 @@ async fn stream(
         match discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, None).await {
             Discard::Done | Discard::Spool(_) => {}
             Discard::TooLarge(n) => {
-                log_error!(
-                    Level::Error,
-                    "*{} client intended to send too large body: {} bytes, {}",
-                    info.id,
-                    n,
-                    ctx.log_suffix()
-                );
+                log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
                 resp = crate::handler::error(&ctx, 413);
             }
             Discard::Failed => {
@@ -320,13 +344,13 @@ async fn stream(
     let sent = match respond.send_response(hdr, end) {
         Ok(tx) if streamed && !end => match &mut resp.body {
             crate::http::response::Body::Upstream(up) => {
-                let r = send_upstream(tx, up, conf.send_timeout, info.id).await;
+                let r = send_upstream(tx, up, &ctx).await;
                 crate::proxy::release(&w, up);
                 r
             }
             _ => Err(()),
         },
-        Ok(tx) if !end => send_body(tx, segs, total, conf.send_timeout, info.id).await,
+        Ok(tx) if !end => send_body(tx, segs, total, conf, info.id).await,
         Ok(_) => Ok(0),
         Err(_) => Err(()),
     };
@@ -392,20 +416,14 @@ fn finish(shared: &Shared, ok: bool) {
 
 /// Sends the body as the peer's window opens; Err when the stream was
 /// reset or stalled past `send_timeout`.
-async fn send_body(
-    mut tx: SendStream<Bytes>,
-    segs: Vec<Seg>,
-    total: u64,
-    timeout: Duration,
-    id: u64,
-) -> Result<u64, ()> {
+async fn send_body(mut tx: SendStream<Bytes>, segs: Vec<Seg>, total: u64, conf: &LocConf, id: u64) -> Result<u64, ()> {
     let mut left = total;
     let mut sent = 0u64;
     for seg in segs {
         match seg {
             Seg::Bytes(mut b) => {
                 while !b.is_empty() {
-                    let n = capacity(&mut tx, b.len(), timeout, id).await?;
+                    let n = capacity(&mut tx, b.len(), conf, id).await?;
                     let piece = b.split_to(n.min(b.len()));
                     left -= piece.len() as u64;
                     sent += piece.len() as u64;
@@ -416,10 +434,10 @@ async fn send_body(
                 let Some(f) = file.file.as_ref() else { return Err(()) };
                 while len > 0 {
                     let want = len.min(MAX_PIECE as u64) as usize;
-                    let n = capacity(&mut tx, want, timeout, id).await?.min(want);
+                    let n = capacity(&mut tx, want, conf, id).await?.min(want);
                     let mut v = Vec::with_capacity(n);
                     if let Err(e) = crate::connection::io::pread_into(f, off, n as u64, &mut v) {
-                        log_error!(Level::Crit, "*{} pread() failed ({})", id, e);
+                        log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", id, e);
                         tx.send_reset(h2::Reason::INTERNAL_ERROR);
                         return Err(());
                     }
@@ -441,8 +459,7 @@ async fn send_body(
 async fn send_upstream(
     mut tx: SendStream<Bytes>,
     up: &mut crate::proxy::wire::UpstreamBody,
-    timeout: Duration,
-    id: u64,
+    ctx: &ReqCtx<'_, '_>,
 ) -> Result<u64, ()> {
     let mut sent = 0u64;
     loop {
@@ -450,7 +467,7 @@ async fn send_upstream(
         let more = match up.next(&mut piece, MAX_PIECE).await {
             Ok(m) => m,
             Err(_) => {
-                log_error!(Level::Error, "*{} upstream prematurely closed connection while reading upstream", id);
+                crate::proxy::log_body_error(ctx, "upstream prematurely closed connection");
                 tx.send_reset(h2::Reason::INTERNAL_ERROR);
                 return Err(());
             }
@@ -461,7 +478,7 @@ async fn send_upstream(
             return Ok(sent);
         }
         while !b.is_empty() {
-            let n = capacity(&mut tx, b.len(), timeout, id).await?;
+            let n = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
             tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
@@ -473,17 +490,18 @@ async fn send_upstream(
 }
 
 /// Waits until the stream may send some bytes (at most `want`).
-async fn capacity(tx: &mut SendStream<Bytes>, want: usize, timeout: Duration, id: u64) -> Result<usize, ()> {
+async fn capacity(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64) -> Result<usize, ()> {
     tx.reserve_capacity(want);
     if tx.capacity() > 0 {
         return Ok(tx.capacity());
     }
     let wait = std::future::poll_fn(|cx| tx.poll_capacity(cx));
-    match tokio::time::timeout(timeout, wait).await {
+    match tokio::time::timeout(conf.send_timeout, wait).await {
         Ok(Some(Ok(n))) if n > 0 => Ok(n),
         Ok(_) => Err(()),
         Err(_) => {
-            log_error!(
+            log_to!(
+                conf.error_log,
                 Level::Info,
                 "*{} client timed out (110: Connection timed out) while sending response to client",
                 id

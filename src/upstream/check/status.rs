@@ -16,7 +16,7 @@ use crate::handler::ctx::ReqCtx;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
-use crate::log_error;
+use crate::log_req;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -90,13 +90,7 @@ pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, page: &StatusPage) -> Response<'c> {
     let mut only = Only::All;
     if let Some(args) = ctx.req.args.as_deref() {
         let bad = |v: &[u8]| {
-            log_error!(
-                Level::Error,
-                "*{} http upstream check, bad argument: \"{}\", {}",
-                ctx.conn.id,
-                String::from_utf8_lossy(v),
-                ctx.log_suffix()
-            );
+            log_req!(ctx, Level::Error, "http upstream check, bad argument: \"{}\"", String::from_utf8_lossy(v));
         };
         if let Some(v) = arg(args, b"format") {
             match Format::parse(v) {
