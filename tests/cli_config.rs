@@ -489,3 +489,32 @@ fn root_that_is_a_file_is_refused_at_startup() {
     assert!(!prefix.join("logs/sluice.pid").exists(), "pid file written by a failed start");
     let _ = std::fs::remove_dir_all(&prefix);
 }
+
+#[test]
+fn test_opens_log_files_as_nginx_does() {
+    // `-t` opens every log as nginx -t does: a path that cannot be opened
+    // fails the test after the syntax verdict, in nginx's words.
+    for conf in [
+        "error_log /nonexistent-sluice-dir/e.log;\nevents {}\nhttp { server { listen 127.0.0.1:1; } }\n",
+        "events {}\nhttp { access_log /nonexistent-sluice-dir/a.log; server { listen 127.0.0.1:1; } }\n",
+    ] {
+        let s = prefix_with(conf);
+        let out = s.run(&["-t"]);
+        let err = stderr_of(&out);
+        let abs = conf_abs(&s);
+        let p = prog();
+        let file = if conf.starts_with("error_log") { "e.log" } else { "a.log" };
+        let want = format!(
+            "{p}: the configuration file {abs} syntax is ok\n\
+             {p}: [emerg] open() \"/nonexistent-sluice-dir/{file}\" failed (2: No such file or directory)\n\
+             {p}: configuration file {abs} test failed\n"
+        );
+        assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+        assert!(err.ends_with(&want), "want {want:?} at the end of:\n{err}");
+    }
+    // Logs that can be created are created, and the test passes.
+    let s = prefix_with("events {}\nhttp { access_log logs/new.log; server { listen 127.0.0.1:1; } }\n");
+    let out = s.run(&["-t"]);
+    assert!(out.status.success(), "stderr:\n{}", stderr_of(&out));
+    assert!(s.prefix.join("logs/new.log").exists());
+}

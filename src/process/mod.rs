@@ -97,8 +97,16 @@ pub fn main_entry(args: &[String]) -> i32 {
         }
     }
     if cli.test {
+        // nginx's order: the syntax verdict, then what opening files found.
         if !cli.quiet {
             eprintln!("sluice: the configuration file {name} syntax is ok");
+        }
+        if let Err(e) = prepare::check_roots(&cfg).and_then(|()| prepare::log_files(&cfg)) {
+            eprintln!("sluice: [emerg] {e}");
+            eprintln!("sluice: configuration file {name} test failed");
+            return 1;
+        }
+        if !cli.quiet {
             eprintln!("sluice: configuration file {name} test is successful");
         }
         if cli.dump {

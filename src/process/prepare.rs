@@ -30,6 +30,22 @@ fn loc_confs(cfg: &Config) -> Vec<&LocConf> {
     confs
 }
 
+/// `-t`: every error and access log can be opened (created if missing),
+/// as `nginx -t` checks by opening them, so a test that passes predicts a
+/// start that does not fail on a log path.
+pub fn log_files(cfg: &Config) -> Result<(), String> {
+    let error_logs = cfg.error_log_files.iter().filter_map(|f| f.path());
+    let access_logs = cfg.http.access_log_files.iter().map(|f| f.path.as_path());
+    for p in error_logs.chain(access_logs) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| format!("open() \"{}\" failed ({})", p.display(), super::signal::os_error(&e)))?;
+    }
+    Ok(())
+}
+
 /// With `user`, the temporary directories (`client_body_temp_path`) are
 /// created now and handed to the worker user, as nginx does: the workers
 /// could not create them under a root-owned prefix themselves. Without
