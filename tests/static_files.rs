@@ -692,3 +692,24 @@ fn named_captures_and_server_name_captures() {
     assert_eq!(get("/p/x", "red.test.com"), "prefix sub=red one=red two=test");
     assert_eq!(get("/p/x", "other.org"), "default");
 }
+
+#[test]
+fn named_captures_can_be_used_above_the_regex_that_defines_them() {
+    // nginx resolves variable names after reading the whole configuration:
+    // a log_format at the top of http may use a capture of a later location.
+    let s = builder()
+        .http(
+            "log_format who '$request_uri who=$who';\n\
+             access_log logs/access.log who;\n\
+             server { listen 127.0.0.1:{port};\n\
+               location /first { return 200 \"who=[$who]\"; }\n\
+               location ~ ^/u/(?<who>[a-z]+)$ { return 200 \"$who\"; }\n\
+             }",
+        )
+        .start();
+    assert_eq!(s.get("/u/bob").text(), "bob");
+    assert_eq!(s.get("/first").text(), "who=[]");
+    let log = wait_contains(&s.prefix.join("logs/access.log"), "/first who=", std::time::Duration::from_secs(5));
+    assert!(log.contains("/u/bob who=bob\n"), "access log:\n{log}");
+    assert!(log.contains("/first who=-\n"), "access log:\n{log}");
+}

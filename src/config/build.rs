@@ -339,6 +339,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     // Maps first: any template in http may use their variables.
     super::map::reset();
     super::captures::reset();
+    super::captures::declare_all(dirs);
     for d in dirs.iter().filter(|d| d.name == "map") {
         table::check_shape(table::lookup("map").ok_or_else(|| table::unknown(d))?, d)?;
         super::map::map_block(d)?;
