@@ -713,3 +713,22 @@ fn named_captures_can_be_used_above_the_regex_that_defines_them() {
     assert!(log.contains("/u/bob who=bob\n"), "access log:\n{log}");
     assert!(log.contains("/first who=-\n"), "access log:\n{log}");
 }
+
+#[test]
+fn map_regex_captures_in_values() {
+    let s = builder()
+        .http(
+            "map $http_host $site {\n\
+               default none;\n\
+               ~^(?<name>[a-z]+)\\.example\\.com$ $name;\n\
+               ~*^www\\.([a-z]+)\\.org$ org-$1;\n\
+             }\n\
+             server { listen 127.0.0.1:{port}; location / { return 200 \"site=$site\"; } }",
+        )
+        .start();
+    let get =
+        |host: &str| request(s.port, &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text();
+    assert_eq!(get("blue.example.com"), "site=blue");
+    assert_eq!(get("WWW.Foo.org"), "site=org-Foo");
+    assert_eq!(get("other.net"), "site=none");
+}

@@ -27,8 +27,8 @@ pub fn register<'a>(names: impl Iterator<Item = Option<&'a str>>) {
     });
 }
 
-/// Registers the named groups of every `location ~`/`~*` and `server_name ~`
-/// regex in the tree. A regex that does not compile is skipped here: the
+/// Registers the named groups of every `location ~`/`~*`, `server_name ~`
+/// and `map` regex in the tree. A regex that does not compile is skipped here: the
 /// build reports it at its line.
 pub fn declare_all(dirs: &[super::parser::Directive]) {
     for d in dirs {
@@ -37,6 +37,10 @@ pub fn declare_all(dirs: &[super::parser::Directive]) {
             "location" if d.args.len() == 2 && (text(0) == "~" || text(0) == "~*") => vec![text(1)],
             "location" => text(0).strip_prefix("~*").or_else(|| text(0).strip_prefix('~')).into_iter().collect(),
             "server_name" => d.args.iter().filter_map(|w| w.text.strip_prefix('~')).collect(),
+            // A `map` entry's key is the directive name.
+            key if key.starts_with('~') => {
+                key.strip_prefix("~*").or_else(|| key.strip_prefix('~')).into_iter().collect()
+            }
             _ => Vec::new(),
         };
         for p in patterns {

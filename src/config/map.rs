@@ -38,12 +38,41 @@ impl PartialEq for MapDef {
 }
 
 impl MapDef {
-    /// The value template for a source value.
-    pub fn lookup(&self, value: &[u8]) -> &Template {
+    /// The value template for a source value, with the captures of the
+    /// regex that matched (if one did): the value may use them, as
+    /// `~^(?<site>.+)\.example\.com$ $site;` or `$1` do in nginx.
+    pub fn lookup<'v>(&self, value: &'v [u8]) -> (&Template, Option<regex::bytes::Captures<'v>>) {
         if let Some(t) = self.exact.get(&value.to_ascii_lowercase()) {
-            return t;
+            return (t, None);
         }
-        self.regex.iter().find(|(re, _)| re.is_match(value)).map(|(_, t)| t).unwrap_or(&self.default)
+        for (re, t) in &self.regex {
+            if let Some(c) = re.captures(value) {
+                return (t, Some(c));
+            }
+        }
+        (&self.default, None)
+    }
+}
+
+/// Renders a map value with the matching regex's captures in front of the
+/// request's own variables.
+pub struct WithCaptures<'s, 'v> {
+    pub inner: &'s dyn crate::variables::VarSource,
+    pub caps: regex::bytes::Captures<'v>,
+}
+
+impl crate::variables::VarSource for WithCaptures<'_, '_> {
+    fn write_var(&self, var: &crate::variables::Var, out: &mut Vec<u8>) {
+        use crate::variables::Var;
+        let found = match var {
+            Var::Capture(n) => Some(self.caps.get(*n)),
+            Var::Named(name) => self.caps.name(name).map(Some),
+            _ => None,
+        };
+        match found {
+            Some(m) => out.extend_from_slice(m.map(|m| m.as_bytes()).unwrap_or_default()),
+            None => self.inner.write_var(var, out),
+        }
     }
 }
 
@@ -90,10 +119,12 @@ pub fn map_block(d: &Directive) -> Result<(), ConfError> {
                 if let Some(pat) = k.strip_prefix("~*") {
                     let re = regex::bytes::RegexBuilder::new(pat).case_insensitive(true).build();
                     let re = re.map_err(|err| ConfError::at(format!("invalid regex \"{}\": {}", pat, err), &e.span))?;
+                    super::captures::register(re.capture_names());
                     m.regex.push((re, value(e, v)?));
                 } else if let Some(pat) = k.strip_prefix('~') {
                     let re = regex::bytes::Regex::new(pat)
                         .map_err(|err| ConfError::at(format!("invalid regex \"{}\": {}", pat, err), &e.span))?;
+                    super::captures::register(re.capture_names());
                     m.regex.push((re, value(e, v)?));
                 } else {
                     let key = k.strip_prefix('\\').unwrap_or(k).as_bytes().to_ascii_lowercase();

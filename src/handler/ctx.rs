@@ -322,7 +322,10 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::Map(m) => {
                 let mut key = Vec::new();
                 m.source.render(self, &mut key);
-                m.lookup(&key).render(self, out);
+                match m.lookup(&key) {
+                    (t, None) => t.render(self, out),
+                    (t, Some(caps)) => t.render(&crate::config::map::WithCaptures { inner: self, caps }, out),
+                }
             }
             Var::SslSessionReused => {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
