@@ -109,6 +109,9 @@ fn workers_serve_as_the_configured_user_and_the_master_stays_root() {
     assert_eq!((r.status, r.text()), (200, "origin".to_string()));
     let temp = fs::metadata(s.prefix.join("client_body_temp")).expect("client_body_temp exists");
     assert_eq!(temp.uid(), NOBODY, "client_body_temp belongs to the worker user");
+    // So does the one responses read ahead of slow clients spill into.
+    let temp = fs::metadata(s.prefix.join("proxy_temp")).expect("proxy_temp exists");
+    assert_eq!(temp.uid(), NOBODY, "proxy_temp belongs to the worker user");
 
     // A reload's new workers drop as well.
     s.write_conf(&fs::read_to_string(s.conf_path()).unwrap().replace("\"origin\"", "\"reloaded\""));

@@ -180,6 +180,9 @@ fn apply_level<'d>(
             Set::Block => children.push((cmd, d)),
         }
     }
+    if let Some(l) = loc.as_deref() {
+        super::proxy_buffers::check(l, dirs)?;
+    }
     Ok(children)
 }
 
@@ -250,7 +253,7 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..SslConf::default()
         },
         http2: Http2Conf::default(),
-        proxy: super::proxy::ProxyConf::default(),
+        proxy: super::proxy::ProxyConf { buffers: super::proxy_buffers::BufferConf::new(prefix), ..Default::default() },
     }
 }
 

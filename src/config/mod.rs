@@ -11,6 +11,7 @@ pub mod map;
 pub mod model;
 pub mod parser;
 pub mod proxy;
+pub mod proxy_buffers;
 pub mod set_loc;
 pub mod set_main;
 pub mod set_server;

@@ -179,8 +179,11 @@ pub struct ProxyConf {
     pub next_upstream: NextUpstream,
     pub next_upstream_tries: u32,
     pub next_upstream_timeout: Duration,
+    /// `proxy_buffering`: read the origin ahead of the client (the origin's
+    /// `X-Accel-Buffering` may change it per response).
     pub buffering: bool,
     pub buffer_size: usize,
+    pub buffers: super::proxy_buffers::BufferConf,
     pub request_buffering: bool,
     /// Whether the origin request goes on when the client leaves.
     pub ignore_client_abort: bool,
@@ -216,7 +219,8 @@ impl Default for ProxyConf {
             next_upstream_tries: 0,
             next_upstream_timeout: Duration::ZERO,
             buffering: true,
-            buffer_size: 4096,
+            buffer_size: super::proxy_buffers::PAGE,
+            buffers: super::proxy_buffers::BufferConf::new(std::path::Path::new("")),
             request_buffering: true,
             ignore_client_abort: false,
             intercept_errors: false,
@@ -466,11 +470,6 @@ pub fn proxy_next_upstream_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) 
     Ok(())
 }
 
-pub fn proxy_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.buffering = flag(d)?;
-    Ok(())
-}
-
 pub fn proxy_request_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.proxy.request_buffering = flag(d)?;
     Ok(())
@@ -478,19 +477,6 @@ pub fn proxy_request_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R
 
 pub fn proxy_ignore_client_abort(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.proxy.ignore_client_abort = flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    c.proxy.buffer_size = value::parse_size(v).filter(|&n| n > 0).ok_or_else(|| invalid(d, v))? as usize;
-    Ok(())
-}
-
-pub fn proxy_buffers(_: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    number(d, 0)?;
-    let v = arg(d, 1);
-    value::parse_size(v).filter(|&n| n > 0).ok_or_else(|| invalid(d, v))?;
     Ok(())
 }
 

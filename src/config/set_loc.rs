@@ -211,15 +211,9 @@ pub fn client_body_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R
     Ok(())
 }
 
-/// `client_body_temp_path PATH [LEVEL...]`: the levels are accepted and
-/// unused (sluice's temporary files have no names to spread).
+/// `client_body_temp_path PATH [LEVEL...]`: as `proxy_temp_path`.
 pub fn client_body_temp_path(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    for w in d.args.iter().skip(1) {
-        if !matches!(w.text.as_str(), "1" | "2") {
-            return Err(invalid(d, &w.text));
-        }
-    }
-    c.client_body_temp_path = ctx.path(arg(d, 0));
+    c.client_body_temp_path = super::proxy_buffers::temp_path(d, ctx)?;
     Ok(())
 }
 

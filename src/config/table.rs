@@ -7,7 +7,7 @@
 use super::build::{Ctx, ServerBuild};
 use super::model::{LocConf, MainConf};
 use super::parser::{ConfError, Directive};
-use super::{proxy, set_loc, set_main, set_server, set_ssl};
+use super::{proxy, proxy_buffers, set_loc, set_main, set_server, set_ssl};
 
 pub const MAIN: u8 = 1;
 pub const EVENTS: u8 = 2;
@@ -180,10 +180,14 @@ pub static TABLE: &[Cmd] = &[
     cmd("proxy_next_upstream", HSL, 1, 12, Set::Loc(proxy::proxy_next_upstream)),
     cmd("proxy_next_upstream_tries", HSL, 1, 1, Set::Loc(proxy::proxy_next_upstream_tries)),
     cmd("proxy_next_upstream_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_next_upstream_timeout)),
-    cmd("proxy_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_buffering)),
+    cmd("proxy_buffering", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_buffering)),
     cmd("proxy_request_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_request_buffering)),
-    cmd("proxy_buffer_size", HSL, 1, 1, Set::Loc(proxy::proxy_buffer_size)),
-    cmd("proxy_buffers", HSL, 2, 2, Set::Loc(proxy::proxy_buffers)),
+    cmd("proxy_buffer_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_buffer_size)),
+    cmd("proxy_buffers", HSL, 2, 2, Set::Loc(proxy_buffers::proxy_buffers)),
+    cmd("proxy_busy_buffers_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_busy_buffers_size)),
+    cmd("proxy_temp_file_write_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_temp_file_write_size)),
+    cmd("proxy_max_temp_file_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_max_temp_file_size)),
+    cmd("proxy_temp_path", HSL, 1, 4, Set::Loc(proxy_buffers::proxy_temp_path)),
     cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_intercept_errors)),
     multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),
     cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),

@@ -209,3 +209,52 @@ fn error_log_per_level() {
         "error_log target \"memory:1m\" is not supported yet in /etc/t.conf:1"
     );
 }
+
+#[test]
+fn proxy_buffer_sizes_are_checked_as_nginx_merges_them() {
+    let http = |body: &str| format!("events {{}} http {{ server {{ location / {{ {body} }} }} }}");
+    let at = " in /etc/t.conf:1";
+    let of = "the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\"";
+    for (body, want) in [
+        ("proxy_buffers 1 4k;", "there must be at least 2 \"proxy_buffers\"".to_string()),
+        (
+            "proxy_buffers 2 4k;",
+            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer".into(),
+        ),
+        (
+            "proxy_buffer_size 16k;",
+            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer".into(),
+        ),
+        ("proxy_busy_buffers_size 2k;", format!("\"proxy_busy_buffers_size\" must be equal to or greater than {of}")),
+        (
+            "proxy_temp_file_write_size 1k;",
+            format!("\"proxy_temp_file_write_size\" must be equal to or greater than {of}"),
+        ),
+        (
+            "proxy_max_temp_file_size 1k;",
+            format!(
+                "\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal \
+                 to or greater than {of}"
+            ),
+        ),
+        ("proxy_buffers 8 0;", "invalid value \"0\" in \"proxy_buffers\" directive".into()),
+        ("proxy_temp_path t 0;", "invalid value \"0\" in \"proxy_temp_path\" directive".into()),
+        ("proxy_temp_path t 1 2 3 4;", "invalid number of arguments in \"proxy_temp_path\" directive".into()),
+    ] {
+        assert_eq!(err(&http(body)), format!("{want}{at}"), "{body}");
+    }
+    let cfg = try_load(&http(
+        "proxy_buffers 2 4k; proxy_busy_buffers_size 4k; proxy_max_temp_file_size 0; proxy_temp_path /t 1 2 3;",
+    ))
+    .expect("valid");
+    let b = &cfg.http.servers[0].locations.prefix[0].conf.proxy.buffers;
+    assert_eq!((b.number, b.size, b.busy, b.max_temp_file), (2, 4096, Some(4096), 0));
+    assert_eq!(b.temp_path, std::path::Path::new("/t"));
+    // nginx's defaults: 8 4k, 1024m, proxy_temp under the prefix.
+    let cfg = try_load(&http("")).expect("valid");
+    let b = &cfg.http.servers[0].conf.proxy.buffers;
+    assert_eq!((b.number, b.size, b.memory(), b.temp_write(4096)), (8, 4096, 32768, 8192));
+    assert_eq!((b.max_temp_file, b.temp_path.as_path()), (1 << 30, std::path::Path::new("/srv/p/proxy_temp")));
+    // Set at http, checked there and inherited.
+    assert!(err("events {} http { proxy_buffers 2 8k; server { } }").starts_with("\"proxy_busy_buffers_size\""));
+}

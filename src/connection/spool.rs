@@ -84,8 +84,8 @@ fn write_failed(dir: &Path, e: &io::Error) -> String {
 
 /// An anonymous file in `dir` (O_TMPFILE), created with the directory if
 /// needed; where the file system has no O_TMPFILE, a named file unlinked
-/// at once.
-fn temp_file(dir: &Path) -> Result<File, String> {
+/// at once. Also holds responses read ahead by the proxy.
+pub(crate) fn temp_file(dir: &Path) -> Result<File, String> {
     let fail = |e: io::Error| {
         format!("open() a temporary file in \"{}\" failed ({})", dir.display(), crate::process::signal::os_error(&e))
     };

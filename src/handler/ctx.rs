@@ -113,6 +113,10 @@ impl<T> Tries<T> {
     pub fn last(&self) -> Option<&T> {
         self.more.last().or(self.first.as_ref())
     }
+
+    pub fn last_mut(&mut self) -> Option<&mut T> {
+        self.more.last_mut().or(self.first.as_mut())
+    }
 }
 
 /// Milliseconds as nginx prints times: seconds with three decimals.

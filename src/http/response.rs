@@ -22,7 +22,7 @@ pub enum Body {
     /// (which is asynchronous) and replaces the whole response.
     Proxy,
     /// The origin's body, streamed as it arrives.
-    Upstream(Box<crate::proxy::wire::UpstreamBody>),
+    Upstream(Box<crate::proxy::body::UpstreamBody>),
     /// multipart/byteranges: each part's header, its range, then a trailer.
     Multipart {
         file: Rc<OpenFile>,

@@ -46,15 +46,17 @@ pub fn log_files(cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-/// With `user`, the temporary directories (`client_body_temp_path`) are
-/// created now and handed to the worker user, as nginx does: the workers
-/// could not create them under a root-owned prefix themselves. Without
-/// `user` they are created on first use by whoever runs sluice.
+/// With `user`, the temporary directories (`client_body_temp_path`,
+/// `proxy_temp_path`) are created now and handed to the worker user, as
+/// nginx does: the workers could not create them under a root-owned prefix
+/// themselves. Without `user` they are created on first use by whoever runs
+/// sluice.
 pub fn temp_dirs(cfg: &Config) -> Result<(), String> {
     let Some(user) = &cfg.main.user else { return Ok(()) };
     let mut seen = HashSet::new();
-    for c in loc_confs(cfg) {
-        let dir = &c.client_body_temp_path;
+    let confs = loc_confs(cfg);
+    let dirs = confs.iter().flat_map(|c| [&c.client_body_temp_path, &c.proxy.buffers.temp_path]);
+    for dir in dirs {
         if !seen.insert(dir.clone()) {
             continue;
         }

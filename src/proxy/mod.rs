@@ -2,9 +2,12 @@
 //! or connect, send the request (its body was read first, as nginx's
 //! `proxy_request_buffering on` does), read the response head, and retry on
 //! the next peer per `proxy_next_upstream`. The response body then streams
-//! to the client from the connection layer ([`wire::UpstreamBody`]), which
-//! hands the origin connection back with [`release`].
+//! to the client from the connection layer ([`body::UpstreamBody`], read
+//! ahead of a slow client by [`ahead`] with `proxy_buffering`), and the
+//! origin connection goes back with [`release`] once the origin is done.
 
+pub mod ahead;
+pub mod body;
 pub mod dynamic;
 pub mod peers;
 pub mod request_body;
@@ -28,7 +31,8 @@ use crate::http::response::{Body, Response};
 use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::WorkerCtx;
-use wire::{Framing, HeadError, UpstreamBody};
+use body::{BodyError, UpstreamBody};
+use wire::HeadError;
 
 /// Where the origin connection goes once its body is done.
 #[derive(Debug)]
@@ -39,18 +43,18 @@ pub struct Release {
     pub keep_alive: bool,
     /// The `queue` slot this request holds until its body is done.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// When this peer was tried, for `$upstream_response_time`.
+    pub started: Instant,
 }
 
 enum Attempt {
-    Ok(wire::ResponseHead, UpStream, Vec<u8>, u64),
+    /// The head, the connection, what followed the head, the connection's
+    /// request count and when the try started.
+    Ok(wire::ResponseHead, UpStream, Vec<u8>, u64, Instant),
     /// Failed; the status it would give, whether proxy_next_upstream allows
     /// another try, and whether the request reached the origin (a request
     /// never sent may go elsewhere whatever its method, as in nginx).
-    Failed {
-        status: u16,
-        next: bool,
-        sent: bool,
-    },
+    Failed { status: u16, next: bool, sent: bool },
     /// A streamed request body failed on the client's side.
     Client(crate::connection::body::BodyError),
     /// The client closed its connection while the origin worked.
@@ -140,7 +144,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         tries += 1;
         let sent = Sent { head: &req, framing };
         match attempt(w, ctx, &pass, peer, &sent, client, head_request, started).await {
-            Attempt::Ok(head, stream, rest, requests) => {
+            Attempt::Ok(head, stream, rest, requests, tried) => {
                 let status = head.status;
                 let next_ok = conf.next_upstream.on_status(status)
                     && tries < max_tries
@@ -151,7 +155,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     last_status = status;
                     continue;
                 }
-                let release = Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot };
+                let release =
+                    Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot, started: tried };
                 return build_response(ctx, &pass, head, stream, rest, release);
             }
             Attempt::Gone(when) => {
@@ -316,7 +321,7 @@ async fn attempt(
             // The buffer goes on with what followed the head (no copy into
             // a new allocation).
             buf.drain(..head.head_len);
-            Attempt::Ok(head, stream, buf, requests + 1)
+            Attempt::Ok(head, stream, buf, requests + 1, t0)
         }
         Err(e) => {
             if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() && !client.body_spent() {
@@ -407,13 +412,20 @@ fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &
     log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
 }
 
-/// An origin failing while its body streams to the client (HTTP/1 and
-/// HTTP/2 alike): nginx's "... while reading upstream" line.
-pub fn log_body_error(ctx: &ReqCtx<'_, '_>, why: &str) {
+/// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
+/// nginx's "... while reading upstream" line.
+pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
+    let (level, why) = match e {
+        BodyError::Timeout => (Level::Error, "upstream timed out (110: Connection timed out)"),
+        BodyError::Truncated => (Level::Error, "upstream prematurely closed connection"),
+        BodyError::Invalid => (Level::Error, "upstream sent invalid chunked response"),
+        BodyError::Io(_) => (Level::Error, "recv() failed"),
+        BodyError::TempFile(why) => (Level::Crit, why.as_str()),
+    };
     let peer = ctx.upstream.addr.last().map(String::as_str).unwrap_or("");
     log_to!(
         ctx.conf.error_log,
-        Level::Error,
+        level,
         "*{} {} while reading upstream, {}",
         ctx.conn.id,
         why,
@@ -563,15 +575,9 @@ fn build_response<'c>(
             *v = rewrite_location(ctx, pass, v);
         }
     }
-    let framing_done = matches!(head.framing, Framing::None(_));
-    let body = UpstreamBody {
-        stream: Some(stream),
-        buf: rest,
-        framing: head.framing,
-        read_timeout: ctx.conf.proxy.read_timeout,
-        done: framing_done,
-        release: Some(release),
-    };
+    let mut body = UpstreamBody::new(stream, rest, head.framing, ctx.conf.proxy.read_timeout);
+    body.release = Some(release);
+    body.buffering = head.accel_buffering.unwrap_or(ctx.conf.proxy.buffering);
     resp.body = Body::Upstream(Box::new(body));
     if ctx.conf.proxy.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {
         let status = resp.status;
@@ -583,12 +589,21 @@ fn build_response<'c>(
 }
 
 /// Returns the origin connection to the pool (when its body was read to the
-/// end and the origin allows reuse) and the peer's connection slot.
+/// end and the origin allows reuse) and the peer's connection slot. A body
+/// cut short counts as the peer failing, as nginx's "upstream prematurely
+/// closed connection" does.
 pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
+    release_as(w, body, !body.done);
+}
+
+/// `release`, saying whether the peer failed; the first call wins.
+pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
     let Some(r) = body.release.take() else { return };
-    // A body cut short counts as the peer failing, as nginx's "upstream
-    // prematurely closed connection" does.
-    let failed = !body.done;
+    // A body that came whole with the head ended when the head did: the
+    // header time already stands for it.
+    if body.read_since_head {
+        body.response_ms = Some(ms(r.started));
+    }
     let _ = w.proxy.borrow_mut().get(&r.upstream).done(r.peer, failed);
     if body.done
         && r.keep_alive
@@ -597,7 +612,20 @@ pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
     {
         w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, r.peer, s, r.requests);
     }
+    body.stream = None;
     w.proxy.borrow_mut().give_buf(std::mem::take(&mut body.buf));
+}
+
+/// After the client's response: the origin connection released if that
+/// has not happened yet, and `$upstream_response_time` taken as of the
+/// release (the origin's last byte), as nginx measures it.
+pub fn finish_body(w: &WorkerCtx, ctx: &mut ReqCtx<'_, '_>, body: &mut UpstreamBody) {
+    release(w, body);
+    if let Some(t) = body.response_ms.take()
+        && let Some(last) = ctx.upstream.response_ms.last_mut()
+    {
+        *last = Some(t);
+    }
 }
 
 /// Copies both ways between the client and the origin after a 101, until

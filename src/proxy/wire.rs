@@ -4,9 +4,6 @@
 
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
-use std::time::Duration;
-
-use tokio::io::AsyncReadExt;
 
 use super::request_body::SendFraming;
 use crate::config::proxy::{ProxyConf, ProxyPass};
@@ -225,6 +222,9 @@ pub struct ResponseHead {
     /// The connection may be reused after the body.
     pub keep_alive: bool,
     pub head_len: usize,
+    /// `X-Accel-Buffering: yes|no`: the origin overrides `proxy_buffering`
+    /// for this response, as nginx lets it.
+    pub accel_buffering: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -309,6 +309,7 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
     let mut low = [0u8; 32];
     let mut low_long = Vec::new();
     let mut options: Vec<&[u8]> = Vec::new();
+    let mut accel_buffering = None;
     for h in r.headers.iter() {
         let v = h.value;
         // httparse (default config: no obs-fold, no invalid lines ignored)
@@ -353,6 +354,13 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
                     close = false;
                 }
             }
+            b"x-accel-buffering" => {
+                if v.eq_ignore_ascii_case(b"yes") {
+                    accel_buffering = Some(true);
+                } else if v.eq_ignore_ascii_case(b"no") {
+                    accel_buffering = Some(false);
+                }
+            }
             b"content-type" => {
                 content_type = Some(match std::str::from_utf8(v) {
                     Ok(s) => s.to_owned(),
@@ -394,112 +402,5 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
         close = true;
         Framing::Close
     };
-    Ok(Some(ResponseHead { status, headers, content_type, framing, keep_alive: !close, head_len }))
-}
-
-/// The origin's response body as it streams through to the client.
-pub struct UpstreamBody {
-    pub stream: Option<super::upstream_tls::UpStream>,
-    /// Bytes read past the head, not yet passed on.
-    pub buf: Vec<u8>,
-    pub framing: Framing,
-    pub read_timeout: Duration,
-    pub done: bool,
-    /// Where the connection goes afterwards (see `proxy::release`).
-    pub release: Option<super::Release>,
-}
-
-#[derive(Debug)]
-pub enum BodyError {
-    Timeout,
-    /// The origin closed before the framing said the body ends.
-    Truncated,
-    Invalid,
-    Io(std::io::Error),
-}
-
-impl UpstreamBody {
-    /// The length, when the origin said it.
-    pub fn known_len(&self) -> Option<u64> {
-        match &self.framing {
-            Framing::None(declared) => Some(declared.unwrap_or(0)),
-            Framing::Length(n) => Some(*n),
-            _ => None,
-        }
-    }
-
-    /// Appends the next piece of body to `out` (up to about `max` bytes);
-    /// Ok(false) once the body is complete.
-    pub async fn next(&mut self, out: &mut Vec<u8>, max: usize) -> Result<bool, BodyError> {
-        loop {
-            if self.done {
-                return Ok(false);
-            }
-            match &mut self.framing {
-                Framing::None(_) => {
-                    self.done = true;
-                    return Ok(false);
-                }
-                Framing::Length(left) => {
-                    if *left == 0 {
-                        self.done = true;
-                        return Ok(false);
-                    }
-                    if !self.buf.is_empty() {
-                        let n = (*left).min(self.buf.len() as u64).min(max as u64) as usize;
-                        out.extend_from_slice(&self.buf[..n]);
-                        self.buf.drain(..n);
-                        *left -= n as u64;
-                        if *left == 0 {
-                            self.done = true;
-                        }
-                        return Ok(true);
-                    }
-                }
-                Framing::Chunked(d) => {
-                    if !self.buf.is_empty() {
-                        let before = out.len();
-                        let used =
-                            d.feed(&self.buf, |data| out.extend_from_slice(data)).map_err(|_| BodyError::Invalid)?;
-                        self.buf.drain(..used);
-                        if d.is_done() {
-                            self.done = true;
-                            return Ok(out.len() > before);
-                        }
-                        if out.len() > before {
-                            return Ok(true);
-                        }
-                    }
-                }
-                Framing::Close => {
-                    if !self.buf.is_empty() {
-                        out.append(&mut self.buf);
-                        return Ok(true);
-                    }
-                }
-            }
-            // Need more bytes from the origin.
-            let Some(s) = self.stream.as_mut() else { return Err(BodyError::Truncated) };
-            self.buf.reserve(max.clamp(4096, 64 * 1024));
-            match tokio::time::timeout(self.read_timeout, s.read_buf(&mut self.buf)).await {
-                Err(_) => return Err(BodyError::Timeout),
-                Ok(Err(e)) => return Err(BodyError::Io(e)),
-                Ok(Ok(0)) => {
-                    if matches!(self.framing, Framing::Close) {
-                        self.done = true;
-                        self.stream = None;
-                        return Ok(false);
-                    }
-                    return Err(BodyError::Truncated);
-                }
-                Ok(Ok(_)) => {}
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for UpstreamBody {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UpstreamBody").field("framing", &self.framing).field("done", &self.done).finish()
-    }
+    Ok(Some(ResponseHead { status, headers, content_type, framing, keep_alive: !close, head_len, accel_buffering }))
 }

@@ -57,6 +57,7 @@ impl Req {
 enum Step {
     Write(Vec<u8>),
     Sleep(Duration),
+    Signal(Arc<AtomicBool>),
 }
 
 /// What the origin does with a request, step by step.
@@ -107,6 +108,12 @@ impl Reply {
     }
     pub fn then_write(mut self, bytes: impl AsRef<[u8]>) -> Reply {
         self.steps.push(Step::Write(bytes.as_ref().to_vec()));
+        self
+    }
+    /// Sets `flag` once everything before it was written (handed to the
+    /// kernel: the proxy has it, or its socket buffers do).
+    pub fn then_signal(mut self, flag: &Arc<AtomicBool>) -> Reply {
+        self.steps.push(Step::Signal(flag.clone()));
         self
     }
     /// Close the connection after the reply.
@@ -264,6 +271,7 @@ fn serve(mut s: TcpStream, conn: usize, sh: &Shared) {
         for step in reply.steps {
             match step {
                 Step::Sleep(d) => std::thread::sleep(d),
+                Step::Signal(f) => f.store(true, Ordering::SeqCst),
                 Step::Write(b) => {
                     let b = match reply.head_len {
                         Some(n) if head_only => &b[..n],

@@ -22,8 +22,8 @@ use crate::http::response::{Body, Response};
 use crate::http::uri;
 use crate::log::error::Level;
 use crate::log_to;
-use crate::worker::ConnGuard;
 use crate::worker::idle::Fired;
+use crate::worker::{ConnGuard, WorkerCtx};
 
 /// Pipelined responses are gathered up to this size before a write.
 const PIPELINE_FLUSH: usize = 64 * 1024;
@@ -354,8 +354,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     }
     let (sent_ok, body_bytes) = match &mut resp.body {
         Body::Upstream(up) => {
-            let r = write_upstream(&mut out, up, head_only, chunked, &ctx).await;
-            crate::proxy::release(w, up);
+            let r = write_upstream(w, &mut out, up, head_only, chunked, &ctx).await;
+            crate::proxy::finish_body(w, &mut ctx, up);
             r
         }
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
@@ -492,12 +492,14 @@ async fn write_body(
 }
 
 /// Streams an origin's body to the client as it arrives (chunked when its
-/// length is unknown). An origin that fails mid-body leaves the client
-/// response truncated (the connection closes), never a short body that
-/// looks complete.
+/// length is unknown), reading ahead of a slow client while writing when
+/// the response is buffered. An origin that fails mid-body leaves the
+/// client response truncated (the connection closes), never a short body
+/// that looks complete.
 async fn write_upstream(
+    w: &WorkerCtx,
     c: &mut Out<'_>,
-    up: &mut crate::proxy::wire::UpstreamBody,
+    up: &mut crate::proxy::body::UpstreamBody,
     head_only: bool,
     chunked: bool,
     ctx: &ReqCtx<'_, '_>,
@@ -513,7 +515,7 @@ async fn write_upstream(
     loop {
         piece.clear();
         let before = c.wbuf.len();
-        let next = if chunked { up.next(&mut piece, 64 * 1024).await } else { up.next(c.wbuf, 64 * 1024).await };
+        let next = if chunked { up.next(w, &mut piece, 64 * 1024).await } else { up.next(w, c.wbuf, 64 * 1024).await };
         match next {
             Ok(more) => {
                 if !piece.is_empty() {
@@ -531,18 +533,12 @@ async fn write_upstream(
                     }
                     return (flush(c, t, false).await, sent);
                 }
-                if !flush(c, t, false).await {
+                if !crate::proxy::ahead::while_writing(w, ctx, up, flush(c, t, false)).await {
                     return (false, sent);
                 }
             }
             Err(e) => {
-                let why = match e {
-                    crate::proxy::wire::BodyError::Timeout => "upstream timed out (110: Connection timed out)",
-                    crate::proxy::wire::BodyError::Truncated => "upstream prematurely closed connection",
-                    crate::proxy::wire::BodyError::Invalid => "upstream sent invalid chunked response",
-                    crate::proxy::wire::BodyError::Io(_) => "recv() failed",
-                };
-                crate::proxy::log_body_error(ctx, why);
+                crate::proxy::log_body_error(ctx, &e);
                 // What arrived goes out; the missing end tells the client.
                 if !piece.is_empty() {
                     push_chunk_size(c.wbuf, piece.len());

@@ -31,8 +31,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::handler::ctx::ReqCtx;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
+use crate::proxy::body::UpstreamBody;
 use crate::proxy::websocket;
-use crate::proxy::wire::UpstreamBody;
 use crate::worker::WorkerCtx;
 use crate::{log_req, log_to};
 

@@ -343,11 +343,7 @@ async fn stream(
     let end = end && (head_only || !streamed);
     let sent = match respond.send_response(hdr, end) {
         Ok(tx) if streamed && !end => match &mut resp.body {
-            crate::http::response::Body::Upstream(up) => {
-                let r = send_upstream(tx, up, &ctx).await;
-                crate::proxy::release(&w, up);
-                r
-            }
+            crate::http::response::Body::Upstream(up) => send_upstream(&w, tx, up, &ctx).await,
             _ => Err(()),
         },
         Ok(tx) if !end => send_body(tx, segs, total, conf, info.id).await,
@@ -355,7 +351,7 @@ async fn stream(
         Err(_) => Err(()),
     };
     if let crate::http::response::Body::Upstream(up) = &mut resp.body {
-        crate::proxy::release(&w, up);
+        crate::proxy::finish_body(&w, &mut ctx, up);
     }
     let ok = sent.is_ok();
     let body_bytes = sent.unwrap_or(0);
@@ -454,20 +450,22 @@ async fn send_body(mut tx: SendStream<Bytes>, segs: Vec<Seg>, total: u64, conf: 
 }
 
 /// Streams an origin's body as DATA frames as it arrives and as the peer's
-/// window allows; an origin failing mid-body resets the stream, so the
-/// client never takes a truncated body for a complete one.
+/// window allows, reading ahead while waiting for window when the response
+/// is buffered; an origin failing mid-body resets the stream, so the client
+/// never takes a truncated body for a complete one.
 async fn send_upstream(
+    w: &WorkerCtx,
     mut tx: SendStream<Bytes>,
-    up: &mut crate::proxy::wire::UpstreamBody,
+    up: &mut crate::proxy::body::UpstreamBody,
     ctx: &ReqCtx<'_, '_>,
 ) -> Result<u64, ()> {
     let mut sent = 0u64;
     loop {
         let mut piece = Vec::new();
-        let more = match up.next(&mut piece, MAX_PIECE).await {
+        let more = match up.next(w, &mut piece, MAX_PIECE).await {
             Ok(m) => m,
-            Err(_) => {
-                crate::proxy::log_body_error(ctx, "upstream prematurely closed connection");
+            Err(e) => {
+                crate::proxy::log_body_error(ctx, &e);
                 tx.send_reset(h2::Reason::INTERNAL_ERROR);
                 return Err(());
             }
@@ -478,7 +476,8 @@ async fn send_upstream(
             return Ok(sent);
         }
         while !b.is_empty() {
-            let n = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id).await?;
+            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id);
+            let n = crate::proxy::ahead::while_writing(w, ctx, up, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
             tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;

@@ -1,0 +1,179 @@
+//! The origin's response body on its way to the client. The connection
+//! layer pulls it piece by piece with [`UpstreamBody::next`]; with
+//! `proxy_buffering` it also reads ahead while the client is slow
+//! (`super::ahead`). Either way the origin connection is handed back the
+//! moment the origin has sent the whole body, not when the client has it,
+//! as nginx finalizes the upstream then.
+
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+use super::ahead::Store;
+use super::upstream_tls::UpStream;
+use super::wire::Framing;
+use crate::worker::WorkerCtx;
+
+/// The origin's response body as it streams through to the client.
+pub struct UpstreamBody {
+    pub stream: Option<UpStream>,
+    /// Bytes read past the head, not yet decoded from their framing.
+    pub buf: Vec<u8>,
+    pub framing: Framing,
+    pub read_timeout: Duration,
+    /// The origin has sent the whole body (what is left is in `buf` no
+    /// more, but may still be in `ahead`).
+    pub done: bool,
+    /// Where the connection goes afterwards (see `proxy::release`).
+    pub release: Option<super::Release>,
+    /// Read ahead of the client (`proxy_buffering`, or the origin's
+    /// `X-Accel-Buffering`).
+    pub buffering: bool,
+    /// What was read ahead and not yet passed on; allocated only once a
+    /// body outlasts the first client write.
+    pub ahead: Option<Box<Store>>,
+    /// The origin was read after its head: the body ended later than the
+    /// head did, so its end needs a clock reading of its own.
+    pub(super) read_since_head: bool,
+    /// `$upstream_response_time` as of the origin connection's release.
+    pub response_ms: Option<u64>,
+}
+
+#[derive(Debug)]
+pub enum BodyError {
+    Timeout,
+    /// The origin closed before the framing said the body ends.
+    Truncated,
+    Invalid,
+    Io(std::io::Error),
+    /// The temporary file failed (nginx's `[crit]` line, without context).
+    TempFile(String),
+}
+
+impl UpstreamBody {
+    pub fn new(stream: UpStream, buf: Vec<u8>, framing: Framing, read_timeout: Duration) -> UpstreamBody {
+        let done = matches!(framing, Framing::None(_));
+        UpstreamBody {
+            stream: Some(stream),
+            buf,
+            framing,
+            read_timeout,
+            done,
+            release: None,
+            buffering: false,
+            ahead: None,
+            read_since_head: false,
+            response_ms: None,
+        }
+    }
+
+    /// The length, when the origin said it.
+    pub fn known_len(&self) -> Option<u64> {
+        match &self.framing {
+            Framing::None(declared) => Some(declared.unwrap_or(0)),
+            Framing::Length(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Appends the next piece of body to `out` (up to about `max` bytes);
+    /// Ok(false) once the body is complete.
+    pub async fn next(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, BodyError> {
+        if let Some(a) = self.ahead.as_mut() {
+            if !a.is_empty() {
+                a.take(out, max).map_err(|e| BodyError::TempFile(format!("pread() failed ({})", os_error(&e))))?;
+                return Ok(true);
+            }
+            if let Some(e) = a.failed.take() {
+                return Err(e);
+            }
+        }
+        loop {
+            if self.done {
+                super::release(w, self);
+                return Ok(false);
+            }
+            let before = out.len();
+            self.decode(max, &mut |data| out.extend_from_slice(data))?;
+            if out.len() > before {
+                if self.done {
+                    super::release(w, self);
+                }
+                return Ok(true);
+            }
+            if self.done {
+                continue;
+            }
+            // Need more bytes from the origin.
+            if !self.read_more(w, max.clamp(4096, 64 * 1024)).await? {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Moves body bytes out of the raw buffer into `sink` (at most `max`
+    /// for a known length), by the framing; sets `done` at the body's end.
+    pub(super) fn decode(&mut self, max: usize, sink: &mut dyn FnMut(&[u8])) -> Result<(), BodyError> {
+        match &mut self.framing {
+            Framing::None(_) => self.done = true,
+            Framing::Length(left) => {
+                let n = (*left).min(self.buf.len() as u64).min(max as u64) as usize;
+                if n > 0 {
+                    sink(&self.buf[..n]);
+                    self.buf.drain(..n);
+                    *left -= n as u64;
+                }
+                self.done = *left == 0;
+            }
+            Framing::Chunked(d) => {
+                if !self.buf.is_empty() {
+                    let used = d.feed(&self.buf, |data| sink(data)).map_err(|_| BodyError::Invalid)?;
+                    self.buf.drain(..used);
+                    self.done = d.is_done();
+                }
+            }
+            Framing::Close => {
+                if !self.buf.is_empty() {
+                    sink(&self.buf);
+                    self.buf.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One read of at most `want` bytes from the origin into the raw
+    /// buffer; Ok(false) when the origin closed where that ends the body
+    /// (its connection is then released).
+    pub(super) async fn read_more(&mut self, w: &WorkerCtx, want: usize) -> Result<bool, BodyError> {
+        use bytes::BufMut;
+        let Some(s) = self.stream.as_mut() else { return Err(BodyError::Truncated) };
+        self.read_since_head = true;
+        self.buf.reserve(want);
+        let mut room = (&mut self.buf).limit(want);
+        match tokio::time::timeout(self.read_timeout, s.read_buf(&mut room)).await {
+            Err(_) => Err(BodyError::Timeout),
+            Ok(Err(e)) => Err(BodyError::Io(e)),
+            Ok(Ok(0)) => {
+                if matches!(self.framing, Framing::Close) {
+                    self.done = true;
+                    self.stream = None;
+                    super::release(w, self);
+                    return Ok(false);
+                }
+                Err(BodyError::Truncated)
+            }
+            Ok(Ok(_)) => Ok(true),
+        }
+    }
+}
+
+fn os_error(e: &std::io::Error) -> String {
+    crate::process::signal::os_error(e)
+}
+
+impl std::fmt::Debug for UpstreamBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamBody").field("framing", &self.framing).field("done", &self.done).finish()
+    }
+}
