@@ -77,6 +77,7 @@ fn workers_serve_as_the_configured_user_and_the_master_stays_root() {
         .main("user nobody nogroup;\nworker_processes 2;")
         .http(
             "client_body_temp_path client_body_temp;\n\
+             proxy_temp_path proxy_temp;\n\
              server { listen 127.0.0.1:{port0};\n\
                location / { root html; }\n\
                location /up { client_body_buffer_size 1k; proxy_pass http://127.0.0.1:{port1}/; } }\n\
@@ -149,10 +150,11 @@ fn without_root_user_is_ignored_with_nginx_warning() {
     if !running_as_root() {
         return;
     }
-    // Run `-t` as nobody (setpriv, util-linux) on a prefix nobody can read.
+    // Run `-t` as nobody (setpriv, util-linux) on a prefix nobody can read,
+    // with a logs directory it may write (`-t` opens the logs).
     let s = builder().main("user www-data;").http("server { listen 127.0.0.1:{port}; }").prepare();
-    for dir in [s.prefix.clone(), s.prefix.join("conf")] {
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    for (dir, mode) in [(s.prefix.clone(), 0o755), (s.prefix.join("conf"), 0o755), (s.prefix.join("logs"), 0o777)] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
     }
     let bin = if std::env::var_os("SLUICE_TEST_NGINX").is_some() { NGINX } else { BIN };
     let out = Command::new("setpriv")
