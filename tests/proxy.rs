@@ -624,6 +624,35 @@ fn proxy_intercept_errors_with_error_page() {
 }
 
 #[test]
+fn intercepted_errors_give_back_the_peers_connection_slot() {
+    // With max_conns=1, a slot the intercepted response kept would turn every
+    // later request into a 502 ("no live upstreams").
+    let o = Origin::start(|r| match r.target() {
+        t if t.ends_with("/missing") => Reply::http(404, &[], "origin 404 body"),
+        _ => Reply::ok("fine"),
+    });
+    let s = builder()
+        .http(&sub(
+            r#"upstream one { server 127.0.0.1:%A% max_conns=1; }
+            server {
+                listen 127.0.0.1:{port};
+                root html;
+                location / { proxy_pass http://one; proxy_intercept_errors on; error_page 404 /e404.html; }
+                location = /e404.html { }
+            }"#,
+            &[("%A%", o.port)],
+        ))
+        .file("html/e404.html", "custom 404 page\n")
+        .start();
+    for _ in 0..3 {
+        let r = s.get("/missing");
+        assert_eq!((r.status, r.text().as_str()), (404, "custom 404 page\n"), "{}", r.head);
+    }
+    let r = s.get("/ok");
+    assert_eq!((r.status, r.text().as_str()), (200, "fine"), "{}", r.head);
+}
+
+#[test]
 fn upstream_variables_in_access_log() {
     let dead = free_port();
     let e502 = Origin::start(|_| Reply::http(502, &[], "e502"));

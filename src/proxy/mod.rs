@@ -157,7 +157,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                 }
                 let release =
                     Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot, started: tried };
-                return build_response(ctx, &pass, head, stream, rest, release);
+                return build_response(w, ctx, &pass, head, stream, rest, release);
             }
             Attempt::Gone(when) => {
                 let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
@@ -560,6 +560,7 @@ fn rewrite_location(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, v: &[u8]) -> Vec<u8>
 }
 
 fn build_response<'c>(
+    w: &WorkerCtx,
     ctx: &mut ReqCtx<'c, '_>,
     pass: &ProxyPass,
     head: wire::ResponseHead,
@@ -578,13 +579,14 @@ fn build_response<'c>(
     let mut body = UpstreamBody::new(stream, rest, head.framing, ctx.conf.proxy.read_timeout);
     body.release = Some(release);
     body.buffering = head.accel_buffering.unwrap_or(ctx.conf.proxy.buffering);
-    resp.body = Body::Upstream(Box::new(body));
     if ctx.conf.proxy.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {
-        let status = resp.status;
         // The origin's body is not wanted: its connection is not reusable
-        // unless read to the end, so it is dropped.
-        return crate::handler::finish_error(ctx, status);
+        // unless read to the end, so it is closed; the peer answered, so it
+        // did not fail, and its connection count and queue slot come back.
+        release_as(w, &mut body, false);
+        return crate::handler::finish_error(ctx, resp.status);
     }
+    resp.body = Body::Upstream(Box::new(body));
     crate::handler::finish_proxied(ctx, resp)
 }
 
