@@ -105,7 +105,8 @@ pub struct ListenSpec {
     pub default_server: bool,
     pub backlog: Option<i32>,
     pub reuseport: bool,
-    /// `deferred`: TCP_DEFER_ACCEPT.
+    /// `deferred`: counts as a listen option (given once per address);
+    /// every listener defers accepting anyway (`listener::tune`).
     pub deferred: bool,
     pub ssl: bool,
     pub http2: bool,

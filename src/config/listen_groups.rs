@@ -16,7 +16,6 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         addr: std::net::SocketAddr,
         backlog: Option<i32>,
         reuseport: bool,
-        deferred: bool,
         ssl: bool,
         http2: bool,
         /// Servers on this address with where they listen, to check TLS.
@@ -36,7 +35,6 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     addr: spec.addr,
                     backlog: None,
                     reuseport: false,
-                    deferred: false,
                     ssl: false,
                     http2: false,
                     members: Vec::new(),
@@ -60,7 +58,6 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             g.opts_set = true;
             g.backlog = spec.backlog;
             g.reuseport = spec.reuseport;
-            g.deferred = spec.deferred;
         }
         if spec.default_server {
             if g.default.is_some() {
@@ -104,7 +101,6 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 addr: g.addr,
                 backlog: g.backlog.unwrap_or(DEFAULT_BACKLOG),
                 reuseport: g.reuseport || reuse_port_all,
-                deferred: g.deferred,
                 ssl: g.ssl,
                 http2: g.http2,
                 default_server: g.default.unwrap_or(g.first),

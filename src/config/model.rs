@@ -73,8 +73,6 @@ pub struct HttpConf {
 pub struct ListenGroup {
     pub addr: SocketAddr,
     pub backlog: i32,
-    /// `listen ... deferred`: accept only once the first data arrived.
-    pub deferred: bool,
     pub reuseport: bool,
     /// TLS on this address (any server's `listen ... ssl` or `ssl on`, as
     /// nginx applies listen flags to the whole address).

@@ -1,7 +1,8 @@
 //! A client socket that joins the event loop only when it has to wait.
 //!
 //! Accepted sockets start unregistered: the request of a fresh connection
-//! is usually already in the kernel buffer, so the first read, the response
+//! is already in the kernel buffer (listeners use TCP_DEFER_ACCEPT, see
+//! `listener::tune`), so the first read, the response
 //! write and (for `keepalive_timeout 0` or `Connection: close`) the close
 //! happen without the two `epoll_ctl` calls and the extra `epoll_wait` round
 //! a registered socket costs. The first `EAGAIN` registers it with tokio and
