@@ -75,33 +75,27 @@ fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
     Ok(l)
 }
 
-/// Two options every listener gets (nginx sets neither by default), both
-/// for the cost of a new connection, which on a busy server is mostly the
-/// kernel's TCP work on either side and the wake-ups between them:
+/// Every listener defers accepting (nginx's `deferred`, off by default
+/// there; h2o's default), for the cost of a new connection, which on a
+/// busy server is mostly the kernel's TCP work on either side and the
+/// wake-ups between them: with TCP_DEFER_ACCEPT (1 s) the kernel hands a
+/// connection over when its first data arrive, not at the end of the
+/// handshake. HTTP and TLS clients speak first, so the worker wakes once
+/// per connection instead of twice and finds the request already there
+/// (`connection::sock` then serves it without joining epoll), and the
+/// handshake's last ACK is dropped instead of creating a socket. A client
+/// that stays silent is handed over after about a second, when the kernel
+/// retransmits its SYN-ACK and the client acknowledges again; until then it
+/// costs the server nothing. On loopback, where the kernel runs the
+/// receiving side's TCP work on the sending CPU, this also saves the
+/// client's CPU (bench workload 2: wrk's CPU per connection -11 to -15%).
 ///
-/// - TCP_DEFER_ACCEPT, 1 s (nginx's `deferred`; h2o's default): the kernel
-///   hands a connection over when its first data arrive, not at the end of
-///   the handshake. HTTP and TLS clients speak first, so the worker wakes
-///   once per connection instead of twice and finds the request already
-///   there (`connection::sock` then serves it without joining epoll). A
-///   client that stays silent is handed over after about a second, when
-///   the kernel retransmits its SYN-ACK and the client acknowledges again;
-///   until then it costs the server nothing.
-/// - TCP_QUICKACK off, which accepted sockets inherit: the request is not
-///   acknowledged on arrival by a packet of its own; the response carries
-///   the ACK, as Linux already does for every later request on a keep-alive
-///   connection. The usual delayed-ACK rules still hold: a slow response
-///   gets its ACK from the 40 ms timer (which also ends this mode), and
-///   more than one full-sized segment of request is acknowledged at once.
-///
-/// On loopback, where the kernel runs the receiving side's TCP work on the
-/// sending CPU, both save the client's CPU: with wrk and a new connection
-/// per request (bench workload 2) its CPU per connection fell from about
-/// 66 to 54 µs, so a client-bound run serves about a fifth more requests.
+/// Turning TCP_QUICKACK off as well (so the response carries the first
+/// request's ACK) saved about 3% more, but was left out: a client that
+/// writes one request in two pieces without TCP_NODELAY would wait for the
+/// 40 ms delayed-ACK timer on every new connection.
 fn tune(l: &TcpListener) -> io::Result<()> {
-    set_defer_accept(l)?;
-    rustix::net::sockopt::set_tcp_quickack(l, false)?;
-    Ok(())
+    set_defer_accept(l)
 }
 
 /// TCP_DEFER_ACCEPT of 1 s; neither socket2 nor rustix wraps this option.
@@ -175,25 +169,5 @@ impl ListenerSet {
 
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.socks.iter().map(|(k, _)| k.addr).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Accepted sockets inherit the listener's delayed-ACK mode: what makes
-    /// the response carry the first ACK (checked with tcpdump: the request's
-    /// own ACK packet is gone).
-    #[test]
-    fn accepted_sockets_start_in_delayed_ack_mode() {
-        let k = Key { addr: "127.0.0.1:0".parse().expect("an address"), reuseport: false, index: 0 };
-        let l = bind(&k, Opts { backlog: 8 }).expect("bind");
-        assert!(!rustix::net::sockopt::tcp_quickack(&l).expect("getsockopt"));
-        let mut c = std::net::TcpStream::connect(l.local_addr().expect("local addr")).expect("connect");
-        std::io::Write::write_all(&mut c, b"GET / HTTP/1.1\r\n\r\n").expect("send");
-        l.set_nonblocking(false).expect("blocking");
-        let (a, _) = l.accept().expect("accept");
-        assert!(!rustix::net::sockopt::tcp_quickack(&a).expect("getsockopt"));
     }
 }
