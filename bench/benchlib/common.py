@@ -2,6 +2,7 @@
 shared by bench/run and its modules."""
 
 import os
+import subprocess
 import re
 import resource
 import select
@@ -258,3 +259,12 @@ def ratio(a, b):
 def fmt_dur(td):
     s = int(td.total_seconds())
     return "%dm%02ds" % (s // 60, s % 60)
+
+
+def spawn_daemon(cmd, log_path):
+    """Starts a long-running server process in its own session, stdout and
+    stderr appended to log_path, with the raised file limit."""
+    with open(log_path, "ab") as out:
+        return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=raise_nofile_preexec)

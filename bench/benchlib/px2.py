@@ -36,7 +36,7 @@ import time
 
 from .common import (
     BENCH_DIR, BenchError, CLK_TCK, cpu_sample, cpu_times, fmt_num, log, process_tree,
-    raise_nofile_preexec, read_file)
+    raise_nofile_preexec, read_file, spawn_daemon)
 from .httpcheck import read_response
 from .loadgen import TIME_UNITS, parse_wrk
 from .server import Server
@@ -112,11 +112,7 @@ class SlotOrigin:
         self.proc = None
 
     def start(self):
-        out = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=raise_nofile_preexec)
-        out.close()
+        self.proc = spawn_daemon(self.cmd, self.log_path)
         deadline = time.monotonic() + 20
         while True:
             if self.proc.poll() is not None:

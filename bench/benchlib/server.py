@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from .common import (
-    BenchError, CONF_DIR, log, proc_stat_fields, process_tree, raise_nofile_preexec,
+    BenchError, CONF_DIR, log, proc_stat_fields, process_tree, raise_nofile_preexec, spawn_daemon,
     read_file)
 
 
@@ -65,11 +65,7 @@ class Server:
         cmd = ["taskset", "-c", str(self.cpu), self.binary,
                "-p", self.prefix + "/", "-c", self.conf]
         self.cmd = cmd
-        out = open(self.stdout_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=raise_nofile_preexec)
-        out.close()
+        self.proc = spawn_daemon(cmd, self.stdout_path)
         deadline = time.monotonic() + 20
         while True:
             if self.proc.poll() is not None:
