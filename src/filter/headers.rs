@@ -5,16 +5,17 @@ use std::borrow::Cow;
 
 use crate::config::model::Expires;
 use crate::handler::ctx::{ReqCtx, Vars, push_u64};
+use crate::http::field_value::FieldValue;
 use crate::http::response::Response;
 
 fn applies(status: u16) -> bool {
     matches!(status, 200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308)
 }
 
-fn http_date(secs: u64) -> Vec<u8> {
+fn http_date(secs: u64) -> [u8; 29] {
     let mut d = [0u8; 29];
     crate::http::date::http_date(secs, &mut d);
-    d.to_vec()
+    d
 }
 
 fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
@@ -22,13 +23,13 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
     let (expires_at, secs) = match e {
         Expires::Off => return,
         Expires::Epoch => {
-            resp.headers.push((Cow::Borrowed("Expires"), b"Thu, 01 Jan 1970 00:00:01 GMT".to_vec()));
-            resp.headers.push((Cow::Borrowed("Cache-Control"), b"no-cache".to_vec()));
+            resp.headers.push((Cow::Borrowed("Expires"), FieldValue::from_static(b"Thu, 01 Jan 1970 00:00:01 GMT")));
+            resp.headers.push((Cow::Borrowed("Cache-Control"), FieldValue::from_static(b"no-cache")));
             return;
         }
         Expires::Max => {
-            resp.headers.push((Cow::Borrowed("Expires"), b"Thu, 31 Dec 2037 23:55:55 GMT".to_vec()));
-            resp.headers.push((Cow::Borrowed("Cache-Control"), b"max-age=315360000".to_vec()));
+            resp.headers.push((Cow::Borrowed("Expires"), FieldValue::from_static(b"Thu, 31 Dec 2037 23:55:55 GMT")));
+            resp.headers.push((Cow::Borrowed("Cache-Control"), FieldValue::from_static(b"max-age=315360000")));
             return;
         }
         Expires::Access(t) => (now + t, t),
@@ -38,7 +39,7 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
             (at, if t < 0 { t } else { at - now })
         }
     };
-    resp.headers.push((Cow::Borrowed("Expires"), http_date(expires_at.max(0) as u64)));
+    resp.headers.push((Cow::Borrowed("Expires"), FieldValue::copy_from(&http_date(expires_at.max(0) as u64))));
     let cc = if secs < 0 {
         b"no-cache".to_vec()
     } else {
@@ -46,7 +47,7 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
         push_u64(&mut v, secs as u64);
         v
     };
-    resp.headers.push((Cow::Borrowed("Cache-Control"), cc));
+    resp.headers.push((Cow::Borrowed("Cache-Control"), cc.into()));
 }
 
 pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
@@ -65,7 +66,7 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
         }
         let v = h.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
         if !v.is_empty() {
-            added.push((Cow::Borrowed(h.name.as_str()), v));
+            added.push((Cow::Borrowed(h.name.as_str()), v.into()));
         }
     }
     resp.headers.extend(added);

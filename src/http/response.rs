@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use std::rc::Rc;
 
 use crate::handler::open_cache::OpenFile;
+use crate::http::field_value::FieldValue;
 use crate::http::range::ByteRange;
 
 pub enum Body {
@@ -67,7 +68,7 @@ pub struct Response<'c> {
     pub etag: Option<Vec<u8>>,
     pub location: Option<Vec<u8>>,
     /// Headers added by filters, in order (Expires, Cache-Control, add_header).
-    pub headers: Vec<(Cow<'c, str>, Vec<u8>)>,
+    pub headers: Vec<(Cow<'c, str>, FieldValue)>,
     pub accept_ranges: bool,
     pub content_range: Option<Vec<u8>>,
     pub body: Body,

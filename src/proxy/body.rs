@@ -10,8 +10,8 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
 use super::ahead::Store;
+use super::response_head::Framing;
 use super::upstream_tls::UpStream;
-use super::wire::Framing;
 use crate::worker::WorkerCtx;
 
 /// The origin's response body as it streams through to the client.

@@ -9,8 +9,10 @@
 pub mod ahead;
 pub mod body;
 pub mod dynamic;
+pub mod head_scan;
 pub mod peers;
 pub mod request_body;
+pub mod response_head;
 pub mod upstream_tls;
 pub mod websocket;
 pub mod wire;
@@ -32,7 +34,7 @@ use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::WorkerCtx;
 use body::{BodyError, UpstreamBody};
-use wire::HeadError;
+use response_head::HeadError;
 
 /// Where the origin connection goes once its body is done.
 #[derive(Debug)]
@@ -50,7 +52,7 @@ pub struct Release {
 enum Attempt {
     /// The head, the connection, what followed the head, the connection's
     /// request count and when the try started.
-    Ok(wire::ResponseHead, UpStream, Vec<u8>, u64, Instant),
+    Ok(response_head::ResponseHead, UpStream, Vec<u8>, u64, Instant),
     /// Failed; the status it would give, whether proxy_next_upstream allows
     /// another try, and whether the request reached the origin (a request
     /// never sent may go elsewhere whatever its method, as in nginx).
@@ -476,7 +478,7 @@ async fn exchange(
     buf: &mut Vec<u8>,
     conf: &crate::config::proxy::ProxyConf,
     head_request: bool,
-) -> Result<wire::ResponseHead, ExchangeError> {
+) -> Result<response_head::ResponseHead, ExchangeError> {
     let watch = !conf.ignore_client_abort;
     match request_body::send(stream, req.head, client, req.framing, conf.send_timeout).await {
         Err(SendError::Client(e)) => return Err(ExchangeError::Client(e)),
@@ -495,7 +497,7 @@ async fn exchange(
     let limit = conf.buffer_size.max(1024);
     loop {
         // Nothing to parse before the first read.
-        let parsed = if buf.is_empty() { Ok(None) } else { wire::parse_response(buf, head_request, conf) };
+        let parsed = if buf.is_empty() { Ok(None) } else { response_head::parse_response(buf, head_request, conf) };
         match parsed {
             Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 => {
                 // Interim responses (100 Continue) are skipped.
@@ -563,7 +565,7 @@ fn build_response<'c>(
     w: &WorkerCtx,
     ctx: &mut ReqCtx<'c, '_>,
     pass: &ProxyPass,
-    head: wire::ResponseHead,
+    head: response_head::ResponseHead,
     stream: UpStream,
     rest: Vec<u8>,
     release: Release,
@@ -573,7 +575,7 @@ fn build_response<'c>(
     resp.headers = head.headers;
     for (n, v) in resp.headers.iter_mut() {
         if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") {
-            *v = rewrite_location(ctx, pass, v);
+            *v = rewrite_location(ctx, pass, v).into();
         }
     }
     let mut body = UpstreamBody::new(stream, rest, head.framing, ctx.conf.proxy.read_timeout);

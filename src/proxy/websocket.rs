@@ -17,6 +17,8 @@
 use aws_lc_rs::digest;
 use aws_lc_rs::rand::SecureRandom;
 
+use crate::http::field_value::FieldValue;
+
 /// RFC 6455 1.3.
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -37,7 +39,7 @@ pub fn accept_for(key: &str) -> String {
 }
 
 /// Why an origin's 101 is not a WebSocket handshake for `key`, if it is not.
-pub fn check_switch(key: &str, headers: &[(std::borrow::Cow<'_, str>, Vec<u8>)]) -> Result<(), &'static str> {
+pub fn check_switch(key: &str, headers: &[(std::borrow::Cow<'_, str>, FieldValue)]) -> Result<(), &'static str> {
     let field = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice());
     let upgrade = field("upgrade").unwrap_or(b"");
     if !upgrade.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket")) {
@@ -112,12 +114,12 @@ mod tests {
     fn switch_is_checked() {
         let key = "dGhlIHNhbXBsZSBub25jZQ==";
         let good = vec![
-            (Cow::Borrowed("Upgrade"), b"WebSocket".to_vec()),
-            (Cow::Borrowed("Sec-WebSocket-Accept"), b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=".to_vec()),
+            (Cow::Borrowed("Upgrade"), FieldValue::from_static(b"WebSocket")),
+            (Cow::Borrowed("Sec-WebSocket-Accept"), FieldValue::from_static(b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")),
         ];
         assert!(check_switch(key, &good).is_ok());
         let mut bad = good.clone();
-        bad[1].1 = b"x".to_vec();
+        bad[1].1 = FieldValue::from_static(b"x");
         assert!(check_switch(key, &bad).is_err());
         assert!(check_switch(key, &good[1..]).is_err(), "no Upgrade field");
     }

@@ -1,13 +1,8 @@
-//! HTTP/1.x towards the origin: the request head sluice sends, the
-//! response head it reads (with the same smuggling checks as for clients),
-//! and the response body's framing.
-
-use std::borrow::Cow;
-use std::mem::MaybeUninit;
+//! HTTP/1.x towards the origin: the request head sluice sends (the
+//! response head it reads is [`super::response_head`]).
 
 use super::request_body::SendFraming;
 use crate::config::proxy::{ProxyConf, ProxyPass};
-use crate::connection::h1::chunked::Decoder;
 use crate::handler::ctx::{ReqCtx, Vars, push_u64};
 use crate::http::request::Method;
 
@@ -15,31 +10,6 @@ use crate::http::request::Method;
 /// (hop-by-hop ones and the framing sluice redoes).
 const NOT_PASSED: &[&str] =
     &["host", "connection", "content-length", "transfer-encoding", "te", "keep-alive", "expect", "upgrade"];
-
-/// Origin response headers a client never gets (hop-by-hop, or replaced by
-/// sluice's own), plus nginx's default `proxy_hide_header` list; `name` is
-/// lowercase.
-fn not_returned(name: &[u8]) -> bool {
-    matches!(
-        name,
-        b"connection"
-            | b"keep-alive"
-            | b"transfer-encoding"
-            | b"te"
-            | b"trailer"
-            | b"upgrade"
-            | b"proxy-connection"
-            | b"content-length"
-            | b"date"
-            | b"server"
-            | b"x-pad"
-            | b"x-accel-expires"
-            | b"x-accel-redirect"
-            | b"x-accel-limit-rate"
-            | b"x-accel-buffering"
-            | b"x-accel-charset"
-    )
-}
 
 fn escape_path(out: &mut Vec<u8>, path: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -202,68 +172,9 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
     RequestHead(out)
 }
 
-/// How the origin's response body ends.
-#[derive(Debug)]
-pub enum Framing {
-    /// No body follows; for HEAD, the length the origin declared.
-    None(Option<u64>),
-    Length(u64),
-    Chunked(Decoder),
-    /// Until the origin closes (HTTP/1.0 style).
-    Close,
-}
-
-#[derive(Debug)]
-pub struct ResponseHead {
-    pub status: u16,
-    pub headers: Vec<(Cow<'static, str>, Vec<u8>)>,
-    pub content_type: Option<String>,
-    pub framing: Framing,
-    /// The connection may be reused after the body.
-    pub keep_alive: bool,
-    pub head_len: usize,
-    /// `X-Accel-Buffering: yes|no`: the origin overrides `proxy_buffering`
-    /// for this response, as nginx lets it.
-    pub accel_buffering: Option<bool>,
-}
-
-#[derive(Debug)]
-pub enum HeadError {
-    /// nginx: "upstream sent invalid header" and similar, a 502.
-    Invalid(&'static str),
-    Incomplete,
-}
-
-/// The spelling origins usually use for a header passed on (given its
-/// lowercase form), so that it needs no allocation.
-fn common_name(lower: &[u8]) -> Option<&'static str> {
-    Some(match lower {
-        b"last-modified" => "Last-Modified",
-        b"etag" => "ETag",
-        b"accept-ranges" => "Accept-Ranges",
-        b"cache-control" => "Cache-Control",
-        b"expires" => "Expires",
-        b"vary" => "Vary",
-        b"set-cookie" => "Set-Cookie",
-        b"location" => "Location",
-        b"content-encoding" => "Content-Encoding",
-        b"content-language" => "Content-Language",
-        b"content-disposition" => "Content-Disposition",
-        b"content-range" => "Content-Range",
-        b"age" => "Age",
-        b"pragma" => "Pragma",
-        b"link" => "Link",
-        b"access-control-allow-origin" => "Access-Control-Allow-Origin",
-        b"x-content-type-options" => "X-Content-Type-Options",
-        b"x-frame-options" => "X-Frame-Options",
-        b"strict-transport-security" => "Strict-Transport-Security",
-        _ => return None,
-    })
-}
-
 /// Whether a Connection header names anything besides the usual
 /// close / keep-alive / upgrade (which sluice handles itself).
-fn has_options(v: &[u8]) -> bool {
+pub(super) fn has_options(v: &[u8]) -> bool {
     v.split(|&b| b == b',').map(|t| t.trim_ascii()).any(|t| {
         !t.is_empty()
             && !t.eq_ignore_ascii_case(b"close")
@@ -272,135 +183,6 @@ fn has_options(v: &[u8]) -> bool {
     })
 }
 
-fn listed_in_connection(conn: &[u8], name: &[u8]) -> bool {
+pub(super) fn listed_in_connection(conn: &[u8], name: &[u8]) -> bool {
     conn.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(name))
-}
-
-/// Parses a response head from `buf`; Ok(None) when more bytes are needed.
-pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
-    // nginx bounds the head by size (proxy_buffer_size), not by count.
-    // Uninitialized slots: no 4 KB of empty headers written per parse.
-    let mut hdrs = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; 128];
-    let mut many;
-    let mut r = httparse::Response::new(&mut []);
-    let mut parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut r, buf, &mut hdrs);
-    if matches!(parsed, Err(httparse::Error::TooManyHeaders)) {
-        many = vec![httparse::EMPTY_HEADER; buf.len() / 4 + 1];
-        r = httparse::Response::new(&mut many);
-        parsed = r.parse(buf);
-    }
-    let head_len = match parsed {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(_) => return Err(HeadError::Invalid("upstream sent invalid header")),
-    };
-    let status = r.code.unwrap_or(0);
-    if !(100..=999).contains(&status) {
-        return Err(HeadError::Invalid("upstream sent invalid status"));
-    }
-    let http11 = r.version == Some(1);
-    let mut length: Option<u64> = None;
-    let mut chunked = false;
-    let mut close = !http11;
-    let mut headers = Vec::with_capacity(r.headers.len());
-    let mut content_type = None;
-    // Names are matched lowercased in this buffer (no allocation for the
-    // usual short names; the configured lists are lowercase).
-    let mut low = [0u8; 32];
-    let mut low_long = Vec::new();
-    let mut options: Vec<&[u8]> = Vec::new();
-    let mut accel_buffering = None;
-    for h in r.headers.iter() {
-        let v = h.value;
-        // httparse (default config: no obs-fold, no invalid lines ignored)
-        // has already refused CR, LF and NUL in a value.
-        let name: &[u8] = if h.name.len() <= low.len() {
-            let l = &mut low[..h.name.len()];
-            for (d, s) in l.iter_mut().zip(h.name.as_bytes()) {
-                *d = s.to_ascii_lowercase();
-            }
-            l
-        } else {
-            low_long.clear();
-            low_long.extend_from_slice(h.name.as_bytes());
-            low_long.make_ascii_lowercase();
-            &low_long
-        };
-        match name {
-            b"content-length" => {
-                let n = std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .ok_or(HeadError::Invalid("upstream sent invalid \"Content-Length\" header"))?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(HeadError::Invalid("upstream sent duplicate header line: \"Content-Length\""));
-                }
-                length = Some(n);
-            }
-            b"transfer-encoding" => {
-                if !v.eq_ignore_ascii_case(b"chunked") {
-                    return Err(HeadError::Invalid("upstream sent unknown \"Transfer-Encoding\""));
-                }
-                chunked = true;
-            }
-            b"connection" => {
-                if has_options(v) {
-                    options.push(v);
-                }
-                if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")) {
-                    close = true;
-                } else if v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"keep-alive")) && !http11
-                {
-                    close = false;
-                }
-            }
-            b"x-accel-buffering" => {
-                if v.eq_ignore_ascii_case(b"yes") {
-                    accel_buffering = Some(true);
-                } else if v.eq_ignore_ascii_case(b"no") {
-                    accel_buffering = Some(false);
-                }
-            }
-            b"content-type" => {
-                content_type = Some(match std::str::from_utf8(v) {
-                    Ok(s) => s.to_owned(),
-                    Err(_) => String::from_utf8_lossy(v).into_owned(),
-                });
-                // Carried separately, never as a header.
-                continue;
-            }
-            _ => {}
-        }
-        let listed = |list: &[String]| list.iter().any(|n| n.as_bytes() == name);
-        let switching = status == 101 && name == b"upgrade";
-        let hidden = not_returned(name) && !listed(&conf.pass_headers) && !switching || listed(&conf.hide_headers);
-        if !hidden {
-            let n = match common_name(name) {
-                Some(c) if c == h.name => Cow::Borrowed(c),
-                _ => Cow::Owned(h.name.to_string()),
-            };
-            headers.push((n, v.to_vec()));
-        }
-    }
-    // RFC 9110 7.6.1: what the origin's Connection header names is
-    // hop-by-hop and stays here.
-    if !options.is_empty() {
-        headers.retain(|(n, _)| !options.iter().any(|c| listed_in_connection(c, n.as_bytes())));
-    }
-    if chunked && length.is_some() {
-        return Err(HeadError::Invalid(
-            "upstream sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time",
-        ));
-    }
-    let framing = if head_request || status < 200 || status == 204 || status == 304 {
-        Framing::None(if head_request { length } else { None })
-    } else if chunked {
-        Framing::Chunked(Decoder::default())
-    } else if let Some(n) = length {
-        Framing::Length(n)
-    } else {
-        close = true;
-        Framing::Close
-    };
-    Ok(Some(ResponseHead { status, headers, content_type, framing, keep_alive: !close, head_len, accel_buffering }))
 }
