@@ -95,6 +95,18 @@ class ReportMixin:
                     # at all while its kernel work stays what it is.
                     out.append("| | kernel floor: sluice stime / nginx utime+stime | | | %.2f |" % (
                         med[("sluice", "sys_us_per_req")] / med[("nginx", "cpu_us_per_req")]))
+                # Runs alternate nginx, sluice: each pair ran seconds apart,
+                # so the run-by-run ratio cancels most of the machine's slow
+                # drifts (the same binary varies by +-15 % between runs).
+                paired = {}
+                for key in ("rps", "cpu_us_per_req"):
+                    paired[key] = [b[key] / a[key] for a, b in zip(res["runs"].get("nginx", []),
+                                                                   res["runs"].get("sluice", []))
+                                   if a.get(key) and b.get(key) is not None]
+                if paired["rps"] and paired["cpu_us_per_req"]:
+                    out.append("| | paired runs: median of run-by-run sluice/nginx (req/s; CPU) | | | "
+                               "%.2f; %.2f |" % (statistics.median(paired["rps"]),
+                                                 statistics.median(paired["cpu_us_per_req"])))
                 if res.get("proxy"):
                     cells = [", ".join("%d" % r["origin_conns"] for r in res["runs"].get(s, []))
                              or ("FAILED" if res["failed"].get(s) else "-") for s in SERVERS]
