@@ -128,6 +128,25 @@ fn workers_serve_as_the_configured_user_and_the_master_stays_root() {
 }
 
 #[test]
+fn without_user_a_root_master_serves_as_nobody() {
+    if !running_as_root() {
+        return;
+    }
+    // No `user` directive: nginx's default for a root master.
+    let s = builder()
+        .http("server { listen 127.0.0.1:{port}; location / { root html; } }")
+        .file("html/pub.txt", "public\n")
+        .file("html/secret.txt", "root only\n")
+        .start();
+    fs::set_permissions(s.prefix.join("html/secret.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+    let ws = settled_workers(s.pid(), |ws| !ws.is_empty());
+    assert!(!ws.is_empty() && ws.iter().all(|(_, uid)| *uid == Some(NOBODY)), "workers: {ws:?}");
+    assert_eq!(master_uid(s.pid()), Some(0));
+    assert_eq!(s.get("/pub.txt").status, 200);
+    assert_eq!(s.get("/secret.txt").status, 403);
+}
+
+#[test]
 fn unknown_user_or_group_fails_the_test_with_nginx_words() {
     if !running_as_root() {
         return;

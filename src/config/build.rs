@@ -49,6 +49,8 @@ pub struct Ctx {
     /// can refer to one defined later in the file, as in nginx).
     pub upstreams: HashMap<String, Arc<super::proxy::Upstream>>,
     pub upstream_list: Vec<Arc<super::proxy::Upstream>>,
+    /// A `user` directive was given (even one ignored when not root).
+    pub user_set: bool,
 }
 
 impl Ctx {
@@ -295,6 +297,7 @@ pub fn build(
         tls_cache: Default::default(),
         upstreams: HashMap::new(),
         upstream_list: Vec::new(),
+        user_set: false,
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -304,6 +307,13 @@ pub fn build(
     if !ctx.error_log_set {
         let file = ctx.error_log_file("logs/error.log");
         Arc::make_mut(&mut main.error_log).add(file, Level::Error);
+    }
+    if main.user.is_none() && !ctx.user_set && crate::worker::credentials::is_root() {
+        // nginx's compiled-in default: a root master without `user` runs
+        // its workers as nobody (group nogroup where it exists, as nginx's
+        // configure picks on Debian).
+        main.user =
+            Some(crate::worker::credentials::default_user().map_err(|msg| ConfError { msg, file: None, line: 0 })?);
     }
     let mut events = None;
     let mut http = None;

@@ -143,6 +143,7 @@ pub fn reuse_port(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
 /// reload with nginx's words; worker threads switch to it when they start.
 pub fn user(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
     use crate::worker::credentials;
+    ctx.user_set = true;
     if !credentials::is_root() {
         let msg =
             "the \"user\" directive makes sense only if the master process runs with super-user privileges, ignored";

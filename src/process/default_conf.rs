@@ -14,8 +14,12 @@ fn quote(s: &str) -> String {
 }
 
 pub fn text(root: &str) -> String {
+    // It serves the directory the user is in, so it keeps the starting
+    // user: a root nginx's default (workers as nobody) could not read /root.
+    let user = if crate::worker::credentials::is_root() { "user root;\n" } else { "" };
     format!(
         "# sluice embedded default configuration\n\
+         {user}\
          daemon off;\n\
          worker_processes auto;\n\
          error_log stderr notice;\n\

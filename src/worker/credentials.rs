@@ -42,6 +42,13 @@ pub fn lookup(user: &str, group: Option<&str>) -> Result<Credentials, String> {
     Ok(Credentials { user: user.to_string(), uid, gid, groups })
 }
 
+/// nginx's default for a root master without `user`: `nobody`, with the
+/// group `nogroup` where it exists (Debian) and `nobody` elsewhere.
+pub fn default_user() -> Result<Credentials, String> {
+    let group = if group_gid("nogroup").is_some() { "nogroup" } else { "nobody" };
+    lookup("nobody", Some(group))
+}
+
 impl Credentials {
     /// Switches the calling thread (and only it) to these credentials.
     /// Groups go first: once the uid is dropped, changing them is refused.
