@@ -22,8 +22,9 @@ pub struct PeerConf {
     pub addr: SocketAddr,
     /// `unix:/path`: a unix-domain socket instead of `addr`.
     pub unix: Option<std::path::PathBuf>,
-    /// As written (`host:port`), for `$upstream_addr`-style logs and hashing.
-    pub name: String,
+    /// As written (`host:port`), for `$upstream_addr`-style logs and hashing;
+    /// shared, so logging the peer a request went to copies no string.
+    pub name: std::sync::Arc<str>,
     pub weight: u32,
     pub max_fails: u32,
     pub fail_timeout: Duration,
@@ -39,7 +40,7 @@ impl PeerConf {
         PeerConf {
             addr,
             unix,
-            name,
+            name: name.into(),
             weight: 1,
             max_fails: 1,
             fail_timeout: Duration::from_secs(10),

@@ -62,7 +62,7 @@ pub struct ReqCtx<'c, 'a> {
 
 #[derive(Default)]
 pub struct UpstreamLog {
-    pub addr: Tries<String>,
+    pub addr: Tries<std::sync::Arc<str>>,
     pub status: Tries<u16>,
     /// Milliseconds; None where the stage was not reached (logged as `-`).
     pub connect_ms: Tries<Option<u64>>,

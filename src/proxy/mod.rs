@@ -223,7 +223,7 @@ fn client_closed<'c>(ctx: &mut ReqCtx<'c, '_>, when: &str, peer: Option<&str>) -
 /// it out for fail_timeout.
 fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: usize) {
     if w.proxy.borrow_mut().get(u).done(peer, true) {
-        let name = u.peers.get(peer).map_or("", |p| p.name.as_str());
+        let name = u.peers.get(peer).map_or("", |p| &*p.name);
         log_to!(
             ctx.conf.error_log,
             Level::Warn,
@@ -424,7 +424,7 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
         BodyError::Io(_) => (Level::Error, "recv() failed"),
         BodyError::TempFile(why) => (Level::Crit, why.as_str()),
     };
-    let peer = ctx.upstream.addr.last().map(String::as_str).unwrap_or("");
+    let peer = ctx.upstream.addr.last().map(|a| &**a).unwrap_or("");
     log_to!(
         ctx.conf.error_log,
         level,

@@ -69,7 +69,7 @@ pub fn build_balancer(u: &Upstream) -> Result<Balancer, String> {
         .peers
         .iter()
         .map(|p| PeerInfo {
-            server: p.name.clone(),
+            server: p.name.to_string(),
             weight: p.weight,
             max_fails: p.max_fails,
             fail_timeout: p.fail_timeout.as_secs(),

@@ -320,7 +320,7 @@ mod tests {
         let peer = |port: u16, down: bool| PeerConf {
             addr: ([127, 0, 0, 1], port).into(),
             unix: None,
-            name: format!("localhost:{port}"),
+            name: format!("localhost:{port}").into(),
             weight: 1,
             max_fails: 1,
             fail_timeout: Duration::from_secs(10),
