@@ -4,7 +4,7 @@
 //! nginx's `ngx_time_update`).
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
@@ -77,4 +77,87 @@ pub fn http_date() -> [u8; 29] {
 pub fn push_time_local(out: &mut Vec<u8>) {
     let c = cached();
     out.extend_from_slice(&c.time_local.0[..usize::from(c.time_local.1)]);
+}
+
+thread_local! {
+    /// The monotonic clock as first read in the current task poll; None
+    /// once a new poll (or a wake-up from the event loop's park) begins.
+    static MONO: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Monotonic time for deadlines and durations (`$request_time`,
+/// `$upstream_*_time`, timeouts), read at most once per task poll, as
+/// nginx reads its clock once per event-loop iteration (`ngx_current_msec`).
+/// Why: a proxied request read the clock 7 times, and in this VM each read
+/// costs ~32 ns in the vDSO (perf: 0.23 µs per request, nginx 0.01).
+/// Within one poll no time passes that a timeout or a log would miss: a
+/// poll never waits, and nginx has the same granularity.
+pub fn mono() -> Instant {
+    MONO.with(|c| match c.get() {
+        Some(t) => t,
+        None => {
+            let t = Instant::now();
+            c.set(Some(t));
+            t
+        }
+    })
+}
+
+/// Forgets the cached reading: the next `mono()` reads the clock.
+pub fn mono_stale() {
+    MONO.with(|c| c.set(None));
+}
+
+/// Milliseconds since `t`, per `mono()`.
+pub fn since_ms(t: Instant) -> u64 {
+    mono().saturating_duration_since(t).as_millis() as u64
+}
+
+/// `tokio::time::timeout` measured from `mono()` (tokio's own reads the
+/// clock for every call).
+pub fn timeout<F: IntoFuture>(d: Duration, f: F) -> tokio::time::Timeout<F::IntoFuture> {
+    match mono().checked_add(d) {
+        Some(at) => tokio::time::timeout_at(at.into(), f),
+        None => tokio::time::timeout(d, f),
+    }
+}
+
+/// Runs `f` as a task whose every poll starts with a fresh `mono()`; every
+/// task of a worker is spawned through this.
+pub async fn per_poll<F: Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(move |cx| {
+        mono_stale();
+        f.as_mut().poll(cx)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One reading per poll: the same instant however long the poll runs,
+    /// a new one in the next poll.
+    #[test]
+    fn mono_is_read_once_per_poll() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let task = tokio::task::spawn_local(per_poll(async {
+                let a = mono();
+                std::thread::sleep(Duration::from_millis(5));
+                assert_eq!(mono(), a, "same poll, same reading");
+                tokio::task::yield_now().await;
+                let b = mono();
+                assert!(b >= a + Duration::from_millis(5), "a new poll reads the clock again");
+                assert_eq!(since_ms(a), (b - a).as_millis() as u64);
+                // A timeout counts from the poll's reading.
+                let r = timeout(Duration::from_millis(20), std::future::pending::<()>()).await;
+                assert!(r.is_err());
+                assert!(Instant::now() >= b + Duration::from_millis(20));
+            }));
+            task.await.expect("task");
+        });
+    }
 }

@@ -44,7 +44,7 @@ async fn read_more(c: &mut Conn, timeout: Duration) -> Result<(), String> {
     if c.rbuf.capacity() - c.rbuf.len() < 1024 {
         c.rbuf.reserve(16 * 1024);
     }
-    match tokio::time::timeout(timeout, c.stream.read_some(&mut c.rbuf)).await {
+    match crate::clock::timeout(timeout, c.stream.read_some(&mut c.rbuf)).await {
         Err(_) => Err("client timed out (110: Connection timed out)".into()),
         Ok(Ok(0)) => Err("client prematurely closed connection".into()),
         Ok(Ok(_)) => Ok(()),
@@ -96,7 +96,7 @@ pub async fn read_all(
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
-        match tokio::time::timeout(timeout, stream.read_some(buf)).await {
+        match crate::clock::timeout(timeout, stream.read_some(buf)).await {
             Ok(Ok(n)) if n > 0 => Ok(()),
             Ok(_) => Err(BodyError { status: 400, reason: "client prematurely closed connection".into() }),
             Err(_) => Err(BodyError { status: 408, reason: "client timed out (110: Connection timed out)".into() }),
@@ -162,7 +162,7 @@ pub async fn read_all(
 /// end (a pipelined request after it stays in the socket).
 async fn more_exact(stream: &mut super::sock::Sock, buf: &mut Vec<u8>, timeout: Duration) -> Result<(), BodyError> {
     buf.clear();
-    match tokio::time::timeout(timeout, stream.read_some(buf)).await {
+    match crate::clock::timeout(timeout, stream.read_some(buf)).await {
         Ok(Ok(n)) if n > 0 => Ok(()),
         Ok(_) => Err(BodyError { status: 400, reason: "client prematurely closed connection".into() }),
         Err(_) => Err(BodyError { status: 408, reason: "client timed out (110: Connection timed out)".into() }),

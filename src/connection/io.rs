@@ -72,7 +72,7 @@ pub async fn write_all_flags(
         match r {
             Ok(n) => data = &data[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::time::timeout(timeout, write_ready(stream)).await.map_err(|_| timed_out())??;
+                crate::clock::timeout(timeout, write_ready(stream)).await.map_err(|_| timed_out())??;
             }
             Err(e) => return Err(e),
         }
@@ -112,7 +112,7 @@ pub async fn send_file(
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if len > 0 {
-                    tokio::time::timeout(timeout, write_ready(stream)).await.map_err(|_| timed_out())??;
+                    crate::clock::timeout(timeout, write_ready(stream)).await.map_err(|_| timed_out())??;
                 }
             }
             Err(e) => return Err(e),

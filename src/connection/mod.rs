@@ -35,7 +35,7 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
         // else is most likely plain HTTP, which nginx answers with its 497
         // page in plain HTTP rather than a TLS alert.
         let mut first = [0u8; 1];
-        match tokio::time::timeout(timeout, tcp.peek(&mut first)).await {
+        match crate::clock::timeout(timeout, tcp.peek(&mut first)).await {
             Ok(Ok(1)) if first[0] != 0x16 => {
                 info.plain_on_tls = true;
                 return h1::conn::serve(Sock::Reg(tcp), info, group, guard).await;

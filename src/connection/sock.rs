@@ -162,7 +162,7 @@ impl Sock {
                 t.write_all(data).await?;
                 t.flush().await
             };
-            return tokio::time::timeout(timeout, write)
+            return crate::clock::timeout(timeout, write)
                 .await
                 .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out")));
         }
@@ -190,7 +190,7 @@ impl Sock {
         let fd_ok = match self {
             Sock::Raw(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
             Sock::Reg(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
-            Sock::Tls(t) => tokio::time::timeout(LINGERING_TIMEOUT, t.shutdown()).await.is_ok_and(|r| r.is_ok()),
+            Sock::Tls(t) => crate::clock::timeout(LINGERING_TIMEOUT, t.shutdown()).await.is_ok_and(|r| r.is_ok()),
             Sock::Closed => false,
         };
         if !fd_ok {
@@ -269,7 +269,7 @@ impl Sock {
     /// nginx's SSL_shutdown does; a no-op for plain sockets.
     pub async fn close_notify(&mut self) {
         if let Sock::Tls(t) = self {
-            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), t.shutdown()).await;
+            let _ = crate::clock::timeout(std::time::Duration::from_millis(500), t.shutdown()).await;
         }
     }
 }

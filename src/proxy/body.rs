@@ -151,7 +151,7 @@ impl UpstreamBody {
         self.read_since_head = true;
         self.buf.reserve(want);
         let mut room = (&mut self.buf).limit(want);
-        match tokio::time::timeout(self.read_timeout, s.read_buf(&mut room)).await {
+        match crate::clock::timeout(self.read_timeout, s.read_buf(&mut room)).await {
             Err(_) => Err(BodyError::Timeout),
             Ok(Err(e)) => Err(BodyError::Io(e)),
             Ok(Ok(0)) => {

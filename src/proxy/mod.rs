@@ -91,7 +91,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     };
     let req = wire::request_head(ctx, &pass, conf, framing);
     let head_request = ctx.req.method == Method::Head;
-    let started = Instant::now();
+    let started = crate::clock::mono();
     let peer_tries = w.proxy.borrow_mut().get(&u).tries() as u32;
     let max_tries = if conf.next_upstream_tries == 0 { peer_tries } else { conf.next_upstream_tries.min(peer_tries) };
     let key = match &u.balance {
@@ -235,11 +235,11 @@ fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: usize) {
 }
 
 fn within(limit: Duration, started: Instant) -> bool {
-    limit.is_zero() || started.elapsed() < limit
+    limit.is_zero() || crate::clock::mono().saturating_duration_since(started) < limit
 }
 
 fn ms(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
+    crate::clock::since_ms(t)
 }
 
 /// One try against one peer. A reused idle connection that turns out closed
@@ -267,12 +267,12 @@ async fn attempt(
     let conf = &lc.proxy;
     let next = conf.next_upstream;
     ctx.upstream.addr.push(p.name.clone());
-    let t0 = Instant::now();
+    let t0 = crate::clock::mono();
     let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0);
     let reused = idle.is_some();
     let (mut stream, requests) = match idle {
         Some(s) => s,
-        None => match tokio::time::timeout(conf.connect_timeout, connect(p)).await {
+        None => match crate::clock::timeout(conf.connect_timeout, connect(p)).await {
             Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), 0),
             Ok(Ok(Connected::Tcp(s))) => {
                 let _ = s.set_nodelay(true);
@@ -392,7 +392,7 @@ async fn tls_connect(
     let name = conf.ssl_name.as_deref().unwrap_or(&pass.proxy_host);
     let server_name = upstream_tls::server_name(name).ok_or_else(|| format!("invalid proxy_ssl_name \"{}\"", name))?;
     let connector = tokio_rustls::TlsConnector::from(cfg);
-    match tokio::time::timeout(conf.connect_timeout, connector.connect(server_name, tcp)).await {
+    match crate::clock::timeout(conf.connect_timeout, connector.connect(server_name, tcp)).await {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(e)) => Err(format!("SSL_do_handshake() failed ({})", e)),
         Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
@@ -515,7 +515,7 @@ async fn exchange(
         buf.reserve(limit - buf.len());
         let read = tokio::select! {
             biased;
-            r = tokio::time::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)) => r,
+            r = crate::clock::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)) => r,
             _ = client.gone(), if watch => {
                 // nginx names the phase "sending request" until the
                 // origin's first byte, and so does this line.
@@ -652,7 +652,7 @@ pub async fn tunnel(client: &mut crate::connection::sock::Sock, early: &[u8], up
     let idle = up.read_timeout;
     let (mut a, mut b) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     loop {
-        let step = tokio::time::timeout(idle, async {
+        let step = crate::clock::timeout(idle, async {
             tokio::select! {
                 r = client.read(&mut a) => match r {
                     Ok(0) | Err(_) => false,

@@ -204,6 +204,6 @@ impl UpstreamRt {
         if self.idle.len() >= u.keepalive {
             self.idle.remove(0);
         }
-        self.idle.push(Idle { peer, stream, since: Instant::now(), requests });
+        self.idle.push(Idle { peer, stream, since: crate::clock::mono(), requests });
     }
 }

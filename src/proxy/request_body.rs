@@ -160,7 +160,7 @@ impl ClientBody {
                 }
             }
             self.pending.reserve(PIECE);
-            match tokio::time::timeout(self.timeout, sock.read_some(&mut self.pending)).await {
+            match crate::clock::timeout(self.timeout, sock.read_some(&mut self.pending)).await {
                 Ok(Ok(n)) if n > 0 => {}
                 Ok(_) => {
                     return Err(BodyError { status: 400, reason: "client prematurely closed connection".into() });
@@ -195,7 +195,7 @@ async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration) -> Result<()
     if data.is_empty() {
         return Ok(());
     }
-    match tokio::time::timeout(t, stream.write_all(data)).await {
+    match crate::clock::timeout(t, stream.write_all(data)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(SendError::Origin(Some(e))),
         Err(_) => Err(SendError::Origin(None)),

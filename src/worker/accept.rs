@@ -78,6 +78,6 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
             if wildcard { w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group) } else { group };
         let guard = ConnGuard::new(w.clone());
         let info = ConnInfo::new(peer, local, w.next_serial());
-        tokio::task::spawn_local(crate::connection::start(stream, info, group, guard));
+        tokio::task::spawn_local(crate::clock::per_poll(crate::connection::start(stream, info, group, guard)));
     }
 }

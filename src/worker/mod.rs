@@ -143,7 +143,11 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         log_error!(Level::Emerg, "worker {} does not serve: {}", spec.index, e);
         return;
     }
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_unpark(crate::clock::mono_stale)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             log_error!(Level::Alert, "worker {} could not start its event loop: {}", spec.index, e);
@@ -173,10 +177,15 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         crate::clock::refresh();
         let stop_accept = Rc::new(Notify::new());
         for (group, listener) in spec.listeners {
-            tokio::task::spawn_local(accept::run(listener, group, w.clone(), stop_accept.clone()));
+            tokio::task::spawn_local(crate::clock::per_poll(accept::run(
+                listener,
+                group,
+                w.clone(),
+                stop_accept.clone(),
+            )));
         }
-        tokio::task::spawn_local(tick(w.clone()));
-        tokio::task::spawn_local(park::run(w.clone()));
+        tokio::task::spawn_local(crate::clock::per_poll(tick(w.clone())));
+        tokio::task::spawn_local(crate::clock::per_poll(park::run(w.clone())));
         loop {
             match ctl.recv().await {
                 Some(Ctl::Reopen(files)) => w.logs.borrow_mut().reopen(files),

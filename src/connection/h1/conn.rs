@@ -237,7 +237,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
 }
 
 async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Next {
-    let started = Instant::now();
+    let started = crate::clock::mono();
     let mut head = match read_head(c, g, started).await {
         Ok(Some(h)) => h,
         Ok(None) => return Next::Close,
@@ -627,7 +627,7 @@ pub fn log_request(
         resp: Some(resp),
         bytes_sent,
         body_bytes_sent,
-        request_time_ms: started.elapsed().as_millis() as u64,
+        request_time_ms: crate::clock::since_ms(started),
         request_length: ctx.req.head.head_len as u64,
     };
     w.logs.borrow_mut().log(refs, &vars);

@@ -176,7 +176,7 @@ where
         // Most responses finish within this first poll; the rest wait for
         // window as tasks of their own.
         if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
-            tokio::task::spawn_local(fut);
+            tokio::task::spawn_local(crate::clock::per_poll(fut));
         }
         if !closing && requests >= conf.keepalive_requests {
             conn.graceful_shutdown();
