@@ -17,7 +17,6 @@ pub mod upstream_tls;
 pub mod websocket;
 pub mod wire;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -571,7 +570,7 @@ fn build_response<'c>(
     release: Release,
 ) -> Response<'c> {
     let mut resp = Response::new(head.status);
-    resp.content_type = head.content_type.map(Cow::Owned);
+    resp.content_type = head.content_type;
     resp.headers = head.headers;
     for (n, v) in resp.headers.iter_mut() {
         if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") {

@@ -27,7 +27,7 @@ pub enum Framing {
 pub struct ResponseHead {
     pub status: u16,
     pub headers: Vec<(Cow<'static, str>, FieldValue)>,
-    pub content_type: Option<String>,
+    pub content_type: Option<Cow<'static, str>>,
     pub framing: Framing,
     /// The connection may be reused after the body.
     pub keep_alive: bool,
@@ -45,7 +45,7 @@ pub enum HeadError {
 }
 
 /// What a response header is to the proxy, from its lowercase name.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     ContentLength,
     TransferEncoding,
@@ -71,46 +71,152 @@ impl Kind {
     }
 }
 
-fn classify(lower: &[u8]) -> Kind {
-    match lower {
-        b"content-length" => Kind::ContentLength,
-        b"transfer-encoding" => Kind::TransferEncoding,
-        b"connection" => Kind::Connection,
-        b"x-accel-buffering" => Kind::AccelBuffering,
-        b"content-type" => Kind::ContentType,
-        b"keep-alive"
-        | b"te"
-        | b"trailer"
-        | b"upgrade"
-        | b"proxy-connection"
-        | b"date"
-        | b"server"
-        | b"x-pad"
-        | b"x-accel-expires"
-        | b"x-accel-redirect"
-        | b"x-accel-limit-rate"
-        | b"x-accel-charset" => Kind::NotReturned,
-        b"last-modified" => Kind::Common("Last-Modified"),
-        b"etag" => Kind::Common("ETag"),
-        b"accept-ranges" => Kind::Common("Accept-Ranges"),
-        b"cache-control" => Kind::Common("Cache-Control"),
-        b"expires" => Kind::Common("Expires"),
-        b"vary" => Kind::Common("Vary"),
-        b"set-cookie" => Kind::Common("Set-Cookie"),
-        b"location" => Kind::Common("Location"),
-        b"content-encoding" => Kind::Common("Content-Encoding"),
-        b"content-language" => Kind::Common("Content-Language"),
-        b"content-disposition" => Kind::Common("Content-Disposition"),
-        b"content-range" => Kind::Common("Content-Range"),
-        b"age" => Kind::Common("Age"),
-        b"pragma" => Kind::Common("Pragma"),
-        b"link" => Kind::Common("Link"),
-        b"access-control-allow-origin" => Kind::Common("Access-Control-Allow-Origin"),
-        b"x-content-type-options" => Kind::Common("X-Content-Type-Options"),
-        b"x-frame-options" => Kind::Common("X-Frame-Options"),
-        b"strict-transport-security" => Kind::Common("Strict-Transport-Security"),
-        _ => Kind::Other,
+/// The names the proxy knows, lowercase, and what each is.
+const KNOWN: [(&[u8], Kind); 36] = [
+    (b"content-length", Kind::ContentLength),
+    (b"transfer-encoding", Kind::TransferEncoding),
+    (b"connection", Kind::Connection),
+    (b"x-accel-buffering", Kind::AccelBuffering),
+    (b"content-type", Kind::ContentType),
+    (b"keep-alive", Kind::NotReturned),
+    (b"te", Kind::NotReturned),
+    (b"trailer", Kind::NotReturned),
+    (b"upgrade", Kind::NotReturned),
+    (b"proxy-connection", Kind::NotReturned),
+    (b"date", Kind::NotReturned),
+    (b"server", Kind::NotReturned),
+    (b"x-pad", Kind::NotReturned),
+    (b"x-accel-expires", Kind::NotReturned),
+    (b"x-accel-redirect", Kind::NotReturned),
+    (b"x-accel-limit-rate", Kind::NotReturned),
+    (b"x-accel-charset", Kind::NotReturned),
+    (b"last-modified", Kind::Common("Last-Modified")),
+    (b"etag", Kind::Common("ETag")),
+    (b"accept-ranges", Kind::Common("Accept-Ranges")),
+    (b"cache-control", Kind::Common("Cache-Control")),
+    (b"expires", Kind::Common("Expires")),
+    (b"vary", Kind::Common("Vary")),
+    (b"set-cookie", Kind::Common("Set-Cookie")),
+    (b"location", Kind::Common("Location")),
+    (b"content-encoding", Kind::Common("Content-Encoding")),
+    (b"content-language", Kind::Common("Content-Language")),
+    (b"content-disposition", Kind::Common("Content-Disposition")),
+    (b"content-range", Kind::Common("Content-Range")),
+    (b"age", Kind::Common("Age")),
+    (b"pragma", Kind::Common("Pragma")),
+    (b"link", Kind::Common("Link")),
+    (b"access-control-allow-origin", Kind::Common("Access-Control-Allow-Origin")),
+    (b"x-content-type-options", Kind::Common("X-Content-Type-Options")),
+    (b"x-frame-options", Kind::Common("X-Frame-Options")),
+    (b"strict-transport-security", Kind::Common("Strict-Transport-Security")),
+];
+
+/// Folding to lowercase by setting 0x20 in every byte: exact for the
+/// bytes of a (validated) token against a known name, which is made of
+/// lowercase letters and `-` only (`-` is 0x2d; the byte that folds to it,
+/// CR, is never in a token).
+const FOLD: u64 = 0x2020_2020_2020_2020;
+
+/// A name's bytes as four words that, with its length, identify it: for 8
+/// bytes or more, the words at 0, 8 and 16 (those within the name) and the
+/// last 8 bytes (overlapping); for 4 to 7, the first and last 4 bytes; below
+/// that, the bytes. Built the same way at compile time for the known names
+/// and at run time (with 8-byte loads) for a field's name.
+const fn keys(s: &[u8]) -> [u64; 4] {
+    const fn load(s: &[u8], at: usize, len: usize) -> u64 {
+        let mut w = 0u64;
+        let mut i = 0;
+        while i < len {
+            w |= (s[at + i] as u64) << (8 * i);
+            i += 1;
+        }
+        w
     }
+    let n = s.len();
+    if n >= 8 {
+        let mid8 = if n >= 16 { load(s, 8, 8) } else { 0 };
+        let mid16 = if n >= 24 { load(s, 16, 8) } else { 0 };
+        [load(s, 0, 8), mid8, mid16, load(s, n - 8, 8)]
+    } else if n >= 4 {
+        [load(s, 0, 4) | load(s, n - 4, 4) << 32, 0, 0, 0]
+    } else {
+        [load(s, 0, n), 0, 0, 0]
+    }
+}
+
+/// `keys` of a field's name, folded to lowercase.
+fn folded_keys(s: &[u8]) -> [u64; 4] {
+    let n = s.len();
+    let word = |at: usize| s.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()).map(u64::from_le_bytes);
+    match (word(0), word(n.wrapping_sub(8))) {
+        (Some(first), Some(last)) => {
+            let mid = |at: usize| word(at).map_or(0, |w| w | FOLD);
+            [first | FOLD, mid(8), mid(16), last | FOLD]
+        }
+        _ => {
+            let k = keys(s);
+            let mask = if n >= 4 { u64::MAX } else { (1u64 << (8 * n)) - 1 };
+            [(k[0] | FOLD) & mask, 0, 0, 0]
+        }
+    }
+}
+
+/// Known names by length, with their keys: at most five share a length,
+/// so a name is classified by a few word compares.
+const BY_LEN_SLOTS: usize = 5;
+type Slot = Option<([u64; 4], Kind)>;
+static BY_LEN: [[Slot; BY_LEN_SLOTS]; 28] = by_len();
+
+const fn by_len() -> [[Slot; BY_LEN_SLOTS]; 28] {
+    let mut t = [[None; BY_LEN_SLOTS]; 28];
+    let mut i = 0;
+    while i < KNOWN.len() {
+        let (name, kind) = KNOWN[i];
+        let mut j = 0;
+        while t[name.len()][j].is_some() {
+            j += 1;
+        }
+        t[name.len()][j] = Some((keys(name), kind));
+        i += 1;
+    }
+    t
+}
+
+/// What a field is, from its name in any case.
+fn classify(name: &[u8]) -> Kind {
+    let Some(slots) = BY_LEN.get(name.len()) else { return Kind::Other };
+    let k = folded_keys(name);
+    for (known, kind) in slots.iter().map_while(Option::as_ref) {
+        if known[0] == k[0] && known[1..] == k[1..] {
+            return *kind;
+        }
+    }
+    Kind::Other
+}
+
+/// The origin's Content-Type when it is one of the usual ones, borrowed:
+/// no allocation (and no UTF-8 check) for most responses.
+fn common_type(v: &[u8]) -> Option<&'static str> {
+    Some(match v {
+        b"text/html" => "text/html",
+        b"text/html; charset=utf-8" => "text/html; charset=utf-8",
+        b"text/html; charset=UTF-8" => "text/html; charset=UTF-8",
+        b"text/plain" => "text/plain",
+        b"text/plain; charset=utf-8" => "text/plain; charset=utf-8",
+        b"text/css" => "text/css",
+        b"text/xml" => "text/xml",
+        b"application/javascript" => "application/javascript",
+        b"application/json" => "application/json",
+        b"application/json; charset=utf-8" => "application/json; charset=utf-8",
+        b"application/octet-stream" => "application/octet-stream",
+        b"application/xml" => "application/xml",
+        b"image/gif" => "image/gif",
+        b"image/jpeg" => "image/jpeg",
+        b"image/png" => "image/png",
+        b"image/svg+xml" => "image/svg+xml",
+        b"image/webp" => "image/webp",
+        _ => return None,
+    })
 }
 
 /// Content-Length as nginx reads it: digits only, no sign, no overflow.
@@ -131,10 +237,9 @@ const FAST_FIELDS: usize = 32;
 /// Parses a response head from `buf`; Ok(None) when more bytes are needed.
 pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
     let mut fields = [Field::EMPTY; FAST_FIELDS];
-    let mut lower = [0u8; 512];
-    if let Some(h) = head_scan::scan(buf, &mut fields, &mut lower) {
+    if let Some(h) = head_scan::scan(buf, &mut fields) {
         let line = StatusLine { http11: h.http11, status: h.status, head_len: h.len };
-        return interpret(line, &fields[..h.fields], &lower, head_request, conf).map(Some);
+        return interpret(line, &fields[..h.fields], head_request, conf).map(Some);
     }
     // nginx bounds the head by size (proxy_buffer_size), not by count.
     // Uninitialized slots: no 4 KB of empty headers written per parse.
@@ -153,9 +258,8 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Resul
         Err(_) => return Err(HeadError::Invalid("upstream sent invalid header")),
     };
     let fields: Vec<Field<'_>> = r.headers.iter().map(|h| Field { name: h.name.as_bytes(), value: h.value }).collect();
-    let lower: Vec<u8> = fields.iter().flat_map(|f| f.name.iter().map(u8::to_ascii_lowercase)).collect();
     let line = StatusLine { http11: r.version == Some(1), status: r.code.unwrap_or(0), head_len };
-    interpret(line, &fields, &lower, head_request, conf).map(Some)
+    interpret(line, &fields, head_request, conf).map(Some)
 }
 
 struct StatusLine {
@@ -164,13 +268,11 @@ struct StatusLine {
     head_len: usize,
 }
 
-/// The head's meaning: `lower` holds the fields' lowercase names back to
-/// back. httparse (default config: no obs-fold, no invalid lines ignored)
+/// The head's meaning. httparse (default config: no obs-fold, no invalid lines ignored)
 /// and the scanner have already refused CR, LF and NUL in a value.
 fn interpret(
     line: StatusLine,
     fields: &[Field<'_>],
-    lower: &[u8],
     head_request: bool,
     conf: &ProxyConf,
 ) -> Result<ResponseHead, HeadError> {
@@ -186,12 +288,9 @@ fn interpret(
     let mut content_type = None;
     let mut options: Vec<&[u8]> = Vec::new();
     let mut accel_buffering = None;
-    let mut at = 0;
     for f in fields {
-        let name = &lower[at..at + f.name.len()];
-        at += f.name.len();
         let v = f.value;
-        let kind = classify(name);
+        let kind = classify(f.name);
         match kind {
             Kind::ContentLength => {
                 let n =
@@ -228,16 +327,16 @@ fn interpret(
                 }
             }
             Kind::ContentType => {
-                content_type = Some(match std::str::from_utf8(v) {
-                    Ok(s) => s.to_owned(),
-                    Err(_) => String::from_utf8_lossy(v).into_owned(),
+                content_type = Some(match common_type(v) {
+                    Some(t) => Cow::Borrowed(t),
+                    None => Cow::Owned(String::from_utf8_lossy(v).into_owned()),
                 });
                 continue;
             }
             Kind::NotReturned | Kind::Common(_) | Kind::Other => {}
         }
-        let listed = |list: &[String]| list.iter().any(|n| n.as_bytes() == name);
-        let switching = status == 101 && name == b"upgrade";
+        let listed = |list: &[String]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(f.name));
+        let switching = status == 101 && f.name.eq_ignore_ascii_case(b"upgrade");
         let hidden = kind.not_returned() && !listed(&conf.pass_headers) && !switching || listed(&conf.hide_headers);
         if !hidden {
             let n = match kind {
@@ -308,6 +407,33 @@ mod tests {
             assert!(h.keep_alive);
             assert_eq!(h.head_len, buf.len() - 5);
         }
+    }
+
+    #[test]
+    fn classifies_names_in_any_case_and_nothing_else() {
+        let flip = |n: &[u8], every: usize| -> Vec<u8> {
+            n.iter().enumerate().map(|(i, b)| if i % every == 0 { b.to_ascii_uppercase() } else { *b }).collect()
+        };
+        for (name, kind) in KNOWN {
+            for every in [1, 2, 3, usize::MAX] {
+                assert_eq!(classify(&flip(name, every)), kind, "{}", String::from_utf8_lossy(name));
+            }
+            // Any one byte changed (to another token character: names
+            // reach here validated), or one more or fewer, is another name.
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            for at in 0..name.len() {
+                for b in (0..=255u8).filter(|&b| token(b)) {
+                    let mut odd = name.to_vec();
+                    odd[at] = b;
+                    let same = KNOWN.iter().any(|(k, _)| k.eq_ignore_ascii_case(&odd));
+                    assert_eq!(classify(&odd) != Kind::Other, same, "{:?}", odd.escape_ascii().to_string());
+                }
+            }
+            assert_eq!(classify(&[name, &b"s"[..]].concat()), Kind::Other);
+            assert_eq!(classify(&name[..name.len() - 1]), Kind::Other);
+        }
+        assert_eq!(classify(b""), Kind::Other);
+        assert_eq!(classify(&[b'a'; 100]), Kind::Other);
     }
 
     #[test]
