@@ -140,9 +140,9 @@ pub async fn run(w: Rc<WorkerCtx>) {
             let Some(p) = w.parking.take(ev.data.u64() as usize) else { continue };
             // Readable now: served without registering until it must wait.
             let sock = crate::connection::sock::Sock::Raw(p.stream);
-            tokio::task::spawn_local(crate::clock::per_poll(crate::connection::h1::conn::serve(
-                sock, p.info, p.group, p._guard,
-            )));
+            // Boxed for the reason accept gives.
+            let conn = Box::pin(crate::connection::h1::conn::serve(sock, p.info, p.group, p._guard));
+            tokio::task::spawn_local(crate::clock::per_poll(conn));
         }
     }
 }
