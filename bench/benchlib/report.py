@@ -107,6 +107,12 @@ class ReportMixin:
                     out.append("| | paired runs: median of run-by-run sluice/nginx (req/s; CPU) | | | "
                                "%.2f; %.2f |" % (statistics.median(paired["rps"]),
                                                  statistics.median(paired["cpu_us_per_req"])))
+                    # The spread says how far one measurement can be trusted:
+                    # on a noisy VM it is often wider than a target's margin.
+                    out.append("| | paired runs: lowest-highest run-by-run ratio (req/s; CPU) | | | "
+                               "%.2f-%.2f; %.2f-%.2f |" % (min(paired["rps"]), max(paired["rps"]),
+                                                           min(paired["cpu_us_per_req"]),
+                                                           max(paired["cpu_us_per_req"])))
                 if res.get("proxy"):
                     cells = [", ".join("%d" % r["origin_conns"] for r in res["runs"].get(s, []))
                              or ("FAILED" if res["failed"].get(s) else "-") for s in SERVERS]
