@@ -732,3 +732,26 @@ fn map_regex_captures_in_values() {
     assert_eq!(get("WWW.Foo.org"), "site=org-Foo");
     assert_eq!(get("other.net"), "site=none");
 }
+
+/// As in nginx, a map's named captures become variables once the map's
+/// own variable has been evaluated in the request.
+#[test]
+fn map_named_captures_are_variables_after_the_map() {
+    let s = builder()
+        .http(
+            "map $http_host $site {\n\
+               default none;\n\
+               ~^(?<name>[a-z]+)\\.(?<zone>example|test)\\.com$ found;\n\
+             }\n\
+             server { listen 127.0.0.1:{port};\n\
+               location /after { return 200 \"site=$site name=$name zone=$zone\"; }\n\
+             }",
+        )
+        .start();
+    let get = |path: &str, host: &str| {
+        request(s.port, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text()
+    };
+    assert_eq!(get("/after", "blue.example.com"), "site=found name=blue zone=example");
+    assert_eq!(get("/after", "red.test.com"), "site=found name=red zone=test");
+    assert_eq!(get("/after", "other.net"), "site=none name= zone=");
+}

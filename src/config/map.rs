@@ -41,13 +41,16 @@ impl MapDef {
     /// The value template for a source value, with the captures of the
     /// regex that matched (if one did): the value may use them, as
     /// `~^(?<site>.+)\.example\.com$ $site;` or `$1` do in nginx.
-    pub fn lookup<'v>(&self, value: &'v [u8]) -> (&Template, Option<regex::bytes::Captures<'v>>) {
+    pub fn lookup<'v>(
+        &self,
+        value: &'v [u8],
+    ) -> (&Template, Option<(&regex::bytes::Regex, regex::bytes::Captures<'v>)>) {
         if let Some(t) = self.exact.get(&value.to_ascii_lowercase()) {
             return (t, None);
         }
         for (re, t) in &self.regex {
             if let Some(c) = re.captures(value) {
-                return (t, Some(c));
+                return (t, Some((re, c)));
             }
         }
         (&self.default, None)

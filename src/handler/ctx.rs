@@ -49,6 +49,10 @@ pub struct ReqCtx<'c, 'a> {
     pub captures: Vec<Vec<u8>>,
     /// Named captures of the matched regex location.
     pub named: Vec<(std::sync::Arc<str>, Vec<u8>)>,
+    /// Named captures of the `map` regexes evaluated so far: nginx makes
+    /// them variables once the map's own variable has been evaluated (a
+    /// later one of the same name wins, as over a location's).
+    pub map_named: std::cell::RefCell<Vec<(std::sync::Arc<str>, Vec<u8>)>>,
     /// `$upstream_*`: one entry per peer tried, joined with ", " as nginx.
     pub upstream: UpstreamLog,
     /// Set for an HTTP/2 extended CONNECT (RFC 8441) WebSocket stream: the
@@ -328,7 +332,18 @@ impl VarSource for Vars<'_, '_, '_> {
                 m.source.render(self, &mut key);
                 match m.lookup(&key) {
                     (t, None) => t.render(self, out),
-                    (t, Some(caps)) => t.render(&crate::config::map::WithCaptures { inner: self, caps }, out),
+                    (t, Some((re, caps))) => {
+                        // nginx: the regex's named captures are variables
+                        // from now on in this request.
+                        let mut set = ctx.map_named.borrow_mut();
+                        for name in re.capture_names().flatten() {
+                            let v = caps.name(name).map(|m| m.as_bytes().to_vec()).unwrap_or_default();
+                            set.retain(|(n, _)| &**n != name);
+                            set.push((std::sync::Arc::from(name), v));
+                        }
+                        drop(set);
+                        t.render(&crate::config::map::WithCaptures { inner: self, caps }, out)
+                    }
                 }
             }
             Var::SslSessionReused => {
@@ -393,7 +408,9 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             }
             Var::Named(name) => {
-                let here = ctx.named.iter().rev().find(|(k, _)| **k == **name).map(|(_, v)| v.clone());
+                let from_map = ctx.map_named.borrow().iter().find(|(k, _)| **k == **name).map(|(_, v)| v.clone());
+                let here =
+                    from_map.or_else(|| ctx.named.iter().rev().find(|(k, _)| **k == **name).map(|(_, v)| v.clone()));
                 let v = here.or_else(|| {
                     server_captures(ctx)
                         .and_then(|(_, named)| named.into_iter().find(|(k, _)| **k == **name))
@@ -427,6 +444,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             err_status: None,
             captures: Vec::new(),
             named: Vec::new(),
+            map_named: Default::default(),
             upstream: UpstreamLog::default(),
             websocket_key: None,
             proxy_pass: None,
