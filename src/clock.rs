@@ -90,8 +90,9 @@ thread_local! {
 /// nginx reads its clock once per event-loop iteration (`ngx_current_msec`).
 /// Why: a proxied request read the clock 7 times, and in this VM each read
 /// costs ~32 ns in the vDSO (perf: 0.23 µs per request, nginx 0.01).
-/// Within one poll no time passes that a timeout or a log would miss: a
-/// poll never waits, and nginx has the same granularity.
+/// A reading is at most one poll old (a poll never waits for the network,
+/// only computes and makes non-blocking calls); nginx's is as old as its
+/// event-loop turn.
 pub fn mono() -> Instant {
     MONO.with(|c| match c.get() {
         Some(t) => t,
