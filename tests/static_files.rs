@@ -682,9 +682,7 @@ fn named_captures_and_server_name_captures() {
              }",
         )
         .start();
-    let get = |path: &str, host: &str| {
-        request(s.port, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text()
-    };
+    let get = |path: &str, host: &str| get_with_host(s.port, path, host);
     // A regex location's captures: numbered and named; the server's named
     // captures stay available.
     assert_eq!(get("/u/alice/42", "blue.example.com"), "user=alice id=42 sub=blue zone=example");
@@ -726,8 +724,7 @@ fn map_regex_captures_in_values() {
              server { listen 127.0.0.1:{port}; location / { return 200 \"site=$site\"; } }",
         )
         .start();
-    let get =
-        |host: &str| request(s.port, &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text();
+    let get = |host: &str| get_with_host(s.port, "/", host);
     assert_eq!(get("blue.example.com"), "site=blue");
     assert_eq!(get("WWW.Foo.org"), "site=org-Foo");
     assert_eq!(get("other.net"), "site=none");
@@ -748,10 +745,13 @@ fn map_named_captures_are_variables_after_the_map() {
              }",
         )
         .start();
-    let get = |path: &str, host: &str| {
-        request(s.port, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text()
-    };
+    let get = |path: &str, host: &str| get_with_host(s.port, path, host);
     assert_eq!(get("/after", "blue.example.com"), "site=found name=blue zone=example");
     assert_eq!(get("/after", "red.test.com"), "site=found name=red zone=test");
     assert_eq!(get("/after", "other.net"), "site=none name= zone=");
+}
+
+/// GET `path` with the given Host on a connection of its own; the body.
+fn get_with_host(port: u16, path: &str, host: &str) -> String {
+    request(port, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).text()
 }
