@@ -14,7 +14,7 @@ pub const EVENTS: u8 = 2;
 pub const HTTP: u8 = 4;
 pub const SRV: u8 = 8;
 pub const LOC: u8 = 16;
-const HSL: u8 = HTTP | SRV | LOC;
+pub const HSL: u8 = HTTP | SRV | LOC;
 
 pub type R = Result<(), ConfError>;
 
@@ -47,25 +47,28 @@ pub struct Cmd {
     pub set: Set,
 }
 
-const MANY: usize = usize::MAX;
+pub const MANY: usize = usize::MAX;
 
-const fn cmd(name: &'static str, ctx: u8, min: usize, max: usize, set: Set) -> Cmd {
+pub const fn cmd(name: &'static str, ctx: u8, min: usize, max: usize, set: Set) -> Cmd {
     Cmd { name, ctx, min, max, block: false, multi: false, reset: None, set }
 }
 
-const fn block(name: &'static str, ctx: u8, min: usize, max: usize) -> Cmd {
+pub const fn block(name: &'static str, ctx: u8, min: usize, max: usize) -> Cmd {
     Cmd { name, ctx, min, max, block: true, multi: true, reset: None, set: Set::Block }
 }
 
-const fn multi(c: Cmd) -> Cmd {
+pub const fn multi(c: Cmd) -> Cmd {
     Cmd { multi: true, ..c }
 }
 
-const fn list(c: Cmd, reset: fn(&mut LocConf)) -> Cmd {
+pub const fn list(c: Cmd, reset: fn(&mut LocConf)) -> Cmd {
     Cmd { multi: true, reset: Some(reset), ..c }
 }
 
-pub static TABLE: &[Cmd] = &[
+/// The core directives; modules that own their directives (a cache, a
+/// filter, the rewrite module) keep their rows in a table of their own,
+/// listed in [`TABLES`].
+pub static CORE: &[Cmd] = &[
     // main
     cmd("worker_processes", MAIN, 1, 1, Set::Main(set_main::worker_processes)),
     cmd("worker_cpu_affinity", MAIN, 1, MANY, Set::Main(set_main::worker_cpu_affinity)),
@@ -229,8 +232,12 @@ static KNOWN_NGINX: &[&str] = &[
     "worker_shutdown_timeout",
 ];
 
+/// Every directive table, searched in order: the core's, then each
+/// module's. A module adds its table here and nowhere else.
+pub static TABLES: &[&[Cmd]] = &[CORE];
+
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
-    TABLE.iter().find(|c| c.name == name)
+    TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)
 }
 
 pub fn unknown(d: &Directive) -> ConfError {
