@@ -62,6 +62,7 @@ pub enum Var {
     UpstreamResponseTime,
     UpstreamConnectTime,
     UpstreamHeaderTime,
+    UpstreamCacheStatus,
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
 }
@@ -104,6 +105,7 @@ impl Var {
             "upstream_response_time" => Var::UpstreamResponseTime,
             "upstream_connect_time" => Var::UpstreamConnectTime,
             "upstream_header_time" => Var::UpstreamHeaderTime,
+            "upstream_cache_status" => Var::UpstreamCacheStatus,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,

@@ -51,6 +51,9 @@ pub struct Ctx {
     pub upstream_list: Vec<Arc<super::proxy::Upstream>>,
     /// A `user` directive was given (even one ignored when not root).
     pub user_set: bool,
+    /// `proxy_cache_path` zones by name (defined before any server is
+    /// built, so a location may use one defined later in `http`).
+    pub cache_zones: crate::cache::conf::Zones,
 }
 
 impl Ctx {
@@ -257,6 +260,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         },
         http2: Http2Conf::default(),
         proxy: super::proxy::ProxyConf { buffers: super::proxy_buffers::BufferConf::new(prefix), ..Default::default() },
+        cache: Default::default(),
     }
 }
 
@@ -298,6 +302,7 @@ pub fn build(
         upstreams: HashMap::new(),
         upstream_list: Vec::new(),
         user_set: false,
+        cache_zones: Default::default(),
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -332,9 +337,13 @@ pub fn build(
     apply_level(events.block.as_deref().unwrap_or(&[]), EVENTS, &mut ctx, &mut main, None, None)?;
     let http = match http {
         Some(d) => build_http(d.block.as_deref().unwrap_or(&[]), &mut ctx, &mut main)?,
-        None => {
-            HttpConf { servers: Vec::new(), listens: Vec::new(), access_log_files: Vec::new(), upstreams: Vec::new() }
-        }
+        None => HttpConf {
+            servers: Vec::new(),
+            listens: Vec::new(),
+            access_log_files: Vec::new(),
+            upstreams: Vec::new(),
+            cache_zones: Vec::new(),
+        },
     };
     Ok(Config {
         main,
@@ -370,7 +379,16 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         table::check_shape(table::lookup("log_format").ok_or_else(|| table::unknown(d))?, d)?;
         set_loc::log_format(d, ctx)?;
     }
-    let rest: Vec<Directive> = dirs.iter().filter(|d| d.name != "log_format" && d.name != "map").cloned().collect();
+    // Cache zones too: `proxy_cache` anywhere in http may name one.
+    for d in dirs.iter().filter(|d| d.name == "proxy_cache_path") {
+        table::check_shape(table::lookup("proxy_cache_path").ok_or_else(|| table::unknown(d))?, d)?;
+        crate::cache::conf::proxy_cache_path(d, ctx)?;
+    }
+    let rest: Vec<Directive> = dirs
+        .iter()
+        .filter(|d| d.name != "log_format" && d.name != "map" && d.name != "proxy_cache_path")
+        .cloned()
+        .collect();
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();
@@ -391,6 +409,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         listens,
         access_log_files: std::mem::take(&mut ctx.log_files),
         upstreams: std::mem::take(&mut ctx.upstream_list),
+        cache_zones: ctx.cache_zones.values().cloned().collect(),
     })
 }
 

@@ -66,6 +66,8 @@ pub struct HttpConf {
     pub access_log_files: Vec<AccessLogFile>,
     /// Every upstream (blocks and implicit ones), by `Upstream::index`.
     pub upstreams: Vec<Arc<super::proxy::Upstream>>,
+    /// `proxy_cache_path` zones (their directories are prepared at start).
+    pub cache_zones: Vec<Arc<crate::cache::conf::ZoneConf>>,
 }
 
 /// Every server block that listens on one address, with the lookup tables
@@ -184,6 +186,8 @@ pub struct LocConf {
     pub ssl: SslConf,
     pub http2: Http2Conf,
     pub proxy: super::proxy::ProxyConf,
+    /// `proxy_cache*` (the cache module's settings).
+    pub cache: crate::cache::conf::CacheConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -214,8 +214,6 @@ pub static CORE: &[Cmd] = &[
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
 static KNOWN_NGINX: &[&str] = &[
-    "proxy_cache",
-    "proxy_cache_path",
     "fastcgi_pass",
     "gzip",
     "if",
@@ -234,7 +232,7 @@ static KNOWN_NGINX: &[&str] = &[
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
-pub static TABLES: &[&[Cmd]] = &[CORE];
+pub static TABLES: &[&[Cmd]] = &[CORE, crate::cache::conf::DIRECTIVES];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
     TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)

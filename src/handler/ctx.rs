@@ -62,6 +62,8 @@ pub struct ReqCtx<'c, 'a> {
     /// The `proxy_pass` this request went to (resolved when it has
     /// variables), for `$proxy_host` and error-log lines.
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
+    /// `$upstream_cache_status` (None: the cache was not asked).
+    pub cache_status: Option<&'static str>,
 }
 
 #[derive(Default)]
@@ -326,6 +328,11 @@ impl VarSource for Vars<'_, '_, '_> {
             }
             Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms),
             Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms),
+            Var::UpstreamCacheStatus => {
+                if let Some(s) = ctx.cache_status {
+                    out.extend_from_slice(s.as_bytes())
+                }
+            }
             Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
             Var::Map(m) => {
                 let mut key = Vec::new();
@@ -448,6 +455,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             upstream: UpstreamLog::default(),
             websocket_key: None,
             proxy_pass: None,
+            cache_status: None,
         }
     }
 

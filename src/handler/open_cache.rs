@@ -30,6 +30,24 @@ pub struct OpenFile {
     memo: std::cell::OnceCell<Vec<u8>>,
 }
 
+impl OpenFile {
+    /// An already open regular file of `size` bytes (a cache entry), not
+    /// held by the open-file cache.
+    pub fn from_file(file: File, size: u64, mtime: u64) -> OpenFile {
+        let (ino, dev) = file.metadata().map(|m| (m.ino(), m.dev())).unwrap_or((0, 0));
+        OpenFile {
+            file: Some(file),
+            size,
+            mtime,
+            is_dir: false,
+            ino,
+            dev,
+            in_cache: Default::default(),
+            memo: Default::default(),
+        }
+    }
+}
+
 /// Files up to this size have their bytes kept by the open-file cache.
 pub const MEMO_MAX: u64 = 16 * 1024;
 

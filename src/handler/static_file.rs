@@ -127,7 +127,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
         r.body = Body::File { file, offset: 0, len: size };
         return r;
     }
-    if let Some(status) = precondition(ctx, &r, file.mtime) {
+    if let Some(status) = precondition(ctx, r.etag.as_deref(), Some(file.mtime)) {
         if status == 304 {
             r.status = 304;
             r.content_type = None;
@@ -137,7 +137,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
     }
     r.accept_ranges = true;
     if let Some(h) = ctx.req.header("range")
-        && if_range_ok(ctx, &r, file.mtime)
+        && if_range_ok(ctx, r.etag.as_deref(), Some(file.mtime))
     {
         match range::parse_range(h, size, None) {
             range::RangeResult::Ignore => {}
@@ -189,15 +189,16 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
 
 /// RFC 9110 §13.2.2 order, as nginx's not_modified filter: If-Match /
 /// If-Unmodified-Since (412), then If-None-Match, else If-Modified-Since (304).
-fn precondition(ctx: &ReqCtx<'_, '_>, r: &Response<'_>, mtime: u64) -> Option<u16> {
-    let etag = r.etag.as_deref();
+/// `mtime` is the representation's Last-Modified (a cached response may
+/// have none: then dates never match).
+pub(crate) fn precondition(ctx: &ReqCtx<'_, '_>, etag: Option<&[u8]>, mtime: Option<u64>) -> Option<u16> {
     if let Some(h) = ctx.req.header("if-match") {
         if !etag.is_some_and(|e| etag::if_match_matches(h, e)) {
             return Some(412);
         }
     } else if let Some(h) = ctx.req.header("if-unmodified-since")
         && let Some(t) = date::parse_http_date(h)
-        && mtime > t
+        && mtime.is_none_or(|m| m > t)
     {
         return Some(412);
     }
@@ -207,6 +208,7 @@ fn precondition(ctx: &ReqCtx<'_, '_>, r: &Response<'_>, mtime: u64) -> Option<u1
     if ctx.conf.if_modified_since != IfModifiedSince::Off
         && let Some(h) = ctx.req.header("if-modified-since")
         && let Some(t) = date::parse_http_date(h)
+        && let Some(mtime) = mtime
     {
         let not_modified = match ctx.conf.if_modified_since {
             IfModifiedSince::Exact => t == mtime,
@@ -218,10 +220,10 @@ fn precondition(ctx: &ReqCtx<'_, '_>, r: &Response<'_>, mtime: u64) -> Option<u1
 }
 
 /// If-Range: an entity tag must match strongly, a date exactly.
-fn if_range_ok(ctx: &ReqCtx<'_, '_>, r: &Response<'_>, mtime: u64) -> bool {
+pub(crate) fn if_range_ok(ctx: &ReqCtx<'_, '_>, etag: Option<&[u8]>, mtime: Option<u64>) -> bool {
     let Some(h) = ctx.req.header("if-range") else { return true };
     if h.starts_with(b"\"") || h.starts_with(b"W/") {
-        return r.etag.as_deref() == Some(h);
+        return etag == Some(h);
     }
-    date::parse_http_date(h) == Some(mtime)
+    mtime.is_some() && date::parse_http_date(h) == mtime
 }

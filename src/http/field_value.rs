@@ -44,6 +44,12 @@ impl FieldValue {
     }
 }
 
+impl AsRef<[u8]> for FieldValue {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 impl Deref for FieldValue {
     type Target = [u8];
 

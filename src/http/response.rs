@@ -14,6 +14,9 @@ pub enum Body {
     Empty,
     Static(&'static [u8]),
     Owned(Vec<u8>),
+    /// Bytes shared with a holder that outlives the response (a cache
+    /// entry in memory): sending them copies nothing for HTTP/2.
+    Shared(bytes::Bytes),
     File {
         file: Rc<OpenFile>,
         offset: u64,
@@ -38,6 +41,7 @@ impl Body {
             Body::Empty => 0,
             Body::Static(b) => b.len() as u64,
             Body::Owned(b) => b.len() as u64,
+            Body::Shared(b) => b.len() as u64,
             Body::File { len, .. } => *len,
             Body::Proxy => 0,
             Body::Upstream(u) => u.known_len().unwrap_or(0),

@@ -47,7 +47,8 @@ pub fn log_files(cfg: &Config) -> Result<(), String> {
 }
 
 /// With `user`, the temporary directories (`client_body_temp_path`,
-/// `proxy_temp_path`) are created now and handed to the worker user, as
+/// `proxy_temp_path`) and cache directories (`proxy_cache_path`) are
+/// created now and handed to the worker user, as
 /// nginx does: the workers could not create them under a root-owned prefix
 /// themselves. Without `user` they are created on first use by whoever runs
 /// sluice.
@@ -55,7 +56,8 @@ pub fn temp_dirs(cfg: &Config) -> Result<(), String> {
     let Some(user) = &cfg.main.user else { return Ok(()) };
     let mut seen = HashSet::new();
     let confs = loc_confs(cfg);
-    let dirs = confs.iter().flat_map(|c| [&c.client_body_temp_path, &c.proxy.buffers.temp_path]);
+    let temps = confs.iter().flat_map(|c| [&c.client_body_temp_path, &c.proxy.buffers.temp_path]);
+    let dirs = temps.chain(cfg.http.cache_zones.iter().map(|z| &z.path));
     for dir in dirs {
         if !seen.insert(dir.clone()) {
             continue;

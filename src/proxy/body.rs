@@ -37,6 +37,14 @@ pub struct UpstreamBody {
     pub(super) read_since_head: bool,
     /// `$upstream_response_time` as of the origin connection's release.
     pub response_ms: Option<u64>,
+    /// The cache entry this body fills as it passes (`proxy_cache`).
+    pub cache: Option<Box<crate::cache::store::Writer>>,
+    /// A byte range of the body that alone goes to the client (a `Range`
+    /// answered from a response being cached): (first byte, length). The
+    /// whole body still passes through to the cache.
+    pub window: Option<(u64, u64)>,
+    /// Body bytes passed on so far, for the window.
+    passed: u64,
 }
 
 #[derive(Debug)]
@@ -64,11 +72,17 @@ impl UpstreamBody {
             ahead: None,
             read_since_head: false,
             response_ms: None,
+            cache: None,
+            window: None,
+            passed: 0,
         }
     }
 
     /// The length, when the origin said it.
     pub fn known_len(&self) -> Option<u64> {
+        if let Some((_, len)) = self.window {
+            return Some(len);
+        }
         match &self.framing {
             Framing::None(declared) => Some(declared.unwrap_or(0)),
             Framing::Length(n) => Some(*n),
@@ -77,8 +91,32 @@ impl UpstreamBody {
     }
 
     /// Appends the next piece of body to `out` (up to about `max` bytes);
-    /// Ok(false) once the body is complete.
+    /// Ok(false) once the body is complete (or, with a window, once the
+    /// window has gone out: [`UpstreamBody::next_raw`] reads the rest).
     pub async fn next(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, BodyError> {
+        let Some((start, len)) = self.window else { return self.next_raw(w, out, max).await };
+        loop {
+            if self.passed >= start + len {
+                return Ok(false);
+            }
+            let before = out.len();
+            let more = self.next_raw(w, out, max).await?;
+            let got = (out.len() - before) as u64;
+            let (from, to) = (self.passed, self.passed + got);
+            self.passed = to;
+            // Keep only the part of [from, to) inside [start, start + len).
+            let keep_from = start.max(from).min(to) - from;
+            let keep_to = (start + len).min(to).max(from) - from;
+            out.truncate(before + keep_to as usize);
+            out.drain(before..before + keep_from as usize);
+            if out.len() > before || !more {
+                return Ok(more && self.passed < start + len);
+            }
+        }
+    }
+
+    /// [`UpstreamBody::next`] without the window: every body byte.
+    pub async fn next_raw(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, BodyError> {
         if let Some(a) = self.ahead.as_mut() {
             if !a.is_empty() {
                 a.take(out, max).map_err(|e| BodyError::TempFile(format!("pread() failed ({})", os_error(&e))))?;
@@ -114,6 +152,17 @@ impl UpstreamBody {
     /// Moves body bytes out of the raw buffer into `sink` (at most `max`
     /// for a known length), by the framing; sets `done` at the body's end.
     pub(super) fn decode(&mut self, max: usize, sink: &mut dyn FnMut(&[u8])) -> Result<(), BodyError> {
+        // Every body byte passes here exactly once (whether it goes to the
+        // client now or to the read-ahead store): the cache entry is fed
+        // from the same place.
+        let cache = &mut self.cache;
+        let mut tee = |data: &[u8]| {
+            if let Some(c) = cache.as_mut() {
+                c.push(data);
+            }
+            sink(data)
+        };
+        let sink = &mut tee;
         match &mut self.framing {
             Framing::None(_) => self.done = true,
             Framing::Length(left) => {

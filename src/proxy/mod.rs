@@ -79,6 +79,15 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         None => return crate::handler::error(ctx, 500),
     };
     ctx.proxy_pass = Some(pass.clone());
+    // The cache answers hits before any origin work (and may turn a HEAD
+    // into a GET for the origin: proxy_cache_convert_head).
+    let mut fill = None;
+    if lc.cache.zone.is_some() {
+        match crate::cache::serve::lookup(ctx).await {
+            crate::cache::serve::Lookup::Hit(r) => return r,
+            crate::cache::serve::Lookup::Fetch(f) => fill = f,
+        }
+    }
     let conf = &lc.proxy;
     let u = pass.upstream.clone();
     let framing = match &client.body {
@@ -156,9 +165,12 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     last_status = status;
                     continue;
                 }
+                if let Some(r) = stale(ctx, &mut fill, status, false) {
+                    return r;
+                }
                 let release =
                     Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot, started: tried };
-                return build_response(w, ctx, &pass, head, stream, rest, release);
+                return build_response(w, ctx, &pass, head, stream, rest, release, fill);
             }
             Attempt::Gone(when) => {
                 let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
@@ -195,7 +207,40 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             }
         }
     }
+    if let Some(r) = stale(ctx, &mut fill, last_status, true) {
+        return r;
+    }
     crate::handler::finish_error(ctx, last_status)
+}
+
+/// `proxy_cache_use_stale` (and the entry's own `stale-if-error`): the
+/// expired entry answers instead of an origin that failed (`failed`: no
+/// usable answer; 504 counts as `timeout`, other failures as `error` and
+/// `invalid_header`) or answered with one of the listed statuses.
+fn stale<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    fill: &mut Option<crate::cache::serve::Fill>,
+    status: u16,
+    failed: bool,
+) -> Option<Response<'c>> {
+    let use_stale = ctx.conf.cache.use_stale;
+    let f = fill.as_mut()?;
+    let entry = f.stale.as_ref()?;
+    let by_conf = if failed {
+        if status == 504 { use_stale.timeout } else { use_stale.error || use_stale.invalid_header }
+    } else {
+        use_stale.on_status(status)
+    };
+    let m = &entry.found.meta;
+    let by_entry = (failed || status >= 500)
+        && m.stale_error > 0
+        && crate::cache::manager::now() <= m.valid_until.saturating_add(m.stale_error as i64);
+    if !(by_conf || by_entry) {
+        return None;
+    }
+    let s = f.stale.take()?;
+    ctx.cache_status = Some(crate::cache::serve::STALE);
+    Some(crate::cache::deliver::from_file(ctx, s.found))
 }
 
 /// nginx's 499: the client closed the connection before the origin
@@ -560,6 +605,7 @@ fn rewrite_location(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, v: &[u8]) -> Vec<u8>
     v.to_vec()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_response<'c>(
     w: &WorkerCtx,
     ctx: &mut ReqCtx<'c, '_>,
@@ -568,6 +614,7 @@ fn build_response<'c>(
     stream: UpStream,
     rest: Vec<u8>,
     release: Release,
+    fill: Option<crate::cache::serve::Fill>,
 ) -> Response<'c> {
     let mut resp = Response::new(head.status);
     resp.content_type = head.content_type;
@@ -587,6 +634,23 @@ fn build_response<'c>(
         release_as(w, &mut body, false);
         return crate::handler::finish_error(ctx, resp.status);
     }
+    if let Some(mut f) = fill {
+        body.cache = crate::cache::serve::writer_for(ctx, &mut f, &resp, head.accel_expires.as_deref(), body.buffering);
+        // A response being stored is answered as a hit would be
+        // (conditionals and ranges), as nginx's filters treat it.
+        if body.cache.is_some()
+            && let Some(status) = crate::cache::deliver::on_miss(ctx, &mut resp, &mut body)
+        {
+            let mut r = crate::handler::finish_error(ctx, status);
+            if status == 416 {
+                let mut cr = Vec::with_capacity(24);
+                crate::http::range::unsatisfied_range(body.known_len().unwrap_or(0), &mut cr);
+                r.content_range = Some(cr);
+            }
+            // The origin's body (and its entry) is dropped with `body`.
+            return r;
+        }
+    }
     resp.body = Body::Upstream(Box::new(body));
     crate::handler::finish_proxied(ctx, resp)
 }
@@ -601,6 +665,12 @@ pub fn release(w: &WorkerCtx, body: &mut UpstreamBody) {
 
 /// `release`, saying whether the peer failed; the first call wins.
 pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
+    if let Some(c) = body.cache.take()
+        && body.done
+        && !failed
+    {
+        c.commit(crate::cache::manager::now());
+    }
     let Some(r) = body.release.take() else { return };
     // A body that came whole with the head ended when the head did: the
     // header time already stands for it.
@@ -617,6 +687,34 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
     }
     body.stream = None;
     w.proxy.borrow_mut().give_buf(std::mem::take(&mut body.buf));
+}
+
+/// A body the client did not take whole (a HEAD converted to GET for the
+/// cache, or a client that left) is still read to its end when it fills a
+/// cache entry, as nginx completes a cacheable response; otherwise it is
+/// left, and its connection closed.
+pub async fn fill_rest(w: &WorkerCtx, body: &mut UpstreamBody, head_only: bool) {
+    // A body that reached its end committed its entry and dropped it.
+    if body.cache.is_none() {
+        if head_only && !body.done {
+            // A HEAD the cache turned into GET, whose answer is not stored:
+            // the peer did nothing wrong; its connection just is not reused.
+            release_as(w, body, false);
+        }
+        return;
+    }
+    let mut scratch = Vec::with_capacity(64 * 1024);
+    loop {
+        scratch.clear();
+        match body.next_raw(w, &mut scratch, 64 * 1024).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(_) => {
+                body.cache = None;
+                return;
+            }
+        }
+    }
 }
 
 /// After the client's response: the origin connection released if that

@@ -35,6 +35,8 @@ pub struct ResponseHead {
     /// `X-Accel-Buffering: yes|no`: the origin overrides `proxy_buffering`
     /// for this response, as nginx lets it.
     pub accel_buffering: Option<bool>,
+    /// `X-Accel-Expires`, for the cache (never passed to the client).
+    pub accel_expires: Option<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -51,6 +53,7 @@ enum Kind {
     TransferEncoding,
     Connection,
     AccelBuffering,
+    AccelExpires,
     /// Carried separately, never as a header.
     ContentType,
     /// Hop-by-hop, replaced by sluice's own, or on nginx's default
@@ -66,7 +69,12 @@ impl Kind {
     fn not_returned(self) -> bool {
         matches!(
             self,
-            Kind::ContentLength | Kind::TransferEncoding | Kind::Connection | Kind::AccelBuffering | Kind::NotReturned
+            Kind::ContentLength
+                | Kind::TransferEncoding
+                | Kind::Connection
+                | Kind::AccelBuffering
+                | Kind::AccelExpires
+                | Kind::NotReturned
         )
     }
 }
@@ -86,7 +94,7 @@ const KNOWN: [(&[u8], Kind); 36] = [
     (b"date", Kind::NotReturned),
     (b"server", Kind::NotReturned),
     (b"x-pad", Kind::NotReturned),
-    (b"x-accel-expires", Kind::NotReturned),
+    (b"x-accel-expires", Kind::AccelExpires),
     (b"x-accel-redirect", Kind::NotReturned),
     (b"x-accel-limit-rate", Kind::NotReturned),
     (b"x-accel-charset", Kind::NotReturned),
@@ -288,6 +296,7 @@ fn interpret(
     let mut content_type = None;
     let mut options: Vec<&[u8]> = Vec::new();
     let mut accel_buffering = None;
+    let mut accel_expires = None;
     for f in fields {
         let v = f.value;
         let kind = classify(f.name);
@@ -326,6 +335,7 @@ fn interpret(
                     accel_buffering = Some(false);
                 }
             }
+            Kind::AccelExpires => accel_expires = Some(v.to_vec()),
             Kind::ContentType => {
                 content_type = Some(match common_type(v) {
                     Some(t) => Cow::Borrowed(t),
@@ -374,6 +384,7 @@ fn interpret(
         keep_alive: !close,
         head_len: line.head_len,
         accel_buffering,
+        accel_expires,
     })
 }
 

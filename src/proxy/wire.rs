@@ -155,8 +155,13 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
             conn.push(v);
         }
     }
+    // A request the cache may store asks the origin for the whole,
+    // unconditional representation (nginx's cache headers): ranges and
+    // conditions are then answered from the stored entry.
+    let caching = ctx.cache_status.is_some();
     for (name, v) in ctx.req.headers() {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+            || caching && CACHE_NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
             || conn.iter().any(|c| listed_in_connection(c, name))
             || conf.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
             || super::websocket::skip_client_header(ws_key, name);
@@ -171,6 +176,10 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
     out.extend_from_slice(b"\r\n");
     RequestHead(out)
 }
+
+/// Request headers not passed when the response may be cached.
+const CACHE_NOT_PASSED: [&str; 6] =
+    ["if-modified-since", "if-unmodified-since", "if-none-match", "if-match", "range", "if-range"];
 
 /// Whether a Connection header names anything besides the usual
 /// close / keep-alive / upgrade (which sluice handles itself).

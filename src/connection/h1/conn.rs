@@ -355,6 +355,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let (sent_ok, body_bytes) = match &mut resp.body {
         Body::Upstream(up) => {
             let r = write_upstream(w, &mut out, up, head_only, chunked, &ctx).await;
+            crate::proxy::fill_rest(w, up, head_only).await;
             crate::proxy::finish_body(w, &mut ctx, up);
             r
         }
@@ -446,6 +447,10 @@ async fn write_body(
             (flush(c, t, defer).await, b.len() as u64)
         }
         Body::Owned(b) => {
+            c.wbuf.extend_from_slice(b);
+            (flush(c, t, defer).await, b.len() as u64)
+        }
+        Body::Shared(b) => {
             c.wbuf.extend_from_slice(b);
             (flush(c, t, defer).await, b.len() as u64)
         }

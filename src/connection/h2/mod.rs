@@ -351,6 +351,7 @@ async fn stream(
         Err(_) => Err(()),
     };
     if let crate::http::response::Body::Upstream(up) = &mut resp.body {
+        crate::proxy::fill_rest(&w, up, head_only).await;
         crate::proxy::finish_body(&w, &mut ctx, up);
     }
     let ok = sent.is_ok();

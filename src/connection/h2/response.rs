@@ -91,6 +91,7 @@ pub fn segments(body: &Body) -> Vec<Seg> {
         Body::Empty => Vec::new(),
         Body::Static(b) => vec![Seg::Bytes(Bytes::from_static(b))],
         Body::Owned(b) => vec![Seg::Bytes(Bytes::copy_from_slice(b))],
+        Body::Shared(b) => vec![Seg::Bytes(b.clone())],
         Body::File { file, offset, len } => match file.cached_bytes(*offset, *len) {
             Some(b) => vec![Seg::Bytes(Bytes::copy_from_slice(b))],
             None => vec![Seg::File(file.clone(), *offset, *len)],

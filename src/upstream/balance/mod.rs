@@ -44,7 +44,7 @@
 //! * `weight=0`, no primary server, and `backup` with `hash`/`ip_hash`/`random` are refused by
 //!   [`Balancer::new`]; nginx refuses them while parsing.
 
-mod hash;
+pub(crate) mod hash;
 mod health;
 mod ip_hash;
 mod least_conn;

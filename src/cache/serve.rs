@@ -1,0 +1,285 @@
+//! The cache on a request's path, before and after the origin: the lookup
+//! that answers a hit (memory tier, else the entry file, sent with
+//! sendfile), and the fill that decides from the origin's head whether the
+//! response is stored. `proxy_cache_lock` makes concurrent misses for a key
+//! wait for one fill and wakes them the moment it lands (no polling).
+
+use std::sync::{Arc, OnceLock};
+
+use super::entry::Meta;
+use super::memory::MemEntry;
+use super::store::{self, Found};
+use super::zone::{self, Flight, Hash, Zone};
+use crate::handler::ctx::{ReqCtx, Vars};
+use crate::http::request::Method;
+use crate::http::response::Response;
+use crate::log::error::Level;
+use crate::log_to;
+use crate::variables::Template;
+
+/// `$upstream_cache_status` values.
+pub const MISS: &str = "MISS";
+pub const BYPASS: &str = "BYPASS";
+pub const EXPIRED: &str = "EXPIRED";
+pub const STALE: &str = "STALE";
+pub const HIT: &str = "HIT";
+
+/// What the lookup decided.
+pub enum Lookup<'c> {
+    /// Answer from the cache.
+    Hit(Response<'c>),
+    /// Ask the origin; with a fill when the answer may be stored.
+    Fetch(Option<Fill>),
+}
+
+/// A request that may store the origin's answer.
+pub struct Fill {
+    pub zone: Arc<Zone>,
+    pub key: Vec<u8>,
+    pub hash: Hash,
+    /// Requests for the key reached proxy_cache_min_uses.
+    pub store: bool,
+    pub flight: Option<Arc<Flight>>,
+    /// The expired entry, for `proxy_cache_use_stale`.
+    pub stale: Option<Stale>,
+}
+
+/// An expired entry that may still be served.
+pub struct Stale {
+    pub found: Found,
+    pub hash: Hash,
+}
+
+fn default_key() -> &'static Template {
+    static K: OnceLock<Template> = OnceLock::new();
+    K.get_or_init(|| Template::compile("$scheme$proxy_host$request_uri").unwrap_or(Template { parts: Vec::new() }))
+}
+
+/// A predicate list (`proxy_cache_bypass`, `proxy_no_cache`): true when any
+/// value is non-empty and not "0".
+pub fn any_true(ctx: &ReqCtx<'_, '_>, list: &[Template]) -> bool {
+    let vars = Vars::request(ctx);
+    list.iter().any(|t| {
+        let v = t.render_to_vec(&vars);
+        !v.is_empty() && v != b"0"
+    })
+}
+
+/// The cache's part before the origin.
+pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
+    let conf = &ctx.conf.cache;
+    let Some(zconf) = &conf.zone else { return Lookup::Fetch(None) };
+    let cacheable_method = match ctx.req.method {
+        Method::Get | Method::Head => true,
+        Method::Post => conf.post,
+        _ => false,
+    };
+    if !cacheable_method {
+        return Lookup::Fetch(None);
+    }
+    if ctx.req.method == Method::Head && conf.convert_head {
+        // The origin is asked with GET, so the entry serves both.
+        ctx.req.method = Method::Get;
+    }
+    let key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
+    let main = zone::hash(&key);
+    let z = zone::get(zconf);
+    if any_true(ctx, &conf.bypass) {
+        ctx.cache_status = Some(BYPASS);
+        return Lookup::Fetch(Some(Fill { zone: z, key, hash: main, store: true, flight: None, stale: None }));
+    }
+    let deadline = crate::clock::mono() + conf.lock_timeout;
+    loop {
+        let now = super::manager::now();
+        // One probe of the index: count the use, learn variance and state.
+        let node = z.with_node(&main, true, |n| {
+            n.uses = n.uses.saturating_add(1);
+            n.last_access = now;
+            n.clone()
+        });
+        let uses = node.as_ref().map_or(1, |n| n.uses.max(1));
+        let (hash, node) = match node.as_ref().and_then(|n| n.vary.clone()) {
+            Some(vary) => {
+                let h = zone::variant_hash(&key, &variant(ctx, &vary));
+                let n = z.with_node(&h, false, |n| {
+                    n.last_access = now;
+                    n.clone()
+                });
+                (h, n)
+            }
+            None => (main, node),
+        };
+        let store_ok = uses >= conf.min_uses;
+        let mem = zone::lock(&z.mem).get(&hash);
+        if let Some(e) = mem
+            && e.meta.valid_until > now
+        {
+            ctx.cache_status = Some(HIT);
+            return Lookup::Hit(super::deliver::from_memory(ctx, e));
+        }
+        let mut stale = None;
+        let on_disk = node.as_ref().is_some_and(|n| n.on_disk);
+        if on_disk || !z.loaded.load(std::sync::atomic::Ordering::Acquire) {
+            match store::read(&z, &hash, &key) {
+                Ok(Some(found)) if found.meta.valid_until > now => {
+                    if !on_disk {
+                        // Found before the loader got to it (just started).
+                        z.stored(&hash, node_of(&found, now));
+                    }
+                    promote(&z, &hash, &found);
+                    ctx.cache_status = Some(HIT);
+                    return Lookup::Hit(super::deliver::from_file(ctx, found));
+                }
+                Ok(Some(found)) => stale = Some(Stale { found, hash }),
+                Ok(None) => {
+                    if on_disk {
+                        z.forget(&hash);
+                    }
+                }
+                Err(why) => {
+                    log_to!(ctx.conf.error_log, Level::Crit, "*{} {}", ctx.conn.id, why);
+                    z.forget(&hash);
+                }
+            }
+        }
+        let status = if stale.is_some() { EXPIRED } else { MISS };
+        ctx.cache_status = Some(status);
+        if !(conf.lock && store_ok) {
+            return Lookup::Fetch(Some(Fill { zone: z, key, hash: main, store: store_ok, flight: None, stale }));
+        }
+        match z.flight(&main) {
+            Ok(flight) => {
+                return Lookup::Fetch(Some(Fill {
+                    zone: z,
+                    key,
+                    hash: main,
+                    store: true,
+                    flight: Some(flight),
+                    stale,
+                }));
+            }
+            Err(flight) => {
+                // Wait for the fill in flight, then look again.
+                let notified = flight.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if !flight.done.load(std::sync::atomic::Ordering::Acquire) {
+                    let left = deadline.saturating_duration_since(crate::clock::mono());
+                    if crate::clock::timeout(left, notified).await.is_err() {
+                        // nginx: after proxy_cache_lock_timeout the request
+                        // goes to the origin and its answer is not cached.
+                        return Lookup::Fetch(Some(Fill {
+                            zone: z,
+                            key,
+                            hash: main,
+                            store: false,
+                            flight: None,
+                            stale,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The request's values of the headers a Vary names, hashed.
+fn variant(ctx: &ReqCtx<'_, '_>, vary: &[u8]) -> Hash {
+    use md5::Digest;
+    let mut h = md5::Md5::new();
+    for name in vary.split(|&b| b == b',') {
+        let name = name.trim_ascii();
+        if name.is_empty() {
+            continue;
+        }
+        h.update(name.to_ascii_lowercase());
+        h.update(b":");
+        if let Ok(n) = std::str::from_utf8(name)
+            && let Some(v) = ctx.req.header(&n.to_ascii_lowercase())
+        {
+            h.update(v);
+        }
+        h.update(b"\n");
+    }
+    h.finalize().into()
+}
+
+fn node_of(found: &Found, now: i64) -> zone::Node {
+    zone::Node {
+        uses: 1,
+        on_disk: true,
+        valid_until: found.meta.valid_until,
+        stale_updating: found.meta.stale_updating,
+        stale_error: found.meta.stale_error,
+        file_len: found.file_len,
+        last_access: now,
+        vary: None,
+    }
+}
+
+/// A disk hit of a small entry is offered to the memory tier.
+fn promote(z: &Zone, h: &Hash, found: &Found) {
+    let max = zone::lock(&z.mem).max_object();
+    if found.meta.body_len > max {
+        return;
+    }
+    if let Some(body) = store::body(found) {
+        let e = Arc::new(MemEntry { meta: found.meta.clone(), body: body.into() });
+        zone::lock(&z.mem).offer(*h, e);
+    }
+}
+
+impl Drop for Fill {
+    fn drop(&mut self) {
+        // A fill that stores nothing still ends: its waiters look again.
+        if let Some(f) = self.flight.take() {
+            self.zone.land(&self.hash, &f);
+        }
+    }
+}
+
+/// The origin's head arrived: the entry writer when the response may be
+/// stored (nginx's `u->cacheable` after `proxy_no_cache`, the headers'
+/// rules and `proxy_cache_valid`). `buffering` off stores nothing, as in
+/// nginx.
+pub fn writer_for(
+    ctx: &ReqCtx<'_, '_>,
+    fill: &mut Fill,
+    resp: &Response<'_>,
+    accel_expires: Option<&[u8]>,
+    buffering: bool,
+) -> Option<Box<store::Writer>> {
+    let conf = &ctx.conf.cache;
+    if !fill.store || !buffering || any_true(ctx, &conf.no_cache) {
+        return None;
+    }
+    let now = super::manager::now();
+    let v = super::policy::decide(resp.status, &resp.headers, accel_expires, conf, now);
+    let valid_until = v.valid_until?;
+    let (hash, main, var) = if v.vary.is_empty() {
+        (fill.hash, None, [0u8; 16])
+    } else {
+        let var = variant(ctx, &v.vary);
+        (zone::variant_hash(&fill.key, &var), Some(fill.hash), var)
+    };
+    let meta = Meta {
+        valid_until,
+        stale_updating: v.stale_updating,
+        stale_error: v.stale_error,
+        stored: now,
+        status: resp.status,
+        body_len: 0,
+        key: fill.key.clone(),
+        vary: v.vary,
+        variant: var,
+        content_type: resp.content_type.as_deref().map(str::to_string),
+        headers: resp.headers.iter().map(|(n, v)| (n.to_string(), v.as_slice().to_vec())).collect(),
+    };
+    match store::Writer::start(fill.zone.clone(), hash, main, meta, fill.flight.take()) {
+        Ok(w) => Some(Box::new(w)),
+        Err(why) => {
+            log_to!(ctx.conf.error_log, Level::Crit, "*{} {}", ctx.conn.id, why);
+            None
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! A zone's runtime state, shared by every worker (workers are threads of
+//! one process, so nginx's shared-memory zone is an `Arc` here): the index
+//! of keys (sharded mutexes: a lookup locks one shard for a hash probe),
+//! the memory tier, the in-flight fills that concurrent misses wait on, and
+//! the bytes on disk. Zones are kept by name and path across reloads, so a
+//! reload keeps the cache; the first use of a zone starts its loader and
+//! manager thread (`super::manager`), so `-t` never touches the directory.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use super::conf::ZoneConf;
+use super::memory::Tier;
+
+/// The MD5 of a cache key (nginx names files by it too).
+pub type Hash = [u8; 16];
+
+const SHARDS: usize = 16;
+
+/// What the index knows of one key.
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    /// Requests for the key so far (for `proxy_cache_min_uses`).
+    pub uses: u32,
+    /// An entry file exists (else the node only counts uses).
+    pub on_disk: bool,
+    pub valid_until: i64,
+    pub stale_updating: u32,
+    pub stale_error: u32,
+    /// The entry file's size, counted against max_size.
+    pub file_len: u64,
+    /// Unix seconds of the last hit or store, for `inactive` and eviction.
+    pub last_access: i64,
+    /// For a key whose responses vary: the `Vary` value; its variants are
+    /// keyed by the key and the request's values of those headers.
+    pub vary: Option<Arc<[u8]>>,
+}
+
+/// A fill in progress: concurrent misses for the key wait for it
+/// (`proxy_cache_lock`) and are woken the moment it ends.
+pub struct Flight {
+    pub done: AtomicBool,
+    pub notify: tokio::sync::Notify,
+    pub started: std::time::Instant,
+}
+
+pub struct Zone {
+    pub conf: Arc<ZoneConf>,
+    shards: Vec<Mutex<HashMap<Hash, Node>>>,
+    pub mem: Mutex<Tier>,
+    flights: Mutex<HashMap<Hash, Arc<Flight>>>,
+    /// Bytes of entry files on disk.
+    pub disk_bytes: AtomicU64,
+    /// The loader has indexed what was on disk at start.
+    pub loaded: AtomicBool,
+    started: AtomicBool,
+    temp_seq: AtomicU64,
+}
+
+/// Poisoned locks are recovered: a panic elsewhere must not take the cache
+/// (and every worker using it) down; the index is only an accelerator.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Zones by (name, path), for the life of the process.
+type Registry = Mutex<HashMap<(String, PathBuf), Arc<Zone>>>;
+
+fn registry() -> &'static Registry {
+    static R: OnceLock<Registry> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// The zone for a configuration, created on first use and kept across
+/// reloads (same name and path). A reload that changes its sizes gets a
+/// zone with the new settings and the same entries on disk.
+pub fn get(conf: &Arc<ZoneConf>) -> Arc<Zone> {
+    let id = (conf.name.clone(), conf.path.clone());
+    let mut reg = lock(registry());
+    if let Some(z) = reg.get(&id)
+        && (Arc::ptr_eq(&z.conf, conf) || same_limits(&z.conf, conf))
+    {
+        return z.clone();
+    }
+    let z = Arc::new(Zone {
+        conf: conf.clone(),
+        shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        mem: Mutex::new(Tier::new(conf.memory)),
+        flights: Mutex::new(HashMap::new()),
+        disk_bytes: AtomicU64::new(0),
+        loaded: AtomicBool::new(false),
+        started: AtomicBool::new(false),
+        temp_seq: AtomicU64::new(0),
+    });
+    reg.insert(id, z.clone());
+    drop(reg);
+    if !z.started.swap(true, Ordering::AcqRel) {
+        super::manager::start(z.clone());
+    }
+    z
+}
+
+fn same_limits(a: &ZoneConf, b: &ZoneConf) -> bool {
+    a.levels == b.levels
+        && a.keys_size == b.keys_size
+        && a.inactive == b.inactive
+        && a.max_size == b.max_size
+        && a.min_free == b.min_free
+        && a.memory == b.memory
+}
+
+pub fn hash(key: &[u8]) -> Hash {
+    use md5::Digest;
+    md5::Md5::digest(key).into()
+}
+
+/// The key's hash followed by the request's values of the Vary headers.
+pub fn variant_hash(key: &[u8], variant: &Hash) -> Hash {
+    use md5::Digest;
+    let mut h = md5::Md5::new();
+    h.update(key);
+    h.update(b"\0vary\0");
+    h.update(variant);
+    h.finalize().into()
+}
+
+pub fn hex(h: &Hash) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(32);
+    for b in h {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 15) as usize] as char);
+    }
+    s
+}
+
+impl Zone {
+    fn shard(&self, h: &Hash) -> MutexGuard<'_, HashMap<Hash, Node>> {
+        lock(&self.shards[h[0] as usize % SHARDS])
+    }
+
+    /// A copy of the key's node, after `f` has updated it (inserting a
+    /// default node first when `create`). The index holds at most
+    /// keys_zone's worth of keys: a new key beyond that is not counted.
+    pub fn with_node<R>(&self, h: &Hash, create: bool, f: impl FnOnce(&mut Node) -> R) -> Option<R> {
+        let mut s = self.shard(h);
+        if !s.contains_key(h) {
+            if !create || s.len() * SHARDS >= self.conf.max_keys() {
+                return None;
+            }
+            s.insert(*h, Node::default());
+        }
+        s.get_mut(h).map(f)
+    }
+
+    pub fn node(&self, h: &Hash) -> Option<Node> {
+        self.shard(h).get(h).cloned()
+    }
+
+    /// Records a stored entry (replacing what the key had).
+    pub fn stored(&self, h: &Hash, mut n: Node) {
+        let mut s = self.shard(h);
+        let old = s.get(h).map(|o| (o.uses, if o.on_disk { o.file_len } else { 0 }));
+        if let Some((uses, len)) = old {
+            n.uses = n.uses.max(uses);
+            self.disk_bytes.fetch_sub(len.min(self.disk_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
+        }
+        self.disk_bytes.fetch_add(n.file_len, Ordering::Relaxed);
+        s.insert(*h, n);
+    }
+
+    /// Forgets a key (its file is removed by the caller); returns the node.
+    pub fn forget(&self, h: &Hash) -> Option<Node> {
+        let n = self.shard(h).remove(h)?;
+        if n.on_disk {
+            let cur = self.disk_bytes.load(Ordering::Relaxed);
+            self.disk_bytes.fetch_sub(n.file_len.min(cur), Ordering::Relaxed);
+        }
+        lock(&self.mem).remove(h);
+        Some(n)
+    }
+
+    /// Every node, for the manager (one shard locked at a time).
+    pub fn snapshot(&self) -> Vec<(Hash, Node)> {
+        let mut all = Vec::new();
+        for s in &self.shards {
+            all.extend(lock(s).iter().map(|(h, n)| (*h, n.clone())));
+        }
+        all
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entry file's path: `levels` directories named by the hash's
+    /// last hex digits, as nginx lays them out (`c/29/b7f5...029c`).
+    pub fn path_of(&self, h: &Hash) -> PathBuf {
+        let name = hex(h);
+        let mut p = self.conf.path.clone();
+        let mut end = name.len();
+        for l in &self.conf.levels {
+            p.push(&name[end - l..end]);
+            end -= l;
+        }
+        p.push(&name);
+        p
+    }
+
+    /// A temporary file's name next to where the entry goes (the rename
+    /// into place then never crosses file systems).
+    pub fn temp_path(&self, h: &Hash) -> PathBuf {
+        let n = self.temp_seq.fetch_add(1, Ordering::Relaxed);
+        let mut p = self.path_of(h);
+        let name = format!("{}.tmp{}.{}", hex(h), std::process::id(), n);
+        p.set_file_name(name);
+        p
+    }
+
+    /// Joins the fill in flight for `h`, or starts one (Ok: this request
+    /// fills, and must call [`Zone::land`] when done).
+    pub fn flight(&self, h: &Hash) -> Result<Arc<Flight>, Arc<Flight>> {
+        let mut f = lock(&self.flights);
+        if let Some(existing) = f.get(h)
+            && !existing.done.load(Ordering::Acquire)
+        {
+            return Err(existing.clone());
+        }
+        let new = Arc::new(Flight {
+            done: AtomicBool::new(false),
+            notify: tokio::sync::Notify::new(),
+            started: std::time::Instant::now(),
+        });
+        f.insert(*h, new.clone());
+        Ok(new)
+    }
+
+    /// Ends a fill: every waiter wakes at once.
+    pub fn land(&self, h: &Hash, flight: &Arc<Flight>) {
+        let mut f = lock(&self.flights);
+        if f.get(h).is_some_and(|x| Arc::ptr_eq(x, flight)) {
+            f.remove(h);
+        }
+        drop(f);
+        flight.done.store(true, Ordering::Release);
+        flight.notify.notify_waiters();
+    }
+}
