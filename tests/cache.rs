@@ -512,3 +512,163 @@ fn ranges_and_conditionals_from_the_cache() {
     });
     checks.finish();
 }
+
+/// The nginx configuration of the nuster benchmark article (seed 003) runs
+/// as published but for addresses, file paths and the user, and its
+/// HTTP/2 + TLS hits come from the cache.
+#[test]
+fn nuster_article_config_runs_and_serves_h2_hits() {
+    use common::tls::*;
+    let o = Origin::start(|r| {
+        Reply::http(
+            200,
+            &["Content-Type: text/plain"],
+            if r.target() == "/helloworld" { "hello world\n" } else { "?\n" },
+        )
+    });
+    let cache = temp_dir("cache-nuster").join("cache_all").display().to_string();
+    let conf = format!(
+        r#"user  nobody nogroup;
+worker_processes  auto;
+worker_rlimit_nofile 1000000;
+error_log  logs/errorall.log warn;
+pid        logs/nginxall.pid;
+events {{
+  worker_connections  1000000;
+  use epoll;
+  multi_accept on;
+}}
+http {{
+  include                     mime.types;
+  default_type                application/octet-stream;
+  access_log                  off;
+  sendfile                    on;
+  server_tokens               off;
+  keepalive_timeout           300;
+  keepalive_requests          100000;
+  tcp_nopush                  on;
+  tcp_nodelay                 on;
+  client_body_buffer_size     128k;
+  client_header_buffer_size   1m;
+  large_client_header_buffers 4 4k;
+  output_buffers              1 32k;
+  postpone_output             1460;
+  open_file_cache             max=200000 inactive=20s;
+  open_file_cache_valid       30s;
+  open_file_cache_min_uses    2;
+  open_file_cache_errors      on;
+  proxy_cache_path {cache} levels=1:2 keys_zone=STATIC:10m inactive=24h max_size=1g;
+  server {{
+    listen 127.0.0.1:{{port}} ssl http2;
+    ssl on;
+    ssl_session_cache shared:SSL:5m;
+    ssl_session_timeout 1h;
+    http2_max_concurrent_streams 1000;
+    http2_max_requests 10000000;
+    ssl_certificate     tls/localhost.ecdsa.crt;
+    ssl_certificate_key tls/localhost.ecdsa.key;
+    location / {{
+      proxy_pass        http://127.0.0.1:{}/;
+      proxy_cache       STATIC;
+      proxy_cache_valid any 1d;
+    }}
+  }}
+}}
+"#,
+        o.port
+    );
+    let s = builder().tls_files().whole(&conf).arg("-g").arg("daemon off;").start();
+    let url = format!("https://127.0.0.1:{}/helloworld", s.port);
+    let first = curl(&["-k", "--http2", &url]);
+    assert_eq!(first.text(), "hello world\n");
+    let r = h2load(&["-c", "10", "-m", "10", "-n", "2000", &url]);
+    assert!(r.output.contains("Application protocol: h2"), "{}", r.output);
+    assert_eq!((r.succeeded, r.failed, r.errored), (2000, 0, 0), "{}", r.output);
+    assert!(r.status_codes.starts_with("status codes: 2000 2xx"), "{}", r.output);
+    assert_eq!(o.count(), 1, "every h2load request was a hit");
+}
+
+/// `proxy_cache_purge` as the ngx_cache_purge module has it (a PURGE
+/// request, a purge location, a key prefix with `*`) and as NGINX Plus has
+/// it (a condition). sluice only: Debian's build of the module crashes
+/// nginx 1.22's worker on a same-location PURGE.
+#[test]
+fn purge_by_request_by_location_and_by_prefix() {
+    if nginx_mode() {
+        return;
+    }
+    let (o, n) = origin();
+    let dir = temp_dir("cache-purge");
+    let cdir = dir.join("c");
+    let s = builder()
+        .http(&sub(
+            &format!(
+                r#"
+                proxy_cache_path {} levels=1:2 keys_zone=one:1m;
+                map $request_method $purge_method {{ PURGE 1; default 0; }}
+                server {{
+                    listen 127.0.0.1:{{port}};
+                    proxy_cache one;
+                    proxy_cache_valid 10m;
+                    proxy_cache_key $uri;
+                    add_header X-Cache $upstream_cache_status always;
+                    location / {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_purge PURGE from 127.0.0.1 ::1; }}
+                    location /far/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_purge on from 10.0.0.0/8; }}
+                    location /cond/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_purge $purge_method; }}
+                    location ~ ^/purge(/.*)$ {{ proxy_cache_purge one $1; }}
+                }}"#,
+                cdir.display()
+            ),
+            &[("%A%", o.port)],
+        ))
+        .start();
+    let status = |p: &str| get(&s, p).0;
+    let mut checks = Checks::new();
+    checks.run("PURGE request", || {
+        assert_eq!((status("/x"), status("/x")), ("MISS".into(), "HIT".into()));
+        let r = req(&s, "PURGE", "/x", &[], b"");
+        assert_eq!((r.status, r.must("Content-Type")), (200, "text/html"), "{}", r.head);
+        assert!(r.text().contains("<h1>Successful purge</h1>") && r.text().contains("<br>Key : /x"), "{}", r.text());
+        assert_eq!(status("/x"), "MISS");
+        assert_eq!(status("/x"), "HIT");
+        assert_eq!(req(&s, "PURGE", "/x", &[], b"").status, 200);
+        assert_eq!(req(&s, "PURGE", "/x", &[], b"").status, 404, "nothing left to purge");
+    });
+    checks.run("PURGE from an address not listed", || {
+        status("/far/a");
+        assert_eq!(req(&s, "PURGE", "/far/a", &[], b"").status, 403);
+        assert_eq!(status("/far/a"), "HIT");
+    });
+    checks.run("condition", || {
+        status("/cond/a");
+        assert_eq!(req(&s, "PURGE", "/cond/a", &[], b"").status, 200);
+        assert_eq!(status("/cond/a"), "MISS");
+    });
+    checks.run("purge location", || {
+        status("/y");
+        let r = s.get("/purge/y");
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(status("/y"), "MISS");
+        assert_eq!(s.get("/purge/nothing-here").status, 404);
+    });
+    checks.run("prefix", || {
+        for p in ["/pre/1", "/pre/2", "/pre/3/x", "/other"] {
+            status(p);
+            assert_eq!(status(p), "HIT");
+        }
+        let before = files_under(&cdir).len();
+        assert_eq!(s.get("/purge/pre/*").status, 200);
+        for p in ["/pre/1", "/pre/2", "/pre/3/x"] {
+            assert_eq!(status(p), "MISS", "{p}");
+        }
+        assert_eq!(status("/other"), "HIT");
+        // The purged files go; the refilled entries replace them.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(files_under(&cdir).len(), before, "{:?}", files_under(&cdir));
+        for p in ["/pre/1", "/pre/2", "/pre/3/x", "/other"] {
+            assert_eq!(status(p), "HIT", "{p}");
+        }
+    });
+    checks.finish();
+    assert!(n.load(Ordering::SeqCst) > 0);
+}

@@ -34,6 +34,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("proxy_cache_convert_head", HSL, 1, 1, Set::Loc(proxy_cache_convert_head)),
     cmd("proxy_cache_max_range_offset", HSL, 1, 1, Set::Loc(proxy_cache_max_range_offset)),
     cmd("proxy_ignore_headers", HSL, 1, MANY, Set::Loc(proxy_ignore_headers)),
+    cmd("proxy_cache_purge", HSL, 1, MANY, Set::Loc(proxy_cache_purge)),
 ];
 
 /// One `proxy_cache_path`: a named zone.
@@ -133,6 +134,8 @@ pub struct CacheConf {
     pub convert_head: bool,
     pub max_range_offset: Option<u64>,
     pub ignore: Ignore,
+    /// `proxy_cache_purge` (see `super::purge`).
+    pub purge: super::purge::Purge,
 }
 
 impl Default for CacheConf {
@@ -154,6 +157,7 @@ impl Default for CacheConf {
             convert_head: true,
             max_range_offset: None,
             ignore: Ignore::default(),
+            purge: Default::default(),
         }
     }
 }
@@ -482,5 +486,10 @@ pub fn proxy_ignore_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         }
     }
     c.cache.ignore = i;
+    Ok(())
+}
+
+pub fn proxy_cache_purge(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.cache.purge = super::purge::parse(d, &ctx.cache_zones)?;
     Ok(())
 }

@@ -63,7 +63,7 @@ pub fn from_memory<'c>(ctx: &mut ReqCtx<'c, '_>, e: Arc<MemEntry>) -> Response<'
 /// An entry read from disk, its body sent from the file (sendfile on plain
 /// connections).
 pub fn from_file<'c>(ctx: &mut ReqCtx<'c, '_>, found: Found) -> Response<'c> {
-    let mtime = found.meta.stored.max(0) as u64;
+    let mtime = (found.meta.stored.max(0) / 1_000_000) as u64;
     let file = Rc::new(OpenFile::from_file(found.file, found.file_len, mtime));
     answer(ctx, &found.meta, Stored::File(file, found.body_at))
 }

@@ -29,7 +29,8 @@ pub struct Meta {
     /// `stale-while-revalidate=` and `stale-if-error=` seconds.
     pub stale_updating: u32,
     pub stale_error: u32,
-    /// Unix seconds when it was stored.
+    /// When it was stored: a [`super::zone::stamp`] (unix microseconds,
+    /// unique within the process, so a purge orders against it exactly).
     pub stored: i64,
     pub status: u16,
     pub body_len: u64,

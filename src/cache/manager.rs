@@ -131,8 +131,35 @@ fn parse_hex(name: &str) -> Option<Hash> {
     Some(h)
 }
 
+/// Carries out prefix purges: every entry file whose key matches and was
+/// stored before the purge is removed.
+fn purge(zone: &Zone) {
+    let marks = zone.pending_purges();
+    if marks.is_empty() {
+        return;
+    }
+    for (h, n) in zone.snapshot() {
+        if !n.on_disk {
+            continue;
+        }
+        let path = zone.path_of(&h);
+        let Ok(file) = std::fs::File::open(&path) else { continue };
+        let Ok((meta, _, _)) = super::store::check(&file, &[]) else { continue };
+        let purged = marks
+            .iter()
+            .any(|m| meta.stored <= m.at && if m.exact { meta.key == m.key } else { meta.key.starts_with(&m.key) });
+        // A refill may have renamed a new entry into place since the read:
+        // only the file that was read goes.
+        if purged && same_file(&file, &path) {
+            remove(zone, &h, &n);
+        }
+    }
+    zone.purges_done(marks.len());
+}
+
 /// One manager pass.
 pub fn manage(zone: &Zone, now: i64) {
+    purge(zone);
     let inactive = zone.conf.inactive.as_secs() as i64;
     let mut nodes = zone.snapshot();
     let mut removed = 0u64;
@@ -157,6 +184,14 @@ pub fn manage(zone: &Zone, now: i64) {
         remove(zone, &nodes[i].0, &nodes[i].1);
         pause(&mut removed);
         i += 1;
+    }
+}
+
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        _ => false,
     }
 }
 

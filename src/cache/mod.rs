@@ -14,6 +14,7 @@ pub mod entry;
 pub mod manager;
 pub mod memory;
 pub mod policy;
+pub mod purge;
 pub mod serve;
 pub mod store;
 pub mod zone;

@@ -69,6 +69,12 @@ pub fn any_true(ctx: &ReqCtx<'_, '_>, list: &[Template]) -> bool {
 pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
     let conf = &ctx.conf.cache;
     let Some(zconf) = &conf.zone else { return Lookup::Fetch(None) };
+    if !matches!(conf.purge, super::purge::Purge::Off) {
+        let key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
+        if let Some(r) = super::purge::check(ctx, &key, zconf) {
+            return Lookup::Hit(r);
+        }
+    }
     let cacheable_method = match ctx.req.method {
         Method::Get | Method::Head => true,
         Method::Post => conf.post,
@@ -113,14 +119,23 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         let mem = zone::lock(&z.mem).get(&hash);
         if let Some(e) = mem
             && e.meta.valid_until > now
+            && !z.purged(&e.meta.key, e.meta.stored)
         {
             ctx.cache_status = Some(HIT);
             return Lookup::Hit(super::deliver::from_memory(ctx, e));
         }
         let mut stale = None;
-        let on_disk = node.as_ref().is_some_and(|n| n.on_disk);
-        if on_disk || !z.loaded.load(std::sync::atomic::Ordering::Acquire) {
+        // Until the loader has indexed the directory (just after a start)
+        // the file is looked for directly. `loaded` is read before the node
+        // is read again: once it is set, the loader's entries are indexed.
+        let loaded = z.loaded.load(std::sync::atomic::Ordering::Acquire);
+        let on_disk = node.as_ref().is_some_and(|n| n.on_disk) || loaded && z.node(&hash).is_some_and(|n| n.on_disk);
+        if on_disk || !loaded {
             match store::read(&z, &hash, &key) {
+                Ok(Some(found)) if z.purged(&found.meta.key, found.meta.stored) => {
+                    z.forget(&hash);
+                    let _ = std::fs::remove_file(z.path_of(&hash));
+                }
                 Ok(Some(found)) if found.meta.valid_until > now => {
                     if !on_disk {
                         // Found before the loader got to it (just started).
@@ -266,7 +281,7 @@ pub fn writer_for(
         valid_until,
         stale_updating: v.stale_updating,
         stale_error: v.stale_error,
-        stored: now,
+        stored: zone::stamp(),
         status: resp.status,
         body_len: 0,
         key: fill.key.clone(),

@@ -57,6 +57,18 @@ pub struct Zone {
     pub loaded: AtomicBool,
     started: AtomicBool,
     temp_seq: AtomicU64,
+    /// Purges by key prefix not yet carried out on disk (see `purge`).
+    purges: Mutex<Vec<PurgeMark>>,
+    purge_pending: AtomicBool,
+}
+
+/// A purge of every key starting with `key` (or equal to it), stored up to
+/// `at` (a [`stamp`]).
+#[derive(Clone, Debug)]
+pub struct PurgeMark {
+    pub key: Vec<u8>,
+    pub exact: bool,
+    pub at: i64,
 }
 
 /// Poisoned locks are recovered: a panic elsewhere must not take the cache
@@ -93,6 +105,8 @@ pub fn get(conf: &Arc<ZoneConf>) -> Arc<Zone> {
         loaded: AtomicBool::new(false),
         started: AtomicBool::new(false),
         temp_seq: AtomicU64::new(0),
+        purges: Mutex::new(Vec::new()),
+        purge_pending: AtomicBool::new(false),
     });
     reg.insert(id, z.clone());
     drop(reg);
@@ -109,6 +123,23 @@ fn same_limits(a: &ZoneConf, b: &ZoneConf) -> bool {
         && a.max_size == b.max_size
         && a.min_free == b.min_free
         && a.memory == b.memory
+}
+
+/// A point in time for ordering stores against purges: unix microseconds,
+/// strictly increasing within the process (a refill a few microseconds
+/// after a purge must not look as old as it).
+pub fn stamp() -> i64 {
+    static LAST: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+    let mut last = LAST.load(Ordering::Relaxed);
+    loop {
+        let next = now.max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return next,
+            Err(seen) => last = seen,
+        }
+    }
 }
 
 pub fn hash(key: &[u8]) -> Hash {
@@ -221,6 +252,51 @@ impl Zone {
         let name = format!("{}.tmp{}.{}", hex(h), std::process::id(), n);
         p.set_file_name(name);
         p
+    }
+
+    /// Purges every key starting with `prefix`: such entries stop being
+    /// served now; the manager removes their files.
+    pub fn purge_prefix(&self, prefix: &[u8]) -> bool {
+        self.mark(prefix, false);
+        true
+    }
+
+    /// Purges every variant of `key`.
+    pub fn purge_exact(&self, key: &[u8]) -> bool {
+        self.mark(key, true);
+        true
+    }
+
+    fn mark(&self, key: &[u8], exact: bool) {
+        let at = stamp();
+        lock(&self.purges).push(PurgeMark { key: key.to_vec(), exact, at });
+        self.purge_pending.store(true, Ordering::Release);
+    }
+
+    /// Whether an entry for `key` stored at `stored` was purged since.
+    pub fn purged(&self, key: &[u8], stored: i64) -> bool {
+        if !self.purge_pending.load(Ordering::Acquire) {
+            return false;
+        }
+        lock(&self.purges)
+            .iter()
+            .any(|m| stored <= m.at && if m.exact { key == m.key } else { key.starts_with(&m.key) })
+    }
+
+    /// The purges waiting for the manager.
+    pub fn pending_purges(&self) -> Vec<PurgeMark> {
+        if !self.purge_pending.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        lock(&self.purges).clone()
+    }
+
+    /// The manager carried out these purges.
+    pub fn purges_done(&self, done: usize) {
+        let mut p = lock(&self.purges);
+        let n = done.min(p.len());
+        p.drain(..n);
+        self.purge_pending.store(!p.is_empty(), Ordering::Release);
     }
 
     /// Joins the fill in flight for `h`, or starts one (Ok: this request
