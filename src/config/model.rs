@@ -184,6 +184,8 @@ pub struct LocConf {
     pub ssl: SslConf,
     pub http2: Http2Conf,
     pub proxy: super::proxy::ProxyConf,
+    /// gzip, brotli and zstd, on the fly and precompressed.
+    pub compress: super::compress::CompressConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -217,7 +217,6 @@ static KNOWN_NGINX: &[&str] = &[
     "proxy_cache",
     "proxy_cache_path",
     "fastcgi_pass",
-    "gzip",
     "if",
     "rewrite",
     "set",
@@ -234,7 +233,7 @@ static KNOWN_NGINX: &[&str] = &[
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
-pub static TABLES: &[&[Cmd]] = &[CORE];
+pub static TABLES: &[&[Cmd]] = &[CORE, super::compress::TABLE];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
     TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)

@@ -62,6 +62,9 @@ pub struct ReqCtx<'c, 'a> {
     /// The `proxy_pass` this request went to (resolved when it has
     /// variables), for `$proxy_host` and error-log lines.
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
+    /// A precompressed sibling made the answer depend on Accept-Encoding
+    /// (nginx's `r->gzip_vary`): `Vary` goes out with `gzip_vary on`.
+    pub vary_encoding: bool,
 }
 
 #[derive(Default)]
@@ -448,6 +451,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             upstream: UpstreamLog::default(),
             websocket_key: None,
             proxy_pass: None,
+            vary_encoding: false,
         }
     }
 

@@ -88,6 +88,13 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
     map_path(ctx, &ctx.req.path, &mut path);
+    // gzip_static and its kin: a precompressed sibling, when one fits.
+    if method != Method::Post
+        && let Some(r) = crate::filter::compress::precompressed::serve(ctx, &path)
+    {
+        ctx.filename = Some(path);
+        return Step::Done(r);
+    }
     let file = match open_logged(ctx, &path) {
         Ok(f) => f,
         Err(e) => return Step::Done(error(ctx, e.status())),
@@ -189,7 +196,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
 
 /// RFC 9110 §13.2.2 order, as nginx's not_modified filter: If-Match /
 /// If-Unmodified-Since (412), then If-None-Match, else If-Modified-Since (304).
-fn precondition(ctx: &ReqCtx<'_, '_>, r: &Response<'_>, mtime: u64) -> Option<u16> {
+pub(crate) fn precondition(ctx: &ReqCtx<'_, '_>, r: &Response<'_>, mtime: u64) -> Option<u16> {
     let etag = r.etag.as_deref();
     if let Some(h) = ctx.req.header("if-match") {
         if !etag.is_some_and(|e| etag::if_match_matches(h, e)) {
