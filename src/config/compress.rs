@@ -180,13 +180,10 @@ fn comp_level(l: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         Some(rest) if d.name == "zstd_comp_level" => value::parse_number(rest).map(|n| -(n as i64)),
         _ => value::parse_number(v).map(|n| n as i64),
     }
-    .ok_or_else(|| ConfError::at(format!("invalid number \"{}\" in \"{}\" directive", v, d.name), &d.span))?;
+    .ok_or_else(|| ConfError::at(format!("\"{}\" directive invalid number", d.name), &d.span))?;
     let (lo, hi) = level_bounds(d);
     if d.name == "zstd_comp_level" && (n == 0 || n < lo || n > hi) {
-        return Err(ConfError::at(
-            format!("zstd compress level must between {lo} and {hi} excluding 0 in \"zstd_comp_level\" directive"),
-            &d.span,
-        ));
+        return Err(ConfError::at(format!("zstd compress level must between {lo} and {hi} excluding 0"), &d.span));
     }
     if n < lo || n > hi {
         return Err(ConfError::at(format!("value must be between {lo} and {hi}"), &d.span));
@@ -237,15 +234,8 @@ fn static_mode(l: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         "off" => StaticMode::Off,
         "on" => StaticMode::On,
         "always" => StaticMode::Always,
-        _ => {
-            return Err(ConfError::at(
-                format!(
-                    "invalid value \"{}\" in \"{}\" directive, it must be \"off\", \"on\" or \"always\"",
-                    v, d.name
-                ),
-                &d.span,
-            ));
-        }
+        // nginx's enum slot says no more than this.
+        _ => return Err(ConfError::at(format!("invalid value \"{}\"", v), &d.span)),
     };
     filter_of(l, d).precompressed = m;
     Ok(())
@@ -305,7 +295,7 @@ fn gzip_http_version(l: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     l.compress.http10 = match arg(d, 0) {
         "1.0" => true,
         "1.1" => false,
-        v => return Err(invalid(d, v)),
+        v => return Err(ConfError::at(format!("invalid value \"{}\"", v), &d.span)),
     };
     Ok(())
 }
@@ -326,7 +316,10 @@ fn brotli_window(l: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let n = value::parse_size(v).ok_or_else(|| invalid(d, v))?;
     let bits = (10..=24).find(|b| 1u64 << b == n).ok_or_else(|| {
         ConfError::at(
-            format!("\"{}\" must be 1k, 2k, 4k, 8k, 16k, 32k, 64k, 128k, 256k, 512k, 1m, 2m, 4m, 8m or 16m", d.name),
+            format!(
+                "\"{}\" directive must be 1k, 2k, 4k, 8k, 16k, 32k, 64k, 128k, 256k, 512k, 1m, 2m, 4m, 8m or 16m",
+                d.name
+            ),
             &d.span,
         )
     })?;
