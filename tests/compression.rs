@@ -845,3 +845,77 @@ fn brotli_and_zstd_static() {
     });
     checks.finish();
 }
+
+// ---------------------------------------------------------------------------
+// brotli as ngx_brotli does it (also checked against Debian's nginx with
+// libnginx-mod-http-brotli-filter and -static, loaded with load_module)
+
+const BROTLI_MODULES: [&str; 2] = [
+    "/usr/lib/nginx/modules/ngx_http_brotli_filter_module.so",
+    "/usr/lib/nginx/modules/ngx_http_brotli_static_module.so",
+];
+
+#[test]
+fn brotli_as_ngx_brotli() {
+    let mut b = builder();
+    if nginx() {
+        if !BROTLI_MODULES.iter().all(|m| std::path::Path::new(m).exists()) {
+            eprintln!("skipped: Debian's ngx_brotli modules are not installed");
+            return;
+        }
+        b = b.main(&BROTLI_MODULES.iter().map(|m| format!("load_module {m};\n")).collect::<String>());
+    }
+    let page = text(100_000, 19);
+    let css = text(20_000, 20);
+    let css_br = encode("br", &css);
+    let s = b
+        .http(
+            r#"include mime.types;
+            server {
+                listen 127.0.0.1:{port};
+                root html;
+                gzip on; brotli on; gzip_vary on;
+                brotli_types text/css;
+                brotli_comp_level 4;
+                location /static/ { brotli_static on; }
+                location /small/ { brotli_min_length 200000; }
+            }"#,
+        )
+        .file("html/page.html", &page)
+        .file("html/small/page.html", &page)
+        .file("html/style.css", &css)
+        .file("html/static/a.css", &css)
+        .file("html/static/a.css.br", &css_br)
+        .start();
+    let mut checks = Checks::new();
+    checks.run("br on the fly, preferred over gzip", || {
+        for ae in ["Accept-Encoding: br", "Accept-Encoding: gzip, deflate, br"] {
+            let r = s.get_with("/page.html", &[ae]);
+            assert_encoded(&r, "br", &page, ae);
+            assert_eq!(r.header("Vary"), Some("Accept-Encoding"));
+            assert!(r.must("ETag").starts_with("W/"), "{}", r.head);
+        }
+        assert_encoded(&s.get_with("/style.css", &["Accept-Encoding: br"]), "br", &css, "css");
+    });
+    checks.run("br refused: gzip", || {
+        assert_encoded(&s.get_with("/page.html", &["Accept-Encoding: gzip, br;q=0"]), "gzip", &page, "br;q=0");
+    });
+    checks.run("brotli_min_length", || {
+        assert_encoded(&s.get_with("/small/page.html", &["Accept-Encoding: gzip, br"]), "gzip", &page, "small");
+    });
+    checks.run("HEAD", || {
+        let r = head_request(s.port, "/page.html", &["Accept-Encoding: br"]);
+        assert_eq!(r.header("Content-Encoding"), Some("br"), "{}", r.head);
+        assert_eq!(r.header("Content-Length"), None, "{}", r.head);
+    });
+    checks.run("brotli_static on", || {
+        let r = s.get_with("/static/a.css", &["Accept-Encoding: br"]);
+        assert_eq!(r.header("Content-Encoding"), Some("br"), "{}", r.head);
+        assert_eq!(r.header("Content-Length"), Some(css_br.len().to_string().as_str()));
+        assert!(r.body == css_br);
+        let r = s.get("/static/a.css");
+        assert_plain(&r, &css, "no Accept-Encoding");
+        assert_eq!(r.header("Vary"), Some("Accept-Encoding"));
+    });
+    checks.finish();
+}
