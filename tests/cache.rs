@@ -672,3 +672,29 @@ fn purge_by_request_by_location_and_by_prefix() {
     checks.finish();
     assert!(n.load(Ordering::SeqCst) > 0);
 }
+
+/// Hits are compressed on the way out like any response (the entry holds
+/// the origin's bytes), from the memory tier and from disk alike.
+#[test]
+fn hits_are_compressed_on_the_way_out() {
+    let body = "compress me please; ".repeat(200);
+    let b2 = body.clone();
+    let o = Origin::start(move |_| Reply::http(200, &["Content-Type: text/plain"], &b2));
+    let dir = temp_dir("cache-gzip");
+    let s =
+        cache_server(&o, "gzip on; gzip_min_length 10; gzip_types text/plain;", &dir.join("c").display().to_string());
+    for want in ["MISS", "HIT", "HIT"] {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "10", "-D", "-", "--compressed", &format!("http://127.0.0.1:{}/z", s.port)])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let lower = text.to_ascii_lowercase();
+        assert!(lower.contains("content-encoding: gzip"), "{want}: {text}");
+        assert!(lower.contains(&format!("x-cache: {}", want.to_ascii_lowercase())), "{text}");
+        assert!(text.ends_with(&body), "{want}: decoded body differs");
+    }
+    let (st, plain) = get(&s, "/z");
+    assert_eq!((st.as_str(), plain), ("HIT", body));
+    assert_eq!(o.count(), 1);
+}

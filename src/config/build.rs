@@ -261,6 +261,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         http2: Http2Conf::default(),
         proxy: super::proxy::ProxyConf { buffers: super::proxy_buffers::BufferConf::new(prefix), ..Default::default() },
         cache: Default::default(),
+        compress: Default::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod build;
 pub mod captures;
+pub mod compress;
 pub mod lexer;
 pub mod listen_groups;
 pub mod location;

@@ -188,6 +188,8 @@ pub struct LocConf {
     pub proxy: super::proxy::ProxyConf,
     /// `proxy_cache*` (the cache module's settings).
     pub cache: crate::cache::conf::CacheConf,
+    /// gzip, brotli and zstd, on the fly and precompressed.
+    pub compress: super::compress::CompressConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -215,7 +215,6 @@ pub static CORE: &[Cmd] = &[
 /// any unknown directive, but with a hint so the operator knows why.
 static KNOWN_NGINX: &[&str] = &[
     "fastcgi_pass",
-    "gzip",
     "if",
     "rewrite",
     "set",
@@ -232,7 +231,7 @@ static KNOWN_NGINX: &[&str] = &[
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
-pub static TABLES: &[&[Cmd]] = &[CORE, crate::cache::conf::DIRECTIVES];
+pub static TABLES: &[&[Cmd]] = &[CORE, crate::cache::conf::DIRECTIVES, super::compress::TABLE];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
     TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)

@@ -36,7 +36,7 @@ fn nginx_wording_for_bad_directives() {
     assert_eq!(err("http {}"), "no \"events\" section in configuration");
     assert_eq!(err("events {} http;"), "directive \"http\" has no opening \"{\" in /etc/t.conf:1");
     assert_eq!(err("events {} http { root x { } }"), "directive \"root\" is not terminated by \";\" in /etc/t.conf:1");
-    assert!(err("events {} http { gzip on; }").starts_with("unknown directive \"gzip\" (an nginx"));
+    assert!(err("events {} http { rewrite ^ /; }").starts_with("unknown directive \"rewrite\" (an nginx"));
     assert_eq!(
         err("events {} http { proxy_pass http://x; }"),
         "\"proxy_pass\" directive is not allowed here in /etc/t.conf:1"
@@ -257,4 +257,76 @@ fn proxy_buffer_sizes_are_checked_as_nginx_merges_them() {
     assert_eq!((b.max_temp_file, b.temp_path.as_path()), (1 << 30, std::path::Path::new("/srv/p/proxy_temp")));
     // Set at http, checked there and inherited.
     assert!(err("events {} http { proxy_buffers 2 8k; server { } }").starts_with("\"proxy_busy_buffers_size\""));
+}
+
+#[test]
+fn compression_directives() {
+    use crate::config::compress::{MimeTypes, StaticMode, proxied};
+    use crate::filter::compress::negotiate::Coding;
+    let c = try_load(
+        "events {} http {
+            gzip on; gzip_comp_level 6; gzip_types text/css; gzip_types application/json;
+            gzip_proxied expired auth; gzip_disable msie6 \"^Bot\"; gzip_vary on; gzip_http_version 1.0;
+            gzip_buffers 16 8k; brotli on; brotli_window 1m; zstd_comp_level -5; zstd_types *;
+            gzip_static always; compress_preference gzip;
+            server { listen 127.0.0.1:8080;
+                location /a { gzip off; gzip_types text/plain; gzip_proxied any; gzip_disable \"^X\"; }
+            }
+        }",
+    )
+    .unwrap();
+    let s = &c.http.servers[0];
+    let z = &s.conf.compress;
+    assert!(z.gzip.on && z.brotli.on && !z.zstd.on);
+    assert_eq!(z.gzip.level, 6);
+    assert_eq!(
+        z.gzip.types,
+        MimeTypes::List(std::sync::Arc::new(vec!["text/html".into(), "text/css".into(), "application/json".into()]))
+    );
+    assert_eq!(z.zstd.types, MimeTypes::Any);
+    assert_eq!(z.proxied, proxied::EXPIRED | proxied::AUTH);
+    assert!(z.disable.msie6 && z.disable.regexes.len() == 1 && z.vary && z.http10);
+    assert_eq!(z.brotli_window, 20);
+    assert_eq!(z.zstd.level, -5);
+    assert_eq!(z.gzip.precompressed, StaticMode::Always);
+    assert_eq!(z.preference, [Coding::Gzip, Coding::Zstd, Coding::Br]);
+    let l = &s.locations.prefix[0].conf.compress;
+    assert!(!l.gzip.on && l.brotli.on, "inherited and overridden");
+    assert_eq!(l.gzip.types, MimeTypes::List(std::sync::Arc::new(vec!["text/html".into(), "text/plain".into()])));
+    assert_eq!(l.proxied, proxied::ANY);
+    assert!(l.disable.msie6 && l.disable.regexes.len() == 1, "regexes replaced, msie6 inherited");
+    assert!(l.disable.regexes[0].is_match(b"x-agent"), "case-insensitive");
+
+    let d = try_load("events {} http { server { listen 127.0.0.1:8080; } }").unwrap();
+    let z = &d.http.servers[0].conf.compress;
+    assert!(!z.gzip.on && z.gzip.level == 1 && z.brotli.level == 6 && z.zstd.level == 1);
+    assert_eq!((z.gzip.min_length, z.brotli_window, z.proxied), (20, 19, proxied::OFF));
+    assert_eq!(z.preference, [Coding::Zstd, Coding::Br, Coding::Gzip]);
+}
+
+#[test]
+fn compression_directive_errors() {
+    let e = |d: &str| err(&format!("events {{}} http {{ {d} }}"));
+    assert_eq!(e("gzip_comp_level 10;"), "value must be between 1 and 9 in /etc/t.conf:1");
+    assert_eq!(e("gzip_comp_level x;"), "\"gzip_comp_level\" directive invalid number in /etc/t.conf:1");
+    assert_eq!(e("brotli_comp_level 12;"), "value must be between 0 and 11 in /etc/t.conf:1");
+    assert_eq!(e("zstd_comp_level 0;"), "zstd compress level must between -131072 and 22 excluding 0 in /etc/t.conf:1");
+    assert!(e("brotli_window 3k;").starts_with("\"brotli_window\" directive must be 1k, 2k"));
+    assert_eq!(e("gzip_static maybe;"), "invalid value \"maybe\" in /etc/t.conf:1");
+    assert_eq!(e("gzip_proxied sometimes;"), "invalid value \"sometimes\" in /etc/t.conf:1");
+    assert_eq!(e("gzip_http_version 2.0;"), "invalid value \"2.0\" in /etc/t.conf:1");
+    assert_eq!(
+        e("gzip maybe;"),
+        "invalid value \"maybe\" in \"gzip\" directive, it must be \"on\" or \"off\" in /etc/t.conf:1"
+    );
+    assert_eq!(e("gzip on; gzip off;"), "\"gzip\" directive is duplicate in /etc/t.conf:1");
+    assert_eq!(
+        e("compress_preference br lz4;"),
+        "unknown encoding \"lz4\" in \"compress_preference\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        e("compress_preference br br;"),
+        "duplicate encoding \"br\" in \"compress_preference\" directive in /etc/t.conf:1"
+    );
+    assert!(e("gzip_disable \"(\";").contains("in /etc/t.conf:1"));
 }

@@ -64,6 +64,9 @@ pub struct ReqCtx<'c, 'a> {
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
     /// `$upstream_cache_status` (None: the cache was not asked).
     pub cache_status: Option<&'static str>,
+    /// A precompressed sibling made the answer depend on Accept-Encoding
+    /// (nginx's `r->gzip_vary`): `Vary` goes out with `gzip_vary on`.
+    pub vary_encoding: bool,
 }
 
 #[derive(Default)]
@@ -456,6 +459,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             websocket_key: None,
             proxy_pass: None,
             cache_status: None,
+            vary_encoding: false,
         }
     }
 

@@ -88,6 +88,13 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
     map_path(ctx, &ctx.req.path, &mut path);
+    // gzip_static and its kin: a precompressed sibling, when one fits.
+    if method != Method::Post
+        && let Some(r) = crate::filter::compress::precompressed::serve(ctx, &path)
+    {
+        ctx.filename = Some(path);
+        return Step::Done(r);
+    }
     let file = match open_logged(ctx, &path) {
         Ok(f) => f,
         Err(e) => return Step::Done(error(ctx, e.status())),

@@ -27,6 +27,9 @@ pub enum Body {
     Proxy,
     /// The origin's body, streamed as it arrives.
     Upstream(Box<crate::proxy::body::UpstreamBody>),
+    /// Another body compressed as it is sent (gzip, br, zstd): length
+    /// unknown until the end, so chunked on HTTP/1.1.
+    Compressed(Box<crate::filter::compress::stream::Compressed>),
     /// multipart/byteranges: each part's header, its range, then a trailer.
     Multipart {
         file: Rc<OpenFile>,
@@ -45,6 +48,7 @@ impl Body {
             Body::File { len, .. } => *len,
             Body::Proxy => 0,
             Body::Upstream(u) => u.known_len().unwrap_or(0),
+            Body::Compressed(_) => 0,
             Body::Multipart { parts, trailer, .. } => {
                 parts.iter().map(|(h, r)| h.len() as u64 + (r.end - r.start + 1)).sum::<u64>() + trailer.len() as u64
             }
@@ -59,6 +63,7 @@ impl Body {
     pub fn known_len(&self) -> Option<u64> {
         match self {
             Body::Upstream(u) => u.known_len(),
+            Body::Compressed(_) => None,
             other => Some(other.len()),
         }
     }

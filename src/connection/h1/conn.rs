@@ -359,6 +359,14 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
             crate::proxy::finish_body(w, &mut ctx, up);
             r
         }
+        Body::Compressed(z) => {
+            let r = write_compressed(w, &mut out, z, head_only, chunked, &ctx).await;
+            if let Some(up) = z.upstream_mut() {
+                crate::proxy::fill_rest(w, up, head_only).await;
+                crate::proxy::finish_body(w, &mut ctx, up);
+            }
+            r
+        }
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
@@ -477,7 +485,7 @@ async fn write_body(
         }
         // Streamed bodies are written by write_upstream; a bare Proxy marker
         // never reaches here (the proxy replaced it).
-        Body::Proxy | Body::Upstream(_) => (flush(c, t, defer).await, 0),
+        Body::Proxy | Body::Upstream(_) | Body::Compressed(_) => (flush(c, t, defer).await, 0),
         Body::Multipart { file, parts, trailer } => {
             let Some(f) = &file.file else { return (false, 0) };
             let mut n = 0;
@@ -549,6 +557,56 @@ async fn write_upstream(
                     push_chunk_size(c.wbuf, piece.len());
                     c.wbuf.extend_from_slice(&piece);
                 }
+                let _ = flush(c, t, false).await;
+                return (false, sent);
+            }
+        }
+    }
+}
+
+/// Sends a body compressed as it goes (chunked, or up to the close for
+/// HTTP/1.0), as `write_upstream` sends an origin's; a body that fails
+/// midway leaves the response truncated.
+async fn write_compressed(
+    w: &WorkerCtx,
+    c: &mut Out<'_>,
+    z: &mut crate::filter::compress::stream::Compressed,
+    head_only: bool,
+    chunked: bool,
+    ctx: &ReqCtx<'_, '_>,
+) -> (bool, u64) {
+    let t = ctx.conf.send_timeout;
+    if head_only {
+        return (flush(c, t, false).await, 0);
+    }
+    let mut sent = 0u64;
+    let mut piece = Vec::new();
+    loop {
+        piece.clear();
+        match z.next(w, &mut piece, 64 * 1024).await {
+            Ok(more) => {
+                if !piece.is_empty() {
+                    if chunked {
+                        push_chunk_size(c.wbuf, piece.len());
+                    }
+                    c.wbuf.extend_from_slice(&piece);
+                    if chunked {
+                        c.wbuf.extend_from_slice(b"\r\n");
+                    }
+                    sent += piece.len() as u64;
+                }
+                if !more {
+                    if chunked {
+                        c.wbuf.extend_from_slice(b"0\r\n\r\n");
+                    }
+                    return (flush(c, t, false).await, sent);
+                }
+                if !z.while_writing(w, ctx, flush(c, t, false)).await {
+                    return (false, sent);
+                }
+            }
+            Err(e) => {
+                crate::filter::compress::stream::log_error(ctx, &e);
                 let _ = flush(c, t, false).await;
                 return (false, sent);
             }

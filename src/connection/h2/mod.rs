@@ -338,12 +338,14 @@ async fn stream(
     let total: u64 = if head_only { 0 } else { resp.body.len() };
     let hdr = response::head(&resp, conf.server_tokens);
     let end = total == 0;
-    let streamed = matches!(resp.body, crate::http::response::Body::Upstream(_));
+    let streamed =
+        matches!(resp.body, crate::http::response::Body::Upstream(_) | crate::http::response::Body::Compressed(_));
     // A streamed body ends with its last DATA frame, not with the head.
     let end = end && (head_only || !streamed);
     let sent = match respond.send_response(hdr, end) {
         Ok(tx) if streamed && !end => match &mut resp.body {
             crate::http::response::Body::Upstream(up) => send_upstream(&w, tx, up, &ctx).await,
+            crate::http::response::Body::Compressed(z) => send_compressed(&w, tx, z, &ctx).await,
             _ => Err(()),
         },
         Ok(tx) if !end => send_body(tx, segs, total, conf, info.id).await,
@@ -351,6 +353,12 @@ async fn stream(
         Err(_) => Err(()),
     };
     if let crate::http::response::Body::Upstream(up) = &mut resp.body {
+        crate::proxy::fill_rest(&w, up, head_only).await;
+        crate::proxy::finish_body(&w, &mut ctx, up);
+    }
+    if let crate::http::response::Body::Compressed(z) = &mut resp.body
+        && let Some(up) = z.upstream_mut()
+    {
         crate::proxy::fill_rest(&w, up, head_only).await;
         crate::proxy::finish_body(&w, &mut ctx, up);
     }
@@ -479,6 +487,44 @@ async fn send_upstream(
         while !b.is_empty() {
             let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id);
             let n = crate::proxy::ahead::while_writing(w, ctx, up, wait).await?;
+            let part = b.split_to(n.min(b.len()));
+            sent += part.len() as u64;
+            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+        }
+        if !more {
+            return Ok(sent);
+        }
+    }
+}
+
+/// Sends a body compressed as it goes as DATA frames, as the peer's window
+/// allows (reading an origin inside ahead meanwhile); a failure midway
+/// resets the stream.
+async fn send_compressed(
+    w: &WorkerCtx,
+    mut tx: SendStream<Bytes>,
+    z: &mut crate::filter::compress::stream::Compressed,
+    ctx: &ReqCtx<'_, '_>,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    loop {
+        let mut piece = Vec::new();
+        let more = match z.next(w, &mut piece, MAX_PIECE).await {
+            Ok(m) => m,
+            Err(e) => {
+                crate::filter::compress::stream::log_error(ctx, &e);
+                tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+        };
+        let mut b = Bytes::from(piece);
+        if b.is_empty() && !more {
+            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            return Ok(sent);
+        }
+        while !b.is_empty() {
+            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id);
+            let n = z.while_writing(w, ctx, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
             tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;

@@ -106,6 +106,6 @@ pub fn segments(body: &Body) -> Vec<Seg> {
             v
         }
         // Streamed bodies are sent by the stream loop itself.
-        Body::Proxy | Body::Upstream(_) => Vec::new(),
+        Body::Proxy | Body::Upstream(_) | Body::Compressed(_) => Vec::new(),
     }
 }

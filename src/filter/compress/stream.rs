@@ -1,0 +1,168 @@
+//! A body compressed on its way out (`Body::Compressed`): the inner body
+//! (a file, bytes in memory, or an origin's body as it streams) is read a
+//! piece at a time and each piece goes through the encoder, so memory stays
+//! bounded for any size. The HTTP/1 writer sends the output chunked, the
+//! HTTP/2 writer as DATA frames, pulling it with [`Compressed::next`].
+
+use std::future::Future;
+
+use super::encoder::Encoder;
+use super::negotiate::Coding;
+use crate::handler::ctx::ReqCtx;
+use crate::http::response::Body;
+use crate::log::error::Level;
+use crate::log_to;
+use crate::proxy::body::{BodyError, UpstreamBody};
+use crate::worker::WorkerCtx;
+
+pub struct Compressed {
+    pub coding: Coding,
+    /// What is being compressed (never `Compressed`, `Proxy` or
+    /// `Multipart`: the filter does not wrap those).
+    pub inner: Body,
+    /// Bytes of a file or in-memory body read so far.
+    pos: u64,
+    /// Started at the first piece (a HEAD request's never is), None again
+    /// once finished.
+    enc: Option<Encoder>,
+    done: bool,
+    /// The encoder's level and brotli's window bits, from the location.
+    level: i32,
+    window: u32,
+    /// Flush the encoder after every piece of an unbuffered origin body, as
+    /// nginx's gzip does for buffers flagged `flush` (`proxy_buffering
+    /// off`): each piece the origin sends reaches the client decodable.
+    flush_each: bool,
+    /// A file's piece or an origin's piece before it is compressed.
+    scratch: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub enum StreamError {
+    /// The origin's body failed (logged as nginx's "while reading upstream").
+    Upstream(BodyError),
+    /// Reading the file failed.
+    Read(std::io::Error),
+    /// The encoder failed.
+    Encode(std::io::Error),
+}
+
+impl Compressed {
+    pub fn new(coding: Coding, inner: Body, level: i32, window: u32) -> Compressed {
+        let flush_each = matches!(&inner, Body::Upstream(u) if !u.buffering);
+        Compressed { coding, inner, pos: 0, enc: None, done: false, level, window, flush_each, scratch: Vec::new() }
+    }
+
+    /// The origin's body inside, which the proxy must still release.
+    pub fn upstream_mut(&mut self) -> Option<&mut UpstreamBody> {
+        match &mut self.inner {
+            Body::Upstream(u) => Some(u),
+            _ => None,
+        }
+    }
+
+    /// Appends the next piece of compressed output to `out`, reading about
+    /// `max` bytes of the inner body per step; Ok(false) once the stream
+    /// has ended (its last bytes may come with that same call).
+    pub async fn next(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, StreamError> {
+        let Compressed { coding, inner, pos, enc, done, level, window, flush_each, scratch } = self;
+        loop {
+            if *done {
+                return Ok(false);
+            }
+            let e = match enc {
+                Some(e) => e,
+                None => {
+                    enc.insert(Encoder::new(*coding, *level, *window, inner.known_len()).map_err(StreamError::Encode)?)
+                }
+            };
+            let before = out.len();
+            let eof = match inner {
+                Body::Static(b) => feed_slice(e, b, pos, max, out)?,
+                Body::Owned(b) => feed_slice(e, b, pos, max, out)?,
+                Body::Shared(b) => feed_slice(e, b, pos, max, out)?,
+                Body::File { file, offset, len } => {
+                    let n = (*len - *pos).min(max as u64);
+                    if n > 0 {
+                        let at = *offset + *pos;
+                        match file.cached_bytes(at, n) {
+                            Some(b) => e.write(b, out).map_err(StreamError::Encode)?,
+                            None => {
+                                let Some(f) = file.file.as_ref() else {
+                                    return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
+                                };
+                                scratch.clear();
+                                crate::connection::io::pread_into(f, at, n, scratch).map_err(StreamError::Read)?;
+                                e.write(scratch, out).map_err(StreamError::Encode)?;
+                            }
+                        }
+                        *pos += n;
+                    }
+                    *pos == *len
+                }
+                Body::Upstream(up) => {
+                    scratch.clear();
+                    let more = up.next(w, scratch, max).await.map_err(StreamError::Upstream)?;
+                    e.write(scratch, out).map_err(StreamError::Encode)?;
+                    if more && *flush_each && !scratch.is_empty() {
+                        e.flush(out).map_err(StreamError::Encode)?;
+                    }
+                    !more
+                }
+                _ => true,
+            };
+            if eof {
+                *done = true;
+                if let Some(e) = enc.take() {
+                    e.finish(out).map_err(StreamError::Encode)?;
+                }
+                *scratch = Vec::new();
+                return Ok(false);
+            }
+            if out.len() > before {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Runs a client write while the origin inside is read ahead (see
+    /// `proxy::ahead`); other bodies just wait for the write.
+    pub async fn while_writing<F: Future>(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, write: F) -> F::Output {
+        match &mut self.inner {
+            Body::Upstream(up) => crate::proxy::ahead::while_writing(w, ctx, up, write).await,
+            _ => write.await,
+        }
+    }
+}
+
+/// One piece of an in-memory body; true at its end.
+fn feed_slice(e: &mut Encoder, b: &[u8], pos: &mut u64, max: usize, out: &mut Vec<u8>) -> Result<bool, StreamError> {
+    let start = (*pos as usize).min(b.len());
+    let end = start + (b.len() - start).min(max);
+    e.write(&b[start..end], out).map_err(StreamError::Encode)?;
+    *pos = end as u64;
+    Ok(end == b.len())
+}
+
+/// nginx's error-log line for a compressed body that failed on its way.
+pub fn log_error(ctx: &ReqCtx<'_, '_>, e: &StreamError) {
+    match e {
+        StreamError::Upstream(e) => crate::proxy::log_body_error(ctx, e),
+        StreamError::Read(e) => log_to!(
+            ctx.conf.error_log,
+            Level::Crit,
+            "*{} pread() failed ({})",
+            ctx.conn.id,
+            crate::process::signal::os_error(e)
+        ),
+        StreamError::Encode(e) => {
+            log_to!(
+                ctx.conf.error_log,
+                Level::Alert,
+                "*{} compression failed ({}) while sending to client",
+                ctx.conn.id,
+                e
+            )
+        }
+    }
+}
