@@ -698,3 +698,97 @@ fn hits_are_compressed_on_the_way_out() {
     assert_eq!((st.as_str(), plain), ("HIT", body));
     assert_eq!(o.count(), 1);
 }
+
+/// An origin whose entity changes with each request (the body names the
+/// request number), valid for one second, and that answers a matching
+/// If-None-Match with 304.
+fn versioned_origin() -> (Origin, Arc<AtomicUsize>) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let c = n.clone();
+    let o = Origin::start(move |r| {
+        let i = c.fetch_add(1, Ordering::SeqCst) + 1;
+        if r.header("If-None-Match") == Some("\"same\"") {
+            return Reply::http(304, &["ETag: \"same\"", "Cache-Control: max-age=1"], "");
+        }
+        let slow = r.target().contains("slow") && i > 1;
+        let reply = Reply::http(
+            200,
+            &["Content-Type: text/plain", "Cache-Control: max-age=1", "ETag: \"same\""],
+            format!("version {i}\n"),
+        );
+        if slow { reply.after(Duration::from_millis(600)) } else { reply }
+    });
+    (o, n)
+}
+
+/// Expired entries: `proxy_cache_background_update` answers with the stale
+/// entry at once and refreshes it behind; `proxy_cache_revalidate` asks the
+/// origin with the entry's validators and keeps it on a 304; with
+/// `proxy_cache_use_stale updating` a request for an entry being refreshed
+/// gets the stale one.
+#[test]
+fn background_update_revalidate_and_updating() {
+    let (o, n) = versioned_origin();
+    let dir = temp_dir("cache-refresh");
+    let s = builder()
+        .http(&sub(
+            &format!(
+                r#"
+                proxy_cache_path {} levels=1:2 keys_zone=one:1m;
+                server {{
+                    listen 127.0.0.1:{{port}};
+                    proxy_cache one;
+                    add_header X-Cache $upstream_cache_status always;
+                    location /bg/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_use_stale updating; proxy_cache_background_update on; }}
+                    location /rv/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_revalidate on; }}
+                    location /up/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_use_stale updating; }}
+                }}"#,
+                dir.join("c").display()
+            ),
+            &[("%A%", o.port)],
+        ))
+        .start();
+    let mut checks = Checks::new();
+    checks.run("background update", || {
+        let (a, body1) = get(&s, "/bg/x");
+        assert_eq!((a.as_str(), get(&s, "/bg/x").0.as_str()), ("MISS", "HIT"));
+        std::thread::sleep(Duration::from_millis(2100));
+        let (st, old) = get(&s, "/bg/x");
+        assert_eq!((st.as_str(), &old), ("STALE", &body1), "the stale entry at once");
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut last = get(&s, "/bg/x");
+        while last.1 == body1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            last = get(&s, "/bg/x");
+        }
+        assert_eq!(last.0, "HIT");
+        assert_ne!(last.1, body1, "refreshed behind the stale answer");
+    });
+    checks.run("revalidate", || {
+        let before = n.load(Ordering::SeqCst);
+        let (a, body) = get(&s, "/rv/y");
+        assert_eq!((a.as_str(), get(&s, "/rv/y").0.as_str()), ("MISS", "HIT"));
+        std::thread::sleep(Duration::from_millis(2100));
+        assert_eq!(get(&s, "/rv/y"), ("REVALIDATED".to_string(), body.clone()));
+        let q = o.last();
+        assert_eq!(q.header("If-None-Match"), Some("\"same\""), "{}", q.head);
+        assert_eq!(get(&s, "/rv/y"), ("HIT".to_string(), body), "valid again after the 304");
+        assert_eq!(n.load(Ordering::SeqCst) - before, 2);
+    });
+    checks.run("updating", || {
+        get(&s, "/up/slow");
+        std::thread::sleep(Duration::from_millis(2100));
+        let port = s.port;
+        let first = std::thread::spawn(move || {
+            request(port, "GET /up/slow HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        });
+        std::thread::sleep(Duration::from_millis(150));
+        let t = Instant::now();
+        let (st, _) = get(&s, "/up/slow");
+        assert_eq!(st, "UPDATING");
+        assert!(t.elapsed() < Duration::from_millis(400), "answered without waiting: {:?}", t.elapsed());
+        let r = first.join().unwrap();
+        assert_eq!(r.must("X-Cache"), "EXPIRED");
+    });
+    checks.finish();
+}

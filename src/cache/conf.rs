@@ -393,7 +393,7 @@ pub fn proxy_no_cache(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn proxy_cache_use_stale(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn proxy_cache_use_stale(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let mut s = UseStale::default();
     for w in &d.args {
         match w.text.as_str() {
@@ -411,9 +411,6 @@ pub fn proxy_cache_use_stale(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R
             }
         }
     }
-    if s.updating {
-        not_yet(d, ctx, "updating (a request for an expired entry waits for the refresh)");
-    }
     c.cache.use_stale = s;
     Ok(())
 }
@@ -426,11 +423,8 @@ fn not_yet(d: &Directive, ctx: &mut Ctx, what: &str) {
         .push(ConfError::at(format!("\"{}\" {} is not implemented yet, ignored", d.name, what), &d.span).to_string());
 }
 
-pub fn proxy_cache_background_update(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn proxy_cache_background_update(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.cache.background_update = flag(d)?;
-    if c.cache.background_update {
-        not_yet(d, ctx, "on (expired entries are refreshed in the foreground)");
-    }
     Ok(())
 }
 
@@ -449,11 +443,8 @@ pub fn proxy_cache_lock_age(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn proxy_cache_revalidate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn proxy_cache_revalidate(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.cache.revalidate = flag(d)?;
-    if c.cache.revalidate {
-        not_yet(d, ctx, "on (expired entries are fetched whole)");
-    }
     Ok(())
 }
 

@@ -23,6 +23,22 @@ pub const BYPASS: &str = "BYPASS";
 pub const EXPIRED: &str = "EXPIRED";
 pub const STALE: &str = "STALE";
 pub const HIT: &str = "HIT";
+pub const UPDATING: &str = "UPDATING";
+pub const REVALIDATED: &str = "REVALIDATED";
+
+/// What the cache keeps on a request past the lookup.
+#[derive(Default)]
+pub struct ReqCache {
+    /// `proxy_cache_revalidate`: the stored entry's ETag and Last-Modified,
+    /// sent to the origin as If-None-Match / If-Modified-Since.
+    pub etag: Vec<u8>,
+    pub last_modified: Vec<u8>,
+    /// `proxy_cache_background_update`: the refresh to run once the stale
+    /// answer has gone out (then the lookup takes it back as its fill).
+    pub refresh: Option<Fill>,
+    /// The refresh is running: the lookup hands this fill over at once.
+    pub refilling: bool,
+}
 
 /// What the lookup decided.
 pub enum Lookup<'c> {
@@ -87,7 +103,15 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         // The origin is asked with GET, so the entry serves both.
         ctx.req.method = Method::Get;
     }
-    let key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
+    // A background refresh (after a stale answer) goes straight to the
+    // origin with the fill it was given.
+    if let Some(c) = ctx.cache.as_deref_mut()
+        && c.refilling
+        && let Some(f) = c.refresh.take()
+    {
+        return Lookup::Fetch(Some(f));
+    }
+    let mut key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
     let main = zone::hash(&key);
     let z = zone::get(zconf);
     if any_true(ctx, &conf.bypass) {
@@ -159,6 +183,15 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         }
         let status = if stale.is_some() { EXPIRED } else { MISS };
         ctx.cache_status = Some(status);
+        if let Some(s) = stale.take() {
+            match expired(ctx, &z, key, main, store_ok, s) {
+                Ok(l) => return l,
+                Err((k, s)) => {
+                    key = k;
+                    stale = Some(s);
+                }
+            }
+        }
         if !(conf.lock && store_ok) {
             return Lookup::Fetch(Some(Fill { zone: z, key, hash: main, store: store_ok, flight: None, stale }));
         }
@@ -296,5 +329,108 @@ pub fn writer_for(
             log_to!(ctx.conf.error_log, Level::Crit, "*{} {}", ctx.conn.id, why);
             None
         }
+    }
+}
+
+/// An expired entry was found. With `proxy_cache_use_stale updating` (or
+/// the entry's `stale-while-revalidate` window), one request refreshes it
+/// and the others get the stale entry (`UPDATING`); with
+/// `proxy_cache_background_update` the refreshing request gets it too
+/// (`STALE`) and refreshes after its answer. With
+/// `proxy_cache_revalidate` the refresh asks the origin whether the entry
+/// is still good. Err gives the key and entry back for the usual fetch.
+#[allow(clippy::result_large_err)]
+fn expired<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    z: &Arc<Zone>,
+    key: Vec<u8>,
+    main: Hash,
+    store_ok: bool,
+    stale: Stale,
+) -> Result<Lookup<'c>, (Vec<u8>, Stale)> {
+    let conf = &ctx.conf.cache;
+    let m = &stale.found.meta;
+    let now = super::manager::now();
+    let may_update = conf.use_stale.updating
+        || (m.stale_updating > 0 && now <= m.valid_until.saturating_add(m.stale_updating as i64));
+    if conf.revalidate {
+        let header = |n: &str| m.headers.iter().find(|(h, _)| h.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
+        let c = ctx.cache.get_or_insert_with(Default::default);
+        c.etag = header("etag").unwrap_or_default();
+        c.last_modified = header("last-modified").unwrap_or_default();
+    }
+    if !may_update || !store_ok {
+        return Err((key, stale));
+    }
+    match z.flight(&main) {
+        Err(_) => {
+            ctx.cache_status = Some(UPDATING);
+            Ok(Lookup::Hit(super::deliver::from_file(ctx, stale.found)))
+        }
+        Ok(flight) => {
+            let mut fill = Fill { zone: z.clone(), key, hash: main, store: true, flight: Some(flight), stale: None };
+            if conf.background_update {
+                ctx.cache_status = Some(STALE);
+                ctx.cache.get_or_insert_with(Default::default).refresh = Some(fill);
+                return Ok(Lookup::Hit(super::deliver::from_file(ctx, stale.found)));
+            }
+            fill.stale = Some(stale);
+            Ok(Lookup::Fetch(Some(fill)))
+        }
+    }
+}
+
+/// The origin's head arrived for a fill: its 304 to a revalidation keeps
+/// the stored entry (`REVALIDATED`), with the validity the 304 gives.
+pub fn on_head<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    fill: &mut Option<Fill>,
+    head: &crate::proxy::response_head::ResponseHead,
+) -> Option<Response<'c>> {
+    if head.status != 304 || ctx.cache.as_deref().is_none_or(|c| c.etag.is_empty() && c.last_modified.is_empty()) {
+        return None;
+    }
+    let f = fill.as_mut()?;
+    let stale = f.stale.take()?;
+    let now = super::manager::now();
+    let v = super::policy::decide(
+        stale.found.meta.status,
+        &head.headers,
+        head.accel_expires.as_deref(),
+        &ctx.conf.cache,
+        now,
+    );
+    let mut found = stale.found;
+    if let Some(valid_until) = v.valid_until {
+        found.meta.valid_until = valid_until;
+        if let Err(why) = store::revalidated(&f.zone, &stale.hash, &found, now) {
+            log_to!(ctx.conf.error_log, Level::Crit, "*{} {}", ctx.conn.id, why);
+        }
+    }
+    ctx.cache_status = Some(REVALIDATED);
+    Some(super::deliver::from_file(ctx, found))
+}
+
+/// After a stale answer went out: refresh the entry from the origin
+/// (`proxy_cache_background_update`), reading the whole body into it.
+pub async fn refresh_after(w: &crate::worker::WorkerCtx, ctx: &mut ReqCtx<'_, '_>) {
+    let Some(c) = ctx.cache.as_deref_mut() else { return };
+    if c.refresh.is_none() {
+        return;
+    }
+    c.refilling = true;
+    let mut client = crate::proxy::request_body::Client {
+        sock: None,
+        body: crate::proxy::request_body::ReqBody::Buffered(crate::connection::spool::Spooled::Memory(Vec::new())),
+    };
+    let mut resp = crate::proxy::respond(w, ctx, &mut client).await;
+    let up = match &mut resp.body {
+        crate::http::response::Body::Upstream(up) => Some(&mut **up),
+        crate::http::response::Body::Compressed(z) => z.upstream_mut(),
+        _ => None,
+    };
+    if let Some(up) = up {
+        crate::proxy::fill_rest(w, up, true).await;
+        crate::proxy::finish_body(w, ctx, up);
     }
 }

@@ -231,3 +231,31 @@ impl Writer {
         self.main.unwrap_or(self.hash)
     }
 }
+
+/// A revalidated entry: its header (same length: only the times change)
+/// is rewritten in place, and the index and memory tier follow.
+pub fn revalidated(zone: &Zone, h: &Hash, found: &Found, now: i64) -> Result<(), String> {
+    let path = zone.path_of(h);
+    let header = entry::encode(&found.meta);
+    if header.len() as u64 != found.body_at {
+        return Err(format!("cache file \"{}\" header changed size", path.display()));
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("open() \"{}\" failed ({})", path.display(), e))?;
+    f.write_all_at(&header, 0).map_err(|e| format!("pwrite() \"{}\" failed ({})", path.display(), e))?;
+    let node = Node {
+        uses: 1,
+        on_disk: true,
+        valid_until: found.meta.valid_until,
+        stale_updating: found.meta.stale_updating,
+        stale_error: found.meta.stale_error,
+        file_len: found.file_len,
+        last_access: now,
+        vary: None,
+    };
+    zone.stored(h, node);
+    super::zone::lock(&zone.mem).remove(h);
+    Ok(())
+}

@@ -64,6 +64,10 @@ pub struct ReqCtx<'c, 'a> {
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
     /// `$upstream_cache_status` (None: the cache was not asked).
     pub cache_status: Option<&'static str>,
+    /// The cache's business with this request beyond its status: the
+    /// validators of an entry being revalidated, a refresh to run after
+    /// the response (`proxy_cache_background_update`).
+    pub cache: Option<Box<crate::cache::serve::ReqCache>>,
     /// A precompressed sibling made the answer depend on Accept-Encoding
     /// (nginx's `r->gzip_vary`): `Vary` goes out with `gzip_vary on`.
     pub vary_encoding: bool,
@@ -459,6 +463,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             websocket_key: None,
             proxy_pass: None,
             cache_status: None,
+            cache: None,
             vary_encoding: false,
         }
     }

@@ -165,11 +165,21 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     last_status = status;
                     continue;
                 }
-                if let Some(r) = stale(ctx, &mut fill, status, false) {
-                    return r;
-                }
                 let release =
                     Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot, started: tried };
+                // The cache may answer instead (a stale entry for a listed
+                // status, or the entry the origin's 304 revalidated): the
+                // origin's answer is then left, its peer released.
+                let instead = match crate::cache::serve::on_head(ctx, &mut fill, &head) {
+                    Some(r) => Some(r),
+                    None => stale(ctx, &mut fill, status, false),
+                };
+                if let Some(r) = instead {
+                    let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
+                    body.release = Some(release);
+                    release_as(w, &mut body, false);
+                    return r;
+                }
                 return build_response(w, ctx, &pass, head, stream, rest, release, fill);
             }
             Attempt::Gone(when) => {

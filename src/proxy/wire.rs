@@ -173,6 +173,16 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
         out.extend_from_slice(v);
         out.extend_from_slice(b"\r\n");
     }
+    // proxy_cache_revalidate: the stored entry's validators.
+    if let Some(c) = ctx.cache.as_deref() {
+        for (name, v) in [("If-None-Match: ", &c.etag), ("If-Modified-Since: ", &c.last_modified)] {
+            if !v.is_empty() {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(v);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+    }
     out.extend_from_slice(b"\r\n");
     RequestHead(out)
 }

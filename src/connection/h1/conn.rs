@@ -371,6 +371,11 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
     log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started);
+    // proxy_cache_background_update: the stale answer is out; refresh now.
+    if ctx.cache.is_some() {
+        drop(resp);
+        crate::cache::serve::refresh_after(w, &mut ctx).await;
+    }
     drop(ctx);
     super::codec::recycle(&mut head);
     if !sent_ok || !keep_alive {

@@ -365,6 +365,10 @@ async fn stream(
     let ok = sent.is_ok();
     let body_bytes = sent.unwrap_or(0);
     log(&w, &ctx, &resp, body_bytes, body_bytes, started);
+    if ctx.cache.is_some() {
+        drop(resp);
+        crate::cache::serve::refresh_after(&w, &mut ctx).await;
+    }
     finish(&shared, ok);
 }
 
