@@ -88,6 +88,7 @@ fn cache_server(o: &Origin, extra_http: &str, cache_dir: &str) -> TestServer {
                         proxy_ignore_headers Cache-Control Set-Cookie Expires;
                     }}
                     location /off/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache off; }}
+                    location /mro/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_valid 10m; proxy_cache_max_range_offset 10; }}
                 }}"#
             ),
             &[("%A%", o.port)],
@@ -150,6 +151,16 @@ fn what_is_stored_follows_the_origin_headers_and_proxy_cache_valid() {
     case("ignored headers", "/ign/a?h=Cache-Control:%20no-store&h=Set-Cookie:%20a=b", ("MISS", "HIT", 1));
     case("proxy_cache off", "/off/a", ("-", "-", 2));
     case("no_cache stores nothing", "/nc/a?nc=1", ("MISS", "MISS", 2));
+    checks.run("proxy_cache_max_range_offset", || {
+        let before = n.load(Ordering::SeqCst);
+        let r = s.get_with("/mro/a", &["Range: bytes=20-25"]);
+        assert_eq!((r.status, r.header("X-Cache")), (200, Some("MISS")), "{}", r.head);
+        assert_eq!(o.last().header("Range"), Some("bytes=20-25"), "passed to the origin as it is");
+        let r = s.get_with("/mro/a", &["Range: bytes=2-5"]);
+        assert_eq!(r.header("X-Cache"), Some("MISS"));
+        assert_eq!(o.last().header("Range"), None);
+        assert_eq!(n.load(Ordering::SeqCst) - before, 2);
+    });
     checks.run("X-Accel-Expires is not passed on", || {
         let r = s.get("/xa2?h=X-Accel-Expires:%2060");
         assert_eq!(r.header("X-Accel-Expires"), None, "{}", r.head);

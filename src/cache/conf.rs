@@ -415,14 +415,6 @@ pub fn proxy_cache_use_stale(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// A setting that is accepted (so configurations run unchanged) but whose
-/// optimisation is not built yet: one `[warn]` at load time says so. The
-/// responses stay correct; the origin just sees more requests.
-fn not_yet(d: &Directive, ctx: &mut Ctx, what: &str) {
-    ctx.warnings
-        .push(ConfError::at(format!("\"{}\" {} is not implemented yet, ignored", d.name, what), &d.span).to_string());
-}
-
 pub fn proxy_cache_background_update(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.cache.background_update = flag(d)?;
     Ok(())
@@ -453,10 +445,9 @@ pub fn proxy_cache_convert_head(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> 
     Ok(())
 }
 
-pub fn proxy_cache_max_range_offset(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn proxy_cache_max_range_offset(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
     c.cache.max_range_offset = Some(value::parse_number(v).ok_or_else(|| invalid(d, v))?);
-    not_yet(d, ctx, "(range requests are passed to the origin)");
     Ok(())
 }
 

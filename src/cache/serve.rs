@@ -38,6 +38,9 @@ pub struct ReqCache {
     pub refresh: Option<Fill>,
     /// The refresh is running: the lookup hands this fill over at once.
     pub refilling: bool,
+    /// The request goes to the origin as the client sent it (ranges and
+    /// conditions included): it will not be stored.
+    pub as_is: bool,
 }
 
 /// What the lookup decided.
@@ -97,6 +100,13 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         _ => false,
     };
     if !cacheable_method {
+        return Lookup::Fetch(None);
+    }
+    if beyond_range_offset(ctx) {
+        // nginx calls it a MISS, passes the request as it is and stores
+        // nothing.
+        ctx.cache_status = Some(MISS);
+        ctx.cache.get_or_insert_with(Default::default).as_is = true;
         return Lookup::Fetch(None);
     }
     if ctx.req.method == Method::Head && conf.convert_head {
@@ -433,4 +443,14 @@ pub async fn refresh_after(w: &crate::worker::WorkerCtx, ctx: &mut ReqCtx<'_, '_
         crate::proxy::fill_rest(w, up, true).await;
         crate::proxy::finish_body(w, ctx, up);
     }
+}
+
+/// `proxy_cache_max_range_offset`: a range starting past it goes to the
+/// origin as it is, and the answer is not cached.
+fn beyond_range_offset(ctx: &ReqCtx<'_, '_>) -> bool {
+    let Some(max) = ctx.conf.cache.max_range_offset else { return false };
+    let Some(h) = ctx.req.header("range") else { return false };
+    let Some(spec) = h.strip_prefix(b"bytes=") else { return false };
+    let digits: Vec<u8> = spec.iter().copied().skip_while(|b| *b == b' ').take_while(u8::is_ascii_digit).collect();
+    std::str::from_utf8(&digits).ok().and_then(|d| d.parse::<u64>().ok()).is_some_and(|start| start > max)
 }

@@ -158,7 +158,7 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
     // A request the cache may store asks the origin for the whole,
     // unconditional representation (nginx's cache headers): ranges and
     // conditions are then answered from the stored entry.
-    let caching = ctx.cache_status.is_some();
+    let caching = ctx.cache_status.is_some() && !ctx.cache.as_deref().is_some_and(|c| c.as_is);
     for (name, v) in ctx.req.headers() {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
             || caching && CACHE_NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
