@@ -803,3 +803,66 @@ fn background_update_revalidate_and_updating() {
     });
     checks.finish();
 }
+
+/// `proxy_cache_lock_timeout` and `proxy_cache_lock_age`: waiters give up
+/// on a fill that takes too long. Past the lock timeout a waiter asks the
+/// origin itself and stores nothing; past the lock age one more request
+/// fills in the first one's place.
+#[test]
+fn lock_timeout_and_lock_age() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let c = n.clone();
+    let o = Origin::start(move |r| {
+        let i = c.fetch_add(1, Ordering::SeqCst) + 1;
+        let slow = if i == 1 { Duration::from_millis(1500) } else { Duration::from_millis(10) };
+        Reply::http(200, &["Content-Type: text/plain"], format!("answer {i} to {}\n", r.target())).after(slow)
+    });
+    let dir = temp_dir("cache-lockage");
+    let s = builder()
+        .http(&sub(
+            &format!(
+                r#"
+                proxy_cache_path {} levels=1:2 keys_zone=one:1m;
+                server {{
+                    listen 127.0.0.1:{{port}};
+                    proxy_cache one;
+                    proxy_cache_valid 10m;
+                    proxy_cache_lock on;
+                    add_header X-Cache $upstream_cache_status always;
+                    location /t/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_lock_timeout 300ms; }}
+                    location /a/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_lock_timeout 5s; proxy_cache_lock_age 300ms; }}
+                }}"#,
+                dir.join("c").display()
+            ),
+            &[("%A%", o.port)],
+        ))
+        .start();
+    let port = s.port;
+    let bg = |path: &'static str| {
+        std::thread::spawn(move || {
+            request(port, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
+        })
+    };
+    // Lock timeout: the waiter goes to the origin after 300 ms; its answer
+    // is not stored, so the slow first fill's answer is what stays.
+    let first = bg("/t/x");
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let (st, body) = get(&s, "/t/x");
+    assert!(t.elapsed() < Duration::from_millis(1000), "{:?}", t.elapsed());
+    assert!(body.starts_with("answer 2"), "{st} {body}");
+    let r1 = first.join().unwrap();
+    assert!(r1.text().starts_with("answer 1"), "{}", r1.text());
+    assert_eq!(get(&s, "/t/x").1, r1.text(), "the first fill's answer is stored");
+    // Lock age: past 300 ms a waiter fills in the slow fill's place.
+    let before = n.load(Ordering::SeqCst);
+    n.store(0, Ordering::SeqCst);
+    let first = bg("/a/y");
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    let (_, body) = get(&s, "/a/y");
+    assert!(t.elapsed() < Duration::from_millis(1000), "{:?}", t.elapsed());
+    assert!(body.starts_with("answer 2"), "{body}");
+    first.join().unwrap();
+    assert!(before >= 2);
+}

@@ -222,19 +222,30 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
                 tokio::pin!(notified);
                 notified.as_mut().enable();
                 if !flight.done.load(std::sync::atomic::Ordering::Acquire) {
-                    let left = deadline.saturating_duration_since(crate::clock::mono());
-                    if crate::clock::timeout(left, notified).await.is_err() {
-                        // nginx: after proxy_cache_lock_timeout the request
-                        // goes to the origin and its answer is not cached.
-                        return Lookup::Fetch(Some(Fill {
-                            zone: z,
-                            key,
-                            hash: main,
-                            store: false,
-                            flight: None,
-                            stale,
-                        }));
+                    let now = crate::clock::mono();
+                    let left = deadline.saturating_duration_since(now);
+                    // proxy_cache_lock_age: a fill older than this lets one
+                    // more request go to the origin (and fill in its place).
+                    let to_age = (flight.started + conf.lock_age).saturating_duration_since(now);
+                    if crate::clock::timeout(left.min(to_age), notified).await.is_ok() {
+                        continue;
                     }
+                    if to_age < left {
+                        if let Some(f) = z.take_over(&main, &flight) {
+                            return Lookup::Fetch(Some(Fill {
+                                zone: z,
+                                key,
+                                hash: main,
+                                store: true,
+                                flight: Some(f),
+                                stale,
+                            }));
+                        }
+                        continue;
+                    }
+                    // nginx: after proxy_cache_lock_timeout the request goes
+                    // to the origin and its answer is not cached.
+                    return Lookup::Fetch(Some(Fill { zone: z, key, hash: main, store: false, flight: None, stale }));
                 }
             }
         }

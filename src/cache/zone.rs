@@ -317,6 +317,22 @@ impl Zone {
         Ok(new)
     }
 
+    /// Replaces a fill that is taking too long (`proxy_cache_lock_age`) with
+    /// a new one for the caller; None if another request already did.
+    pub fn take_over(&self, h: &Hash, old: &Arc<Flight>) -> Option<Arc<Flight>> {
+        let mut f = lock(&self.flights);
+        if !f.get(h).is_some_and(|x| Arc::ptr_eq(x, old)) {
+            return None;
+        }
+        let new = Arc::new(Flight {
+            done: AtomicBool::new(false),
+            notify: tokio::sync::Notify::new(),
+            started: std::time::Instant::now(),
+        });
+        f.insert(*h, new.clone());
+        Some(new)
+    }
+
     /// Ends a fill: every waiter wakes at once.
     pub fn land(&self, h: &Hash, flight: &Arc<Flight>) {
         let mut f = lock(&self.flights);
