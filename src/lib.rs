@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod filter;
+pub mod fuzzing;
 pub mod handler;
 pub mod http;
 pub mod listener;

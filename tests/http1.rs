@@ -257,6 +257,32 @@ fn oversized_header_line_is_400_header_too_large() {
 fn http2_version_is_505() {
     let s = server();
     assert_rejected(&s, b"GET / HTTP/2.0\r\nHost: localhost\r\n\r\n", "HTTP/1.1 505 HTTP Version Not Supported");
+    // nginx decides on the major version's digits, whatever follows them.
+    for raw in [&b"GET / HTTP/2x\r\nHost: localhost\r\n\r\n"[..], b"GET / HTTP/12.0\r\nHost: localhost\r\n\r\n"] {
+        assert_rejected(&s, raw, "HTTP/1.1 505 HTTP Version Not Supported");
+    }
+    for raw in [&b"GET / HTTP/0.9\r\nHost: localhost\r\n\r\n"[..], b"GET / HTTP// HTTP/2.1\r\nHost: localhost\r\n\r\n"]
+    {
+        assert_rejected(&s, raw, "HTTP/1.1 400 Bad Request");
+    }
+    // So the answer does not wait for, or depend on, the rest of the line
+    // (found by fuzzing: this was a 400 until ".0\r\n" arrived).
+    let mut c = s.connect();
+    c.send("GET / HTTP/2");
+    let r = c.read_response();
+    assert_eq!(r.status, 505, "{}", r.head);
+}
+
+/// Found by fuzzing: a read that ended between the CR and the LF of an
+/// HTTP/0.9 request line got a 400.
+#[test]
+fn http09_request_split_between_cr_and_lf() {
+    let s = server();
+    let mut c = s.connect();
+    c.send("GET /index.html\r");
+    std::thread::sleep(Duration::from_millis(200));
+    c.send("\n");
+    assert_eq!(String::from_utf8_lossy(&c.read_to_close()), "hello\n");
 }
 
 #[test]

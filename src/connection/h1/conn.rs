@@ -416,7 +416,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
 }
 
 /// `http://host/path` (absolute-form): the host wins over the Host header.
-fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
+pub(crate) fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     let rest = if target.len() > 7 && target[..7].eq_ignore_ascii_case(b"http://") {
         &target[7..]
     } else if target.len() > 8 && target[..8].eq_ignore_ascii_case(b"https://") {

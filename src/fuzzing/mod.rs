@@ -1,0 +1,96 @@
+//! Fuzzing entry points: one function per parser that takes arbitrary
+//! bytes, runs the parser and asserts its properties, panicking on a
+//! violation. The cargo-fuzz targets in `fuzz/` are one-line wrappers
+//! around these, and `tests/fuzz_replay.rs` (stable Rust, every CI run)
+//! feeds every file of `fuzz/corpus/<target>/` and
+//! `fuzz/regressions/<target>/` through the same functions, so a corpus
+//! file that once found a bug keeps guarding the fix without a nightly
+//! toolchain. `fuzz/README.md` says how to run and add targets.
+//!
+//! The functions are always compiled (no feature, no `cfg(fuzzing)`): the
+//! replay test links the ordinary library, and keeping them in the crate
+//! lets them reach `pub(crate)` pieces of the parsers.
+
+mod config;
+mod h1;
+mod http;
+mod proxy;
+
+pub use config::config;
+pub use h1::{chunked, h1_head};
+pub use http::{range, uri};
+pub use proxy::head_scan;
+
+/// An entry point: runs one input, panics on a violated property.
+pub type Entry = fn(&[u8]);
+
+/// Every target: its name (the `fuzz/fuzz_targets/<name>.rs` file and the
+/// `fuzz/corpus/<name>/` directory) and its entry point. The replay test
+/// walks this table and fails on a corpus directory missing from it.
+pub const TARGETS: &[(&str, Entry)] = &[
+    ("config", config),
+    ("h1_head", h1_head),
+    ("chunked", chunked),
+    ("uri", uri),
+    ("range", range),
+    ("head_scan", head_scan),
+];
+
+/// A deterministic stream of numbers seeded from the input, for choosing
+/// split points and sizes: the same input always makes the same choices,
+/// so a crash reproduces from its file alone.
+struct Picks(u64);
+
+impl Picks {
+    fn new(data: &[u8]) -> Picks {
+        // FNV-1a; never zero, which xorshift could not leave.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in data {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Picks(h | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in 0..n (n > 0).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// Ascending cut points strictly inside 0..len, at most `max`.
+    fn cuts(&mut self, len: usize, max: usize) -> Vec<usize> {
+        if len < 2 {
+            return Vec::new();
+        }
+        let n = self.below(max + 1);
+        let mut v: Vec<usize> = (0..n).map(|_| 1 + self.below(len - 1)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+/// `data` cut at `cuts` (ascending, inside the slice).
+fn pieces<'a>(data: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut out = Vec::with_capacity(cuts.len() + 1);
+    let mut at = 0;
+    for &c in cuts {
+        out.push(&data[at..c]);
+        at = c;
+    }
+    out.push(&data[at..]);
+    out
+}
+
+/// For a failure message: the input as escaped ASCII, cut to a readable
+/// length.
+fn show(data: &[u8]) -> String {
+    let s = data.escape_ascii().to_string();
+    if s.len() > 600 { format!("{}... ({} bytes)", &s[..600], data.len()) } else { s }
+}
