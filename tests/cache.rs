@@ -866,3 +866,101 @@ fn lock_timeout_and_lock_age() {
     first.join().unwrap();
     assert!(before >= 2);
 }
+
+/// `kill -9` while a 200 MB entry is being written leaves no half entry:
+/// after the restart the key is a miss and the origin is asked again.
+#[test]
+fn kill_9_mid_write_leaves_no_half_entry() {
+    const MB: usize = 1 << 20;
+    let n = Arc::new(AtomicUsize::new(0));
+    let c = n.clone();
+    let o = Origin::start(move |_| {
+        c.fetch_add(1, Ordering::SeqCst);
+        let chunk = vec![b'x'; MB];
+        let mut r = Reply::raw(format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+            200 * MB
+        ));
+        for _ in 0..200 {
+            r = r.then_write(&chunk).then_sleep(Duration::from_millis(5));
+        }
+        r
+    });
+    let dir = temp_dir("cache-kill-write");
+    let cdir = dir.join("c").display().to_string();
+    let mut s = cache_server(&o, "", &cdir);
+    let mut conn = s.connect();
+    conn.send("GET /big HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    // Read until some 20 MB arrived, then kill the server mid-body.
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got < 20 * MB && Instant::now() < deadline {
+        match std::io::Read::read(&mut conn.stream, &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => got += k,
+        }
+    }
+    assert!(got >= 20 * MB, "only {got} bytes arrived");
+    s.kill("KILL");
+    s.wait_exit(Duration::from_secs(5));
+    drop(conn);
+    let s = cache_server(&o, "", &cdir);
+    let r = s.get("/big");
+    assert_eq!((r.status, r.must("X-Cache"), r.body.len()), (200, "MISS", 200 * MB));
+    assert_eq!(n.load(Ordering::SeqCst), 2, "the half-written entry was not served");
+    let r = s.get("/big");
+    assert_eq!((r.must("X-Cache"), r.body.len()), ("HIT", 200 * MB));
+}
+
+/// A 1 GB object streams to the client while it is written to the cache:
+/// the server's memory does not grow with it, and the next request is a
+/// hit of the whole object.
+#[test]
+fn one_gigabyte_object_streams_through_with_bounded_memory() {
+    const GB: u64 = 1 << 30;
+    let origin = builder().http("server { listen 127.0.0.1:{port}; root html; }").start();
+    let big = origin.path("html/big.bin");
+    std::fs::File::create(&big).and_then(|f| f.set_len(GB)).expect("sparse 1 GB file");
+    let dir = temp_dir("cache-1g");
+    let o_port = origin.port;
+    let s = builder()
+        .http(&format!(
+            "proxy_cache_path {} levels=1:2 keys_zone=one:1m;
+             server {{
+                 listen 127.0.0.1:{{port}};
+                 proxy_cache one;
+                 proxy_cache_valid 10m;
+                 add_header X-Cache $upstream_cache_status always;
+                 location / {{ proxy_pass http://127.0.0.1:{o_port}; }}
+             }}",
+            dir.join("c").display()
+        ))
+        .start();
+    let hwm = |pid: u32| -> u64 {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        st.lines()
+            .find(|l| l.starts_with("VmHWM:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    assert_eq!(s.get("/small-warmup").status, 404);
+    let before = hwm(s.pid());
+    let url = format!("http://127.0.0.1:{}/big.bin", s.port);
+    for want in ["MISS", "HIT"] {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "120", "-o", "/dev/null", "-D", "-", "-w", "%{size_download}", &url])
+            .output()
+            .expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.contains(&format!("X-Cache: {want}")), "{text}");
+        assert!(text.ends_with(&GB.to_string()), "{text}");
+    }
+    if !nginx_mode() {
+        let growth = hwm(s.pid()).saturating_sub(before);
+        assert!(growth < 64 << 20, "peak RSS grew by {} MB", growth >> 20);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,11 +11,13 @@
 //! replay test links the ordinary library, and keeping them in the crate
 //! lets them reach `pub(crate)` pieces of the parsers.
 
+mod cache;
 mod config;
 mod h1;
 mod http;
 mod proxy;
 
+pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
@@ -34,6 +36,9 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("uri", uri),
     ("range", range),
     ("head_scan", head_scan),
+    ("cache_entry", cache_entry),
+    ("cache_control", cache_control),
+    ("accept_encoding", accept_encoding),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing
