@@ -17,6 +17,7 @@ pub mod listener;
 pub mod log;
 pub mod process;
 pub mod proxy;
+pub mod rewrite;
 pub mod routing;
 pub mod tls;
 pub mod upstream;

@@ -97,8 +97,10 @@ pub struct Server {
     /// The first `server_name`, for `$server_name`.
     pub name: String,
     pub conf: Arc<LocConf>,
-    /// Server-level `return`: runs before location matching.
-    pub ret: Option<Return>,
+    /// Server-level rewrite directives (`rewrite`, `return`, `set`, `if`...):
+    /// run before location matching, and again after each internal
+    /// redirect, as nginx's server rewrite phase.
+    pub rewrite: Option<Arc<crate::rewrite::Script>>,
     pub locations: Locations,
     pub named: HashMap<String, Arc<Location>>,
     /// The server's TLS settings, built when it has certificates (or
@@ -142,7 +144,11 @@ pub struct LocConf {
     pub root: DocRoot,
     pub index: Vec<Template>,
     pub try_files: Option<TryFiles>,
-    pub ret: Option<Return>,
+    /// The rewrite module: this level's script and its two flags.
+    pub rewrite: crate::rewrite::RewriteConf,
+    /// The location's name as nginx prints it in messages (its path,
+    /// regex or `@name`; an `if` block's is its location's).
+    pub location_name: Arc<str>,
     pub empty_gif: bool,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,

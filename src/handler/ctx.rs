@@ -45,9 +45,13 @@ pub struct ReqCtx<'c, 'a> {
     /// Set while serving an `error_page`: the status the response keeps,
     /// and the reason conditionals and ranges are off.
     pub err_status: Option<u16>,
-    /// `$1`..`$9` of the regex location that matched (index 0: whole match).
+    /// `$1`..`$9` of the last regex that matched (a regex location, a
+    /// `rewrite` or `if` regex; index 0: whole match). Empty until one did:
+    /// then those of a regex `server_name`. A `rewrite` or `if` regex that
+    /// does not match leaves `[""]` (no captures), as nginx resets them.
     pub captures: Vec<Vec<u8>>,
-    /// Named captures of the matched regex location.
+    /// Named captures of the regexes that matched (regex locations,
+    /// `rewrite` and `if`), the latest value of each name.
     pub named: Vec<(std::sync::Arc<str>, Vec<u8>)>,
     /// Named captures of the `map` regexes evaluated so far: nginx makes
     /// them variables once the map's own variable has been evaluated (a
@@ -62,6 +66,20 @@ pub struct ReqCtx<'c, 'a> {
     /// The `proxy_pass` this request went to (resolved when it has
     /// variables), for `$proxy_host` and error-log lines.
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
+    /// Values of the variables `set` writes, by slot (`rewrite::vars`);
+    /// kept across internal redirects, as nginx keeps `r->variables`.
+    pub vars: std::cell::RefCell<Vec<Option<Vec<u8>>>>,
+    /// A rewrite changed the URI: location matching restarts once the
+    /// location's rewrite directives are done (nginx's `r->uri_changed`).
+    pub uri_changed: bool,
+    /// False after `rewrite ... break` (or `break` after a rewrite): the URI
+    /// no longer belongs to the location, so `alias` refuses it and a
+    /// `proxy_pass` URI part is not substituted (nginx's `r->valid_location`).
+    pub valid_location: bool,
+    /// The client's request target still is the request's URI and
+    /// arguments: no rewrite matched and `$args` was not set (nginx's
+    /// `r->valid_unparsed_uri`; internal redirects count in `redirects`).
+    pub unparsed_uri_valid: bool,
 }
 
 #[derive(Default)]
@@ -346,6 +364,27 @@ impl VarSource for Vars<'_, '_, '_> {
                     }
                 }
             }
+            Var::Set(sv) => {
+                let value = ctx.vars.borrow().get(sv.slot).map(|v| v.as_ref().map(|v| out.extend_from_slice(v)));
+                if !matches!(value, Some(Some(()))) {
+                    match &sv.fallback {
+                        Some(f) => self.write_var(f, out),
+                        None => {
+                            // nginx warns once: the empty value is then the
+                            // variable's for the rest of the request.
+                            if ctx.conf.rewrite.warn_uninitialized {
+                                crate::log_req!(
+                                    ctx,
+                                    crate::log::error::Level::Warn,
+                                    "using uninitialized \"{}\" variable",
+                                    sv.name
+                                );
+                            }
+                            ctx.set_var(sv.slot, Vec::new());
+                        }
+                    }
+                }
+            }
             Var::SslSessionReused => {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
             }
@@ -448,6 +487,35 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             upstream: UpstreamLog::default(),
             websocket_key: None,
             proxy_pass: None,
+            vars: Default::default(),
+            uri_changed: false,
+            valid_location: true,
+            unparsed_uri_valid: true,
+        }
+    }
+
+    /// Stores a `set` variable's value.
+    pub fn set_var(&self, slot: usize, value: Vec<u8>) {
+        let mut vars = self.vars.borrow_mut();
+        if vars.len() <= slot {
+            vars.resize(slot + 1, None);
+        }
+        vars[slot] = Some(value);
+    }
+
+    /// Records the captures of a regex that matched (a regex location, or a
+    /// `rewrite` or `if` regex): `$1`..`$9` are this regex's from now on
+    /// (none if it has no groups, as nginx), and its named groups become
+    /// variables for the rest of the request.
+    pub fn set_captures(&mut self, re: &regex::bytes::Regex, caps: &regex::bytes::Captures<'_>) {
+        self.captures.clear();
+        self.captures.extend(caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()));
+        for (i, name) in re.capture_names().enumerate() {
+            if let Some(name) = name {
+                let v = caps.get(i).map(|m| m.as_bytes().to_vec()).unwrap_or_default();
+                self.named.retain(|(n, _)| &**n != name);
+                self.named.push((std::sync::Arc::from(name), v));
+            }
         }
     }
 
