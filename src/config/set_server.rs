@@ -21,7 +21,14 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
             "bind" => {}
             "ssl" => spec.ssl = true,
             "http2" => spec.http2 = true,
-            "quic" | "proxy_protocol" => {
+            "quic" => {
+                return Err(ConfError::at(
+                    "the \"quic\" parameter of the \"listen\" directive is not supported: sluice has no HTTP/3 \
+                     (QUIC) yet; serve HTTP/2 over TLS instead",
+                    &d.span,
+                ));
+            }
+            "proxy_protocol" => {
                 return Err(ConfError::at(
                     format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", p),
                     &d.span,
