@@ -34,6 +34,7 @@ pub struct Ctx {
     /// An `error_log` was applied at main level (the default is dropped).
     pub error_log_set: bool,
     pub warnings: Vec<String>,
+    pub notices: Vec<String>,
     /// Error log files by path (None: stderr), one each however many
     /// levels name them.
     pub error_log_files: Vec<Arc<crate::log::error_file::LogFile>>,
@@ -200,6 +201,8 @@ fn default_main(prefix: &Path) -> MainConf {
         worker_connections: 512,
         reuse_port: false,
         user: None,
+        worker_shutdown_timeout: None,
+        worker_priority: None,
     }
 }
 
@@ -303,6 +306,7 @@ pub fn build(
         log_explicit: Vec::new(),
         error_log_set: false,
         warnings: Vec::new(),
+        notices: Vec::new(),
         error_log_files: Vec::new(),
         root_here: false,
         alias_here: false,
@@ -357,6 +361,7 @@ pub fn build(
         conf_file: conf_file.to_path_buf(),
         prefix: prefix.to_path_buf(),
         warnings: std::mem::take(&mut ctx.warnings),
+        notices: std::mem::take(&mut ctx.notices),
         error_log_files: std::mem::take(&mut ctx.error_log_files),
     })
 }

@@ -27,6 +27,9 @@ pub struct Config {
     /// nginx's load-time `[warn]`s ("... ignored in FILE:LINE"): printed by
     /// `-t` and at startup, logged on reload.
     pub warnings: Vec<String>,
+    /// Load-time `[notice]`s (a built-in module's `load_module`), shown the
+    /// same way.
+    pub notices: Vec<String>,
     /// Every distinct error log file any level names, opened by the master
     /// before the configuration runs.
     pub error_log_files: Vec<Arc<LogFile>>,
@@ -48,6 +51,11 @@ pub struct MainConf {
     /// `user`, resolved; None when absent or when sluice does not run as
     /// root (then the workers keep the starting user, with a warning).
     pub user: Option<crate::worker::credentials::Credentials>,
+    /// `worker_shutdown_timeout`: a retiring worker closes what is still
+    /// open after this long (None: waits for every connection).
+    pub worker_shutdown_timeout: Option<Duration>,
+    /// `worker_priority`: the workers' nice value.
+    pub worker_priority: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@
 use super::build::{Ctx, ServerBuild};
 use super::model::{LocConf, MainConf};
 use super::parser::{ConfError, Directive};
-use super::{proxy, proxy_buffers, set_loc, set_main, set_server, set_ssl};
+use super::{proxy, proxy_buffers, set_loc, set_main, set_process, set_server, set_ssl};
 
 pub const MAIN: u8 = 1;
 pub const EVENTS: u8 = 2;
@@ -86,6 +86,13 @@ pub static CORE: &[Cmd] = &[
     list(cmd("error_log", MAIN | HSL, 1, 2, Set::Any(set_main::error_log)), set_main::reset_error_log),
     cmd("daemon", MAIN, 1, 1, Set::Main(set_main::daemon)),
     cmd("user", MAIN, 1, 2, Set::Main(set_main::user)),
+    multi(cmd("load_module", MAIN, 1, 1, Set::Main(set_process::load_module))),
+    cmd("master_process", MAIN, 1, 1, Set::Main(set_process::master_process)),
+    cmd("worker_shutdown_timeout", MAIN, 1, 1, Set::Main(set_process::worker_shutdown_timeout)),
+    multi(cmd("env", MAIN, 1, 1, Set::Main(set_process::env))),
+    cmd("pcre_jit", MAIN, 1, 1, Set::Main(set_process::pcre_jit)),
+    cmd("timer_resolution", MAIN, 1, 1, Set::Main(set_process::timer_resolution)),
+    cmd("worker_priority", MAIN, 1, 1, Set::Main(set_process::worker_priority)),
     block("events", MAIN, 0, 0),
     block("http", MAIN, 0, 0),
     // events
@@ -243,8 +250,6 @@ static KNOWN_NGINX: &[&str] = &[
     "auth_basic",
     "include_subdomains",
     "charset",
-    "master_process",
-    "worker_shutdown_timeout",
 ];
 
 /// Every directive table, searched in order: the core's, then each
