@@ -15,6 +15,7 @@ pub mod handler;
 pub mod http;
 pub mod listener;
 pub mod log;
+pub mod pattern;
 pub mod process;
 pub mod proxy;
 pub mod rewrite;

@@ -105,6 +105,16 @@ const REWRITE: &str = r#"
         location /retfirst { return 200 "first\n"; return 200 "second\n"; }
         location /rlog { rewrite_log on; rewrite ^/rlog$ /echo/logged last; }
         location /rlogno { rewrite_log on; rewrite ^/nope$ /x last; return 200 "rlogno\n"; }
+        # PCRE features: look-around, backreferences, (?'name')
+        location ~ /\.(?!well-known) { return 403; }
+        location ~ ^/dup/(\w+)/\1$ { return 200 "dup $1\n"; }
+        location ~ "^/n1/(?<a>\w+)$" { return 200 "n1 $a\n"; }
+        location ~ "^/n2/(?P<b>\w+)$" { return 200 "n2 $b\n"; }
+        location ~ "^/n3/(?'c'\w+)$" { return 200 "n3 $c\n"; }
+        location /lb/ { rewrite "(?<=/lb/)x$" /echo/lookbehind last; return 200 "lb no\n"; }
+        location /la/ { if ($uri ~ "^/la/(?!skip)(\w+)") { return 200 "la $1\n"; } return 200 "la skipped\n"; }
+        location /atomic/ { if ($uri ~ "^/atomic/(?>a+)b$") { return 200 "atomic\n"; } return 200 "no\n"; }
+        location /poss/ { if ($uri ~ "^/poss/a++a$") { return 200 "poss\n"; } return 200 "no poss\n"; }
         location @named { return 200 "named uri=$uri\n"; }
         location /tonamed { try_files /nonexistent @named; }
         location /namedrw { error_page 404 = @nrw; return 404; }
@@ -159,6 +169,26 @@ fn rewrite_flags_captures_and_arguments() {
     check(&mut c, &s, "/brk2", &[], body(200, "brk2 static\n"));
     check(&mut c, &s, "/tonamed", &[], body(200, "named uri=/tonamed\n"));
     check(&mut c, &s, "/namedrw", &[], body(200, "uri=/echo/fromnamed args=\n"));
+    c.finish();
+}
+
+#[test]
+fn pcre_regexes() {
+    let s = builder().http(REWRITE).file("html/.well-known/acme", "acme\n").start();
+    let mut c = Checks::new();
+    check(&mut c, &s, "/.git/config", &[], want(403));
+    check(&mut c, &s, "/.well-known/acme", &[], body(200, "acme\n"));
+    check(&mut c, &s, "/dup/ab/ab", &[], body(200, "dup ab\n"));
+    check(&mut c, &s, "/dup/ab/cd", &[], want(404));
+    check(&mut c, &s, "/n1/x1", &[], body(200, "n1 x1\n"));
+    check(&mut c, &s, "/n2/x2", &[], body(200, "n2 x2\n"));
+    check(&mut c, &s, "/n3/x3", &[], body(200, "n3 x3\n"));
+    check(&mut c, &s, "/lb/x", &[], body(200, "uri=/echo/lookbehind args=\n"));
+    check(&mut c, &s, "/lb/yx", &[], body(200, "lb no\n"));
+    check(&mut c, &s, "/la/go", &[], body(200, "la go\n"));
+    check(&mut c, &s, "/la/skip", &[], body(200, "la skipped\n"));
+    check(&mut c, &s, "/atomic/aab", &[], body(200, "atomic\n"));
+    check(&mut c, &s, "/poss/aaa", &[], body(200, "no poss\n"));
     c.finish();
 }
 

@@ -19,11 +19,8 @@ fn describe(m: &Matcher) -> String {
 }
 
 fn regex(d: &Directive, pat: &str, caseless: bool) -> Result<Matcher, ConfError> {
-    let re = regex::bytes::RegexBuilder::new(pat)
-        .case_insensitive(caseless)
-        .build()
-        .map_err(|e| ConfError::at(format!("invalid regex \"{}\" in location: {}", pat, e), &d.span))?;
-    super::captures::register(re.capture_names());
+    let re = crate::pattern::Regex::new(pat, caseless).map_err(|e| ConfError::at(e, &d.span))?;
+    super::captures::register(&re);
     Ok(Matcher::Regex(re))
 }
 

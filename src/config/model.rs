@@ -140,7 +140,7 @@ pub struct Location {
 pub enum Matcher {
     Exact(Vec<u8>),
     Prefix { path: Vec<u8>, noregex: bool },
-    Regex(regex::bytes::Regex),
+    Regex(crate::pattern::Regex),
     Named(String),
 }
 

@@ -118,7 +118,7 @@ pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                 .case_insensitive(true)
                 .build()
                 .map_err(|e| ConfError::at(format!("invalid regex in server_name \"{}\": {}", n, e), &d.span))?;
-            super::captures::register(re.capture_names());
+            super::captures::register_names(re.capture_names().flatten());
             s.regex_names.push(re);
             continue;
         }

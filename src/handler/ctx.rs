@@ -350,17 +350,21 @@ impl VarSource for Vars<'_, '_, '_> {
                 m.source.render(self, &mut key);
                 match m.lookup(&key) {
                     (t, None) => t.render(self, out),
-                    (t, Some((re, caps))) => {
+                    (t, Some((re, spans))) => {
                         // nginx: the regex's named captures are variables
                         // from now on in this request.
                         let mut set = ctx.map_named.borrow_mut();
-                        for name in re.capture_names().flatten() {
-                            let v = caps.name(name).map(|m| m.as_bytes().to_vec()).unwrap_or_default();
-                            set.retain(|(n, _)| &**n != name);
-                            set.push((std::sync::Arc::from(name), v));
+                        for (i, name) in re.names() {
+                            let v =
+                                spans.get(*i).copied().flatten().map(|(a, b)| key[a..b].to_vec()).unwrap_or_default();
+                            set.retain(|(n, _)| n != name);
+                            set.push((name.clone(), v));
                         }
                         drop(set);
-                        t.render(&crate::config::map::WithCaptures { inner: self, caps }, out)
+                        t.render(
+                            &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
+                            out,
+                        )
                     }
                 }
             }
@@ -501,22 +505,6 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             vars.resize(slot + 1, None);
         }
         vars[slot] = Some(value);
-    }
-
-    /// Records the captures of a regex that matched (a regex location, or a
-    /// `rewrite` or `if` regex): `$1`..`$9` are this regex's from now on
-    /// (none if it has no groups, as nginx), and its named groups become
-    /// variables for the rest of the request.
-    pub fn set_captures(&mut self, re: &regex::bytes::Regex, caps: &regex::bytes::Captures<'_>) {
-        self.captures.clear();
-        self.captures.extend(caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()));
-        for (i, name) in re.capture_names().enumerate() {
-            if let Some(name) = name {
-                let v = caps.get(i).map(|m| m.as_bytes().to_vec()).unwrap_or_default();
-                self.named.retain(|(n, _)| &**n != name);
-                self.named.push((std::sync::Arc::from(name), v));
-            }
-        }
     }
 
     /// nginx's error-log suffix for a request: client, server, request line,

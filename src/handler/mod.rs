@@ -147,19 +147,18 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
 fn find_location(ctx: &mut ReqCtx<'_, '_>) {
     ctx.uri_changed = false;
     let found = crate::routing::location::find(&ctx.server.locations, &ctx.req.path);
+    // A regex location's captures replace earlier ones (one without
+    // groups leaves none); its named groups become variables.
     if let Some(l) = found
         && let crate::config::model::Matcher::Regex(re) = &l.matcher
-        && let Some(caps) = re.captures(&ctx.req.path)
+        && let Some(caps) = re.capture_values(&ctx.req.path)
     {
-        let caps_owned: Vec<Vec<u8>> =
-            caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()).collect();
-        let names: Vec<(usize, &str)> = re.capture_names().enumerate().filter_map(|(i, n)| n.map(|n| (i, n))).collect();
-        for (i, n) in names {
-            let v = caps_owned.get(i).cloned().unwrap_or_default();
-            ctx.named.retain(|(k, _)| &**k != n);
-            ctx.named.push((n.into(), v));
+        for (i, n) in re.names() {
+            let v = caps.get(*i).cloned().unwrap_or_default();
+            ctx.named.retain(|(k, _)| k != n);
+            ctx.named.push((n.clone(), v));
         }
-        ctx.captures = caps_owned;
+        ctx.captures = caps;
     }
     ctx.conf = match found {
         Some(l) => &l.conf,

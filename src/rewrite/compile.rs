@@ -65,17 +65,10 @@ fn compile(d: &Directive, text: &str) -> Result<Template, ConfError> {
     Template::compile(text).map_err(|e| ConfError::at(e, &d.span))
 }
 
-fn regex(d: &Directive, pattern: &str, caseless: bool) -> Result<regex::bytes::Regex, ConfError> {
-    let re = regex::bytes::RegexBuilder::new(pattern)
-        .case_insensitive(caseless)
-        .build()
-        .map_err(|e| ConfError::at(format!("invalid regex \"{}\": {}", pattern, e), &d.span))?;
-    crate::config::captures::register(re.capture_names());
+fn regex(d: &Directive, pattern: &str, caseless: bool) -> Result<crate::pattern::Regex, ConfError> {
+    let re = crate::pattern::Regex::new(pattern, caseless).map_err(|e| ConfError::at(e, &d.span))?;
+    crate::config::captures::register(&re);
     Ok(re)
-}
-
-fn named_groups(re: &regex::bytes::Regex) -> Vec<(usize, Arc<str>)> {
-    re.capture_names().enumerate().filter_map(|(i, n)| n.map(|n| (i, Arc::from(n)))).collect()
 }
 
 fn is_redirect_url(s: &str) -> bool {
@@ -114,16 +107,7 @@ fn rewrite(d: &Directive) -> Result<Rewrite, ConfError> {
         (Flag::Redirect(_), _) | (_, None) => (compile(d, repl)?, None),
         (_, Some(q)) => (compile(d, &repl[..q])?, Some(compile(d, &repl[q + 1..])?)),
     };
-    Ok(Rewrite {
-        named: named_groups(&re),
-        regex: re,
-        pattern: pattern.to_string(),
-        uri,
-        args,
-        has_query,
-        add_args,
-        flag,
-    })
+    Ok(Rewrite { regex: re, pattern: pattern.to_string(), uri, args, has_query, add_args, flag })
 }
 
 /// `return code [text]`, `return code URL`, `return URL`.
@@ -228,13 +212,7 @@ fn condition(d: &Directive) -> Result<Cond, ConfError> {
             "=" | "!=" => Ok(Cond::Equal { var, value: compile(d, operand)?, negate: op == "!=" }),
             "~" | "~*" | "!~" | "!~*" => {
                 let re = regex(d, operand, op.ends_with('*'))?;
-                Ok(Cond::Regex {
-                    var,
-                    named: named_groups(&re),
-                    regex: re,
-                    pattern: operand.to_string(),
-                    negate: op.starts_with('!'),
-                })
+                Ok(Cond::Regex { var, regex: re, pattern: operand.to_string(), negate: op.starts_with('!') })
             }
             _ => Err(ConfError::at(format!("unexpected \"{}\" in condition", op), &d.span)),
         };

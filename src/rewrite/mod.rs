@@ -109,7 +109,7 @@ pub enum Op {
 /// `rewrite REGEX REPLACEMENT [FLAG]`.
 pub struct Rewrite {
     /// Case-sensitive, as nginx compiles it (`(?i)` still works).
-    pub regex: regex::bytes::Regex,
+    pub regex: crate::pattern::Regex,
     /// The pattern as written, for `rewrite_log` lines.
     pub pattern: String,
     /// The replacement up to its first `?` (all of it for a redirect).
@@ -123,8 +123,6 @@ pub struct Rewrite {
     /// kept (appended).
     pub add_args: bool,
     pub flag: Flag,
-    /// The regex's named groups: (group index, name).
-    pub named: Vec<(usize, Arc<str>)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +166,7 @@ pub enum Cond {
     /// `($var = value)`, `($var != value)`: byte comparison.
     Equal { var: Template, value: Template, negate: bool },
     /// `($var ~ regex)` and `~*`, `!~`, `!~*`.
-    Regex { var: Template, regex: regex::bytes::Regex, pattern: String, negate: bool, named: Vec<(usize, Arc<str>)> },
+    Regex { var: Template, regex: crate::pattern::Regex, pattern: String, negate: bool },
     /// `(-f path)`, `-d`, `-e`, `-x` and their `!` forms.
     File { path: Template, test: FileTest, negate: bool },
 }

@@ -91,21 +91,13 @@ fn target_path(target: &[u8]) -> &[u8] {
 
 /// Stores the captures of a `rewrite` or `if` regex that matched: they
 /// replace any earlier ones, and its named groups become variables.
-fn record(
-    ctx: &mut ReqCtx<'_, '_>,
-    subject: Option<&[u8]>,
-    locs: &regex::bytes::CaptureLocations,
-    named: &[(usize, Arc<str>)],
-) {
-    let subject = subject.unwrap_or(&ctx.req.path);
-    let group = |i: usize| locs.get(i).map(|(a, b)| subject[a..b].to_vec()).unwrap_or_default();
-    let caps: Vec<Vec<u8>> = (0..locs.len()).map(group).collect();
-    let names: Vec<(Arc<str>, Vec<u8>)> = named.iter().map(|(i, n)| (n.clone(), group(*i))).collect();
-    ctx.captures = caps;
-    for (n, v) in names {
-        ctx.named.retain(|(k, _)| *k != n);
-        ctx.named.push((n, v));
+fn record(ctx: &mut ReqCtx<'_, '_>, caps: Vec<Vec<u8>>, named: &[(usize, Arc<str>)]) {
+    for (i, n) in named {
+        let v = caps.get(*i).cloned().unwrap_or_default();
+        ctx.named.retain(|(k, _)| k != n);
+        ctx.named.push((n.clone(), v));
     }
+    ctx.captures = caps;
 }
 
 /// A regex that did not match: nginx forgets the captures (`$1` is empty).
@@ -155,18 +147,17 @@ impl Engine {
     }
 
     fn rewrite<'c>(&mut self, ctx: &mut ReqCtx<'c, '_>, r: &'c Rewrite) -> Flow<'c> {
-        let mut locs = r.regex.capture_locations();
-        if r.regex.captures_read(&mut locs, &ctx.req.path).is_none() {
+        let Some(caps) = r.regex.capture_values(&ctx.req.path) else {
             if self.log {
                 log_req!(ctx, Level::Notice, "\"{}\" does not match \"{}\"", r.pattern, lossy(&ctx.req.path));
             }
             reset_captures(ctx);
             return Flow::Next;
-        }
+        };
         if self.log {
             log_req!(ctx, Level::Notice, "\"{}\" matches \"{}\"", r.pattern, lossy(&ctx.req.path));
         }
-        record(ctx, None, &locs, &r.named);
+        record(ctx, caps, r.regex.names());
         ctx.unparsed_uri_valid = false;
         if r.flag == Flag::Break {
             ctx.valid_location = false;
@@ -250,14 +241,13 @@ impl Engine {
                 let escape = self.escape_values(ctx);
                 (a == render(ctx, value, escape)) != *negate
             }
-            Cond::Regex { var, regex, pattern, negate, named } => {
+            Cond::Regex { var, regex, pattern, negate } => {
                 let subject = render(ctx, var, false);
-                let mut locs = regex.capture_locations();
-                if regex.captures_read(&mut locs, &subject).is_some() {
+                if let Some(caps) = regex.capture_values(&subject) {
                     if self.log {
                         log_req!(ctx, Level::Notice, "\"{}\" matches \"{}\"", pattern, lossy(&subject));
                     }
-                    record(ctx, Some(&subject), &locs, named);
+                    record(ctx, caps, regex.names());
                     !*negate
                 } else {
                     if self.log {
