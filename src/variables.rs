@@ -84,7 +84,9 @@ impl Var {
     /// which logs as `-`) when they do not apply: `$http2` and `$https` on
     /// plain HTTP/1.
     pub fn empty_is_value(&self) -> bool {
-        matches!(self, Var::Http2 | Var::Https)
+        // A `set` variable is empty once set to "" (or read unset, with the
+        // warning), where nginx logs nothing rather than `-`.
+        matches!(self, Var::Http2 | Var::Https) || matches!(self, Var::Set(sv) if sv.fallback.is_none())
     }
 
     pub fn from_name(name: &str) -> Option<Var> {

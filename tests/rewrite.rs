@@ -335,6 +335,11 @@ const IF: &str = r#"
         if ($http_x_to ~ ^(\w+)$) { set $to $1; rewrite ^ /to/$to last; }
         location / { return 200 "srvif uri=$uri\n"; }
     }
+    server {
+        listen 127.0.0.1:{port};
+        server_name "~^(?!www\.)(?<sub>[a-z]+)\.example\.com$";
+        return 200 "sub=$sub\n";
+    }
 "#;
 
 fn if_server() -> TestServer {
@@ -410,6 +415,7 @@ fn if_is_an_implicit_location() {
     let r = s.get("/only-one-if");
     c.run("only-one-if", || {
         assert_eq!(r.status, 204);
+        assert_eq!(r.header("Content-Type"), None, "{}", r.head);
         assert_eq!(r.header("X-First"), None, "{}", r.head);
         assert_eq!(r.header("X-Second"), Some("2"), "{}", r.head);
     });
@@ -465,6 +471,10 @@ fn server_level_if() {
     assert_eq!(get("/x", &["X-To: abc"]).text(), "srvif uri=/to/abc\n");
     let r = request(s.port, "POST /x HTTP/1.1\r\nHost: srvif\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 405);
+    // A server_name regex with a look-ahead (PCRE), caseless as in nginx.
+    let host = |h: &str| request(s.port, &format!("GET /x HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"));
+    assert_eq!(host("Shop.Example.com").text(), "sub=shop\n");
+    assert_ne!(host("www.example.com").text(), "sub=www\n");
 }
 
 const PROXY: &str = r#"

@@ -135,7 +135,7 @@ impl ListenSpec {
 #[derive(Default)]
 pub struct ServerBuild {
     pub names: Vec<String>,
-    pub regex_names: Vec<regex::Regex>,
+    pub regex_names: Vec<Arc<crate::pattern::Regex>>,
     pub listens: Vec<ListenSpec>,
 }
 
@@ -422,7 +422,7 @@ pub struct ServerListen {
     /// The `server {` line, where nginx reports a missing certificate.
     pub server_span: Span,
     pub names: Vec<String>,
-    pub regex_names: Vec<regex::Regex>,
+    pub regex_names: Vec<Arc<crate::pattern::Regex>>,
 }
 
 fn build_server(

@@ -98,7 +98,7 @@ pub struct ServerNames {
     pub wildcard_front: Vec<(String, Arc<Server>)>,
     /// `www.example.*` stored as `www.example.`, longest first.
     pub wildcard_back: Vec<(String, Arc<Server>)>,
-    pub regex: Vec<(regex::Regex, Arc<Server>)>,
+    pub regex: Vec<(Arc<crate::pattern::Regex>, Arc<Server>)>,
 }
 
 pub struct Server {

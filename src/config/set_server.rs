@@ -114,12 +114,10 @@ pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     for w in &d.args {
         let n = &w.text;
         if let Some(pat) = n.strip_prefix('~') {
-            let re = regex::RegexBuilder::new(pat)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| ConfError::at(format!("invalid regex in server_name \"{}\": {}", n, e), &d.span))?;
-            super::captures::register_names(re.capture_names().flatten());
-            s.regex_names.push(re);
+            // nginx compiles server_name regexes caseless.
+            let re = crate::pattern::Regex::new(pat, true).map_err(|e| ConfError::at(e, &d.span))?;
+            super::captures::register(&re);
+            s.regex_names.push(std::sync::Arc::new(re));
             continue;
         }
         let lower = n.to_ascii_lowercase();

@@ -585,14 +585,9 @@ fn server_captures(ctx: &ReqCtx<'_, '_>) -> Option<(Vec<Vec<u8>>, NamedCaptures)
     if names.exact.contains_key(host) {
         return None;
     }
-    let (re, _) = names.regex.iter().find(|(re, s)| std::ptr::eq(&**s, ctx.server) && re.is_match(host))?;
-    let caps = re.captures(host)?;
-    let nums = caps.iter().map(|m| m.map(|m| m.as_str().as_bytes().to_vec()).unwrap_or_default()).collect();
-    let named = re
-        .capture_names()
-        .flatten()
-        .filter_map(|n| caps.name(n).map(|m| (std::sync::Arc::from(n), m.as_str().as_bytes().to_vec())))
-        .collect();
+    let (re, _) = names.regex.iter().find(|(re, s)| std::ptr::eq(&**s, ctx.server) && re.is_match(host.as_bytes()))?;
+    let nums = re.capture_values(host.as_bytes())?;
+    let named = re.names().iter().map(|(i, n)| (n.clone(), nums.get(*i).cloned().unwrap_or_default())).collect();
     Some((nums, named))
 }
 

@@ -76,7 +76,7 @@ pub fn select<'a>(group: &'a ListenGroup, host: &[u8]) -> &'a Arc<Server> {
         }
     }
     for (re, s) in &names.regex {
-        if re.is_match(h) {
+        if re.is_match(h.as_bytes()) {
             return s;
         }
     }
