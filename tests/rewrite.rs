@@ -585,3 +585,57 @@ fn configuration_errors() {
         assert!(ok, "{conf}: refused:\n{err}");
     }
 }
+
+/// Snippets found in real configurations.
+const COMMON: &str = r#"
+    server {
+        listen 127.0.0.1:{port};
+        server_name localhost www.localhost;
+        root html;
+        if ($host = 'www.localhost') { rewrite ^/(.*)$ http://localhost/$1 permanent; }
+        if ($request_method !~ ^(GET|HEAD|POST)$ ) { return 405; }
+        location /https { rewrite ^ https://$host$request_uri? permanent; }
+        location /sch { if ($scheme = http) { return 301 https://$host$request_uri; } }
+        location /bot { if ($http_user_agent ~* (bot|crawler)) { return 403; } return 200 "human\n"; }
+        location /cb {
+            set $cache_bypass 0;
+            if ($request_uri ~* "/cb/admin/") { set $cache_bypass 1; }
+            return 200 "cb=$cache_bypass\n";
+        }
+        location ~ ^/(?<app>[a-z]+)/app/ { rewrite ^/[a-z]+/app/(.*)$ /$1 break; root html/$app; }
+        location /ep/ { error_page 404 /ep404; return 404; }
+        location = /ep404 { rewrite ^ /echo/from404 last; }
+        location /echo { return 200 "uri=$uri args=$args\n"; }
+        location /todir { rewrite ^ /dir/ last; }
+        location /wp/ { try_files $uri $uri/ /echo/index.php?$args; }
+    }
+"#;
+
+#[test]
+fn common_snippets() {
+    let s =
+        builder().http(COMMON).file("html/dir/index.html", "dir index\n").file("html/shop/x.txt", "shop x\n").start();
+    let mut c = Checks::new();
+    let www = |path: &str| {
+        request(s.port, &format!("GET {path} HTTP/1.1\r\nHost: www.localhost\r\nConnection: close\r\n\r\n"))
+    };
+    let r = www("/x/y?z=1");
+    c.run("www redirect", || {
+        assert_eq!(r.status, 301);
+        assert_eq!(r.header("Location"), Some("http://localhost/x/y?z=1"));
+    });
+    check(&mut c, &s, "/https/a?b=1", &[], redirect(301, "https://localhost/https/a?b=1"));
+    check(&mut c, &s, "/sch/a?b=1", &[], redirect(301, "https://localhost/sch/a?b=1"));
+    check(&mut c, &s, "/bot", &["User-Agent: GoogleBot/2"], want(403));
+    check(&mut c, &s, "/bot", &["User-Agent: Mozilla/5"], body(200, "human\n"));
+    check(&mut c, &s, "/cb/admin/x", &[], body(200, "cb=1\n"));
+    check(&mut c, &s, "/cb/user", &[], body(200, "cb=0\n"));
+    check(&mut c, &s, "/shop/app/x.txt", &[], body(200, "shop x\n"));
+    // The error page's location rewrites; the response keeps the 404.
+    check(&mut c, &s, "/ep/x", &[], body(404, "uri=/echo/from404 args=\n"));
+    check(&mut c, &s, "/todir", &[], body(200, "dir index\n"));
+    check(&mut c, &s, "/wp/post?p=1", &[], body(200, "uri=/echo/index.php args=p=1\n"));
+    let r = request(s.port, "DELETE /x HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    c.run("method filter", || assert_eq!(r.status, 405));
+    c.finish();
+}
