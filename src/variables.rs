@@ -65,6 +65,19 @@ pub enum Var {
     UpstreamCacheStatus,
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
+    /// A variable `set` writes (see `rewrite::vars`).
+    Set(std::sync::Arc<SetVar>),
+}
+
+/// A variable of the configuration's own, written by `set`: the request's
+/// value once set; before that, what the name means otherwise (a `map`, a
+/// named capture), else empty with nginx's "using uninitialized" warning.
+#[derive(Debug, PartialEq)]
+pub struct SetVar {
+    pub slot: usize,
+    /// Lowercased, for the warning.
+    pub name: String,
+    pub fallback: Option<Var>,
 }
 
 impl Var {
@@ -72,7 +85,9 @@ impl Var {
     /// which logs as `-`) when they do not apply: `$http2` and `$https` on
     /// plain HTTP/1.
     pub fn empty_is_value(&self) -> bool {
-        matches!(self, Var::Http2 | Var::Https)
+        // A `set` variable is empty once set to "" (or read unset, with the
+        // warning), where nginx logs nothing rather than `-`.
+        matches!(self, Var::Http2 | Var::Https) || matches!(self, Var::Set(sv) if sv.fallback.is_none())
     }
 
     pub fn from_name(name: &str) -> Option<Var> {
@@ -195,6 +210,11 @@ impl Template {
                     Ok(n) if n <= 9 => Var::Capture(n),
                     _ => return Err(format!("invalid capture \"${name}\"")),
                 }
+            } else if let Some(slot) = crate::rewrite::vars::slot(name) {
+                let fallback = crate::config::map::lookup_var(name)
+                    .map(Var::Map)
+                    .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())));
+                Var::Set(std::sync::Arc::new(SetVar { slot, name: name.to_ascii_lowercase(), fallback }))
             } else {
                 Var::from_name(name)
                     .or_else(|| crate::config::map::lookup_var(name).map(Var::Map))

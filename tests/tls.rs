@@ -415,27 +415,36 @@ fn ssl_protocols_limits_the_versions() {
 }
 
 #[test]
-fn ssl_protocols_older_than_tls12_are_refused() {
+fn ssl_protocols_older_than_tls12_warn_or_are_refused_alone() {
     // sluice-only: nginx accepts these (OpenSSL may still refuse at
-    // handshake time); sluice cannot speak them and says so at -t.
-    if skip_in_nginx_mode("sluice refuses TLSv1/TLSv1.1/SSLv3") {
+    // handshake time). sluice cannot speak them: listed with TLSv1.2 they
+    // are left out with a warning, alone they are an error.
+    if skip_in_nginx_mode("sluice leaves out TLSv1/TLSv1.1/SSLv3") {
         return;
     }
     let p = prog();
-    for proto in ["TLSv1", "TLSv1.1", "SSLv3", "SSLv2"] {
+    for (proto, also) in
+        [("TLSv1", " TLSv1.2"), ("TLSv1.1", " TLSv1.2"), ("SSLv3", " TLSv1.2"), ("SSLv2", ""), ("TLSv1", "")]
+    {
         let conf = format!(
             "events {{}}\nhttp {{\n  server {{\n    listen 127.0.0.1:{{port}} ssl;\n    {A_ECDSA}\n    \
-             ssl_protocols {proto} TLSv1.2;\n  }}\n}}\n"
+             ssl_protocols {proto}{also};\n  }}\n}}\n"
         );
         let s = builder().tls_files().whole(&conf).prepare();
         let out = s.run(&["-t"]);
         let err = stderr_of(&out);
         let abs = s.conf_path().display().to_string();
-        assert_eq!(out.status.code(), Some(1), "{proto}: exit code; stderr:\n{err}");
-        let emerg = line_with(&err, "[emerg]");
-        assert!(emerg.contains(&format!("\"{proto}\"")), "{proto}: the error does not name the protocol:\n{err}");
-        assert!(emerg.ends_with(&format!(" in {abs}:6")), "{proto}: the error does not name file:line 6:\n{err}");
-        assert!(err.ends_with(&format!("{p}: configuration file {abs} test failed\n")), "{err}");
+        let (code, level) = if also.is_empty() { (1, "[emerg]") } else { (0, "[warn]") };
+        assert_eq!(out.status.code(), Some(code), "{proto}{also}: exit code; stderr:\n{err}");
+        let line = line_with(&err, level);
+        assert!(
+            line.contains(&format!(" {proto} not offered")),
+            "{proto}: the message does not name the protocol:\n{err}"
+        );
+        assert!(line.ends_with(&format!(" in {abs}:6")), "{proto}: the message does not name file:line 6:\n{err}");
+        if also.is_empty() {
+            assert!(err.ends_with(&format!("{p}: configuration file {abs} test failed\n")), "{err}");
+        }
     }
 }
 

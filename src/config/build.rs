@@ -34,6 +34,7 @@ pub struct Ctx {
     /// An `error_log` was applied at main level (the default is dropped).
     pub error_log_set: bool,
     pub warnings: Vec<String>,
+    pub notices: Vec<String>,
     /// Error log files by path (None: stderr), one each however many
     /// levels name them.
     pub error_log_files: Vec<Arc<crate::log::error_file::LogFile>>,
@@ -137,7 +138,7 @@ impl ListenSpec {
 #[derive(Default)]
 pub struct ServerBuild {
     pub names: Vec<String>,
-    pub regex_names: Vec<regex::Regex>,
+    pub regex_names: Vec<Arc<crate::pattern::Regex>>,
     pub listens: Vec<ListenSpec>,
 }
 
@@ -178,7 +179,7 @@ fn apply_level<'d>(
                 Some(s) => f(s, d, ctx)?,
                 None => return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span)),
             },
-            Set::Noop => {}
+            Set::Noop | Set::Script => {}
             Set::Block if cmd.name == "types" => match loc.as_deref_mut() {
                 Some(l) => set_loc::types_block(l, d)?,
                 None => return Err(ConfError::at("\"types\" directive is not allowed here", &d.span)),
@@ -203,6 +204,8 @@ fn default_main(prefix: &Path) -> MainConf {
         worker_connections: 512,
         reuse_port: false,
         user: None,
+        worker_shutdown_timeout: None,
+        worker_priority: None,
     }
 }
 
@@ -215,7 +218,8 @@ fn default_loc(prefix: &Path) -> LocConf {
         root: DocRoot { path: prefix.join("html").to_string_lossy().into_owned(), template: None, alias_len: None },
         index: vec![Template::literal("index.html")],
         try_files: None,
-        ret: None,
+        rewrite: Default::default(),
+        location_name: Arc::from(""),
         empty_gif: false,
         check_status: None,
         autoindex: false,
@@ -266,14 +270,27 @@ fn default_loc(prefix: &Path) -> LocConf {
 }
 
 /// What a child level inherits: everything except the per-level actions
-/// nginx does not merge (`return`, `try_files`, the content handler).
+/// nginx does not merge (the rewrite directives, `try_files`, the content
+/// handler).
 pub fn inherit(p: &LocConf) -> LocConf {
     let mut c = p.clone();
     c.try_files = None;
-    c.ret = None;
+    c.rewrite.script = None;
     c.empty_gif = false;
     c.check_status = None;
     c.proxy.pass = None;
+    c
+}
+
+/// The implicit location of an `if` block in a location: nginx merges it
+/// into the enclosing location, and it keeps that location's content
+/// handler (`proxy_pass`, `empty_gif`...: nginx only replaces the request's
+/// handler when the block sets one) but not its `try_files` or rewrite
+/// directives, which are per location.
+pub fn inherit_if(p: &LocConf) -> LocConf {
+    let mut c = p.clone();
+    c.try_files = None;
+    c.rewrite.script = None;
     c
 }
 
@@ -294,6 +311,7 @@ pub fn build(
         log_explicit: Vec::new(),
         error_log_set: false,
         warnings: Vec::new(),
+        notices: Vec::new(),
         error_log_files: Vec::new(),
         root_here: false,
         alias_here: false,
@@ -353,6 +371,7 @@ pub fn build(
         conf_file: conf_file.to_path_buf(),
         prefix: prefix.to_path_buf(),
         warnings: std::mem::take(&mut ctx.warnings),
+        notices: std::mem::take(&mut ctx.notices),
         error_log_files: std::mem::take(&mut ctx.error_log_files),
     })
 }
@@ -364,6 +383,9 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     super::map::reset();
     super::captures::reset();
     super::captures::declare_all(dirs);
+    // `set` declares its variables for every template, maps included.
+    crate::rewrite::vars::reset();
+    crate::rewrite::vars::declare_all(dirs);
     for d in dirs.iter().filter(|d| d.name == "map") {
         table::check_shape(table::lookup("map").ok_or_else(|| table::unknown(d))?, d)?;
         super::map::map_block(d)?;
@@ -420,7 +442,7 @@ pub struct ServerListen {
     /// The `server {` line, where nginx reports a missing certificate.
     pub server_span: Span,
     pub names: Vec<String>,
-    pub regex_names: Vec<regex::Regex>,
+    pub regex_names: Vec<Arc<crate::pattern::Regex>>,
 }
 
 fn build_server(
@@ -433,8 +455,11 @@ fn build_server(
     let mut sb = ServerBuild::default();
     ctx.root_here = false;
     ctx.alias_here = false;
-    let children = apply_level(d.block.as_deref().unwrap_or(&[]), SRV, ctx, main, Some(&mut conf), Some(&mut sb))?;
-    let ret = conf.ret.take();
+    let dirs = d.block.as_deref().unwrap_or(&[]);
+    let children = apply_level(dirs, SRV, ctx, main, Some(&mut conf), Some(&mut sb))?;
+    // Server-level rewrite directives run before location matching; the
+    // server's own settings (used when no location matches) have none.
+    let rewrite = crate::rewrite::compile::level(dirs, false, &conf, ctx, main)?;
     let (locations, named) = location::build_all(&children, &conf, None, ctx, main)?;
     if sb.listens.is_empty() {
         let port = if rustix::process::geteuid().is_root() { 80 } else { 8000 };
@@ -450,7 +475,7 @@ fn build_server(
         sb.names.push(String::new());
     }
     let name = sb.names.first().cloned().unwrap_or_default();
-    let server = Server { name, conf: Arc::new(conf), ret, locations, named, tls };
+    let server = Server { name, conf: Arc::new(conf), rewrite, locations, named, tls };
     let listens = sb
         .listens
         .into_iter()
@@ -473,4 +498,27 @@ pub(super) fn apply_location_level<'d>(
     conf: &mut LocConf,
 ) -> Result<Vec<(&'static Cmd, &'d Directive)>, ConfError> {
     apply_level(dirs, LOC, ctx, main, Some(conf), None)
+}
+
+/// Applies the directives of an `if` block (`level`: table::LIF or
+/// table::SIF) to the implicit location's settings. The block is its own
+/// level for `root`/`alias` and the `proxy_pass` URI rule (none inside
+/// `if`, as in a regex location).
+pub(crate) fn apply_if_level(
+    dirs: &[Directive],
+    level: u8,
+    ctx: &mut Ctx,
+    main: &mut MainConf,
+    conf: &mut LocConf,
+) -> Result<(), ConfError> {
+    let saved = (ctx.root_here, ctx.alias_here, ctx.in_regex_location);
+    (ctx.root_here, ctx.alias_here, ctx.in_regex_location) = (false, false, true);
+    let r = apply_level(dirs, level, ctx, main, Some(conf), None);
+    (ctx.root_here, ctx.alias_here, ctx.in_regex_location) = saved;
+    match r?.first() {
+        // Blocks are never allowed inside `if` (the table refuses them
+        // first); kept as a guard.
+        Some((_, d)) => Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span)),
+        None => Ok(()),
+    }
 }

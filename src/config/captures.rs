@@ -18,17 +18,21 @@ pub fn reset() {
 }
 
 /// Declares the named groups of a compiled regex.
-pub fn register<'a>(names: impl Iterator<Item = Option<&'a str>>) {
+pub fn register(re: &crate::pattern::Regex) {
+    register_names(re.names().iter().map(|(_, n)| &**n));
+}
+
+pub fn register_names<'a>(names: impl Iterator<Item = &'a str>) {
     NAMES.with(|n| {
         let mut set = n.borrow_mut();
-        for name in names.flatten() {
+        for name in names {
             set.insert(name.to_string());
         }
     });
 }
 
-/// Registers the named groups of every `location ~`/`~*`, `server_name ~`
-/// and `map` regex in the tree. A regex that does not compile is skipped here: the
+/// Registers the named groups of every `location ~`/`~*`, `server_name ~`,
+/// `map`, `rewrite` and `if` regex in the tree. A regex that does not compile is skipped here: the
 /// build reports it at its line.
 pub fn declare_all(dirs: &[super::parser::Directive]) {
     for d in dirs {
@@ -37,6 +41,12 @@ pub fn declare_all(dirs: &[super::parser::Directive]) {
             "location" if d.args.len() == 2 && (text(0) == "~" || text(0) == "~*") => vec![text(1)],
             "location" => text(0).strip_prefix("~*").or_else(|| text(0).strip_prefix('~')).into_iter().collect(),
             "server_name" => d.args.iter().filter_map(|w| w.text.strip_prefix('~')).collect(),
+            "rewrite" => vec![text(0)],
+            // `if ($v ~ regex)`: the last word, without the closing ")".
+            "if" if d.args.iter().any(|w| matches!(w.text.as_str(), "~" | "~*" | "!~" | "!~*")) => {
+                let last = d.args.iter().rev().map(|w| w.text.as_str()).find(|t| *t != ")").unwrap_or("");
+                vec![last.strip_suffix(')').unwrap_or(last)]
+            }
             // A `map` entry's key is the directive name.
             key if key.starts_with('~') => {
                 key.strip_prefix("~*").or_else(|| key.strip_prefix('~')).into_iter().collect()
@@ -44,8 +54,8 @@ pub fn declare_all(dirs: &[super::parser::Directive]) {
             _ => Vec::new(),
         };
         for p in patterns {
-            if let Ok(re) = regex::bytes::Regex::new(p) {
-                register(re.capture_names());
+            if let Ok(re) = crate::pattern::Regex::new(p, false) {
+                register(&re);
             }
         }
         if let Some(block) = &d.block {

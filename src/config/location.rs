@@ -19,11 +19,8 @@ fn describe(m: &Matcher) -> String {
 }
 
 fn regex(d: &Directive, pat: &str, caseless: bool) -> Result<Matcher, ConfError> {
-    let re = regex::bytes::RegexBuilder::new(pat)
-        .case_insensitive(caseless)
-        .build()
-        .map_err(|e| ConfError::at(format!("invalid regex \"{}\" in location: {}", pat, e), &d.span))?;
-    super::captures::register(re.capture_names());
+    let re = crate::pattern::Regex::new(pat, caseless).map_err(|e| ConfError::at(e, &d.span))?;
+    super::captures::register(&re);
     Ok(Matcher::Regex(re))
 }
 
@@ -157,7 +154,10 @@ fn build_one(
         Matcher::Exact(p) | Matcher::Prefix { path: p, .. } => p.len(),
         _ => 0,
     };
-    let children = apply_location_level(d.block.as_deref().unwrap_or(&[]), ctx, main, &mut conf)?;
+    conf.location_name = Arc::from(describe(&matcher));
+    let dirs = d.block.as_deref().unwrap_or(&[]);
+    let children = apply_location_level(dirs, ctx, main, &mut conf)?;
+    conf.rewrite.script = crate::rewrite::compile::level(dirs, true, &conf, ctx, main)?;
     let (children, named) = build_all(&children, &conf, Some(&matcher), ctx, main)?;
     debug_assert!(named.is_empty());
     (ctx.root_here, ctx.alias_here, ctx.in_regex_location, ctx.location_len) = saved;

@@ -20,7 +20,7 @@ pub struct MapDef {
     pub source: Template,
     /// Exact strings, lowercased: nginx compares them ignoring case.
     pub exact: HashMap<Vec<u8>, Template>,
-    pub regex: Vec<(regex::bytes::Regex, Template)>,
+    pub regex: Vec<(crate::pattern::Regex, Template)>,
     pub default: Template,
 }
 
@@ -41,10 +41,7 @@ impl MapDef {
     /// The value template for a source value, with the captures of the
     /// regex that matched (if one did): the value may use them, as
     /// `~^(?<site>.+)\.example\.com$ $site;` or `$1` do in nginx.
-    pub fn lookup<'v>(
-        &self,
-        value: &'v [u8],
-    ) -> (&Template, Option<(&regex::bytes::Regex, regex::bytes::Captures<'v>)>) {
+    pub fn lookup(&self, value: &[u8]) -> (&Template, Option<(&crate::pattern::Regex, crate::pattern::Spans)>) {
         if let Some(t) = self.exact.get(&value.to_ascii_lowercase()) {
             return (t, None);
         }
@@ -59,21 +56,27 @@ impl MapDef {
 
 /// Renders a map value with the matching regex's captures in front of the
 /// request's own variables.
-pub struct WithCaptures<'s, 'v> {
+pub struct WithCaptures<'s> {
     pub inner: &'s dyn crate::variables::VarSource,
-    pub caps: regex::bytes::Captures<'v>,
+    pub re: &'s crate::pattern::Regex,
+    pub subject: &'s [u8],
+    pub spans: &'s crate::pattern::Spans,
 }
 
-impl crate::variables::VarSource for WithCaptures<'_, '_> {
+impl crate::variables::VarSource for WithCaptures<'_> {
     fn write_var(&self, var: &crate::variables::Var, out: &mut Vec<u8>) {
         use crate::variables::Var;
-        let found = match var {
-            Var::Capture(n) => Some(self.caps.get(*n)),
-            Var::Named(name) => self.caps.name(name).map(Some),
+        let group = match var {
+            Var::Capture(n) => Some(*n),
+            Var::Named(name) => self.re.names().iter().find(|(_, n)| **n == **name).map(|(i, _)| *i),
             _ => None,
         };
-        match found {
-            Some(m) => out.extend_from_slice(m.map(|m| m.as_bytes()).unwrap_or_default()),
+        match group {
+            Some(i) => {
+                if let Some(Some((a, b))) = self.spans.get(i) {
+                    out.extend_from_slice(&self.subject[*a..*b]);
+                }
+            }
             None => self.inner.write_var(var, out),
         }
     }
@@ -119,15 +122,13 @@ pub fn map_block(d: &Directive) -> Result<(), ConfError> {
             ["hostnames"] | ["volatile"] => {}
             ["default", v] => m.default = value(e, v)?,
             [k, v] => {
-                if let Some(pat) = k.strip_prefix("~*") {
-                    let re = regex::bytes::RegexBuilder::new(pat).case_insensitive(true).build();
-                    let re = re.map_err(|err| ConfError::at(format!("invalid regex \"{}\": {}", pat, err), &e.span))?;
-                    super::captures::register(re.capture_names());
-                    m.regex.push((re, value(e, v)?));
-                } else if let Some(pat) = k.strip_prefix('~') {
-                    let re = regex::bytes::Regex::new(pat)
-                        .map_err(|err| ConfError::at(format!("invalid regex \"{}\": {}", pat, err), &e.span))?;
-                    super::captures::register(re.capture_names());
+                if let Some(pat) = k.strip_prefix('~') {
+                    let (pat, caseless) = match pat.strip_prefix('*') {
+                        Some(p) => (p, true),
+                        None => (pat, false),
+                    };
+                    let re = crate::pattern::Regex::new(pat, caseless).map_err(|err| ConfError::at(err, &e.span))?;
+                    super::captures::register(&re);
                     m.regex.push((re, value(e, v)?));
                 } else {
                     let key = k.strip_prefix('\\').unwrap_or(k).as_bytes().to_ascii_lowercase();

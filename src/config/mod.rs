@@ -15,6 +15,7 @@ pub mod proxy;
 pub mod proxy_buffers;
 pub mod set_loc;
 pub mod set_main;
+pub mod set_process;
 pub mod set_server;
 pub mod set_ssl;
 pub mod table;

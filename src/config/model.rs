@@ -27,6 +27,9 @@ pub struct Config {
     /// nginx's load-time `[warn]`s ("... ignored in FILE:LINE"): printed by
     /// `-t` and at startup, logged on reload.
     pub warnings: Vec<String>,
+    /// Load-time `[notice]`s (a built-in module's `load_module`), shown the
+    /// same way.
+    pub notices: Vec<String>,
     /// Every distinct error log file any level names, opened by the master
     /// before the configuration runs.
     pub error_log_files: Vec<Arc<LogFile>>,
@@ -48,6 +51,11 @@ pub struct MainConf {
     /// `user`, resolved; None when absent or when sluice does not run as
     /// root (then the workers keep the starting user, with a warning).
     pub user: Option<crate::worker::credentials::Credentials>,
+    /// `worker_shutdown_timeout`: a retiring worker closes what is still
+    /// open after this long (None: waits for every connection).
+    pub worker_shutdown_timeout: Option<Duration>,
+    /// `worker_priority`: the workers' nice value.
+    pub worker_priority: Option<i32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -92,15 +100,17 @@ pub struct ServerNames {
     pub wildcard_front: Vec<(String, Arc<Server>)>,
     /// `www.example.*` stored as `www.example.`, longest first.
     pub wildcard_back: Vec<(String, Arc<Server>)>,
-    pub regex: Vec<(regex::Regex, Arc<Server>)>,
+    pub regex: Vec<(Arc<crate::pattern::Regex>, Arc<Server>)>,
 }
 
 pub struct Server {
     /// The first `server_name`, for `$server_name`.
     pub name: String,
     pub conf: Arc<LocConf>,
-    /// Server-level `return`: runs before location matching.
-    pub ret: Option<Return>,
+    /// Server-level rewrite directives (`rewrite`, `return`, `set`, `if`...):
+    /// run before location matching, and again after each internal
+    /// redirect, as nginx's server rewrite phase.
+    pub rewrite: Option<Arc<crate::rewrite::Script>>,
     pub locations: Locations,
     pub named: HashMap<String, Arc<Location>>,
     /// The server's TLS settings, built when it has certificates (or
@@ -132,7 +142,7 @@ pub struct Location {
 pub enum Matcher {
     Exact(Vec<u8>),
     Prefix { path: Vec<u8>, noregex: bool },
-    Regex(regex::bytes::Regex),
+    Regex(crate::pattern::Regex),
     Named(String),
 }
 
@@ -144,7 +154,11 @@ pub struct LocConf {
     pub root: DocRoot,
     pub index: Vec<Template>,
     pub try_files: Option<TryFiles>,
-    pub ret: Option<Return>,
+    /// The rewrite module: this level's script and its two flags.
+    pub rewrite: crate::rewrite::RewriteConf,
+    /// The location's name as nginx prints it in messages (its path,
+    /// regex or `@name`; an `if` block's is its location's).
+    pub location_name: Arc<str>,
     pub empty_gif: bool,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,

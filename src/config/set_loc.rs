@@ -371,28 +371,6 @@ fn is_redirect_url(s: &str) -> bool {
     s.starts_with("http://") || s.starts_with("https://") || s.starts_with("$scheme")
 }
 
-pub fn ret(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let first = arg(d, 0);
-    let r = match status_code(d, first) {
-        Some(code) => {
-            if d.args.len() == 1 && matches!(code, 301 | 302 | 303 | 307 | 308) {
-                // nginx accepts `return 301;` with an empty Location.
-                Return { code, text: None }
-            } else {
-                let text = d.args.get(1).map(|w| compile(d, &w.text)).transpose()?;
-                Return { code, text }
-            }
-        }
-        None if d.args.len() == 1 && is_redirect_url(first) => Return { code: 302, text: Some(compile(d, first)?) },
-        None => return Err(ConfError::at(format!("invalid return code \"{}\"", first), &d.span)),
-    };
-    if r.code > 999 || (r.code == 444 && r.text.is_some()) {
-        return Err(ConfError::at(format!("invalid return code \"{}\"", first), &d.span));
-    }
-    c.ret = Some(r);
-    Ok(())
-}
-
 pub fn error_page(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let n = d.args.len();
     let target_s = arg(d, n - 1);

@@ -21,7 +21,14 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
             "bind" => {}
             "ssl" => spec.ssl = true,
             "http2" => spec.http2 = true,
-            "quic" | "proxy_protocol" => {
+            "quic" => {
+                return Err(ConfError::at(
+                    "the \"quic\" parameter of the \"listen\" directive is not supported: sluice has no HTTP/3 \
+                     (QUIC) yet; serve HTTP/2 over TLS instead",
+                    &d.span,
+                ));
+            }
+            "proxy_protocol" => {
                 return Err(ConfError::at(
                     format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", p),
                     &d.span,
@@ -107,12 +114,10 @@ pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     for w in &d.args {
         let n = &w.text;
         if let Some(pat) = n.strip_prefix('~') {
-            let re = regex::RegexBuilder::new(pat)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| ConfError::at(format!("invalid regex in server_name \"{}\": {}", n, e), &d.span))?;
-            super::captures::register(re.capture_names());
-            s.regex_names.push(re);
+            // nginx compiles server_name regexes caseless.
+            let re = crate::pattern::Regex::new(pat, true).map_err(|e| ConfError::at(e, &d.span))?;
+            super::captures::register(&re);
+            s.regex_names.push(std::sync::Arc::new(re));
             continue;
         }
         let lower = n.to_ascii_lowercase();

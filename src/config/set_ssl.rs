@@ -37,32 +37,66 @@ pub fn certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn protocols(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+/// `ssl_protocols`: rustls speaks TLSv1.2 and TLSv1.3 only. Older ones
+/// that nginx would enable are left out with one warning (clients that
+/// speak only those fail their handshake, as with an OpenSSL that refuses
+/// them); only a list with nothing usable is an error.
+pub fn protocols(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let (mut v12, mut v13) = (false, false);
+    let mut dropped = Vec::new();
     for w in &d.args {
         match w.text.as_str() {
             "TLSv1.2" => v12 = true,
             "TLSv1.3" => v13 = true,
-            old @ ("SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1") => {
-                return Err(ConfError::at(
-                    format!(
-                        "the \"{}\" protocol is not supported: it is obsolete and insecure, sluice speaks TLSv1.2 and \
-                         TLSv1.3 only; remove it from \"ssl_protocols\"",
-                        old
-                    ),
-                    &d.span,
-                ));
-            }
+            old @ ("SSLv2" | "SSLv3" | "TLSv1" | "TLSv1.1") => dropped.push(old),
             other => return Err(invalid(d, other)),
         }
+    }
+    if !v12 && !v13 {
+        return Err(ConfError::at(
+            format!(
+                "no protocol in \"ssl_protocols\" is supported: {} not offered by sluice, which speaks TLSv1.2 and \
+                 TLSv1.3 only",
+                dropped.join(" ")
+            ),
+            &d.span,
+        ));
+    }
+    if !dropped.is_empty() {
+        let kept =
+            [(v12, "TLSv1.2"), (v13, "TLSv1.3")].iter().filter(|(on, _)| *on).map(|(_, n)| *n).collect::<Vec<_>>();
+        let msg = format!(
+            "\"ssl_protocols\": {} not offered (sluice speaks TLSv1.2 and TLSv1.3 only), using {}",
+            dropped.join(" "),
+            kept.join(" ")
+        );
+        ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
     }
     c.ssl.tls12 = v12;
     c.ssl.tls13 = v13;
     Ok(())
 }
 
-pub fn ciphers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.ciphers = Some((arg(d, 0).to_string(), d.span.clone()));
+/// `ssl_ciphers`: OpenSSL's list syntax. Suite names rustls implements
+/// restrict TLS 1.2 to them (`tls::choose_suites`); names of suites it
+/// lacks (CBC, DHE, RSA key exchange...) are left out with one warning;
+/// aliases (`HIGH`, `ECDHE+AESGCM`) and exclusions select rustls's own
+/// set. Only a list naming nothing usable is an error.
+pub fn ciphers(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let list = arg(d, 0);
+    let class = crate::tls::classify_ciphers(list);
+    if class.known == 0 && !class.alias {
+        return Err(ConfError::at(format!("no cipher in \"{}\" is supported by sluice (rustls)", list), &d.span));
+    }
+    if !class.unknown.is_empty() {
+        let msg = format!(
+            "\"ssl_ciphers\": {} not offered (rustls does not implement {}), using the rest",
+            class.unknown.join(":"),
+            if class.unknown.len() == 1 { "it" } else { "them" }
+        );
+        ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
+    }
+    c.ssl.ciphers = Some((list.to_string(), d.span.clone()));
     Ok(())
 }
 
@@ -71,9 +105,42 @@ pub fn prefer_server_ciphers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn ecdh_curve(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.ecdh_curve = Some((arg(d, 0).to_string(), d.span.clone()));
+/// `ssl_ecdh_curve auto | name[:name...]`: curves rustls lacks (secp521r1,
+/// X448, ffdhe...) are left out with one warning; only a list with nothing
+/// usable is an error.
+pub fn ecdh_curve(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let list = arg(d, 0);
+    if list != "auto" {
+        let unknown: Vec<&str> = list.split(':').filter(|n| crate::tls::kx_group_by_name(n).is_none()).collect();
+        if unknown.len() == list.split(':').count() {
+            return Err(ConfError::at(
+                format!(
+                    "no curve in \"{}\" is supported by sluice (rustls offers X25519, prime256v1, secp384r1)",
+                    list
+                ),
+                &d.span,
+            ));
+        }
+        if !unknown.is_empty() {
+            let msg = format!(
+                "\"ssl_ecdh_curve\": {} not offered (rustls does not implement {}), using the rest",
+                unknown.join(":"),
+                if unknown.len() == 1 { "it" } else { "them" }
+            );
+            ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
+        }
+    }
+    c.ssl.ecdh_curve = Some((list.to_string(), d.span.clone()));
     Ok(())
+}
+
+/// `http3` and the `quic_*`/`http3_*` directives (and `listen ... quic`):
+/// refused until sluice has HTTP/3.
+pub fn no_http3(d: &Directive, _: &mut Ctx) -> R {
+    Err(ConfError::at(
+        format!("\"{}\" is not supported: sluice has no HTTP/3 (QUIC) yet; serve HTTP/2 over TLS instead", d.name),
+        &d.span,
+    ))
 }
 
 /// nginx: "one megabyte of the cache contains about 4000 sessions".

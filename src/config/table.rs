@@ -7,13 +7,18 @@
 use super::build::{Ctx, ServerBuild};
 use super::model::{LocConf, MainConf};
 use super::parser::{ConfError, Directive};
-use super::{proxy, proxy_buffers, set_loc, set_main, set_server, set_ssl};
+use super::{proxy, proxy_buffers, set_loc, set_main, set_process, set_server, set_ssl};
 
 pub const MAIN: u8 = 1;
 pub const EVENTS: u8 = 2;
 pub const HTTP: u8 = 4;
 pub const SRV: u8 = 8;
 pub const LOC: u8 = 16;
+/// Inside a server-level `if` block (nginx's NGX_HTTP_SIF_CONF).
+pub const SIF: u8 = 32;
+/// Inside a location-level `if` block (NGX_HTTP_LIF_CONF): the directives
+/// nginx allows in the implicit nested location.
+pub const LIF: u8 = 64;
 pub const HSL: u8 = HTTP | SRV | LOC;
 
 pub type R = Result<(), ConfError>;
@@ -29,6 +34,10 @@ pub enum Set {
     Ctx(fn(&Directive, &mut Ctx) -> R),
     /// events, http, server, location: walked by the builder.
     Block,
+    /// The rewrite module's `rewrite`, `return`, `set`, `break` and `if`:
+    /// checked here, compiled in order by `rewrite::compile` once the level
+    /// is complete.
+    Script,
     /// Accepted for compatibility; documented as having no effect.
     Noop,
 }
@@ -77,6 +86,13 @@ pub static CORE: &[Cmd] = &[
     list(cmd("error_log", MAIN | HSL, 1, 2, Set::Any(set_main::error_log)), set_main::reset_error_log),
     cmd("daemon", MAIN, 1, 1, Set::Main(set_main::daemon)),
     cmd("user", MAIN, 1, 2, Set::Main(set_main::user)),
+    multi(cmd("load_module", MAIN, 1, 1, Set::Main(set_process::load_module))),
+    cmd("master_process", MAIN, 1, 1, Set::Main(set_process::master_process)),
+    cmd("worker_shutdown_timeout", MAIN, 1, 1, Set::Main(set_process::worker_shutdown_timeout)),
+    multi(cmd("env", MAIN, 1, 1, Set::Main(set_process::env))),
+    cmd("pcre_jit", MAIN, 1, 1, Set::Main(set_process::pcre_jit)),
+    cmd("timer_resolution", MAIN, 1, 1, Set::Main(set_process::timer_resolution)),
+    cmd("worker_priority", MAIN, 1, 1, Set::Main(set_process::worker_priority)),
     block("events", MAIN, 0, 0),
     block("http", MAIN, 0, 0),
     // events
@@ -91,8 +107,8 @@ pub static CORE: &[Cmd] = &[
     list(block("types", HSL, 0, 0), set_loc::reset_types),
     multi(cmd("log_format", HTTP, 2, MANY, Set::Ctx(set_loc::log_format))),
     cmd("default_type", HSL, 1, 1, Set::Loc(set_loc::default_type)),
-    list(cmd("access_log", HSL, 1, 5, Set::Loc(set_loc::access_log)), set_loc::reset_access_log),
-    cmd("sendfile", HSL, 1, 1, Set::Loc(set_loc::sendfile)),
+    list(cmd("access_log", HSL | LIF, 1, 5, Set::Loc(set_loc::access_log)), set_loc::reset_access_log),
+    cmd("sendfile", HSL | LIF, 1, 1, Set::Loc(set_loc::sendfile)),
     cmd("tcp_nopush", HSL, 1, 1, Set::Loc(set_loc::tcp_nopush)),
     cmd("tcp_nodelay", HSL, 1, 1, Set::Loc(set_loc::tcp_nodelay)),
     cmd("keepalive_timeout", HSL, 1, 2, Set::Loc(set_loc::keepalive_timeout)),
@@ -120,14 +136,13 @@ pub static CORE: &[Cmd] = &[
     multi(cmd("server_name", SRV, 1, MANY, Set::Server(set_server::server_name))),
     block("location", SRV | LOC, 1, 2),
     // content and per-location behaviour
-    cmd("root", HSL, 1, 1, Set::Loc(set_loc::root)),
+    cmd("root", HSL | LIF, 1, 1, Set::Loc(set_loc::root)),
     cmd("alias", LOC, 1, 1, Set::Loc(set_loc::alias)),
     list(cmd("index", HSL, 1, MANY, Set::Loc(set_loc::index)), set_loc::reset_index),
     cmd("try_files", SRV | LOC, 2, MANY, Set::Loc(set_loc::try_files)),
-    cmd("return", SRV | LOC, 1, 2, Set::Loc(set_loc::ret)),
-    list(cmd("error_page", HSL, 2, MANY, Set::Loc(set_loc::error_page)), set_loc::reset_error_page),
-    list(cmd("add_header", HSL, 2, 3, Set::Loc(set_loc::add_header)), set_loc::reset_add_header),
-    cmd("expires", HSL, 1, 2, Set::Loc(set_loc::expires)),
+    list(cmd("error_page", HSL | LIF, 2, MANY, Set::Loc(set_loc::error_page)), set_loc::reset_error_page),
+    list(cmd("add_header", HSL | LIF, 2, 3, Set::Loc(set_loc::add_header)), set_loc::reset_add_header),
+    cmd("expires", HSL | LIF, 1, 2, Set::Loc(set_loc::expires)),
     cmd("autoindex", HSL, 1, 1, Set::Loc(set_loc::autoindex)),
     cmd("empty_gif", LOC, 0, 0, Set::Loc(set_loc::empty_gif)),
     cmd("check_status", SRV | LOC, 0, 1, Set::Loc(crate::upstream::check::status::directive)),
@@ -160,6 +175,16 @@ pub static CORE: &[Cmd] = &[
     cmd("ssl_dhparam", HTTP | SRV, 1, 1, Set::Noop),
     cmd("ssl_buffer_size", HTTP | SRV, 1, 1, Set::Noop),
     cmd("ssl_trusted_certificate", HTTP | SRV, 1, 1, Set::Noop),
+    // HTTP/3: refused with a message saying so (nginx 1.25's names).
+    cmd("http3", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("http3_hq", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("http3_max_concurrent_streams", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("http3_stream_buffer_size", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("quic_active_connection_id_limit", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("quic_gso", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("quic_host_key", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("quic_retry", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
+    cmd("quic_bpf", MAIN, 1, 1, Set::Ctx(set_ssl::no_http3)),
     // HTTP/2
     cmd("http2", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2)),
     cmd("http2_max_concurrent_streams", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_max_concurrent_streams)),
@@ -172,7 +197,7 @@ pub static CORE: &[Cmd] = &[
     // config::proxy::upstream_block)
     block("upstream", HTTP, 1, 1),
     block("map", HTTP, 2, 2),
-    cmd("proxy_pass", LOC, 1, 1, Set::Loc(proxy::proxy_pass)),
+    cmd("proxy_pass", LOC | LIF, 1, 1, Set::Loc(proxy::proxy_pass)),
     list(cmd("proxy_set_header", HSL, 2, 2, Set::Loc(proxy::proxy_set_header)), proxy::reset_set_headers),
     list(cmd("proxy_hide_header", HSL, 1, 1, Set::Loc(proxy::proxy_hide_header)), proxy::reset_hide_headers),
     list(cmd("proxy_pass_header", HSL, 1, 1, Set::Loc(proxy::proxy_pass_header)), proxy::reset_pass_headers),
@@ -213,25 +238,13 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] = &[
-    "fastcgi_pass",
-    "if",
-    "rewrite",
-    "set",
-    "limit_req",
-    "limit_conn",
-    "allow",
-    "deny",
-    "auth_basic",
-    "include_subdomains",
-    "charset",
-    "master_process",
-    "worker_shutdown_timeout",
-];
+static KNOWN_NGINX: &[&str] =
+    &["fastcgi_pass", "limit_req", "limit_conn", "allow", "deny", "auth_basic", "include_subdomains", "charset"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
-pub static TABLES: &[&[Cmd]] = &[CORE, crate::cache::conf::DIRECTIVES, super::compress::TABLE];
+pub static TABLES: &[&[Cmd]] =
+    &[CORE, crate::cache::conf::DIRECTIVES, super::compress::TABLE, crate::rewrite::DIRECTIVES];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
     TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)

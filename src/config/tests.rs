@@ -56,11 +56,12 @@ fn nginx_wording_for_bad_directives() {
     );
     assert_eq!(
         err("events {} http { server { listen 80 quic; } }"),
-        "the \"quic\" parameter of the \"listen\" directive is not supported yet in /etc/t.conf:1"
+        "the \"quic\" parameter of the \"listen\" directive is not supported: sluice has no HTTP/3 (QUIC) yet; serve \
+             HTTP/2 over TLS instead in /etc/t.conf:1"
     );
     assert!(
-        err("events {} http { ssl_protocols TLSv1 TLSv1.2; }")
-            .starts_with("the \"TLSv1\" protocol is not supported: it is obsolete and insecure"),
+        err("events {} http { ssl_protocols TLSv1 TLSv1.1; }")
+            .starts_with("no protocol in \"ssl_protocols\" is supported: TLSv1 TLSv1.1 not offered"),
     );
     assert_eq!(
         err(

@@ -45,9 +45,13 @@ pub struct ReqCtx<'c, 'a> {
     /// Set while serving an `error_page`: the status the response keeps,
     /// and the reason conditionals and ranges are off.
     pub err_status: Option<u16>,
-    /// `$1`..`$9` of the regex location that matched (index 0: whole match).
+    /// `$1`..`$9` of the last regex that matched (a regex location, a
+    /// `rewrite` or `if` regex; index 0: whole match). Empty until one did:
+    /// then those of a regex `server_name`. A `rewrite` or `if` regex that
+    /// does not match leaves `[""]` (no captures), as nginx resets them.
     pub captures: Vec<Vec<u8>>,
-    /// Named captures of the matched regex location.
+    /// Named captures of the regexes that matched (regex locations,
+    /// `rewrite` and `if`), the latest value of each name.
     pub named: Vec<(std::sync::Arc<str>, Vec<u8>)>,
     /// Named captures of the `map` regexes evaluated so far: nginx makes
     /// them variables once the map's own variable has been evaluated (a
@@ -71,6 +75,20 @@ pub struct ReqCtx<'c, 'a> {
     /// A precompressed sibling made the answer depend on Accept-Encoding
     /// (nginx's `r->gzip_vary`): `Vary` goes out with `gzip_vary on`.
     pub vary_encoding: bool,
+    /// Values of the variables `set` writes, by slot (`rewrite::vars`);
+    /// kept across internal redirects, as nginx keeps `r->variables`.
+    pub vars: std::cell::RefCell<Vec<Option<Vec<u8>>>>,
+    /// A rewrite changed the URI: location matching restarts once the
+    /// location's rewrite directives are done (nginx's `r->uri_changed`).
+    pub uri_changed: bool,
+    /// False after `rewrite ... break` (or `break` after a rewrite): the URI
+    /// no longer belongs to the location, so `alias` refuses it and a
+    /// `proxy_pass` URI part is not substituted (nginx's `r->valid_location`).
+    pub valid_location: bool,
+    /// The client's request target still is the request's URI and
+    /// arguments: no rewrite matched and `$args` was not set (nginx's
+    /// `r->valid_unparsed_uri`; internal redirects count in `redirects`).
+    pub unparsed_uri_valid: bool,
 }
 
 #[derive(Default)]
@@ -346,17 +364,42 @@ impl VarSource for Vars<'_, '_, '_> {
                 m.source.render(self, &mut key);
                 match m.lookup(&key) {
                     (t, None) => t.render(self, out),
-                    (t, Some((re, caps))) => {
+                    (t, Some((re, spans))) => {
                         // nginx: the regex's named captures are variables
                         // from now on in this request.
                         let mut set = ctx.map_named.borrow_mut();
-                        for name in re.capture_names().flatten() {
-                            let v = caps.name(name).map(|m| m.as_bytes().to_vec()).unwrap_or_default();
-                            set.retain(|(n, _)| &**n != name);
-                            set.push((std::sync::Arc::from(name), v));
+                        for (i, name) in re.names() {
+                            let v =
+                                spans.get(*i).copied().flatten().map(|(a, b)| key[a..b].to_vec()).unwrap_or_default();
+                            set.retain(|(n, _)| n != name);
+                            set.push((name.clone(), v));
                         }
                         drop(set);
-                        t.render(&crate::config::map::WithCaptures { inner: self, caps }, out)
+                        t.render(
+                            &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
+                            out,
+                        )
+                    }
+                }
+            }
+            Var::Set(sv) => {
+                let value = ctx.vars.borrow().get(sv.slot).map(|v| v.as_ref().map(|v| out.extend_from_slice(v)));
+                if !matches!(value, Some(Some(()))) {
+                    match &sv.fallback {
+                        Some(f) => self.write_var(f, out),
+                        None => {
+                            // nginx warns once: the empty value is then the
+                            // variable's for the rest of the request.
+                            if ctx.conf.rewrite.warn_uninitialized {
+                                crate::log_req!(
+                                    ctx,
+                                    crate::log::error::Level::Warn,
+                                    "using uninitialized \"{}\" variable",
+                                    sv.name
+                                );
+                            }
+                            ctx.set_var(sv.slot, Vec::new());
+                        }
                     }
                 }
             }
@@ -465,7 +508,20 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             cache_status: None,
             cache: None,
             vary_encoding: false,
+            vars: Default::default(),
+            uri_changed: false,
+            valid_location: true,
+            unparsed_uri_valid: true,
         }
+    }
+
+    /// Stores a `set` variable's value.
+    pub fn set_var(&self, slot: usize, value: Vec<u8>) {
+        let mut vars = self.vars.borrow_mut();
+        if vars.len() <= slot {
+            vars.resize(slot + 1, None);
+        }
+        vars[slot] = Some(value);
     }
 
     /// nginx's error-log suffix for a request: client, server, request line,
@@ -546,14 +602,9 @@ fn server_captures(ctx: &ReqCtx<'_, '_>) -> Option<(Vec<Vec<u8>>, NamedCaptures)
     if names.exact.contains_key(host) {
         return None;
     }
-    let (re, _) = names.regex.iter().find(|(re, s)| std::ptr::eq(&**s, ctx.server) && re.is_match(host))?;
-    let caps = re.captures(host)?;
-    let nums = caps.iter().map(|m| m.map(|m| m.as_str().as_bytes().to_vec()).unwrap_or_default()).collect();
-    let named = re
-        .capture_names()
-        .flatten()
-        .filter_map(|n| caps.name(n).map(|m| (std::sync::Arc::from(n), m.as_str().as_bytes().to_vec())))
-        .collect();
+    let (re, _) = names.regex.iter().find(|(re, s)| std::ptr::eq(&**s, ctx.server) && re.is_match(host.as_bytes()))?;
+    let nums = re.capture_values(host.as_bytes())?;
+    let named = re.names().iter().map(|(i, n)| (n.clone(), nums.get(*i).cloned().unwrap_or_default())).collect();
     Some((nums, named))
 }
 

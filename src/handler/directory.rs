@@ -16,17 +16,22 @@ use crate::log_req;
 
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     let conf = ctx.conf;
+    if super::static_file::alias_refused(ctx) {
+        return Step::Done(error(ctx, 500));
+    }
+    // The index module's redirect keeps the request's arguments.
+    let args = || ctx.req.args.as_deref().map(<[u8]>::to_vec);
     for idx in &conf.index {
         let name = idx.render_to_vec(&Vars::request(ctx));
         if name.starts_with(b"/") {
-            return Step::Redirect(name, None);
+            return Step::Redirect(name, args());
         }
         let mut uri = ctx.req.path.to_vec();
         uri.extend_from_slice(&name);
         let mut path = Vec::new();
         map_path(ctx, &uri, &mut path);
         match super::open_cache::open(bytes_path(&path), conf) {
-            Ok(f) if !f.is_dir => return Step::Redirect(uri, None),
+            Ok(f) if !f.is_dir => return Step::Redirect(uri, args()),
             Ok(_) | Err(OpenError::NotFound) | Err(OpenError::NotDir) => {}
             Err(e) => {
                 super::static_file::log_open_failed(ctx, Level::Error, &path, e);

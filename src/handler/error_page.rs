@@ -42,9 +42,8 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
     let mut r = match step {
         Step::Redirect(uri, args) => {
             ctx.req.path = Cow::Owned(uri);
-            if args.is_some() {
-                ctx.req.args = args.map(Cow::Owned);
-            }
+            // nginx: the error page's own arguments, or none.
+            ctx.req.args = args.map(Cow::Owned);
             ctx.filename = None;
             super::route(ctx, None)
         }

@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use crate::http::response::Response;
 use crate::log::error::Level;
 use crate::log_req;
+use crate::rewrite::run::Outcome;
 use ctx::ReqCtx;
 
 /// nginx's limit on internal redirects before declaring a cycle.
@@ -41,10 +42,7 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
         log_req!(ctx, Level::Info, "client sent CONNECT method while reading client request headers");
         return error(ctx, 405);
     }
-    let resp = match &ctx.server.ret {
-        Some(r) => ret::respond(ctx, r),
-        None => route(ctx, None),
-    };
+    let resp = route(ctx, None);
     finish(ctx, resp)
 }
 
@@ -65,64 +63,107 @@ pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
     None
 }
 
-/// Location match and content, following internal redirects.
+/// nginx's phases from the server rewrite phase on, following internal
+/// redirects: the server's rewrite directives, location matching, the
+/// location's rewrite directives (a changed URI matches again), then
+/// `try_files` and the content handler. An internal redirect to a URI
+/// starts over at the server's rewrite directives; one to a named location
+/// (`start_named` too) goes straight to that location's.
 pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Response<'c> {
     let mut named: Option<&'c str> = start_named;
     loop {
-        if let Some(name) = named.take() {
-            match ctx.server.named.get(name) {
-                Some(l) => ctx.conf = &l.conf,
-                None => {
-                    log_req!(ctx, Level::Error, "could not find named location \"@{}\"", name);
-                    return error(ctx, 500);
-                }
-            }
-        } else {
-            let found = crate::routing::location::find(&ctx.server.locations, &ctx.req.path);
-            ctx.captures.clear();
-            ctx.named.clear();
-            if let Some(l) = found
-                && let crate::config::model::Matcher::Regex(re) = &l.matcher
-                && let Some(caps) = re.captures(&ctx.req.path)
+        if named.is_none() {
+            // ngx_http_handler for a new URI.
+            ctx.valid_location = true;
+            ctx.conf = &ctx.server.conf;
+            if let Some(script) = ctx.server.rewrite.as_deref()
+                && let Outcome::Respond(r) = crate::rewrite::run::run(ctx, script)
             {
-                ctx.captures = caps.iter().map(|m| m.map(|m| m.as_bytes().to_vec()).unwrap_or_default()).collect();
-                for n in re.capture_names().flatten() {
-                    if let Some(m) = caps.name(n) {
-                        ctx.named.push((n.into(), m.as_bytes().to_vec()));
+                return r;
+            }
+        }
+        loop {
+            if let Some(name) = named.take() {
+                match ctx.server.named.get(name) {
+                    Some(l) => ctx.conf = &l.conf,
+                    None => {
+                        log_req!(ctx, Level::Error, "could not find named location \"@{}\"", name);
+                        return error(ctx, 500);
                     }
                 }
+            } else {
+                find_location(ctx);
             }
-            ctx.conf = match found {
-                Some(l) => &l.conf,
-                None => &ctx.server.conf,
-            };
+            if ctx.err_status.is_none()
+                && let Some(r) = body_too_large(ctx)
+            {
+                return r;
+            }
+            // The location's rewrite directives (none when no location
+            // matched: the server's already ran).
+            if let Some(script) = ctx.conf.rewrite.script.as_deref()
+                && let Outcome::Respond(r) = crate::rewrite::run::run(ctx, script)
+            {
+                return r;
+            }
+            if !ctx.uri_changed {
+                break;
+            }
+            // nginx's post-rewrite phase: match the new URI.
+            ctx.redirects += 1;
+            if ctx.redirects > MAX_REDIRECTS {
+                log_req!(
+                    ctx,
+                    Level::Error,
+                    "rewrite or internal redirection cycle while processing \"{}\"",
+                    String::from_utf8_lossy(&ctx.req.path)
+                );
+                return error(ctx, 500);
+            }
         }
-        if ctx.redirects == 0
-            && let Some(r) = body_too_large(ctx)
-        {
-            return r;
-        }
-        let step = run_location(ctx);
-        match step {
+        match run_location(ctx) {
             Step::Done(r) => return r,
             Step::Named(n) => {
-                if !count_redirect(ctx, n.as_bytes()) {
+                if !count_redirect(ctx, "redirect to named location", &format!("@{n}")) {
                     return error(ctx, 500);
                 }
                 named = Some(n);
             }
             Step::Redirect(uri, args) => {
-                if !count_redirect(ctx, &uri) {
+                if !count_redirect(ctx, "internally redirecting to", &String::from_utf8_lossy(&uri)) {
                     return error(ctx, 500);
                 }
                 ctx.req.path = Cow::Owned(uri);
-                if let Some(a) = args {
-                    ctx.req.args = Some(Cow::Owned(a));
-                }
+                // nginx: the redirect's own arguments, or none.
+                ctx.req.args = args.map(Cow::Owned);
                 ctx.filename = None;
             }
         }
     }
+}
+
+/// nginx's find-config phase: the location for the URI (or the server
+/// level), its regex captures recorded.
+fn find_location(ctx: &mut ReqCtx<'_, '_>) {
+    ctx.uri_changed = false;
+    let found = crate::routing::location::find(&ctx.server.locations, &ctx.req.path);
+    // A regex location's captures replace earlier ones (one without
+    // groups leaves none); its named groups become variables.
+    if let Some(l) = found
+        && let crate::config::model::Matcher::Regex(re) = &l.matcher
+        && let Some(caps) = re.capture_values(&ctx.req.path)
+    {
+        for (i, n) in re.names() {
+            let v = caps.get(*i).cloned().unwrap_or_default();
+            ctx.named.retain(|(k, _)| k != n);
+            ctx.named.push((n.clone(), v));
+        }
+        ctx.captures = caps;
+    }
+    ctx.conf = match found {
+        Some(l) => &l.conf,
+        None => &ctx.server.conf,
+    };
 }
 
 /// nginx checks Content-Length against the matched location's
@@ -138,25 +179,20 @@ fn body_too_large<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
     }
 }
 
-fn count_redirect(ctx: &mut ReqCtx<'_, '_>, to: &[u8]) -> bool {
+/// An internal redirect: nginx allows 10 URI changes (rewrites included)
+/// per request.
+fn count_redirect(ctx: &mut ReqCtx<'_, '_>, action: &str, to: &str) -> bool {
     ctx.redirects += 1;
     if ctx.redirects > MAX_REDIRECTS {
-        log_req!(
-            ctx,
-            Level::Error,
-            "rewrite or internal redirection cycle while internally redirecting to \"{}\"",
-            String::from_utf8_lossy(to)
-        );
+        log_req!(ctx, Level::Error, "rewrite or internal redirection cycle while {} \"{}\"", action, to);
         return false;
     }
     true
 }
 
+/// The phases after rewriting: `try_files`, then the content handler.
 fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     let conf = ctx.conf;
-    if let Some(r) = &conf.ret {
-        return Step::Done(ret::respond(ctx, r));
-    }
     if let Some(tf) = &conf.try_files
         && let Some(step) = try_files::run(ctx, tf)
     {

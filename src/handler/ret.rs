@@ -64,6 +64,9 @@ pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, ret: &'c Return) -> Response<'c> {
         return redirect(ctx, code, &target);
     }
     match &ret.text {
+        // nginx's header filter sends a 204 as a bare head: no
+        // Content-Type, no body, even with a text.
+        _ if code == 204 => Response::new(204),
         Some(t) => {
             let mut r = Response::new(code);
             r.body = Body::Owned(t.render_to_vec(&Vars::request(ctx)));

@@ -78,6 +78,21 @@ pub fn log_open_failed(ctx: &ReqCtx<'_, '_>, level: Level, path: &[u8], e: OpenE
     );
 }
 
+/// nginx's `ngx_http_map_uri_to_path` refuses `alias` once a rewrite
+/// moved the URI out of the location (`rewrite ... break`): a 500.
+pub fn alias_refused(ctx: &ReqCtx<'_, '_>) -> bool {
+    if ctx.conf.root.alias_len.is_none() || ctx.valid_location {
+        return false;
+    }
+    log_req!(
+        ctx,
+        Level::Alert,
+        "\"alias\" cannot be used in location \"{}\" where URI was rewritten",
+        ctx.conf.location_name
+    );
+    true
+}
+
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     let method = ctx.req.method();
     if !matches!(method, Method::Get | Method::Head | Method::Post) {
@@ -85,6 +100,9 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     if ctx.req.path.ends_with(b"/") {
         return super::directory::serve(ctx);
+    }
+    if alias_refused(ctx) {
+        return Step::Done(error(ctx, 500));
     }
     let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
     map_path(ctx, &ctx.req.path, &mut path);

@@ -11,6 +11,9 @@ use crate::config::model::{TryFallback, TryFiles};
 
 /// None: a candidate exists and the request continues in this location.
 pub fn run<'c>(ctx: &mut ReqCtx<'c, '_>, tf: &'c TryFiles) -> Option<Step<'c>> {
+    if !tf.files.is_empty() && super::static_file::alias_refused(ctx) {
+        return Some(Step::Done(error(ctx, 500)));
+    }
     for (t, want_dir) in &tf.files {
         // A directory candidate (`$uri/`) was stored without its slash, and
         // the URI stays without it, as in nginx: `/dir` then gets the 301.

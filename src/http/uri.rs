@@ -156,6 +156,11 @@ static URI: [bool; 256] =
 static URI_COMPONENT: [bool; 256] =
     table([0xffff_ffff, 0xfc00_9fff, 0x7800_0001, 0xb800_0001, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff]);
 
+/// NGX_ESCAPE_ARGS: controls, space, `#`, `%`, `&`, `+`, `;`, `?`, DEL and
+/// non-ASCII.
+static ARGS: [bool; 256] =
+    table([0xffff_ffff, 0x8800_0869, 0x0000_0000, 0x8000_0000, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff, 0xffff_ffff]);
+
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 fn escape_with(s: &[u8], tbl: &[bool; 256], out: &mut Vec<u8>) {
@@ -183,6 +188,84 @@ pub fn escape_uri_component(s: &[u8], out: &mut Vec<u8>) {
     escape_with(s, &URI_COMPONENT, out);
 }
 
+/// NGX_ESCAPE_ARGS, for regex captures copied into a rewritten query or
+/// redirect when the client's URI was escaped.
+pub fn escape_args(s: &[u8], out: &mut Vec<u8>) {
+    escape_with(s, &ARGS, out);
+}
+
+/// nginx's `ngx_unescape_uri(NGX_UNESCAPE_REDIRECT)` on a rewritten
+/// redirect, byte for byte: up to the first `?` (literal, or decoded from
+/// `%3F`), `%XX` is decoded when it stands for a printable character above
+/// `%` and kept as written otherwise; nginx drops a malformed escape (the
+/// `%` of `%zz`, the whole `%4z`) and an unfinished one at the end.
+pub fn unescape_redirect(s: &[u8]) -> Vec<u8> {
+    let hex = |c: u8| -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            _ => match c | 0x20 {
+                l @ b'a'..=b'f' => Some(l - b'a' + 10),
+                _ => None,
+            },
+        }
+    };
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        let ch = s[i];
+        i += 1;
+        if ch == b'?' {
+            out.push(ch);
+            break;
+        }
+        if ch != b'%' {
+            out.push(ch);
+            continue;
+        }
+        // sw_quoted
+        let Some(&c1) = s.get(i) else { break };
+        i += 1;
+        let Some(hi) = hex(c1) else {
+            out.push(c1);
+            continue;
+        };
+        // sw_quoted_second
+        let Some(&c2) = s.get(i) else { break };
+        i += 1;
+        let Some(lo) = hex(c2) else { continue };
+        let decoded = (hi << 4) | lo;
+        if decoded == b'?' {
+            out.push(decoded);
+            break;
+        }
+        if decoded > b'%' && decoded < 0x7f {
+            out.push(decoded);
+        } else {
+            out.extend_from_slice(&[b'%', c1, c2]);
+        }
+    }
+    out.extend_from_slice(&s[i..]);
+    out
+}
+
+/// Whether nginx's request-line parser set `quoted_uri` or `plus_in_uri`
+/// for this raw path: a `%` or `+` seen before the parser leaves its fast
+/// states (a `.` or `/` right after a slash, or a `#`). With either flag,
+/// captures copied into a rewritten query or a redirect are escaped.
+pub fn quoted_or_plus(raw_path: &[u8]) -> bool {
+    let mut after_slash = false;
+    for &b in raw_path {
+        match b {
+            b'%' | b'+' => return true,
+            b'?' | b'#' => return false,
+            b'.' | b'/' if after_slash => return false,
+            b'/' => after_slash = true,
+            _ => after_slash = false,
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +284,34 @@ mod tests {
 
     fn bad(p: &[u8]) {
         assert_eq!(norm(p), Err(UriError::BadRequest), "input {p:?}");
+    }
+
+    #[test]
+    fn redirect_unescaping_is_nginx_s() {
+        let u = |s: &str| String::from_utf8(unescape_redirect(s.as_bytes())).unwrap();
+        assert_eq!(u("http://x/a%20b%26c?z=%41"), "http://x/a%20b&c?z=%41");
+        assert_eq!(u("/%41%2f%25%7e%7F"), "/A/%25~%7F");
+        assert_eq!(u("/a%3Fb%41"), "/a?b%41");
+        assert_eq!(u("/a%3fb"), "/a?b");
+        assert_eq!(u("/%zz/%4z/end%"), "/zz//end");
+        assert_eq!(u("/x%4"), "/x");
+    }
+
+    #[test]
+    fn args_escaping() {
+        let mut out = Vec::new();
+        escape_args(b"a b&c+d;e?f#g%h=i/j\\\x7f\xc3", &mut out);
+        assert_eq!(out, b"a%20b%26c%2Bd%3Be%3Ff%23g%25h=i/j\\%7F%C3".to_vec());
+    }
+
+    #[test]
+    fn quoted_or_plus_flags() {
+        assert!(quoted_or_plus(b"/a+b"));
+        assert!(quoted_or_plus(b"/a%20b"));
+        assert!(!quoted_or_plus(b"/ab"));
+        assert!(!quoted_or_plus(b"/./a+b"));
+        assert!(!quoted_or_plus(b"//a+b"));
+        assert!(quoted_or_plus(b"/a.b/c+d"));
     }
 
     #[test]

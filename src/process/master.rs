@@ -238,6 +238,9 @@ impl Master {
                 return;
             }
         };
+        for n in &cfg.notices {
+            log_error!(Level::Notice, "{}", n);
+        }
         for w in &cfg.warnings {
             log_error!(Level::Warn, "{}", w);
         }

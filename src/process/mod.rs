@@ -92,6 +92,11 @@ pub fn main_entry(args: &[String]) -> i32 {
         }
     };
     if cli.signal.is_none() {
+        if !(cli.test && cli.quiet) {
+            for n in &cfg.notices {
+                eprintln!("sluice: [notice] {n}");
+            }
+        }
         for w in &cfg.warnings {
             eprintln!("sluice: [warn] {w}");
         }

@@ -45,28 +45,31 @@ pub fn target_for_log(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>)
 
 /// The request line's target, by nginx's rules: without a URI part in
 /// `proxy_pass` the client's URI goes unchanged (or the rewritten one after
-/// an internal redirect); with one, it replaces the matched location prefix.
+/// an internal redirect or a rewrite); with one, it replaces the matched
+/// location prefix, unless `rewrite ... break` moved the URI out of the
+/// location: then the whole new URI goes.
 fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
     let req = &ctx.req;
     match &pass.uri {
-        None if ctx.redirects == 0 => out.extend_from_slice(origin_form(req.target())),
-        None => {
-            escape_path(out, &req.path);
-            if let Some(a) = &req.args {
-                out.push(b'?');
-                out.extend_from_slice(a);
-            }
-        }
+        None if ctx.redirects == 0 && ctx.unparsed_uri_valid => out.extend_from_slice(origin_form(req.target())),
         Some(uri) if pass.uri_whole => out.extend_from_slice(uri),
-        Some(uri) => {
+        Some(uri) if ctx.valid_location => {
             out.extend_from_slice(uri);
             let rest = req.path.get(pass.location_len.min(req.path.len())..).unwrap_or(b"");
             escape_path(out, rest);
-            if let Some(a) = &req.args {
-                out.push(b'?');
-                out.extend_from_slice(a);
-            }
+            push_args(out, req);
         }
+        _ => {
+            escape_path(out, &req.path);
+            push_args(out, req);
+        }
+    }
+}
+
+fn push_args(out: &mut Vec<u8>, req: &crate::http::request::Request<'_>) {
+    if let Some(a) = &req.args {
+        out.push(b'?');
+        out.extend_from_slice(a);
     }
 }
 

@@ -81,7 +81,14 @@ mod tests {
         match find(&s.locations, uri.as_bytes()) {
             None => "server".into(),
             Some(l) => {
-                let t = l.conf.ret.as_ref().and_then(|r| r.text.as_ref()).and_then(|t| t.as_literal());
+                let t = l
+                    .conf
+                    .rewrite
+                    .script
+                    .as_ref()
+                    .and_then(|s| s.first_return())
+                    .and_then(|r| r.text.as_ref())
+                    .and_then(|t| t.as_literal());
                 String::from_utf8_lossy(t.unwrap_or(b"?")).into_owned()
             }
         }

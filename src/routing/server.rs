@@ -76,7 +76,7 @@ pub fn select<'a>(group: &'a ListenGroup, host: &[u8]) -> &'a Arc<Server> {
         }
     }
     for (re, s) in &names.regex {
-        if re.is_match(h) {
+        if re.is_match(h.as_bytes()) {
             return s;
         }
     }
@@ -119,7 +119,13 @@ mod tests {
         let g = &cfg.http.listens[0];
         let pick = |h: &str| {
             let s = select(g, h.as_bytes());
-            let t = s.ret.as_ref().and_then(|r| r.text.as_ref()).and_then(|t| t.as_literal()).unwrap_or(b"?");
+            let t = s
+                .rewrite
+                .as_ref()
+                .and_then(|s| s.first_return())
+                .and_then(|r| r.text.as_ref())
+                .and_then(|t| t.as_literal())
+                .unwrap_or(b"?");
             String::from_utf8_lossy(t).into_owned()
         };
         assert_eq!(pick("www.example.com"), "exact");

@@ -36,55 +36,85 @@ fn err(msg: String, span: &Span) -> ConfError {
     ConfError::at(msg, span)
 }
 
-/// nginx's default `ssl_ciphers HIGH:!aNULL:!MD5` selects every suite rustls
-/// has. A list naming OpenSSL suites restricts TLS 1.2 to those, in that
-/// order; other words (aliases, exclusions) are ignored, and TLS 1.3 suites
-/// are always on, as in nginx where `ssl_ciphers` does not touch them.
-fn choose_suites(ciphers: Option<&(String, Span)>) -> Result<Vec<rustls::SupportedCipherSuite>, ConfError> {
-    let all = provider::ALL_CIPHER_SUITES;
-    let Some((list, span)) = ciphers else { return Ok(provider::DEFAULT_CIPHER_SUITES.to_vec()) };
-    let mut tls12 = Vec::new();
-    for word in list.split([':', ' ', ',']).filter(|w| !w.is_empty()) {
-        if word.starts_with(['!', '-', '+']) {
+/// An `ssl_ciphers` list sorted out: suite names rustls implements (for
+/// TLS 1.2), names it lacks, and whether an alias (`HIGH`, `ECDHE+AESGCM`)
+/// selects a set of its own.
+pub struct CipherClasses<'a> {
+    pub known: usize,
+    pub unknown: Vec<&'a str>,
+    pub alias: bool,
+}
+
+fn cipher_words(list: &str) -> impl Iterator<Item = &str> {
+    list.split([':', ' ', ',']).filter(|w| !w.is_empty())
+}
+
+pub fn classify_ciphers(list: &str) -> CipherClasses<'_> {
+    let mut c = CipherClasses { known: 0, unknown: Vec::new(), alias: false };
+    for word in cipher_words(list) {
+        if word.starts_with(['!', '-', '+', '@']) {
             continue;
         }
+        match names::suite_by_openssl_name(word) {
+            Some(s) if is_tls12(s) => c.known += 1,
+            // TLS 1.3 names: OpenSSL's ssl_ciphers does not set those; the
+            // TLS 1.3 suites are always on.
+            Some(_) => c.alias = true,
+            None if word.contains('-') && !word.contains('+') => c.unknown.push(word),
+            None => c.alias = true,
+        }
+    }
+    c
+}
+
+fn is_tls12(s: rustls::CipherSuite) -> bool {
+    provider::ALL_CIPHER_SUITES.iter().any(|x| x.suite() == s && x.version() == &rustls::version::TLS12)
+}
+
+/// nginx's default `ssl_ciphers HIGH:!aNULL:!MD5` selects every suite rustls
+/// has. A list naming OpenSSL suites restricts TLS 1.2 to those rustls
+/// implements, in that order (the others were warned about at load);
+/// aliases and exclusions alone keep rustls's set, and TLS 1.3 suites are
+/// always on, as in nginx where `ssl_ciphers` does not touch them.
+fn choose_suites(ciphers: Option<&(String, Span)>) -> Vec<rustls::SupportedCipherSuite> {
+    let all = provider::ALL_CIPHER_SUITES;
+    let Some((list, _)) = ciphers else { return provider::DEFAULT_CIPHER_SUITES.to_vec() };
+    let mut tls12 = Vec::new();
+    for word in cipher_words(list) {
         if let Some(s) = names::suite_by_openssl_name(word)
-            && let Some(sup) = all.iter().find(|x| x.suite() == s)
+            && let Some(sup) = all.iter().find(|x| x.suite() == s && x.version() == &rustls::version::TLS12)
             && !tls12.contains(sup)
         {
             tls12.push(*sup);
         }
     }
-    let tls13 = all.iter().filter(|s| s.version() == &rustls::version::TLS13).copied();
     if tls12.is_empty() {
-        if list.split([':', ' ', ',']).any(|w| w.contains('-') && !w.starts_with(['!', '-', '+'])) {
-            return Err(err(format!("no cipher in \"{}\" is supported by sluice (rustls)", list), span));
-        }
-        return Ok(provider::DEFAULT_CIPHER_SUITES.to_vec());
+        return provider::DEFAULT_CIPHER_SUITES.to_vec();
     }
-    Ok(tls13.chain(tls12).collect())
+    let tls13 = all.iter().filter(|s| s.version() == &rustls::version::TLS13).copied();
+    tls13.chain(tls12).collect()
 }
 
-fn choose_groups(
-    curve: Option<&(String, Span)>,
-) -> Result<Vec<&'static dyn rustls::crypto::SupportedKxGroup>, ConfError> {
+/// A key exchange group by an OpenSSL curve name rustls implements.
+pub fn kx_group_by_name(name: &str) -> Option<&'static dyn rustls::crypto::SupportedKxGroup> {
     use provider::kx_group;
-    let Some((list, span)) = curve else { return Ok(provider::DEFAULT_KX_GROUPS.to_vec()) };
-    if list == "auto" {
-        return Ok(provider::DEFAULT_KX_GROUPS.to_vec());
+    Some(match name {
+        "X25519" | "x25519" => kx_group::X25519,
+        "prime256v1" | "secp256r1" | "P-256" => kx_group::SECP256R1,
+        "secp384r1" | "P-384" => kx_group::SECP384R1,
+        "X25519MLKEM768" => kx_group::X25519MLKEM768,
+        "SecP256r1MLKEM768" => kx_group::SECP256R1MLKEM768,
+        _ => return None,
+    })
+}
+
+/// `ssl_ecdh_curve`: the named groups rustls implements, in order (the
+/// others were warned about at load); `auto`: rustls's defaults.
+fn choose_groups(curve: Option<&(String, Span)>) -> Vec<&'static dyn rustls::crypto::SupportedKxGroup> {
+    match curve {
+        Some((list, _)) if list != "auto" => list.split(':').filter_map(kx_group_by_name).collect(),
+        _ => provider::DEFAULT_KX_GROUPS.to_vec(),
     }
-    let mut out: Vec<&'static dyn rustls::crypto::SupportedKxGroup> = Vec::new();
-    for name in list.split(':') {
-        let g: &'static dyn rustls::crypto::SupportedKxGroup = match name {
-            "X25519" | "x25519" => kx_group::X25519,
-            "prime256v1" | "secp256r1" | "P-256" => kx_group::SECP256R1,
-            "secp384r1" | "P-384" => kx_group::SECP384R1,
-            "X25519MLKEM768" => kx_group::X25519MLKEM768,
-            _ => return Err(err(format!("unsupported curve \"{}\" in \"ssl_ecdh_curve\"", name), span)),
-        };
-        out.push(g);
-    }
-    Ok(out)
 }
 
 /// Builds a server's TLS from its `ssl_*` settings: None when it has no
@@ -101,8 +131,8 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
             })
         }));
     }
-    let cipher_suites = choose_suites(ssl.ciphers.as_ref())?;
-    let kx_groups = choose_groups(ssl.ecdh_curve.as_ref())?;
+    let cipher_suites = choose_suites(ssl.ciphers.as_ref());
+    let kx_groups = choose_groups(ssl.ecdh_curve.as_ref());
     let provider = Arc::new(CryptoProvider { cipher_suites, kx_groups, ..provider::default_provider() });
     let span0 = &ssl.certificates[0].1;
 

@@ -135,6 +135,13 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
     if let Some(cpus) = &spec.cpus {
         affinity::pin(spec.index, cpus);
     }
+    // `worker_priority`: this thread's nice value, while it may still lower
+    // it (before dropping to `user`).
+    if let Some(p) = spec.cfg.main.worker_priority
+        && let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), p)
+    {
+        log_error!(Level::Alert, "setpriority({}) failed ({})", p, e);
+    }
     // Before the event loop exists: nothing this worker opens or serves
     // may run with the master's (root) credentials.
     if let Some(user) = &spec.cfg.main.user
@@ -195,8 +202,18 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
                     let now = crate::clock::now_secs();
                     w.idle.sweep(now, Some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs()));
                     w.parking.expire(now, true);
-                    while w.active.get() > 0 {
-                        w.drained.notified().await;
+                    let drained = async {
+                        while w.active.get() > 0 {
+                            w.drained.notified().await;
+                        }
+                    };
+                    // `worker_shutdown_timeout`: what is still open then is
+                    // closed (its tasks dropped with the event loop).
+                    match w.cfg.main.worker_shutdown_timeout {
+                        Some(t) => {
+                            let _ = tokio::time::timeout(t, drained).await;
+                        }
+                        None => drained.await,
                     }
                     break;
                 }
