@@ -964,3 +964,70 @@ fn one_gigabyte_object_streams_through_with_bounded_memory() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A reload keeps the cache: entries stay hits, with no origin request.
+#[test]
+fn reload_keeps_the_cache() {
+    let (o, n) = origin();
+    let dir = temp_dir("cache-reload");
+    let s = cache_server(&o, "", &dir.join("c").display().to_string());
+    let bodies: Vec<String> = (0..5).map(|i| get(&s, &format!("/k{i}")).1).collect();
+    assert_eq!(n.load(Ordering::SeqCst), 5);
+    s.signal("reload");
+    // The new generation answers once the old one has handed over.
+    std::thread::sleep(Duration::from_millis(500));
+    for (i, b) in bodies.iter().enumerate() {
+        assert_eq!(get(&s, &format!("/k{i}")), ("HIT".to_string(), b.clone()));
+    }
+    assert_eq!(n.load(Ordering::SeqCst), 5);
+}
+
+/// The manager keeps the disk under `max_size` (least recently used
+/// first) and drops entries unused for `inactive`. sluice's manager runs
+/// once a second; nginx's may wait ten, so this runs on sluice only.
+#[test]
+fn max_size_and_inactive_are_enforced() {
+    if nginx_mode() {
+        return;
+    }
+    let body = "x".repeat(10_000);
+    let b2 = body.clone();
+    let o = Origin::start(move |_| Reply::http(200, &["Content-Type: text/plain"], &b2));
+    let dir = temp_dir("cache-evict");
+    let cdir = dir.join("c");
+    let s = builder()
+        .http(&format!(
+            "proxy_cache_path {} levels=1 keys_zone=one:1m max_size=50k inactive=3s;
+             server {{
+                 listen 127.0.0.1:{{port}};
+                 proxy_cache one;
+                 proxy_cache_valid 10m;
+                 add_header X-Cache $upstream_cache_status always;
+                 location / {{ proxy_pass http://127.0.0.1:{}; }}
+             }}",
+            cdir.display(),
+            o.port
+        ))
+        .start();
+    let du = || files_under(&cdir).iter().map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)).sum::<u64>();
+    for i in 0..20 {
+        get(&s, &format!("/e{i}"));
+        if i >= 15 {
+            // The last five are used again: the most recently used stay.
+            get(&s, &format!("/e{i}"));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while du() > 50 * 1024 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(du() <= 50 * 1024, "{} bytes on disk", du());
+    assert_eq!(get(&s, "/e19").0, "HIT", "the most recently used entry stays");
+    assert_eq!(get(&s, "/e0").0, "MISS", "the least recently used went first");
+    // Nothing is used for longer than `inactive`: everything goes.
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while !files_under(&cdir).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(files_under(&cdir).is_empty(), "{:?}", files_under(&cdir));
+}
