@@ -95,6 +95,10 @@ const REWRITE: &str = r#"
         location /uninit { return 200 "[$neverset]\n"; }
         location /nowarn { uninitialized_variable_warn off; return 200 "[$quiet]\n"; }
         location /never { set $neverset x; set $quiet y; }
+        location /scset/ { set $sv fromset; rewrite "^/scset/(?<sv>\w+)$" /scout last; }
+        location /scout { return 200 "sv=$sv\n"; }
+        location /scset2/ { rewrite "^/scset2/(?<sv>\w+)$" /scout2; set $sv fromset; }
+        location /scout2 { return 200 "sv=$sv\n"; }
         location /lostcap/ { if ($uri ~ ^/lostcap/(\w+)$) { rewrite ^ /echo/$1 last; } }
         location /sethdr { set $http_x_thing overridden; return 200 "$http_x_thing\n"; }
         location = /brk2 { break; return 500; }
@@ -208,6 +212,9 @@ fn set_variables() {
     let s = rewrite_server();
     let mut c = Checks::new();
     check(&mut c, &s, "/setover", &[], body(200, "second\n"));
+    // A variable both `set` and captured has one value: the last written.
+    check(&mut c, &s, "/scset/abc", &[], body(200, "sv=abc\n"));
+    check(&mut c, &s, "/scset2/abc", &[], body(200, "sv=fromset\n"));
     check(&mut c, &s, "/setargs?orig=1", &[], body(200, "uri=/echo/sa args=forced=1\n"));
     // set shadows the header variable of the same name everywhere.
     check(&mut c, &s, "/sethdr", &["X-Thing: from-client"], body(200, "overridden\n"));
