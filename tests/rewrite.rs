@@ -498,6 +498,8 @@ const PROXY: &str = r#"
             proxy_pass http://127.0.0.1:%O%;
             if ($arg_two) { proxy_pass http://127.0.0.1:%P%; }
         }
+        location /pxpct/ { rewrite ^ /p%41b break; proxy_pass http://127.0.0.1:%O%; }
+        location /pxenc/ { rewrite ^/pxenc/(.*)$ /enc/$1 break; proxy_pass http://127.0.0.1:%O%; }
         location /pxhdr/ {
             proxy_pass http://127.0.0.1:%O%;
             if ($arg_h) { add_header X-If yes; }
@@ -522,6 +524,10 @@ fn proxied_requests_after_rewrites() {
     check(&mut c, &s, "/pxsetargs/f?k=v", &[], body(200, "one /pxsetargs/f?s=1\n"));
     check(&mut c, &s, "/pxif/g", &[], body(200, "one /pxif/g\n"));
     check(&mut c, &s, "/pxif/g?two=1", &[], body(200, "two /pxif/g?two=1\n"));
+    // A rewritten URI goes out escaped as nginx's NGX_ESCAPE_URI does: a
+    // literal `%` becomes `%25`, `[` stays, a decoded space is `%20`.
+    check(&mut c, &s, "/pxpct/x", &[], body(200, "one /p%2541b\n"));
+    check(&mut c, &s, "/pxenc/a%5Bb%20c", &[], body(200, "one /enc/a[b%20c\n"));
     let r = s.get("/pxhdr/h?h=1");
     c.run("proxied if add_header", || {
         assert_eq!(r.text(), "one /pxhdr/h?h=1\n");
