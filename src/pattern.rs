@@ -24,6 +24,10 @@ pub struct Regex {
     engine: Engine,
     /// Named groups: (group index, name).
     names: Vec<(usize, Arc<str>)>,
+    /// The `set` slots of the named groups that `set` also writes: a match
+    /// makes the capture the variable's value again (nginx has one value
+    /// per variable, whoever wrote it last).
+    set_slots: Vec<usize>,
 }
 
 enum Engine {
@@ -125,7 +129,8 @@ impl Regex {
                 (Engine::Pcre(re), n)
             }
         };
-        Ok(Regex { text: pattern.to_string(), caseless, engine, names })
+        let set_slots = names.iter().filter_map(|(_, n)| crate::rewrite::vars::slot(n)).collect();
+        Ok(Regex { text: pattern.to_string(), caseless, engine, names, set_slots })
     }
 
     /// The pattern as written.
@@ -141,6 +146,11 @@ impl Regex {
     /// The named groups: (group index, name).
     pub fn names(&self) -> &[(usize, Arc<str>)] {
         &self.names
+    }
+
+    /// Slots of `set` variables named like one of the groups.
+    pub fn set_slots(&self) -> &[usize] {
+        &self.set_slots
     }
 
     /// The PCRE2 program for `subject`, when it must be used.

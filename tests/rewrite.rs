@@ -95,6 +95,10 @@ const REWRITE: &str = r#"
         location /uninit { return 200 "[$neverset]\n"; }
         location /nowarn { uninitialized_variable_warn off; return 200 "[$quiet]\n"; }
         location /never { set $neverset x; set $quiet y; }
+        location /scset/ { set $sv fromset; rewrite "^/scset/(?<sv>\w+)$" /scout last; }
+        location /scout { return 200 "sv=$sv\n"; }
+        location /scset2/ { rewrite "^/scset2/(?<sv>\w+)$" /scout2; set $sv fromset; }
+        location /scout2 { return 200 "sv=$sv\n"; }
         location /lostcap/ { if ($uri ~ ^/lostcap/(\w+)$) { rewrite ^ /echo/$1 last; } }
         location /sethdr { set $http_x_thing overridden; return 200 "$http_x_thing\n"; }
         location = /brk2 { break; return 500; }
@@ -208,6 +212,9 @@ fn set_variables() {
     let s = rewrite_server();
     let mut c = Checks::new();
     check(&mut c, &s, "/setover", &[], body(200, "second\n"));
+    // A variable both `set` and captured has one value: the last written.
+    check(&mut c, &s, "/scset/abc", &[], body(200, "sv=abc\n"));
+    check(&mut c, &s, "/scset2/abc", &[], body(200, "sv=fromset\n"));
     check(&mut c, &s, "/setargs?orig=1", &[], body(200, "uri=/echo/sa args=forced=1\n"));
     // set shadows the header variable of the same name everywhere.
     check(&mut c, &s, "/sethdr", &["X-Thing: from-client"], body(200, "overridden\n"));
@@ -491,6 +498,8 @@ const PROXY: &str = r#"
             proxy_pass http://127.0.0.1:%O%;
             if ($arg_two) { proxy_pass http://127.0.0.1:%P%; }
         }
+        location /pxpct/ { rewrite ^ /p%41b break; proxy_pass http://127.0.0.1:%O%; }
+        location /pxenc/ { rewrite ^/pxenc/(.*)$ /enc/$1 break; proxy_pass http://127.0.0.1:%O%; }
         location /pxhdr/ {
             proxy_pass http://127.0.0.1:%O%;
             if ($arg_h) { add_header X-If yes; }
@@ -515,6 +524,10 @@ fn proxied_requests_after_rewrites() {
     check(&mut c, &s, "/pxsetargs/f?k=v", &[], body(200, "one /pxsetargs/f?s=1\n"));
     check(&mut c, &s, "/pxif/g", &[], body(200, "one /pxif/g\n"));
     check(&mut c, &s, "/pxif/g?two=1", &[], body(200, "two /pxif/g?two=1\n"));
+    // A rewritten URI goes out escaped as nginx's NGX_ESCAPE_URI does: a
+    // literal `%` becomes `%25`, `[` stays, a decoded space is `%20`.
+    check(&mut c, &s, "/pxpct/x", &[], body(200, "one /p%2541b\n"));
+    check(&mut c, &s, "/pxenc/a%5Bb%20c", &[], body(200, "one /enc/a[b%20c\n"));
     let r = s.get("/pxhdr/h?h=1");
     c.run("proxied if add_header", || {
         assert_eq!(r.text(), "one /pxhdr/h?h=1\n");

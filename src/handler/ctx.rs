@@ -375,6 +375,7 @@ impl VarSource for Vars<'_, '_, '_> {
                             set.push((name.clone(), v));
                         }
                         drop(set);
+                        ctx.captured(re);
                         t.render(
                             &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
                             out,
@@ -512,6 +513,20 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             uri_changed: false,
             valid_location: true,
             unparsed_uri_valid: true,
+        }
+    }
+
+    /// A regex capture of the same name was written: the variable reads it
+    /// from now on (its `set` value is gone, as in nginx's one slot).
+    pub fn captured(&self, re: &crate::pattern::Regex) {
+        if re.set_slots().is_empty() {
+            return;
+        }
+        let mut vars = self.vars.borrow_mut();
+        for &s in re.set_slots() {
+            if let Some(v) = vars.get_mut(s) {
+                *v = None;
+            }
         }
     }
 

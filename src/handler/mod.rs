@@ -159,6 +159,7 @@ fn find_location(ctx: &mut ReqCtx<'_, '_>) {
             ctx.named.push((n.clone(), v));
         }
         ctx.captures = caps;
+        ctx.captured(re);
     }
     ctx.conf = match found {
         Some(l) => &l.conf,

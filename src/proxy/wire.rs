@@ -11,15 +11,16 @@ use crate::http::request::Method;
 const NOT_PASSED: &[&str] =
     &["host", "connection", "content-length", "transfer-encoding", "te", "keep-alive", "expect", "upgrade"];
 
-fn escape_path(out: &mut Vec<u8>, path: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in path {
-        let keep = b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@%".contains(&b);
-        if keep {
-            out.push(b);
-        } else {
-            out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        }
+/// The URI path as nginx's proxy sends it: escaped (NGX_ESCAPE_URI, so a
+/// literal `%` of a rewritten URI goes as `%25`) once the request was
+/// redirected or rewritten or when the client's URI had escapes, else as
+/// it is.
+fn push_path(out: &mut Vec<u8>, ctx: &ReqCtx<'_, '_>, path: &[u8]) {
+    let (raw, _) = crate::http::uri::split_target(ctx.req.target());
+    if ctx.redirects > 0 || !ctx.unparsed_uri_valid || raw.contains(&b'%') {
+        crate::http::uri::escape_uri(path, out);
+    } else {
+        out.extend_from_slice(path);
     }
 }
 
@@ -56,11 +57,11 @@ fn target(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, out: &mut Vec<u8>) {
         Some(uri) if ctx.valid_location => {
             out.extend_from_slice(uri);
             let rest = req.path.get(pass.location_len.min(req.path.len())..).unwrap_or(b"");
-            escape_path(out, rest);
+            push_path(out, ctx, rest);
             push_args(out, req);
         }
         _ => {
-            escape_path(out, &req.path);
+            push_path(out, ctx, &req.path);
             push_args(out, req);
         }
     }

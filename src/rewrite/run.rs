@@ -2,7 +2,6 @@
 //! `ngx_http_rewrite_handler`.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use super::{Cond, FileTest, Flag, If, Op, Rewrite, Script, SetOp, SetTarget};
 use crate::handler::ctx::{ReqCtx, Vars};
@@ -91,8 +90,9 @@ fn target_path(target: &[u8]) -> &[u8] {
 
 /// Stores the captures of a `rewrite` or `if` regex that matched: they
 /// replace any earlier ones, and its named groups become variables.
-fn record(ctx: &mut ReqCtx<'_, '_>, caps: Vec<Vec<u8>>, named: &[(usize, Arc<str>)]) {
-    for (i, n) in named {
+fn record(ctx: &mut ReqCtx<'_, '_>, caps: Vec<Vec<u8>>, re: &crate::pattern::Regex) {
+    ctx.captured(re);
+    for (i, n) in re.names() {
         let v = caps.get(*i).cloned().unwrap_or_default();
         ctx.named.retain(|(k, _)| k != n);
         ctx.named.push((n.clone(), v));
@@ -157,7 +157,7 @@ impl Engine {
         if self.log {
             log_req!(ctx, Level::Notice, "\"{}\" matches \"{}\"", r.pattern, lossy(&ctx.req.path));
         }
-        record(ctx, caps, r.regex.names());
+        record(ctx, caps, &r.regex);
         ctx.unparsed_uri_valid = false;
         if r.flag == Flag::Break {
             ctx.valid_location = false;
@@ -247,7 +247,7 @@ impl Engine {
                     if self.log {
                         log_req!(ctx, Level::Notice, "\"{}\" matches \"{}\"", pattern, lossy(&subject));
                     }
-                    record(ctx, caps, regex.names());
+                    record(ctx, caps, regex);
                     !*negate
                 } else {
                     if self.log {
