@@ -73,18 +73,11 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
     let len = meta.body_len;
     let ranges_ok = allow_ranges(&mut r);
     if r.status == 200 && ctx.err_status.is_none() {
-        let etag = r.header("etag").map(<[u8]>::to_vec);
-        let modified = r.header("last-modified").and_then(crate::http::date::parse_http_date);
-        match crate::handler::static_file::precondition(ctx, etag.as_deref(), modified) {
-            Some(304) => {
-                r.status = 304;
-                r.content_type = None;
-                r.accept_ranges = false;
-                return crate::handler::finish_proxied(ctx, r);
-            }
-            Some(status) => return crate::handler::finish_error(ctx, status),
-            None => {}
-        }
+        let (etag, modified) = match conditions(ctx, &mut r) {
+            Ok(v) => v,
+            Err(304) => return crate::handler::finish_proxied(ctx, r),
+            Err(status) => return crate::handler::finish_error(ctx, status),
+        };
         if ranges_ok
             && let Some(h) = ctx.req.header("range")
             && crate::handler::static_file::if_range_ok(ctx, etag.as_deref(), modified)
@@ -120,6 +113,23 @@ fn allow_ranges(r: &mut Response<'_>) -> bool {
     r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
     r.accept_ranges = r.headers.len() != before;
     r.accept_ranges
+}
+
+/// The stored validators, after the client's conditions: Err(304) with
+/// `r` turned into the 304 (no type, no Accept-Ranges), Err(412).
+fn conditions(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>) -> Result<(Option<Vec<u8>>, Option<u64>), u16> {
+    let etag = r.header("etag").map(<[u8]>::to_vec);
+    let modified = r.header("last-modified").and_then(crate::http::date::parse_http_date);
+    match crate::handler::static_file::precondition(ctx, etag.as_deref(), modified) {
+        Some(304) => {
+            r.status = 304;
+            r.content_type = None;
+            r.accept_ranges = false;
+            Err(304)
+        }
+        Some(status) => Err(status),
+        None => Ok((etag, modified)),
+    }
 }
 
 /// A 206 of one range, or multipart/byteranges of several.
@@ -181,18 +191,11 @@ pub fn on_miss(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>, body: &mut crate::pro
         return None;
     }
     let ranges_ok = allow_ranges(r);
-    let etag = r.header("etag").map(<[u8]>::to_vec);
-    let modified = r.header("last-modified").and_then(crate::http::date::parse_http_date);
-    match crate::handler::static_file::precondition(ctx, etag.as_deref(), modified) {
-        Some(304) => {
-            r.status = 304;
-            r.content_type = None;
-            r.accept_ranges = false;
-            return None;
-        }
-        Some(status) => return Some(status),
-        None => {}
-    }
+    let (etag, modified) = match conditions(ctx, r) {
+        Ok(v) => v,
+        Err(304) => return None,
+        Err(status) => return Some(status),
+    };
     if !ranges_ok {
         return None;
     }

@@ -95,24 +95,11 @@ fn index_file(zone: &Zone, path: &Path) {
     }
     let accessed = file.metadata().ok().and_then(|m| m.modified().ok()).map(unix).unwrap_or_else(now);
     if meta.vary.is_empty() || super::zone::hash(&meta.key) == h {
-        zone.stored(&h, node(&meta, file_len, accessed));
+        zone.stored(&h, Node::entry(&meta, file_len, accessed));
     } else {
-        zone.stored(&h, node(&meta, file_len, accessed));
+        zone.stored(&h, Node::entry(&meta, file_len, accessed));
         let vary: Arc<[u8]> = meta.vary.clone().into();
         zone.with_node(&super::zone::hash(&meta.key), true, |n| n.vary = Some(vary));
-    }
-}
-
-fn node(meta: &super::entry::Meta, file_len: u64, accessed: i64) -> Node {
-    Node {
-        uses: 1,
-        on_disk: true,
-        valid_until: meta.valid_until,
-        stale_updating: meta.stale_updating,
-        stale_error: meta.stale_error,
-        file_len,
-        last_access: accessed,
-        vary: None,
     }
 }
 

@@ -173,7 +173,7 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
                 Ok(Some(found)) if found.meta.valid_until > now => {
                     if !on_disk {
                         // Found before the loader got to it (just started).
-                        z.stored(&hash, node_of(&found, now));
+                        z.stored(&hash, zone::Node::entry(&found.meta, found.file_len, now));
                     }
                     promote(&z, &hash, &found);
                     ctx.cache_status = Some(HIT);
@@ -271,19 +271,6 @@ fn variant(ctx: &ReqCtx<'_, '_>, vary: &[u8]) -> Hash {
         h.update(b"\n");
     }
     h.finalize().into()
-}
-
-fn node_of(found: &Found, now: i64) -> zone::Node {
-    zone::Node {
-        uses: 1,
-        on_disk: true,
-        valid_until: found.meta.valid_until,
-        stale_updating: found.meta.stale_updating,
-        stale_error: found.meta.stale_error,
-        file_len: found.file_len,
-        last_access: now,
-        vary: None,
-    }
 }
 
 /// A disk hit of a small entry is offered to the memory tier.

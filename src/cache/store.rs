@@ -189,16 +189,7 @@ impl Writer {
         }
         self.committed = true;
         let file_len = self.header.len() as u64 + self.written;
-        let node = Node {
-            uses: 1,
-            on_disk: true,
-            valid_until: self.meta.valid_until,
-            stale_updating: self.meta.stale_updating,
-            stale_error: self.meta.stale_error,
-            file_len,
-            last_access: now,
-            vary: None,
-        };
+        let node = Node::entry(&self.meta, file_len, now);
         if let Some(main) = self.main {
             let vary: Arc<[u8]> = self.meta.vary.clone().into();
             self.zone.with_node(&main, true, |n| n.vary = Some(vary));
@@ -245,16 +236,7 @@ pub fn revalidated(zone: &Zone, h: &Hash, found: &Found, now: i64) -> Result<(),
         .open(&path)
         .map_err(|e| format!("open() \"{}\" failed ({})", path.display(), e))?;
     f.write_all_at(&header, 0).map_err(|e| format!("pwrite() \"{}\" failed ({})", path.display(), e))?;
-    let node = Node {
-        uses: 1,
-        on_disk: true,
-        valid_until: found.meta.valid_until,
-        stale_updating: found.meta.stale_updating,
-        stale_error: found.meta.stale_error,
-        file_len: found.file_len,
-        last_access: now,
-        vary: None,
-    };
+    let node = Node::entry(&found.meta, found.file_len, now);
     zone.stored(h, node);
     super::zone::lock(&zone.mem).remove(h);
     Ok(())

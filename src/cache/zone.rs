@@ -38,6 +38,23 @@ pub struct Node {
     pub vary: Option<Arc<[u8]>>,
 }
 
+impl Node {
+    /// The node of an entry file holding `meta`, `file_len` bytes long,
+    /// last used at `accessed` (unix seconds).
+    pub fn entry(meta: &super::entry::Meta, file_len: u64, accessed: i64) -> Node {
+        Node {
+            uses: 1,
+            on_disk: true,
+            valid_until: meta.valid_until,
+            stale_updating: meta.stale_updating,
+            stale_error: meta.stale_error,
+            file_len,
+            last_access: accessed,
+            vary: None,
+        }
+    }
+}
+
 /// A fill in progress: concurrent misses for the key wait for it
 /// (`proxy_cache_lock`) and are woken the moment it ends.
 pub struct Flight {
