@@ -9,15 +9,15 @@ use super::table::R;
 use super::value;
 use crate::log::error::Level;
 
-pub(super) fn arg(d: &Directive, i: usize) -> &str {
+pub(crate) fn arg(d: &Directive, i: usize) -> &str {
     d.args.get(i).map(|w| w.text.as_str()).unwrap_or("")
 }
 
-pub(super) fn invalid(d: &Directive, v: &str) -> ConfError {
+pub(crate) fn invalid(d: &Directive, v: &str) -> ConfError {
     ConfError::at(format!("invalid value \"{}\" in \"{}\" directive", v, d.name), &d.span)
 }
 
-pub(super) fn flag(d: &Directive) -> Result<bool, ConfError> {
+pub(crate) fn flag(d: &Directive) -> Result<bool, ConfError> {
     let v = arg(d, 0);
     value::parse_flag(v).ok_or_else(|| {
         ConfError::at(
@@ -27,7 +27,7 @@ pub(super) fn flag(d: &Directive) -> Result<bool, ConfError> {
     })
 }
 
-pub(super) fn number(d: &Directive, i: usize) -> Result<u64, ConfError> {
+pub(crate) fn number(d: &Directive, i: usize) -> Result<u64, ConfError> {
     let v = arg(d, i);
     value::parse_number(v).ok_or_else(|| invalid(d, v))
 }

@@ -247,12 +247,12 @@ fn proxy_buffer_sizes_are_checked_as_nginx_merges_them() {
         "proxy_buffers 2 4k; proxy_busy_buffers_size 4k; proxy_max_temp_file_size 0; proxy_temp_path /t 1 2 3;",
     ))
     .expect("valid");
-    let b = &cfg.http.servers[0].locations.prefix[0].conf.proxy.buffers;
+    let b = &cfg.http.servers[0].locations.prefix[0].conf.proxy.up.buffers;
     assert_eq!((b.number, b.size, b.busy, b.max_temp_file), (2, 4096, Some(4096), 0));
     assert_eq!(b.temp_path, std::path::Path::new("/t"));
     // nginx's defaults: 8 4k, 1024m, proxy_temp under the prefix.
     let cfg = try_load(&http("")).expect("valid");
-    let b = &cfg.http.servers[0].conf.proxy.buffers;
+    let b = &cfg.http.servers[0].conf.proxy.up.buffers;
     assert_eq!((b.number, b.size, b.memory(), b.temp_write(4096)), (8, 4096, 32768, 8192));
     assert_eq!((b.max_temp_file, b.temp_path.as_path()), (1 << 30, std::path::Path::new("/srv/p/proxy_temp")));
     // Set at http, checked there and inherited.

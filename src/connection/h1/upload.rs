@@ -50,10 +50,13 @@ pub async fn respond<'c>(
         }
         taken.continued = true;
     }
-    let stream_it = !conf.proxy.request_buffering
+    // FastCGI's records carry a body of any length; an HTTP/1.0 origin
+    // needs a Content-Length.
+    let fastcgi = conf.fastcgi.pass.is_some();
+    let stream_it = !crate::proxy::up_conf(conf).request_buffering
         && match head.body {
             BodyKind::Length(_) => true,
-            BodyKind::Chunked => conf.proxy.http_version_11,
+            BodyKind::Chunked => conf.proxy.http_version_11 || fastcgi,
             BodyKind::None => false,
         };
     if stream_it {
