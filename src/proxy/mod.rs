@@ -552,8 +552,9 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
 /// nginx's context for upstream errors: client, server, request, then the
 /// upstream URL, then host.
 fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
+    // FastCGI has no URI to show (nginx logs `fastcgi://ADDRESS`).
     let mut uri = Vec::new();
-    if let Some(pass) = &ctx.proxy_pass {
+    if let Some(pass) = ctx.proxy_pass.as_ref().filter(|p| p.protocol == Protocol::Http) {
         wire::target_for_log(ctx, pass, &mut uri);
     }
     let scheme = match &ctx.proxy_pass {

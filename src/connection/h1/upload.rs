@@ -50,13 +50,13 @@ pub async fn respond<'c>(
         }
         taken.continued = true;
     }
-    // FastCGI's records carry a body of any length; an HTTP/1.0 origin
-    // needs a Content-Length.
+    // A chunked body is buffered for an HTTP/1.0 origin and for FastCGI
+    // (whose applications need CONTENT_LENGTH), as nginx does.
     let fastcgi = conf.fastcgi.pass.is_some();
     let stream_it = !crate::proxy::up_conf(conf).request_buffering
         && match head.body {
             BodyKind::Length(_) => true,
-            BodyKind::Chunked => conf.proxy.http_version_11 || fastcgi,
+            BodyKind::Chunked => conf.proxy.http_version_11 && !fastcgi,
             BodyKind::None => false,
         };
     if stream_it {
