@@ -402,7 +402,7 @@ async fn attempt(
                 return Attempt::Failed { status: 502, next: next.error, sent: false };
             }
             Err(_) => {
-                log_upstream(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
+                log_timeout(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
                 push_times(ctx, 504, None, None, started);
                 return Attempt::Failed { status: 504, next: next.timeout, sent: false };
             }
@@ -465,7 +465,9 @@ async fn attempt(
             };
             // An empty reason was logged already (FastCGI's stderr caught
             // by fastcgi_catch_stderr).
-            if !why.is_empty() {
+            if status == 504 {
+                log_timeout(ctx, p, &why);
+            } else if !why.is_empty() {
                 log_upstream(ctx, p, &why);
             }
             push_times(ctx, status, Some(connect_ms), None, started);
@@ -527,6 +529,13 @@ fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &
     log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
 }
 
+/// A timeout's line: nginx logs it after letting the peer go, when a unix
+/// socket's name no longer gets its `:` before the URI.
+fn log_timeout(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
+    let suffix = suffix_with(ctx, &p.name, false);
+    log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, suffix);
+}
+
 /// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
 /// nginx's "... while reading upstream" line.
 pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
@@ -552,6 +561,12 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
 /// nginx's context for upstream errors: client, server, request, then the
 /// upstream URL, then host.
 fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
+    suffix_with(ctx, peer, true)
+}
+
+/// [`upstream_suffix`]; `unix_sep`: a unix socket's name is followed by
+/// `:` (nginx, while it holds the peer).
+fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
     // FastCGI has no URI to show (nginx logs `fastcgi://ADDRESS`).
     let mut uri = Vec::new();
     if let Some(pass) = ctx.proxy_pass.as_ref().filter(|p| p.protocol == Protocol::Http) {
@@ -563,7 +578,7 @@ fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
         _ => "http",
     };
     // nginx separates a unix socket's path from the URI with a colon.
-    let sep = if peer.starts_with("unix:") { ":" } else { "" };
+    let sep = if unix_sep && peer.starts_with("unix:") { ":" } else { "" };
     let mut s = format!(
         "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}{}\"",
         ctx.conn.peer.ip(),
@@ -710,10 +725,8 @@ fn build_response<'c>(
             Protocol::Http if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") => {
                 *v = rewrite_location(ctx, pass, v).into();
             }
-            // nginx's header filter makes a local Location absolute.
-            Protocol::FastCgi if n.eq_ignore_ascii_case("location") && v.starts_with(b"/") => {
-                *v = crate::handler::ret::absolute_location(ctx, v).into();
-            }
+            // FastCGI's Location goes as the script wrote it (nginx keeps
+            // an upstream's relative Location relative too).
             _ => {}
         }
     }
