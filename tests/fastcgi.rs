@@ -602,3 +602,132 @@ fn queued_requests_are_served_in_arrival_order() {
     let arrival: Vec<usize> = arrived.iter().map(|(_, i)| *i).collect();
     assert_eq!(order, arrival, "the order PHP saw them in, and the arrival order\n{}", lines.join("\n"));
 }
+
+/// A FastCGI application on loopback TCP that reads each request (to its
+/// empty STDIN record) and answers with the bytes `reply` gives for the
+/// request's number, then closes.
+fn raw_app(reply: impl Fn(usize) -> Vec<u8> + Send + 'static) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (n, c) in l.incoming().enumerate() {
+            let Ok(mut c) = c else { return };
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            // Records until the empty STDIN.
+            loop {
+                let mut h = [0u8; 8];
+                if std::io::Read::read_exact(&mut c, &mut h).is_err() {
+                    break;
+                }
+                let len = u16::from_be_bytes([h[4], h[5]]) as usize + h[6] as usize;
+                let mut skip = vec![0u8; len];
+                if std::io::Read::read_exact(&mut c, &mut skip).is_err() {
+                    break;
+                }
+                if h[1] == 5 && h[4] == 0 && h[5] == 0 {
+                    break;
+                }
+            }
+            let _ = std::io::Write::write_all(&mut c, &reply(n));
+        }
+    });
+    port
+}
+
+fn rec(kind: u8, content: &[u8]) -> Vec<u8> {
+    let mut v = vec![1, kind, 0, 1, (content.len() >> 8) as u8, content.len() as u8, 0, 0];
+    v.extend_from_slice(content);
+    v
+}
+
+fn end_request() -> Vec<u8> {
+    rec(3, &[0; 8])
+}
+
+#[test]
+fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one() {
+    let cases: Vec<Vec<u8>> = vec![
+        // 0: another protocol version.
+        [vec![2, 6, 0, 1, 0, 5, 0, 0], b"hello".to_vec()].concat(),
+        // 1: END_REQUEST before any header.
+        end_request(),
+        // 2: the body cut off: no END_REQUEST.
+        rec(6, b"Content-Type: text/plain\r\n\r\nhello"),
+        // 3: a Location without Status.
+        [rec(6, b"Location: /there\r\n\r\n"), end_request()].concat(),
+        // 4: an invalid Status.
+        [rec(6, b"Status: abc\r\n\r\n"), end_request()].concat(),
+        // 5: the head cut off.
+        rec(6, b"Content-Type: text/pl"),
+        // 6: an unexpected record type.
+        [rec(5, b"x"), end_request()].concat(),
+        // 7: a well-formed answer in tiny records, with stderr between.
+        [
+            rec(6, b"Status: 201 Created\r\nX-A: 1\r\n"),
+            rec(7, b"warned\n"),
+            rec(6, b"Set-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n"),
+            rec(6, b"bo"),
+            rec(6, b"dy"),
+            rec(6, b""),
+            end_request(),
+        ]
+        .concat(),
+    ];
+    let app = raw_app(move |n| cases[n % cases.len()].clone());
+    let s = with_conf_files(builder().http(&format!(
+        r#"
+        server {{
+            listen 127.0.0.1:{{port}};
+            server_name localhost;
+            location / {{
+                include fastcgi_params;
+                fastcgi_pass 127.0.0.1:{app};
+            }}
+        }}
+        "#
+    )))
+    .start();
+    let raw_get = |path: &str| {
+        request_to_close(
+            s.port,
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+    };
+    let status = |raw: &[u8]| String::from_utf8_lossy(&raw[..12.min(raw.len())]).into_owned();
+    let log_has = |what: &str| {
+        let log = wait_contains(&s.path("logs/error.log"), what, LOG_WAIT);
+        line_with(&log, what).to_string()
+    };
+    let r = raw_get("/0");
+    assert_eq!(status(&r), "HTTP/1.1 502");
+    let l = log_has("upstream sent unsupported FastCGI protocol version: 2");
+    assert!(l.contains("while reading response header from upstream"), "{l}");
+
+    assert_eq!(status(&raw_get("/1")), "HTTP/1.1 502");
+    log_has("upstream prematurely closed FastCGI stdout while reading response header from upstream");
+
+    let r = raw_get("/2");
+    let text = String::from_utf8_lossy(&r).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("hello"), "{text}");
+    assert!(!text.ends_with("0\r\n\r\n"), "a cut body must not end like a whole one: {text:?}");
+    log_has("upstream prematurely closed connection while reading upstream");
+
+    let r = request(s.port, "GET /3 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.header("location")), (302, Some("/there")), "{}", r.head);
+
+    assert_eq!(status(&raw_get("/4")), "HTTP/1.1 502");
+    log_has("upstream sent invalid status \"abc\" while reading response header from upstream");
+
+    assert_eq!(status(&raw_get("/5")), "HTTP/1.1 502");
+    log_has("upstream prematurely closed connection while reading response header from upstream");
+
+    assert_eq!(status(&raw_get("/6")), "HTTP/1.1 502");
+    log_has("upstream sent invalid FastCGI record type: 5");
+
+    let r = request(s.port, "GET /7 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (201, "body"), "{}", r.head);
+    assert_eq!(r.headers_named("set-cookie"), vec!["a=1", "b=2"]);
+    assert_eq!(r.header("x-a"), Some("1"));
+    log_has("FastCGI sent in stderr: \"warned\" while reading response header from upstream");
+}

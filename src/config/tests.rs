@@ -330,3 +330,39 @@ fn compression_directive_errors() {
     );
     assert!(e("gzip_disable \"(\";").contains("in /etc/t.conf:1"));
 }
+
+#[test]
+fn fastcgi_directives_share_the_proxy_rules_with_their_own_names() {
+    let c = try_load(
+        "events {} http { fastcgi_read_timeout 5s; fastcgi_buffers 4 8k; \
+         server { location ~ \\.php$ { fastcgi_pass unix:/run/php.sock; fastcgi_param A $uri; \
+         fastcgi_param B $args if_not_empty; fastcgi_keep_conn on; fastcgi_next_upstream error http_500; } } }",
+    )
+    .expect("valid");
+    let loc = &c.http.servers[0].locations.regex[0].conf;
+    assert_eq!(loc.fastcgi.up.read_timeout, std::time::Duration::from_secs(5));
+    assert_eq!((loc.fastcgi.up.buffers.number, loc.fastcgi.up.buffers.size), (4, 8192));
+    assert_eq!(loc.proxy.up.read_timeout, std::time::Duration::from_secs(60), "the proxy's own");
+    assert_eq!(loc.fastcgi.params.len(), 2);
+    assert!(loc.fastcgi.params[1].if_not_empty && loc.fastcgi.keep_conn);
+    assert!(loc.fastcgi.up.next_upstream.http_500 && !loc.fastcgi.up.next_upstream.timeout);
+    assert!(loc.fastcgi.pass.is_some() && loc.proxy.pass.is_none());
+    assert_eq!(
+        err("events {} http { fastcgi_buffers 1 4k; }"),
+        "there must be at least 2 \"fastcgi_buffers\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { fastcgi_next_upstream http_502; }"),
+        "invalid value \"http_502\" in \"fastcgi_next_upstream\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { fastcgi_param A b maybe; }"),
+        "invalid value \"maybe\" in \"fastcgi_param\" directive in /etc/t.conf:1"
+    );
+    assert!(err("events {} http { server { location / { fastcgi_split_path_info ^(.+)$; } } }").contains("2 captures"));
+    assert!(err("events {} http { server { location / { fastcgi_pass php; } } }").contains("no port in upstream"));
+    assert!(err("events {} http { fastcgi_pass 127.0.0.1:9000; }").contains("not allowed here"));
+    // An upstream block by name.
+    try_load("events {} http { upstream php { server 127.0.0.1:9000; } server { location / { fastcgi_pass php; } } }")
+        .expect("upstream name");
+}

@@ -368,3 +368,48 @@ impl Body {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(text: &[u8]) -> Result<ResponseHead, HeadError> {
+        let mut slots = [httparse::EMPTY_HEADER; 16];
+        let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(text, &mut slots) else {
+            panic!("not a complete head: {:?}", String::from_utf8_lossy(text));
+        };
+        interpret(fields, &UpstreamConf::default(), super::super::conf::Ignore::default())
+    }
+
+    fn names(h: &ResponseHead) -> Vec<String> {
+        h.headers.iter().map(|(n, v)| format!("{}: {}", n, String::from_utf8_lossy(v))).collect()
+    }
+
+    #[test]
+    fn status_location_and_fields() {
+        let h = head(b"Status: 404 Not Found\r\nContent-Type: text/html\r\nX-A: 1\r\n\r\n").expect("valid");
+        assert_eq!(h.status, 404);
+        assert_eq!(h.content_type.as_deref(), Some("text/html"));
+        assert_eq!(names(&h), ["X-A: 1"]);
+        let h = head(b"Location: /x\r\n\r\n").expect("valid");
+        assert_eq!((h.status, names(&h)), (302, vec!["Location: /x".to_string()]));
+        let h = head(b"Location: http://a/\r\nStatus: 301\r\n\r\n").expect("valid");
+        assert_eq!(h.status, 301);
+        let h = head(b"Set-Cookie: a=1\nSet-Cookie: b=2\nX-Accel-Buffering: no\nServer: php\n\n").expect("valid");
+        assert_eq!((h.status, names(&h)), (200, vec!["Set-Cookie: a=1".to_string(), "Set-Cookie: b=2".into()]));
+        assert_eq!(h.accel_buffering, Some(false));
+        let h = head(b"Content-Length: 12\r\n\r\n").expect("valid");
+        assert_eq!(h.framing_len(), Some(12));
+    }
+
+    #[test]
+    fn refuses_bad_status_and_length() {
+        for bad in
+            [&b"Status: abc\r\n\r\n"[..], b"Status: 99\r\n\r\n", b"Status: \r\n\r\n", b"Content-Length: -1\r\n\r\n"]
+        {
+            assert!(head(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        // nginx reads the first three bytes (ngx_atoi(data, 3)).
+        assert_eq!(head(b"Status: 2000\r\n\r\n").expect("valid").status, 200);
+    }
+}
