@@ -672,6 +672,7 @@ fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one(
             end_request(),
         ]
         .concat(),
+        [rec(6, b"X-A: 1\r\n"), rec(6, b""), end_request()].concat(),
     ];
     let app = raw_app(move |n| cases[n % cases.len()].clone());
     let s = with_conf_files(builder().http(&format!(
@@ -704,14 +705,20 @@ fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one(
     assert!(l.contains("while reading response header from upstream"), "{l}");
 
     assert_eq!(status(&raw_get("/1")), "HTTP/1.1 502");
-    log_has("upstream prematurely closed FastCGI stdout while reading response header from upstream");
+    log_has("upstream sent unexpected FastCGI record: 3 while reading response header from upstream");
 
     let r = raw_get("/2");
     let text = String::from_utf8_lossy(&r).into_owned();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("hello"), "{text}");
-    assert!(!text.ends_with("0\r\n\r\n"), "a cut body must not end like a whole one: {text:?}");
-    log_has("upstream prematurely closed connection while reading upstream");
+    if prog() == "nginx" {
+        // nginx 1.22 ends the chunked response as if it were whole, and
+        // logs nothing; sluice never makes a cut body look complete.
+        assert!(text.ends_with("0\r\n\r\n"), "{text:?}");
+    } else {
+        assert!(!text.ends_with("0\r\n\r\n"), "a cut body must not end like a whole one: {text:?}");
+        log_has("upstream prematurely closed connection while reading upstream");
+    }
 
     let r = request(s.port, "GET /3 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     assert_eq!((r.status, r.header("location")), (302, Some("/there")), "{}", r.head);
@@ -730,4 +737,8 @@ fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one(
     assert_eq!(r.headers_named("set-cookie"), vec!["a=1", "b=2"]);
     assert_eq!(r.header("x-a"), Some("1"));
     log_has("FastCGI sent in stderr: \"warned\" while reading response header from upstream");
+
+    // STDOUT closed before the head ended.
+    assert_eq!(status(&raw_get("/8")), "HTTP/1.1 502");
+    log_has("upstream prematurely closed FastCGI stdout while reading response header from upstream");
 }

@@ -129,7 +129,8 @@ impl std::fmt::Display for Error {
 /// from the decoder (`'s`).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Event<'i, 's> {
-    /// A piece of STDOUT (records may arrive split; so do these).
+    /// A piece of STDOUT (records may arrive split; so do these); empty for
+    /// the empty record that ends the stream.
     Stdout(&'i [u8]),
     /// One whole STDERR record's content.
     Stderr(&'s [u8]),
@@ -156,13 +157,15 @@ pub struct Decoder {
     head: [u8; 8],
     have: usize,
     padding: usize,
+    /// The record being read has no content.
+    empty_record: bool,
     /// The STDERR record being read.
     stderr: Vec<u8>,
 }
 
 impl Default for Decoder {
     fn default() -> Self {
-        Decoder { state: State::Header, head: [0; 8], have: 0, padding: 0, stderr: Vec::new() }
+        Decoder { state: State::Header, head: [0; 8], have: 0, padding: 0, empty_record: false, stderr: Vec::new() }
     }
 }
 
@@ -211,6 +214,7 @@ impl Decoder {
                     }
                     let len = u16::from_be_bytes([h[4], h[5]]) as usize;
                     self.padding = h[6] as usize;
+                    self.empty_record = len == 0;
                     self.stderr.clear();
                     self.state = State::Content { kind, left: len };
                     if len == 0 && !self.finish_content(kind, on) {
@@ -255,6 +259,11 @@ impl Decoder {
     fn finish_content<'i>(&mut self, kind: u8, on: &mut dyn for<'s> FnMut(Event<'i, 's>) -> bool) -> bool {
         let mut go_on = true;
         match kind {
+            // An empty STDOUT record closes the stream: told as an empty
+            // piece (nginx refuses it before the head is complete).
+            STDOUT if self.empty_record => {
+                go_on = on(Event::Stdout(&[]));
+            }
             STDERR if !self.stderr.is_empty() => {
                 let e = std::mem::take(&mut self.stderr);
                 go_on = on(Event::Stderr(&e));

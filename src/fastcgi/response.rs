@@ -83,13 +83,14 @@ impl Reader {
     /// Takes the records in `buf` (what it uses is drained); Ok(None) while
     /// more are needed. `conf.buffer_size` bounds the head.
     pub fn parse(&mut self, buf: &mut Vec<u8>, conf: &UpstreamConf) -> Result<Option<ResponseHead>, HeadError> {
-        let (mut caught, mut ended) = (false, false);
+        let (mut caught, mut ended, mut closed) = (false, false, false);
         let discard = self.waiting.is_some();
         let (stdout, stderr) = (&mut self.stdout, &self.stderr);
         let used = self
             .dec
             .feed(buf, &mut |e| {
                 match e {
+                    Event::Stdout([]) => closed |= !ended,
                     Event::Stdout(b) if !discard => stdout.extend_from_slice(b),
                     Event::Stdout(_) => {}
                     Event::Stderr(b) => caught |= stderr.write(b, "reading response header from upstream"),
@@ -112,8 +113,13 @@ impl Reader {
         }
         let limit = conf.buffer_size.max(1024);
         let Some((head_len, mut head)) = self.head(conf)? else {
-            if ended {
+            // nginx's words for the stream ending before the head did: an
+            // empty STDOUT, or END_REQUEST (a record it did not expect).
+            if closed {
                 return Err(HeadError::Invalid("upstream prematurely closed FastCGI stdout"));
+            }
+            if ended {
+                return Err(HeadError::Invalid("upstream sent unexpected FastCGI record: 3"));
             }
             if self.stdout.len() >= limit {
                 return Err(HeadError::Invalid("upstream sent too big header"));
