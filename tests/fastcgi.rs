@@ -673,6 +673,10 @@ fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one(
         ]
         .concat(),
         [rec(6, b"X-A: 1\r\n"), rec(6, b""), end_request()].concat(),
+        // 9: stderr that fastcgi_catch_stderr catches.
+        [rec(7, b"boom: fatal\n"), rec(6, b"Content-Type: text/plain\r\n\r\nfine"), end_request()].concat(),
+        // 10: a 404 that fastcgi_intercept_errors hands to error_page.
+        [rec(6, b"Status: 404\r\n\r\nscript's own page"), end_request()].concat(),
     ];
     let app = raw_app(move |n| cases[n % cases.len()].clone());
     let s = with_conf_files(builder().http(&format!(
@@ -680,13 +684,25 @@ fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one(
         server {{
             listen 127.0.0.1:{{port}};
             server_name localhost;
+            root {{prefix}}/html;
             location / {{
                 include fastcgi_params;
                 fastcgi_pass 127.0.0.1:{app};
             }}
+            location /catch/ {{
+                fastcgi_catch_stderr "boom";
+                fastcgi_pass 127.0.0.1:{app};
+            }}
+            location /intercept/ {{
+                fastcgi_intercept_errors on;
+                error_page 404 /err.html;
+                fastcgi_pass 127.0.0.1:{app};
+            }}
+            location = /err.html {{ }}
         }}
         "#
     )))
+    .file("html/err.html", "our error page\n")
     .start();
     let raw_get = |path: &str| {
         request_to_close(
@@ -741,4 +757,44 @@ fn malformed_or_truncated_records_are_a_502_or_a_cut_response_never_a_whole_one(
     // STDOUT closed before the head ended.
     assert_eq!(status(&raw_get("/8")), "HTTP/1.1 502");
     log_has("upstream prematurely closed FastCGI stdout while reading response header from upstream");
+
+    assert_eq!(status(&raw_get("/catch/9")), "HTTP/1.1 502");
+    log_has("FastCGI sent in stderr: \"boom: fatal\" while reading response header from upstream");
+
+    let r = request(s.port, "GET /intercept/10 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (404, "our error page\n"), "{}", r.head);
+}
+
+#[test]
+fn fastcgi_pass_with_variables_and_an_upstream_name() {
+    let fpm = Fpm::start();
+    let sock = fpm.sock.display().to_string();
+    let http = format!(
+        r#"
+        upstream php {{ server unix:{sock}; }}
+        map $arg_via $fcgi {{ default unix:{sock}; up php; nowhere php.example:9000; noport php.example; }}
+        server {{
+            listen 127.0.0.1:{{port}};
+            server_name localhost;
+            root {{prefix}}/html;
+            location ~ \.php$ {{
+                include fastcgi.conf;
+                fastcgi_pass $fcgi;
+            }}
+        }}
+        "#
+    );
+    let s = with_conf_files(builder().http(&http)).start();
+    for via in ["", "up"] {
+        let r = get(s.port, &format!("/info.php?via={via}"), "");
+        assert_eq!(r.status, 200, "via={via}: {}\n{}", r.head, s.error_log());
+        assert_eq!(field(&r.text(), "SCRIPT_NAME"), Some("/info.php"));
+    }
+    let r = get(s.port, "/info.php?via=nowhere", "");
+    assert_eq!(r.status, 502);
+    wait_contains(&s.path("logs/error.log"), "no resolver defined to resolve php.example", LOG_WAIT);
+    // A name without a port is no address at all: nginx's 500.
+    let r = get(s.port, "/info.php?via=noport", "");
+    assert_eq!(r.status, 500);
+    wait_contains(&s.path("logs/error.log"), "no port in upstream \"php.example\"", LOG_WAIT);
 }

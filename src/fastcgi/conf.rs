@@ -159,7 +159,7 @@ pub fn fastcgi_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
 }
 
 /// Whether `host:port` (or `[v6]:port`) names a port.
-fn has_port(a: &str) -> bool {
+pub(crate) fn has_port(a: &str) -> bool {
     match a.rsplit_once(':') {
         Some((h, p)) => p.parse::<u16>().is_ok() && (!h.contains(':') || h.ends_with(']')),
         None => false,

@@ -133,7 +133,8 @@ fn merged_headers(ctx: &ReqCtx<'_, '_>) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 /// `fastcgi_pass` with variables: the rendered value names an upstream
 /// block, or is an address (`host:port` with an IP, `unix:/path`); any
-/// other name is nginx's "no resolver defined" 502.
+/// other name is nginx's "no resolver defined" 502 (or, without a port,
+/// its "no port in upstream" 500).
 pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Arc<ProxyPass>, u16> {
     let rendered = tpl.render_to_vec(&Vars::request(ctx));
     let authority = String::from_utf8_lossy(&rendered).into_owned();
@@ -150,6 +151,12 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
                     return Err(502);
                 }
             }
+        }
+        // A name without a port is no address (nginx's 500); with one,
+        // nginx would need a `resolver` (its 502).
+        None if !conf::has_port(&authority) => {
+            log_req!(ctx, Level::Error, "no port in upstream \"{}\"", authority);
+            return Err(500);
         }
         None => {
             let host = authority.rsplit_once(':').map_or(authority.as_str(), |(h, _)| h);

@@ -539,6 +539,10 @@ fn log_timeout(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &s
 /// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
 /// nginx's "... while reading upstream" line.
 pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
+    // Logged already (FastCGI's stderr caught by fastcgi_catch_stderr).
+    if matches!(e, BodyError::Protocol(why) if why.is_empty()) {
+        return;
+    }
     let (level, why) = match e {
         BodyError::Timeout => (Level::Error, "upstream timed out (110: Connection timed out)"),
         BodyError::Truncated => (Level::Error, "upstream prematurely closed connection"),
