@@ -11,6 +11,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod connection;
+pub mod fastcgi;
 pub mod filter;
 pub mod fuzzing;
 pub mod handler;

@@ -42,6 +42,10 @@ pub enum Var {
     ContentLength,
     DocumentRoot,
     RequestFilename,
+    /// The document root with symbolic links resolved.
+    RealpathRoot,
+    FastcgiScriptName,
+    FastcgiPathInfo,
     Version,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
@@ -138,6 +142,10 @@ impl Var {
             "content_length" => Var::ContentLength,
             "document_root" => Var::DocumentRoot,
             "request_filename" => Var::RequestFilename,
+            "realpath_root" => Var::RealpathRoot,
+            "fastcgi_script_name" => Var::FastcgiScriptName,
+            "fastcgi_path_info" => Var::FastcgiPathInfo,
+            "request_scheme" => Var::Scheme,
             "nginx_version" | "sluice_version" => Var::Version,
             _ => {
                 let header = |rest: &str| rest.replace('_', "-");

@@ -263,7 +263,11 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..SslConf::default()
         },
         http2: Http2Conf::default(),
-        proxy: super::proxy::ProxyConf { buffers: super::proxy_buffers::BufferConf::new(prefix), ..Default::default() },
+        proxy: super::proxy::ProxyConf {
+            up: super::proxy::UpstreamConf::new(prefix.join("proxy_temp")),
+            ..Default::default()
+        },
+        fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
         cache: Default::default(),
         compress: Default::default(),
     }
@@ -279,6 +283,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.empty_gif = false;
     c.check_status = None;
     c.proxy.pass = None;
+    c.fastcgi.pass = None;
     c
 }
 

@@ -204,6 +204,8 @@ pub struct LocConf {
     pub cache: crate::cache::conf::CacheConf,
     /// gzip, brotli and zstd, on the fly and precompressed.
     pub compress: super::compress::CompressConf,
+    /// `fastcgi_*` (the FastCGI module's settings).
+    pub fastcgi: crate::fastcgi::conf::FastcgiConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -103,6 +103,20 @@ pub struct ProxyPass {
     /// The URI part replaces the whole request URI (a URL with variables,
     /// as nginx passes it).
     pub uri_whole: bool,
+    /// What the upstream speaks.
+    pub protocol: Protocol,
+}
+
+/// The protocols the upstream core speaks: the seam between the shared
+/// machinery (`crate::proxy`: peers, pools, queue, retries, timeouts,
+/// read-ahead, cache, logs) and what each protocol does its own way (how
+/// the request is written, how the response head and body are framed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// `proxy_pass`: HTTP/1.x (over TLS with `https://`).
+    Http,
+    /// `fastcgi_pass` (`crate::fastcgi`).
+    FastCgi,
 }
 
 /// `proxy_pass`, as written: settled at load time, or with variables.
@@ -158,29 +172,23 @@ impl NextUpstream {
     }
 }
 
-/// The `proxy_*` settings of a level (inherited like nginx's).
+/// The settings every upstream protocol shares (the `proxy_*` and
+/// `fastcgi_*` directives of the same name set them): timeouts, retries,
+/// read-ahead buffering, error interception and header filtering. The
+/// upstream core (`crate::proxy`) reads only these, whichever protocol the
+/// location speaks.
 #[derive(Clone)]
-pub struct ProxyConf {
-    /// The content handler; not inherited (as `return`).
-    pub pass: Option<Pass>,
-    /// `proxy_set_header`: nginx's defaults are `Host $proxy_host` and
-    /// `Connection close`; an empty value removes the header.
-    pub set_headers: Vec<(String, Template)>,
+pub struct UpstreamConf {
+    /// `*_hide_header` / `*_pass_header`, lowercase.
     pub hide_headers: Vec<String>,
     pub pass_headers: Vec<String>,
-    pub http_version_11: bool,
-    pub ssl_verify: bool,
-    pub ssl_trusted_certificate: Option<std::path::PathBuf>,
-    pub ssl_server_name: bool,
-    /// `proxy_ssl_name`; None: the host of `$proxy_host`.
-    pub ssl_name: Option<String>,
     pub connect_timeout: Duration,
     pub send_timeout: Duration,
     pub read_timeout: Duration,
     pub next_upstream: NextUpstream,
     pub next_upstream_tries: u32,
     pub next_upstream_timeout: Duration,
-    /// `proxy_buffering`: read the origin ahead of the client (the origin's
+    /// `*_buffering`: read the origin ahead of the client (the origin's
     /// `X-Accel-Buffering` may change it per response).
     pub buffering: bool,
     pub buffer_size: usize,
@@ -189,8 +197,56 @@ pub struct ProxyConf {
     /// Whether the origin request goes on when the client leaves.
     pub ignore_client_abort: bool,
     pub intercept_errors: bool,
+}
+
+impl UpstreamConf {
+    /// nginx's defaults, with temporary files under `temp_path`.
+    pub fn new(temp_path: std::path::PathBuf) -> UpstreamConf {
+        let mut buffers = super::proxy_buffers::BufferConf::new(std::path::Path::new(""));
+        buffers.temp_path = temp_path;
+        UpstreamConf {
+            hide_headers: Vec::new(),
+            pass_headers: Vec::new(),
+            connect_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(60),
+            next_upstream: NextUpstream::DEFAULT,
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
+            buffering: true,
+            buffer_size: super::proxy_buffers::PAGE,
+            buffers,
+            request_buffering: true,
+            ignore_client_abort: false,
+            intercept_errors: false,
+        }
+    }
+}
+
+impl Default for UpstreamConf {
+    fn default() -> Self {
+        UpstreamConf::new(std::path::PathBuf::from("proxy_temp"))
+    }
+}
+
+/// The `proxy_*` settings of a level (inherited like nginx's).
+#[derive(Clone)]
+pub struct ProxyConf {
+    /// The content handler; not inherited (as `return`).
+    pub pass: Option<Pass>,
+    /// `proxy_set_header`: nginx's defaults are `Host $proxy_host` and
+    /// `Connection close`; an empty value removes the header.
+    pub set_headers: Vec<(String, Template)>,
+    pub http_version_11: bool,
+    pub ssl_verify: bool,
+    pub ssl_trusted_certificate: Option<std::path::PathBuf>,
+    pub ssl_server_name: bool,
+    /// `proxy_ssl_name`; None: the host of `$proxy_host`.
+    pub ssl_name: Option<String>,
     /// `proxy_redirect`: None is `off`; `default` is resolved per request.
     pub redirect: Redirect,
+    /// What the upstream core reads (shared with `fastcgi_*`).
+    pub up: UpstreamConf,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -206,26 +262,13 @@ impl Default for ProxyConf {
         ProxyConf {
             pass: None,
             set_headers: default_headers(),
-            hide_headers: Vec::new(),
-            pass_headers: Vec::new(),
             http_version_11: false,
             ssl_verify: false,
             ssl_trusted_certificate: None,
             ssl_server_name: false,
             ssl_name: None,
-            connect_timeout: Duration::from_secs(60),
-            send_timeout: Duration::from_secs(60),
-            read_timeout: Duration::from_secs(60),
-            next_upstream: NextUpstream::DEFAULT,
-            next_upstream_tries: 0,
-            next_upstream_timeout: Duration::ZERO,
-            buffering: true,
-            buffer_size: super::proxy_buffers::PAGE,
-            buffers: super::proxy_buffers::BufferConf::new(std::path::Path::new("")),
-            request_buffering: true,
-            ignore_client_abort: false,
-            intercept_errors: false,
             redirect: Redirect::Default,
+            up: UpstreamConf::default(),
         }
     }
 }
@@ -239,15 +282,7 @@ pub fn reset_set_headers(c: &mut LocConf) {
     c.proxy.set_headers = default_headers();
 }
 
-pub fn reset_hide_headers(c: &mut LocConf) {
-    c.proxy.hide_headers.clear();
-}
-
-pub fn reset_pass_headers(c: &mut LocConf) {
-    c.proxy.pass_headers.clear();
-}
-
-fn duration(d: &Directive) -> Result<Duration, ConfError> {
+pub(crate) fn duration(d: &Directive) -> Result<Duration, ConfError> {
     let v = arg(d, 0);
     value::parse_time(v).ok_or_else(|| invalid(d, v))
 }
@@ -341,6 +376,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     if raw.contains('$') {
         let tpl = Template::compile(raw).map_err(|e| ConfError::at(e, &d.span))?;
         c.proxy.pass = Some(Pass::Vars(Arc::new(tpl)));
+        c.fastcgi.pass = None;
         return Ok(());
     }
     let url = split_url(raw).map_err(|m| ConfError::at(m, &d.span))?;
@@ -369,7 +405,9 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         tls: url.tls,
         proxy_host,
         location_len: ctx.location_len,
+        protocol: Protocol::Http,
     })));
+    c.fastcgi.pass = None;
     Ok(())
 }
 
@@ -404,85 +442,12 @@ pub fn proxy_set_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn proxy_hide_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.hide_headers.push(arg(d, 0).to_ascii_lowercase());
-    Ok(())
-}
-
-pub fn proxy_pass_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.pass_headers.push(arg(d, 0).to_ascii_lowercase());
-    Ok(())
-}
-
 pub fn proxy_http_version(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.proxy.http_version_11 = match arg(d, 0) {
         "1.0" => false,
         "1.1" => true,
         v => return Err(invalid(d, v)),
     };
-    Ok(())
-}
-
-pub fn proxy_connect_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.connect_timeout = duration(d)?;
-    Ok(())
-}
-
-pub fn proxy_send_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.send_timeout = duration(d)?;
-    Ok(())
-}
-
-pub fn proxy_read_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.read_timeout = duration(d)?;
-    Ok(())
-}
-
-pub fn proxy_next_upstream(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let mut n = NextUpstream::OFF;
-    for w in &d.args {
-        match w.text.as_str() {
-            "off" if d.args.len() == 1 => {}
-            "error" => n.error = true,
-            "timeout" => n.timeout = true,
-            "invalid_header" => n.invalid_header = true,
-            "http_500" => n.http_500 = true,
-            "http_502" => n.http_502 = true,
-            "http_503" => n.http_503 = true,
-            "http_504" => n.http_504 = true,
-            "http_403" => n.http_403 = true,
-            "http_404" => n.http_404 = true,
-            "http_429" => n.http_429 = true,
-            "non_idempotent" => n.non_idempotent = true,
-            v => return Err(invalid(d, v)),
-        }
-    }
-    c.proxy.next_upstream = n;
-    Ok(())
-}
-
-pub fn proxy_next_upstream_tries(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.next_upstream_tries = number(d, 0)?.min(u32::MAX as u64) as u32;
-    Ok(())
-}
-
-pub fn proxy_next_upstream_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.next_upstream_timeout = duration(d)?;
-    Ok(())
-}
-
-pub fn proxy_request_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.request_buffering = flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_ignore_client_abort(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.ignore_client_abort = flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.intercept_errors = flag(d)?;
     Ok(())
 }
 
@@ -692,3 +657,169 @@ pub fn proxy_ssl_trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut C
     c.proxy.ssl_trusted_certificate = Some(p);
     Ok(())
 }
+
+/// Setters of the [`UpstreamConf`] settings, shared by every module that
+/// speaks to upstreams: [`upstream_directives!`] wraps each for a module's
+/// `LocConf` field, so `proxy_read_timeout` and `fastcgi_read_timeout`
+/// parse alike.
+pub mod shared {
+    use super::{NextUpstream, UpstreamConf, duration};
+    use crate::config::parser::Directive;
+    use crate::config::set_main::{arg, flag, invalid, number};
+    use crate::config::table::R;
+
+    pub fn hide_header(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.hide_headers.push(arg(d, 0).to_ascii_lowercase());
+        Ok(())
+    }
+
+    pub fn pass_header(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.pass_headers.push(arg(d, 0).to_ascii_lowercase());
+        Ok(())
+    }
+
+    pub fn connect_timeout(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.connect_timeout = duration(d)?;
+        Ok(())
+    }
+
+    pub fn send_timeout(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.send_timeout = duration(d)?;
+        Ok(())
+    }
+
+    pub fn read_timeout(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.read_timeout = duration(d)?;
+        Ok(())
+    }
+
+    pub fn next_upstream(u: &mut UpstreamConf, d: &Directive) -> R {
+        let mut n = NextUpstream::OFF;
+        for w in &d.args {
+            match w.text.as_str() {
+                "off" if d.args.len() == 1 => {}
+                "error" => n.error = true,
+                "timeout" => n.timeout = true,
+                "invalid_header" => n.invalid_header = true,
+                "http_500" => n.http_500 = true,
+                "http_502" if !d.name.starts_with("fastcgi") => n.http_502 = true,
+                "http_503" => n.http_503 = true,
+                "http_504" if !d.name.starts_with("fastcgi") => n.http_504 = true,
+                "http_403" => n.http_403 = true,
+                "http_404" => n.http_404 = true,
+                "http_429" => n.http_429 = true,
+                "non_idempotent" => n.non_idempotent = true,
+                v => return Err(invalid(d, v)),
+            }
+        }
+        u.next_upstream = n;
+        Ok(())
+    }
+
+    pub fn next_upstream_tries(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.next_upstream_tries = number(d, 0)?.min(u32::MAX as u64) as u32;
+        Ok(())
+    }
+
+    pub fn next_upstream_timeout(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.next_upstream_timeout = duration(d)?;
+        Ok(())
+    }
+
+    pub fn request_buffering(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.request_buffering = flag(d)?;
+        Ok(())
+    }
+
+    pub fn ignore_client_abort(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.ignore_client_abort = flag(d)?;
+        Ok(())
+    }
+
+    pub fn intercept_errors(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.intercept_errors = flag(d)?;
+        Ok(())
+    }
+}
+
+/// The `LocConf` setters of the shared upstream settings for a module
+/// whose settings live in `LocConf::$field` (with an `up: UpstreamConf`):
+/// a module `$module` with one function per directive suffix
+/// (`connect_timeout`, `buffers`, ...) for its directive table.
+#[macro_export]
+macro_rules! upstream_directives {
+    ($module:ident, $field:ident) => {
+        pub mod $module {
+            use $crate::config::build::Ctx;
+            use $crate::config::model::LocConf;
+            use $crate::config::parser::Directive;
+            use $crate::config::proxy::shared;
+            use $crate::config::proxy_buffers as b;
+            use $crate::config::table::R;
+
+            pub fn reset_hide_headers(c: &mut LocConf) {
+                c.$field.up.hide_headers.clear();
+            }
+            pub fn reset_pass_headers(c: &mut LocConf) {
+                c.$field.up.pass_headers.clear();
+            }
+            pub fn hide_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::hide_header(&mut c.$field.up, d)
+            }
+            pub fn pass_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::pass_header(&mut c.$field.up, d)
+            }
+            pub fn connect_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::connect_timeout(&mut c.$field.up, d)
+            }
+            pub fn send_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::send_timeout(&mut c.$field.up, d)
+            }
+            pub fn read_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::read_timeout(&mut c.$field.up, d)
+            }
+            pub fn next_upstream(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::next_upstream(&mut c.$field.up, d)
+            }
+            pub fn next_upstream_tries(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::next_upstream_tries(&mut c.$field.up, d)
+            }
+            pub fn next_upstream_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::next_upstream_timeout(&mut c.$field.up, d)
+            }
+            pub fn request_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::request_buffering(&mut c.$field.up, d)
+            }
+            pub fn ignore_client_abort(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::ignore_client_abort(&mut c.$field.up, d)
+            }
+            pub fn intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::intercept_errors(&mut c.$field.up, d)
+            }
+            pub fn buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                b::buffering(&mut c.$field.up, d)
+            }
+            pub fn buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                b::buffer_size(&mut c.$field.up, d)
+            }
+            pub fn buffers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                b::buffers(&mut c.$field.up, d)
+            }
+            pub fn busy_buffers_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                b::busy_buffers_size(&mut c.$field.up, d)
+            }
+            pub fn temp_file_write_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                b::temp_file_write_size(&mut c.$field.up, d)
+            }
+            pub fn max_temp_file_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                b::max_temp_file_size(&mut c.$field.up, d)
+            }
+            pub fn temp_path(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+                c.$field.up.buffers.temp_path = b::temp_path(d, ctx)?;
+                Ok(())
+            }
+        }
+    };
+}
+
+upstream_directives!(proxy_up, proxy);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::build::Ctx;
 use super::model::LocConf;
 use super::parser::{ConfError, Directive};
+use super::proxy::UpstreamConf;
 use super::set_main::{arg, flag, invalid, number};
 use super::table::R;
 use super::value;
@@ -57,43 +58,38 @@ impl BufferConf {
     }
 }
 
-pub fn proxy_buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.buffering = flag(d)?;
+pub fn buffering(u: &mut UpstreamConf, d: &Directive) -> R {
+    u.buffering = flag(d)?;
     Ok(())
 }
 
-pub fn proxy_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.buffer_size = positive_size(d, 0)?;
+pub fn buffer_size(u: &mut UpstreamConf, d: &Directive) -> R {
+    u.buffer_size = positive_size(d, 0)?;
     Ok(())
 }
 
-pub fn proxy_buffers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn buffers(u: &mut UpstreamConf, d: &Directive) -> R {
     let n = number(d, 0)?;
     if n == 0 {
         return Err(invalid(d, arg(d, 0)));
     }
-    c.proxy.buffers.number = n.min(u32::MAX as u64) as usize;
-    c.proxy.buffers.size = positive_size(d, 1)?;
+    u.buffers.number = n.min(u32::MAX as u64) as usize;
+    u.buffers.size = positive_size(d, 1)?;
     Ok(())
 }
 
-pub fn proxy_busy_buffers_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.buffers.busy = Some(size(d, 0)? as usize);
+pub fn busy_buffers_size(u: &mut UpstreamConf, d: &Directive) -> R {
+    u.buffers.busy = Some(size(d, 0)? as usize);
     Ok(())
 }
 
-pub fn proxy_temp_file_write_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.buffers.temp_write = Some(size(d, 0)? as usize);
+pub fn temp_file_write_size(u: &mut UpstreamConf, d: &Directive) -> R {
+    u.buffers.temp_write = Some(size(d, 0)? as usize);
     Ok(())
 }
 
-pub fn proxy_max_temp_file_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.buffers.max_temp_file = size(d, 0)?;
-    Ok(())
-}
-
-pub fn proxy_temp_path(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.proxy.buffers.temp_path = temp_path(d, ctx)?;
+pub fn max_temp_file_size(u: &mut UpstreamConf, d: &Directive) -> R {
+    u.buffers.max_temp_file = size(d, 0)?;
     Ok(())
 }
 
@@ -119,43 +115,45 @@ fn positive_size(d: &Directive, i: usize) -> Result<usize, ConfError> {
     value::parse_size(v).filter(|&n| n > 0).map(|n| n.min(1 << 40) as usize).ok_or_else(|| invalid(d, v))
 }
 
-/// The directives whose combination `check` judges.
-const SIZED: &[&str] = &[
-    "proxy_buffer_size",
-    "proxy_buffers",
-    "proxy_busy_buffers_size",
-    "proxy_temp_file_write_size",
-    "proxy_max_temp_file_size",
-];
+/// The directives whose combination `check` judges (after the module's
+/// prefix: `proxy_`, `fastcgi_`).
+const SIZED: &[&str] = &["buffer_size", "buffers", "busy_buffers_size", "temp_file_write_size", "max_temp_file_size"];
 
 /// nginx's merge-time checks, run when a level set one of the sizes (a
 /// level that sets none inherits an already checked combination). nginx
 /// reports the end of the `http` block; sluice names the directive.
 pub fn check(c: &LocConf, dirs: &[Directive]) -> R {
-    let Some(d) = dirs.iter().find(|d| SIZED.contains(&d.name.as_str())) else { return Ok(()) };
-    let b = &c.proxy.buffers;
+    check_module(&c.proxy.up, "proxy", dirs)?;
+    check_module(&c.fastcgi.up, "fastcgi", dirs)
+}
+
+/// [`check`] for one module's settings, its directives named `PREFIX_*`.
+pub fn check_module(u: &UpstreamConf, prefix: &str, dirs: &[Directive]) -> R {
+    let sized = |n: &str| n.strip_prefix(prefix).and_then(|r| r.strip_prefix('_')).is_some_and(|r| SIZED.contains(&r));
+    let Some(d) = dirs.iter().find(|d| sized(&d.name)) else { return Ok(()) };
+    let b = &u.buffers;
     let fail = |msg: &str| Err(ConfError::at(msg.to_string(), &d.span));
     if b.number < 2 {
-        return fail("there must be at least 2 \"proxy_buffers\"");
+        return fail(&format!("there must be at least 2 \"{prefix}_buffers\""));
     }
-    let size = c.proxy.buffer_size.max(b.size);
+    let size = u.buffer_size.max(b.size);
     let busy = b.busy.unwrap_or(2 * size);
-    let of = "the maximum of the value of \"proxy_buffer_size\" and one of the \"proxy_buffers\"";
+    let of = format!("the maximum of the value of \"{prefix}_buffer_size\" and one of the \"{prefix}_buffers\"");
     if busy < size {
-        return fail(&format!("\"proxy_busy_buffers_size\" must be equal to or greater than {of}"));
+        return fail(&format!("\"{prefix}_busy_buffers_size\" must be equal to or greater than {of}"));
     }
     if busy > (b.number - 1).saturating_mul(b.size) {
-        return fail(
-            "\"proxy_busy_buffers_size\" must be less than the size of all \"proxy_buffers\" minus one buffer",
-        );
+        return fail(&format!(
+            "\"{prefix}_busy_buffers_size\" must be less than the size of all \"{prefix}_buffers\" minus one buffer"
+        ));
     }
-    if b.temp_write(c.proxy.buffer_size) < size {
-        return fail(&format!("\"proxy_temp_file_write_size\" must be equal to or greater than {of}"));
+    if b.temp_write(u.buffer_size) < size {
+        return fail(&format!("\"{prefix}_temp_file_write_size\" must be equal to or greater than {of}"));
     }
     if b.max_temp_file != 0 && b.max_temp_file < size as u64 {
         return fail(&format!(
-            "\"proxy_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be equal \
-             to or greater than {of}"
+            "\"{prefix}_max_temp_file_size\" must be equal to zero to disable temporary files usage or must be \
+             equal to or greater than {of}"
         ));
     }
     Ok(())

@@ -7,7 +7,7 @@
 use super::build::{Ctx, ServerBuild};
 use super::model::{LocConf, MainConf};
 use super::parser::{ConfError, Directive};
-use super::{proxy, proxy_buffers, set_loc, set_main, set_process, set_server, set_ssl};
+use super::{proxy, set_loc, set_main, set_process, set_server, set_ssl};
 
 pub const MAIN: u8 = 1;
 pub const EVENTS: u8 = 2;
@@ -121,7 +121,7 @@ pub static CORE: &[Cmd] = &[
     cmd("client_body_timeout", HSL, 1, 1, Set::Loc(set_loc::client_body_timeout)),
     cmd("client_body_buffer_size", HSL, 1, 1, Set::Loc(set_loc::client_body_buffer_size)),
     cmd("client_body_temp_path", HSL, 1, 4, Set::Loc(set_loc::client_body_temp_path)),
-    cmd("proxy_ignore_client_abort", HSL, 1, 1, Set::Loc(proxy::proxy_ignore_client_abort)),
+    cmd("proxy_ignore_client_abort", HSL, 1, 1, Set::Loc(proxy::proxy_up::ignore_client_abort)),
     cmd("send_timeout", HSL, 1, 1, Set::Loc(set_loc::send_timeout)),
     cmd("open_file_cache", HSL, 1, 2, Set::Loc(set_loc::open_file_cache)),
     cmd("open_file_cache_valid", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_valid)),
@@ -199,24 +199,30 @@ pub static CORE: &[Cmd] = &[
     block("map", HTTP, 2, 2),
     cmd("proxy_pass", LOC | LIF, 1, 1, Set::Loc(proxy::proxy_pass)),
     list(cmd("proxy_set_header", HSL, 2, 2, Set::Loc(proxy::proxy_set_header)), proxy::reset_set_headers),
-    list(cmd("proxy_hide_header", HSL, 1, 1, Set::Loc(proxy::proxy_hide_header)), proxy::reset_hide_headers),
-    list(cmd("proxy_pass_header", HSL, 1, 1, Set::Loc(proxy::proxy_pass_header)), proxy::reset_pass_headers),
+    list(
+        cmd("proxy_hide_header", HSL, 1, 1, Set::Loc(proxy::proxy_up::hide_header)),
+        proxy::proxy_up::reset_hide_headers,
+    ),
+    list(
+        cmd("proxy_pass_header", HSL, 1, 1, Set::Loc(proxy::proxy_up::pass_header)),
+        proxy::proxy_up::reset_pass_headers,
+    ),
     cmd("proxy_http_version", HSL, 1, 1, Set::Loc(proxy::proxy_http_version)),
-    cmd("proxy_connect_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_connect_timeout)),
-    cmd("proxy_send_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_send_timeout)),
-    cmd("proxy_read_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_read_timeout)),
-    cmd("proxy_next_upstream", HSL, 1, 12, Set::Loc(proxy::proxy_next_upstream)),
-    cmd("proxy_next_upstream_tries", HSL, 1, 1, Set::Loc(proxy::proxy_next_upstream_tries)),
-    cmd("proxy_next_upstream_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_next_upstream_timeout)),
-    cmd("proxy_buffering", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_buffering)),
-    cmd("proxy_request_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_request_buffering)),
-    cmd("proxy_buffer_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_buffer_size)),
-    cmd("proxy_buffers", HSL, 2, 2, Set::Loc(proxy_buffers::proxy_buffers)),
-    cmd("proxy_busy_buffers_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_busy_buffers_size)),
-    cmd("proxy_temp_file_write_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_temp_file_write_size)),
-    cmd("proxy_max_temp_file_size", HSL, 1, 1, Set::Loc(proxy_buffers::proxy_max_temp_file_size)),
-    cmd("proxy_temp_path", HSL, 1, 4, Set::Loc(proxy_buffers::proxy_temp_path)),
-    cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_intercept_errors)),
+    cmd("proxy_connect_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::connect_timeout)),
+    cmd("proxy_send_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::send_timeout)),
+    cmd("proxy_read_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::read_timeout)),
+    cmd("proxy_next_upstream", HSL, 1, 12, Set::Loc(proxy::proxy_up::next_upstream)),
+    cmd("proxy_next_upstream_tries", HSL, 1, 1, Set::Loc(proxy::proxy_up::next_upstream_tries)),
+    cmd("proxy_next_upstream_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::next_upstream_timeout)),
+    cmd("proxy_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_up::buffering)),
+    cmd("proxy_request_buffering", HSL, 1, 1, Set::Loc(proxy::proxy_up::request_buffering)),
+    cmd("proxy_buffer_size", HSL, 1, 1, Set::Loc(proxy::proxy_up::buffer_size)),
+    cmd("proxy_buffers", HSL, 2, 2, Set::Loc(proxy::proxy_up::buffers)),
+    cmd("proxy_busy_buffers_size", HSL, 1, 1, Set::Loc(proxy::proxy_up::busy_buffers_size)),
+    cmd("proxy_temp_file_write_size", HSL, 1, 1, Set::Loc(proxy::proxy_up::temp_file_write_size)),
+    cmd("proxy_max_temp_file_size", HSL, 1, 1, Set::Loc(proxy::proxy_up::max_temp_file_size)),
+    cmd("proxy_temp_path", HSL, 1, 4, Set::Loc(proxy::proxy_up::temp_path)),
+    cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_up::intercept_errors)),
     multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),
     cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),
     cmd("proxy_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_trusted_certificate)),
@@ -239,12 +245,17 @@ pub static CORE: &[Cmd] = &[
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
 static KNOWN_NGINX: &[&str] =
-    &["fastcgi_pass", "limit_req", "limit_conn", "allow", "deny", "auth_basic", "include_subdomains", "charset"];
+    &["limit_req", "limit_conn", "allow", "deny", "auth_basic", "include_subdomains", "charset"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
-pub static TABLES: &[&[Cmd]] =
-    &[CORE, crate::cache::conf::DIRECTIVES, super::compress::TABLE, crate::rewrite::DIRECTIVES];
+pub static TABLES: &[&[Cmd]] = &[
+    CORE,
+    crate::cache::conf::DIRECTIVES,
+    super::compress::TABLE,
+    crate::rewrite::DIRECTIVES,
+    crate::fastcgi::conf::DIRECTIVES,
+];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
     TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)

@@ -248,12 +248,12 @@ fn proxy_buffer_sizes_are_checked_as_nginx_merges_them() {
         "proxy_buffers 2 4k; proxy_busy_buffers_size 4k; proxy_max_temp_file_size 0; proxy_temp_path /t 1 2 3;",
     ))
     .expect("valid");
-    let b = &cfg.http.servers[0].locations.prefix[0].conf.proxy.buffers;
+    let b = &cfg.http.servers[0].locations.prefix[0].conf.proxy.up.buffers;
     assert_eq!((b.number, b.size, b.busy, b.max_temp_file), (2, 4096, Some(4096), 0));
     assert_eq!(b.temp_path, std::path::Path::new("/t"));
     // nginx's defaults: 8 4k, 1024m, proxy_temp under the prefix.
     let cfg = try_load(&http("")).expect("valid");
-    let b = &cfg.http.servers[0].conf.proxy.buffers;
+    let b = &cfg.http.servers[0].conf.proxy.up.buffers;
     assert_eq!((b.number, b.size, b.memory(), b.temp_write(4096)), (8, 4096, 32768, 8192));
     assert_eq!((b.max_temp_file, b.temp_path.as_path()), (1 << 30, std::path::Path::new("/srv/p/proxy_temp")));
     // Set at http, checked there and inherited.
@@ -330,4 +330,40 @@ fn compression_directive_errors() {
         "duplicate encoding \"br\" in \"compress_preference\" directive in /etc/t.conf:1"
     );
     assert!(e("gzip_disable \"(\";").contains("in /etc/t.conf:1"));
+}
+
+#[test]
+fn fastcgi_directives_share_the_proxy_rules_with_their_own_names() {
+    let c = try_load(
+        "events {} http { fastcgi_read_timeout 5s; fastcgi_buffers 4 8k; \
+         server { location ~ \\.php$ { fastcgi_pass unix:/run/php.sock; fastcgi_param A $uri; \
+         fastcgi_param B $args if_not_empty; fastcgi_keep_conn on; fastcgi_next_upstream error http_500; } } }",
+    )
+    .expect("valid");
+    let loc = &c.http.servers[0].locations.regex[0].conf;
+    assert_eq!(loc.fastcgi.up.read_timeout, std::time::Duration::from_secs(5));
+    assert_eq!((loc.fastcgi.up.buffers.number, loc.fastcgi.up.buffers.size), (4, 8192));
+    assert_eq!(loc.proxy.up.read_timeout, std::time::Duration::from_secs(60), "the proxy's own");
+    assert_eq!(loc.fastcgi.params.len(), 2);
+    assert!(loc.fastcgi.params[1].if_not_empty && loc.fastcgi.keep_conn);
+    assert!(loc.fastcgi.up.next_upstream.http_500 && !loc.fastcgi.up.next_upstream.timeout);
+    assert!(loc.fastcgi.pass.is_some() && loc.proxy.pass.is_none());
+    assert_eq!(
+        err("events {} http { fastcgi_buffers 1 4k; }"),
+        "there must be at least 2 \"fastcgi_buffers\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { fastcgi_next_upstream http_502; }"),
+        "invalid value \"http_502\" in \"fastcgi_next_upstream\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { fastcgi_param A b maybe; }"),
+        "invalid value \"maybe\" in \"fastcgi_param\" directive in /etc/t.conf:1"
+    );
+    assert!(err("events {} http { server { location / { fastcgi_split_path_info ^(.+)$; } } }").contains("2 captures"));
+    assert!(err("events {} http { server { location / { fastcgi_pass php; } } }").contains("no port in upstream"));
+    assert!(err("events {} http { fastcgi_pass 127.0.0.1:9000; }").contains("not allowed here"));
+    // An upstream block by name.
+    try_load("events {} http { upstream php { server 127.0.0.1:9000; } server { location / { fastcgi_pass php; } } }")
+        .expect("upstream name");
 }

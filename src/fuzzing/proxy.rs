@@ -44,8 +44,8 @@ thread_local! {
 /// httparse) does not panic.
 pub fn head_scan(data: &[u8]) {
     CONF.with(|conf| {
-        let _ = response_head::parse_response(data, false, conf);
-        let _ = response_head::parse_response(data, true, conf);
+        let _ = response_head::parse_response(data, false, &conf.up);
+        let _ = response_head::parse_response(data, true, &conf.up);
     });
     let Some((h, fields)) = scan(data, 32) else { return };
     let Some((rh, rfields)) = httparse_head(data) else {

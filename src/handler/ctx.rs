@@ -89,6 +89,12 @@ pub struct ReqCtx<'c, 'a> {
     /// arguments: no rewrite matched and `$args` was not set (nginx's
     /// `r->valid_unparsed_uri`; internal redirects count in `redirects`).
     pub unparsed_uri_valid: bool,
+    /// `$fastcgi_path_info` split off before `try_files` moved the URI to
+    /// the script name: (script name, path info).
+    pub fastcgi_path_info: Option<(Vec<u8>, Vec<u8>)>,
+    /// The length of a request body read whole without a Content-Length
+    /// (chunked), for `$content_length` as nginx sets it.
+    pub body_len: Option<u64>,
 }
 
 #[derive(Default)]
@@ -442,9 +448,24 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::ContentLength => {
                 if let Some(v) = req.header("content-length") {
                     out.extend_from_slice(v)
+                } else if let Some(n) = ctx.body_len {
+                    push_u64(out, n)
                 }
             }
-            Var::DocumentRoot => out.extend_from_slice(ctx.conf.root.path.as_bytes()),
+            Var::DocumentRoot => document_root(ctx, out),
+            Var::RealpathRoot => {
+                let mut root = Vec::new();
+                document_root(ctx, &mut root);
+                use std::os::unix::ffi::{OsStrExt, OsStringExt};
+                let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&root));
+                // nginx: the root when it cannot be resolved (and logs).
+                match std::fs::canonicalize(p) {
+                    Ok(real) => out.extend_from_slice(&real.into_os_string().into_vec()),
+                    Err(_) => out.extend_from_slice(&root),
+                }
+            }
+            Var::FastcgiScriptName => out.extend_from_slice(&crate::fastcgi::script_name(ctx)),
+            Var::FastcgiPathInfo => out.extend_from_slice(&crate::fastcgi::path_info(ctx)),
             Var::RequestFilename => match &ctx.filename {
                 Some(f) => out.extend_from_slice(f),
                 None => {
@@ -482,6 +503,15 @@ impl VarSource for Vars<'_, '_, '_> {
     }
 }
 
+/// `$document_root`: the root (rendered when it has variables); with
+/// `alias`, the alias path, as nginx gives it.
+fn document_root(ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
+    match &ctx.conf.root.template {
+        Some(t) => t.render(&Vars::request(ctx), out),
+        None => out.extend_from_slice(ctx.conf.root.path.as_bytes()),
+    }
+}
+
 /// nginx's internal 494 goes on the wire (and in `$status`) as 400.
 pub fn wire_status(s: u16) -> u16 {
     if s == 494 { 400 } else { s }
@@ -513,6 +543,8 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             uri_changed: false,
             valid_location: true,
             unparsed_uri_valid: true,
+            fastcgi_path_info: None,
+            body_len: None,
         }
     }
 

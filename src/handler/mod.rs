@@ -208,7 +208,7 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if let crate::cache::purge::Purge::Separate { zone, key } = &conf.cache.purge {
         return Step::Done(crate::cache::purge::separate(ctx, zone, key));
     }
-    if conf.proxy.pass.is_some() {
+    if conf.proxy.pass.is_some() || conf.fastcgi.pass.is_some() {
         let mut r = Response::new(200);
         r.body = crate::http::response::Body::Proxy;
         return Step::Done(r);

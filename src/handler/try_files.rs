@@ -26,6 +26,14 @@ pub fn run<'c>(ctx: &mut ReqCtx<'c, '_>, tf: &'c TryFiles) -> Option<Step<'c>> {
         if let Ok(f) = super::open_cache::open(p, ctx.conf)
             && f.is_dir == want_dir
         {
+            // The path info split off the URI before it becomes the
+            // script name (`try_files $fastcgi_script_name`).
+            if ctx.conf.fastcgi.split_path_info.is_some() {
+                let info = crate::fastcgi::path_info(ctx);
+                if !info.is_empty() {
+                    ctx.fastcgi_path_info = Some((crate::fastcgi::script_name(ctx), info));
+                }
+            }
             ctx.req.path = Cow::Owned(value);
             ctx.filename = Some(path);
             return None;

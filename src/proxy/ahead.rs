@@ -18,7 +18,7 @@ use std::future::Future;
 use std::os::unix::fs::FileExt;
 
 use super::body::{BodyError, UpstreamBody};
-use crate::config::proxy::ProxyConf;
+use crate::config::proxy::UpstreamConf;
 use crate::handler::ctx::ReqCtx;
 use crate::worker::WorkerCtx;
 
@@ -31,7 +31,7 @@ pub async fn while_writing<F: Future>(
     write: F,
 ) -> F::Output {
     let mut write = std::pin::pin!(write);
-    let conf = &ctx.conf.proxy;
+    let conf = super::up_conf(ctx.conf);
     loop {
         if !up.reads_ahead() {
             return write.await;
@@ -60,7 +60,7 @@ impl UpstreamBody {
     /// One read from the origin into the store (after what the raw buffer
     /// already holds); never resolves while the store is full, so the client
     /// write is then the only thing that can make progress.
-    async fn read_ahead(&mut self, w: &WorkerCtx, conf: &ProxyConf) -> Result<(), BodyError> {
+    async fn read_ahead(&mut self, w: &WorkerCtx, conf: &UpstreamConf) -> Result<(), BodyError> {
         let limits = Limits::of(conf);
         self.stash(w, &limits)?;
         if self.done {
@@ -115,7 +115,7 @@ struct Limits<'a> {
 }
 
 impl<'a> Limits<'a> {
-    fn of(conf: &'a ProxyConf) -> Limits<'a> {
+    fn of(conf: &'a UpstreamConf) -> Limits<'a> {
         let b = &conf.buffers;
         Limits { memory: b.memory(), file: b.max_temp_file, write: b.temp_write(conf.buffer_size), dir: &b.temp_path }
     }

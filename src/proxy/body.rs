@@ -53,6 +53,8 @@ pub enum BodyError {
     /// The origin closed before the framing said the body ends.
     Truncated,
     Invalid,
+    /// A protocol error with its own message (FastCGI records).
+    Protocol(String),
     Io(std::io::Error),
     /// The temporary file failed (nginx's `[crit]` line, without context).
     TempFile(String),
@@ -86,6 +88,7 @@ impl UpstreamBody {
         match &self.framing {
             Framing::None(declared) => Some(declared.unwrap_or(0)),
             Framing::Length(n) => Some(*n),
+            Framing::FastCgi(b) => b.declared_len(),
             _ => None,
         }
     }
@@ -186,6 +189,11 @@ impl UpstreamBody {
                     sink(&self.buf);
                     self.buf.clear();
                 }
+            }
+            Framing::FastCgi(b) => {
+                let used = b.decode(&self.buf, sink)?;
+                self.buf.drain(..used);
+                self.done = b.is_done();
             }
         }
         Ok(())

@@ -28,21 +28,30 @@ pub struct Targets {
 }
 
 impl Targets {
-    fn get(&mut self, authority: &str, tls: bool) -> Result<Arc<Upstream>, String> {
-        if let Some(u) = self.made.get(authority) {
+    pub fn get(&mut self, authority: &str, tls: bool) -> Result<Arc<Upstream>, String> {
+        self.get_as(authority, authority, tls)
+    }
+
+    /// The upstream for `authority`, kept (and its runtime state, pool
+    /// included, named) under `key`: FastCGI's targets are apart from the
+    /// proxy's.
+    pub fn get_as(&mut self, key: &str, authority: &str, tls: bool) -> Result<Arc<Upstream>, String> {
+        if let Some(u) = self.made.get(key) {
             return Ok(u.clone());
         }
         if self.made.len() >= MAX_TARGETS {
             self.made.clear();
         }
-        let u = Arc::new(proxy::implicit_upstream(authority, tls, usize::MAX)?);
-        self.made.insert(authority.to_string(), u.clone());
+        let mut u = proxy::implicit_upstream(authority, tls, usize::MAX)?;
+        u.name = key.to_string();
+        let u = Arc::new(u);
+        self.made.insert(key.to_string(), u.clone());
         Ok(u)
     }
 }
 
 /// Whether `authority` is an address nginx connects to without resolving.
-fn is_address(authority: &str) -> bool {
+pub fn is_address(authority: &str) -> bool {
     if authority.starts_with("unix:") || authority.parse::<std::net::SocketAddr>().is_ok() {
         return true;
     }
@@ -89,6 +98,7 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
         uri: url.uri,
         tls: url.tls,
         location_len: 0,
+        protocol: proxy::Protocol::Http,
     }))
 }
 

@@ -1,10 +1,19 @@
-//! The reverse proxy's request path: pick a peer, reuse an idle connection
-//! or connect, send the request (its body was read first, as nginx's
-//! `proxy_request_buffering on` does), read the response head, and retry on
-//! the next peer per `proxy_next_upstream`. The response body then streams
-//! to the client from the connection layer ([`body::UpstreamBody`], read
-//! ahead of a slow client by [`ahead`] with `proxy_buffering`), and the
+//! The upstream core, shared by the reverse proxy (`proxy_pass`, HTTP) and
+//! FastCGI (`fastcgi_pass`, [`crate::fastcgi`]): pick a peer, reuse an idle
+//! connection or connect, send the request (its body was read first, as
+//! nginx's `*_request_buffering on` does), read the response head, and
+//! retry on the next peer per `*_next_upstream`. The response body then
+//! streams to the client from the connection layer ([`body::UpstreamBody`],
+//! read ahead of a slow client by [`ahead`] with `*_buffering`), and the
 //! origin connection goes back with [`release`] once the origin is done.
+//!
+//! What differs per protocol ([`Protocol`]) is behind a small seam: how the
+//! request is written ([`Sent`]: an HTTP head, or FastCGI's BEGIN_REQUEST
+//! and PARAMS records, the body then framed by [`SendFraming`]), how the
+//! response head is read ([`HeadReader`]) and how the body is framed
+//! ([`response_head::Framing`]). Peer choice, pools, the `queue`, retries,
+//! timeouts, read-ahead, the cache hook, 502/504 and their log lines and
+//! the `$upstream_*` variables are this module's, for both.
 
 pub mod ahead;
 pub mod body;
@@ -25,7 +34,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use upstream_tls::UpStream;
 
-use crate::config::proxy::{ProxyPass, Redirect, Upstream};
+use crate::config::proxy::{Pass, Protocol, ProxyPass, Redirect, Upstream, UpstreamConf};
 use crate::handler::ctx::ReqCtx;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
@@ -62,6 +71,12 @@ enum Attempt {
     Gone(&'static str),
 }
 
+/// The shared upstream settings of the location's content handler:
+/// `fastcgi_*` under `fastcgi_pass`, else `proxy_*`.
+pub fn up_conf(lc: &crate::config::model::LocConf) -> &UpstreamConf {
+    if lc.fastcgi.pass.is_some() { &lc.fastcgi.up } else { &lc.proxy.up }
+}
+
 fn method_idempotent(m: Method) -> bool {
     !matches!(m, Method::Post | Method::Other)
 }
@@ -70,34 +85,48 @@ fn method_idempotent(m: Method) -> bool {
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
     let lc: &'c crate::config::model::LocConf = ctx.conf;
-    let pass = match &lc.proxy.pass {
-        Some(crate::config::proxy::Pass::Fixed(p)) => p.clone(),
-        Some(crate::config::proxy::Pass::Vars(t)) => match dynamic::resolve(w, ctx, t) {
-            Ok(p) => p,
-            Err(status) => return crate::handler::finish_error(ctx, status),
-        },
+    let fastcgi = lc.fastcgi.pass.is_some();
+    let configured = if fastcgi { &lc.fastcgi.pass } else { &lc.proxy.pass };
+    let pass = match configured {
+        Some(Pass::Fixed(p)) => p.clone(),
+        Some(Pass::Vars(t)) => {
+            let resolved = if fastcgi { crate::fastcgi::resolve(w, ctx, t) } else { dynamic::resolve(w, ctx, t) };
+            match resolved {
+                Ok(p) => p,
+                Err(status) => return crate::handler::finish_error(ctx, status),
+            }
+        }
         None => return crate::handler::error(ctx, 500),
     };
     ctx.proxy_pass = Some(pass.clone());
     // The cache answers hits before any origin work (and may turn a HEAD
-    // into a GET for the origin: proxy_cache_convert_head).
+    // into a GET for the origin: proxy_cache_convert_head). It is the
+    // proxy module's (sluice has no fastcgi_cache).
     let mut fill = None;
-    if lc.cache.zone.is_some() {
+    if lc.cache.zone.is_some() && pass.protocol == Protocol::Http {
         match crate::cache::serve::lookup(ctx).await {
             crate::cache::serve::Lookup::Hit(r) => return r,
             crate::cache::serve::Lookup::Fetch(f) => fill = f,
         }
     }
-    let conf = &lc.proxy;
+    let conf = up_conf(lc);
     let u = pass.upstream.clone();
-    let framing = match &client.body {
-        ReqBody::Buffered(b) if !b.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put) => {
-            SendFraming::Length(b.len())
+    let (req, framing) = match pass.protocol {
+        Protocol::Http => {
+            let framing = match &client.body {
+                ReqBody::Buffered(b) if !b.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put) => {
+                    SendFraming::Length(b.len())
+                }
+                ReqBody::Buffered(_) => SendFraming::None,
+                ReqBody::Streamed(c) => c.framing(),
+            };
+            (Head::Http(wire::request_head(ctx, &pass, &lc.proxy, framing)), framing)
         }
-        ReqBody::Buffered(_) => SendFraming::None,
-        ReqBody::Streamed(c) => c.framing(),
+        Protocol::FastCgi => {
+            let keep_conn = lc.fastcgi.keep_conn && u.keepalive > 0;
+            (Head::FastCgi(crate::fastcgi::request_head(ctx, &client.body, keep_conn)), SendFraming::Records)
+        }
     };
-    let req = wire::request_head(ctx, &pass, conf, framing);
     let head_request = ctx.req.method == Method::Head;
     let started = crate::clock::mono();
     let peer_tries = w.proxy.borrow_mut().get(&u).tries() as u32;
@@ -152,7 +181,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             break;
         };
         tries += 1;
-        let sent = Sent { head: &req, framing };
+        let sent = Sent { head: req.bytes(), framing, protocol: pass.protocol };
         match attempt(w, ctx, &pass, peer, &sent, client, head_request, started).await {
             Attempt::Ok(head, stream, rest, requests, tried) => {
                 let status = head.status;
@@ -296,14 +325,39 @@ fn ms(t: Instant) -> u64 {
     crate::clock::since_ms(t)
 }
 
-/// One try against one peer. A reused idle connection that turns out closed
-/// is replaced by a fresh one without counting a failure.
-/// The request head for the origin and how its body is framed.
+/// The request's start, as the protocol writes it.
+enum Head {
+    Http(wire::RequestHead),
+    /// BEGIN_REQUEST and PARAMS records.
+    FastCgi(Vec<u8>),
+}
+
+impl Head {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Head::Http(h) => h,
+            Head::FastCgi(v) => v,
+        }
+    }
+}
+
+/// The request for the origin: its start, how its body is framed, and the
+/// protocol the response is read with.
 struct Sent<'a> {
     head: &'a [u8],
     framing: SendFraming,
+    protocol: Protocol,
 }
 
+/// How the response head is read: HTTP's status line and fields, or
+/// FastCGI records whose STDOUT starts with CGI header lines.
+enum HeadReader {
+    Http { head_request: bool },
+    FastCgi(Box<crate::fastcgi::response::Reader>),
+}
+
+/// One try against one peer. A reused idle connection that turns out closed
+/// is replaced by a fresh one without counting a failure.
 #[allow(clippy::too_many_arguments)]
 async fn attempt(
     w: &WorkerCtx,
@@ -318,7 +372,7 @@ async fn attempt(
     let u = &pass.upstream;
     let p = &u.peers[peer];
     let lc: &crate::config::model::LocConf = ctx.conf;
-    let conf = &lc.proxy;
+    let conf = up_conf(lc);
     let next = conf.next_upstream;
     ctx.upstream.addr.push(p.name.clone());
     let t0 = crate::clock::mono();
@@ -358,7 +412,7 @@ async fn attempt(
                 return Attempt::Failed { status: 502, next: next.error, sent: false };
             }
             Err(_) => {
-                log_upstream(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
+                log_timeout(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
                 push_times(ctx, 504, None, None, started);
                 return Attempt::Failed { status: 504, next: next.timeout, sent: false };
             }
@@ -366,7 +420,16 @@ async fn attempt(
     };
     let connect_ms = ms(t0);
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
-    let outcome = exchange(&mut stream, req, client, &mut buf, conf, head_request).await;
+    let mut reader = match req.protocol {
+        Protocol::Http => HeadReader::Http { head_request },
+        Protocol::FastCgi => HeadReader::FastCgi(Box::new(crate::fastcgi::response::Reader::new(
+            ctx,
+            upstream_suffix(ctx, &p.name),
+            head_request,
+            lc.fastcgi.keep_conn && u.keepalive > 0,
+        ))),
+    };
+    let outcome = exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await;
     match outcome {
         Ok(head) => {
             ctx.upstream.status.push(head.status);
@@ -405,11 +468,18 @@ async fn attempt(
                 ExchangeError::Io(what, err) => {
                     (502, format!("{} failed ({}) while {}", what.0, os_error(&err), what.1), next.error)
                 }
+                ExchangeError::Invalid(why) if why.is_empty() => (502, String::new(), next.invalid_header),
                 ExchangeError::Invalid(why) => {
                     (502, format!("{} while reading response header from upstream", why), next.invalid_header)
                 }
             };
-            log_upstream(ctx, p, &why);
+            // An empty reason was logged already (FastCGI's stderr caught
+            // by fastcgi_catch_stderr).
+            if status == 504 {
+                log_timeout(ctx, p, &why);
+            } else if !why.is_empty() {
+                log_upstream(ctx, p, &why);
+            }
             push_times(ctx, status, Some(connect_ms), None, started);
             Attempt::Failed { status, next: go_next, sent: true }
         }
@@ -437,6 +507,7 @@ async fn tls_connect(
     tcp: TcpStream,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
     let conf = &ctx.conf.proxy;
+    let connect_timeout = conf.up.connect_timeout;
     let key = upstream_tls::Key {
         verify: conf.ssl_verify,
         trusted: conf.ssl_trusted_certificate.clone(),
@@ -446,7 +517,7 @@ async fn tls_connect(
     let name = conf.ssl_name.as_deref().unwrap_or(&pass.proxy_host);
     let server_name = upstream_tls::server_name(name).ok_or_else(|| format!("invalid proxy_ssl_name \"{}\"", name))?;
     let connector = tokio_rustls::TlsConnector::from(cfg);
-    match crate::clock::timeout(conf.connect_timeout, connector.connect(server_name, tcp)).await {
+    match crate::clock::timeout(connect_timeout, connector.connect(server_name, tcp)).await {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(e)) => Err(format!("SSL_do_handshake() failed ({})", e)),
         Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
@@ -468,13 +539,25 @@ fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &
     log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
 }
 
+/// A timeout's line: nginx logs it after letting the peer go, when a unix
+/// socket's name no longer gets its `:` before the URI.
+fn log_timeout(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
+    let suffix = suffix_with(ctx, &p.name, false);
+    log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, suffix);
+}
+
 /// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
 /// nginx's "... while reading upstream" line.
 pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
+    // Logged already (FastCGI's stderr caught by fastcgi_catch_stderr).
+    if matches!(e, BodyError::Protocol(why) if why.is_empty()) {
+        return;
+    }
     let (level, why) = match e {
         BodyError::Timeout => (Level::Error, "upstream timed out (110: Connection timed out)"),
         BodyError::Truncated => (Level::Error, "upstream prematurely closed connection"),
         BodyError::Invalid => (Level::Error, "upstream sent invalid chunked response"),
+        BodyError::Protocol(why) => (Level::Error, why.as_str()),
         BodyError::Io(_) => (Level::Error, "recv() failed"),
         BodyError::TempFile(why) => (Level::Crit, why.as_str()),
     };
@@ -492,13 +575,24 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
 /// nginx's context for upstream errors: client, server, request, then the
 /// upstream URL, then host.
 fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
+    suffix_with(ctx, peer, true)
+}
+
+/// [`upstream_suffix`]; `unix_sep`: a unix socket's name is followed by
+/// `:` (nginx, while it holds the peer).
+fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
+    // FastCGI has no URI to show (nginx logs `fastcgi://ADDRESS`).
     let mut uri = Vec::new();
-    if let Some(pass) = &ctx.proxy_pass {
+    if let Some(pass) = ctx.proxy_pass.as_ref().filter(|p| p.protocol == Protocol::Http) {
         wire::target_for_log(ctx, pass, &mut uri);
     }
-    let scheme = if ctx.proxy_pass.as_ref().is_some_and(|p| p.tls) { "https" } else { "http" };
+    let scheme = match &ctx.proxy_pass {
+        Some(p) if p.protocol == Protocol::FastCgi => "fastcgi",
+        Some(p) if p.tls => "https",
+        _ => "http",
+    };
     // nginx separates a unix socket's path from the URI with a colon.
-    let sep = if peer.starts_with("unix:") { ":" } else { "" };
+    let sep = if unix_sep && peer.starts_with("unix:") { ":" } else { "" };
     let mut s = format!(
         "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}{}\"",
         ctx.conn.peer.ip(),
@@ -521,7 +615,8 @@ enum ExchangeError {
     Timeout(&'static str),
     Closed,
     Io((&'static str, &'static str), std::io::Error),
-    Invalid(&'static str),
+    /// A bad response head; empty when the reason was logged already.
+    Invalid(std::borrow::Cow<'static, str>),
 }
 
 /// Sends the request and reads the response head into `buf`.
@@ -530,8 +625,8 @@ async fn exchange(
     req: &Sent<'_>,
     client: &mut Client<'_>,
     buf: &mut Vec<u8>,
-    conf: &crate::config::proxy::ProxyConf,
-    head_request: bool,
+    conf: &UpstreamConf,
+    reader: &mut HeadReader,
 ) -> Result<response_head::ResponseHead, ExchangeError> {
     let watch = !conf.ignore_client_abort;
     match request_body::send(stream, req.head, client, req.framing, conf.send_timeout).await {
@@ -551,20 +646,30 @@ async fn exchange(
     let limit = conf.buffer_size.max(1024);
     loop {
         // Nothing to parse before the first read.
-        let parsed = if buf.is_empty() { Ok(None) } else { response_head::parse_response(buf, head_request, conf) };
+        let parsed = match reader {
+            _ if buf.is_empty() => Ok(None),
+            HeadReader::Http { head_request } => response_head::parse_response(buf, *head_request, conf),
+            HeadReader::FastCgi(r) => r.parse(buf, conf),
+        };
         match parsed {
-            Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 => {
+            Ok(Some(h))
+                if h.status >= 100
+                    && h.status < 200
+                    && h.status != 101
+                    && matches!(reader, HeadReader::Http { .. }) =>
+            {
                 // Interim responses (100 Continue) are skipped.
                 buf.drain(..h.head_len);
                 continue;
             }
             Ok(Some(h)) => return Ok(h),
             Ok(None) => {}
-            Err(HeadError::Invalid(why)) => return Err(ExchangeError::Invalid(why)),
+            Err(HeadError::Invalid(why)) => return Err(ExchangeError::Invalid(why.into())),
+            Err(HeadError::Protocol(why)) => return Err(ExchangeError::Invalid(why.into())),
             Err(HeadError::Incomplete) => return Err(ExchangeError::Closed),
         }
         if buf.len() >= limit {
-            return Err(ExchangeError::Invalid("upstream sent too big header"));
+            return Err(ExchangeError::Invalid("upstream sent too big header".into()));
         }
         buf.reserve(limit - buf.len());
         let read = tokio::select! {
@@ -630,14 +735,20 @@ fn build_response<'c>(
     resp.content_type = head.content_type;
     resp.headers = head.headers;
     for (n, v) in resp.headers.iter_mut() {
-        if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") {
-            *v = rewrite_location(ctx, pass, v).into();
+        match pass.protocol {
+            Protocol::Http if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") => {
+                *v = rewrite_location(ctx, pass, v).into();
+            }
+            // FastCGI's Location goes as the script wrote it (nginx keeps
+            // an upstream's relative Location relative too).
+            _ => {}
         }
     }
-    let mut body = UpstreamBody::new(stream, rest, head.framing, ctx.conf.proxy.read_timeout);
+    let conf = up_conf(ctx.conf);
+    let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
     body.release = Some(release);
-    body.buffering = head.accel_buffering.unwrap_or(ctx.conf.proxy.buffering);
-    if ctx.conf.proxy.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {
+    body.buffering = head.accel_buffering.unwrap_or(conf.buffering);
+    if conf.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {
         // The origin's body is not wanted: its connection is not reusable
         // unless read to the end, so it is closed; the peer answered, so it
         // did not fail, and its connection count and queue slot come back.

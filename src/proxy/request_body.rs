@@ -54,6 +54,9 @@ pub enum SendFraming {
     Length(u64),
     /// A streamed body of unknown length, re-chunked (HTTP/1.1 origins only).
     Chunked,
+    /// FastCGI: the body in STDIN records, ended by an empty one (sent
+    /// even when there is no body).
+    Records,
 }
 
 enum Left {
@@ -210,6 +213,9 @@ pub async fn send(
     framing: SendFraming,
     t: Duration,
 ) -> Result<(), SendError> {
+    if framing == SendFraming::Records {
+        return send_records(stream, head, client, t).await;
+    }
     match &mut client.body {
         ReqBody::Buffered(Spooled::Memory(m)) if m.is_empty() => write(stream, head, t).await,
         ReqBody::Buffered(Spooled::Memory(m)) if m.len() <= PIECE => {
@@ -247,6 +253,69 @@ pub async fn send(
                 }
                 c.started = true;
                 write(stream, &piece, t).await?;
+                if c.done {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// [`send`] for FastCGI: the body goes in STDIN records, piece by piece as
+/// it is read (from memory, the temporary file, or the client), and an
+/// empty STDIN record ends it.
+async fn send_records(
+    stream: &mut UpStream,
+    head: &[u8],
+    client: &mut Client<'_>,
+    t: Duration,
+) -> Result<(), SendError> {
+    use crate::fastcgi::record;
+    let mut out = Vec::with_capacity(head.len() + 64);
+    out.extend_from_slice(head);
+    match &mut client.body {
+        ReqBody::Buffered(Spooled::Memory(m)) if m.len() <= PIECE => {
+            // One write for a small request.
+            record::stdin(&mut out, m);
+            record::end_stdin(&mut out);
+            write(stream, &out, t).await
+        }
+        ReqBody::Buffered(b) => {
+            write(stream, &out, t).await?;
+            let mut buf = vec![0u8; PIECE];
+            let mut off = 0u64;
+            while off < b.len() {
+                let n = spool::read_at(b, off, &mut buf).map_err(|e| SendError::Origin(Some(e)))?;
+                if n == 0 {
+                    break;
+                }
+                out.clear();
+                record::stdin(&mut out, &buf[..n]);
+                write(stream, &out, t).await?;
+                off += n as u64;
+            }
+            out.clear();
+            record::end_stdin(&mut out);
+            write(stream, &out, t).await
+        }
+        ReqBody::Streamed(c) => {
+            let Some(sock) = client.sock.as_deref_mut() else {
+                return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
+            };
+            write(stream, &out, t).await?;
+            let mut piece = Vec::with_capacity(PIECE);
+            loop {
+                piece.clear();
+                c.next(sock, &mut piece, SendFraming::Records).await.map_err(SendError::Client)?;
+                out.clear();
+                if !piece.is_empty() {
+                    c.started = true;
+                    record::stdin(&mut out, &piece);
+                }
+                if c.done {
+                    record::end_stdin(&mut out);
+                }
+                write(stream, &out, t).await?;
                 if c.done {
                     return Ok(());
                 }

@@ -8,7 +8,7 @@ use std::mem::MaybeUninit;
 
 use super::head_scan::{self, Field};
 use super::wire::{has_options, listed_in_connection};
-use crate::config::proxy::ProxyConf;
+use crate::config::proxy::UpstreamConf;
 use crate::connection::h1::chunked::Decoder;
 use crate::http::field_value::FieldValue;
 
@@ -21,6 +21,8 @@ pub enum Framing {
     Chunked(Decoder),
     /// Until the origin closes (HTTP/1.0 style).
     Close,
+    /// FastCGI STDOUT records, until END_REQUEST.
+    FastCgi(Box<crate::fastcgi::response::Body>),
 }
 
 #[derive(Debug)]
@@ -43,6 +45,8 @@ pub struct ResponseHead {
 pub enum HeadError {
     /// nginx: "upstream sent invalid header" and similar, a 502.
     Invalid(&'static str),
+    /// The same, with a message made for the response (FastCGI records).
+    Protocol(String),
     Incomplete,
 }
 
@@ -155,7 +159,8 @@ const fn keys(s: &[u8]) -> [u64; 4] {
 /// `keys` of a field's name, folded to lowercase.
 fn folded_keys(s: &[u8]) -> [u64; 4] {
     let n = s.len();
-    let word = |at: usize| s.get(at..at + 8).and_then(|w| <[u8; 8]>::try_from(w).ok()).map(u64::from_le_bytes);
+    let word =
+        |at: usize| s.get(at..at.checked_add(8)?).and_then(|w| <[u8; 8]>::try_from(w).ok()).map(u64::from_le_bytes);
     match (word(0), word(n.wrapping_sub(8))) {
         (Some(first), Some(last)) => {
             let mid = |at: usize| word(at).map_or(0, |w| w | FOLD);
@@ -243,7 +248,7 @@ fn content_length(v: &[u8]) -> Option<u64> {
 const FAST_FIELDS: usize = 32;
 
 /// Parses a response head from `buf`; Ok(None) when more bytes are needed.
-pub fn parse_response(buf: &[u8], head_request: bool, conf: &ProxyConf) -> Result<Option<ResponseHead>, HeadError> {
+pub fn parse_response(buf: &[u8], head_request: bool, conf: &UpstreamConf) -> Result<Option<ResponseHead>, HeadError> {
     let mut fields = [Field::EMPTY; FAST_FIELDS];
     if let Some(h) = head_scan::scan(buf, &mut fields) {
         let line = StatusLine { http11: h.http11, status: h.status, head_len: h.len };
@@ -282,7 +287,7 @@ fn interpret(
     line: StatusLine,
     fields: &[Field<'_>],
     head_request: bool,
-    conf: &ProxyConf,
+    conf: &UpstreamConf,
 ) -> Result<ResponseHead, HeadError> {
     let status = line.status;
     if !(100..=999).contains(&status) {
@@ -393,7 +398,7 @@ mod tests {
     use super::*;
 
     fn parse(buf: &[u8]) -> Result<Option<ResponseHead>, HeadError> {
-        parse_response(buf, false, &ProxyConf::default())
+        parse_response(buf, false, &UpstreamConf::default())
     }
 
     fn names(h: &ResponseHead) -> Vec<String> {

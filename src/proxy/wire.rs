@@ -143,7 +143,7 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
         super::websocket::push_fields(key, &mut out);
     }
     match framing {
-        SendFraming::None => {}
+        SendFraming::None | SendFraming::Records => {}
         SendFraming::Length(n) => {
             out.extend_from_slice(b"content-length: ");
             push_u64(&mut out, n);

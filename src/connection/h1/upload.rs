@@ -50,10 +50,13 @@ pub async fn respond<'c>(
         }
         taken.continued = true;
     }
-    let stream_it = !conf.proxy.request_buffering
+    // A chunked body is buffered for an HTTP/1.0 origin; FastCGI's records
+    // carry it as it comes (without CONTENT_LENGTH, as nginx sends it).
+    let fastcgi = conf.fastcgi.pass.is_some();
+    let stream_it = !crate::proxy::up_conf(conf).request_buffering
         && match head.body {
             BodyKind::Length(_) => true,
-            BodyKind::Chunked => conf.proxy.http_version_11,
+            BodyKind::Chunked => conf.proxy.http_version_11 || fastcgi,
             BodyKind::None => false,
         };
     if stream_it {
