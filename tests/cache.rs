@@ -997,7 +997,7 @@ fn max_size_and_inactive_are_enforced() {
     let cdir = dir.join("c");
     let s = builder()
         .http(&format!(
-            "proxy_cache_path {} levels=1 keys_zone=one:1m max_size=50k inactive=3s;
+            "proxy_cache_path {} levels=1 keys_zone=one:1m max_size=50k inactive=6s;
              server {{
                  listen 127.0.0.1:{{port}};
                  proxy_cache one;
@@ -1025,7 +1025,7 @@ fn max_size_and_inactive_are_enforced() {
     assert_eq!(get(&s, "/e19").0, "HIT", "the most recently used entry stays");
     assert_eq!(get(&s, "/e0").0, "MISS", "the least recently used went first");
     // Nothing is used for longer than `inactive`: everything goes.
-    let deadline = Instant::now() + Duration::from_secs(8);
+    let deadline = Instant::now() + Duration::from_secs(12);
     while !files_under(&cdir).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -22,7 +22,7 @@ pub fn start(zone: Arc<Zone>) {
         zone.loaded.store(true, Ordering::Release);
         loop {
             std::thread::sleep(Duration::from_secs(1));
-            manage(&zone, now());
+            manage(&zone, super::zone::stamp());
         }
     });
     if let Err(e) = spawned {
@@ -93,7 +93,7 @@ fn index_file(zone: &Zone, path: &Path) {
         let _ = std::fs::remove_file(path);
         return;
     }
-    let accessed = file.metadata().ok().and_then(|m| m.modified().ok()).map(unix).unwrap_or_else(now);
+    let accessed = file.metadata().ok().and_then(|m| m.modified().ok()).map(unix).unwrap_or_else(now) * 1_000_000;
     if meta.vary.is_empty() || super::zone::hash(&meta.key) == h {
         zone.stored(&h, Node::entry(&meta, file_len, accessed));
     } else {
@@ -144,10 +144,10 @@ fn purge(zone: &Zone) {
     zone.purges_done(marks.len());
 }
 
-/// One manager pass.
+/// One manager pass; `now` is a [`super::zone::stamp`].
 pub fn manage(zone: &Zone, now: i64) {
     purge(zone);
-    let inactive = zone.conf.inactive.as_secs() as i64;
+    let inactive = zone.conf.inactive.as_micros().min(i64::MAX as u128) as i64;
     let mut nodes = zone.snapshot();
     let mut removed = 0u64;
     let pause = |removed: &mut u64| {
@@ -158,12 +158,12 @@ pub fn manage(zone: &Zone, now: i64) {
     };
     // Inactive entries (and use counters of keys never stored).
     for (h, n) in &nodes {
-        if n.last_access + inactive < now {
+        if n.last_access.saturating_add(inactive) < now {
             remove(zone, h, n);
             pause(&mut removed);
         }
     }
-    nodes.retain(|(_, n)| n.on_disk && n.last_access + inactive >= now);
+    nodes.retain(|(_, n)| n.on_disk && n.last_access.saturating_add(inactive) >= now);
     // Over max_size or under min_free: least recently used first.
     nodes.sort_by_key(|(_, n)| n.last_access);
     let mut i = 0;

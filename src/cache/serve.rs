@@ -130,11 +130,12 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
     }
     let deadline = crate::clock::mono() + conf.lock_timeout;
     loop {
-        let now = super::manager::now();
+        let used = zone::stamp();
+        let now = used / 1_000_000;
         // One probe of the index: count the use, learn variance and state.
         let node = z.with_node(&main, true, |n| {
             n.uses = n.uses.saturating_add(1);
-            n.last_access = now;
+            n.last_access = used;
             n.clone()
         });
         let uses = node.as_ref().map_or(1, |n| n.uses.max(1));
@@ -142,7 +143,7 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
             Some(vary) => {
                 let h = zone::variant_hash(&key, &variant(ctx, &vary));
                 let n = z.with_node(&h, false, |n| {
-                    n.last_access = now;
+                    n.last_access = used;
                     n.clone()
                 });
                 (h, n)
@@ -173,7 +174,7 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
                 Ok(Some(found)) if found.meta.valid_until > now => {
                     if !on_disk {
                         // Found before the loader got to it (just started).
-                        z.stored(&hash, zone::Node::entry(&found.meta, found.file_len, now));
+                        z.stored(&hash, zone::Node::entry(&found.meta, found.file_len, used));
                     }
                     promote(&z, &hash, &found);
                     ctx.cache_status = Some(HIT);
@@ -411,7 +412,7 @@ pub fn on_head<'c>(
     let mut found = stale.found;
     if let Some(valid_until) = v.valid_until {
         found.meta.valid_until = valid_until;
-        if let Err(why) = store::revalidated(&f.zone, &stale.hash, &found, now) {
+        if let Err(why) = store::revalidated(&f.zone, &stale.hash, &found, zone::stamp()) {
             log_to!(ctx.conf.error_log, Level::Crit, "*{} {}", ctx.conn.id, why);
         }
     }

@@ -172,7 +172,8 @@ impl Writer {
     }
 
     /// The whole body arrived: the entry goes into place and into the index.
-    pub fn commit(mut self, now: i64) {
+    pub fn commit(mut self) {
+        let now = super::zone::stamp();
         let Some(f) = self.file.take() else { return };
         self.meta.body_len = self.written;
         entry::set_body_len(&mut self.header, self.written);

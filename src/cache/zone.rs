@@ -31,7 +31,9 @@ pub struct Node {
     pub stale_error: u32,
     /// The entry file's size, counted against max_size.
     pub file_len: u64,
-    /// Unix seconds of the last hit or store, for `inactive` and eviction.
+    /// The [`stamp`] of the last hit or store (unix microseconds), for
+    /// `inactive` and least-recently-used eviction: seconds would leave
+    /// the order of a second's requests to chance.
     pub last_access: i64,
     /// For a key whose responses vary: the `Vary` value; its variants are
     /// keyed by the key and the request's values of those headers.
@@ -40,7 +42,7 @@ pub struct Node {
 
 impl Node {
     /// The node of an entry file holding `meta`, `file_len` bytes long,
-    /// last used at `accessed` (unix seconds).
+    /// last used at `accessed` (a [`stamp`]).
     pub fn entry(meta: &super::entry::Meta, file_len: u64, accessed: i64) -> Node {
         Node {
             uses: 1,

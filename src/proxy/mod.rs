@@ -790,7 +790,7 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
         && body.done
         && !failed
     {
-        c.commit(crate::cache::manager::now());
+        c.commit();
     }
     let Some(r) = body.release.take() else { return };
     // A body that came whole with the head ended when the head did: the
