@@ -340,14 +340,18 @@ class CacheMixin:
                     title(), label, cells[0], cells[1], cells[2], rts[0], rts[1]))
             # Paired run-by-run ratios (sluice's run i against nginx's/varnish's run i).
             pr = {}
+            # c4: MiB/s and CPU per GiB (its responses outlast a run).
+            kr, kc = ("mib_per_s", "cpu_ms_per_gib") if res.get("rss") else ("rps",
+                                                                              "cpu_us_per_req")
+            unit = "MiB/s" if res.get("rss") else "req/s"
             for o in ("nginx", "varnish"):
                 a_, b_ = res["runs"].get(o, []), res["runs"].get("sluice", [])
                 n = min(len(a_), len(b_))
                 ps = {}
-                for key in ("rps", "cpu_us_per_req"):
+                for key, name in ((kr, "rps"), (kc, "cpu_us_per_req")):
                     xs = [b_[i][key] / a_[i][key] for i in range(n)
                           if a_[i].get(key) and b_[i].get(key) is not None]
-                    ps[key] = xs
+                    ps[name] = xs
                 pr[o] = ps
             if any(pr[o]["cpu_us_per_req"] for o in pr):
                 def cell(o, f):
@@ -355,12 +359,12 @@ class CacheMixin:
                     if not p["cpu_us_per_req"] or not p["rps"]:
                         return ""
                     return f(p)
-                out.append("| %s | paired runs: median of run-by-run ratios (req/s; CPU) | | | | "
-                           "%s | %s |" % ((title(),) + tuple(cell(o, lambda p: "%.2f; %.2f" % (
+                out.append("| %s | paired runs: median of run-by-run ratios (%s; CPU) | | | | "
+                           "%s | %s |" % ((title(), unit) + tuple(cell(o, lambda p: "%.2f; %.2f" % (
                                statistics.median(p["rps"]),
                                statistics.median(p["cpu_us_per_req"]))) for o in pr)))
-                out.append("| %s | paired runs: lowest-highest run-by-run ratio (req/s; CPU) | | | | "
-                           "%s | %s |" % ((title(),) + tuple(cell(o, lambda p: "%.2f-%.2f; %.2f-%.2f" % (
+                out.append("| %s | paired runs: lowest-highest run-by-run ratio (%s; CPU) | | | | "
+                           "%s | %s |" % ((title(), unit) + tuple(cell(o, lambda p: "%.2f-%.2f; %.2f-%.2f" % (
                                min(p["rps"]), max(p["rps"]), min(p["cpu_us_per_req"]),
                                max(p["cpu_us_per_req"]))) for o in pr)))
             if res.get("proxy"):
