@@ -30,6 +30,8 @@ EMPTY_GIF_LEN = 43
 
 STATIC_SIZES = [("0k", 0), ("1k", 1024), ("10k", 10 * 1024), ("100k", 100 * 1024)]
 LARGE_SIZES = [("1m", 1024 * 1024), ("10m", 10 * 1024 * 1024)]
+# Workload c4's object (generated only when c4 runs; deleted with the temp dir).
+HUGE_SIZE = ("1g", 1024 ** 3)
 
 # The 12-byte object of the nuster vs nginx HTTP/2 benchmark (workload tls3).
 HELLO_BODY = b"hello world\n"

@@ -97,7 +97,7 @@ class SlotOrigin:
     """bench/slot_origin.py as a child process, pinned to the load
     generator's CPU; its counters come from a Unix socket."""
 
-    def __init__(self, base, port, cpu):
+    def __init__(self, base, port, cpu, slots=None, delay_ms=None):
         self.port = port
         self.cpu = cpu
         self.dir = os.path.join(base, "origin")
@@ -105,7 +105,8 @@ class SlotOrigin:
         self.sock = os.path.join(self.dir, "status.sock")
         self.log_path = os.path.join(self.dir, "origin.log")
         self.cmd = ["taskset", "-c", str(cpu), sys.executable, SLOT_ORIGIN, "--port", str(port),
-                    "--slots", str(PX2_SLOTS), "--delay-ms", str(PX2_DELAY_MS),
+                    "--slots", str(slots or PX2_SLOTS),
+                    "--delay-ms", str(delay_ms or PX2_DELAY_MS),
                     "--backlog", str(PX2_BACKLOG),
                     "--keepalive-timeout", str(PX2_KEEPALIVE_TIMEOUT),
                     "--status-socket", self.sock]

@@ -37,10 +37,11 @@ class ReportMixin:
     def tables(self):
         """Markdown tables (list of lines)."""
         out = []
-        if self.results:
+        results = [r for r in self.results if r.get("group") != "cache"]
+        if results:
             out.append("| workload | metric | nginx | sluice | sluice/nginx |")
             out.append("|---|---|---:|---:|---:|")
-            for res in self.results:
+            for res in results:
                 per = "handshake" if res.get("handshake") else "req"
                 who = "proxy" if res.get("proxy") else "server"
                 metrics = [("handshakes/s (= req/s)" if res.get("handshake") else "req/s",
@@ -153,6 +154,11 @@ class ReportMixin:
                 cells = [fmt_cell(vals[s], fmt, mr["failed"].get(s)) for s in SERVERS]
                 rt = ratio(vals["nginx"], vals["sluice"]) if key not in ("ok", "closed_by_server") else ""
                 out.append("| %s | %s | %s | %s |" % (label, cells[0], cells[1], rt))
+        cache = self.cache_tables()
+        if cache:
+            if out:
+                out.append("")
+            out += cache
         px2 = self.px2_table()
         if px2:
             if out:
@@ -169,7 +175,7 @@ class ReportMixin:
                 # TLS rows: any load generator error (h2load failed/errored/
                 # timeout/not done/non-2xx, ab failed/non-2xx, wrk socket
                 # errors/non-2xx) is a failure too; the figures are kept.
-                for s in SERVERS:
+                for s in res["runs"]:
                     runs = res["runs"].get(s, [])
                     tot = sum(r["error_total"] for r in runs)
                     if tot:
@@ -183,7 +189,7 @@ class ReportMixin:
         if self.mem_results:
             for s, why in self.mem_results["failed"].items():
                 out.append("mem: %s FAILED: %s" % (s, short(why)))
-        return out + self.px2_failures()
+        return out + self.px2_failures() + self.cache_failures()
 
     def write_docs(self, machine, command, started, finished, tables):
         a = self.args
@@ -231,7 +237,7 @@ class ReportMixin:
                   "req/s, server CPU µs/req (utime+stime), p99 ms, errors, CPU % on the server's "
                   "core used by anything else (noise); in run order." , ""]
         for res in self.results:
-            for s in SERVERS:
+            for s in res["runs"]:
                 runs = res["runs"].get(s, [])
                 if runs:
                     lines.append("- %s, %s: %s" % (res["title"], s, "; ".join(
@@ -242,7 +248,9 @@ class ReportMixin:
                             r["error_total"], fmt_opt(r["other_cpu_pct"], "%.1f"))
                         for r in runs))
                         + ("; origin connections per run: %s" % ", ".join(
-                            str(r["origin_conns"]) for r in runs) if res.get("proxy") else ""))
+                            str(r["origin_conns"]) for r in runs) if res.get("proxy") else "")
+                        + ("; origin requests per run: %s" % ", ".join(
+                            str(r["origin_requests"]) for r in runs) if res.get("cache") else ""))
         if self.mem_results:
             for s in SERVERS:
                 runs = self.mem_results["runs"].get(s, [])

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 
 from .common import (
-    BenchError, CERT_NAME, CERT_SAN, CERT_SUBJ, HELLO_BODY, HSLOAD_BIN, HSLOAD_DIR,
+    BenchError, CERT_NAME, CERT_SAN, CERT_SUBJ, HELLO_BODY, HSLOAD_BIN, HSLOAD_DIR, HUGE_SIZE,
     HSLOAD_TARGET, KEY_NAME, LARGE_SIZES, REPO_DIR, STATIC_SIZES, log, read_file, set_sysctl,
     sysctl)
 
@@ -41,6 +41,11 @@ class SetupMixin:
             need.append("iproute2")     # px2 samples wrk's connections with ss
         if not shutil.which("taskset"):
             need.append("util-linux")
+        # Cache workloads c1 and c3 also run Debian's varnish.
+        varnish = ("c1" in keys or "c3" in keys) and not self.args.no_varnish
+        if varnish and not (self.args.varnish and os.path.exists(self.args.varnish)) \
+                and not shutil.which("varnishd") and not os.path.exists("/usr/sbin/varnishd"):
+            need.append("varnish")
         if need:
             log("Installing missing tools: %s" % " ".join(need))
             env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -48,6 +53,8 @@ class SetupMixin:
             subprocess.run(["apt-get", "install", "-y"] + need, check=True, env=env)
         if not self.args.nginx:
             self.args.nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        if not self.args.varnish:
+            self.args.varnish = shutil.which("varnishd") or "/usr/sbin/varnishd"
 
     def ensure_hsload(self, keys):
         """Build bench/hsload (tls2's load generator) into bench/hsload/target."""
@@ -117,6 +124,8 @@ class SetupMixin:
             ("nginx", "%s (%s)" % (self.version([self.args.nginx, "-v"]), self.args.nginx)),
             ("sluice", "%s (%s, repo commit %s)" % (self.version([self.args.sluice, "-v"]),
                                                     self.args.sluice, git)),
+            ("varnish", "%s (%s)" % (self.version([self.args.varnish, "-V"]), self.args.varnish)
+             if os.path.exists(self.args.varnish or "") else "(not installed)"),
             ("wrk", self.version(["wrk", "-v"])),
             ("ab", self.version(["ab", "-V"]) if shutil.which("ab") else "(not installed)"),
             ("hsload", "%s (%s)" % (self.version([HSLOAD_BIN, "--version"]), HSLOAD_BIN)
@@ -134,7 +143,8 @@ class SetupMixin:
                             "with the load generator" % self.args.client_cpu if self.px else "")),
             ("Ports", "nginx 127.0.0.1:%d, sluice 127.0.0.1:%d%s" % (
                 self.ports[0], self.ports[1],
-                ", px origin 127.0.0.1:%d" % self.ports[2] if self.px else "")),
+                ", px origin 127.0.0.1:%d" % self.ports[2] if self.px else "")
+             + (", varnish 127.0.0.1:%d" % self.ports[3] if len(self.ports) > 3 else "")),
             ("Temp dir", "%s (%s)" % (self.tmp, fs)),
             ("sysctl", ", ".join("%s=%s" % (n, sysctl(n)) for n in (
                 "net.ipv4.tcp_tw_reuse", "net.ipv4.ip_local_port_range", "net.core.somaxconn",
@@ -190,7 +200,16 @@ class SetupMixin:
             log(msg)
             self.notes.append(msg)
 
-    def make_files(self):
+    def digest(self, name):
+        """SHA-256 of one generated file (computed once)."""
+        if not hasattr(self, "digests"):
+            self.digests = {}
+        if name not in self.digests:
+            from .cache import sha256_file
+            self.digests[name] = sha256_file(self.files[name])
+        return self.digests[name]
+
+    def make_files(self, huge=False):
         d = os.path.join(self.tmp, "files")
         os.makedirs(d, exist_ok=True)
         self.files = {}
@@ -199,7 +218,7 @@ class SetupMixin:
         with open(path, "wb") as f:
             f.write(HELLO_BODY)
         self.files["helloworld"] = path
-        for name, size in STATIC_SIZES + LARGE_SIZES:
+        for name, size in STATIC_SIZES + LARGE_SIZES + ([HUGE_SIZE] if huge else []):
             path = os.path.join(d, "%s.bin" % name)
             with open(path, "wb") as f:
                 block = b""

@@ -1,6 +1,6 @@
 """The workload table of bench/run: one Row per table row."""
 
-from .common import EMPTY_GIF_LEN, HELLO_BODY, LARGE_SIZES, STATIC_SIZES
+from .common import EMPTY_GIF_LEN, HELLO_BODY, HUGE_SIZE, LARGE_SIZES, STATIC_SIZES
 
 
 class Row:
@@ -9,7 +9,8 @@ class Row:
     def __init__(self, key, title, path, conns, keepalive, body_len=None,
                  body_file=None, close_expected=False, throughput=False,
                  access_log=False, client="wrk", tls=None, h2=False, streams=1,
-                 handshake=False, default_rate=None, proxy=False):
+                 handshake=False, default_rate=None, proxy=False, cache=False, group=None,
+                 servers=None, large=False, rss=False, wrk_timeout=None):
         self.key = key
         self.title = title
         self.path = path
@@ -33,6 +34,14 @@ class Row:
         # Reverse proxy rows (px1): the server under test proxies to an
         # origin that bench/run starts once per workload (see Origin below).
         self.proxy = proxy
+        # Cache rows (c1-c4): every measured request must be a hit; the cache
+        # is filled and checked before measuring (benchlib/cache.py).
+        self.cache = cache
+        self.group = group              # "cache": shown in the cache table
+        self.servers = servers          # None: every server of the workload
+        self.large = large              # verify by streaming and hashing (c4)
+        self.rss = rss                  # sample the server's RSS during runs (c4)
+        self.wrk_timeout = wrk_timeout  # wrk --timeout (seconds)
         # TLS and proxy rows: load generator errors are failures (exit status 1).
         self.errors_fail = bool(tls) or proxy
 
@@ -116,4 +125,42 @@ def build_workloads(client2):
         title="overload fairness: 500 connections through the proxy to an origin that "
               "serves 20 requests at once, 50 ms each",
         template="proxy_overload.conf", origin="slot_origin.py", px2=True, rows=[])
+    # Cache workloads (benchlib/cache.py): proxy_cache hits in front of px1's
+    # origin nginx, sluice against nginx and (c1, c3) varnish with
+    # cache.vcl; not in the default set.
+    w["c1"] = dict(
+        title="proxy_cache hits, 1 KB, keep-alive (and the same 1 KB as a static file)",
+        template="cache.conf", origin="proxy_origin.conf", origin_files=["1k.bin"],
+        files=["1k.bin"], varnish="cache.vcl", group="cache",
+        rows=[Row("c1", "c1 cache hit 1K keep-alive c50", "/1k.bin", 50, True,
+                  body_len=1024, body_file="1k.bin", proxy=True, cache=True, group="cache"),
+              Row("c1-static", "c1 static 1K keep-alive c50 (no cache)", "/static/1k.bin", 50,
+                  True, body_len=1024, body_file="1k.bin", group="cache",
+                  servers=("nginx", "sluice"))])
+    w["c2"] = dict(
+        title="proxy_cache hits over HTTP/2 and TLS, 12-byte /helloworld (nuster's workload)",
+        template="cache_tls_h2.conf", tls=True, origin="proxy_origin.conf",
+        origin_files=["helloworld"], group="cache",
+        rows=[Row("c2-%d" % c, "c2 h2 cache hit 12B c%d m%d" % (c, m), "/helloworld", c, True,
+                  body_len=len(HELLO_BODY), body_file="helloworld", client="h2load",
+                  tls="TLSv1.3", h2=True, streams=m, default_rate=20000, proxy=True,
+                  cache=True, group="cache")
+              for c, m in ((100, 100), (1000, 10))])
+    w["c3"] = dict(
+        title="proxy_cache hits from the disk tier, 100 KB, keep-alive (sluice memory=0)",
+        template="cache.conf", origin="proxy_origin.conf", origin_files=["100k.bin"],
+        varnish="cache.vcl", group="cache", sluice_subst={"@CACHE_MEMORY@": " memory=0"},
+        rows=[Row("c3", "c3 cache hit 100K disk c50", "/100k.bin", 50, True,
+                  body_len=100 * 1024, body_file="100k.bin", proxy=True, cache=True,
+                  group="cache")])
+    w["c4"] = dict(
+        title="a 1 GB object from the cache to 10 clients",
+        template="cache.conf", origin="proxy_origin.conf", origin_files=["1g.bin"],
+        group="cache",
+        rows=[Row("c4", "c4 cache hit 1G c10", "/1g.bin", 10, True,
+                  body_len=HUGE_SIZE[1], body_file="1g.bin", proxy=True, cache=True,
+                  group="cache", throughput=True, large=True, rss=True, wrk_timeout=60)])
+    w["c5"] = dict(
+        title="cold misses: 1,000 clients at once for one key, origin answering after 200 ms",
+        template="cache_lock.conf", c5=True, rows=[])
     return w
