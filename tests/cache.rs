@@ -1031,3 +1031,41 @@ fn max_size_and_inactive_are_enforced() {
     }
     assert!(files_under(&cdir).is_empty(), "{:?}", files_under(&cdir));
 }
+
+/// Disk hits (no memory tier) keep serving the right file: after the entry
+/// is replaced (expired and refetched) or purged, the worker's open
+/// descriptor of the old file is not used again.
+#[test]
+fn disk_hits_follow_replaced_and_purged_entries() {
+    let (o, _n) = versioned_origin();
+    let dir = temp_dir("cache-open");
+    let memory = if nginx_mode() { "" } else { " memory=0" };
+    let s = builder()
+        .http(&sub(
+            &format!(
+                r#"
+                proxy_cache_path {}{memory} levels=1:2 keys_zone=one:1m;
+                server {{
+                    listen 127.0.0.1:{{port}};
+                    proxy_cache one;
+                    add_header X-Cache $upstream_cache_status always;
+                    location / {{ proxy_pass http://127.0.0.1:%A%; }}
+                }}"#,
+                dir.join("c").display()
+            ),
+            &[("%A%", o.port)],
+        ))
+        .start();
+    let (a, v1) = get(&s, "/d");
+    assert_eq!(a, "MISS");
+    for _ in 0..3 {
+        assert_eq!(get(&s, "/d"), ("HIT".to_string(), v1.clone()));
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    let (st, v2) = get(&s, "/d");
+    assert_eq!(st, "EXPIRED");
+    assert_ne!(v1, v2);
+    for _ in 0..3 {
+        assert_eq!(get(&s, "/d"), ("HIT".to_string(), v2.clone()), "the new entry, not the old file");
+    }
+}

@@ -68,6 +68,11 @@ pub fn from_file<'c>(ctx: &mut ReqCtx<'c, '_>, found: Found) -> Response<'c> {
     answer(ctx, &found.meta, Stored::File(file, found.body_at))
 }
 
+/// An entry file this worker keeps open (see `serve::open_entry`).
+pub fn from_open<'c>(ctx: &mut ReqCtx<'c, '_>, file: Rc<OpenFile>, meta: &Meta, body_at: u64) -> Response<'c> {
+    answer(ctx, meta, Stored::File(file, body_at))
+}
+
 fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response<'c> {
     let mut r = head(meta);
     let len = meta.body_len;

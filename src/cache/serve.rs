@@ -4,6 +4,9 @@
 //! response is stored. `proxy_cache_lock` makes concurrent misses for a key
 //! wait for one fill and wakes them the moment it lands (no polling).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
 use super::entry::Meta;
@@ -11,6 +14,7 @@ use super::memory::MemEntry;
 use super::store::{self, Found};
 use super::zone::{self, Flight, Hash, Zone};
 use crate::handler::ctx::{ReqCtx, Vars};
+use crate::handler::open_cache::OpenFile;
 use crate::http::request::Method;
 use crate::http::response::Response;
 use crate::log::error::Level;
@@ -160,6 +164,16 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
             return Lookup::Hit(super::deliver::from_memory(ctx, e));
         }
         let mut stale = None;
+        // A disk hit on an entry file this worker holds open: no open,
+        // fstat or header read (nginx keeps the descriptor the same way).
+        if let Some(n) = node.as_ref().filter(|n| n.on_disk && n.valid_until > now)
+            && let Some((file, meta, body_at)) = open_entry(&z, &hash, n.stored)
+            && meta.key == key
+            && !z.purged(&meta.key, meta.stored)
+        {
+            ctx.cache_status = Some(HIT);
+            return Lookup::Hit(super::deliver::from_open(ctx, file, &meta, body_at));
+        }
         // Until the loader has indexed the directory (just after a start)
         // the file is looked for directly. `loaded` is read before the node
         // is read again: once it is set, the loader's entries are indexed.
@@ -178,7 +192,8 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
                     }
                     promote(&z, &hash, &found);
                     ctx.cache_status = Some(HIT);
-                    return Lookup::Hit(super::deliver::from_file(ctx, found));
+                    let (file, meta, body_at) = keep_open(&z, hash, found);
+                    return Lookup::Hit(super::deliver::from_open(ctx, file, &meta, body_at));
                 }
                 Ok(Some(found)) => stale = Some(Stale { found, hash }),
                 Ok(None) => {
@@ -452,4 +467,53 @@ fn beyond_range_offset(ctx: &ReqCtx<'_, '_>) -> bool {
     let Some(spec) = h.strip_prefix(b"bytes=") else { return false };
     let digits: Vec<u8> = spec.iter().copied().skip_while(|b| *b == b' ').take_while(u8::is_ascii_digit).collect();
     std::str::from_utf8(&digits).ok().and_then(|d| d.parse::<u64>().ok()).is_some_and(|start| start > max)
+}
+
+/// Entry files a worker keeps open, by zone and hash, with their parsed
+/// header: valid while the index still names the same file (its `stored`
+/// stamp). At most `OPEN_MAX` per worker; a replaced or removed entry's
+/// descriptor goes when its key is next looked up, or when the table fills.
+struct OpenEntry {
+    file: Rc<OpenFile>,
+    meta: Rc<Meta>,
+    body_at: u64,
+}
+
+const OPEN_MAX: usize = 1024;
+
+thread_local! {
+    static OPEN: RefCell<HashMap<(usize, Hash), OpenEntry>> = RefCell::new(HashMap::new());
+}
+
+fn zone_id(z: &Arc<Zone>) -> usize {
+    Arc::as_ptr(z) as usize
+}
+
+fn open_entry(z: &Arc<Zone>, h: &Hash, stored: i64) -> Option<(Rc<OpenFile>, Rc<Meta>, u64)> {
+    OPEN.with(|o| {
+        let mut o = o.borrow_mut();
+        let id = (zone_id(z), *h);
+        match o.get(&id) {
+            Some(e) if e.meta.stored == stored => Some((e.file.clone(), e.meta.clone(), e.body_at)),
+            Some(_) => {
+                o.remove(&id);
+                None
+            }
+            None => None,
+        }
+    })
+}
+
+fn keep_open(z: &Arc<Zone>, h: Hash, found: Found) -> (Rc<OpenFile>, Rc<Meta>, u64) {
+    let mtime = (found.meta.stored.max(0) / 1_000_000) as u64;
+    let file = Rc::new(OpenFile::from_file(found.file, found.file_len, mtime));
+    let meta = Rc::new(found.meta);
+    OPEN.with(|o| {
+        let mut o = o.borrow_mut();
+        if o.len() >= OPEN_MAX {
+            o.clear();
+        }
+        o.insert((zone_id(z), h), OpenEntry { file: file.clone(), meta: meta.clone(), body_at: found.body_at });
+    });
+    (file, meta, found.body_at)
 }

@@ -38,6 +38,9 @@ pub struct Node {
     /// For a key whose responses vary: the `Vary` value; its variants are
     /// keyed by the key and the request's values of those headers.
     pub vary: Option<Arc<[u8]>>,
+    /// The entry's `stored` stamp: which file the node speaks of (a worker
+    /// keeps entry files open while this matches).
+    pub stored: i64,
 }
 
 impl Node {
@@ -53,6 +56,7 @@ impl Node {
             file_len,
             last_access: accessed,
             vary: None,
+            stored: meta.stored,
         }
     }
 }
