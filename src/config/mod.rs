@@ -19,6 +19,7 @@ pub mod set_process;
 pub mod set_server;
 pub mod set_ssl;
 pub mod table;
+mod upstream_block;
 pub mod value;
 
 use std::path::{Path, PathBuf};

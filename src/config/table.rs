@@ -194,7 +194,7 @@ pub static CORE: &[Cmd] = &[
     cmd("http2_body_preread_size", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_body_preread_size)),
     cmd("http2_idle_timeout", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_idle_timeout)),
     // reverse proxy (the `upstream` block's own directives are parsed by
-    // config::proxy::upstream_block)
+    // config::upstream_block)
     block("upstream", HTTP, 1, 1),
     block("map", HTTP, 2, 2),
     cmd("proxy_pass", LOC | LIF, 1, 1, Set::Loc(proxy::proxy_pass)),

@@ -16,7 +16,10 @@
 
 #![allow(dead_code)]
 
+pub mod cache;
 mod client;
+pub mod codings;
+pub mod fpm;
 pub mod h2raw;
 pub mod hpack;
 pub mod origin;

@@ -1,0 +1,89 @@
+//! A php-fpm master with a pool of its own, for tests/fastcgi.rs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+pub const FPM: &str = "/usr/sbin/php-fpm8.2";
+
+/// A php-fpm master with its own pool, stopped on drop.
+pub struct Fpm {
+    pub dir: PathBuf,
+    pub sock: PathBuf,
+    pub child: Option<Child>,
+}
+
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Fpm {
+    pub fn start() -> Fpm {
+        assert!(
+            Path::new(FPM).exists(),
+            "php-fpm is not installed: run scripts/test-all (or apt-get install php8.2-fpm)"
+        );
+        let dir = temp_dir("fpm");
+        let sock = dir.join("php.sock");
+        let user = if running_as_root() { "user = root\ngroup = root\n" } else { "" };
+        let conf = format!(
+            "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n\
+             [test]\n{user}listen = {s}\nlisten.mode = 0666\npm = static\npm.max_children = 2\n\
+             catch_workers_output = no\nclear_env = no\n\
+             php_admin_value[post_max_size] = 64M\nphp_admin_value[output_buffering] = 0\n\
+             php_admin_flag[log_errors] = on\n",
+            d = dir.display(),
+            s = sock.display()
+        );
+        fs::write(dir.join("fpm.conf"), conf).unwrap();
+        let mut c = Command::new(FPM);
+        c.arg("-F").arg("-y").arg(dir.join("fpm.conf")).arg("-p").arg(&dir).arg("-n");
+        if running_as_root() {
+            c.arg("-R");
+        }
+        let child = c
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(dir.join("fpm.stdout")).unwrap())
+            .stderr(fs::File::create(dir.join("fpm.stderr")).unwrap())
+            .spawn()
+            .expect("php-fpm starts");
+        let mut f = Fpm { dir, sock, child: Some(child) };
+        let t = Instant::now();
+        while std::os::unix::net::UnixStream::connect(&f.sock).is_err() {
+            if t.elapsed() > Duration::from_secs(10) {
+                f.stop();
+                panic!("php-fpm did not listen:\n{}", read_lossy(&f.dir.join("fpm.stderr")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        f
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM (fast shutdown) lets the master remove its socket.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(10) {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Fpm {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
