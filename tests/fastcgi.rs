@@ -78,18 +78,9 @@ usleep(200000);
 echo "done ", $_GET["i"];
 "#;
 
-/// The conf files `include` finds under the prefix: sluice's copies, or
-/// Debian's own for nginx.
+/// The params files and the PHP scripts.
 fn with_conf_files(b: ServerBuilder) -> ServerBuilder {
-    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
-    let debian = Path::new("/etc/nginx");
-    let from = |rel: &str| {
-        let src = if prog() == "nginx" { debian.join(rel) } else { ours.join(rel) };
-        fs::read(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()))
-    };
-    b.file("conf/fastcgi_params", from("fastcgi_params"))
-        .file("conf/fastcgi.conf", from("fastcgi.conf"))
-        .file("conf/snippets/fastcgi-php.conf", from("snippets/fastcgi-php.conf"))
+    with_params(b)
         .file("html/info.php", INFO)
         .file("html/headers.php", HEADERS)
         .file("html/status.php", STATUS)

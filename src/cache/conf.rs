@@ -16,26 +16,85 @@ use crate::config::table::{Cmd, HSL, HTTP, MANY, R, Set, cmd, list};
 use crate::config::value;
 use crate::variables::Template;
 
-pub static DIRECTIVES: &[Cmd] = &[
-    cmd("proxy_cache_path", HTTP, 2, MANY, Set::Ctx(proxy_cache_path)),
-    cmd("proxy_cache", HSL, 1, 1, Set::Loc(proxy_cache)),
-    cmd("proxy_cache_key", HSL, 1, 1, Set::Loc(proxy_cache_key)),
-    list(cmd("proxy_cache_valid", HSL, 1, MANY, Set::Loc(proxy_cache_valid)), reset_valid),
-    cmd("proxy_cache_methods", HSL, 1, MANY, Set::Loc(proxy_cache_methods)),
-    cmd("proxy_cache_min_uses", HSL, 1, 1, Set::Loc(proxy_cache_min_uses)),
-    list(cmd("proxy_cache_bypass", HSL, 1, MANY, Set::Loc(proxy_cache_bypass)), reset_bypass),
-    list(cmd("proxy_no_cache", HSL, 1, MANY, Set::Loc(proxy_no_cache)), reset_no_cache),
-    cmd("proxy_cache_use_stale", HSL, 1, MANY, Set::Loc(proxy_cache_use_stale)),
-    cmd("proxy_cache_background_update", HSL, 1, 1, Set::Loc(proxy_cache_background_update)),
-    cmd("proxy_cache_lock", HSL, 1, 1, Set::Loc(proxy_cache_lock)),
-    cmd("proxy_cache_lock_timeout", HSL, 1, 1, Set::Loc(proxy_cache_lock_timeout)),
-    cmd("proxy_cache_lock_age", HSL, 1, 1, Set::Loc(proxy_cache_lock_age)),
-    cmd("proxy_cache_revalidate", HSL, 1, 1, Set::Loc(proxy_cache_revalidate)),
-    cmd("proxy_cache_convert_head", HSL, 1, 1, Set::Loc(proxy_cache_convert_head)),
-    cmd("proxy_cache_max_range_offset", HSL, 1, 1, Set::Loc(proxy_cache_max_range_offset)),
-    cmd("proxy_ignore_headers", HSL, 1, MANY, Set::Loc(proxy_ignore_headers)),
-    cmd("proxy_cache_purge", HSL, 1, MANY, Set::Loc(proxy_cache_purge)),
-];
+/// Generates a module's cache directives (`proxy_cache*` or
+/// `fastcgi_cache*`, nginx's two spellings of one engine): setters that
+/// apply the shared parsers below to that module's [`CacheConf`] (in its
+/// [`crate::config::proxy::UpstreamConf`]), and the table rows.
+macro_rules! cache_directives {
+    ($table:ident, $module:ident, $field:ident, $p:literal, [$($extra:expr),*]) => {
+        pub mod $module {
+            use crate::config::build::Ctx;
+            use crate::config::model::LocConf;
+            use crate::config::parser::Directive;
+            use crate::config::table::R;
+
+            fn c(l: &mut LocConf) -> &mut super::CacheConf {
+                &mut l.$field.up.cache
+            }
+            pub fn path(d: &Directive, ctx: &mut Ctx) -> R {
+                super::cache_path(d, ctx, $p)
+            }
+            pub fn cache(l: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+                super::cache(c(l), d, ctx, $p)
+            }
+            pub fn reset_valid(l: &mut LocConf) {
+                c(l).valid.clear();
+            }
+            pub fn reset_bypass(l: &mut LocConf) {
+                c(l).bypass.clear();
+            }
+            pub fn reset_no_cache(l: &mut LocConf) {
+                c(l).no_cache.clear();
+            }
+            super::setters!(c; key, valid, methods, min_uses, bypass, no_cache, use_stale, background_update,
+                lock, lock_timeout, lock_age, revalidate, convert_head, max_range_offset, ignore_headers, purge);
+        }
+
+        pub static $table: &[Cmd] = &[
+            cmd(concat!($p, "_cache_path"), HTTP, 2, MANY, Set::Ctx($module::path)),
+            cmd(concat!($p, "_cache"), HSL, 1, 1, Set::Loc($module::cache)),
+            cmd(concat!($p, "_cache_key"), HSL, 1, 1, Set::Loc($module::key)),
+            list(cmd(concat!($p, "_cache_valid"), HSL, 1, MANY, Set::Loc($module::valid)), $module::reset_valid),
+            cmd(concat!($p, "_cache_methods"), HSL, 1, MANY, Set::Loc($module::methods)),
+            cmd(concat!($p, "_cache_min_uses"), HSL, 1, 1, Set::Loc($module::min_uses)),
+            list(cmd(concat!($p, "_cache_bypass"), HSL, 1, MANY, Set::Loc($module::bypass)), $module::reset_bypass),
+            list(cmd(concat!($p, "_no_cache"), HSL, 1, MANY, Set::Loc($module::no_cache)), $module::reset_no_cache),
+            cmd(concat!($p, "_cache_use_stale"), HSL, 1, MANY, Set::Loc($module::use_stale)),
+            cmd(concat!($p, "_cache_background_update"), HSL, 1, 1, Set::Loc($module::background_update)),
+            cmd(concat!($p, "_cache_lock"), HSL, 1, 1, Set::Loc($module::lock)),
+            cmd(concat!($p, "_cache_lock_timeout"), HSL, 1, 1, Set::Loc($module::lock_timeout)),
+            cmd(concat!($p, "_cache_lock_age"), HSL, 1, 1, Set::Loc($module::lock_age)),
+            cmd(concat!($p, "_cache_revalidate"), HSL, 1, 1, Set::Loc($module::revalidate)),
+            cmd(concat!($p, "_cache_max_range_offset"), HSL, 1, 1, Set::Loc($module::max_range_offset)),
+            cmd(concat!($p, "_ignore_headers"), HSL, 1, MANY, Set::Loc($module::ignore_headers)),
+            cmd(concat!($p, "_cache_purge"), HSL, 1, MANY, Set::Loc($module::purge)),
+            $($extra),*
+        ];
+    };
+}
+
+/// Setters that hand a module's `CacheConf` to the shared parser of the
+/// same name.
+macro_rules! setters {
+    ($c:ident; $($name:ident),*) => {
+        $(pub fn $name(l: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+            super::$name($c(l), d, ctx)
+        })*
+    };
+}
+use setters;
+
+cache_directives!(
+    PROXY,
+    proxy,
+    proxy,
+    "proxy",
+    [cmd("proxy_cache_convert_head", HSL, 1, 1, Set::Loc(proxy::convert_head))]
+);
+// nginx has no fastcgi_cache_convert_head: a HEAD goes to the application
+// as HEAD (and, with the usual key, is stored under the GET's key: the
+// reason nginx's docs put $request_method in fastcgi_cache_key).
+cache_directives!(FASTCGI, fastcgi, fastcgi, "fastcgi", []);
 
 /// One `proxy_cache_path`: a named zone.
 #[derive(Debug)]
@@ -63,7 +122,11 @@ pub struct ZoneConf {
     pub loader_threshold: Duration,
     /// `FILE:LINE` of the directive, for nginx's duplicate-path message.
     pub defined_at: String,
+    /// "proxy" or "fastcgi": the module whose `*_cache` may use the zone.
+    pub module: &'static str,
 }
+
+const DIFFERENT_USE: &str = "the shared memory zone \"{}\" is already declared for a different use";
 
 impl ZoneConf {
     /// How many keys the index may hold (nginx: a key node is ~128 bytes).
@@ -199,7 +262,8 @@ fn time(d: &Directive, v: &str) -> Result<Duration, ConfError> {
     value::parse_time(v).ok_or_else(|| invalid(d, v))
 }
 
-pub fn proxy_cache_path(d: &Directive, ctx: &mut Ctx) -> R {
+/// `proxy_cache_path` / `fastcgi_cache_path`: a zone of `module`'s.
+pub fn cache_path(d: &Directive, ctx: &mut Ctx, module: &'static str) -> R {
     let path = ctx.path(arg(d, 0));
     let mut z = ZoneConf {
         name: String::new(),
@@ -218,6 +282,7 @@ pub fn proxy_cache_path(d: &Directive, ctx: &mut Ctx) -> R {
         loader_sleep: Duration::from_millis(50),
         loader_threshold: Duration::from_millis(200),
         defined_at: String::new(),
+        module,
     };
     let mut memory = None;
     z.defined_at = format!("{}:{}", d.span.file.display(), d.span.line);
@@ -268,11 +333,12 @@ pub fn proxy_cache_path(d: &Directive, ctx: &mut Ctx) -> R {
         }
     }
     if z.name.is_empty() {
-        return Err(ConfError::at("\"proxy_cache_path\" must have \"keys_zone\" parameter", &d.span));
+        return Err(ConfError::at(format!("\"{}\" must have \"keys_zone\" parameter", d.name), &d.span));
     }
     z.memory = memory.unwrap_or_else(|| (z.keys_size / 4 * 64).min(256 << 20));
-    if ctx.cache_zones.contains_key(&z.name) {
-        return Err(ConfError::at(format!("duplicate zone \"{}\"", z.name), &d.span));
+    if let Some(o) = ctx.cache_zones.get(&z.name) {
+        let why = if o.module == module { "duplicate zone \"{}\"" } else { DIFFERENT_USE };
+        return Err(ConfError::at(why.replace("{}", &z.name), &d.span));
     }
     if let Some(o) = ctx.cache_zones.values().find(|o| o.path == z.path) {
         return Err(ConfError::at(
@@ -298,20 +364,28 @@ fn bad_value(d: &Directive, v: &str) -> ConfError {
     ConfError::at(format!("invalid value \"{}\"", v), &d.span)
 }
 
-pub fn proxy_cache(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn cache(c: &mut CacheConf, d: &Directive, ctx: &mut Ctx, module: &str) -> R {
     let name = arg(d, 0);
     if name == "off" {
-        c.cache.zone = None;
+        c.zone = None;
         return Ok(());
     }
     if name.contains('$') {
-        return Err(ConfError::at("\"proxy_cache\" with variables is not supported (name a zone or \"off\")", &d.span));
+        return Err(ConfError::at(
+            format!("\"{}\" with variables is not supported (name a zone or \"off\")", d.name),
+            &d.span,
+        ));
     }
     let z = ctx
         .cache_zones
         .get(name)
-        .ok_or_else(|| ConfError::at(format!("\"proxy_cache\" zone \"{}\" is unknown", name), &d.span))?;
-    c.cache.zone = Some(z.clone());
+        .ok_or_else(|| ConfError::at(format!("\"{}\" zone \"{}\" is unknown", d.name, name), &d.span))?;
+    // A zone belongs to the module whose *_cache_path made it, as nginx's
+    // shared memory zones carry their module's tag.
+    if z.module != module {
+        return Err(ConfError::at(DIFFERENT_USE.replace("{}", name), &d.span));
+    }
+    c.zone = Some(z.clone());
     Ok(())
 }
 
@@ -319,16 +393,12 @@ fn template(d: &Directive, text: &str) -> Result<Template, ConfError> {
     Template::compile(text).map_err(|e| ConfError::at(e, &d.span))
 }
 
-pub fn proxy_cache_key(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.key = Some(Arc::new(template(d, arg(d, 0))?));
+pub fn key(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.key = Some(Arc::new(template(d, arg(d, 0))?));
     Ok(())
 }
 
-pub fn reset_valid(c: &mut LocConf) {
-    c.cache.valid.clear();
-}
-
-pub fn proxy_cache_valid(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn valid(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     let n = d.args.len();
     let t = time(d, arg(d, n - 1))?;
     let mut codes = Vec::new();
@@ -349,51 +419,43 @@ pub fn proxy_cache_valid(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     if any {
         codes.clear();
     }
-    c.cache.valid.push(Valid { codes, time: t });
+    c.valid.push(Valid { codes, time: t });
     Ok(())
 }
 
-pub fn proxy_cache_methods(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.post = false;
+pub fn methods(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.post = false;
     for w in &d.args {
         match w.text.as_str() {
             "GET" | "HEAD" => {}
-            "POST" => c.cache.post = true,
+            "POST" => c.post = true,
             other => return Err(bad_value(d, other)),
         }
     }
     Ok(())
 }
 
-pub fn proxy_cache_min_uses(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn min_uses(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
-    c.cache.min_uses = value::parse_number(v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| invalid(d, v))?;
+    c.min_uses = value::parse_number(v).and_then(|n| u32::try_from(n).ok()).ok_or_else(|| invalid(d, v))?;
     Ok(())
 }
 
-pub fn reset_bypass(c: &mut LocConf) {
-    c.cache.bypass.clear();
-}
-
-pub fn proxy_cache_bypass(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn bypass(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     for w in &d.args {
-        c.cache.bypass.push(template(d, &w.text)?);
+        c.bypass.push(template(d, &w.text)?);
     }
     Ok(())
 }
 
-pub fn reset_no_cache(c: &mut LocConf) {
-    c.cache.no_cache.clear();
-}
-
-pub fn proxy_no_cache(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn no_cache(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     for w in &d.args {
-        c.cache.no_cache.push(template(d, &w.text)?);
+        c.no_cache.push(template(d, &w.text)?);
     }
     Ok(())
 }
 
-pub fn proxy_cache_use_stale(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn use_stale(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     let mut s = UseStale::default();
     for w in &d.args {
         match w.text.as_str() {
@@ -411,47 +473,47 @@ pub fn proxy_cache_use_stale(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
             }
         }
     }
-    c.cache.use_stale = s;
+    c.use_stale = s;
     Ok(())
 }
 
-pub fn proxy_cache_background_update(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.background_update = flag(d)?;
+pub fn background_update(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.background_update = flag(d)?;
     Ok(())
 }
 
-pub fn proxy_cache_lock(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.lock = flag(d)?;
+pub fn lock(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.lock = flag(d)?;
     Ok(())
 }
 
-pub fn proxy_cache_lock_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.lock_timeout = time(d, arg(d, 0))?;
+pub fn lock_timeout(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.lock_timeout = time(d, arg(d, 0))?;
     Ok(())
 }
 
-pub fn proxy_cache_lock_age(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.lock_age = time(d, arg(d, 0))?;
+pub fn lock_age(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.lock_age = time(d, arg(d, 0))?;
     Ok(())
 }
 
-pub fn proxy_cache_revalidate(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.revalidate = flag(d)?;
+pub fn revalidate(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.revalidate = flag(d)?;
     Ok(())
 }
 
-pub fn proxy_cache_convert_head(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.cache.convert_head = flag(d)?;
+pub fn convert_head(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
+    c.convert_head = flag(d)?;
     Ok(())
 }
 
-pub fn proxy_cache_max_range_offset(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn max_range_offset(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
-    c.cache.max_range_offset = Some(value::parse_number(v).ok_or_else(|| invalid(d, v))?);
+    c.max_range_offset = Some(value::parse_number(v).ok_or_else(|| invalid(d, v))?);
     Ok(())
 }
 
-pub fn proxy_ignore_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn ignore_headers(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     let mut i = Ignore::default();
     for w in &d.args {
         match w.text.to_ascii_lowercase().as_str() {
@@ -467,11 +529,32 @@ pub fn proxy_ignore_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
             _ => return Err(bad_value(d, &w.text)),
         }
     }
-    c.cache.ignore = i;
+    c.ignore = i;
     Ok(())
 }
 
-pub fn proxy_cache_purge(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.cache.purge = super::purge::parse(d, &ctx.cache_zones)?;
+pub fn purge(c: &mut CacheConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.purge = super::purge::parse(d, &ctx.cache_zones)?;
     Ok(())
+}
+
+/// The cache settings a location's requests use: its FastCGI module's when
+/// it has `fastcgi_pass`, else the proxy module's.
+pub fn of(lc: &LocConf) -> &CacheConf {
+    &crate::proxy::up_conf(lc).cache
+}
+
+/// Load-time checks once a server, location or `if` level is complete:
+/// nginx has no default `fastcgi_cache_key`; it warns and uses an empty
+/// key (every response of the location shares one entry), and so does
+/// sluice.
+pub fn check_level(l: &mut LocConf, dirs: &[Directive], ctx: &mut Ctx) {
+    let c = &mut l.fastcgi.up.cache;
+    if c.zone.is_none() || c.key.is_some() {
+        return;
+    }
+    if let Some(d) = dirs.iter().find(|d| d.name == "fastcgi_cache").or(dirs.first()) {
+        ctx.warnings.push(ConfError::at("no \"fastcgi_cache_key\" for \"fastcgi_cache\"", &d.span).to_string());
+    }
+    c.key = Some(Arc::new(Template { parts: Vec::new() }));
 }

@@ -129,7 +129,7 @@ fn is_method(s: &str) -> bool {
 /// For a caching location: whether this request is a purge (Some: its
 /// answer, 403 for a purge from an address not listed).
 pub fn check<'c>(ctx: &mut ReqCtx<'c, '_>, key: &[u8], zone_conf: &Arc<ZoneConf>) -> Option<Response<'c>> {
-    match &ctx.conf.cache.purge {
+    match &super::conf::of(ctx.conf).purge {
         Purge::Method { method, from } if ctx.req.method_bytes() == method.as_bytes() => {
             if let Some(list) = from
                 && !list.iter().any(|c| c.contains(ctx.conn.peer.ip()))

@@ -47,6 +47,32 @@ pub struct ReqCache {
     pub as_is: bool,
 }
 
+/// Request headers not passed to the origin when the response may be
+/// cached (nginx's cache headers): the origin is asked for the whole,
+/// unconditional representation, and ranges and conditions are then
+/// answered from the stored entry.
+const NOT_PASSED: [&str; 6] =
+    ["if-modified-since", "if-unmodified-since", "if-none-match", "if-match", "range", "if-range"];
+
+impl ReqCache {
+    /// Whether the client's header `name` stays off the origin request
+    /// (proxy: the header; FastCGI: its `HTTP_*` param).
+    pub fn withholds(ctx: &ReqCtx<'_, '_>, name: &[u8]) -> bool {
+        ctx.cache_status.is_some()
+            && !ctx.cache.as_deref().is_some_and(|c| c.as_is)
+            && NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    }
+
+    /// `*_cache_revalidate`: the stored entry's validators, as the request
+    /// headers to send in their place (empty ones left out).
+    pub fn validators<'a>(ctx: &'a ReqCtx<'_, '_>) -> impl Iterator<Item = (&'static str, &'a [u8])> {
+        let c = ctx.cache.as_deref();
+        [("If-None-Match", c.map(|c| &c.etag[..])), ("If-Modified-Since", c.map(|c| &c.last_modified[..]))]
+            .into_iter()
+            .filter_map(|(n, v)| v.filter(|v| !v.is_empty()).map(|v| (n, v)))
+    }
+}
+
 /// What the lookup decided.
 pub enum Lookup<'c> {
     /// Answer from the cache.
@@ -90,7 +116,7 @@ pub fn any_true(ctx: &ReqCtx<'_, '_>, list: &[Template]) -> bool {
 
 /// The cache's part before the origin.
 pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
-    let conf = &ctx.conf.cache;
+    let conf = super::conf::of(ctx.conf);
     let Some(zconf) = &conf.zone else { return Lookup::Fetch(None) };
     if !matches!(conf.purge, super::purge::Purge::Off) {
         let key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
@@ -321,7 +347,7 @@ pub fn writer_for(
     accel_expires: Option<&[u8]>,
     buffering: bool,
 ) -> Option<Box<store::Writer>> {
-    let conf = &ctx.conf.cache;
+    let conf = super::conf::of(ctx.conf);
     if !fill.store || !buffering || any_true(ctx, &conf.no_cache) {
         return None;
     }
@@ -372,7 +398,7 @@ fn expired<'c>(
     store_ok: bool,
     stale: Stale,
 ) -> Result<Lookup<'c>, (Vec<u8>, Stale)> {
-    let conf = &ctx.conf.cache;
+    let conf = super::conf::of(ctx.conf);
     let m = &stale.found.meta;
     let now = super::manager::now();
     let may_update = conf.use_stale.updating
@@ -421,7 +447,7 @@ pub fn on_head<'c>(
         stale.found.meta.status,
         &head.headers,
         head.accel_expires.as_deref(),
-        &ctx.conf.cache,
+        super::conf::of(ctx.conf),
         now,
     );
     let mut found = stale.found;
@@ -462,7 +488,7 @@ pub async fn refresh_after(w: &crate::worker::WorkerCtx, ctx: &mut ReqCtx<'_, '_
 /// `proxy_cache_max_range_offset`: a range starting past it goes to the
 /// origin as it is, and the answer is not cached.
 fn beyond_range_offset(ctx: &ReqCtx<'_, '_>) -> bool {
-    let Some(max) = ctx.conf.cache.max_range_offset else { return false };
+    let Some(max) = super::conf::of(ctx.conf).max_range_offset else { return false };
     let Some(h) = ctx.req.header("range") else { return false };
     let Some(spec) = h.strip_prefix(b"bytes=") else { return false };
     let digits: Vec<u8> = spec.iter().copied().skip_while(|b| *b == b' ').take_while(u8::is_ascii_digit).collect();

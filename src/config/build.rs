@@ -187,8 +187,11 @@ fn apply_level<'d>(
             Set::Block => children.push((cmd, d)),
         }
     }
-    if let Some(l) = loc.as_deref() {
+    if let Some(l) = loc {
         super::proxy_buffers::check(l, dirs)?;
+        if level != HTTP {
+            crate::cache::conf::check_level(l, dirs, ctx);
+        }
     }
     Ok(children)
 }
@@ -268,7 +271,6 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..Default::default()
         },
         fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
-        cache: Default::default(),
         compress: Default::default(),
     }
 }
@@ -408,15 +410,16 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         set_loc::log_format(d, ctx)?;
     }
     // Cache zones too: `proxy_cache` anywhere in http may name one.
-    for d in dirs.iter().filter(|d| d.name == "proxy_cache_path") {
-        table::check_shape(table::lookup("proxy_cache_path").ok_or_else(|| table::unknown(d))?, d)?;
-        crate::cache::conf::proxy_cache_path(d, ctx)?;
+    let zone_dir = |d: &Directive| d.name == "proxy_cache_path" || d.name == "fastcgi_cache_path";
+    for d in dirs.iter().filter(|d| zone_dir(d)) {
+        let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
+        table::check_shape(cmd, d)?;
+        if let table::Set::Ctx(f) = &cmd.set {
+            f(d, ctx)?;
+        }
     }
-    let rest: Vec<Directive> = dirs
-        .iter()
-        .filter(|d| d.name != "log_format" && d.name != "map" && d.name != "proxy_cache_path")
-        .cloned()
-        .collect();
+    let rest: Vec<Directive> =
+        dirs.iter().filter(|d| d.name != "log_format" && d.name != "map" && !zone_dir(d)).cloned().collect();
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();

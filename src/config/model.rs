@@ -200,8 +200,6 @@ pub struct LocConf {
     pub ssl: SslConf,
     pub http2: Http2Conf,
     pub proxy: super::proxy::ProxyConf,
-    /// `proxy_cache*` (the cache module's settings).
-    pub cache: crate::cache::conf::CacheConf,
     /// gzip, brotli and zstd, on the fly and precompressed.
     pub compress: super::compress::CompressConf,
     /// `fastcgi_*` (the FastCGI module's settings).

@@ -197,6 +197,9 @@ pub struct UpstreamConf {
     /// Whether the origin request goes on when the client leaves.
     pub ignore_client_abort: bool,
     pub intercept_errors: bool,
+    /// `*_cache*`: the cache engine is shared; each module has its own
+    /// settings for it, as nginx's proxy and fastcgi modules do.
+    pub cache: crate::cache::conf::CacheConf,
 }
 
 impl UpstreamConf {
@@ -219,6 +222,7 @@ impl UpstreamConf {
             request_buffering: true,
             ignore_client_abort: false,
             intercept_errors: false,
+            cache: Default::default(),
         }
     }
 }

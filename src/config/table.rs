@@ -251,7 +251,8 @@ static KNOWN_NGINX: &[&str] =
 /// module's. A module adds its table here and nowhere else.
 pub static TABLES: &[&[Cmd]] = &[
     CORE,
-    crate::cache::conf::DIRECTIVES,
+    crate::cache::conf::PROXY,
+    crate::cache::conf::FASTCGI,
     super::compress::TABLE,
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,

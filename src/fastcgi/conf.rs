@@ -11,7 +11,7 @@ use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
 use crate::config::proxy::{self, Pass, Protocol, ProxyPass, UpstreamConf};
 use crate::config::set_main::{arg, flag, invalid};
-use crate::config::table::{Cmd, HSL, LOC, MANY, R, Set, cmd, list};
+use crate::config::table::{Cmd, HSL, LOC, R, Set, cmd, list};
 use crate::variables::Template;
 
 crate::upstream_directives!(up, fastcgi);
@@ -23,7 +23,6 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("fastcgi_split_path_info", LOC, 1, 1, Set::Loc(fastcgi_split_path_info)),
     cmd("fastcgi_keep_conn", HSL, 1, 1, Set::Loc(fastcgi_keep_conn)),
     cmd("fastcgi_pass_request_headers", HSL, 1, 1, Set::Loc(fastcgi_pass_request_headers)),
-    cmd("fastcgi_ignore_headers", HSL, 1, MANY, Set::Loc(fastcgi_ignore_headers)),
     list(cmd("fastcgi_catch_stderr", HSL, 1, 1, Set::Loc(fastcgi_catch_stderr)), reset_catch_stderr),
     cmd("fastcgi_connect_timeout", HSL, 1, 1, Set::Loc(up::connect_timeout)),
     cmd("fastcgi_send_timeout", HSL, 1, 1, Set::Loc(up::send_timeout)),
@@ -53,15 +52,6 @@ pub struct Param {
     pub if_not_empty: bool,
 }
 
-/// `fastcgi_ignore_headers`: the response fields the module does not act
-/// on. Only the X-Accel ones sluice acts on matter here (the cache fields
-/// are for `fastcgi_cache`, which sluice does not have).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Ignore {
-    pub x_accel_buffering: bool,
-    pub x_accel_expires: bool,
-}
-
 /// The per-location FastCGI settings.
 #[derive(Clone)]
 pub struct FastcgiConf {
@@ -75,7 +65,6 @@ pub struct FastcgiConf {
     pub split_path_info: Option<Arc<regex::bytes::Regex>>,
     pub keep_conn: bool,
     pub pass_request_headers: bool,
-    pub ignore: Ignore,
     /// `fastcgi_catch_stderr`: a response whose stderr holds one of these
     /// is a bad response (`invalid_header`).
     pub catch_stderr: Vec<Vec<u8>>,
@@ -93,11 +82,17 @@ impl FastcgiConf {
             split_path_info: None,
             keep_conn: false,
             pass_request_headers: true,
-            ignore: Ignore::default(),
             catch_stderr: Vec::new(),
-            up: UpstreamConf::new(prefix.join("fastcgi_temp")),
+            up: UpstreamConf { cache: fastcgi_cache(), ..UpstreamConf::new(prefix.join("fastcgi_temp")) },
         }
     }
+}
+
+/// `fastcgi_cache*`'s defaults: nginx has no `fastcgi_cache_convert_head`
+/// (a HEAD reaches the application as HEAD) and no default key (one is
+/// warned about at load time, see `crate::cache::conf::check_level`).
+fn fastcgi_cache() -> crate::cache::conf::CacheConf {
+    crate::cache::conf::CacheConf { convert_head: false, ..Default::default() }
 }
 
 impl Default for FastcgiConf {
@@ -213,23 +208,6 @@ pub fn fastcgi_keep_conn(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 
 pub fn fastcgi_pass_request_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.fastcgi.pass_request_headers = flag(d)?;
-    Ok(())
-}
-
-/// nginx's list; the cache fields are accepted (sluice has no
-/// `fastcgi_cache` for them to matter to).
-pub fn fastcgi_ignore_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let mut ig = Ignore::default();
-    for w in &d.args {
-        match w.text.to_ascii_lowercase().as_str() {
-            "x-accel-buffering" => ig.x_accel_buffering = true,
-            "x-accel-expires" => ig.x_accel_expires = true,
-            "x-accel-redirect" | "x-accel-limit-rate" | "x-accel-charset" | "expires" | "cache-control"
-            | "set-cookie" | "vary" => {}
-            _ => return Err(invalid(d, &w.text)),
-        }
-    }
-    c.fastcgi.ignore = ig;
     Ok(())
 }
 

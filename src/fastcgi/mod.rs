@@ -20,6 +20,7 @@ pub mod response;
 
 use std::sync::Arc;
 
+use crate::cache::serve::ReqCache;
 use crate::config::proxy::ProxyPass;
 use crate::handler::ctx::{ReqCtx, Vars};
 use crate::log::error::Level;
@@ -102,6 +103,11 @@ pub fn request_head(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody, keep_conn: bool) -
             params.push(&name, &v);
         }
     }
+    // fastcgi_cache_revalidate: the stored entry's validators, as nginx's
+    // cache params (HTTP_IF_NONE_MATCH $upstream_cache_etag, ...).
+    for (name, v) in ReqCache::validators(ctx) {
+        params.push(&param_name(name.as_bytes()), v);
+    }
     params.finish(&mut out);
     out
 }
@@ -114,12 +120,13 @@ pub fn request_head(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody, keep_conn: bool) -
 fn merged_headers(ctx: &ReqCtx<'_, '_>) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for (name, v) in ctx.req.headers() {
-        if name.contains(&b'_') || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-') {
+        if name.contains(&b'_')
+            || !name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+            || ReqCache::withholds(ctx, name)
+        {
             continue;
         }
-        let mut key = Vec::with_capacity(5 + name.len());
-        key.extend_from_slice(b"HTTP_");
-        key.extend(name.iter().map(|&b| if b == b'-' { b'_' } else { b.to_ascii_uppercase() }));
+        let key = param_name(name);
         match out.iter_mut().find(|(k, _)| *k == key) {
             Some((_, prev)) => {
                 prev.extend_from_slice(if name.eq_ignore_ascii_case(b"cookie") { b"; " } else { b", " });
@@ -129,6 +136,14 @@ fn merged_headers(ctx: &ReqCtx<'_, '_>) -> Vec<(Vec<u8>, Vec<u8>)> {
         }
     }
     out
+}
+
+/// A header's `HTTP_*` param name: uppercase, `-` as `_`.
+fn param_name(header: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(5 + header.len());
+    key.extend_from_slice(b"HTTP_");
+    key.extend(header.iter().map(|&b| if b == b'-' { b'_' } else { b.to_ascii_uppercase() }));
+    key
 }
 
 /// `fastcgi_pass` with variables: the rendered value names an upstream

@@ -53,7 +53,7 @@ pub struct Reader {
     stderr: Stderr,
     head_request: bool,
     keep_conn: bool,
-    ignore: super::conf::Ignore,
+    ignore: crate::cache::conf::Ignore,
     /// A head whose response has no body (HEAD, 204, 304): the rest of
     /// STDOUT is read and dropped until END_REQUEST, so the connection
     /// ends clean.
@@ -75,7 +75,7 @@ impl Reader {
             },
             head_request,
             keep_conn,
-            ignore: conf.ignore,
+            ignore: conf.up.cache.ignore,
             waiting: None,
         }
     }
@@ -207,7 +207,7 @@ const NOT_PASSED: &[&str] = &[
 fn interpret(
     fields: &[httparse::Header<'_>],
     conf: &UpstreamConf,
-    ignore: super::conf::Ignore,
+    ignore: crate::cache::conf::Ignore,
 ) -> Result<ResponseHead, HeadError> {
     let mut status = None;
     let mut location = false;
@@ -384,7 +384,7 @@ mod tests {
         let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(text, &mut slots) else {
             panic!("not a complete head: {:?}", String::from_utf8_lossy(text));
         };
-        interpret(fields, &UpstreamConf::default(), super::super::conf::Ignore::default())
+        interpret(fields, &UpstreamConf::default(), crate::cache::conf::Ignore::default())
     }
 
     fn names(h: &ResponseHead) -> Vec<String> {

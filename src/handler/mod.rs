@@ -205,8 +205,12 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if let Some(page) = &conf.check_status {
         return Step::Done(crate::upstream::check::status::respond(ctx, page));
     }
-    if let crate::cache::purge::Purge::Separate { zone, key } = &conf.cache.purge {
-        return Step::Done(crate::cache::purge::separate(ctx, zone, key));
+    // A purge location of its own (`proxy_cache_purge ZONE KEY` or the
+    // fastcgi_ spelling).
+    for up in [&conf.proxy.up, &conf.fastcgi.up] {
+        if let crate::cache::purge::Purge::Separate { zone, key } = &up.cache.purge {
+            return Step::Done(crate::cache::purge::separate(ctx, zone, key));
+        }
     }
     if conf.proxy.pass.is_some() || conf.fastcgi.pass.is_some() {
         let mut r = Response::new(200);

@@ -100,10 +100,10 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     };
     ctx.proxy_pass = Some(pass.clone());
     // The cache answers hits before any origin work (and may turn a HEAD
-    // into a GET for the origin: proxy_cache_convert_head). It is the
-    // proxy module's (sluice has no fastcgi_cache).
+    // into a GET for the origin: proxy_cache_convert_head), with the
+    // settings of the location's module (proxy_cache* or fastcgi_cache*).
     let mut fill = None;
-    if lc.cache.zone.is_some() && pass.protocol == Protocol::Http {
+    if up_conf(lc).cache.zone.is_some() {
         match crate::cache::serve::lookup(ctx).await {
             crate::cache::serve::Lookup::Hit(r) => return r,
             crate::cache::serve::Lookup::Fetch(f) => fill = f,
@@ -262,7 +262,7 @@ fn stale<'c>(
     status: u16,
     failed: bool,
 ) -> Option<Response<'c>> {
-    let use_stale = ctx.conf.cache.use_stale;
+    let use_stale = crate::cache::conf::of(ctx.conf).use_stale;
     let f = fill.as_mut()?;
     let entry = f.stale.as_ref()?;
     let by_conf = if failed {

@@ -2,6 +2,7 @@
 //! response head it reads is [`super::response_head`]).
 
 use super::request_body::SendFraming;
+use crate::cache::serve::ReqCache;
 use crate::config::proxy::{ProxyConf, ProxyPass};
 use crate::handler::ctx::{ReqCtx, Vars, push_u64};
 use crate::http::request::Method;
@@ -159,13 +160,9 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
             conn.push(v);
         }
     }
-    // A request the cache may store asks the origin for the whole,
-    // unconditional representation (nginx's cache headers): ranges and
-    // conditions are then answered from the stored entry.
-    let caching = ctx.cache_status.is_some() && !ctx.cache.as_deref().is_some_and(|c| c.as_is);
     for (name, v) in ctx.req.headers() {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
-            || caching && CACHE_NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+            || ReqCache::withholds(ctx, name)
             || conn.iter().any(|c| listed_in_connection(c, name))
             || conf.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
             || super::websocket::skip_client_header(ws_key, name);
@@ -177,23 +174,15 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
         out.extend_from_slice(v);
         out.extend_from_slice(b"\r\n");
     }
-    // proxy_cache_revalidate: the stored entry's validators.
-    if let Some(c) = ctx.cache.as_deref() {
-        for (name, v) in [("If-None-Match: ", &c.etag), ("If-Modified-Since: ", &c.last_modified)] {
-            if !v.is_empty() {
-                out.extend_from_slice(name.as_bytes());
-                out.extend_from_slice(v);
-                out.extend_from_slice(b"\r\n");
-            }
-        }
+    for (name, v) in ReqCache::validators(ctx) {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     RequestHead(out)
 }
-
-/// Request headers not passed when the response may be cached.
-const CACHE_NOT_PASSED: [&str; 6] =
-    ["if-modified-since", "if-unmodified-since", "if-none-match", "if-match", "range", "if-range"];
 
 /// Whether a Connection header names anything besides the usual
 /// close / keep-alive / upgrade (which sluice handles itself).

@@ -87,3 +87,18 @@ impl Drop for Fpm {
         self.stop();
     }
 }
+
+/// The conf files `include` finds under the prefix (`fastcgi_params`,
+/// `fastcgi.conf`, `snippets/fastcgi-php.conf`): sluice's copies, or
+/// Debian's own for nginx.
+pub fn with_params(b: ServerBuilder) -> ServerBuilder {
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf");
+    let debian = Path::new("/etc/nginx");
+    let from = |rel: &str| {
+        let src = if prog() == "nginx" { debian.join(rel) } else { ours.join(rel) };
+        fs::read(&src).unwrap_or_else(|e| panic!("{}: {e}", src.display()))
+    };
+    b.file("conf/fastcgi_params", from("fastcgi_params"))
+        .file("conf/fastcgi.conf", from("fastcgi.conf"))
+        .file("conf/snippets/fastcgi-php.conf", from("snippets/fastcgi-php.conf"))
+}
