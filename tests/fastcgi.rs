@@ -717,3 +717,33 @@ fn fastcgi_pass_with_variables_and_an_upstream_name() {
     assert_eq!(r.status, 500);
     wait_contains(&s.path("logs/error.log"), "no port in upstream \"php.example\"", LOG_WAIT);
 }
+
+#[test]
+fn fastcgi_pass_request_body_off_leaves_stdin_empty() {
+    let fpm = Fpm::start();
+    let s = server(
+        &fpm,
+        &format!(
+            r#"location /nobody/ {{
+                fastcgi_pass_request_body off;
+                include fastcgi_params;
+                fastcgi_param SCRIPT_FILENAME $document_root/info.php;
+                fastcgi_pass unix:{};
+            }}"#,
+            fpm.sock.display()
+        ),
+    );
+    let send = |path: &str| {
+        request(
+            s.port,
+            &format!("POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"),
+        )
+    };
+    let r = send("/info.php");
+    assert_eq!(field(&r.text(), "BODY"), Some(format!("5 {}", md5_hex(b"hello")).as_str()));
+    let r = send("/nobody/x");
+    assert_eq!(r.status, 200, "{}", r.head);
+    let b = r.text();
+    assert_eq!(field(&b, "BODY"), Some(format!("0 {}", md5_hex(b"")).as_str()), "{b}");
+    assert_eq!(field(&b, "CONTENT_LENGTH"), Some("5"));
+}

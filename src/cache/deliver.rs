@@ -87,7 +87,7 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
             && let Some(h) = ctx.req.header("range")
             && crate::handler::static_file::if_range_ok(ctx, etag.as_deref(), modified)
         {
-            match range::parse_range(h, len, None) {
+            match range::parse_range(h, len, ctx.conf.core.max_ranges) {
                 RangeResult::Ignore => {}
                 RangeResult::Unsatisfiable => {
                     let mut e = crate::handler::error(ctx, 416);
@@ -209,7 +209,7 @@ pub fn on_miss(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>, body: &mut crate::pro
     if !crate::handler::static_file::if_range_ok(ctx, etag.as_deref(), modified) {
         return None;
     }
-    match range::parse_range(h, len, None) {
+    match range::parse_range(h, len, ctx.conf.core.max_ranges) {
         RangeResult::Ignore => None,
         RangeResult::Unsatisfiable => Some(416),
         RangeResult::Satisfiable(ranges) => {

@@ -224,6 +224,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         rewrite: Default::default(),
         location_name: Arc::from(""),
         empty_gif: false,
+        core: Default::default(),
         check_status: None,
         autoindex: false,
         error_pages: Vec::new(),
@@ -283,6 +284,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.try_files = None;
     c.rewrite.script = None;
     c.empty_gif = false;
+    c.core.internal = false;
     c.check_status = None;
     c.proxy.pass = None;
     c.fastcgi.pass = None;

@@ -13,6 +13,7 @@ pub mod model;
 pub mod parser;
 pub mod proxy;
 pub mod proxy_buffers;
+pub mod set_core;
 pub mod set_loc;
 pub mod set_main;
 pub mod set_process;

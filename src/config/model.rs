@@ -160,6 +160,8 @@ pub struct LocConf {
     /// regex or `@name`; an `if` block's is its location's).
     pub location_name: Arc<str>,
     pub empty_gif: bool,
+    /// nginx core settings for requests and redirects (`internal`, ...).
+    pub core: super::set_core::CoreFlags,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
     pub autoindex: bool,

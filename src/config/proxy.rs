@@ -249,6 +249,14 @@ pub struct ProxyConf {
     pub ssl_name: Option<String>,
     /// `proxy_redirect`: None is `off`; `default` is resolved per request.
     pub redirect: Redirect,
+    /// `proxy_method`: the origin request's method instead of the client's.
+    pub method: Option<Template>,
+    /// `proxy_pass_request_headers`: the client's headers go along.
+    pub pass_request_headers: bool,
+    /// `proxy_pass_request_body`: the client's body goes along.
+    pub pass_request_body: bool,
+    /// `proxy_set_body`: the origin request's body instead of the client's.
+    pub set_body: Option<Template>,
     /// What the upstream core reads (shared with `fastcgi_*`).
     pub up: UpstreamConf,
 }
@@ -272,6 +280,10 @@ impl Default for ProxyConf {
             ssl_server_name: false,
             ssl_name: None,
             redirect: Redirect::Default,
+            method: None,
+            pass_request_headers: true,
+            pass_request_body: true,
+            set_body: None,
             up: UpstreamConf::default(),
         }
     }
@@ -453,6 +465,26 @@ pub fn proxy_http_version(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         "1.1" => true,
         v => return Err(invalid(d, v)),
     };
+    Ok(())
+}
+
+pub fn proxy_method(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.method = Some(Template::compile(arg(d, 0)).map_err(|e| ConfError::at(e, &d.span))?);
+    Ok(())
+}
+
+pub fn proxy_set_body(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.set_body = Some(Template::compile(arg(d, 0)).map_err(|e| ConfError::at(e, &d.span))?);
+    Ok(())
+}
+
+pub fn proxy_pass_request_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.pass_request_headers = super::set_main::flag(d)?;
+    Ok(())
+}
+
+pub fn proxy_pass_request_body(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.pass_request_body = super::set_main::flag(d)?;
     Ok(())
 }
 

@@ -208,6 +208,10 @@ pub static CORE: &[Cmd] = &[
         proxy::proxy_up::reset_pass_headers,
     ),
     cmd("proxy_http_version", HSL, 1, 1, Set::Loc(proxy::proxy_http_version)),
+    cmd("proxy_method", HSL, 1, 1, Set::Loc(proxy::proxy_method)),
+    cmd("proxy_set_body", HSL, 1, 1, Set::Loc(proxy::proxy_set_body)),
+    cmd("proxy_pass_request_headers", HSL, 1, 1, Set::Loc(proxy::proxy_pass_request_headers)),
+    cmd("proxy_pass_request_body", HSL, 1, 1, Set::Loc(proxy::proxy_pass_request_body)),
     cmd("proxy_connect_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::connect_timeout)),
     cmd("proxy_send_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::send_timeout)),
     cmd("proxy_read_timeout", HSL, 1, 1, Set::Loc(proxy::proxy_up::read_timeout)),
@@ -251,6 +255,7 @@ static KNOWN_NGINX: &[&str] =
 /// module's. A module adds its table here and nowhere else.
 pub static TABLES: &[&[Cmd]] = &[
     CORE,
+    super::set_core::DIRECTIVES,
     crate::cache::conf::PROXY,
     crate::cache::conf::FASTCGI,
     super::compress::TABLE,

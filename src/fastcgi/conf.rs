@@ -23,6 +23,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("fastcgi_split_path_info", LOC, 1, 1, Set::Loc(fastcgi_split_path_info)),
     cmd("fastcgi_keep_conn", HSL, 1, 1, Set::Loc(fastcgi_keep_conn)),
     cmd("fastcgi_pass_request_headers", HSL, 1, 1, Set::Loc(fastcgi_pass_request_headers)),
+    cmd("fastcgi_pass_request_body", HSL, 1, 1, Set::Loc(fastcgi_pass_request_body)),
     list(cmd("fastcgi_catch_stderr", HSL, 1, 1, Set::Loc(fastcgi_catch_stderr)), reset_catch_stderr),
     cmd("fastcgi_connect_timeout", HSL, 1, 1, Set::Loc(up::connect_timeout)),
     cmd("fastcgi_send_timeout", HSL, 1, 1, Set::Loc(up::send_timeout)),
@@ -65,6 +66,8 @@ pub struct FastcgiConf {
     pub split_path_info: Option<Arc<regex::bytes::Regex>>,
     pub keep_conn: bool,
     pub pass_request_headers: bool,
+    /// `fastcgi_pass_request_body off`: STDIN stays empty.
+    pub pass_request_body: bool,
     /// `fastcgi_catch_stderr`: a response whose stderr holds one of these
     /// is a bad response (`invalid_header`).
     pub catch_stderr: Vec<Vec<u8>>,
@@ -82,6 +85,7 @@ impl FastcgiConf {
             split_path_info: None,
             keep_conn: false,
             pass_request_headers: true,
+            pass_request_body: true,
             catch_stderr: Vec::new(),
             up: UpstreamConf { cache: fastcgi_cache(), ..UpstreamConf::new(prefix.join("fastcgi_temp")) },
         }
@@ -203,6 +207,11 @@ pub fn fastcgi_split_path_info(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R
 
 pub fn fastcgi_keep_conn(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.fastcgi.keep_conn = flag(d)?;
+    Ok(())
+}
+
+pub fn fastcgi_pass_request_body(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.fastcgi.pass_request_body = flag(d)?;
     Ok(())
 }
 

@@ -7,9 +7,9 @@ use crate::connection::h1::codec::{self, Limits};
 use crate::http::request::Head;
 
 /// nginx's default `large_client_header_buffers 4 8k`.
-const DEFAULT: Limits = Limits { line_max: 8192, total_max: 4 * 8192 };
+const DEFAULT: Limits = Limits::sized(8192, 4 * 8192);
 /// Small enough that fuzzed inputs reach both the 414 and the 494 limit.
-const SMALL: Limits = Limits { line_max: 96, total_max: 384 };
+const SMALL: Limits = Limits::sized(96, 384);
 
 /// What the connection's `read_head` loop decides with exactly `buf`
 /// buffered: wait for more, a head, or an error status (with the buffer

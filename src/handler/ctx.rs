@@ -43,7 +43,8 @@ pub struct ReqCtx<'c, 'a> {
     /// `$request_filename` once the URI was mapped to a file.
     pub filename: Option<Vec<u8>>,
     /// Set while serving an `error_page`: the status the response keeps,
-    /// and the reason conditionals and ranges are off.
+    /// and the reason conditionals and ranges are off (0: `error_page =`,
+    /// the page keeps its own status).
     pub err_status: Option<u16>,
     /// `$1`..`$9` of the last regex that matched (a regex location, a
     /// `rewrite` or `if` regex; index 0: whole match). Empty until one did:

@@ -1,7 +1,8 @@
 //! `error_page`: replaces a generated error response by an internal
-//! redirect (URI or named location) or an external redirect. As with
-//! nginx's default `recursive_error_pages off`, an error while serving the
-//! error page is sent as is.
+//! redirect (URI or named location) or an external redirect. With nginx's
+//! default `recursive_error_pages off`, an error while serving the error
+//! page is sent as is; with `on`, the location that produced it may
+//! redirect it again (within the 10 internal redirects nginx allows).
 
 use std::borrow::Cow;
 
@@ -39,6 +40,15 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
         ctx.req.method = Method::Get;
     }
     ctx.redirects += 1;
+    if ctx.redirects > super::MAX_REDIRECTS {
+        crate::log_req!(
+            ctx,
+            crate::log::error::Level::Error,
+            "rewrite or internal redirection cycle while processing error_page for \"{}\"",
+            String::from_utf8_lossy(&ctx.req.path)
+        );
+        return super::error(ctx, 500);
+    }
     let mut r = match step {
         Step::Redirect(uri, args) => {
             ctx.req.path = Cow::Owned(uri);
@@ -50,6 +60,14 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
         Step::Named(n) => super::route(ctx, Some(n)),
         Step::Done(r) => r,
     };
+    if r.is_error_page && ctx.conf.core.recursive_error_pages {
+        // The error page failed: the new location's error_page decides,
+        // and the status is its.
+        let close = resp.close;
+        let mut again = apply(ctx, r);
+        again.close |= close;
+        return again;
+    }
     if let Some(s) = forced {
         r.status = s;
     }

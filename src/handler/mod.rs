@@ -71,6 +71,8 @@ pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
 /// (`start_named` too) goes straight to that location's.
 pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Response<'c> {
     let mut named: Option<&'c str> = start_named;
+    // nginx's r->internal: set by any internal redirect or URI rewrite.
+    let mut internal = named.is_some() || ctx.redirects > 0;
     loop {
         if named.is_none() {
             // ngx_http_handler for a new URI.
@@ -81,6 +83,7 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
             {
                 return r;
             }
+            internal |= ctx.uri_changed;
         }
         loop {
             if let Some(name) = named.take() {
@@ -93,6 +96,10 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
                 }
             } else {
                 find_location(ctx);
+                // `internal` locations are not for client requests.
+                if ctx.conf.core.internal && !internal {
+                    return error(ctx, 404);
+                }
             }
             if ctx.err_status.is_none()
                 && let Some(r) = body_too_large(ctx)
@@ -110,6 +117,7 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
                 break;
             }
             // nginx's post-rewrite phase: match the new URI.
+            internal = true;
             ctx.redirects += 1;
             if ctx.redirects > MAX_REDIRECTS {
                 log_req!(
@@ -127,12 +135,14 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
                 if !count_redirect(ctx, "redirect to named location", &format!("@{n}")) {
                     return error(ctx, 500);
                 }
+                internal = true;
                 named = Some(n);
             }
             Step::Redirect(uri, args) => {
                 if !count_redirect(ctx, "internally redirecting to", &String::from_utf8_lossy(&uri)) {
                     return error(ctx, 500);
                 }
+                internal = true;
                 ctx.req.path = Cow::Owned(uri);
                 // nginx: the redirect's own arguments, or none.
                 ctx.req.args = args.map(Cow::Owned);

@@ -28,22 +28,31 @@ pub fn special<'c>(ctx: &ReqCtx<'c, '_>, status: u16) -> Response<'c> {
     r
 }
 
-/// Makes a redirect target absolute the way nginx does (absolute_redirect
-/// on, server_name_in_redirect off, port_in_redirect on).
+/// Makes a redirect target absolute the way nginx's header filter does:
+/// with `absolute_redirect on`, a target starting with `/` gets the scheme,
+/// the host (the server's first name with `server_name_in_redirect on`,
+/// else the request's Host, else the local address) and, with
+/// `port_in_redirect on`, a port other than the scheme's default.
 pub fn absolute_location(ctx: &ReqCtx<'_, '_>, target: &[u8]) -> Vec<u8> {
-    if !target.starts_with(b"/") {
+    let core = &ctx.conf.core;
+    if !target.starts_with(b"/") || !core.absolute_redirect {
         return target.to_vec();
     }
     let mut out = Vec::with_capacity(16 + ctx.req.host.len() + target.len());
     let tls = ctx.conn.tls.is_some();
     out.extend_from_slice(if tls { b"https://" } else { b"http://" });
-    if ctx.req.host.is_empty() {
+    if core.server_name_in_redirect {
         out.extend_from_slice(ctx.server.name.as_bytes());
-    } else {
+    } else if !ctx.req.host.is_empty() {
         out.extend_from_slice(&ctx.req.host);
+    } else {
+        match ctx.conn.local.ip() {
+            std::net::IpAddr::V6(a) => out.extend_from_slice(format!("[{a}]").as_bytes()),
+            a => out.extend_from_slice(a.to_string().as_bytes()),
+        }
     }
     let port = ctx.conn.local.port();
-    if port != if tls { 443 } else { 80 } {
+    if core.port_in_redirect && port != if tls { 443 } else { 80 } {
         out.push(b':');
         push_u64(&mut out, port as u64);
     }

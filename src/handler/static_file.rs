@@ -140,7 +140,7 @@ thread_local! {
 fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
     let conf = ctx.conf;
     let size = file.size;
-    let mut r = Response::new(ctx.err_status.unwrap_or(200));
+    let mut r = Response::new(ctx.err_status.filter(|s| *s != 0).unwrap_or(200));
     r.content_type = Some(Cow::Borrowed(content_type(conf, &ctx.req.path)));
     r.last_modified = Some(file.mtime);
     if conf.etag {
@@ -160,11 +160,12 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
         }
         return error(ctx, status);
     }
-    r.accept_ranges = true;
+    // `max_ranges 0` turns ranges off, Accept-Ranges with them.
+    r.accept_ranges = ctx.conf.core.max_ranges != Some(0);
     if let Some(h) = ctx.req.header("range")
         && if_range_ok(ctx, r.etag.as_deref(), Some(file.mtime))
     {
-        match range::parse_range(h, size, None) {
+        match range::parse_range(h, size, ctx.conf.core.max_ranges) {
             range::RangeResult::Ignore => {}
             range::RangeResult::Unsatisfiable => {
                 let mut e = error(ctx, 416);

@@ -73,6 +73,11 @@ enum Attempt {
 
 /// The shared upstream settings of the location's content handler:
 /// `fastcgi_*` under `fastcgi_pass`, else `proxy_*`.
+/// Whether a proxied request carries the client's body.
+pub fn passes_body(p: &crate::config::proxy::ProxyConf) -> bool {
+    p.pass_request_body && p.set_body.is_none()
+}
+
 pub fn up_conf(lc: &crate::config::model::LocConf) -> &UpstreamConf {
     if lc.fastcgi.pass.is_some() { &lc.fastcgi.up } else { &lc.proxy.up }
 }
@@ -111,6 +116,20 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     }
     let conf = up_conf(lc);
     let u = pass.upstream.clone();
+    // `*_pass_request_body off` / `proxy_set_body`: the body read from the
+    // client (always read whole for these, see connection/h1/upload) is
+    // replaced.
+    let passed = match pass.protocol {
+        Protocol::Http => passes_body(&lc.proxy),
+        Protocol::FastCgi => lc.fastcgi.pass_request_body,
+    };
+    if !passed && let ReqBody::Buffered(_) = client.body {
+        let body = match (&lc.proxy.set_body, pass.protocol) {
+            (Some(t), Protocol::Http) => t.render_to_vec(&crate::handler::ctx::Vars::request(ctx)),
+            _ => Vec::new(),
+        };
+        client.body = ReqBody::Buffered(crate::connection::spool::Spooled::Memory(body));
+    }
     let (req, framing) = match pass.protocol {
         Protocol::Http => {
             let framing = match &client.body {

@@ -111,12 +111,13 @@ impl Drop for RequestHead {
 /// its Content-Length (as nginx sends it), a streamed chunked one chunked.
 pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, framing: SendFraming) -> RequestHead {
     let mut out = HEAD_BUFS.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(512));
-    let method = if ctx.req.method == Method::Get && ctx.req.head.method != Method::Get {
-        &b"GET"[..]
+    if let Some(m) = &conf.method {
+        m.render(&Vars::request(ctx), &mut out);
+    } else if ctx.req.method == Method::Get && ctx.req.head.method != Method::Get {
+        out.extend_from_slice(b"GET");
     } else {
-        ctx.req.method_bytes()
-    };
-    out.extend_from_slice(method);
+        out.extend_from_slice(ctx.req.method_bytes());
+    }
     out.push(b' ');
     target(ctx, pass, &mut out);
     // An h2 WebSocket (extended CONNECT) goes as an HTTP/1.1 Upgrade.
@@ -160,7 +161,8 @@ pub fn request_head(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, conf: &ProxyConf, fr
             conn.push(v);
         }
     }
-    for (name, v) in ctx.req.headers() {
+    let pass_headers = conf.pass_request_headers;
+    for (name, v) in ctx.req.headers().filter(|_| pass_headers) {
         let skip = NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
             || ReqCache::withholds(ctx, name)
             || conn.iter().any(|c| listed_in_connection(c, name))

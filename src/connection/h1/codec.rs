@@ -65,11 +65,30 @@ fn excerpt(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
-/// `large_client_header_buffers NUM SIZE`.
+/// `large_client_header_buffers NUM SIZE`, and which header names count.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     pub line_max: usize,
     pub total_max: usize,
+    /// `underscores_in_headers`: `_` is a valid name character.
+    pub underscores: bool,
+    /// `ignore_invalid_headers`: a header whose name has characters other
+    /// than letters, digits and `-` is dropped, as if not sent.
+    pub ignore_invalid: bool,
+}
+
+impl Limits {
+    /// nginx's defaults around a header buffer size.
+    pub const fn sized(line_max: usize, total_max: usize) -> Limits {
+        Limits { line_max, total_max, underscores: false, ignore_invalid: true }
+    }
+
+    /// Whether a header line with this name is dropped (nginx's
+    /// "client sent invalid header line" at info level, then ignored).
+    pub fn drops(&self, name: &[u8]) -> bool {
+        self.ignore_invalid
+            && !name.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-' || (b == b'_' && self.underscores))
+    }
 }
 
 fn offset(buf: &[u8], part: &[u8]) -> usize {
@@ -299,6 +318,9 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         if idx.value.end - idx.name.start > limits.line_max {
             return Err(HeadError::HeaderTooLarge(excerpt(&buf[idx.name.start..])));
         }
+        if limits.drops(name) {
+            continue;
+        }
         let v = h.value;
         if name.eq_ignore_ascii_case(b"host") {
             if host.is_some() {
@@ -373,7 +395,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
 mod tests {
     use super::*;
 
-    const L: Limits = Limits { line_max: 8192, total_max: 32768 };
+    const L: Limits = Limits::sized(8192, 32768);
 
     fn parse(s: &str) -> Result<Option<Head>, HeadError> {
         parse_head(s.as_bytes(), L)
@@ -461,7 +483,7 @@ mod tests {
 
     #[test]
     fn limits() {
-        let small = Limits { line_max: 64, total_max: 256 };
+        let small = Limits::sized(64, 256);
         let long_uri = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(100));
         assert_eq!(parse_head(long_uri.as_bytes(), small).unwrap_err(), HeadError::UriTooLong);
         let long_hdr = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Long: {}\r\n\r\n", "b".repeat(100));
@@ -496,7 +518,7 @@ mod tests {
             state ^= state << 17;
             state
         };
-        let lim = Limits { line_max: 64, total_max: 256 };
+        let lim = Limits::sized(64, 256);
         for i in 0..20_000 {
             let mut buf = seeds[i % seeds.len()].to_vec();
             for _ in 0..(next() % 6) {

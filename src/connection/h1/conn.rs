@@ -155,9 +155,14 @@ async fn idle_wait(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     r
 }
 
-fn limits(g: &ListenGroup) -> Limits {
-    let (n, size) = g.default_server.conf.large_client_header_buffers;
-    Limits { line_max: size, total_max: n * size }
+pub(crate) fn limits(g: &ListenGroup) -> Limits {
+    let c = &g.default_server.conf;
+    let (n, size) = c.large_client_header_buffers;
+    Limits {
+        underscores: c.core.underscores_in_headers,
+        ignore_invalid: c.core.ignore_invalid_headers,
+        ..Limits::sized(size, n * size)
+    }
 }
 
 /// nginx's error-log context for a request whose head is incomplete: the
@@ -307,9 +312,11 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         return Next::Close;
     }
     let conf = ctx.conf;
-    // A streamed body of unknown length is chunked for HTTP/1.1 and ends
-    // with the connection for HTTP/1.0.
-    let chunked = resp.body.known_len().is_none() && head.version == Version::Http11;
+    // A streamed body of unknown length is chunked for HTTP/1.1 (unless
+    // `chunked_transfer_encoding off`) and otherwise ends with the
+    // connection.
+    let chunked =
+        resp.body.known_len().is_none() && head.version == Version::Http11 && conf.core.chunked_transfer_encoding;
     let keep_alive = head.keep_alive
         && !resp.close
         && !w.draining.get()

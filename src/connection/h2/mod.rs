@@ -205,7 +205,8 @@ async fn stream(
     let has_body = !req.body().is_end_stream() && !plain_connect;
     let (parts, body) = req.into_parts();
     let req = http::Request::from_parts(parts, ());
-    let (buf, head) = match request::synthesize_as(&req, has_body && tunnel.is_none(), tunnel == Some(true)) {
+    let limits = crate::connection::h1::conn::limits(g);
+    let (buf, head) = match request::synthesize_as(&req, has_body && tunnel.is_none(), tunnel == Some(true), &limits) {
         Ok(x) => x,
         Err(bad) => {
             let why = match bad {

@@ -3,6 +3,7 @@
 //! variable and log format works on h2 exactly as on h1 at the cost of one
 //! small copy.
 
+use crate::connection::h1::codec::Limits;
 use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
 
 /// RFC 9113 8.2.2 connection-specific fields a request must not carry;
@@ -20,14 +21,21 @@ pub enum Bad {
 
 /// Builds the buffer and the head; `has_body` is whether DATA frames follow.
 pub fn synthesize<B>(req: &http::Request<B>, has_body: bool) -> Result<(Vec<u8>, Head), Bad> {
-    synthesize_as(req, has_body, false)
+    synthesize_as(req, has_body, false, &Limits::sized(usize::MAX, usize::MAX))
 }
 
 /// `synthesize`; with `websocket` (an extended CONNECT, RFC 8441) the head
 /// also gets the `Upgrade: websocket` and `Connection: upgrade` fields its
 /// HTTP/1.1 equivalent carries, so `$http_upgrade` and `$http_connection`
 /// read as they would there. Its DATA frames are the tunnel, not a body.
-pub fn synthesize_as<B>(req: &http::Request<B>, has_body: bool, websocket: bool) -> Result<(Vec<u8>, Head), Bad> {
+/// Header names `limits` drops (`ignore_invalid_headers`) are left out,
+/// as in HTTP/1.
+pub fn synthesize_as<B>(
+    req: &http::Request<B>,
+    has_body: bool,
+    websocket: bool,
+    limits: &Limits,
+) -> Result<(Vec<u8>, Head), Bad> {
     if req.headers().len() > MAX_HEADERS {
         return Err(Bad::TooManyHeaders);
     }
@@ -70,6 +78,9 @@ pub fn synthesize_as<B>(req: &http::Request<B>, has_body: bool, websocket: bool)
     let mut length = None;
     for (name, value) in req.headers() {
         let n = name.as_str();
+        if limits.drops(n.as_bytes()) {
+            continue;
+        }
         if n == "cookie" {
             // h2 may split Cookie into several fields; nginx joins them.
             cookies.push(value.as_bytes());
@@ -156,7 +167,7 @@ mod tests {
             .header("sec-websocket-version", "13")
             .body(())
             .unwrap();
-        let (buf, head) = synthesize_as(&req, false, true).ok().unwrap();
+        let (buf, head) = synthesize_as(&req, false, true, &Limits::sized(64, 64)).ok().unwrap();
         assert_eq!(&buf[head.line.clone()], b"CONNECT /chat?room=1 HTTP/2.0");
         let text = String::from_utf8(buf.clone()).unwrap();
         assert!(text.contains("\r\nupgrade: websocket\r\nconnection: upgrade\r\n"), "{}", text);

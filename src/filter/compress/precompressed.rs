@@ -94,7 +94,7 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>, path: &[u8]) -> Option<Response<'c>> 
 }
 
 fn respond<'c>(ctx: &ReqCtx<'c, '_>, c: Coding, file: Rc<OpenFile>) -> Response<'c> {
-    let mut r = Response::new(ctx.err_status.unwrap_or(200));
+    let mut r = Response::new(ctx.err_status.filter(|s| *s != 0).unwrap_or(200));
     r.content_type = Some(Cow::Borrowed(crate::handler::static_file::content_type(ctx.conf, &ctx.req.path)));
     r.last_modified = Some(file.mtime);
     if ctx.conf.etag {

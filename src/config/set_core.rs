@@ -1,0 +1,230 @@
+//! nginx core-module settings that shape requests and redirects
+//! (`internal`, `recursive_error_pages`, `absolute_redirect`,
+//! `port_in_redirect`, `server_name_in_redirect`, `max_ranges`,
+//! `chunked_transfer_encoding`, `underscores_in_headers`,
+//! `ignore_invalid_headers`), and the tuning directives of nginx's own
+//! memory and I/O model that sluice accepts with their values checked but
+//! has no use for (documented in docs/configuration.md, "Accepted
+//! directives"), so that configs carrying them run unchanged.
+
+use super::build::Ctx;
+use super::model::LocConf;
+use super::parser::{ConfError, Directive};
+use super::set_main::{arg, flag, invalid};
+use super::table::{Cmd, HSL, HTTP, LOC, MANY, R, SRV, Set, cmd};
+use super::value;
+
+/// The per-level flags (in `LocConf::core`).
+#[derive(Clone, Debug)]
+pub struct CoreFlags {
+    /// `internal`: only internal requests (redirects by rewrite,
+    /// error_page, try_files, index, X-Accel-Redirect) may use the
+    /// location; others get 404. Not inherited (a location's own).
+    pub internal: bool,
+    pub recursive_error_pages: bool,
+    pub absolute_redirect: bool,
+    pub port_in_redirect: bool,
+    pub server_name_in_redirect: bool,
+    /// None: no limit; Some(0): ranges are not served.
+    pub max_ranges: Option<usize>,
+    pub chunked_transfer_encoding: bool,
+    /// Server level, read when a head is parsed (the listening address's
+    /// default server's, as nginx before the Host header is known).
+    pub underscores_in_headers: bool,
+    pub ignore_invalid_headers: bool,
+}
+
+impl Default for CoreFlags {
+    fn default() -> Self {
+        CoreFlags {
+            internal: false,
+            recursive_error_pages: false,
+            absolute_redirect: true,
+            port_in_redirect: true,
+            server_name_in_redirect: false,
+            max_ranges: None,
+            chunked_transfer_encoding: true,
+            underscores_in_headers: false,
+            ignore_invalid_headers: true,
+        }
+    }
+}
+
+pub static DIRECTIVES: &[Cmd] = &[
+    cmd("internal", LOC, 0, 0, Set::Loc(internal)),
+    cmd("recursive_error_pages", HSL, 1, 1, Set::Loc(recursive_error_pages)),
+    cmd("absolute_redirect", HSL, 1, 1, Set::Loc(absolute_redirect)),
+    cmd("port_in_redirect", HSL, 1, 1, Set::Loc(port_in_redirect)),
+    cmd("server_name_in_redirect", HSL, 1, 1, Set::Loc(server_name_in_redirect)),
+    cmd("max_ranges", HSL, 1, 1, Set::Loc(max_ranges)),
+    cmd("chunked_transfer_encoding", HSL, 1, 1, Set::Loc(chunked_transfer_encoding)),
+    cmd("underscores_in_headers", HTTP | SRV, 1, 1, Set::Loc(underscores_in_headers)),
+    cmd("ignore_invalid_headers", HTTP | SRV, 1, 1, Set::Loc(ignore_invalid_headers)),
+    // Accepted: nginx's memory pools, hash sizing, and I/O paths sluice
+    // does not have (values checked as nginx checks them).
+    cmd("lingering_close", HSL, 1, 1, Set::Ctx(lingering_close)),
+    cmd("lingering_time", HSL, 1, 1, Set::Ctx(time)),
+    cmd("lingering_timeout", HSL, 1, 1, Set::Ctx(time)),
+    cmd("reset_timedout_connection", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("open_log_file_cache", HSL, 1, 4, Set::Ctx(open_log_file_cache)),
+    cmd("sendfile_max_chunk", HSL, 1, 1, Set::Ctx(size)),
+    cmd("aio", HSL, 1, 1, Set::Ctx(aio)),
+    cmd("aio_write", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("directio", HSL, 1, 1, Set::Ctx(size_or_off)),
+    cmd("directio_alignment", HSL, 1, 1, Set::Ctx(size)),
+    cmd("read_ahead", HSL, 1, 1, Set::Ctx(size)),
+    cmd("send_lowat", HSL, 1, 1, Set::Ctx(size)),
+    cmd("variables_hash_max_size", HTTP, 1, 1, Set::Ctx(number)),
+    cmd("variables_hash_bucket_size", HTTP, 1, 1, Set::Ctx(number)),
+    cmd("map_hash_max_size", HTTP, 1, 1, Set::Ctx(number)),
+    cmd("map_hash_bucket_size", HTTP, 1, 1, Set::Ctx(number)),
+    cmd("proxy_headers_hash_max_size", HSL, 1, 1, Set::Ctx(number)),
+    cmd("proxy_headers_hash_bucket_size", HSL, 1, 1, Set::Ctx(number)),
+    cmd("connection_pool_size", HTTP | SRV, 1, 1, Set::Ctx(size)),
+    cmd("request_pool_size", HTTP | SRV, 1, 1, Set::Ctx(size)),
+    cmd("subrequest_output_buffer_size", HSL, 1, 1, Set::Ctx(size)),
+    cmd("keepalive_disable", HSL, 1, MANY, Set::Ctx(keepalive_disable)),
+    cmd("msie_padding", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("msie_refresh", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("log_subrequest", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("client_body_in_single_buffer", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("client_body_in_file_only", HSL, 1, 1, Set::Ctx(client_body_in_file_only)),
+    cmd("proxy_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("fastcgi_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
+];
+
+pub fn internal(c: &mut LocConf, _: &Directive, _: &mut Ctx) -> R {
+    c.core.internal = true;
+    Ok(())
+}
+
+pub fn recursive_error_pages(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.recursive_error_pages = flag(d)?;
+    Ok(())
+}
+
+pub fn absolute_redirect(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.absolute_redirect = flag(d)?;
+    Ok(())
+}
+
+pub fn port_in_redirect(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.port_in_redirect = flag(d)?;
+    Ok(())
+}
+
+pub fn server_name_in_redirect(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.server_name_in_redirect = flag(d)?;
+    Ok(())
+}
+
+pub fn max_ranges(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    let n = value::parse_number(v).and_then(|n| usize::try_from(n).ok()).ok_or_else(|| invalid(d, v))?;
+    c.core.max_ranges = Some(n);
+    Ok(())
+}
+
+pub fn chunked_transfer_encoding(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.chunked_transfer_encoding = flag(d)?;
+    Ok(())
+}
+
+pub fn underscores_in_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.underscores_in_headers = flag(d)?;
+    Ok(())
+}
+
+pub fn ignore_invalid_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.ignore_invalid_headers = flag(d)?;
+    Ok(())
+}
+
+fn on_off(d: &Directive, _: &mut Ctx) -> R {
+    flag(d).map(|_| ())
+}
+
+/// nginx's slot message for a value it cannot read: `"NAME" directive
+/// invalid value`.
+fn slot_error(d: &Directive, what: &str) -> ConfError {
+    ConfError::at(format!("\"{}\" directive {}", d.name, what), &d.span)
+}
+
+fn time(d: &Directive, _: &mut Ctx) -> R {
+    value::parse_time(arg(d, 0)).map(|_| ()).ok_or_else(|| slot_error(d, "invalid value"))
+}
+
+fn size(d: &Directive, _: &mut Ctx) -> R {
+    value::parse_size(arg(d, 0)).map(|_| ()).ok_or_else(|| slot_error(d, "invalid value"))
+}
+
+fn size_or_off(d: &Directive, ctx: &mut Ctx) -> R {
+    if arg(d, 0) == "off" { Ok(()) } else { size(d, ctx) }
+}
+
+fn number(d: &Directive, _: &mut Ctx) -> R {
+    value::parse_number(arg(d, 0)).map(|_| ()).ok_or_else(|| slot_error(d, "invalid number"))
+}
+
+/// nginx's enum and bitmask slots: `invalid value "X"`.
+fn bad_word(d: &Directive, v: &str) -> ConfError {
+    ConfError::at(format!("invalid value \"{}\"", v), &d.span)
+}
+
+fn one_of(d: &Directive, allowed: &[&str]) -> R {
+    let v = arg(d, 0);
+    if allowed.contains(&v) { Ok(()) } else { Err(bad_word(d, v)) }
+}
+
+fn lingering_close(d: &Directive, _: &mut Ctx) -> R {
+    one_of(d, &["off", "on", "always"])
+}
+
+/// `aio on|off|threads[=POOL]`.
+fn aio(d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    if matches!(v, "on" | "off" | "threads") || v.starts_with("threads=") { Ok(()) } else { Err(bad_word(d, v)) }
+}
+
+fn keepalive_disable(d: &Directive, _: &mut Ctx) -> R {
+    for w in &d.args {
+        if !matches!(w.text.as_str(), "none" | "msie6" | "safari") {
+            return Err(bad_word(d, &w.text));
+        }
+    }
+    Ok(())
+}
+
+/// `open_log_file_cache off | max=N [inactive=T] [min_uses=N] [valid=T]`:
+/// access logs are per-worker buffers on descriptors opened at load time,
+/// so there is nothing to cache.
+fn open_log_file_cache(d: &Directive, _: &mut Ctx) -> R {
+    if d.args.len() == 1 && arg(d, 0) == "off" {
+        return Ok(());
+    }
+    for w in &d.args {
+        let ok = match w.text.split_once('=') {
+            Some(("max" | "min_uses", n)) => value::parse_number(n).is_some(),
+            Some(("inactive" | "valid", t)) => value::parse_time(t).is_some(),
+            _ => false,
+        };
+        if !ok {
+            return Err(ConfError::at(format!("invalid \"open_log_file_cache\" parameter \"{}\"", w.text), &d.span));
+        }
+    }
+    Ok(())
+}
+
+/// Request bodies go to a file only past `client_body_buffer_size`; a
+/// config asking for every body in a file (for `$request_body_file`) is
+/// refused rather than run differently.
+fn client_body_in_file_only(d: &Directive, _: &mut Ctx) -> R {
+    match arg(d, 0) {
+        "off" => Ok(()),
+        "on" | "clean" => Err(ConfError::at(
+            "\"client_body_in_file_only on|clean\" is not supported ($request_body_file is not available)",
+            &d.span,
+        )),
+        v => Err(invalid(d, v)),
+    }
+}
