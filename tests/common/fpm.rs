@@ -1,4 +1,5 @@
-//! A php-fpm master with a pool of its own, for tests/fastcgi.rs.
+//! A php-fpm master with a pool of its own, for tests/fastcgi.rs and
+//! tests/wordpress.rs.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,16 @@ pub fn running_as_root() -> bool {
 }
 
 impl Fpm {
+    /// A bare PHP (`-n`: no php.ini, no extensions from conf.d) with two
+    /// children: what tests/fastcgi.rs's scripts need.
     pub fn start() -> Fpm {
+        Fpm::start_pool(false, 2)
+    }
+
+    /// `php_ini`: Debian's php.ini and conf.d (mysqli, opcache...), as an
+    /// application such as WordPress needs; `children`: the static pool's
+    /// size (an application that requests itself needs more than one).
+    pub fn start_pool(php_ini: bool, children: u32) -> Fpm {
         assert!(
             Path::new(FPM).exists(),
             "php-fpm is not installed: run scripts/test-all (or apt-get install php8.2-fpm)"
@@ -32,7 +42,7 @@ impl Fpm {
         let user = if running_as_root() { "user = root\ngroup = root\n" } else { "" };
         let conf = format!(
             "[global]\npid = {d}/fpm.pid\nerror_log = {d}/fpm.log\ndaemonize = no\n\n\
-             [test]\n{user}listen = {s}\nlisten.mode = 0666\npm = static\npm.max_children = 2\n\
+             [test]\n{user}listen = {s}\nlisten.mode = 0666\npm = static\npm.max_children = {children}\n\
              catch_workers_output = no\nclear_env = no\n\
              php_admin_value[post_max_size] = 64M\nphp_admin_value[output_buffering] = 0\n\
              php_admin_flag[log_errors] = on\n",
@@ -41,7 +51,10 @@ impl Fpm {
         );
         fs::write(dir.join("fpm.conf"), conf).unwrap();
         let mut c = Command::new(FPM);
-        c.arg("-F").arg("-y").arg(dir.join("fpm.conf")).arg("-p").arg(&dir).arg("-n");
+        c.arg("-F").arg("-y").arg(dir.join("fpm.conf")).arg("-p").arg(&dir);
+        if !php_ini {
+            c.arg("-n");
+        }
         if running_as_root() {
             c.arg("-R");
         }

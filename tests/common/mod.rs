@@ -25,6 +25,7 @@ pub mod hpack;
 pub mod origin;
 mod server;
 pub mod tls;
+pub mod wordpress;
 
 pub use client::*;
 pub use server::*;
