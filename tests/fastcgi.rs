@@ -747,3 +747,32 @@ fn fastcgi_pass_request_body_off_leaves_stdin_empty() {
     assert_eq!(field(&b, "BODY"), Some(format!("0 {}", md5_hex(b"")).as_str()), "{b}");
     assert_eq!(field(&b, "CONTENT_LENGTH"), Some("5"));
 }
+
+#[test]
+fn x_accel_redirect_from_php_serves_the_protected_file() {
+    let fpm = Fpm::start();
+    let s = with_params(builder().http(&format!(
+        r#"server {{
+            listen 127.0.0.1:{{port}};
+            root {{prefix}}/html;
+            location /protected/ {{ internal; }}
+            location ~ \.php$ {{
+                include fastcgi_params;
+                fastcgi_param SCRIPT_FILENAME $document_root$fastcgi_script_name;
+                fastcgi_pass unix:{};
+            }}
+        }}"#,
+        fpm.sock.display()
+    )))
+    .file(
+        "html/dl.php",
+        "<?php header('X-Accel-Redirect: /protected/report.txt'); header('Content-Disposition: attachment'); echo 'php body';",
+    )
+    .file("html/protected/report.txt", "the report\n")
+    .start();
+    let r = get(s.port, "/dl.php", "");
+    assert_eq!((r.status, r.text().as_str()), (200, "the report\n"), "{}\n{}", r.head, s.error_log());
+    assert_eq!(r.header("Content-Disposition"), Some("attachment"));
+    assert_eq!(r.header("X-Accel-Redirect"), None);
+    assert_eq!(get(s.port, "/protected/report.txt", "").status, 404);
+}

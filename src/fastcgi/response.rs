@@ -215,6 +215,7 @@ fn interpret(
     let mut content_type = None;
     let mut accel_buffering = None;
     let mut accel_expires = None;
+    let mut accel_redirect = None;
     let mut headers = Vec::with_capacity(fields.len());
     for f in fields {
         let name = f.name;
@@ -250,6 +251,8 @@ fn interpret(
             }
         } else if is("x-accel-expires") && !ignore.x_accel_expires {
             accel_expires = Some(v.to_vec());
+        } else if is("x-accel-redirect") {
+            accel_redirect = Some(v.to_vec());
         }
         let listed = |list: &[String]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name.as_bytes()));
         let default_hidden = NOT_PASSED.iter().any(|n| is(n)) && !is("content-type");
@@ -275,6 +278,7 @@ fn interpret(
         head_len: 0,
         accel_buffering,
         accel_expires,
+        accel_redirect,
     })
 }
 

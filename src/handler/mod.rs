@@ -152,6 +152,57 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
     }
 }
 
+/// An internal redirect from outside the phases (a proxied response's
+/// `X-Accel-Redirect`): to a URI with its own arguments, or to `@name`,
+/// as GET (a HEAD stays HEAD), then the filters, as nginx's
+/// ngx_http_internal_redirect and ngx_http_named_location do. A URI with
+/// `..` segments or a NUL is nginx's 404 (an unsafe URI).
+pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c> {
+    if ctx.req.method != crate::http::request::Method::Head {
+        ctx.req.method = crate::http::request::Method::Get;
+    }
+    let resp = match to.strip_prefix(b"@") {
+        Some(name) => {
+            let server: &'c crate::config::model::Server = ctx.server;
+            let found = std::str::from_utf8(name).ok().and_then(|n| server.named.get_key_value(n));
+            match found {
+                Some((n, _)) if count_redirect(ctx, "redirect to named location", &format!("@{n}")) => {
+                    route(ctx, Some(n.as_str()))
+                }
+                Some(_) => error(ctx, 500),
+                None => {
+                    log_req!(ctx, Level::Error, "could not find named location \"{}\"", String::from_utf8_lossy(to));
+                    error(ctx, 500)
+                }
+            }
+        }
+        None => {
+            let (path, args) = match to.iter().position(|&b| b == b'?') {
+                Some(q) => (&to[..q], Some(to[q + 1..].to_vec())),
+                None => (to, None),
+            };
+            let unsafe_uri =
+                path.contains(&0) || path.split(|&b| b == b'/').any(|seg| seg == b"..") || path.first() != Some(&b'/');
+            match crate::http::uri::normalize_path(path) {
+                Ok(p) if !unsafe_uri => {
+                    if !count_redirect(ctx, "internally redirecting to", &String::from_utf8_lossy(path)) {
+                        return finish(ctx, error(ctx, 500));
+                    }
+                    ctx.req.path = Cow::Owned(p.into_owned());
+                    ctx.req.args = args.map(Cow::Owned);
+                    ctx.filename = None;
+                    route(ctx, None)
+                }
+                _ => {
+                    log_req!(ctx, Level::Error, "unsafe URI \"{}\" was detected", String::from_utf8_lossy(path));
+                    error(ctx, 404)
+                }
+            }
+        }
+    };
+    finish(ctx, resp)
+}
+
 /// nginx's find-config phase: the location for the URI (or the server
 /// level), its regex captures recorded.
 fn find_location(ctx: &mut ReqCtx<'_, '_>) {

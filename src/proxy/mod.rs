@@ -15,6 +15,7 @@
 //! timeouts, read-ahead, the cache hook, 502/504 and their log lines and
 //! the `$upstream_*` variables are this module's, for both.
 
+mod accel;
 pub mod ahead;
 pub mod body;
 pub mod dynamic;
@@ -227,6 +228,17 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     body.release = Some(release);
                     release_as(w, &mut body, false);
                     return r;
+                }
+                if let Some(to) = head.accel_redirect.as_deref()
+                    && !crate::cache::conf::of(lc).ignore.x_accel_redirect
+                {
+                    // nginx closes the origin connection and redirects.
+                    let carried = accel::carried(&head);
+                    let to = to.to_vec();
+                    let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
+                    body.release = Some(release);
+                    release_as(w, &mut body, false);
+                    return Box::pin(accel::redirect(w, ctx, client, &to, carried)).await;
                 }
                 return build_response(w, ctx, &pass, head, stream, rest, release, fill);
             }

@@ -39,6 +39,9 @@ pub struct ResponseHead {
     pub accel_buffering: Option<bool>,
     /// `X-Accel-Expires`, for the cache (never passed to the client).
     pub accel_expires: Option<Vec<u8>>,
+    /// `X-Accel-Redirect`: the URI (or `@name`) to redirect to internally
+    /// instead of sending this response (never passed to the client).
+    pub accel_redirect: Option<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -58,6 +61,7 @@ enum Kind {
     Connection,
     AccelBuffering,
     AccelExpires,
+    AccelRedirect,
     /// Carried separately, never as a header.
     ContentType,
     /// Hop-by-hop, replaced by sluice's own, or on nginx's default
@@ -78,6 +82,7 @@ impl Kind {
                 | Kind::Connection
                 | Kind::AccelBuffering
                 | Kind::AccelExpires
+                | Kind::AccelRedirect
                 | Kind::NotReturned
         )
     }
@@ -99,7 +104,7 @@ const KNOWN: [(&[u8], Kind); 36] = [
     (b"server", Kind::NotReturned),
     (b"x-pad", Kind::NotReturned),
     (b"x-accel-expires", Kind::AccelExpires),
-    (b"x-accel-redirect", Kind::NotReturned),
+    (b"x-accel-redirect", Kind::AccelRedirect),
     (b"x-accel-limit-rate", Kind::NotReturned),
     (b"x-accel-charset", Kind::NotReturned),
     (b"last-modified", Kind::Common("Last-Modified")),
@@ -302,6 +307,7 @@ fn interpret(
     let mut options: Vec<&[u8]> = Vec::new();
     let mut accel_buffering = None;
     let mut accel_expires = None;
+    let mut accel_redirect = None;
     for f in fields {
         let v = f.value;
         let kind = classify(f.name);
@@ -341,6 +347,7 @@ fn interpret(
                 }
             }
             Kind::AccelExpires => accel_expires = Some(v.to_vec()),
+            Kind::AccelRedirect => accel_redirect = Some(v.to_vec()),
             Kind::ContentType => {
                 content_type = Some(match common_type(v) {
                     Some(t) => Cow::Borrowed(t),
@@ -390,6 +397,7 @@ fn interpret(
         head_len: line.head_len,
         accel_buffering,
         accel_expires,
+        accel_redirect,
     })
 }
 
