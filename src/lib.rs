@@ -7,6 +7,7 @@
 //! empty_gif, error pages) -> `filter` (headers) -> `log`.
 
 pub mod cache;
+pub mod cidr;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -21,6 +22,7 @@ pub mod log;
 pub mod pattern;
 pub mod process;
 pub mod proxy;
+pub mod realip;
 pub mod rewrite;
 pub mod routing;
 pub mod tls;

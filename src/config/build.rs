@@ -116,6 +116,8 @@ pub struct ListenSpec {
     pub deferred: bool,
     pub ssl: bool,
     pub http2: bool,
+    /// Connections start with a PROXY protocol header.
+    pub proxy_protocol: bool,
     pub span: Span,
 }
 
@@ -130,6 +132,7 @@ impl ListenSpec {
             deferred: false,
             ssl: false,
             http2: false,
+            proxy_protocol: false,
             span,
         }
     }
@@ -273,6 +276,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         },
         fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
         compress: Default::default(),
+        realip: Default::default(),
     }
 }
 

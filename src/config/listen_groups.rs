@@ -18,6 +18,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         reuseport: bool,
         ssl: bool,
         http2: bool,
+        proxy_protocol: bool,
         /// Servers on this address with where they listen, to check TLS.
         members: Vec<(Arc<Server>, crate::config::parser::Span)>,
         opts_set: bool,
@@ -37,6 +38,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     reuseport: false,
                     ssl: false,
                     http2: false,
+                    proxy_protocol: false,
                     members: Vec::new(),
                     opts_set: false,
                     default: None,
@@ -49,6 +51,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         let g = &mut groups[idx];
         g.ssl |= spec.ssl;
         g.http2 |= spec.http2;
+        g.proxy_protocol |= spec.proxy_protocol;
         g.members.push((server.clone(), sl.server_span.clone()));
         let has_opts = spec.backlog.is_some() || spec.reuseport || spec.deferred;
         if has_opts {
@@ -103,6 +106,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 reuseport: g.reuseport || reuse_port_all,
                 ssl: g.ssl,
                 http2: g.http2,
+                proxy_protocol: g.proxy_protocol,
                 default_server: g.default.unwrap_or(g.first),
                 names: g.names,
             }

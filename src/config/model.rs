@@ -89,6 +89,8 @@ pub struct ListenGroup {
     pub ssl: bool,
     /// HTTP/2: offered by ALPN with TLS, detected by its preface without.
     pub http2: bool,
+    /// `listen ... proxy_protocol`: a PROXY header precedes everything.
+    pub proxy_protocol: bool,
     pub default_server: Arc<Server>,
     pub names: ServerNames,
 }
@@ -206,6 +208,8 @@ pub struct LocConf {
     pub compress: super::compress::CompressConf,
     /// `fastcgi_*` (the FastCGI module's settings).
     pub fastcgi: crate::fastcgi::conf::FastcgiConf,
+    /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
+    pub realip: crate::realip::RealIpConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -28,12 +28,7 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                     &d.span,
                 ));
             }
-            "proxy_protocol" => {
-                return Err(ConfError::at(
-                    format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", p),
-                    &d.span,
-                ));
-            }
+            "proxy_protocol" => spec.proxy_protocol = true,
             _ => {
                 if p == "deferred" {
                     spec.deferred = true;

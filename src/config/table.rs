@@ -261,6 +261,7 @@ pub static TABLES: &[&[Cmd]] = &[
     super::compress::TABLE,
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,
+    crate::realip::DIRECTIVES,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

@@ -6,6 +6,7 @@ pub mod body;
 pub mod h1;
 pub mod h2;
 pub mod io;
+pub mod proxy_protocol;
 pub mod sock;
 pub mod spool;
 
@@ -25,11 +26,37 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize, guard: ConnGuard) {
     let w = guard.0.clone();
     let g = &w.cfg.http.listens[group];
-    if !g.ssl && !g.http2 {
+    if !g.ssl && !g.http2 && !g.proxy_protocol {
         return h1::conn::serve(Sock::Raw(stream), info, group, guard).await;
     }
-    let Ok(tcp) = TcpStream::from_std(stream) else { return };
+    let Ok(mut tcp) = TcpStream::from_std(stream) else { return };
     let timeout = g.default_server.conf.client_header_timeout;
+    if g.proxy_protocol {
+        match proxy_protocol::read(&mut tcp, timeout).await {
+            Ok(addrs) => info.proxy_protocol = addrs.map(Rc::new),
+            Err(msg) => {
+                // nginx logs a broken header at `error`, the rest at `info`.
+                let level = if msg.starts_with("client ") || msg.starts_with("recv()") {
+                    crate::log::error::Level::Info
+                } else {
+                    crate::log::error::Level::Error
+                };
+                crate::log_to!(
+                    g.default_server.conf.error_log,
+                    level,
+                    "*{} {} while reading PROXY protocol, client: {}, server: {}",
+                    info.id,
+                    msg,
+                    info.peer.ip(),
+                    g.addr
+                );
+                return;
+            }
+        }
+        if !g.ssl && !g.http2 {
+            return h1::conn::serve(Sock::Reg(tcp), info, group, guard).await;
+        }
+    }
     if g.ssl {
         // A TLS connection starts with a handshake record (0x16); anything
         // else is most likely plain HTTP, which nginx answers with its 497

@@ -16,12 +16,14 @@ mod config;
 mod h1;
 mod http;
 mod proxy;
+mod realip;
 
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
 pub use proxy::head_scan;
+pub use realip::{forwarded, proxy_protocol};
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);
@@ -39,6 +41,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("cache_entry", cache_entry),
     ("cache_control", cache_control),
     ("accept_encoding", accept_encoding),
+    ("proxy_protocol", proxy_protocol),
+    ("forwarded", forwarded),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

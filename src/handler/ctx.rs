@@ -23,11 +23,13 @@ pub struct ConnInfo {
     pub http2: bool,
     /// Plain HTTP arrived on a TLS address: the request gets nginx's 497.
     pub plain_on_tls: bool,
+    /// What a PROXY protocol header said (`listen ... proxy_protocol`).
+    pub proxy_protocol: Option<std::rc::Rc<crate::connection::proxy_protocol::ProxyAddrs>>,
 }
 
 impl ConnInfo {
     pub fn new(peer: SocketAddr, local: SocketAddr, id: u64) -> ConnInfo {
-        ConnInfo { peer, local, id, requests: 0, tls: None, http2: false, plain_on_tls: false }
+        ConnInfo { peer, local, id, requests: 0, tls: None, http2: false, plain_on_tls: false, proxy_protocol: None }
     }
 }
 
@@ -69,6 +71,9 @@ pub struct ReqCtx<'c, 'a> {
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
     /// `$upstream_cache_status` (None: the cache was not asked).
     pub cache_status: Option<&'static str>,
+    /// The client address `set_real_ip_from` let a header or the PROXY
+    /// protocol name (port 0: none given); see [`ReqCtx::client`].
+    pub realip: Option<SocketAddr>,
     /// The cache's business with this request beyond its status: the
     /// validators of an entry being revalidated, a refresh to run after
     /// the response (`proxy_cache_background_update`).
@@ -263,8 +268,36 @@ impl VarSource for Vars<'_, '_, '_> {
         let ctx = self.ctx;
         let req = &ctx.req;
         match var {
-            Var::RemoteAddr => push_ip(out, ctx.conn.peer.ip()),
-            Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
+            Var::RemoteAddr => push_ip(out, ctx.client().ip()),
+            Var::RemotePort => {
+                // A realip address given without a port has none (nginx: empty).
+                let port = ctx.client().port();
+                if port != 0 {
+                    push_u64(out, port as u64)
+                }
+            }
+            Var::RealipRemoteAddr => push_ip(out, ctx.conn.peer.ip()),
+            Var::RealipRemotePort => push_u64(out, ctx.conn.peer.port() as u64),
+            Var::ProxyProtocolAddr => {
+                if let Some(pp) = &ctx.conn.proxy_protocol {
+                    out.extend_from_slice(pp.src_addr.as_bytes())
+                }
+            }
+            Var::ProxyProtocolPort => {
+                if let Some(pp) = &ctx.conn.proxy_protocol {
+                    push_u64(out, pp.src_port as u64)
+                }
+            }
+            Var::ProxyProtocolServerAddr => {
+                if let Some(pp) = &ctx.conn.proxy_protocol {
+                    out.extend_from_slice(pp.dst_addr.as_bytes())
+                }
+            }
+            Var::ProxyProtocolServerPort => {
+                if let Some(pp) = &ctx.conn.proxy_protocol {
+                    push_u64(out, pp.dst_port as u64)
+                }
+            }
             Var::RemoteUser => {
                 if let Some(u) = req.header("authorization").and_then(basic_user) {
                     out.extend_from_slice(&u)
@@ -339,8 +372,7 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(x);
                     out.extend_from_slice(b", ");
                 }
-                use std::io::Write;
-                let _ = write!(out, "{}", ctx.conn.peer.ip());
+                push_ip(out, ctx.client().ip());
             }
             Var::UpstreamAddr => {
                 for (i, a) in ctx.upstream.addr.iter().enumerate() {
@@ -538,6 +570,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             websocket_key: None,
             proxy_pass: None,
             cache_status: None,
+            realip: None,
             cache: None,
             vary_encoding: false,
             vars: Default::default(),
@@ -547,6 +580,13 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             fastcgi_path_info: None,
             body_len: None,
         }
+    }
+
+    /// The client as the request sees it (`$remote_addr`, access rules,
+    /// limits, the error log): the connection's peer unless the realip
+    /// module replaced it.
+    pub fn client(&self) -> SocketAddr {
+        self.realip.unwrap_or(self.conn.peer)
     }
 
     /// A regex capture of the same name was written: the variable reads it
@@ -577,7 +617,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
     pub fn log_suffix(&self) -> String {
         let mut s = format!(
             "client: {}, server: {}, request: \"{}\"",
-            self.conn.peer.ip(),
+            self.client().ip(),
             self.server.name,
             String::from_utf8_lossy(self.req.request_line())
         );

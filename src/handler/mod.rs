@@ -42,6 +42,8 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
         log_req!(ctx, Level::Info, "client sent CONNECT method while reading client request headers");
         return error(ctx, 405);
     }
+    // nginx's post-read phase: the realip module with the server's settings.
+    crate::realip::apply(ctx);
     let resp = route(ctx, None);
     finish(ctx, resp)
 }
@@ -252,8 +254,10 @@ fn count_redirect(ctx: &mut ReqCtx<'_, '_>, action: &str, to: &str) -> bool {
     true
 }
 
-/// The phases after rewriting: `try_files`, then the content handler.
+/// The phases after rewriting: preaccess (the realip module with the
+/// location's settings), `try_files`, then the content handler.
 fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
+    crate::realip::apply(ctx);
     let conf = ctx.conf;
     if let Some(tf) = &conf.try_files
         && let Some(step) = try_files::run(ctx, tf)

@@ -155,7 +155,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(&crate::handler::ctx::Vars::request(ctx)),
         _ => Vec::new(),
     };
-    let client_ip = ctx.conn.peer.ip();
+    let client_ip = ctx.client().ip();
     let mut slot = None;
     if let Some(q) = &u.queue {
         let queued = w.proxy.borrow_mut().get(&u).queued.clone();
@@ -626,7 +626,7 @@ fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
     let sep = if unix_sep && peer.starts_with("unix:") { ":" } else { "" };
     let mut s = format!(
         "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}{}\"",
-        ctx.conn.peer.ip(),
+        ctx.client().ip(),
         ctx.server.name,
         String::from_utf8_lossy(ctx.req.request_line()),
         scheme,

@@ -169,8 +169,13 @@ where
         }
         requests += 1;
         shared.active.set(shared.active.get() + 1);
-        let sinfo =
-            ConnInfo { requests, tls: tls.clone(), http2: true, ..ConnInfo::new(info.peer, info.local, info.id) };
+        let sinfo = ConnInfo {
+            requests,
+            tls: tls.clone(),
+            http2: true,
+            proxy_protocol: info.proxy_protocol.clone(),
+            ..ConnInfo::new(info.peer, info.local, info.id)
+        };
         let mut fut: Pin<Box<dyn Future<Output = ()>>> =
             Box::pin(stream(w.clone(), group, sinfo, req, respond, shared.clone()));
         // Most responses finish within this first poll; the rest wait for

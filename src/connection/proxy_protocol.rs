@@ -1,0 +1,293 @@
+//! The PROXY protocol header (versions 1 and 2, as HAProxy and cloud L4
+//! balancers send it) that a `listen ... proxy_protocol` address expects
+//! before anything else on a connection, TLS included. It names the
+//! balancer's client, for `$proxy_protocol_addr` and
+//! `real_ip_header proxy_protocol`.
+//!
+//! [`parse`] is a pure function over the bytes received so far, with
+//! nginx's rules (`ngx_proxy_protocol_read`): v1 is
+//! `PROXY TCP4|TCP6 SRC DST SPORT DPORT\r\n` with addresses kept as the
+//! text sent (hex digits, `.` and `:` only) or `PROXY UNKNOWN...\r\n`;
+//! v2 is the 12-byte signature, version 2, and for the PROXY command over
+//! TCP the binary addresses (LOCAL, UDP, unix and TLVs are skipped).
+//! Unlike nginx, which parses whatever its first read returned, a header
+//! split across packets is waited for (`Need`) within the connection's
+//! `client_header_timeout`. [`read`] consumes exactly the header with
+//! peek-then-read, so the bytes after it stay in the socket for TLS or
+//! HTTP.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// The addresses a PROXY header carried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProxyAddrs {
+    /// As sent (v1) or printed (v2): `$proxy_protocol_addr`.
+    pub src_addr: String,
+    pub src_port: u16,
+    pub dst_addr: String,
+    pub dst_port: u16,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// The bytes so far are a valid beginning: wait for more.
+    Need,
+    /// A whole header of `len` bytes; None: one that names no client
+    /// (v1 UNKNOWN, v2 LOCAL or a family nginx does not read).
+    Done { len: usize, addrs: Option<ProxyAddrs> },
+    /// Not a PROXY header: nginx's error-log text.
+    Invalid(String),
+}
+
+const SIGNATURE: &[u8; 12] = b"\r\n\r\n\0\r\nQUIT\n";
+/// The longest v1 line, CRLF included (the specification's 107).
+pub const V1_MAX: usize = 107;
+/// The most a v2 header may take here (nginx reads at most 4 KB of it).
+pub const V2_MAX: usize = 4096;
+
+pub fn parse(buf: &[u8]) -> Parsed {
+    if buf.len() < SIGNATURE.len() && SIGNATURE.starts_with(buf) && !buf.is_empty() {
+        return Parsed::Need;
+    }
+    if buf.starts_with(SIGNATURE) {
+        return parse_v2(buf);
+    }
+    if buf.len() < 6 {
+        return if b"PROXY ".starts_with(buf) { Parsed::Need } else { broken(buf) };
+    }
+    if !buf.starts_with(b"PROXY ") {
+        return broken(buf);
+    }
+    let line = match memchr::memchr(b'\n', &buf[..buf.len().min(V1_MAX)]) {
+        Some(i) => &buf[..=i],
+        None if buf.len() < V1_MAX => return Parsed::Need,
+        None => return broken(buf),
+    };
+    parse_v1(line).unwrap_or_else(|| broken(line))
+}
+
+fn broken(buf: &[u8]) -> Parsed {
+    let shown = &buf[..buf.len().min(V1_MAX)];
+    Parsed::Invalid(format!("broken header: \"{}\"", String::from_utf8_lossy(shown)))
+}
+
+/// One v1 line, LF included.
+fn parse_v1(line: &[u8]) -> Option<Parsed> {
+    let len = line.len();
+    let rest = &line[6..];
+    if rest.starts_with(b"UNKNOWN") {
+        // Anything up to CRLF.
+        return line.ends_with(b"\r\n").then_some(Parsed::Done { len, addrs: None });
+    }
+    let rest = rest.strip_prefix(b"TCP4 ").or_else(|| rest.strip_prefix(b"TCP6 "))?;
+    let body = rest.strip_suffix(b"\r\n")?;
+    let mut fields = body.splitn(3, |&b| b == b' ');
+    let src = addr_text(fields.next()?)?;
+    let dst = addr_text(fields.next()?)?;
+    let ports = fields.next()?;
+    let sp = ports.iter().position(|&c| c == b' ')?;
+    let addrs =
+        ProxyAddrs { src_addr: src, src_port: port(&ports[..sp])?, dst_addr: dst, dst_port: port(&ports[sp + 1..])? };
+    Some(Parsed::Done { len, addrs: Some(addrs) })
+}
+
+/// nginx accepts hex digits, `.` and `:` in an address, even none (it does
+/// not check the form further; `real_ip_header proxy_protocol` does).
+fn addr_text(b: &[u8]) -> Option<String> {
+    let ok = b.iter().all(|&c| c == b':' || c == b'.' || c.is_ascii_hexdigit());
+    ok.then(|| String::from_utf8_lossy(b).into_owned())
+}
+
+/// nginx's ngx_atoi: decimal digits (at least one), then 0..=65535.
+fn port(b: &[u8]) -> Option<u16> {
+    if b.is_empty() || b.len() > 5 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(b).ok()?.parse::<u32>().ok().and_then(|n| u16::try_from(n).ok())
+}
+
+fn parse_v2(buf: &[u8]) -> Parsed {
+    if buf.len() < 16 {
+        return Parsed::Need;
+    }
+    let version = buf[12] >> 4;
+    if version != 2 {
+        return Parsed::Invalid(format!("unknown PROXY protocol version: {version}"));
+    }
+    let body_len = u16::from_be_bytes([buf[14], buf[15]]) as usize;
+    let len = 16 + body_len;
+    if len > V2_MAX {
+        return Parsed::Invalid("header is too large".into());
+    }
+    if buf.len() < len {
+        return Parsed::Need;
+    }
+    let body = &buf[16..len];
+    let command = buf[12] & 0x0f;
+    let (family, transport) = (buf[13] >> 4, buf[13] & 0x0f);
+    // Only PROXY over STREAM names a client.
+    if command != 1 || transport != 1 {
+        return Parsed::Done { len, addrs: None };
+    }
+    let addrs = match family {
+        1 if body.len() >= 12 => ProxyAddrs {
+            src_addr: Ipv4Addr::new(body[0], body[1], body[2], body[3]).to_string(),
+            dst_addr: Ipv4Addr::new(body[4], body[5], body[6], body[7]).to_string(),
+            src_port: u16::from_be_bytes([body[8], body[9]]),
+            dst_port: u16::from_be_bytes([body[10], body[11]]),
+        },
+        2 if body.len() >= 36 => {
+            let v6 = |b: &[u8]| {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&b[..16]);
+                Ipv6Addr::from(a).to_string()
+            };
+            ProxyAddrs {
+                src_addr: v6(&body[0..16]),
+                dst_addr: v6(&body[16..32]),
+                src_port: u16::from_be_bytes([body[32], body[33]]),
+                dst_port: u16::from_be_bytes([body[34], body[35]]),
+            }
+        }
+        // nginx closes on an address block too short for its family.
+        1 | 2 => return Parsed::Invalid("broken header: truncated address block".into()),
+        _ => return Parsed::Done { len, addrs: None },
+    };
+    Parsed::Done { len, addrs: Some(addrs) }
+}
+
+/// Reads the header off `tcp` (peeking until it is whole, then consuming
+/// exactly it). Err: nginx's log text; the caller logs and closes. A
+/// client that closes or stays silent past `timeout` gives Err too.
+pub async fn read(tcp: &mut TcpStream, timeout: Duration) -> Result<Option<ProxyAddrs>, String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut buf = vec![0u8; V2_MAX];
+    let mut seen = 0;
+    loop {
+        let n = match tokio::time::timeout_at(deadline, tcp.peek(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Err("client closed connection".into()),
+            Ok(Ok(n)) => n,
+            Err(_) => return Err("client timed out (110: Connection timed out)".into()),
+        };
+        match parse(&buf[..n]) {
+            Parsed::Done { len, addrs } => {
+                let mut header = vec![0u8; len];
+                tcp.read_exact(&mut header).await.map_err(|e| format!("recv() failed ({e})"))?;
+                return Ok(addrs);
+            }
+            Parsed::Invalid(msg) => return Err(msg),
+            Parsed::Need => {
+                // Peeking returns at once while nothing new arrived: give
+                // the rest a moment, bounded by the deadline.
+                if n == seen {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                seen = n;
+            }
+        }
+    }
+}
+
+/// The v1 line sluice sends an origin for `proxy_protocol on` (nginx's
+/// `ngx_proxy_protocol_write`): the client and the address it reached.
+pub fn v1_line(client: std::net::SocketAddr, local: std::net::SocketAddr) -> Vec<u8> {
+    let fam = if client.is_ipv4() { "TCP4" } else { "TCP6" };
+    format!("PROXY {fam} {} {} {} {}\r\n", client.ip(), local.ip(), client.port(), local.port()).into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(b: &[u8]) -> (usize, Option<ProxyAddrs>) {
+        match parse(b) {
+            Parsed::Done { len, addrs } => (len, addrs),
+            other => panic!("{other:?} for {:?}", String::from_utf8_lossy(b)),
+        }
+    }
+
+    #[test]
+    fn v1_lines() {
+        let (len, a) = done(b"PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\nGET / HTTP/1.1\r\n");
+        assert_eq!(len, 45);
+        let a = a.unwrap();
+        assert_eq!(
+            (a.src_addr.as_str(), a.src_port, a.dst_addr.as_str(), a.dst_port),
+            ("192.0.2.1", 56324, "198.51.100.2", 443)
+        );
+        let (_, a) = done(b"PROXY TCP6 2001:db8::1 ::1 1 65535\r\n");
+        assert_eq!(a.unwrap().src_addr, "2001:db8::1");
+        assert_eq!(done(b"PROXY UNKNOWN\r\n"), (15, None));
+        // nginx takes an empty address.
+        assert_eq!(done(b"PROXY TCP4 1.2.3.4  1 2\r\n").1.unwrap().dst_addr, "");
+        assert_eq!(done(b"PROXY UNKNOWN ffff::1 ::1 1 2\r\n").1, None);
+        for need in [&b"P"[..], b"PROXY", b"PROXY TCP4 1.2.3.4", b"\r\n\r\n\0"] {
+            assert_eq!(parse(need), Parsed::Need, "{need:?}");
+        }
+        for bad in [
+            &b"GET / HTTP/1.1\r\n"[..],
+            b"PROXY TCP5 1.2.3.4 1.2.3.4 1 2\r\n",
+            b"PROXY TCP4 1.2.3.4 1.2.3.4 1 65536\r\n",
+            b"PROXY TCP4 1.2.3.4 1.2.3.4 1 2\n",
+            b"PROXY TCP4 1.2.3.4 1.2.3.4 x 2\r\n",
+            b"PROXY TCP4 1.2.3.4 1.2.3.4 1\r\n",
+            b"PROXY TCP4 1.2.3.z 1.2.3.4 1 2\r\n",
+            b"PROXY TCP4 1.2.3.4 1.2.3.4 1 2 3\r\n",
+        ] {
+            assert!(matches!(parse(bad), Parsed::Invalid(_)), "{:?}", String::from_utf8_lossy(bad));
+        }
+        let long = [b"PROXY ".as_slice(), &[b'1'; 200]].concat();
+        assert!(matches!(parse(&long), Parsed::Invalid(_)));
+    }
+
+    fn v2(cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = SIGNATURE.to_vec();
+        v.push(0x20 | cmd);
+        v.push(fam);
+        v.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn v2_headers() {
+        let mut body = vec![10, 0, 0, 1, 10, 0, 0, 2, 0x1f, 0x90, 0, 80];
+        body.extend_from_slice(&[1, 0, 1, 0xff]); // a TLV, skipped
+        let h = v2(1, 0x11, &body);
+        let (len, a) = done(&[h.as_slice(), b"GET /"].concat());
+        assert_eq!(len, h.len());
+        let a = a.unwrap();
+        assert_eq!(
+            (a.src_addr.as_str(), a.src_port, a.dst_addr.as_str(), a.dst_port),
+            ("10.0.0.1", 8080, "10.0.0.2", 80)
+        );
+        let mut b6 = vec![0u8; 36];
+        b6[15] = 1;
+        b6[31] = 2;
+        b6[33] = 7;
+        assert_eq!(done(&v2(1, 0x21, &b6)).1.unwrap().src_addr, "::1");
+        // LOCAL, UDP and unix carry no client.
+        assert_eq!(done(&v2(0, 0x11, &body)).1, None);
+        assert_eq!(done(&v2(1, 0x12, &body)).1, None);
+        assert_eq!(done(&v2(1, 0x31, &[0; 216])).1, None);
+        assert_eq!(parse(&h[..20]), Parsed::Need);
+        let mut bad = h.clone();
+        bad[12] = 0x11;
+        assert_eq!(parse(&bad), Parsed::Invalid("unknown PROXY protocol version: 1".into()));
+        assert!(matches!(parse(&v2(1, 0x11, &[1, 2, 3])), Parsed::Invalid(_)));
+        let mut huge = v2(1, 0x11, &body);
+        huge[14] = 0xff;
+        assert_eq!(parse(&huge), Parsed::Invalid("header is too large".into()));
+    }
+
+    #[test]
+    fn writes_v1() {
+        let l = v1_line("192.0.2.1:5000".parse().unwrap(), "127.0.0.1:80".parse().unwrap());
+        assert_eq!(l, b"PROXY TCP4 192.0.2.1 127.0.0.1 5000 80\r\n");
+        assert_eq!(done(&l).1.unwrap().src_port, 5000);
+    }
+}

@@ -1,0 +1,54 @@
+//! The client-address parsers of a server behind a balancer: the PROXY
+//! protocol header (`connection/proxy_protocol`) and the forwarded-address
+//! walk of the realip module (`X-Forwarded-For` and friends).
+
+use std::net::SocketAddr;
+
+use crate::cidr::Cidr;
+use crate::connection::proxy_protocol::{self, Parsed};
+
+/// PROXY header: never panics; a header found is found whatever follows
+/// it and at every split (each shorter prefix asks for more); the
+/// addresses of a v1 header hold only what nginx allows there.
+pub fn proxy_protocol(data: &[u8]) {
+    let whole = proxy_protocol::parse(data);
+    match &whole {
+        Parsed::Done { len, addrs } => {
+            assert!(*len <= data.len() && *len > 0, "{len} of {}", data.len());
+            assert_eq!(proxy_protocol::parse(&data[..*len]), whole, "the bytes after the header changed it");
+            for cut in [0, 1, 5, 6, 11, 12, 15, 16, *len / 2, len.saturating_sub(1)] {
+                if cut < *len && cut > 0 {
+                    assert_eq!(proxy_protocol::parse(&data[..cut]), Parsed::Need, "prefix {cut} of {len}");
+                }
+            }
+            if let (Some(a), true) = (addrs, data.starts_with(b"PROXY ")) {
+                for t in [&a.src_addr, &a.dst_addr] {
+                    assert!(t.bytes().all(|c| c == b'.' || c == b':' || c.is_ascii_hexdigit()), "{t:?}");
+                }
+            }
+        }
+        Parsed::Need => assert!(data.len() < proxy_protocol::V2_MAX, "still asking for more at {}", data.len()),
+        Parsed::Invalid(msg) => assert!(!msg.is_empty()),
+    }
+}
+
+/// The forwarded-address walk: never panics; what it returns came from
+/// the values (an address printed from one of them parses back to
+/// itself), and without trust nothing changes.
+pub fn forwarded(data: &[u8]) {
+    let values: Vec<&[u8]> = data.split(|&b| b == b'\n').take(8).collect();
+    let trusted: Vec<Cidr> =
+        ["127.0.0.0/8", "10.0.0.0/8", "::1"].iter().filter_map(|s| Cidr::parse(s)).map(|p| p.cidr).collect();
+    let peer: SocketAddr = ([127, 0, 0, 1], 40000).into();
+    let outsider: SocketAddr = ([192, 0, 2, 1], 40000).into();
+    assert_eq!(crate::realip::forwarded(outsider, &values, &trusted, true), None);
+    for recursive in [false, true] {
+        if let Some(a) = crate::realip::forwarded(peer, &values, &trusted, recursive) {
+            let text = if a.port() == 0 { a.ip().to_string() } else { a.to_string() };
+            assert_eq!(crate::realip::parse_addr_port(text.as_bytes()), Some(a), "{text}");
+        }
+    }
+    if let Some(a) = crate::realip::parse_addr_port(data) {
+        assert!(data.len() >= 2 && a.ip().to_string().len() <= data.len() + 16);
+    }
+}
