@@ -23,6 +23,7 @@ pub mod pattern;
 pub mod process;
 pub mod proxy;
 pub mod realip;
+pub mod resolver;
 pub mod rewrite;
 pub mod routing;
 pub mod tls;

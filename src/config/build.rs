@@ -277,6 +277,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
         compress: Default::default(),
         realip: Default::default(),
+        resolver: Default::default(),
     }
 }
 

@@ -210,6 +210,8 @@ pub struct LocConf {
     pub fastcgi: crate::fastcgi::conf::FastcgiConf,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: crate::realip::RealIpConf,
+    /// `resolver`, `resolver_timeout`.
+    pub resolver: crate::resolver::Conf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

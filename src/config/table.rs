@@ -262,6 +262,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,
     crate::realip::DIRECTIVES,
+    crate::resolver::DIRECTIVES,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

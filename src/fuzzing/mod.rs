@@ -23,7 +23,7 @@ pub use config::config;
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
 pub use proxy::head_scan;
-pub use realip::{forwarded, proxy_protocol};
+pub use realip::{dns_answer, forwarded, proxy_protocol};
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);
@@ -43,6 +43,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("accept_encoding", accept_encoding),
     ("proxy_protocol", proxy_protocol),
     ("forwarded", forwarded),
+    ("dns_answer", dns_answer),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -52,3 +52,25 @@ pub fn forwarded(data: &[u8]) {
         assert!(data.len() >= 2 && a.ip().to_string().len() <= data.len() + 16);
     }
 }
+
+/// A DNS answer to `resolver`'s question (its id taken from the input):
+/// never panics; addresses only of the family asked for, with a TTL that
+/// fits nginx's signed 32 bits; bytes after our own question parse too.
+pub fn dns_answer(data: &[u8]) {
+    use crate::resolver::wire;
+    let id = if data.len() >= 2 { u16::from_be_bytes([data[0], data[1]]) } else { 0x0141 };
+    for qtype in [wire::A, wire::AAAA] {
+        if let Ok((addrs, ttl)) = wire::parse_answer(data, id, "app.test", qtype) {
+            assert!(ttl <= i32::MAX as u32);
+            assert!(addrs.iter().all(|a| a.is_ipv4() == (qtype == wire::A)), "{addrs:?}");
+            assert_eq!(u16::from_be_bytes([data[0], data[1]]), id);
+        }
+        // As the resolver sees its own answers too.
+        let mut own = wire::query(id, "app.test", qtype).unwrap_or_default();
+        if own.len() > 3 {
+            own[2] |= 0x80;
+            own.extend_from_slice(data);
+            let _ = wire::parse_answer(&own, id, "app.test", qtype);
+        }
+    }
+}

@@ -1,14 +1,15 @@
 //! `proxy_pass` with variables: the URL is rendered per request and its
-//! authority resolved as nginx does without a `resolver`: an `upstream`
-//! name, an IP address (with or without a port), or `unix:/path`; any other
-//! host name is nginx's "no resolver defined" 502. A URI part then replaces
-//! the whole request URI, as written.
+//! authority resolved as nginx does: an `upstream` name, an IP address
+//! (with or without a port), `unix:/path`, or a host name asked of the
+//! location's `resolver` (without one, nginx's "no resolver defined" 502).
+//! A URI part then replaces the whole request URI, as written.
 //!
 //! Address targets get a one-server upstream made on first use and kept
 //! per worker (with its keep-alive pool), bounded so that a variable
 //! driven by clients cannot grow it without limit.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::config::proxy::{self, ProxyPass, Upstream};
@@ -30,6 +31,25 @@ pub struct Targets {
 impl Targets {
     pub fn get(&mut self, authority: &str, tls: bool) -> Result<Arc<Upstream>, String> {
         self.get_as(authority, authority, tls)
+    }
+
+    /// A round-robin upstream of `addrs` (a resolved name), under `key`.
+    pub fn get_many(&mut self, key: &str, addrs: &[SocketAddr], tls: bool) -> Result<Arc<Upstream>, String> {
+        if let Some(u) = self.made.get(key) {
+            return Ok(u.clone());
+        }
+        if self.made.len() >= MAX_TARGETS {
+            self.made.clear();
+        }
+        let first = addrs.first().ok_or("no address")?;
+        let mut u = proxy::implicit_upstream(&first.to_string(), tls, usize::MAX)?;
+        u.name = key.to_string();
+        for a in &addrs[1..] {
+            u.peers.push(proxy::PeerConf::new(*a, None, a.to_string()));
+        }
+        let u = Arc::new(u);
+        self.made.insert(key.to_string(), u.clone());
+        Ok(u)
     }
 
     /// The upstream for `authority`, kept (and its runtime state, pool
@@ -65,7 +85,7 @@ pub fn is_address(authority: &str) -> bool {
 
 /// The request's `proxy_pass`, or the status to answer with (the error
 /// already logged).
-pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Arc<ProxyPass>, u16> {
+pub async fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Arc<ProxyPass>, u16> {
     let rendered = tpl.render_to_vec(&Vars::request(ctx));
     let raw = String::from_utf8_lossy(&rendered);
     let url = match proxy::split_url(&raw) {
@@ -85,11 +105,7 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
                 return Err(502);
             }
         },
-        None => {
-            let host = url.authority.rsplit_once(':').map_or(url.authority, |(h, _)| h);
-            log_req!(ctx, Level::Error, "no resolver defined to resolve {}", host);
-            return Err(502);
-        }
+        None => by_name(w, ctx, url.authority, url.tls).await?,
     };
     Ok(Arc::new(ProxyPass {
         upstream,
@@ -100,6 +116,40 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
         location_len: 0,
         protocol: proxy::Protocol::Http,
     }))
+}
+
+/// A host name through the location's `resolver`: an upstream of every
+/// address it has now (round robin), kept while the answer is.
+async fn by_name(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, authority: &str, tls: bool) -> Result<Arc<Upstream>, u16> {
+    let default_port = if tls { 443 } else { 80 };
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => match p.parse::<u16>() {
+            Ok(p) if p > 0 => (h, p),
+            _ => {
+                log_req!(ctx, Level::Error, "invalid port in upstream \"{}\" while handling request", authority);
+                return Err(500);
+            }
+        },
+        None => (authority, default_port),
+    };
+    let Some(r) = &ctx.conf.resolver.resolver else {
+        log_req!(ctx, Level::Error, "no resolver defined to resolve {}", host);
+        return Err(502);
+    };
+    let addrs = match crate::resolver::lookup(&w.dns, r, ctx.conf.resolver.timeout, host).await {
+        Ok(a) => a,
+        Err(why) => {
+            log_req!(ctx, Level::Error, "{} could not be resolved ({})", host, why);
+            return Err(502);
+        }
+    };
+    let key = format!("{host}:{port}={addrs:?}");
+    let addrs: Vec<SocketAddr> = addrs.iter().map(|ip| SocketAddr::new(*ip, port)).collect();
+    let made = w.proxy.borrow_mut().targets.get_many(&key, &addrs, tls);
+    made.map_err(|why| {
+        log_req!(ctx, Level::Error, "{} while handling request", why);
+        502
+    })
 }
 
 #[cfg(test)]

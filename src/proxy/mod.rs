@@ -96,7 +96,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     let pass = match configured {
         Some(Pass::Fixed(p)) => p.clone(),
         Some(Pass::Vars(t)) => {
-            let resolved = if fastcgi { crate::fastcgi::resolve(w, ctx, t) } else { dynamic::resolve(w, ctx, t) };
+            let resolved = if fastcgi { crate::fastcgi::resolve(w, ctx, t) } else { dynamic::resolve(w, ctx, t).await };
             match resolved {
                 Ok(p) => p,
                 Err(status) => return crate::handler::finish_error(ctx, status),

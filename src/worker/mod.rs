@@ -55,6 +55,8 @@ pub struct WorkerCtx {
     pub proxy: RefCell<crate::proxy::peers::WorkerProxy>,
     /// TLS client configurations for `proxy_pass https://`.
     pub tls_clients: RefCell<crate::proxy::upstream_tls::Clients>,
+    /// DNS answers for `resolver` (`proxy_pass` with variables).
+    pub dns: RefCell<crate::resolver::Cache>,
 }
 
 impl WorkerCtx {
@@ -179,6 +181,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         pool: RefCell::new(Vec::new()),
         proxy: RefCell::new(Default::default()),
         tls_clients: RefCell::new(Default::default()),
+        dns: RefCell::new(Default::default()),
     });
     local.block_on(&rt, async move {
         crate::clock::refresh();
