@@ -278,6 +278,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),
+        charset: Default::default(),
     }
 }
 

@@ -212,6 +212,8 @@ pub struct LocConf {
     pub realip: crate::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.
     pub resolver: crate::resolver::Conf,
+    /// `charset`, `charset_types`, `source_charset`, `override_charset`.
+    pub charset: crate::filter::charset::CharsetConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

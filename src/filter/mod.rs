@@ -1,5 +1,6 @@
 //! Response filters that run after the content handler (nginx's header
-//! filter chain): expires and add_header, then compression.
+//! filter chain): expires and add_header, the charset, then compression.
 
+pub mod charset;
 pub mod compress;
 pub mod headers;

@@ -300,6 +300,7 @@ pub fn finish_error<'c>(ctx: &mut ReqCtx<'c, '_>, status: u16) -> Response<'c> {
 /// The header filters on a response that came from an origin.
 pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
     crate::filter::headers::apply(ctx, &mut resp);
+    crate::filter::charset::apply(ctx, &mut resp);
     crate::filter::compress::apply(ctx, &mut resp);
     resp
 }
@@ -319,6 +320,7 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
         resp = error_page::apply(ctx, resp);
     }
     crate::filter::headers::apply(ctx, &mut resp);
+    crate::filter::charset::apply(ctx, &mut resp);
     crate::filter::compress::apply(ctx, &mut resp);
     resp
 }
