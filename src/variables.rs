@@ -76,6 +76,10 @@ pub enum Var {
     UpstreamCacheStatus,
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
+    /// A variable defined by a `geo` block.
+    Geo(std::sync::Arc<crate::config::geo::GeoDef>),
+    /// A variable defined by a `split_clients` block.
+    Split(std::sync::Arc<crate::config::split_clients::SplitDef>),
     /// A variable `set` writes (see `rewrite::vars`).
     Set(std::sync::Arc<SetVar>),
 }
@@ -179,6 +183,14 @@ impl Var {
     }
 }
 
+/// A variable a `map`, `geo` or `split_clients` block defines.
+fn block_var(name: &str) -> Option<Var> {
+    crate::config::map::lookup_var(name)
+        .map(Var::Map)
+        .or_else(|| crate::config::geo::lookup_var(name).map(Var::Geo))
+        .or_else(|| crate::config::split_clients::lookup_var(name).map(Var::Split))
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Part {
     Lit(Vec<u8>),
@@ -232,13 +244,12 @@ impl Template {
                     _ => return Err(format!("invalid capture \"${name}\"")),
                 }
             } else if let Some(slot) = crate::rewrite::vars::slot(name) {
-                let fallback = crate::config::map::lookup_var(name)
-                    .map(Var::Map)
+                let fallback = block_var(name)
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())));
                 Var::Set(std::sync::Arc::new(SetVar { slot, name: name.to_ascii_lowercase(), fallback }))
             } else {
                 Var::from_name(name)
-                    .or_else(|| crate::config::map::lookup_var(name).map(Var::Map))
+                    .or_else(|| block_var(name))
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())))
                     .ok_or_else(|| format!("unknown \"{name}\" variable"))?
             };

@@ -17,6 +17,10 @@ use super::parser::{ConfError, ConfigFile, Directive, Span};
 use super::table::{self, Cmd, EVENTS, HTTP, LOC, MAIN, SRV, Set};
 use super::{location, set_loc};
 use crate::log::error::Level;
+
+/// Blocks that define a variable (`map`, `geo`, `split_clients`): built
+/// before the rest of `http`, so any template may use their variables.
+const VAR_BLOCKS: [&str; 3] = ["map", "geo", "split_clients"];
 use crate::log::format::LogFormat;
 use crate::variables::Template;
 
@@ -401,9 +405,15 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     // `set` declares its variables for every template, maps included.
     crate::rewrite::vars::reset();
     crate::rewrite::vars::declare_all(dirs);
-    for d in dirs.iter().filter(|d| d.name == "map") {
-        table::check_shape(table::lookup("map").ok_or_else(|| table::unknown(d))?, d)?;
-        super::map::map_block(d)?;
+    super::geo::reset();
+    super::split_clients::reset();
+    for d in dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())) {
+        table::check_shape(table::lookup(&d.name).ok_or_else(|| table::unknown(d))?, d)?;
+        match d.name.as_str() {
+            "map" => super::map::map_block(d)?,
+            "geo" => super::geo::define(d, &mut ctx.warnings)?,
+            _ => super::split_clients::define(d)?,
+        }
     }
     // nginx's default access log, unless the http level sets its own (which
     // would replace it before any server could inherit it).
@@ -426,8 +436,11 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
             f(d, ctx)?;
         }
     }
-    let rest: Vec<Directive> =
-        dirs.iter().filter(|d| d.name != "log_format" && d.name != "map" && !zone_dir(d)).cloned().collect();
+    let rest: Vec<Directive> = dirs
+        .iter()
+        .filter(|d| d.name != "log_format" && !VAR_BLOCKS.contains(&d.name.as_str()) && !zone_dir(d))
+        .cloned()
+        .collect();
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();

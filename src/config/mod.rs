@@ -5,6 +5,7 @@
 pub mod build;
 pub mod captures;
 pub mod compress;
+pub mod geo;
 pub mod lexer;
 pub mod listen_groups;
 pub mod location;
@@ -19,6 +20,7 @@ pub mod set_main;
 pub mod set_process;
 pub mod set_server;
 pub mod set_ssl;
+pub mod split_clients;
 pub mod table;
 mod upstream_block;
 pub mod value;

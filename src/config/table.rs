@@ -197,6 +197,8 @@ pub static CORE: &[Cmd] = &[
     // config::upstream_block)
     block("upstream", HTTP, 1, 1),
     block("map", HTTP, 2, 2),
+    block("geo", HTTP, 1, 2),
+    block("split_clients", HTTP, 2, 2),
     cmd("proxy_pass", LOC | LIF, 1, 1, Set::Loc(proxy::proxy_pass)),
     list(cmd("proxy_set_header", HSL, 2, 2, Set::Loc(proxy::proxy_set_header)), proxy::reset_set_headers),
     list(

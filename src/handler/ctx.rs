@@ -398,6 +398,20 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             }
             Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
+            Var::Geo(g) => {
+                let source = g.source.as_ref().map(|t| t.render_to_vec(self));
+                let xff: Vec<&[u8]> = if g.proxies.is_empty() {
+                    Vec::new()
+                } else {
+                    req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for")).map(|(_, v)| v).collect()
+                };
+                let ip = g.address(ctx.client(), source.as_deref(), &xff);
+                out.extend_from_slice(g.lookup(ip));
+            }
+            Var::Split(sc) => {
+                let key = sc.source.render_to_vec(self);
+                out.extend_from_slice(sc.lookup(&key));
+            }
             Var::Map(m) => {
                 let mut key = Vec::new();
                 m.source.render(self, &mut key);
