@@ -237,6 +237,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         error_pages: Vec::new(),
         add_headers: Vec::new(),
         expires: None,
+        expires_var: None,
         access_log: Some(Vec::new()),
         error_log: Arc::default(),
         default_type: Arc::from("text/plain"),

@@ -170,6 +170,9 @@ pub struct LocConf {
     pub error_pages: Vec<Arc<ErrorPage>>,
     pub add_headers: Vec<AddHeader>,
     pub expires: Option<Expires>,
+    /// `expires [modified] $variable`: parsed per response (nginx's
+    /// `expires $expires` with a `map` over `$sent_http_content_type`).
+    pub expires_var: Option<(Arc<crate::variables::Template>, bool)>,
     /// None: `access_log off`.
     pub access_log: Option<Vec<AccessLogRef>>,
     /// Where lines about a request handled here go (`log_to!`).

@@ -429,7 +429,25 @@ pub fn expires(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     } else {
         (false, arg(d, 0))
     };
-    let e = match v {
+    if v.contains('$') {
+        let t = crate::variables::Template::compile(v).map_err(|e| ConfError::at(e, &d.span))?;
+        c.expires_var = Some((Arc::new(t), modified));
+        c.expires = None;
+        return Ok(());
+    }
+    if v.trim_start_matches(['+', '-']).starts_with('@') {
+        return Err(ConfError::at("\"expires @time\" is not supported yet", &d.span));
+    }
+    c.expires = Some(parse_expires(v, modified).ok_or_else(|| invalid(d, v))?);
+    c.expires_var = None;
+    Ok(())
+}
+
+/// nginx's `ngx_http_parse_expires` without `@time`: `off`, `epoch`,
+/// `max`, or a signed time, from now or (`modified`) from the file's
+/// modification time.
+pub fn parse_expires(v: &str, modified: bool) -> Option<Expires> {
+    Some(match v {
         "off" if !modified => Expires::Off,
         "epoch" if !modified => Expires::Epoch,
         "max" if !modified => Expires::Max,
@@ -438,16 +456,11 @@ pub fn expires(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 Some(t) => (true, t),
                 None => (false, v.strip_prefix('+').unwrap_or(v)),
             };
-            if t.starts_with('@') {
-                return Err(ConfError::at("\"expires @time\" is not supported yet", &d.span));
-            }
-            let secs = value::parse_time(t).ok_or_else(|| invalid(d, v))?.as_secs() as i64;
+            let secs = value::parse_time(t)?.as_secs() as i64;
             let secs = if neg { -secs } else { secs };
             if modified { Expires::Modified(secs) } else { Expires::Access(secs) }
         }
-    };
-    c.expires = Some(e);
-    Ok(())
+    })
 }
 
 pub fn empty_gif(c: &mut LocConf, _: &Directive, _: &mut Ctx) -> R {

@@ -56,6 +56,15 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     if ok && let Some(e) = conf.expires {
         expires(e, resp);
     }
+    if ok && let Some((t, modified)) = &conf.expires_var {
+        let v = t.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        let text = String::from_utf8_lossy(&v);
+        // A value this build cannot parse (nginx: an error) sets nothing.
+        match crate::config::set_loc::parse_expires(text.trim(), *modified) {
+            Some(e) => expires(e, resp),
+            None => crate::log_req!(ctx, crate::log::error::Level::Error, "invalid \"expires\" value \"{}\"", text),
+        }
+    }
     if conf.add_headers.is_empty() {
         return;
     }
