@@ -244,3 +244,29 @@ fn tuning_directives_are_accepted_and_checked() {
         assert!(!out.status.success() && err.contains(why), "{bad}: {err}");
     }
 }
+
+#[test]
+fn merge_slashes_off_keeps_empty_segments() {
+    let s = builder()
+        .ports(2)
+        .http(
+            r#"server {
+                listen 127.0.0.1:{port0};
+                location / { return 200 "$uri\n"; }
+            }
+            server {
+                listen 127.0.0.1:{port1};
+                merge_slashes off;
+                location = /a//b { return 200 "exact $uri\n"; }
+                location / { return 200 "$uri\n"; }
+            }"#,
+        )
+        .start();
+    let uri = |port: u16, path: &str| raw(port, &format!("GET {path} HTTP/1.1\r\nHost: x\r\n")).text();
+    assert_eq!(uri(s.ports[0], "//a//b/"), "/a/b/\n");
+    assert_eq!(uri(s.ports[1], "//a//b/"), "//a//b/\n");
+    assert_eq!(uri(s.ports[1], "/a//b"), "exact /a//b\n");
+    assert_eq!(uri(s.ports[1], "/x/./y//z"), "/x/y//z\n");
+    assert_eq!(uri(s.ports[1], "/x//../y"), "/x/y\n");
+    assert_eq!(uri(s.ports[0], "/x//../y"), "/y\n");
+}

@@ -32,6 +32,9 @@ pub struct CoreFlags {
     /// default server's, as nginx before the Host header is known).
     pub underscores_in_headers: bool,
     pub ignore_invalid_headers: bool,
+    /// `merge_slashes`: `//` in a request URI becomes `/` (server level,
+    /// read from the address's default server when the URI is parsed).
+    pub merge_slashes: bool,
 }
 
 impl Default for CoreFlags {
@@ -46,6 +49,7 @@ impl Default for CoreFlags {
             chunked_transfer_encoding: true,
             underscores_in_headers: false,
             ignore_invalid_headers: true,
+            merge_slashes: true,
         }
     }
 }
@@ -60,6 +64,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("chunked_transfer_encoding", HSL, 1, 1, Set::Loc(chunked_transfer_encoding)),
     cmd("underscores_in_headers", HTTP | SRV, 1, 1, Set::Loc(underscores_in_headers)),
     cmd("ignore_invalid_headers", HTTP | SRV, 1, 1, Set::Loc(ignore_invalid_headers)),
+    cmd("merge_slashes", HTTP | SRV, 1, 1, Set::Loc(merge_slashes)),
     // Accepted: nginx's memory pools, hash sizing, and I/O paths sluice
     // does not have (values checked as nginx checks them).
     cmd("lingering_close", HSL, 1, 1, Set::Ctx(lingering_close)),
@@ -137,6 +142,11 @@ pub fn underscores_in_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R 
 
 pub fn ignore_invalid_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.core.ignore_invalid_headers = flag(d)?;
+    Ok(())
+}
+
+fn merge_slashes(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.merge_slashes = flag(d)?;
     Ok(())
 }
 

@@ -79,6 +79,24 @@ fn check_path(path: &[u8]) {
         }
         assert!(!matches!(*last, b"." | b".."), "{} from {}", show(&out), show(path));
     }
+    // merge_slashes off: the same result when the input cannot hold an
+    // empty segment (no `//`, no `%2F`); never a dot segment, never above
+    // the root.
+    if let Ok(kept) = uri::normalize_path_with(path, false) {
+        assert_eq!(kept.first(), Some(&b'/'));
+        let segs: Vec<&[u8]> = kept[1..].split(|&b| b == b'/').collect();
+        if let Some((last, inner)) = segs.split_last() {
+            assert!(inner.iter().all(|s| !matches!(*s, b"." | b"..")), "{} from {}", show(&kept), show(path));
+            assert!(!matches!(*last, b"." | b".."), "{} from {}", show(&kept), show(path));
+        }
+        let may_have_empty =
+            path.windows(2).any(|w| w == b"//") || path.windows(3).any(|w| w.eq_ignore_ascii_case(b"%2f"));
+        if !may_have_empty {
+            assert_eq!(&kept[..], &out[..], "merge_slashes off differs without empty segments: {}", show(path));
+        }
+    } else {
+        panic!("merge_slashes off refused {} which merging accepts", show(path));
+    }
     // Normalizing again (the result escaped back into a target, since
     // normalization decodes) gives the same path.
     let mut escaped = Vec::new();

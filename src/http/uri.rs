@@ -40,13 +40,19 @@ pub fn split_target(target: &[u8]) -> (&[u8], Option<&[u8]>) {
 /// there is no `%`, no NUL, no empty segment and no segment that is exactly
 /// `.` or `..` (dot-files such as "/.well-known" stay on the fast path).
 pub fn normalize_path(path: &[u8]) -> Result<Cow<'_, [u8]>, UriError> {
+    normalize_path_with(path, true)
+}
+
+/// `merge_slashes off` keeps empty segments (`//`) as they are; `.` and
+/// `..` are still resolved.
+pub fn normalize_path_with(path: &[u8], merge_slashes: bool) -> Result<Cow<'_, [u8]>, UriError> {
     if path.first() != Some(&b'/') {
         return Err(UriError::BadRequest);
     }
     if is_already_normal(path) {
         return Ok(Cow::Borrowed(path));
     }
-    normalize_slow(path).map(Cow::Owned)
+    normalize_slow(path, merge_slashes).map(Cow::Owned)
 }
 
 fn is_already_normal(path: &[u8]) -> bool {
@@ -79,7 +85,7 @@ fn hex_val(b: u8) -> Option<u8> {
 /// Single pass: decodes into `out` and resolves each segment as soon as its
 /// terminating slash (decoded or raw) is seen, so only one buffer is needed.
 /// Invariant: `out[..seg_start]` is a normalized prefix ending in '/'.
-fn normalize_slow(path: &[u8]) -> Result<Vec<u8>, UriError> {
+fn normalize_slow(path: &[u8], merge_slashes: bool) -> Result<Vec<u8>, UriError> {
     let mut out = Vec::with_capacity(path.len());
     out.push(b'/');
     let mut seg_start = 1usize;
@@ -110,6 +116,7 @@ fn normalize_slow(path: &[u8]) -> Result<Vec<u8>, UriError> {
         match c {
             Some(b'/') | None => {
                 match &out[seg_start..] {
+                    b"" if !merge_slashes && c.is_some() => out.push(b'/'),
                     b"" => {}
                     b"." => out.truncate(seg_start),
                     b".." => {

@@ -270,7 +270,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
     let (raw_path, raw_args) = uri::split_target(origin);
-    let path = match uri::normalize_path(raw_path) {
+    let path = match uri::normalize_path_with(raw_path, g.default_server.conf.core.merge_slashes) {
         Ok(p) => p,
         Err(_) => {
             reject(c, g, w, HeadError::BadLine("client sent invalid request"), started).await;

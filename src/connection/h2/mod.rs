@@ -251,7 +251,7 @@ async fn stream(
         None => std::borrow::Cow::Borrowed(&b""[..]),
     };
     let server = crate::routing::server::select(g, &host);
-    let path = match crate::http::uri::normalize_path(raw_path) {
+    let path = match crate::http::uri::normalize_path_with(raw_path, g.default_server.conf.core.merge_slashes) {
         Ok(p) => p,
         Err(_) => {
             log_to!(
