@@ -284,6 +284,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         realip: Default::default(),
         resolver: Default::default(),
         charset: Default::default(),
+        symlinks: Default::default(),
     }
 }
 

@@ -217,6 +217,8 @@ pub struct LocConf {
     pub resolver: crate::resolver::Conf,
     /// `charset`, `charset_types`, `source_charset`, `override_charset`.
     pub charset: crate::filter::charset::CharsetConf,
+    /// `disable_symlinks`.
+    pub symlinks: crate::handler::symlinks::SymlinksConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -266,6 +266,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::filter::charset::DIRECTIVES,
+    crate::handler::symlinks::DIRECTIVES,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

@@ -30,7 +30,7 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         uri.extend_from_slice(&name);
         let mut path = Vec::new();
         map_path(ctx, &uri, &mut path);
-        match super::open_cache::open(bytes_path(&path), conf) {
+        match super::open_cache::open_for(ctx, bytes_path(&path)) {
             Ok(f) if !f.is_dir => return Step::Redirect(uri, args()),
             Ok(_) | Err(OpenError::NotFound) | Err(OpenError::NotDir) => {}
             Err(e) => {

@@ -12,6 +12,7 @@ pub mod error_page;
 pub mod open_cache;
 pub mod ret;
 pub mod static_file;
+pub mod symlinks;
 pub mod try_files;
 
 use std::borrow::Cow;

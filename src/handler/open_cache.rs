@@ -11,7 +11,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::rc::Rc;
 
+use super::symlinks::Policy;
 use crate::config::model::LocConf;
+use crate::handler::ctx::{ReqCtx, Vars};
 
 /// An open file (or a directory's metadata) as served to one or many requests.
 #[derive(Debug)]
@@ -80,8 +82,11 @@ impl OpenError {
     fn from_io(e: &io::Error) -> OpenError {
         match e.raw_os_error() {
             Some(2) => OpenError::NotFound,
-            Some(13) => OpenError::Forbidden,
-            Some(20) | Some(36) | Some(40) => OpenError::NotDir,
+            // EMLINK: `disable_symlinks if_not_owner` refused a link.
+            Some(13) | Some(31) => OpenError::Forbidden,
+            Some(20) | Some(36) => OpenError::NotDir,
+            // ELOOP: a link loop, or a link `disable_symlinks on` refused (nginx: 403).
+            Some(40) => OpenError::Forbidden,
             Some(n) => OpenError::Other(n),
             None => OpenError::Other(0),
         }
@@ -110,13 +115,13 @@ pub type Lookup = Result<Rc<OpenFile>, OpenError>;
 /// open + fstat, as nginx does: one lookup of the path, not two. Opened
 /// non-blocking so a FIFO in the tree cannot stall the worker; anything but
 /// a regular file or a directory is not served.
-fn open_uncached(path: &Path) -> Lookup {
+fn open_uncached(path: &Path, symlinks: Symlinks) -> Lookup {
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| OpenError::from_io(&e))?;
+    let file = match symlinks {
+        (Policy::Off, _) => std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path),
+        (policy, from) => super::symlinks::open(path.as_os_str().as_bytes(), from, policy),
+    }
+    .map_err(|e| OpenError::from_io(&e))?;
     let meta = file.metadata().map_err(|e| OpenError::from_io(&e))?;
     let is_dir = meta.is_dir();
     if !is_dir && !meta.is_file() {
@@ -153,14 +158,43 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// Opens `path` for serving, through the worker's cache when the location
-/// has `open_file_cache` on.
-pub fn open(path: &Path, conf: &LocConf) -> Lookup {
+/// `disable_symlinks` as the request's location sets it: the policy and
+/// how much of the path (`from=`) is not checked.
+type Symlinks = (Policy, usize);
+
+/// Opens `path` for serving the request, through the worker's cache when
+/// the location has `open_file_cache` on, with its `disable_symlinks`.
+pub fn open_for(ctx: &ReqCtx<'_, '_>, path: &Path) -> Lookup {
+    let sc = &ctx.conf.symlinks;
+    let from = match (&sc.policy, &sc.from) {
+        (Policy::Off, _) | (_, None) => 0,
+        (_, Some(t)) => {
+            let prefix = t.render_to_vec(&Vars::request(ctx));
+            if path.as_os_str().as_bytes().starts_with(&prefix) { prefix.len() } else { 0 }
+        }
+    };
+    open_with(path, ctx.conf, (sc.policy, from))
+}
+
+fn open_with(path: &Path, conf: &LocConf, symlinks: Symlinks) -> Lookup {
     let Some(ofc) = conf.open_file_cache else {
-        return open_uncached(path);
+        return open_uncached(path, symlinks);
     };
     let now = crate::clock::now_secs();
-    let key = path.as_os_str().as_bytes();
+    // A checked open is cached apart from a plain one of the same path
+    // (a NUL never occurs in a path).
+    let checked;
+    let key = match symlinks {
+        (Policy::Off, _) => path.as_os_str().as_bytes(),
+        (policy, from) => {
+            let mut k = path.as_os_str().as_bytes().to_vec();
+            k.push(0);
+            k.push(policy as u8);
+            k.extend_from_slice(&from.to_le_bytes());
+            checked = k;
+            &checked[..]
+        }
+    };
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         let mut uses = 1;
@@ -186,7 +220,7 @@ pub fn open(path: &Path, conf: &LocConf) -> Lookup {
                 return e.result.clone();
             }
         }
-        let result = open_uncached(path);
+        let result = open_uncached(path, symlinks);
         let cacheable = match &result {
             Ok(_) => true,
             Err(_) => conf.open_file_cache_errors,

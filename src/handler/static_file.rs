@@ -56,7 +56,7 @@ fn path_of(bytes: &[u8]) -> &Path {
 
 /// Opens a mapped path, logging failures the way nginx does.
 pub fn open_logged(ctx: &ReqCtx<'_, '_>, path: &[u8]) -> Result<Rc<OpenFile>, OpenError> {
-    let r = open_cache::open(path_of(path), ctx.conf);
+    let r = open_cache::open_for(ctx, path_of(path));
     if let Err(e) = r {
         let level = if e.status() == 404 { Level::Error } else { Level::Crit };
         if e.status() != 404 || ctx.conf.log_not_found {

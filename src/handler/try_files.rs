@@ -23,7 +23,7 @@ pub fn run<'c>(ctx: &mut ReqCtx<'c, '_>, tf: &'c TryFiles) -> Option<Step<'c>> {
         map_path(ctx, &value, &mut path);
         use std::os::unix::ffi::OsStrExt;
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));
-        if let Ok(f) = super::open_cache::open(p, ctx.conf)
+        if let Ok(f) = super::open_cache::open_for(ctx, p)
             && f.is_dir == want_dir
         {
             // The path info split off the URI before it becomes the

@@ -32,7 +32,7 @@ fn open(ctx: &ReqCtx<'_, '_>, path: &[u8], c: Coding) -> Option<Rc<OpenFile>> {
     let mut p = Vec::with_capacity(path.len() + 4);
     p.extend_from_slice(path);
     p.extend_from_slice(c.suffix().as_bytes());
-    match open_cache::open(Path::new(std::ffi::OsStr::from_bytes(&p)), ctx.conf) {
+    match open_cache::open_for(ctx, Path::new(std::ffi::OsStr::from_bytes(&p))) {
         Ok(f) if !f.is_dir => Some(f),
         Ok(_) => None,
         Err(OpenError::NotFound | OpenError::NotDir) => None,
