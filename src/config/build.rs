@@ -225,6 +225,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         location_name: Arc::from(""),
         empty_gif: false,
         core: Default::default(),
+        access: Default::default(),
         check_status: None,
         autoindex: false,
         error_pages: Vec::new(),
@@ -285,6 +286,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.rewrite.script = None;
     c.empty_gif = false;
     c.core.internal = false;
+    c.access.own_rules = false;
     c.check_status = None;
     c.proxy.pass = None;
     c.fastcgi.pass = None;

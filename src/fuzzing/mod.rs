@@ -11,12 +11,14 @@
 //! replay test links the ordinary library, and keeping them in the crate
 //! lets them reach `pub(crate)` pieces of the parsers.
 
+mod access;
 mod cache;
 mod config;
 mod h1;
 mod http;
 mod proxy;
 
+pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use h1::{chunked, h1_head};
@@ -39,6 +41,9 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("cache_entry", cache_entry),
     ("cache_control", cache_control),
     ("accept_encoding", accept_encoding),
+    ("authorization", authorization),
+    ("htpasswd", htpasswd),
+    ("access_rule", access_rule),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -255,6 +255,9 @@ fn count_redirect(ctx: &mut ReqCtx<'_, '_>, action: &str, to: &str) -> bool {
 /// The phases after rewriting: `try_files`, then the content handler.
 fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     let conf = ctx.conf;
+    if let Some(r) = crate::access::phase(ctx) {
+        return Step::Done(r);
+    }
     if let Some(tf) = &conf.try_files
         && let Some(step) = try_files::run(ctx, tf)
     {
