@@ -416,3 +416,91 @@ fn configuration_errors_and_warnings_as_nginx() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("[emerg] \"deny\" directive is not allowed here"), "{err}");
 }
+
+#[test]
+fn valid_referers_and_invalid_referer() {
+    let s = builder()
+        .http(
+            r#"access_log logs/access.log;
+            server {
+                listen 127.0.0.1:{port};
+                server_name site.test *.site.test;
+                location / {
+                    valid_referers none blocked example.com *.example.org example.net/galleries/ ~\.google\.;
+                    if ($invalid_referer) { return 403; }
+                    return 200 "ok\n";
+                }
+                location /strict/ {
+                    valid_referers example.com;
+                    valid_referers .example.org www.example.*;
+                    return 200 "[$invalid_referer]\n";
+                }
+                location /names/ {
+                    valid_referers server_names;
+                    return 200 "[$invalid_referer]\n";
+                }
+                location /unset/ { return 200 "[$invalid_referer]\n"; }
+            }"#,
+        )
+        .start();
+    let get = |path: &str, referer: Option<&str>| {
+        let h = referer.map(|r| format!("Referer: {r}"));
+        let hs: Vec<&str> = h.iter().map(String::as_str).collect();
+        let r = s.get_with(path, &hs);
+        (r.status, r.text())
+    };
+    for (referer, want) in [
+        (None, 200),
+        (Some("bookmark"), 200),
+        (Some("http://example.com/any"), 200),
+        (Some("HTTPS://EXAMPLE.COM:8443/x"), 200),
+        (Some("http://a.b.example.org/"), 200),
+        (Some("http://example.org/"), 403),
+        (Some("http://example.net/galleries/1.jpg"), 200),
+        (Some("http://example.net/other/"), 403),
+        (Some("https://www.google.com/search?q=x"), 200),
+        (Some("http://evil.test/"), 403),
+    ] {
+        assert_eq!(get("/", referer).0, want, "{referer:?}");
+    }
+    for (referer, want) in [
+        (None, "[1]\n"),
+        (Some("http://a.b"), "[1]\n"),
+        (Some("http://example.com/"), "[]\n"),
+        (Some("http://example.org/"), "[]\n"),
+        (Some("http://x.example.org/"), "[]\n"),
+        (Some("http://www.example.co.uk/"), "[]\n"),
+        (Some("http://www.example/"), "[1]\n"),
+    ] {
+        assert_eq!(get("/strict/", referer).1, want, "{referer:?}");
+    }
+    assert_eq!(get("/names/", Some("http://site.test/")).1, "[]\n");
+    assert_eq!(get("/names/", Some("http://w.site.test/")).1, "[]\n");
+    assert_eq!(get("/names/", Some("http://other.test/")).1, "[1]\n");
+    assert_eq!(get("/unset/", Some("http://other.test/")).1, "[]\n");
+}
+
+#[test]
+fn valid_referers_configuration_errors() {
+    let p = prog();
+    for (directive, msg) in [
+        ("valid_referers none blocked;", None),
+        ("valid_referers none ~x;", None),
+        ("valid_referers a.com a.com/x;", Some("conflicting parameter \"a.com\"")),
+        ("valid_referers a*b.com;", Some("invalid hostname or wildcard \"a*b.com\"")),
+        ("valid_referers \"\";", Some("invalid referer \"\"")),
+        ("valid_referers ~;", Some("empty regex in \"~\"")),
+        ("valid_referers ~(;", Some("pcre2_compile() failed: missing closing parenthesis in \"(\"")),
+    ] {
+        let (s, out) = test_conf(&format!("server {{\n    listen 127.0.0.1:{{port}};\n    {directive}\n}}\n"));
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{directive}: {err}");
+        let want = match msg {
+            Some(m) => format!("{p}: [emerg] {m} in {}:10", s.conf_path().display()),
+            None => format!(
+                "[emerg] the \"none\" or \"blocked\" referers are specified in the \"valid_referers\" directive without any valid referer\n{p}: configuration file"
+            ),
+        };
+        assert!(err.contains(&want), "{directive}: want {want:?} in:\n{err}");
+    }
+}

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use crate::config::build::Ctx;
 use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
-use crate::config::table::{Cmd, HSL, LOC, MANY, R, SRV, Set, cmd, multi};
+use crate::config::table::{Cmd, HSL, LOC, MANY, R, SRV, Set, cmd, list, multi};
 use crate::handler::ctx::ReqCtx;
 use crate::http::field_value::FieldValue;
 use crate::http::response::Response;
@@ -77,7 +77,10 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("satisfy", HSL, 1, 1, Set::Loc(satisfy)),
     cmd("auth_basic", HSL, 1, 1, Set::Loc(auth_basic)),
     cmd("auth_basic_user_file", HSL, 1, 1, Set::Loc(auth_basic_user_file)),
-    cmd("valid_referers", SRV | LOC, 1, MANY, Set::Loc(referer::valid_referers)),
+    list(cmd("valid_referers", SRV | LOC, 1, MANY, Set::Loc(referer::valid_referers)), referer::reset),
+    // nginx's hash sizing for the names; sluice's tables need none.
+    cmd("referer_hash_max_size", SRV | LOC, 1, 1, Set::Noop),
+    cmd("referer_hash_bucket_size", SRV | LOC, 1, 1, Set::Noop),
 ];
 
 fn allow(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {

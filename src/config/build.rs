@@ -189,6 +189,7 @@ fn apply_level<'d>(
     }
     if let Some(l) = loc {
         super::proxy_buffers::check(l, dirs)?;
+        crate::access::referer::check_level(l)?;
         if level != HTTP {
             crate::cache::conf::check_level(l, dirs, ctx);
         }

@@ -476,6 +476,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             },
             Var::Version => out.extend_from_slice(crate::config::Config::version().as_bytes()),
+            Var::InvalidReferer => {
+                if crate::access::referer::invalid(ctx) {
+                    out.push(b'1')
+                }
+            }
             Var::Capture(n) => {
                 if ctx.captures.is_empty() {
                     if let Some((nums, _)) = server_captures(ctx)
