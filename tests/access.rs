@@ -174,8 +174,8 @@ fn ipv6_clients() {
 }
 
 /// Every format: bcrypt, apr1, SHA, DES crypt, plain text (which nginx
-/// takes for a DES salt, so it never matches), `{PLAIN}`, and glibc's
-/// `$1$`, `$5$`, `$6$`.
+/// takes for a DES salt, so it never matches), `{PLAIN}`, `{SSHA}`, and
+/// glibc's `$1$`, `$5$`, `$6$`.
 fn password_file() -> String {
     let mut f = String::from("# users\n\n");
     f += &htpasswd("B", "bcrypt", "s3cret");
@@ -184,6 +184,8 @@ fn password_file() -> String {
     f += &htpasswd("d", "des", "s3cret");
     f += &htpasswd("p", "plain", "s3cret");
     f += "tagged:{PLAIN}s3cret\n";
+    // Salted SHA-1 as LDAP tools write it: base64(SHA1("s3cret" "NaCl") "NaCl").
+    f += "ssha:{SSHA}xhwvAVlxQgjdD+6rzZoVg7iQWZROYUNs\n";
     f += &openssl_passwd("-1", "md5crypt", "s3cret");
     f += &openssl_passwd("-5", "sha256crypt", "s3cret");
     f += &openssl_passwd("-6", "sha512crypt", "s3cret");
@@ -209,7 +211,7 @@ fn auth_basic_checks_every_htpasswd_format() {
         .file("conf/htpasswd", password_file())
         .file("html/index.html", "welcome\n")
         .start();
-    for user in ["bcrypt", "apr1", "sha", "des", "tagged", "md5crypt", "sha256crypt", "sha512crypt"] {
+    for user in ["bcrypt", "apr1", "sha", "des", "tagged", "ssha", "md5crypt", "sha256crypt", "sha512crypt"] {
         let r = s.get_with("/", &[&basic(user, "s3cret")]);
         assert_eq!((r.status, r.text().as_str()), (200, "welcome\n"), "{user}: {}", r.head);
         assert_eq!(r.header("X-User"), Some(user));

@@ -49,6 +49,11 @@ fn cstr(b: &[u8]) -> &[u8] {
 
 /// What `crypt()` gives: None where libxcrypt returns a failure token.
 fn libc_crypt(password: &[u8], stored: &[u8]) -> Option<Vec<u8>> {
+    // crypt(3) settings are printable ASCII; libxcrypt refuses others
+    // (and pwhash's decoders would underflow on control characters).
+    if !stored.iter().all(|b| b.is_ascii_graphic()) {
+        return None;
+    }
     let hash = std::str::from_utf8(stored).ok()?;
     // pwhash reads the salt and parameters from text the file controls;
     // a panic there must not take the worker down.
