@@ -506,3 +506,35 @@ fn valid_referers_configuration_errors() {
         assert!(err.contains(&want), "{directive}: want {want:?} in:\n{err}");
     }
 }
+
+#[test]
+fn proxied_locations_are_checked_before_the_origin_is_asked() {
+    let o = common::origin::Origin::start(|req| {
+        common::origin::Reply::ok(format!("origin saw {}\n", req.header("authorization").unwrap_or("-")))
+    });
+    let s = builder()
+        .http(&format!(
+            r#"server {{
+                listen 127.0.0.1:{{port}};
+                location / {{
+                    auth_basic "R";
+                    auth_basic_user_file pw;
+                    proxy_pass http://{};
+                }}
+                location /closed/ {{ deny all; proxy_pass http://{}; }}
+            }}"#,
+            o.addr(),
+            o.addr()
+        ))
+        .file("conf/pw", "u:{PLAIN}p\n")
+        .start();
+    assert_eq!(s.get("/x").status, 401);
+    assert_eq!(s.get_with("/x", &[&basic("u", "bad")]).status, 401);
+    assert_eq!(s.get_with("/closed/x", &[&basic("u", "p")]).status, 403);
+    assert_eq!(o.connections(), 0, "refused requests never reach the origin");
+    let cred = basic("u", "p");
+    let r = s.get_with("/x", &[&cred]);
+    assert_eq!(r.status, 200, "{}", r.head);
+    // The Authorization header goes to the origin, as nginx passes it.
+    assert_eq!(r.text(), format!("origin saw {}\n", cred.trim_start_matches("Authorization: ")));
+}

@@ -182,7 +182,7 @@ pub fn phase<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
 /// headers the handler set (`WWW-Authenticate`).
 fn with_error_body<'c>(ctx: &ReqCtx<'c, '_>, r: Response<'static>) -> Response<'c> {
     let mut page = crate::handler::error(ctx, r.status);
-    page.headers.extend(r.headers.into_iter().map(|(n, v)| (Cow::Owned(n.into_owned()), v)));
+    page.headers.extend(r.headers);
     page
 }
 
