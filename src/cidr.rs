@@ -1,9 +1,13 @@
 //! Address ranges as nginx writes them (`192.168.0.0/16`, `2001:db8::/32`,
-//! a bare address, `unix:`), parsed with `ngx_ptocidr`'s rules and matched
+//! a bare address, `unix:`), parsed with `ngx_ptocidr`'s rules (and
+//! nginx's own address parsers, which accept what `std::net` does not and
+//! the other way round: `1..2.3` is 1.0.2.3, `255.255.255.255` is refused)
+//! and matched
 //! with `ngx_cidr_match`'s: an IPv4-mapped IPv6 client address
 //! (`::ffff:10.0.0.1`, what a dual-stack listener reports for an IPv4
 //! client) is matched against the IPv4 ranges. Shared by the modules that
-//! trust or refuse clients by address (`set_real_ip_from`, purge lists).
+//! trust or refuse clients by address (`allow`/`deny`, `set_real_ip_from`,
+//! `geo`, purge lists).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -30,42 +34,33 @@ pub struct Parsed {
 }
 
 impl Cidr {
-    /// `ADDR`, `ADDR/BITS` or `unix:`; None for anything else (the caller
-    /// words nginx's `invalid parameter` message).
+    /// `ADDR`, `ADDR/BITS` or `unix:`, read as nginx's `ngx_ptocidr`
+    /// reads them; None for anything else (the caller words nginx's
+    /// `invalid parameter` message).
     pub fn parse(text: &str) -> Option<Parsed> {
         if text == "unix:" {
             return Some(Parsed { cidr: Cidr::Unix, low_bits_set: false });
         }
-        let (addr, bits) = match text.split_once('/') {
-            Some((a, b)) => {
-                // nginx's ngx_atoi: digits only.
-                if b.is_empty() || !b.bytes().all(|c| c.is_ascii_digit()) || b.len() > 3 {
-                    return None;
-                }
-                (a, Some(b.parse::<u32>().ok()?))
-            }
-            None => (text, None),
+        let b = text.as_bytes();
+        let (addr, bits) = match b.iter().position(|&c| c == b'/') {
+            Some(i) => (&b[..i], Some(&b[i + 1..])),
+            None => (b, None),
         };
-        match addr.parse::<IpAddr>().ok()? {
-            IpAddr::V4(a) => {
-                let bits = bits.unwrap_or(32);
-                if bits > 32 {
-                    return None;
-                }
-                let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
-                let raw = u32::from(a);
-                Some(Parsed { cidr: Cidr::V4 { addr: raw & mask, mask }, low_bits_set: raw & !mask != 0 })
-            }
-            IpAddr::V6(a) => {
-                let bits = bits.unwrap_or(128);
-                if bits > 128 {
-                    return None;
-                }
-                let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
-                let raw = u128::from(a);
-                Some(Parsed { cidr: Cidr::V6 { addr: raw & mask, mask }, low_bits_set: raw & !mask != 0 })
-            }
+        if let Some(a) = inet_addr(addr) {
+            let shift = match bits {
+                None => 32,
+                Some(bits) => atoi(bits).filter(|&s| s <= 32)?,
+            };
+            let mask = if shift == 0 { 0 } else { u32::MAX << (32 - shift) };
+            return Some(Parsed { cidr: Cidr::V4 { addr: a & mask, mask }, low_bits_set: a & mask != a });
         }
+        let a = u128::from_be_bytes(inet6_addr(addr)?);
+        let shift = match bits {
+            None => 128,
+            Some(bits) => atoi(bits).filter(|&s| s <= 128)?,
+        };
+        let mask = if shift == 0 { 0 } else { u128::MAX << (128 - shift) };
+        Some(Parsed { cidr: Cidr::V6 { addr: a & mask, mask }, low_bits_set: a & mask != a })
     }
 
     pub fn contains(&self, ip: IpAddr) -> bool {
@@ -102,12 +97,176 @@ pub fn network(c: &Cidr) -> Option<IpAddr> {
     }
 }
 
+/// ngx_atoi: decimal digits only, at least one.
+pub fn atoi(b: &[u8]) -> Option<u32> {
+    if b.is_empty() || b.len() > 9 || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    b.iter().try_fold(0u32, |n, &c| n.checked_mul(10)?.checked_add(u32::from(c - b'0')))
+}
+
+/// ngx_inet_addr: exactly four dot-separated decimal octets (an empty
+/// one counts as 0), in host order. `255.255.255.255` is INADDR_NONE to
+/// nginx, so refused here too.
+pub fn inet_addr(b: &[u8]) -> Option<u32> {
+    let mut addr: u32 = 0;
+    let mut octet: u32 = 0;
+    let mut dots = 0;
+    for &c in b {
+        match c {
+            b'0'..=b'9' => {
+                octet = octet * 10 + u32::from(c - b'0');
+                if octet > 255 {
+                    return None;
+                }
+            }
+            b'.' => {
+                addr = (addr << 8).wrapping_add(octet);
+                octet = 0;
+                dots += 1;
+            }
+            _ => return None,
+        }
+    }
+    if dots != 3 {
+        return None;
+    }
+    let a = (addr << 8).wrapping_add(octet);
+    (a != u32::MAX).then_some(a)
+}
+
+/// ngx_inet6_addr: eight groups of up to four hex digits, one `::`, an
+/// IPv4 tail in place of the last two groups.
+pub fn inet6_addr(b: &[u8]) -> Option<[u8; 16]> {
+    let mut out = [0u8; 16];
+    let mut p = b;
+    if p.is_empty() {
+        return None;
+    }
+    if p[0] == b':' {
+        p = &p[1..];
+    }
+    let mut at = 0usize; // next byte of `out` to write
+    let mut zero: Option<usize> = None;
+    let mut digit: Option<usize> = None; // start of the current group in `p`
+    let mut nibbles = 0;
+    let mut word: u32 = 0;
+    let mut n = 8;
+    let mut i = 0;
+    while i < p.len() {
+        let c = p[i];
+        i += 1;
+        if c == b':' {
+            if nibbles > 0 {
+                digit = Some(i);
+                if at + 2 > 16 {
+                    return None;
+                }
+                out[at] = (word >> 8) as u8;
+                out[at + 1] = word as u8;
+                at += 2;
+                n -= 1;
+                if n > 0 {
+                    nibbles = 0;
+                    word = 0;
+                    continue;
+                }
+            } else if zero.is_none() {
+                digit = Some(i);
+                zero = Some(at);
+                continue;
+            }
+            return None;
+        }
+        if c == b'.' && nibbles > 0 {
+            let start = digit?;
+            if n < 2 {
+                return None;
+            }
+            let v4 = inet_addr(&p[start..])?;
+            if at + 2 > 16 {
+                return None;
+            }
+            out[at] = (v4 >> 24) as u8;
+            out[at + 1] = (v4 >> 16) as u8;
+            at += 2;
+            n -= 1;
+            word = v4 & 0xffff;
+            nibbles = 1;
+            break;
+        }
+        nibbles += 1;
+        if nibbles > 4 {
+            return None;
+        }
+        let v = match c {
+            b'0'..=b'9' => c - b'0',
+            _ => match c | 0x20 {
+                l @ b'a'..=b'f' => l - b'a' + 10,
+                _ => return None,
+            },
+        };
+        word = word * 16 + u32::from(v);
+    }
+    if nibbles == 0 && zero.is_none() {
+        return None;
+    }
+    if at + 2 > 16 {
+        return None;
+    }
+    out[at] = (word >> 8) as u8;
+    out[at + 1] = word as u8;
+    at += 2;
+    n -= 1;
+    if n > 0 {
+        let z = zero?;
+        // Move what follows `::` to the end, zeros in between.
+        let gap = n * 2;
+        let tail = at - z;
+        out.copy_within(z..z + tail, z + gap);
+        out[z..z + gap].fill(0);
+        return Some(out);
+    }
+    zero.is_none().then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    fn v6(s: &str) -> Option<std::net::Ipv6Addr> {
+        inet6_addr(s.as_bytes()).map(std::net::Ipv6Addr::from)
+    }
+
+    #[test]
+    fn ipv4_as_nginx_reads_it() {
+        assert_eq!(inet_addr(b"127.0.0.1"), Some(0x7f000001));
+        assert_eq!(inet_addr(b"1..2.3"), Some(0x01000203));
+        assert_eq!(inet_addr(b"255.255.255.255"), None);
+        assert_eq!(inet_addr(b"1.2.3"), None);
+        assert_eq!(inet_addr(b"1.2.3.256"), None);
+        assert_eq!(inet_addr(b"1.2.3.4."), None);
+    }
+
+    #[test]
+    fn ipv6_as_nginx_reads_it() {
+        assert_eq!(v6("::1"), Some("::1".parse().unwrap()));
+        assert_eq!(v6("::"), Some("::".parse().unwrap()));
+        assert_eq!(v6("fe80::1:2"), Some("fe80::1:2".parse().unwrap()));
+        assert_eq!(v6("2001:db8::"), Some("2001:db8::".parse().unwrap()));
+        assert_eq!(v6("::ffff:127.0.0.1"), Some("::ffff:127.0.0.1".parse().unwrap()));
+        assert_eq!(v6("1:2:3:4:5:6:7:8"), Some("1:2:3:4:5:6:7:8".parse().unwrap()));
+        assert_eq!(v6("1:2:3:4:5:6:1.2.3.4"), Some("1:2:3:4:5:6:102:304".parse().unwrap()));
+        assert_eq!(v6("1:2:3:4:5:6:7:8:9"), None);
+        assert_eq!(v6("1::2::3"), None);
+        assert_eq!(v6("12345::"), None);
+        assert_eq!(v6("1:2:3"), None);
+        assert_eq!(v6("g::"), None);
+        assert_eq!(v6(""), None);
     }
 
     #[test]

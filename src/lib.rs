@@ -6,6 +6,7 @@
 //! -> `routing` (server and location match) -> `handler` (return, static,
 //! empty_gif, error pages) -> `filter` (headers) -> `log`.
 
+pub mod access;
 pub mod cache;
 pub mod cidr;
 pub mod cli;

@@ -115,7 +115,8 @@ impl Regex {
                     let shown = e.to_string();
                     let what = shown.find("pattern").and_then(|i| shown[i..].find(": ").map(|j| i + j + 2));
                     let what = what.map_or(shown.as_str(), |i| &shown[i..]);
-                    match e.offset() {
+                    // nginx leaves out `at ""` when the error is at the end.
+                    match e.offset().filter(|&at| at < pattern.len()) {
                         Some(at) => format!(
                             "pcre2_compile() failed: {} in \"{}\" at \"{}\"",
                             what,

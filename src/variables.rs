@@ -54,6 +54,8 @@ pub enum Var {
     FastcgiScriptName,
     FastcgiPathInfo,
     Version,
+    /// `$invalid_referer` (`valid_referers`).
+    InvalidReferer,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
     Capture(usize),
@@ -164,6 +166,7 @@ impl Var {
             "fastcgi_path_info" => Var::FastcgiPathInfo,
             "request_scheme" => Var::Scheme,
             "nginx_version" | "sluice_version" => Var::Version,
+            "invalid_referer" => Var::InvalidReferer,
             _ => {
                 let header = |rest: &str| rest.replace('_', "-");
                 if let Some(rest) = lower.strip_prefix("http_") {

@@ -254,3 +254,24 @@ fn config_errors_name_file_and_line() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("low address bits of 10.0.0.1/8 are meaningless"), "{err}");
 }
+
+#[test]
+fn access_rules_see_the_real_client() {
+    let s = builder()
+        .http(
+            r#"server {
+                listen 127.0.0.1:{port};
+                root {prefix}/html;
+                set_real_ip_from 127.0.0.1;
+                real_ip_header X-Forwarded-For;
+                deny 198.51.100.0/24;
+                allow all;
+            }"#,
+        )
+        .file("html/index.html", "ok\n")
+        .start();
+    assert_eq!(get_with(s.port, "/", &["X-Forwarded-For: 198.51.100.7"]).status, 403);
+    assert_eq!(get_with(s.port, "/", &["X-Forwarded-For: 203.0.113.7"]).status, 200);
+    let log = s.wait_error_log("access forbidden by rule");
+    assert!(log.contains("access forbidden by rule, client: 198.51.100.7"), "{log}");
+}

@@ -196,6 +196,7 @@ fn apply_level<'d>(
     }
     if let Some(l) = loc {
         super::proxy_buffers::check(l, dirs)?;
+        crate::access::referer::check_level(l)?;
         if level != HTTP {
             crate::cache::conf::check_level(l, dirs, ctx);
         }
@@ -232,6 +233,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         location_name: Arc::from(""),
         empty_gif: false,
         core: Default::default(),
+        access: Default::default(),
         check_status: None,
         autoindex: false,
         error_pages: Vec::new(),
@@ -297,6 +299,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.rewrite.script = None;
     c.empty_gif = false;
     c.core.internal = false;
+    c.access.own_rules = false;
     c.check_status = None;
     c.proxy.pass = None;
     c.fastcgi.pass = None;

@@ -164,6 +164,8 @@ pub struct LocConf {
     pub empty_gif: bool,
     /// nginx core settings for requests and redirects (`internal`, ...).
     pub core: super::set_core::CoreFlags,
+    /// The access phase: allow/deny, satisfy, auth_basic, valid_referers.
+    pub access: crate::access::AccessConf,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
     pub autoindex: bool,

@@ -250,8 +250,7 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] =
-    &["limit_req", "limit_conn", "allow", "deny", "auth_basic", "include_subdomains", "charset_map"];
+static KNOWN_NGINX: &[&str] = &["limit_req", "limit_conn", "include_subdomains", "charset_map"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
@@ -267,6 +266,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::resolver::DIRECTIVES,
     crate::filter::charset::DIRECTIVES,
     crate::handler::symlinks::DIRECTIVES,
+    crate::access::DIRECTIVES,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

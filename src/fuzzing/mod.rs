@@ -11,6 +11,7 @@
 //! replay test links the ordinary library, and keeping them in the crate
 //! lets them reach `pub(crate)` pieces of the parsers.
 
+mod access;
 mod cache;
 mod config;
 mod h1;
@@ -18,6 +19,7 @@ mod http;
 mod proxy;
 mod realip;
 
+pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use h1::{chunked, h1_head};
@@ -44,6 +46,9 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("proxy_protocol", proxy_protocol),
     ("forwarded", forwarded),
     ("dns_answer", dns_answer),
+    ("authorization", authorization),
+    ("htpasswd", htpasswd),
+    ("access_rule", access_rule),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -522,6 +522,11 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             },
             Var::Version => out.extend_from_slice(crate::config::Config::version().as_bytes()),
+            Var::InvalidReferer => {
+                if crate::access::referer::invalid(ctx) {
+                    out.push(b'1')
+                }
+            }
             Var::Capture(n) => {
                 if ctx.captures.is_empty() {
                     if let Some((nums, _)) = server_captures(ctx)
@@ -657,39 +662,10 @@ macro_rules! log_req {
     }};
 }
 
-/// `$remote_user`: the user name of a Basic Authorization header.
+/// `$remote_user`: the user name of a Basic Authorization header,
+/// decoded as the auth_basic module decodes it, checked or not.
 pub fn basic_user(auth: &[u8]) -> Option<Vec<u8>> {
-    let b64 = auth.strip_prefix(b"Basic ").or_else(|| auth.strip_prefix(b"basic "))?;
-    let decoded = base64_decode(b64.trim_ascii())?;
-    let end = decoded.iter().position(|&c| c == b':')?;
-    Some(decoded[..end].to_vec())
-}
-
-fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let s = s.strip_suffix(b"==").or_else(|| s.strip_suffix(b"=")).unwrap_or(s);
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for &c in s {
-        acc = (acc << 6) | val(c)?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
+    crate::access::basic::decode(auth).map(|c| c.user)
 }
 
 /// Named captures: (name, value).

@@ -68,9 +68,25 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
         again.close |= close;
         return again;
     }
-    if let Some(s) = forced {
+    // A generated error on the way (a `deny` in the page's location, a
+    // missing page) is nginx's new r->err_status: it is what goes out.
+    if let Some(s) = forced
+        && !r.is_error_page
+    {
         r.status = s;
     }
     r.close |= resp.close;
+    keep_www_authenticate(&resp, &mut r);
     r
+}
+
+/// nginx keeps the response headers set so far across the error page's
+/// internal redirect: auth_basic's `WWW-Authenticate` goes out with the
+/// page a 401 was redirected to.
+fn keep_www_authenticate<'c>(from: &Response<'c>, to: &mut Response<'c>) {
+    if let Some((n, v)) = from.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
+        && to.header("www-authenticate").is_none()
+    {
+        to.headers.push((n.clone(), v.clone()));
+    }
 }

@@ -260,6 +260,9 @@ fn count_redirect(ctx: &mut ReqCtx<'_, '_>, action: &str, to: &str) -> bool {
 fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     crate::realip::apply(ctx);
     let conf = ctx.conf;
+    if let Some(r) = crate::access::phase(ctx) {
+        return Step::Done(r);
+    }
     if let Some(tf) = &conf.try_files
         && let Some(step) = try_files::run(ctx, tf)
     {

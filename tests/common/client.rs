@@ -49,8 +49,13 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 impl Conn {
     pub fn connect(port: u16) -> Conn {
-        let stream = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(5))
-            .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"));
+        Conn::connect_addr(([127, 0, 0, 1], port).into())
+    }
+
+    /// A connection to any address (`[::1]:port` for IPv6 tests).
+    pub fn connect_addr(addr: std::net::SocketAddr) -> Conn {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
         stream.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
         stream.set_write_timeout(Some(READ_TIMEOUT)).unwrap();
         stream.set_nodelay(true).unwrap();
