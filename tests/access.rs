@@ -538,3 +538,68 @@ fn proxied_locations_are_checked_before_the_origin_is_asked() {
     // The Authorization header goes to the origin, as nginx passes it.
     assert_eq!(r.text(), format!("origin saw {}\n", cred.trim_start_matches("Authorization: ")));
 }
+
+#[test]
+fn limit_except_applies_to_the_methods_it_does_not_list() {
+    let o = common::origin::echo();
+    let s = builder()
+        .http(&format!(
+            r#"server {{
+                listen 127.0.0.1:{{port}};
+                root {{prefix}}/html;
+                location /ro/ {{
+                    limit_except GET {{ deny all; }}
+                }}
+                location /api/ {{
+                    proxy_pass http://127.0.0.1:{p};
+                    limit_except GET POST {{ allow 10.0.0.0/8; deny all; }}
+                }}
+                location /auth/ {{
+                    limit_except GET {{
+                        auth_basic "writers";
+                        auth_basic_user_file {{prefix}}/conf/htpasswd;
+                    }}
+                }}
+            }}"#,
+            p = o.port
+        ))
+        .file("html/ro/a.txt", "read only\n")
+        .file("html/auth/a.txt", "auth\n")
+        .file("conf/htpasswd", "writer:{PLAIN}secret\n")
+        .start();
+    let req = |m: &str, path: &str, extra: &str| {
+        request(
+            s.port,
+            &format!("{m} {path} HTTP/1.1\r\nHost: x\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    assert_eq!(req("GET", "/ro/a.txt", "").status, 200);
+    assert_eq!(req("HEAD", "/ro/a.txt", "").status, 200);
+    assert_eq!(req("POST", "/ro/a.txt", "").status, 403);
+    assert_eq!(req("DELETE", "/ro/a.txt", "").status, 403);
+    // A proxied location: listed methods reach the origin, others do not.
+    assert_eq!(req("GET", "/api/x", "").text(), "GET /api/x\n");
+    assert_eq!(req("POST", "/api/x", "").text(), "POST /api/x\n");
+    let before = o.count();
+    assert_eq!(req("DELETE", "/api/x", "").status, 403);
+    assert_eq!(o.count(), before);
+    // auth_basic for writers only.
+    assert_eq!(req("GET", "/auth/a.txt", "").status, 200);
+    assert_eq!(req("PUT", "/auth/a.txt", "").status, 401);
+    let auth = format!("{}\r\n", basic("writer", "secret"));
+    // Authorized, then the static module's own answer to a PUT.
+    assert_eq!(req("PUT", "/auth/a.txt", &auth).status, 405);
+}
+
+#[test]
+fn limit_except_configuration_errors() {
+    for (conf, msg) in [
+        ("location / { limit_except BREW { deny all; } }", "invalid method \"BREW\""),
+        ("limit_except GET { deny all; }", "\"limit_except\" directive is not allowed here"),
+        ("location / { limit_except GET { root /tmp; } }", "\"root\" directive is not allowed here"),
+    ] {
+        let (_t, out) = test_conf(&format!("server {{ listen 127.0.0.1:{{port}}; {conf} }}"));
+        let err = stderr_of(&out);
+        assert!(!out.status.success() && err.contains(msg), "{conf}: {err}");
+    }
+}

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use crate::config::build::Ctx;
 use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
-use crate::config::table::{Cmd, HSL, LOC, MANY, R, SRV, Set, cmd, list, multi};
+use crate::config::table::{Cmd, HSL, LMT, LOC, MANY, R, SRV, Set, cmd, list, multi};
 use crate::handler::ctx::ReqCtx;
 use crate::http::field_value::FieldValue;
 use crate::http::response::Response;
@@ -72,11 +72,11 @@ pub struct UserFile {
 }
 
 pub static DIRECTIVES: &[Cmd] = &[
-    multi(cmd("allow", HSL, 1, 1, Set::Loc(allow))),
-    multi(cmd("deny", HSL, 1, 1, Set::Loc(deny))),
+    multi(cmd("allow", HSL | LMT, 1, 1, Set::Loc(allow))),
+    multi(cmd("deny", HSL | LMT, 1, 1, Set::Loc(deny))),
     cmd("satisfy", HSL, 1, 1, Set::Loc(satisfy)),
-    cmd("auth_basic", HSL, 1, 1, Set::Loc(auth_basic)),
-    cmd("auth_basic_user_file", HSL, 1, 1, Set::Loc(auth_basic_user_file)),
+    cmd("auth_basic", HSL | LMT, 1, 1, Set::Loc(auth_basic)),
+    cmd("auth_basic_user_file", HSL | LMT, 1, 1, Set::Loc(auth_basic_user_file)),
     list(cmd("valid_referers", SRV | LOC, 1, MANY, Set::Loc(referer::valid_referers)), referer::reset),
     // nginx's hash sizing for the names; sluice's tables need none.
     cmd("referer_hash_max_size", SRV | LOC, 1, 1, Set::Noop),

@@ -287,6 +287,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         resolver: Default::default(),
         charset: Default::default(),
         symlinks: Default::default(),
+        limit_except: None,
     }
 }
 
@@ -301,6 +302,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.core.internal = false;
     c.access.own_rules = false;
     c.check_status = None;
+    c.limit_except = None;
     c.proxy.pass = None;
     c.fastcgi.pass = None;
     c

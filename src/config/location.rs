@@ -156,8 +156,16 @@ fn build_one(
     };
     conf.location_name = Arc::from(describe(&matcher));
     let dirs = d.block.as_deref().unwrap_or(&[]);
-    let children = apply_location_level(dirs, ctx, main, &mut conf)?;
+    let mut children = apply_location_level(dirs, ctx, main, &mut conf)?;
     conf.rewrite.script = crate::rewrite::compile::level(dirs, true, &conf, ctx, main)?;
+    // limit_except: built on the location's complete settings.
+    if let Some(i) = children.iter().position(|(c, _)| c.name == "limit_except") {
+        let (_, le) = children.remove(i);
+        if let Some((_, dup)) = children.iter().find(|(c, _)| c.name == "limit_except") {
+            return Err(ConfError::at("\"limit_except\" directive is duplicate", &dup.span));
+        }
+        conf.limit_except = Some(super::limit_except::build(le, &conf, ctx, main)?);
+    }
     let (children, named) = build_all(&children, &conf, Some(&matcher), ctx, main)?;
     debug_assert!(named.is_empty());
     (ctx.root_here, ctx.alias_here, ctx.in_regex_location, ctx.location_len) = saved;

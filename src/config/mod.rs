@@ -7,6 +7,7 @@ pub mod captures;
 pub mod compress;
 pub mod geo;
 pub mod lexer;
+pub mod limit_except;
 pub mod listen_groups;
 pub mod location;
 pub mod map;

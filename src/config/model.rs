@@ -221,6 +221,8 @@ pub struct LocConf {
     pub charset: crate::filter::charset::CharsetConf,
     /// `disable_symlinks`.
     pub symlinks: crate::handler::symlinks::SymlinksConf,
+    /// `limit_except`: the settings for the methods it does not list.
+    pub limit_except: Option<Arc<super::limit_except::LimitExcept>>,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -19,6 +19,8 @@ pub const SIF: u8 = 32;
 /// Inside a location-level `if` block (NGX_HTTP_LIF_CONF): the directives
 /// nginx allows in the implicit nested location.
 pub const LIF: u8 = 64;
+/// Inside `limit_except` (NGX_HTTP_LMT_CONF).
+pub const LMT: u8 = 128;
 pub const HSL: u8 = HTTP | SRV | LOC;
 
 pub type R = Result<(), ConfError>;
@@ -107,7 +109,7 @@ pub static CORE: &[Cmd] = &[
     list(block("types", HSL, 0, 0), set_loc::reset_types),
     multi(cmd("log_format", HTTP, 2, MANY, Set::Ctx(set_loc::log_format))),
     cmd("default_type", HSL, 1, 1, Set::Loc(set_loc::default_type)),
-    list(cmd("access_log", HSL | LIF, 1, 5, Set::Loc(set_loc::access_log)), set_loc::reset_access_log),
+    list(cmd("access_log", HSL | LIF | LMT, 1, 5, Set::Loc(set_loc::access_log)), set_loc::reset_access_log),
     cmd("sendfile", HSL | LIF, 1, 1, Set::Loc(set_loc::sendfile)),
     cmd("tcp_nopush", HSL, 1, 1, Set::Loc(set_loc::tcp_nopush)),
     cmd("tcp_nodelay", HSL, 1, 1, Set::Loc(set_loc::tcp_nodelay)),
@@ -197,9 +199,10 @@ pub static CORE: &[Cmd] = &[
     // config::upstream_block)
     block("upstream", HTTP, 1, 1),
     block("map", HTTP, 2, 2),
+    block("limit_except", LOC, 1, MANY),
     block("geo", HTTP, 1, 2),
     block("split_clients", HTTP, 2, 2),
-    cmd("proxy_pass", LOC | LIF, 1, 1, Set::Loc(proxy::proxy_pass)),
+    cmd("proxy_pass", LOC | LIF | LMT, 1, 1, Set::Loc(proxy::proxy_pass)),
     list(cmd("proxy_set_header", HSL, 2, 2, Set::Loc(proxy::proxy_set_header)), proxy::reset_set_headers),
     list(
         cmd("proxy_hide_header", HSL, 1, 1, Set::Loc(proxy::proxy_up::hide_header)),

@@ -91,7 +91,7 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
         loop {
             if let Some(name) = named.take() {
                 match ctx.server.named.get(name) {
-                    Some(l) => ctx.conf = &l.conf,
+                    Some(l) => enter(ctx, &l.conf),
                     None => {
                         log_req!(ctx, Level::Error, "could not find named location \"@{}\"", name);
                         return error(ctx, 500);
@@ -225,9 +225,19 @@ fn find_location(ctx: &mut ReqCtx<'_, '_>) {
         ctx.captures = caps;
         ctx.captured(re);
     }
-    ctx.conf = match found {
-        Some(l) => &l.conf,
-        None => &ctx.server.conf,
+    match found {
+        Some(l) => enter(ctx, &l.conf),
+        None => ctx.conf = &ctx.server.conf,
+    }
+}
+
+/// Makes `conf` the request's location, or its `limit_except` block's
+/// settings for a method the block does not list (nginx's
+/// ngx_http_update_location_config).
+fn enter<'c>(ctx: &mut ReqCtx<'c, '_>, conf: &'c crate::config::model::LocConf) {
+    ctx.conf = match &conf.limit_except {
+        Some(le) if le.applies_to(&ctx.req) => &le.conf,
+        _ => conf,
     };
 }
 
