@@ -40,6 +40,8 @@ pub enum Var {
     Http(String),
     /// Response header, same naming.
     SentHttp(String),
+    /// A header of the origin's response (as passed on), same naming.
+    UpstreamHttp(String),
     Cookie(String),
     Connection,
     ConnectionRequests,
@@ -173,6 +175,8 @@ impl Var {
                     Var::Http(header(rest))
                 } else if let Some(rest) = lower.strip_prefix("sent_http_") {
                     Var::SentHttp(header(rest))
+                } else if let Some(rest) = lower.strip_prefix("upstream_http_") {
+                    Var::UpstreamHttp(header(rest))
                 } else if let Some(rest) = name.strip_prefix("arg_") {
                     Var::Arg(rest.to_string())
                 } else if let Some(rest) = name.strip_prefix("cookie_") {

@@ -61,3 +61,22 @@ fn expires_and_headers_follow_the_response_type() {
     assert_eq!((r.status, r.header("Cache-Control")), (404, None));
     assert_eq!(r.header("X-Frame-Options"), Some("DENY"));
 }
+
+#[test]
+fn upstream_http_variables_read_the_origins_answer() {
+    let o = common::origin::Origin::start(|_| common::origin::Reply::http(200, &["X-App: v1"], "x"));
+    let s = builder()
+        .http(&format!(
+            r#"server {{
+                listen 127.0.0.1:{{port}};
+                root {{prefix}}/html;
+                add_header X-Seen "[$upstream_http_x_app]" always;
+                location /up/ {{ proxy_pass http://127.0.0.1:{}; }}
+            }}"#,
+            o.port
+        ))
+        .file("html/a.txt", "a\n")
+        .start();
+    assert_eq!(s.get("/up/").header("X-Seen"), Some("[v1]"));
+    assert_eq!(s.get("/a.txt").header("X-Seen"), Some("[]"));
+}

@@ -465,8 +465,10 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(v)
                 }
             }
-            Var::SentHttp(name) => {
-                if let Some(r) = self.resp {
+            Var::SentHttp(name) | Var::UpstreamHttp(name) => {
+                // The origin's headers are those of a response it gave.
+                let from_origin = matches!(var, Var::SentHttp(_)) || !ctx.upstream.status.is_empty();
+                if let Some(r) = self.resp.filter(|_| from_origin) {
                     let v = match name.as_str() {
                         "content-type" => r.content_type.as_deref().map(str::as_bytes),
                         "location" => r.location.as_deref(),
