@@ -8,6 +8,8 @@ pub enum Var {
     RemoteAddr,
     RemotePort,
     RemoteUser,
+    /// `stub_status`'s figures: which one.
+    Connections(u8),
     /// The connection's own address, whatever the realip module did.
     RealipRemoteAddr,
     RealipRemotePort,
@@ -115,6 +117,10 @@ impl Var {
             "remote_addr" => Var::RemoteAddr,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
+            "connections_active" => Var::Connections(0),
+            "connections_reading" => Var::Connections(1),
+            "connections_writing" => Var::Connections(2),
+            "connections_waiting" => Var::Connections(3),
             "realip_remote_addr" => Var::RealipRemoteAddr,
             "realip_remote_port" => Var::RealipRemotePort,
             "proxy_protocol_addr" => Var::ProxyProtocolAddr,

@@ -232,6 +232,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         rewrite: Default::default(),
         location_name: Arc::from(""),
         empty_gif: false,
+        stub_status: false,
         core: Default::default(),
         access: Default::default(),
         check_status: None,
@@ -299,6 +300,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.try_files = None;
     c.rewrite.script = None;
     c.empty_gif = false;
+    c.stub_status = false;
     c.core.internal = false;
     c.access.own_rules = false;
     c.check_status = None;

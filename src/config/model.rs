@@ -162,6 +162,8 @@ pub struct LocConf {
     /// regex or `@name`; an `if` block's is its location's).
     pub location_name: Arc<str>,
     pub empty_gif: bool,
+    /// `stub_status`: the content handler of nginx's status page.
+    pub stub_status: bool,
     /// nginx core settings for requests and redirects (`internal`, ...).
     pub core: super::set_core::CoreFlags,
     /// The access phase: allow/deny, satisfy, auth_basic, valid_referers.

@@ -269,6 +269,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::resolver::DIRECTIVES,
     crate::filter::charset::DIRECTIVES,
     crate::handler::symlinks::DIRECTIVES,
+    crate::handler::stub_status::DIRECTIVES,
     crate::access::DIRECTIVES,
 ];
 

@@ -276,6 +276,10 @@ impl VarSource for Vars<'_, '_, '_> {
                     push_u64(out, port as u64)
                 }
             }
+            Var::Connections(which) => {
+                let t = crate::worker::stats::totals();
+                push_u64(out, [t.active, t.reading, t.writing, t.waiting][usize::from(*which).min(3)]);
+            }
             Var::RealipRemoteAddr => push_ip(out, ctx.conn.peer.ip()),
             Var::RealipRemotePort => push_u64(out, ctx.conn.peer.port() as u64),
             Var::ProxyProtocolAddr => {

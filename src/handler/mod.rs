@@ -12,6 +12,7 @@ pub mod error_page;
 pub mod open_cache;
 pub mod ret;
 pub mod static_file;
+pub mod stub_status;
 pub mod symlinks;
 pub mod try_files;
 
@@ -280,6 +281,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     if conf.empty_gif {
         return Step::Done(empty_gif::respond(ctx));
+    }
+    if conf.stub_status {
+        return Step::Done(stub_status::respond(ctx));
     }
     if let Some(page) = &conf.check_status {
         return Step::Done(crate::upstream::check::status::respond(ctx, page));

@@ -8,6 +8,7 @@ pub mod affinity;
 pub mod credentials;
 pub mod idle;
 pub mod park;
+pub mod stats;
 pub mod trim;
 
 use std::cell::{Cell, RefCell};
@@ -57,6 +58,8 @@ pub struct WorkerCtx {
     pub tls_clients: RefCell<crate::proxy::upstream_tls::Clients>,
     /// DNS answers for `resolver` (`proxy_pass` with variables).
     pub dns: RefCell<crate::resolver::Cache>,
+    /// This worker's counters for `stub_status`.
+    pub stats: std::sync::Arc<stats::WorkerStats>,
 }
 
 impl WorkerCtx {
@@ -92,6 +95,8 @@ pub struct ConnGuard(pub Rc<WorkerCtx>);
 impl ConnGuard {
     pub fn new(w: Rc<WorkerCtx>) -> ConnGuard {
         w.active.set(w.active.get() + 1);
+        w.stats.accepted();
+        w.stats.set_active(w.active.get());
         ConnGuard(w)
     }
 }
@@ -100,6 +105,7 @@ impl Drop for ConnGuard {
     fn drop(&mut self) {
         let w = &self.0;
         w.active.set(w.active.get().saturating_sub(1));
+        w.stats.set_active(w.active.get());
         w.slot.notify_one();
         if w.draining.get() && w.active.get() == 0 {
             w.drained.notify_one();
@@ -182,6 +188,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         proxy: RefCell::new(Default::default()),
         tls_clients: RefCell::new(Default::default()),
         dns: RefCell::new(Default::default()),
+        stats: stats::register(),
     });
     local.block_on(&rt, async move {
         crate::clock::refresh();

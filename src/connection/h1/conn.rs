@@ -243,7 +243,14 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
 
 async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Next {
     let started = crate::clock::mono();
-    let mut head = match read_head(c, g, started).await {
+    // stub_status: reading until the head is in, then writing until the
+    // answer is out (a refused head counts as a request, as in nginx).
+    let mut phase = w.stats.reading();
+    let head = read_head(c, g, started).await;
+    if !matches!(head, Ok(None)) {
+        phase.writing();
+    }
+    let mut head = match head {
         Ok(Some(h)) => h,
         Ok(None) => return Next::Close,
         Err(e) => {

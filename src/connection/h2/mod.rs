@@ -202,6 +202,8 @@ async fn stream(
     shared: Rc<Shared>,
 ) {
     let started = Instant::now();
+    let stats = w.stats.clone();
+    let _counted = stats.request();
     let g = &w.cfg.http.listens[group];
     // RFC 8441 extended CONNECT: Some(true) for a WebSocket.
     let tunnel = req.extensions().get::<h2::ext::Protocol>().map(connect::is_websocket);
