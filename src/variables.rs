@@ -8,6 +8,8 @@ pub enum Var {
     RemoteAddr,
     RemotePort,
     RemoteUser,
+    /// 32 random hex digits, the same throughout the request.
+    RequestId,
     /// `stub_status`'s figures: which one.
     Connections(u8),
     /// The connection's own address, whatever the realip module did.
@@ -117,6 +119,7 @@ impl Var {
             "remote_addr" => Var::RemoteAddr,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
+            "request_id" => Var::RequestId,
             "connections_active" => Var::Connections(0),
             "connections_reading" => Var::Connections(1),
             "connections_writing" => Var::Connections(2),

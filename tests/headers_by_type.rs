@@ -80,3 +80,27 @@ fn upstream_http_variables_read_the_origins_answer() {
     assert_eq!(s.get("/up/").header("X-Seen"), Some("[v1]"));
     assert_eq!(s.get("/a.txt").header("X-Seen"), Some("[]"));
 }
+
+#[test]
+fn request_id_is_32_hex_digits_kept_for_the_request() {
+    let s = builder()
+        .http(
+            r#"log_format ids '$request_id';
+            server {
+                listen 127.0.0.1:{port};
+                access_log logs/ids.log ids;
+                add_header X-Request-Id $request_id always;
+                location / { return 200 "$request_id\n"; }
+            }"#,
+        )
+        .start();
+    let a = s.get("/");
+    let b = s.get("/");
+    let id = a.text().trim_end().to_string();
+    assert_eq!(id.len(), 32, "{id}");
+    assert!(id.bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{id}");
+    assert_eq!(a.header("X-Request-Id"), Some(id.as_str()));
+    assert_ne!(b.text().trim_end(), id);
+    let lines = common::wait_lines(&s.path("logs/ids.log"), 2, common::LOG_WAIT);
+    assert_eq!(lines[0], id);
+}

@@ -101,6 +101,8 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
+    /// `$request_id`, made on first use and kept for the request.
+    pub request_id: std::cell::Cell<Option<[u8; 16]>>,
 }
 
 #[derive(Default)]
@@ -215,6 +217,8 @@ pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
 
 /// An address as `IpAddr`'s Display writes it; IPv4 without the
 /// formatting machinery (every access log line has `$remote_addr`).
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
     match ip {
         std::net::IpAddr::V4(v4) => {
@@ -274,6 +278,25 @@ impl VarSource for Vars<'_, '_, '_> {
                 let port = ctx.client().port();
                 if port != 0 {
                     push_u64(out, port as u64)
+                }
+            }
+            Var::RequestId => {
+                let id = match ctx.request_id.get() {
+                    Some(id) => id,
+                    None => {
+                        // nginx: 16 random bytes, printed as 32 hex digits.
+                        let mut id = [0u8; 16];
+                        if aws_lc_rs::rand::fill(&mut id).is_err() {
+                            id[..8].copy_from_slice(&ctx.conn.id.to_le_bytes());
+                            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+                            id[8..].copy_from_slice(&now.map_or(0, |d| d.as_nanos() as u64).to_le_bytes());
+                        }
+                        ctx.request_id.set(Some(id));
+                        id
+                    }
+                };
+                for b in id {
+                    out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
                 }
             }
             Var::Connections(which) => {
@@ -604,6 +627,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             unparsed_uri_valid: true,
             fastcgi_path_info: None,
             body_len: None,
+            request_id: Default::default(),
         }
     }
 
