@@ -288,6 +288,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         resolver: Default::default(),
         charset: Default::default(),
         symlinks: Default::default(),
+        sub: Default::default(),
         limit_except: None,
     }
 }

@@ -221,6 +221,8 @@ pub struct LocConf {
     pub resolver: crate::resolver::Conf,
     /// `charset`, `charset_types`, `source_charset`, `override_charset`.
     pub charset: crate::filter::charset::CharsetConf,
+    /// `sub_filter*`.
+    pub sub: crate::filter::sub::SubConf,
     /// `disable_symlinks`.
     pub symlinks: crate::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

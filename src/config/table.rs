@@ -270,6 +270,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::filter::charset::DIRECTIVES,
     crate::handler::symlinks::DIRECTIVES,
     crate::handler::stub_status::DIRECTIVES,
+    crate::filter::sub::DIRECTIVES,
     crate::access::DIRECTIVES,
 ];
 

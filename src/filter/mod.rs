@@ -4,3 +4,4 @@
 pub mod charset;
 pub mod compress;
 pub mod headers;
+pub mod sub;

@@ -14,6 +14,7 @@
 mod access;
 mod cache;
 mod config;
+mod filter;
 mod h1;
 mod http;
 mod proxy;
@@ -22,6 +23,7 @@ mod realip;
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
+pub use filter::sub_filter;
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
 pub use proxy::head_scan;
@@ -46,6 +48,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("proxy_protocol", proxy_protocol),
     ("forwarded", forwarded),
     ("dns_answer", dns_answer),
+    ("sub_filter", sub_filter),
     ("authorization", authorization),
     ("htpasswd", htpasswd),
     ("access_rule", access_rule),

@@ -319,6 +319,7 @@ pub fn finish_error<'c>(ctx: &mut ReqCtx<'c, '_>, status: u16) -> Response<'c> {
 pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
     crate::filter::headers::apply(ctx, &mut resp);
     crate::filter::charset::apply(ctx, &mut resp);
+    crate::filter::sub::apply(ctx, &mut resp);
     crate::filter::compress::apply(ctx, &mut resp);
     resp
 }
@@ -339,6 +340,7 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
     }
     crate::filter::headers::apply(ctx, &mut resp);
     crate::filter::charset::apply(ctx, &mut resp);
+    crate::filter::sub::apply(ctx, &mut resp);
     crate::filter::compress::apply(ctx, &mut resp);
     resp
 }

@@ -12,6 +12,8 @@ pub enum Encoder {
     Gzip(flate2::write::GzEncoder<Vec<u8>>),
     Br(Box<brotli::CompressorWriter<Vec<u8>>>),
     Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+    /// No encoding: the body goes out as fed (the sub filter alone).
+    Identity,
 }
 
 /// brotli's internal buffer between its encoder and our sink.
@@ -40,17 +42,18 @@ impl Encoder {
         })
     }
 
-    fn sink(&mut self) -> &mut Vec<u8> {
+    fn sink(&mut self) -> Option<&mut Vec<u8>> {
         match self {
-            Encoder::Gzip(e) => e.get_mut(),
-            Encoder::Br(e) => e.get_mut(),
-            Encoder::Zstd(e) => e.get_mut(),
+            Encoder::Gzip(e) => Some(e.get_mut()),
+            Encoder::Br(e) => Some(e.get_mut()),
+            Encoder::Zstd(e) => Some(e.get_mut()),
+            Encoder::Identity => None,
         }
     }
 
     /// Moves what the encoder has produced so far to `out`.
     fn drain(&mut self, out: &mut Vec<u8>) {
-        let sink = self.sink();
+        let Some(sink) = self.sink() else { return };
         if out.is_empty() {
             std::mem::swap(out, sink);
         } else {
@@ -66,6 +69,7 @@ impl Encoder {
             Encoder::Gzip(e) => e.write_all(input)?,
             Encoder::Br(e) => e.write_all(input)?,
             Encoder::Zstd(e) => e.write_all(input)?,
+            Encoder::Identity => out.extend_from_slice(input),
         }
         self.drain(out);
         Ok(())
@@ -78,6 +82,7 @@ impl Encoder {
             Encoder::Gzip(e) => e.flush()?,
             Encoder::Br(e) => e.flush()?,
             Encoder::Zstd(e) => e.flush()?,
+            Encoder::Identity => {}
         }
         self.drain(out);
         Ok(())
@@ -89,6 +94,7 @@ impl Encoder {
             Encoder::Gzip(e) => e.finish()?,
             Encoder::Br(e) => e.into_inner(),
             Encoder::Zstd(e) => e.finish()?,
+            Encoder::Identity => Vec::new(),
         };
         out.extend_from_slice(&rest);
         Ok(())

@@ -66,10 +66,14 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
 /// Whether the response depends on Accept-Encoding here, and the encoding
 /// to apply.
 fn decide(ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, conf: &CompressConf) -> (bool, Option<Coding>) {
-    let compressible_body = matches!(
-        resp.body,
-        Body::Empty | Body::Static(_) | Body::Owned(_) | Body::Shared(_) | Body::File { .. } | Body::Upstream(_)
-    );
+    let compressible_body = match &resp.body {
+        Body::Empty | Body::Static(_) | Body::Owned(_) | Body::Shared(_) | Body::File { .. } | Body::Upstream(_) => {
+            true
+        }
+        // Only replaced by the sub filter so far.
+        Body::Compressed(z) => z.coding.is_none(),
+        _ => false,
+    };
     if !matches!(resp.status, 200 | 403 | 404)
         || !compressible_body
         // An HTTP/2 WebSocket (extended CONNECT) is no response to encode.
@@ -104,8 +108,15 @@ fn decide(ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, conf: &CompressConf) -> (bo
 
 fn encode<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>, c: Coding) {
     let conf = &ctx.conf.compress;
-    let body = std::mem::replace(&mut resp.body, Body::Empty);
-    resp.body = Body::Compressed(Box::new(stream::Compressed::new(c, body, conf.filter(c).level, conf.brotli_window)));
+    match &mut resp.body {
+        // The sub filter's output: encoded as it comes out.
+        Body::Compressed(z) if z.coding.is_none() => z.encode_too(c, conf.filter(c).level, conf.brotli_window),
+        _ => {
+            let body = std::mem::replace(&mut resp.body, Body::Empty);
+            let z = stream::Compressed::new(c, body, conf.filter(c).level, conf.brotli_window);
+            resp.body = Body::Compressed(Box::new(z));
+        }
+    }
     resp.headers.push((Cow::Borrowed("Content-Encoding"), FieldValue::from_static(c.name().as_bytes())));
     // nginx's ngx_http_clear_accept_ranges and ngx_http_weak_etag.
     resp.accept_ranges = false;

@@ -8,6 +8,7 @@ use std::future::Future;
 
 use super::encoder::Encoder;
 use super::negotiate::Coding;
+use crate::filter::sub::Replacer;
 use crate::handler::ctx::ReqCtx;
 use crate::http::response::Body;
 use crate::log::error::Level;
@@ -16,7 +17,10 @@ use crate::proxy::body::{BodyError, UpstreamBody};
 use crate::worker::WorkerCtx;
 
 pub struct Compressed {
-    pub coding: Coding,
+    /// None: not encoded, only the sub filter's replacements.
+    pub coding: Option<Coding>,
+    /// The sub filter, ahead of the encoder.
+    sub: Option<Box<crate::filter::sub::Replacer>>,
     /// What is being compressed (never `Compressed`, `Proxy` or
     /// `Multipart`: the filter does not wrap those).
     pub inner: Body,
@@ -50,7 +54,32 @@ pub enum StreamError {
 impl Compressed {
     pub fn new(coding: Coding, inner: Body, level: i32, window: u32) -> Compressed {
         let flush_each = matches!(&inner, Body::Upstream(u) if !u.buffering);
-        Compressed { coding, inner, pos: 0, enc: None, done: false, level, window, flush_each, scratch: Vec::new() }
+        Compressed {
+            coding: Some(coding),
+            sub: None,
+            inner,
+            pos: 0,
+            enc: None,
+            done: false,
+            level,
+            window,
+            flush_each,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// A body that only goes through the sub filter (compression may be
+    /// added by [`Compressed::encode_too`]).
+    pub fn substituting(inner: Body, sub: crate::filter::sub::Replacer) -> Compressed {
+        let mut c = Compressed::new(Coding::Gzip, inner, 0, 0);
+        c.coding = None;
+        c.sub = Some(Box::new(sub));
+        c
+    }
+
+    /// Compresses too what the sub filter puts out.
+    pub fn encode_too(&mut self, coding: Coding, level: i32, window: u32) {
+        (self.coding, self.level, self.window) = (Some(coding), level, window);
     }
 
     /// The origin's body inside, which the proxy must still release.
@@ -65,35 +94,36 @@ impl Compressed {
     /// `max` bytes of the inner body per step; Ok(false) once the stream
     /// has ended (its last bytes may come with that same call).
     pub async fn next(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, StreamError> {
-        let Compressed { coding, inner, pos, enc, done, level, window, flush_each, scratch } = self;
+        let Compressed { coding, sub, inner, pos, enc, done, level, window, flush_each, scratch } = self;
         loop {
             if *done {
                 return Ok(false);
             }
             let e = match enc {
                 Some(e) => e,
-                None => {
-                    enc.insert(Encoder::new(*coding, *level, *window, inner.known_len()).map_err(StreamError::Encode)?)
-                }
+                None => enc.insert(match coding {
+                    Some(c) => Encoder::new(*c, *level, *window, inner.known_len()).map_err(StreamError::Encode)?,
+                    None => Encoder::Identity,
+                }),
             };
             let before = out.len();
             let eof = match inner {
-                Body::Static(b) => feed_slice(e, b, pos, max, out)?,
-                Body::Owned(b) => feed_slice(e, b, pos, max, out)?,
-                Body::Shared(b) => feed_slice(e, b, pos, max, out)?,
+                Body::Static(b) => feed_slice(e, sub, b, pos, max, out)?,
+                Body::Owned(b) => feed_slice(e, sub, b, pos, max, out)?,
+                Body::Shared(b) => feed_slice(e, sub, b, pos, max, out)?,
                 Body::File { file, offset, len } => {
                     let n = (*len - *pos).min(max as u64);
                     if n > 0 {
                         let at = *offset + *pos;
                         match file.cached_bytes(at, n) {
-                            Some(b) => e.write(b, out).map_err(StreamError::Encode)?,
+                            Some(b) => put(e, sub, b, out)?,
                             None => {
                                 let Some(f) = file.file.as_ref() else {
                                     return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
                                 };
                                 scratch.clear();
                                 crate::connection::io::pread_into(f, at, n, scratch).map_err(StreamError::Read)?;
-                                e.write(scratch, out).map_err(StreamError::Encode)?;
+                                put(e, sub, scratch, out)?;
                             }
                         }
                         *pos += n;
@@ -103,7 +133,7 @@ impl Compressed {
                 Body::Upstream(up) => {
                     scratch.clear();
                     let more = up.next(w, scratch, max).await.map_err(StreamError::Upstream)?;
-                    e.write(scratch, out).map_err(StreamError::Encode)?;
+                    put(e, sub, scratch, out)?;
                     if more && *flush_each && !scratch.is_empty() {
                         e.flush(out).map_err(StreamError::Encode)?;
                     }
@@ -113,7 +143,12 @@ impl Compressed {
             };
             if eof {
                 *done = true;
-                if let Some(e) = enc.take() {
+                if let Some(mut e) = enc.take() {
+                    if let Some(r) = sub {
+                        let mut held = Vec::new();
+                        r.finish(&mut held);
+                        e.write(&held, out).map_err(StreamError::Encode)?;
+                    }
                     e.finish(out).map_err(StreamError::Encode)?;
                 }
                 *scratch = Vec::new();
@@ -135,11 +170,31 @@ impl Compressed {
     }
 }
 
+/// A piece through the sub filter (if any), then the encoder.
+fn put(e: &mut Encoder, sub: &mut Option<Box<Replacer>>, input: &[u8], out: &mut Vec<u8>) -> Result<(), StreamError> {
+    match sub {
+        Some(r) => {
+            let mut replaced = Vec::with_capacity(input.len());
+            r.feed(input, &mut replaced);
+            e.write(&replaced, out)
+        }
+        None => e.write(input, out),
+    }
+    .map_err(StreamError::Encode)
+}
+
 /// One piece of an in-memory body; true at its end.
-fn feed_slice(e: &mut Encoder, b: &[u8], pos: &mut u64, max: usize, out: &mut Vec<u8>) -> Result<bool, StreamError> {
+fn feed_slice(
+    e: &mut Encoder,
+    sub: &mut Option<Box<Replacer>>,
+    b: &[u8],
+    pos: &mut u64,
+    max: usize,
+    out: &mut Vec<u8>,
+) -> Result<bool, StreamError> {
     let start = (*pos as usize).min(b.len());
     let end = start + (b.len() - start).min(max);
-    e.write(&b[start..end], out).map_err(StreamError::Encode)?;
+    put(e, sub, &b[start..end], out)?;
     *pos = end as u64;
     Ok(end == b.len())
 }
