@@ -152,6 +152,13 @@ class FpmMixin:
         res["fpm_cpu_pct"] = 100.0 * ticks / CLK_TCK / wall
         res["cpu1_busy_pct"] = (100.0 * (kc1[0] - kc0[0]) / CLK_TCK / wall
                                 if kc0 and kc1 else None)
+        # wrk's req/s counts error responses too, and a server that answers
+        # 502 at once when the pool is busy serves many cheap ones: count
+        # what the page was served for (2xx) separately.
+        ok = res["requests"] - res["errors"].get("non2xx3xx", 0)
+        res["ok_rps"] = ok * res["rps"] / res["requests"] if res["requests"] else 0.0
+        res["cpu_us_per_ok"] = (res["cpu_us_per_req"] * res["requests"] / ok
+                                if ok and res["cpu_us_per_req"] is not None else None)
 
     def run_extra(self, row, r):
         """The end of a measured run's log line: z and k rows' bytes per

@@ -64,6 +64,9 @@ class ReportMixin:
                     metrics.append(("bytes/response (wrk, headers + %s body)" % res["encoding"],
                                     "bytes_per_resp", "{:,.0f}"))
                 if res.get("fpm"):
+                    metrics[1:1] = [("2xx responses/s", "ok_rps", "{:,.0f}"),
+                                    ("server CPU µs per 2xx response", "cpu_us_per_ok",
+                                     "{:.2f}")]
                     # The php-fpm pools (one per server) run on the load
                     # generator's CPU: the pool's own cost, no ratio.
                     c = self.args.client_cpu
