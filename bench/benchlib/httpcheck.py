@@ -11,7 +11,48 @@ import time
 from .common import BenchError, read_file
 
 
-def read_response(sock, deadline):
+def read_chunked(sock, rest, deadline):
+    """The body of a chunked response whose head has been read; rest is what
+    followed the head. Returns the decoded body; trailers are skipped, and
+    nothing may follow the last chunk."""
+    buf = rest
+    body = b""
+
+    def need(n):
+        nonlocal buf
+        while len(buf) < n:
+            sock.settimeout(max(0.1, deadline - time.monotonic()))
+            d = sock.recv(1 << 20)
+            if not d:
+                raise BenchError("connection closed inside a chunked body")
+            buf += d
+
+    def line():
+        nonlocal buf
+        while b"\r\n" not in buf:
+            need(len(buf) + 1)
+        l, _, buf = buf.partition(b"\r\n")
+        return l
+
+    while True:
+        size = int(line().split(b";")[0].strip(), 16)
+        if size == 0:
+            while line():
+                pass          # trailers
+            break
+        need(size + 2)
+        body += buf[:size]
+        if buf[size:size + 2] != b"\r\n":
+            raise BenchError("bad chunk framing")
+        buf = buf[size + 2:]
+    if buf:
+        raise BenchError("%d extra bytes after the chunked body" % len(buf))
+    return body
+
+
+def read_response(sock, deadline, chunked_ok=False):
+    """One HTTP/1.1 response: (status, headers, body, head length). The body
+    must have a Content-Length, or with chunked_ok be chunked (decoded)."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         sock.settimeout(max(0.1, deadline - time.monotonic()))
@@ -31,6 +72,8 @@ def read_response(sock, deadline):
         headers[k.strip().lower()] = v.strip()
     body = rest
     if "chunked" in headers.get("transfer-encoding", "").lower():
+        if chunked_ok:
+            return status, headers, read_chunked(sock, rest, deadline), len(head) + 4
         raise BenchError("unexpected chunked response (expected Content-Length)")
     if "content-length" not in headers:
         raise BenchError("response has no Content-Length")

@@ -9,9 +9,11 @@ TIME_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
 BIN_UNITS = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4, "P": 1024 ** 5}
 
 
-def wrk_cmd(cpu, url, conns, duration, timeout=None):
+def wrk_cmd(cpu, url, conns, duration, timeout=None, headers=()):
     threads = 1
     extra = ["--timeout", "%ds" % timeout] if timeout else []
+    for h in headers:              # e.g. "Accept-Encoding: gzip" (z and k rows)
+        extra += ["-H", h]
     return ["taskset", "-c", str(cpu), "wrk", "-t%d" % threads, "-c%d" % conns,
             "-d%ss" % fmt_num(duration)] + extra + ["--latency", url]
 

@@ -8,7 +8,7 @@ from .common import DOCS_PATH, SERVERS, fmt_cell, fmt_dur, fmt_opt, log, ratio, 
 
 # Table metrics shown without a sluice/nginx ratio (diagnostics).
 NO_RATIO = ("other_cpu_pct", "client_cpu_pct", "origin_open", "origin_req_per_req",
-            "origin_cpu_us_per_req", "origin_cpu_pct", "cpu1_busy_pct")
+            "origin_cpu_us_per_req", "origin_cpu_pct", "cpu1_busy_pct", "fpm_cpu_pct")
 
 
 def strip_px2_raw(res):
@@ -60,6 +60,21 @@ class ReportMixin:
                     metrics.insert(1, ("MiB/s", "mib_per_s", "{:,.1f}"))
                 if res["access_log"]:
                     metrics.append(("log lines/req", "log_lines_per_req", "{:.3f}"))
+                if res.get("encoding"):
+                    metrics.append(("bytes/response (wrk, headers + %s body)" % res["encoding"],
+                                    "bytes_per_resp", "{:,.0f}"))
+                if res.get("fpm"):
+                    metrics[1:1] = [("2xx responses/s", "ok_rps", "{:,.0f}"),
+                                    ("server CPU µs per 2xx response", "cpu_us_per_ok",
+                                     "{:.2f}")]
+                    # The php-fpm pools (one per server) run on the load
+                    # generator's CPU: the pool's own cost, no ratio.
+                    c = self.args.client_cpu
+                    metrics += [
+                        ("php-fpm CPU µs/req (its pool, CPU %d)" % c, "fpm_cpu_us_per_req",
+                         "{:.0f}"),
+                        ("php-fpm CPU %% (CPU %d)" % c, "fpm_cpu_pct", "{:.1f}"),
+                        ("CPU %d busy %% (wrk + php-fpm + rest)" % c, "cpu1_busy_pct", "{:.1f}")]
                 if res.get("proxy"):
                     # Diagnostics of the origin and of CPU 1 (load generator +
                     # origin): no ratios. "origin connections" per run is
@@ -130,6 +145,21 @@ class ReportMixin:
                     cells.append("{:,} / {:,}".format(tot, reqs))
                 out.append("| | errors / requests (all %d runs) | %s | %s | |"
                            % (self.args.runs, cells[0], cells[1]))
+                if res.get("fpm"):
+                    # k1, k2: wrk's error kinds, summed over the measured runs.
+                    for label, kinds in (("wrk timeouts", ("timeout",)),
+                                         ("non-2xx/3xx responses", ("non2xx3xx",)),
+                                         ("socket errors connect/read/write",
+                                          ("connect", "read", "write"))):
+                        cells = []
+                        for s in SERVERS:
+                            runs = res["runs"].get(s, [])
+                            cells.append("/".join("{:,}".format(sum(r["errors"].get(k, 0)
+                                                                    for r in runs))
+                                                  for k in kinds) if runs else
+                                         ("FAILED" if res["failed"].get(s) else "-"))
+                        out.append("| | %s (all %d runs) | %s | %s | |"
+                                   % (label, self.args.runs, cells[0], cells[1]))
                 if res.get("tls"):
                     out.append("| | TLS negotiated | %s | %s | |" % tuple(
                         res["tls"].get(s, "-") for s in SERVERS))

@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import tempfile
 
+from .compress import BROTLI_MODULE, make_page_files
+from .fpm import FPM_BIN, PHP_SCRIPT
 from .common import (
     BenchError, CERT_NAME, CERT_SAN, CERT_SUBJ, HELLO_BODY, HSLOAD_BIN, HSLOAD_DIR, HUGE_SIZE,
     HSLOAD_TARGET, KEY_NAME, LARGE_SIZES, REPO_DIR, STATIC_SIZES, log, read_file, set_sysctl,
@@ -46,6 +48,18 @@ class SetupMixin:
         if varnish and not (self.args.varnish and os.path.exists(self.args.varnish)) \
                 and not shutil.which("varnishd") and not os.path.exists("/usr/sbin/varnishd"):
             need.append("varnish")
+        # z1-z3, k1, k2: Debian's brotli filter module for nginx (sluice has
+        # brotli built in) and, to check brotli bodies without the Python
+        # module, the brotli CLI; k1, k2: php-fpm.
+        if any(k in ("z2", "k1", "k2") for k in keys):
+            if not os.path.exists(BROTLI_MODULE):
+                need.append("libnginx-mod-http-brotli-filter")
+            if not shutil.which("brotli") and not have_brotli_module():
+                need.append("brotli")
+        if any(k in ("z1", "z3") for k in keys) and not os.path.exists(BROTLI_MODULE):
+            need.append("libnginx-mod-http-brotli-filter")   # compress.conf loads it
+        if any(k in ("k1", "k2") for k in keys) and not os.path.exists(FPM_BIN):
+            need.append("php8.2-fpm")
         if need:
             log("Installing missing tools: %s" % " ".join(need))
             env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -134,6 +148,10 @@ class SetupMixin:
              else "(not installed)"),
             ("openssl", self.version(["openssl", "version"]) if shutil.which("openssl")
              else "(not installed)"),
+            ("php-fpm", "%s (%s)" % (self.version([FPM_BIN, "-v"]), FPM_BIN)
+             if os.path.exists(FPM_BIN) else "(not installed)"),
+            ("brotli module", "%s%s" % (BROTLI_MODULE, "" if os.path.exists(BROTLI_MODULE)
+                                        else " (not installed)")),
             ("Python", platform.python_version()),
             ("Pinning", "servers on CPU %d (taskset -c %d), load generator on CPU %d "
                         "(taskset -c %d)%s" % (
@@ -218,6 +236,8 @@ class SetupMixin:
         with open(path, "wb") as f:
             f.write(HELLO_BODY)
         self.files["helloworld"] = path
+        self.files.update(make_page_files(d))            # z1-z3: page.html, page.html.gz
+        self.files["index.php"] = PHP_SCRIPT             # k1, k2
         for name, size in STATIC_SIZES + LARGE_SIZES + ([HUGE_SIZE] if huge else []):
             path = os.path.join(d, "%s.bin" % name)
             with open(path, "wb") as f:
@@ -232,3 +252,11 @@ class SetupMixin:
                     f.write(block[:left])
                     left -= len(block[:left])
             self.files["%s.bin" % name] = path
+
+
+def have_brotli_module():
+    try:
+        import brotli  # noqa: F401
+        return True
+    except ImportError:
+        return False

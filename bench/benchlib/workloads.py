@@ -1,5 +1,8 @@
 """The workload table of bench/run: one Row per table row."""
 
+from .compress import (
+    LOAD_BROTLI, NO_LOAD_BROTLI, PAGE_GZ_NAME, PAGE_NAME, SECURITY_HEADERS)
+from .fpm import FPM_CHILDREN
 from .common import EMPTY_GIF_LEN, HELLO_BODY, HUGE_SIZE, LARGE_SIZES, STATIC_SIZES
 
 
@@ -10,7 +13,9 @@ class Row:
                  body_file=None, close_expected=False, throughput=False,
                  access_log=False, client="wrk", tls=None, h2=False, streams=1,
                  handshake=False, default_rate=None, proxy=False, cache=False, group=None,
-                 servers=None, large=False, rss=False, wrk_timeout=None):
+                 servers=None, large=False, rss=False, wrk_timeout=None, headers=(),
+                 encoding=None, encoded_file=None, expect_headers=(), fpm=False,
+                 errors_fail=None):
         self.key = key
         self.title = title
         self.path = path
@@ -42,8 +47,18 @@ class Row:
         self.large = large              # verify by streaming and hashing (c4)
         self.rss = rss                  # sample the server's RSS during runs (c4)
         self.wrk_timeout = wrk_timeout  # wrk --timeout (seconds)
+        # Request headers sent by the load generator and the verification
+        # ("Accept-Encoding: gzip"); encoding: the Content-Encoding every
+        # response must have (z1-z3, k1, k2), checked by decoding the body
+        # (benchlib/compress.py); encoded_file: z3's precompressed file, which
+        # the raw body must equal.
+        self.headers = tuple(headers)
+        self.encoding = encoding
+        self.encoded_file = encoded_file
+        self.expect_headers = tuple(expect_headers)   # h1sec: lower-case names
+        self.fpm = fpm                  # k1, k2: behind a php-fpm pool per server
         # TLS and proxy rows: load generator errors are failures (exit status 1).
-        self.errors_fail = bool(tls) or proxy
+        self.errors_fail = bool(tls) or proxy if errors_fail is None else errors_fail
 
 
 def build_workloads(client2):
@@ -160,7 +175,62 @@ def build_workloads(client2):
         rows=[Row("c4", "c4 cache hit 1G c10", "/1g.bin", 10, True,
                   body_len=HUGE_SIZE[1], body_file="1g.bin", proxy=True, cache=True,
                   group="cache", throughput=True, large=True, rss=True, wrk_timeout=60)])
+    w.update(extra_workloads())
     w["c5"] = dict(
         title="cold misses: 1,000 clients at once for one key, origin answering after 200 ms",
         template="cache_lock.conf", c5=True, rows=[])
+    return w
+
+
+def extra_workloads():
+    """Compression (z1-z3), the Kangle PHP benchmark (k1, k2) and workload 1
+    with security headers and limit_req (h1sec); none is in the default set.
+    nginx loads Debian's brotli module (@LOAD_MODULES@); sluice has brotli
+    built in."""
+    w = {}
+    brotli = dict(subst={"@LOAD_MODULES@": LOAD_BROTLI},
+                  sluice_subst={"@LOAD_MODULES@": NO_LOAD_BROTLI})
+    w["z1"] = dict(
+        title="gzip on the fly (level 6) of a 100 KB HTML page, keep-alive",
+        template="compress.conf", files=[PAGE_NAME], **brotli,
+        rows=[Row("z1", "z1 gzip 6 100K HTML c50", "/gzip/" + PAGE_NAME, 50, True,
+                  body_file=PAGE_NAME, headers=["Accept-Encoding: gzip"], encoding="gzip")])
+    w["z2"] = dict(
+        title="brotli on the fly (level 5) of a 100 KB HTML page, keep-alive",
+        template="compress.conf", files=[PAGE_NAME], **brotli,
+        rows=[Row("z2", "z2 brotli 5 100K HTML c50", "/br/" + PAGE_NAME, 50, True,
+                  body_file=PAGE_NAME, headers=["Accept-Encoding: br"], encoding="br")])
+    w["z3"] = dict(
+        title="gzip_static hits: the 100 KB page's precompressed page.html.gz, keep-alive",
+        template="compress.conf", files=[PAGE_NAME, PAGE_GZ_NAME], **brotli,
+        rows=[Row("z3", "z3 gzip_static 100K HTML c50", "/static/" + PAGE_NAME, 50, True,
+                  body_file=PAGE_NAME, headers=["Accept-Encoding: gzip"], encoding="gzip",
+                  encoded_file=PAGE_GZ_NAME)])
+    # k1, k2: the Kangle article's PHP blog front page through FastCGI with
+    # brotli 5, each server in front of its own php-fpm pool (benchlib/fpm.py).
+    # sluice's upstream has max_conns + queue (NGINX Plus syntax); nginx's
+    # cannot (open-source nginx has no queue).
+    php = dict(template="php.conf", fpm=True, files=["index.php"],
+               conf_files=[("fastcgi_params", "/etc/nginx/fastcgi_params")],
+               subst={"@LOAD_MODULES@": LOAD_BROTLI, "@PHP_MAX_CONNS@": "",
+                      "@PHP_QUEUE@": "# no queue: open-source nginx does not have it"},
+               sluice_subst={"@LOAD_MODULES@": NO_LOAD_BROTLI,
+                             "@PHP_MAX_CONNS@": " max_conns=%d" % FPM_CHILDREN,
+                             "@PHP_QUEUE@": "queue 1000 timeout=30s;"})
+    w["k1"] = dict(
+        title="PHP blog front page via FastCGI + brotli 5, 10 connections (Kangle's low load)",
+        rows=[Row("k1", "k1 PHP blog brotli 5 c10", "/", 10, True, fpm=True,
+                  headers=["Accept-Encoding: br"], encoding="br", errors_fail=False)], **php)
+    w["k2"] = dict(
+        title="PHP blog front page via FastCGI + brotli 5, 500 connections (Kangle's high load)",
+        rows=[Row("k2", "k2 PHP blog brotli 5 c500", "/", 500, True, fpm=True,
+                  headers=["Accept-Encoding: br"], encoding="br", wrk_timeout=10,
+                  errors_fail=False)], **php)
+    w["h1sec"] = dict(
+        title="empty_gif, keep-alive, with security headers (maps + add_header always) "
+              "and a limit_req zone that never rejects",
+        template="security.conf",
+        rows=[Row("h1sec", "h1sec empty_gif + 6 headers + limit_req c50", "/empty.gif", 50,
+                  True, body_len=EMPTY_GIF_LEN, expect_headers=SECURITY_HEADERS,
+                  errors_fail=True)])
     return w
