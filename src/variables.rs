@@ -6,6 +6,10 @@
 #[derive(Clone, Debug, PartialEq)]
 pub enum Var {
     RemoteAddr,
+    /// The client address in binary: 4 bytes for IPv4, 16 for IPv6.
+    BinaryRemoteAddr,
+    LimitReqStatus,
+    LimitConnStatus,
     RemotePort,
     RemoteUser,
     TimeLocal,
@@ -98,6 +102,9 @@ impl Var {
         let lower = name.to_ascii_lowercase();
         let v = match lower.as_str() {
             "remote_addr" => Var::RemoteAddr,
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
+            "limit_req_status" => Var::LimitReqStatus,
+            "limit_conn_status" => Var::LimitConnStatus,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
             "time_local" => Var::TimeLocal,

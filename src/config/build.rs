@@ -55,6 +55,8 @@ pub struct Ctx {
     /// `proxy_cache_path` zones by name (defined before any server is
     /// built, so a location may use one defined later in `http`).
     pub cache_zones: crate::cache::conf::Zones,
+    /// `limit_req_zone` / `limit_conn_zone` zones by name (read first too).
+    pub limit_zones: crate::limit::conf::Zones,
 }
 
 impl Ctx {
@@ -273,6 +275,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         },
         fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
         compress: Default::default(),
+        limit: Default::default(),
     }
 }
 
@@ -331,6 +334,7 @@ pub fn build(
         upstream_list: Vec::new(),
         user_set: false,
         cache_zones: Default::default(),
+        limit_zones: Default::default(),
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -412,7 +416,9 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         set_loc::log_format(d, ctx)?;
     }
     // Cache zones too: `proxy_cache` anywhere in http may name one.
-    let zone_dir = |d: &Directive| d.name == "proxy_cache_path" || d.name == "fastcgi_cache_path";
+    let zone_dir = |d: &Directive| {
+        d.name == "proxy_cache_path" || d.name == "fastcgi_cache_path" || crate::limit::conf::is_zone(&d.name)
+    };
     for d in dirs.iter().filter(|d| zone_dir(d)) {
         let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
         table::check_shape(cmd, d)?;

@@ -206,6 +206,8 @@ pub struct LocConf {
     pub compress: super::compress::CompressConf,
     /// `fastcgi_*` (the FastCGI module's settings).
     pub fastcgi: crate::fastcgi::conf::FastcgiConf,
+    /// `limit_req*`, `limit_conn*`, `limit_rate*`.
+    pub limit: crate::limit::LimitConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -248,8 +248,7 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] =
-    &["limit_req", "limit_conn", "allow", "deny", "auth_basic", "include_subdomains", "charset"];
+static KNOWN_NGINX: &[&str] = &["sub_filter", "allow", "deny", "auth_basic", "include_subdomains", "charset"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
@@ -261,6 +260,7 @@ pub static TABLES: &[&[Cmd]] = &[
     super::compress::TABLE,
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,
+    crate::limit::DIRECTIVES,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

@@ -96,6 +96,8 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
+    /// limit_req / limit_conn / limit_rate state of the request.
+    pub limit: crate::limit::Limits,
 }
 
 #[derive(Default)]
@@ -264,6 +266,12 @@ impl VarSource for Vars<'_, '_, '_> {
         let req = &ctx.req;
         match var {
             Var::RemoteAddr => push_ip(out, ctx.conn.peer.ip()),
+            Var::BinaryRemoteAddr => match ctx.conn.peer.ip() {
+                std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                std::net::IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+            },
+            Var::LimitReqStatus => out.extend_from_slice(ctx.limit.req_status.as_str().as_bytes()),
+            Var::LimitConnStatus => out.extend_from_slice(ctx.limit.conn_status.as_str().as_bytes()),
             Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
             Var::RemoteUser => {
                 if let Some(u) = req.header("authorization").and_then(basic_user) {
@@ -546,6 +554,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             unparsed_uri_valid: true,
             fastcgi_path_info: None,
             body_len: None,
+            limit: Default::default(),
         }
     }
 

@@ -276,6 +276,9 @@ async fn stream(
         None if plain_connect => connect::refuse(&mut ctx),
         None => crate::handler::handle(&mut ctx),
     };
+    if ctx.limit.delay.is_some() {
+        resp = crate::limit::wait(&mut ctx, resp).await;
+    }
     // No handler reads request bodies yet: the body is read to its end and
     // dropped before the answer goes out, as nginx reads a body before
     // proxying it. The stream then closes in order, and a peer that breaks
