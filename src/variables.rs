@@ -10,6 +10,8 @@ pub enum Var {
     BinaryRemoteAddr,
     LimitReqStatus,
     LimitConnStatus,
+    /// The response rate (`limit_rate`, or `set $limit_rate`), in bytes/s.
+    LimitRate,
     RemotePort,
     RemoteUser,
     TimeLocal,
@@ -105,6 +107,7 @@ impl Var {
             "binary_remote_addr" => Var::BinaryRemoteAddr,
             "limit_req_status" => Var::LimitReqStatus,
             "limit_conn_status" => Var::LimitConnStatus,
+            "limit_rate" => Var::LimitRate,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
             "time_local" => Var::TimeLocal,
@@ -225,6 +228,9 @@ impl Template {
                     Ok(n) if n <= 9 => Var::Capture(n),
                     _ => return Err(format!("invalid capture \"${name}\"")),
                 }
+            } else if name.eq_ignore_ascii_case("limit_rate") {
+                // Reads what `set $limit_rate` wrote, as a number.
+                Var::LimitRate
             } else if let Some(slot) = crate::rewrite::vars::slot(name) {
                 let fallback = crate::config::map::lookup_var(name)
                     .map(Var::Map)

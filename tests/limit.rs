@@ -309,9 +309,101 @@ fn configuration_errors_are_nginx_s() {
             "limit_conn_zone $binary_remote_addr zone=a:1m; server { limit_conn a 0; }",
             "[emerg] invalid number of connections \"0\"",
         ),
+        ("server { limit_rate fast; }", "[emerg] \"limit_rate\" directive invalid value in CONF:"),
     ];
     for (http, want) in cases {
         let err = test_fails(http);
         assert!(err.contains(&format!("{p}: {want}")), "want {want:?} for {http:?} in:\n{err}");
     }
+}
+
+#[test]
+fn limit_rate_paces_response_bodies() {
+    // 15000 bytes: at 10k/s the first second's 10240 go at once, the rest a
+    // second later.
+    let body = vec![b'x'; 15000];
+    let o = Origin::start(|_| Reply::ok(vec![b'o'; 15000]));
+    let s = builder()
+        .ports(2)
+        .http(&format!(
+            "log_format r '$uri $status $body_bytes_sent $limit_rate';\n\
+             access_log logs/access.log r;\n\
+             server {{ listen 127.0.0.1:{{port0}}; listen 127.0.0.1:{{port1}} http2; server_name localhost;\n\
+             root {{prefix}}/html;\n\
+             location /a/ {{ alias {{prefix}}/html/; limit_rate 10k; }}\n\
+             location /b/ {{ alias {{prefix}}/html/; limit_rate 10k; limit_rate_after 10k; }}\n\
+             location /c/ {{ alias {{prefix}}/html/; set $limit_rate 5k; }}\n\
+             location /d/ {{ alias {{prefix}}/html/; limit_rate $arg_r; }}\n\
+             location /p/ {{ limit_rate 10k; proxy_pass http://{}; }}\n\
+             location /n/ {{ alias {{prefix}}/html/; }} }}",
+            o.addr()
+        ))
+        .file("html/f.bin", &body)
+        .start();
+    let (p0, p1) = (s.ports[0], s.ports[1]);
+    let timed = move |path: &'static str, h2: bool| {
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let out = if h2 {
+                curl(&["--http2-prior-knowledge", &format!("http://127.0.0.1:{p1}{path}")])
+            } else {
+                curl(&[&format!("http://127.0.0.1:{p0}{path}")])
+            };
+            (out.stdout.len(), t.elapsed().as_secs_f64())
+        })
+    };
+    let runs = [
+        ("/a/f.bin", false, 0.7, 3.0),
+        ("/b/f.bin", false, 0.0, 0.7),
+        ("/c/f.bin", false, 1.7, 4.0),
+        ("/d/f.bin?r=4k", false, 2.7, 5.0),
+        ("/d/f.bin", false, 0.0, 0.7),
+        ("/p/x", false, 0.7, 3.0),
+        ("/n/f.bin", false, 0.0, 0.7),
+        ("/a/f.bin", true, 0.7, 3.0),
+    ];
+    let handles: Vec<_> = runs.iter().map(|(p, h2, _, _)| timed(p, *h2)).collect();
+    for ((path, h2, lo, hi), h) in runs.iter().zip(handles) {
+        let (len, secs) = h.join().unwrap();
+        assert_eq!(len, 15000, "{path} h2={h2}");
+        assert!(secs >= *lo && secs < *hi, "{path} h2={h2}: {secs:.3} s, want [{lo}, {hi})");
+    }
+    let lines = s.wait_access_lines(runs.len());
+    for want in
+        ["/a/f.bin 200 15000 10240", "/c/f.bin 200 15000 5120", "/d/f.bin 200 15000 4096", "/n/f.bin 200 15000 0"]
+    {
+        assert!(lines.iter().any(|l| l == want), "{want:?} in {lines:?}");
+    }
+}
+
+#[test]
+fn http2_requests_are_limited_and_delayed_too() {
+    let s = builder()
+        .ports(2)
+        .http(&format!(
+            "{LOG}limit_req_zone $binary_remote_addr zone=one:1m rate=1r/m;\n\
+             limit_req_zone $binary_remote_addr zone=two:1m rate=10r/s;\n\
+             server {{ listen 127.0.0.1:{{port0}}; listen 127.0.0.1:{{port1}} http2; server_name localhost;\n\
+             location /r {{ limit_req zone=one; empty_gif; }}\n\
+             location /d {{ limit_req zone=two burst=5; empty_gif; }} }}"
+        ))
+        .start();
+    let port = s.ports[1];
+    // One curl per request: curl 7.88 fails a second transfer on a reused
+    // prior-knowledge h2 connection (against nginx too).
+    let get = move |p: &str| {
+        let url = format!("http://127.0.0.1:{port}{p}");
+        curl(&["--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code} %{http_version}", &url]).text()
+    };
+    assert_eq!([get("/r"), get("/r")], ["200 2", "503 2"]);
+    // Three at once: the second and third wait 100 and 200 ms.
+    let t = Instant::now();
+    let all: Vec<_> = (0..3).map(|_| std::thread::spawn(move || get("/d"))).collect();
+    for h in all {
+        assert_eq!(h.join().unwrap(), "200 2");
+    }
+    let secs = t.elapsed().as_secs_f64();
+    assert!(secs > 0.15 && secs < 3.0, "{secs}");
+    let lines = s.wait_access_lines(5);
+    assert_eq!(lines.iter().filter(|l| *l == "200 DELAYED -").count(), 2, "{lines:?}");
 }

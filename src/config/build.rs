@@ -399,6 +399,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     // `set` declares its variables for every template, maps included.
     crate::rewrite::vars::reset();
     crate::rewrite::vars::declare_all(dirs);
+    conf.limit.rate.set_slot = crate::rewrite::vars::slot("limit_rate");
     for d in dirs.iter().filter(|d| d.name == "map") {
         table::check_shape(table::lookup("map").ok_or_else(|| table::unknown(d))?, d)?;
         super::map::map_block(d)?;

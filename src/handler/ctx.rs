@@ -272,6 +272,7 @@ impl VarSource for Vars<'_, '_, '_> {
             },
             Var::LimitReqStatus => out.extend_from_slice(ctx.limit.req_status.as_str().as_bytes()),
             Var::LimitConnStatus => out.extend_from_slice(ctx.limit.conn_status.as_str().as_bytes()),
+            Var::LimitRate => push_u64(out, crate::limit::rate::rate_of(ctx)),
             Var::RemotePort => push_u64(out, ctx.conn.peer.port() as u64),
             Var::RemoteUser => {
                 if let Some(u) = req.header("authorization").and_then(basic_user) {

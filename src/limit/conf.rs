@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::config::build::Ctx;
 use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
-use crate::config::table::{Cmd, HSL, HTTP, R, Set, cmd, list};
+use crate::config::table::{Cmd, HSL, HTTP, LIF, R, Set, cmd, list};
 use crate::config::value;
 use crate::log::error::Level;
 use crate::variables::Template;
@@ -28,6 +28,8 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("limit_conn_status", HSL, 1, 1, Set::Loc(limit_conn_status)),
     cmd("limit_conn_log_level", HSL, 1, 1, Set::Loc(limit_conn_log_level)),
     cmd("limit_conn_dry_run", HSL, 1, 1, Set::Loc(limit_conn_dry_run)),
+    cmd("limit_rate", HSL | LIF, 1, 1, Set::Loc(super::rate::limit_rate)),
+    cmd("limit_rate_after", HSL | LIF, 1, 1, Set::Loc(super::rate::limit_rate_after)),
 ];
 
 /// Whether a directive defines a zone (read first, see the module comment).

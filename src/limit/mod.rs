@@ -94,8 +94,6 @@ pub struct Limits {
     /// The request's places in limit_conn zones, given back when the
     /// request's context is dropped (after its access log line).
     pub holds: Vec<conn::Hold>,
-    /// `set $limit_rate` / the location's `limit_rate` (`rate`).
-    pub rate: rate::ReqRate,
 }
 
 /// A zone's key for this request.
@@ -139,6 +137,7 @@ pub async fn wait<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Respo
     while let Some(d) = ctx.limit.delay.take() {
         let at = crate::clock::mono() + d;
         tokio::time::sleep_until(at.into()).await;
+        crate::clock::mono_stale();
         resp = crate::handler::resume(ctx);
     }
     resp
