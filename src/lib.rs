@@ -18,6 +18,7 @@ pub mod filter;
 pub mod fuzzing;
 pub mod handler;
 pub mod http;
+pub mod limit;
 pub mod listener;
 pub mod log;
 pub mod pattern;

@@ -6,6 +6,12 @@
 #[derive(Clone, Debug, PartialEq)]
 pub enum Var {
     RemoteAddr,
+    /// The client address in binary: 4 bytes for IPv4, 16 for IPv6.
+    BinaryRemoteAddr,
+    LimitReqStatus,
+    LimitConnStatus,
+    /// The response rate (`limit_rate`, or `set $limit_rate`), in bytes/s.
+    LimitRate,
     RemotePort,
     RemoteUser,
     /// 32 random hex digits, the same throughout the request.
@@ -117,6 +123,10 @@ impl Var {
         let lower = name.to_ascii_lowercase();
         let v = match lower.as_str() {
             "remote_addr" => Var::RemoteAddr,
+            "binary_remote_addr" => Var::BinaryRemoteAddr,
+            "limit_req_status" => Var::LimitReqStatus,
+            "limit_conn_status" => Var::LimitConnStatus,
+            "limit_rate" => Var::LimitRate,
             "remote_port" => Var::RemotePort,
             "remote_user" => Var::RemoteUser,
             "request_id" => Var::RequestId,
@@ -259,6 +269,9 @@ impl Template {
                     Ok(n) if n <= 9 => Var::Capture(n),
                     _ => return Err(format!("invalid capture \"${name}\"")),
                 }
+            } else if name.eq_ignore_ascii_case("limit_rate") {
+                // Reads what `set $limit_rate` wrote, as a number.
+                Var::LimitRate
             } else if let Some(slot) = crate::rewrite::vars::slot(name) {
                 let fallback = block_var(name)
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())));

@@ -59,6 +59,8 @@ pub struct Ctx {
     /// `proxy_cache_path` zones by name (defined before any server is
     /// built, so a location may use one defined later in `http`).
     pub cache_zones: crate::cache::conf::Zones,
+    /// `limit_req_zone` / `limit_conn_zone` zones by name (read first too).
+    pub limit_zones: crate::limit::conf::Zones,
 }
 
 impl Ctx {
@@ -290,6 +292,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         symlinks: Default::default(),
         sub: Default::default(),
         limit_except: None,
+        limit: Default::default(),
     }
 }
 
@@ -351,6 +354,7 @@ pub fn build(
         upstream_list: Vec::new(),
         user_set: false,
         cache_zones: Default::default(),
+        limit_zones: Default::default(),
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -415,6 +419,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     // `set` declares its variables for every template, maps included.
     crate::rewrite::vars::reset();
     crate::rewrite::vars::declare_all(dirs);
+    conf.limit.rate.set_slot = crate::rewrite::vars::slot("limit_rate");
     super::geo::reset();
     super::split_clients::reset();
     for d in dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())) {
@@ -438,7 +443,9 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         set_loc::log_format(d, ctx)?;
     }
     // Cache zones too: `proxy_cache` anywhere in http may name one.
-    let zone_dir = |d: &Directive| d.name == "proxy_cache_path" || d.name == "fastcgi_cache_path";
+    let zone_dir = |d: &Directive| {
+        d.name == "proxy_cache_path" || d.name == "fastcgi_cache_path" || crate::limit::conf::is_zone(&d.name)
+    };
     for d in dirs.iter().filter(|d| zone_dir(d)) {
         let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
         table::check_shape(cmd, d)?;

@@ -227,6 +227,8 @@ pub struct LocConf {
     pub symlinks: crate::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.
     pub limit_except: Option<Arc<super::limit_except::LimitExcept>>,
+    /// `limit_req*`, `limit_conn*`, `limit_rate*`.
+    pub limit: crate::limit::LimitConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

@@ -103,6 +103,8 @@ pub struct ReqCtx<'c, 'a> {
     pub body_len: Option<u64>,
     /// `$request_id`, made on first use and kept for the request.
     pub request_id: std::cell::Cell<Option<[u8; 16]>>,
+    /// limit_req / limit_conn / limit_rate state of the request.
+    pub limit: crate::limit::Limits,
 }
 
 #[derive(Default)]
@@ -325,6 +327,13 @@ impl VarSource for Vars<'_, '_, '_> {
                     push_u64(out, pp.dst_port as u64)
                 }
             }
+            Var::BinaryRemoteAddr => match ctx.client().ip() {
+                std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                std::net::IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+            },
+            Var::LimitReqStatus => out.extend_from_slice(ctx.limit.req_status.as_str().as_bytes()),
+            Var::LimitConnStatus => out.extend_from_slice(ctx.limit.conn_status.as_str().as_bytes()),
+            Var::LimitRate => push_u64(out, crate::limit::rate::rate_of(ctx)),
             Var::RemoteUser => {
                 if let Some(u) = req.header("authorization").and_then(basic_user) {
                     out.extend_from_slice(&u)
@@ -628,6 +637,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             fastcgi_path_info: None,
             body_len: None,
             request_id: Default::default(),
+            limit: Default::default(),
         }
     }
 

@@ -74,11 +74,25 @@ pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
 /// starts over at the server's rewrite directives; one to a named location
 /// (`start_named` too) goes straight to that location's.
 pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Response<'c> {
+    route_from(ctx, start_named, false)
+}
+
+/// Continues a request that limit_req delayed (`limit::wait`): from the
+/// location's preaccess phase on, as nginx re-runs the phase handlers
+/// when the delay's timer fires, then error_page and the filters.
+pub fn resume<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
+    let resp = route_from(ctx, None, true);
+    finish(ctx, resp)
+}
+
+/// [`route`], or with `at_location`, straight to the phases of the
+/// location already in `ctx.conf` (found and rewritten before a delay).
+fn route_from<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>, mut at_location: bool) -> Response<'c> {
     let mut named: Option<&'c str> = start_named;
     // nginx's r->internal: set by any internal redirect or URI rewrite.
     let mut internal = named.is_some() || ctx.redirects > 0;
     loop {
-        if named.is_none() {
+        if named.is_none() && !at_location {
             // ngx_http_handler for a new URI.
             ctx.valid_location = true;
             ctx.conf = &ctx.server.conf;
@@ -90,6 +104,9 @@ pub fn route<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>) -> Resp
             internal |= ctx.uri_changed;
         }
         loop {
+            if std::mem::take(&mut at_location) {
+                break;
+            }
             if let Some(name) = named.take() {
                 match ctx.server.named.get(name) {
                     Some(l) => enter(ctx, &l.conf),
@@ -267,10 +284,16 @@ fn count_redirect(ctx: &mut ReqCtx<'_, '_>, action: &str, to: &str) -> bool {
 }
 
 /// The phases after rewriting: preaccess (the realip module with the
-/// location's settings), `try_files`, then the content handler.
+/// location's settings, limit_req, limit_conn), access, `try_files`, then
+/// the content handler.
 fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     crate::realip::apply(ctx);
     let conf = ctx.conf;
+    // nginx's preaccess phase: limit_req, limit_conn.
+    if let Some(r) = crate::limit::preaccess(ctx) {
+        return Step::Done(r);
+    }
+    // The access phase: allow/deny, auth_basic, satisfy.
     if let Some(r) = crate::access::phase(ctx) {
         return Step::Done(r);
     }
@@ -331,8 +354,9 @@ pub fn has_error_page(ctx: &ReqCtx<'_, '_>, status: u16) -> bool {
 
 /// error_page, then the header filters.
 fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
-    if matches!(resp.body, crate::http::response::Body::Proxy) {
-        // Filters run once the origin answered (finish_proxied).
+    if matches!(resp.body, crate::http::response::Body::Proxy) || ctx.limit.delay.is_some() {
+        // Filters run once the origin answered (finish_proxied), or once
+        // a delayed request resumes (`resume`).
         return resp;
     }
     if resp.is_error_page && ctx.err_status.is_none() {

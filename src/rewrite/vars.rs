@@ -24,6 +24,8 @@ pub fn settable(name: &str) -> bool {
     match Var::from_name(name) {
         None => true,
         Some(Var::Http(_) | Var::SentHttp(_) | Var::Arg(_) | Var::Cookie(_)) => true,
+        // nginx's changeable `$limit_rate` (see `limit::rate`).
+        Some(Var::LimitRate) => true,
         Some(_) => false,
     }
 }

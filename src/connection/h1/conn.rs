@@ -273,7 +273,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
 
     // Request target: origin-form or absolute-form.
     let Conn { stream, rbuf, wbuf, info, nodelay, keepalive, linger } = &mut *c;
-    let mut out = Out { stream, wbuf, id: info.id, closing: false };
+    let mut out = Out { stream, wbuf, id: info.id, closing: false, pace: None };
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
     let (raw_path, raw_args) = uri::split_target(origin);
@@ -302,6 +302,9 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         Some(code) => crate::handler::error(&ctx, code),
         None => crate::handler::handle(&mut ctx),
     };
+    if ctx.limit.delay.is_some() {
+        resp = crate::limit::wait(&mut ctx, resp).await;
+    }
     // proxy_pass: the request body goes to the origin (buffered first or
     // streamed, per proxy_request_buffering), then the origin answers.
     let mut body_taken: Option<(usize, Vec<u8>)> = None;
@@ -313,6 +316,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         body_taken = Some((taken.used, taken.extra));
     }
 
+    out.pace = crate::limit::rate::pacer(&ctx, started);
     // 444: close without a response.
     if resp.status == 444 || resp.status == 499 {
         log_request(w, &ctx, &resp, 0, 0, started);
@@ -454,6 +458,8 @@ struct Out<'a> {
     id: u64,
     /// The connection closes after this response.
     closing: bool,
+    /// `limit_rate`: every write of the response waits its turn.
+    pace: Option<crate::limit::rate::Pacer>,
 }
 
 async fn write_body(
@@ -488,7 +494,7 @@ async fn write_body(
                 return (flush(c, t, defer).await, *len);
             }
             // TLS encrypts in user space: no sendfile.
-            if *len <= INLINE_FILE || !conf.sendfile || c.stream.is_tls() {
+            if *len <= INLINE_FILE || !conf.sendfile || c.stream.is_tls() || c.pace.is_some() {
                 let ok = send_file_buffered(c, f, *offset, *len, conf, defer).await;
                 return (ok, if ok { *len } else { 0 });
             }
@@ -652,6 +658,22 @@ fn push_chunk_size(out: &mut Vec<u8>, n: usize) {
 }
 
 async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
+    if let Some(p) = c.pace.as_mut() {
+        // limit_rate: the buffer goes out in the pieces the rate allows.
+        let mut off = 0;
+        while off < c.wbuf.len() {
+            let n = p.grant(c.wbuf.len() - off).await;
+            let last = off + n == c.wbuf.len();
+            if c.stream.write_all_flags(&c.wbuf[off..off + n], t, c.closing && last).await.is_err() {
+                c.wbuf.clear();
+                return false;
+            }
+            p.wrote(n);
+            off += n;
+        }
+        c.wbuf.clear();
+        return true;
+    }
     if defer && c.wbuf.len() < PIPELINE_FLUSH {
         return true;
     }

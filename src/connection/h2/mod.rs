@@ -25,6 +25,7 @@ use std::rc::Rc;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
+use crate::limit::rate::Pacer;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
@@ -283,6 +284,9 @@ async fn stream(
         None if plain_connect => connect::refuse(&mut ctx),
         None => crate::handler::handle(&mut ctx),
     };
+    if ctx.limit.delay.is_some() {
+        resp = crate::limit::wait(&mut ctx, resp).await;
+    }
     // No handler reads request bodies yet: the body is read to its end and
     // dropped before the answer goes out, as nginx reads a body before
     // proxying it. The stream then closes in order, and a peer that breaks
@@ -350,13 +354,14 @@ async fn stream(
         matches!(resp.body, crate::http::response::Body::Upstream(_) | crate::http::response::Body::Compressed(_));
     // A streamed body ends with its last DATA frame, not with the head.
     let end = end && (head_only || !streamed);
+    let pace = crate::limit::rate::pacer(&ctx, started);
     let sent = match respond.send_response(hdr, end) {
         Ok(tx) if streamed && !end => match &mut resp.body {
-            crate::http::response::Body::Upstream(up) => send_upstream(&w, tx, up, &ctx).await,
-            crate::http::response::Body::Compressed(z) => send_compressed(&w, tx, z, &ctx).await,
+            crate::http::response::Body::Upstream(up) => send_upstream(&w, tx, up, &ctx, pace).await,
+            crate::http::response::Body::Compressed(z) => send_compressed(&w, tx, z, &ctx, pace).await,
             _ => Err(()),
         },
-        Ok(tx) if !end => send_body(tx, segs, total, conf, info.id).await,
+        Ok(tx) if !end => send_body(tx, segs, total, conf, info.id, pace).await,
         Ok(_) => Ok(0),
         Err(_) => Err(()),
     };
@@ -433,14 +438,21 @@ fn finish(shared: &Shared, ok: bool) {
 
 /// Sends the body as the peer's window opens; Err when the stream was
 /// reset or stalled past `send_timeout`.
-async fn send_body(mut tx: SendStream<Bytes>, segs: Vec<Seg>, total: u64, conf: &LocConf, id: u64) -> Result<u64, ()> {
+async fn send_body(
+    mut tx: SendStream<Bytes>,
+    segs: Vec<Seg>,
+    total: u64,
+    conf: &LocConf,
+    id: u64,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
     let mut left = total;
     let mut sent = 0u64;
     for seg in segs {
         match seg {
             Seg::Bytes(mut b) => {
                 while !b.is_empty() {
-                    let n = capacity(&mut tx, b.len(), conf, id).await?;
+                    let n = capacity(&mut tx, b.len(), conf, id, &mut pace).await?;
                     let piece = b.split_to(n.min(b.len()));
                     left -= piece.len() as u64;
                     sent += piece.len() as u64;
@@ -451,7 +463,7 @@ async fn send_body(mut tx: SendStream<Bytes>, segs: Vec<Seg>, total: u64, conf: 
                 let Some(f) = file.file.as_ref() else { return Err(()) };
                 while len > 0 {
                     let want = len.min(MAX_PIECE as u64) as usize;
-                    let n = capacity(&mut tx, want, conf, id).await?.min(want);
+                    let n = capacity(&mut tx, want, conf, id, &mut pace).await?.min(want);
                     let mut v = Vec::with_capacity(n);
                     if let Err(e) = crate::connection::io::pread_into(f, off, n as u64, &mut v) {
                         log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", id, e);
@@ -479,6 +491,7 @@ async fn send_upstream(
     mut tx: SendStream<Bytes>,
     up: &mut crate::proxy::body::UpstreamBody,
     ctx: &ReqCtx<'_, '_>,
+    mut pace: Option<Pacer>,
 ) -> Result<u64, ()> {
     let mut sent = 0u64;
     loop {
@@ -497,7 +510,7 @@ async fn send_upstream(
             return Ok(sent);
         }
         while !b.is_empty() {
-            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id);
+            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
             let n = crate::proxy::ahead::while_writing(w, ctx, up, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
@@ -517,6 +530,7 @@ async fn send_compressed(
     mut tx: SendStream<Bytes>,
     z: &mut crate::filter::compress::stream::Compressed,
     ctx: &ReqCtx<'_, '_>,
+    mut pace: Option<Pacer>,
 ) -> Result<u64, ()> {
     let mut sent = 0u64;
     loop {
@@ -535,7 +549,7 @@ async fn send_compressed(
             return Ok(sent);
         }
         while !b.is_empty() {
-            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id);
+            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
             let n = z.while_writing(w, ctx, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
@@ -548,7 +562,25 @@ async fn send_compressed(
 }
 
 /// Waits until the stream may send some bytes (at most `want`).
-async fn capacity(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64) -> Result<usize, ()> {
+async fn capacity(
+    tx: &mut SendStream<Bytes>,
+    want: usize,
+    conf: &LocConf,
+    id: u64,
+    pace: &mut Option<Pacer>,
+) -> Result<usize, ()> {
+    // limit_rate: wait for the rate first, then for the window; the
+    // caller sends all it is granted (at most `want`).
+    if let Some(p) = pace.as_mut() {
+        let want = p.grant(want).await;
+        let n = window(tx, want, conf, id).await?.min(want);
+        p.wrote(n);
+        return Ok(n);
+    }
+    window(tx, want, conf, id).await
+}
+
+async fn window(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64) -> Result<usize, ()> {
     tx.reserve_capacity(want);
     if tx.capacity() > 0 {
         return Ok(tx.capacity());
