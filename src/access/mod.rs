@@ -23,6 +23,7 @@
 //! header and finds the user in the password file, `crypt` checks the
 //! password against the stored hash, `referer` is `valid_referers`.
 
+pub mod auth_request;
 pub mod basic;
 pub mod crypt;
 pub mod referer;
@@ -60,6 +61,8 @@ pub struct AccessConf {
     pub realm: Option<Arc<Template>>,
     pub user_file: Option<Arc<UserFile>>,
     pub referers: Option<Arc<referer::ValidReferers>>,
+    /// `auth_request`, `auth_request_set`.
+    pub auth_request: auth_request::AuthRequestConf,
 }
 
 /// `auth_basic_user_file`: the path, with variables or not; a relative
@@ -139,6 +142,8 @@ fn auth_basic_user_file(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
 /// What one access handler decided (nginx's handler return codes).
 enum Verdict {
     Declined,
+    /// `auth_request` must ask its location first.
+    Pending,
     Admit,
     Refuse(Response<'static>),
     /// 500 and the like: the request ends whatever `satisfy` says.
@@ -148,18 +153,24 @@ enum Verdict {
 /// The access phase for the location in `ctx.conf`: None lets the request
 /// go on, else the response (403, 401 with `WWW-Authenticate`, 500) that
 /// ends it, before error_page and the filters.
-pub fn phase<'c>(ctx: &ReqCtx<'c, '_>) -> Option<Response<'c>> {
+pub fn phase<'c>(ctx: &mut ReqCtx<'c, '_>) -> Option<Response<'c>> {
     let conf = &ctx.conf.access;
-    if conf.rules.is_empty() && conf.realm.is_none() {
+    // Subrequests skip the access phase, as in nginx.
+    if ctx.subrequest || conf.rules.is_empty() && conf.realm.is_none() && conf.auth_request.uri.is_none() {
         return None;
     }
     let any = conf.satisfy_any;
     // nginx's r->access_code under `satisfy any`: a 401 is kept over a
     // later 403, a 403 is replaced by a later 401.
     let mut refused: Option<Response<'static>> = None;
-    for handler in [rules_handler as fn(&ReqCtx<'_, '_>, bool) -> Verdict, basic::handler] {
+    for handler in [rules_handler as fn(&ReqCtx<'_, '_>, bool) -> Verdict, basic::handler, auth_handler] {
         match handler(ctx, any) {
             Verdict::Declined => {}
+            Verdict::Pending => {
+                // The connection layer runs the subrequest, then resumes.
+                ctx.auth = auth_request::State::Pending;
+                return Some(Response::new(200));
+            }
             Verdict::Admit if any => return None,
             Verdict::Admit => {}
             Verdict::Fail(status) => return Some(crate::handler::error(ctx, status)),
@@ -184,6 +195,17 @@ fn with_error_body<'c>(ctx: &ReqCtx<'c, '_>, r: Response<'static>) -> Response<'
     let mut page = crate::handler::error(ctx, r.status);
     page.headers.extend(r.headers);
     page
+}
+
+/// ngx_http_auth_request_handler: the stored answer of the subrequest.
+fn auth_handler(ctx: &ReqCtx<'_, '_>, _any: bool) -> Verdict {
+    match auth_request::handler(ctx) {
+        auth_request::Verdict::Declined => Verdict::Declined,
+        auth_request::Verdict::Pending => Verdict::Pending,
+        auth_request::Verdict::Admit => Verdict::Admit,
+        auth_request::Verdict::Refuse(r) => Verdict::Refuse(r),
+        auth_request::Verdict::Fail => Verdict::Fail(500),
+    }
 }
 
 /// ngx_http_access_handler: the client address against the level's rules.

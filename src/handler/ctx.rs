@@ -101,6 +101,10 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
+    /// An `auth_request` subrequest: no limit or access phase.
+    pub subrequest: bool,
+    /// This request's `auth_request` answer.
+    pub auth: crate::access::auth_request::State,
     /// `$request_id`, made on first use and kept for the request.
     pub request_id: std::cell::Cell<Option<[u8; 16]>>,
     /// limit_req / limit_conn / limit_rate state of the request.
@@ -637,6 +641,8 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             fastcgi_path_info: None,
             body_len: None,
             request_id: Default::default(),
+            subrequest: false,
+            auth: Default::default(),
             limit: Default::default(),
         }
     }

@@ -224,6 +224,32 @@ pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c
     finish(ctx, resp)
 }
 
+/// The pipeline stopped for something asynchronous: a limit_req delay or
+/// an auth_request subrequest ([`complete`] waits for it and resumes).
+pub fn suspended(ctx: &ReqCtx<'_, '_>) -> bool {
+    ctx.limit.delay.is_some() || matches!(ctx.auth, crate::access::auth_request::State::Pending)
+}
+
+/// Finishes a request that [`suspended`]: waits out a delay or runs the
+/// auth subrequest, then resumes the request from its location, as often
+/// as it stops again.
+pub async fn complete<'c>(
+    w: &crate::worker::WorkerCtx,
+    ctx: &mut ReqCtx<'c, '_>,
+    mut resp: Response<'c>,
+) -> Response<'c> {
+    loop {
+        if ctx.limit.delay.is_some() {
+            resp = crate::limit::wait(ctx, resp).await;
+        } else if matches!(ctx.auth, crate::access::auth_request::State::Pending) {
+            Box::pin(crate::access::auth_request::run(w, ctx)).await;
+            resp = resume(ctx);
+        } else {
+            return resp;
+        }
+    }
+}
+
 /// nginx's find-config phase: the location for the URI (or the server
 /// level), its regex captures recorded.
 fn find_location(ctx: &mut ReqCtx<'_, '_>) {
@@ -289,8 +315,10 @@ fn count_redirect(ctx: &mut ReqCtx<'_, '_>, action: &str, to: &str) -> bool {
 fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     crate::realip::apply(ctx);
     let conf = ctx.conf;
-    // nginx's preaccess phase: limit_req, limit_conn.
-    if let Some(r) = crate::limit::preaccess(ctx) {
+    // nginx's preaccess phase: limit_req, limit_conn (not for subrequests).
+    if !ctx.subrequest
+        && let Some(r) = crate::limit::preaccess(ctx)
+    {
         return Step::Done(r);
     }
     // The access phase: allow/deny, auth_basic, satisfy.
@@ -354,7 +382,7 @@ pub fn has_error_page(ctx: &ReqCtx<'_, '_>, status: u16) -> bool {
 
 /// error_page, then the header filters.
 fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
-    if matches!(resp.body, crate::http::response::Body::Proxy) || ctx.limit.delay.is_some() {
+    if matches!(resp.body, crate::http::response::Body::Proxy) || suspended(ctx) {
         // Filters run once the origin answered (finish_proxied), or once
         // a delayed request resumes (`resume`).
         return resp;

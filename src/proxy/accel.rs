@@ -52,8 +52,8 @@ pub async fn redirect<'c>(
     ctx.cache_status = None;
     ctx.proxy_pass = None;
     let mut r = crate::handler::internal_redirect(ctx, to);
-    if ctx.limit.delay.is_some() {
-        r = crate::limit::wait(ctx, r).await;
+    if crate::handler::suspended(ctx) {
+        r = crate::handler::complete(w, ctx, r).await;
     }
     if matches!(r.body, Body::Proxy) {
         r = Box::pin(super::respond(w, ctx, client)).await;

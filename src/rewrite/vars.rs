@@ -39,7 +39,7 @@ pub fn reset() {
 /// nginx's variables do). `$args` keeps its built-in meaning.
 pub fn declare_all(dirs: &[Directive]) {
     for d in dirs {
-        if d.name == "set"
+        if (d.name == "set" || d.name == "auth_request_set")
             && let Some(name) = d.args.first().and_then(|w| w.text.strip_prefix('$'))
             && !name.is_empty()
             && settable(name)

@@ -302,8 +302,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
         Some(code) => crate::handler::error(&ctx, code),
         None => crate::handler::handle(&mut ctx),
     };
-    if ctx.limit.delay.is_some() {
-        resp = crate::limit::wait(&mut ctx, resp).await;
+    if crate::handler::suspended(&ctx) {
+        resp = crate::handler::complete(w, &mut ctx, resp).await;
     }
     // proxy_pass: the request body goes to the origin (buffered first or
     // streamed, per proxy_request_buffering), then the origin answers.

@@ -284,8 +284,8 @@ async fn stream(
         None if plain_connect => connect::refuse(&mut ctx),
         None => crate::handler::handle(&mut ctx),
     };
-    if ctx.limit.delay.is_some() {
-        resp = crate::limit::wait(&mut ctx, resp).await;
+    if crate::handler::suspended(&ctx) {
+        resp = crate::handler::complete(&w, &mut ctx, resp).await;
     }
     // No handler reads request bodies yet: the body is read to its end and
     // dropped before the answer goes out, as nginx reads a body before
