@@ -167,34 +167,9 @@ pub async fn run<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>) {
     let vars = Vars { resp: Some(&resp), ..Vars::request(&sub) };
     let values: Vec<(usize, Vec<u8>)> =
         conf.access.auth_request.set.iter().map(|(slot, t)| (*slot, t.render_to_vec(&vars))).collect();
-    drain(w, resp.body).await;
+    crate::proxy::drain(w, resp.body).await;
     for (slot, v) in values {
         ctx.set_var(slot, v);
     }
     ctx.auth = State::Answered(Box::new(answer));
-}
-
-/// The subrequest's body is not sent anywhere: an origin's is read to its
-/// end so its connection and slot go back as after any response.
-async fn drain(w: &WorkerCtx, mut body: Body) {
-    let up = match &mut body {
-        Body::Upstream(u) => &mut **u,
-        Body::Compressed(z) => match z.upstream_mut() {
-            Some(u) => u,
-            None => return,
-        },
-        _ => return,
-    };
-    let mut sink = Vec::new();
-    loop {
-        sink.clear();
-        match up.next(w, &mut sink, 64 * 1024).await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(_) => {
-                crate::proxy::release_as(w, up, true);
-                return;
-            }
-        }
-    }
 }

@@ -291,6 +291,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         charset: Default::default(),
         symlinks: Default::default(),
         sub: Default::default(),
+        mirror: Default::default(),
         limit_except: None,
         limit: Default::default(),
     }

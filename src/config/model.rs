@@ -221,6 +221,8 @@ pub struct LocConf {
     pub resolver: crate::resolver::Conf,
     /// `charset`, `charset_types`, `source_charset`, `override_charset`.
     pub charset: crate::filter::charset::CharsetConf,
+    /// `mirror`, `mirror_request_body`.
+    pub mirror: crate::handler::mirror::MirrorConf,
     /// `sub_filter*`.
     pub sub: crate::filter::sub::SubConf,
     /// `disable_symlinks`.

@@ -253,7 +253,7 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] = &["mirror", "ssi", "include_subdomains", "charset_map"];
+static KNOWN_NGINX: &[&str] = &["ssi", "addition", "include_subdomains", "charset_map"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
@@ -273,6 +273,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::filter::sub::DIRECTIVES,
     crate::access::DIRECTIVES,
     crate::access::auth_request::DIRECTIVES,
+    crate::handler::mirror::DIRECTIVES,
     crate::limit::DIRECTIVES,
 ];
 

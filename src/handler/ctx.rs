@@ -101,8 +101,12 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
-    /// An `auth_request` subrequest: no limit or access phase.
+    /// An `auth_request` or `mirror` subrequest: no limit or access phase.
     pub subrequest: bool,
+    /// The request reached a location with `mirror` ([`crate::handler::mirror`]).
+    pub mirror_due: bool,
+    /// The location's mirrors were started (once per request).
+    pub mirrored: bool,
     /// This request's `auth_request` answer.
     pub auth: crate::access::auth_request::State,
     /// `$request_id`, made on first use and kept for the request.
@@ -642,6 +646,8 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             body_len: None,
             request_id: Default::default(),
             subrequest: false,
+            mirror_due: false,
+            mirrored: false,
             auth: Default::default(),
             limit: Default::default(),
         }

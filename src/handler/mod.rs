@@ -9,6 +9,7 @@ pub mod ctx;
 pub mod directory;
 pub mod empty_gif;
 pub mod error_page;
+pub mod mirror;
 pub mod open_cache;
 pub mod ret;
 pub mod static_file;
@@ -324,6 +325,11 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     // The access phase: allow/deny, auth_basic, satisfy.
     if let Some(r) = crate::access::phase(ctx) {
         return Step::Done(r);
+    }
+    // nginx's precontent phase: the mirrors, started by the connection
+    // layer once the pipeline returns (they need the worker to spawn on).
+    if !conf.mirror.uris.is_empty() && !ctx.subrequest {
+        ctx.mirror_due = true;
     }
     if let Some(tf) = &conf.try_files
         && let Some(step) = try_files::run(ctx, tf)

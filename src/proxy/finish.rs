@@ -124,3 +124,29 @@ pub async fn tunnel(client: &mut crate::connection::sock::Sock, early: &[u8], up
         }
     }
 }
+
+/// A response nobody receives (a subrequest's, a mirror's): an origin's
+/// body is read to its end, so its connection and slot go back as after
+/// any response.
+pub async fn drain(w: &WorkerCtx, mut body: crate::http::response::Body) {
+    let up = match &mut body {
+        crate::http::response::Body::Upstream(u) => &mut **u,
+        crate::http::response::Body::Compressed(z) => match z.upstream_mut() {
+            Some(u) => u,
+            None => return,
+        },
+        _ => return,
+    };
+    let mut sink = Vec::new();
+    loop {
+        sink.clear();
+        match up.next(w, &mut sink, 64 * 1024).await {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(_) => {
+                release_as(w, up, true);
+                return;
+            }
+        }
+    }
+}

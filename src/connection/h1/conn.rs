@@ -97,7 +97,7 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
             }
             c.rbuf = w.take_buf(header_buf);
         }
-        match serve_one(&mut c, g, w).await {
+        match serve_one(&mut c, g, &guard.0).await {
             Next::KeepAlive => {}
             Next::Close => break,
         }
@@ -241,7 +241,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
     }
 }
 
-async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) -> Next {
+async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker::WorkerCtx>) -> Next {
     let started = crate::clock::mono();
     // stub_status: reading until the head is in, then writing until the
     // answer is out (a refused head counts as a request, as in nginx).
@@ -305,6 +305,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     if crate::handler::suspended(&ctx) {
         resp = crate::handler::complete(w, &mut ctx, resp).await;
     }
+    crate::handler::mirror::start(w, &mut ctx);
     // proxy_pass: the request body goes to the origin (buffered first or
     // streamed, per proxy_request_buffering), then the origin answers.
     let mut body_taken: Option<(usize, Vec<u8>)> = None;

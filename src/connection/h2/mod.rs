@@ -287,6 +287,7 @@ async fn stream(
     if crate::handler::suspended(&ctx) {
         resp = crate::handler::complete(&w, &mut ctx, resp).await;
     }
+    crate::handler::mirror::start(&w, &mut ctx);
     // No handler reads request bodies yet: the body is read to its end and
     // dropped before the answer goes out, as nginx reads a body before
     // proxying it. The stream then closes in order, and a peer that breaks

@@ -1,0 +1,84 @@
+//! `mirror`: a copy of each request goes in the background to another
+//! location, whose answer is dropped. With SLUICE_TEST_NGINX=1 the same
+//! tests run against Debian's nginx.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::origin::*;
+use common::*;
+
+fn wait_count(o: &Origin, n: usize) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        if o.count() >= n {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn requests_are_copied_and_the_copys_answer_dropped() {
+    let app = echo();
+    let shadow = Origin::start(|_| Reply::http(500, &[], "shadow's answer"));
+    let s = builder()
+        .http(&format!(
+            r#"server {{
+                listen 127.0.0.1:{{port}};
+                root {{prefix}}/html;
+                location / {{
+                    mirror /mirror;
+                    proxy_pass http://127.0.0.1:{a};
+                }}
+                location /static/ {{
+                    mirror /mirror;
+                    mirror /mirror2;
+                }}
+                location /quiet/ {{
+                    mirror off;
+                }}
+                location /denied/ {{
+                    mirror /mirror;
+                    deny all;
+                }}
+                location = /mirror {{
+                    internal;
+                    proxy_pass http://127.0.0.1:{m}$request_uri;
+                }}
+                location = /mirror2 {{
+                    internal;
+                    proxy_pass http://127.0.0.1:{m}/second$request_uri;
+                }}
+            }}"#,
+            a = app.port,
+            m = shadow.port
+        ))
+        .file("html/static/a.txt", "static\n")
+        .file("html/quiet/a.txt", "quiet\n")
+        .start();
+    let r = s.get("/page?x=1");
+    assert_eq!((r.status, r.text().as_str()), (200, "GET /page?x=1\n"));
+    assert!(wait_count(&shadow, 1));
+    assert_eq!(shadow.last().line(), "GET /page?x=1 HTTP/1.0");
+    let r = s.get("/static/a.txt");
+    assert_eq!((r.status, r.text().as_str()), (200, "static\n"));
+    assert!(wait_count(&shadow, 3));
+    let mut seen: Vec<String> = shadow.requests().iter().skip(1).map(|r| r.target().to_string()).collect();
+    seen.sort();
+    assert_eq!(seen, ["/second/static/a.txt", "/static/a.txt"]);
+    assert_eq!(s.get("/quiet/a.txt").status, 200);
+    assert_eq!(s.get("/denied/a.txt").status, 403);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(shadow.count(), 3, "no copy of a request mirror is off for or denied");
+}
+
+#[test]
+fn off_stands_alone() {
+    let t = builder().http("server { listen 127.0.0.1:{port}; location / { mirror /m; mirror off; } }").prepare();
+    let out = t.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert!(!out.status.success() && err.contains("\"mirror\" directive is duplicate"), "{err}");
+}
