@@ -72,11 +72,10 @@ impl Queue {
         if queued.get() >= self.size {
             return Err(Refused::Full);
         }
-        queued.set(queued.get() + 1);
-        self.waiting.fetch_add(1, Ordering::Relaxed);
+        // Counted while waiting, and uncounted however the wait ends: a
+        // client that leaves drops this future mid-wait.
+        let _waiting = Waiting::new(self, queued);
         let got = tokio::time::timeout(self.timeout, slots.clone().acquire_owned()).await;
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
-        queued.set(queued.get().saturating_sub(1));
         match got {
             Ok(Ok(p)) => Ok(Some(p)),
             // The semaphore is never closed; treat it like a timeout anyway.
@@ -112,6 +111,28 @@ impl Queue {
         if let Some(c) = self.conns.get(i) {
             let _ = c.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
         }
+    }
+}
+
+/// One request's place in the counts of waiting requests (the worker's,
+/// bounded by `size`, and all workers'), given back when dropped.
+struct Waiting<'q> {
+    queue: &'q Queue,
+    queued: &'q std::cell::Cell<usize>,
+}
+
+impl<'q> Waiting<'q> {
+    fn new(queue: &'q Queue, queued: &'q std::cell::Cell<usize>) -> Waiting<'q> {
+        queued.set(queued.get() + 1);
+        queue.waiting.fetch_add(1, Ordering::Relaxed);
+        Waiting { queue, queued }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.queue.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.queued.set(self.queued.get().saturating_sub(1));
     }
 }
 
@@ -178,5 +199,25 @@ mod tests {
             assert_eq!(q.enter(&mine).await.err(), Some(Refused::TimedOut));
             drop(held);
         }));
+    }
+
+    #[test]
+    fn a_request_that_leaves_while_waiting_gives_its_place_back() {
+        rt().block_on(async {
+            let q = Queue::new(2, Duration::from_secs(30), &[peer(1, false)]);
+            let queued = Cell::new(0);
+            let held = q.enter(&queued).await.expect("a free slot");
+            // Two wait and are dropped (their clients left), twice over:
+            // with places leaked the second round would be refused.
+            for _ in 0..2 {
+                for _ in 0..2 {
+                    let wait = q.enter(&queued);
+                    assert!(tokio::time::timeout(Duration::from_millis(10), wait).await.is_err());
+                }
+                assert_eq!((queued.get(), q.waiting()), (0, 0));
+            }
+            drop(held);
+            assert!(q.enter(&queued).await.expect("slot").is_some());
+        });
     }
 }
