@@ -275,3 +275,59 @@ fn access_rules_see_the_real_client() {
     let log = s.wait_error_log("access forbidden by rule");
     assert!(log.contains("access forbidden by rule, client: 198.51.100.7"), "{log}");
 }
+
+#[test]
+fn proxy_protocol_towards_the_origin() {
+    // sluice's own directive (nginx has it only in `stream`).
+    if nginx_mode() {
+        return;
+    }
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let origin = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for _ in 0..2 {
+            let (mut c, _) = listener.accept().unwrap();
+            c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            let first = String::from_utf8_lossy(&got).lines().next().unwrap_or("").to_string();
+            let body = first.clone();
+            let _ = c.write_all(
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n{body}", body.len())
+                    .as_bytes(),
+            );
+            lines.push(first);
+        }
+        lines
+    });
+    let s = builder()
+        .http(&format!(
+            r#"upstream app {{ server 127.0.0.1:{port}; keepalive 4; }}
+            server {{
+                listen 127.0.0.1:{{port}};
+                set_real_ip_from 127.0.0.1;
+                location / {{
+                    proxy_protocol on;
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                    proxy_pass http://app;
+                }}
+            }}"#
+        ))
+        .start();
+    let a = get_with(s.port, "/", &["X-Real-IP: 192.0.2.44"]);
+    let b = get_with(s.port, "/", &["X-Real-IP: 198.51.100.9"]);
+    assert_eq!(a.text(), format!("PROXY TCP4 192.0.2.44 127.0.0.1 0 {}", s.port));
+    // A second connection (none is reused: each names its own client).
+    assert_eq!(b.text(), format!("PROXY TCP4 198.51.100.9 127.0.0.1 0 {}", s.port));
+    assert_eq!(origin.join().unwrap().len(), 2);
+}

@@ -242,6 +242,9 @@ pub struct ProxyConf {
     /// `Connection close`; an empty value removes the header.
     pub set_headers: Vec<(String, Template)>,
     pub http_version_11: bool,
+    /// `proxy_protocol on`: a PROXY protocol v1 line naming the client
+    /// starts every origin connection (sluice's; nginx has it in `stream`).
+    pub proxy_protocol: bool,
     pub ssl_verify: bool,
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,
     pub ssl_server_name: bool,
@@ -275,6 +278,7 @@ impl Default for ProxyConf {
             pass: None,
             set_headers: default_headers(),
             http_version_11: false,
+            proxy_protocol: false,
             ssl_verify: false,
             ssl_trusted_certificate: None,
             ssl_server_name: false,
@@ -456,6 +460,11 @@ pub fn proxy_set_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let value = Template::compile(arg(d, 1)).map_err(|e| ConfError::at(e, &d.span))?;
     c.proxy.set_headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
     c.proxy.set_headers.push((name, value));
+    Ok(())
+}
+
+pub fn proxy_protocol(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.proxy.proxy_protocol = super::set_main::flag(d)?;
     Ok(())
 }
 

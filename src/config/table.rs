@@ -213,6 +213,7 @@ pub static CORE: &[Cmd] = &[
         proxy::proxy_up::reset_pass_headers,
     ),
     cmd("proxy_http_version", HSL, 1, 1, Set::Loc(proxy::proxy_http_version)),
+    cmd("proxy_protocol", HSL, 1, 1, Set::Loc(proxy::proxy_protocol)),
     cmd("proxy_method", HSL, 1, 1, Set::Loc(proxy::proxy_method)),
     cmd("proxy_set_body", HSL, 1, 1, Set::Loc(proxy::proxy_set_body)),
     cmd("proxy_pass_request_headers", HSL, 1, 1, Set::Loc(proxy::proxy_pass_request_headers)),

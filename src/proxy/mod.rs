@@ -214,8 +214,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     last_status = status;
                     continue;
                 }
-                let release =
-                    Release { upstream: u.clone(), peer, requests, keep_alive: head.keep_alive, slot, started: tried };
+                let keep_alive = head.keep_alive && !lc_proxy_protocol(ctx);
+                let release = Release { upstream: u.clone(), peer, requests, keep_alive, slot, started: tried };
                 // The cache may answer instead (a stale entry for a listed
                 // status, or the entry the origin's 304 revalidated): the
                 // origin's answer is then left, its peer released.
@@ -407,14 +407,33 @@ async fn attempt(
     let next = conf.next_upstream;
     ctx.upstream.addr.push(p.name.clone());
     let t0 = crate::clock::mono();
-    let idle = w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0);
+    // A connection that began with a PROXY line belongs to one client:
+    // never taken from (or given back to) the pool.
+    let pp = lc_proxy_protocol(ctx);
+    let idle = if pp { None } else { w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0) };
     let reused = idle.is_some();
     let (mut stream, requests) = match idle {
         Some(s) => s,
         None => match crate::clock::timeout(conf.connect_timeout, connect(p)).await {
             Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), 0),
-            Ok(Ok(Connected::Tcp(s))) => {
+            Ok(Ok(Connected::Tcp(mut s))) => {
                 let _ = s.set_nodelay(true);
+                if pp {
+                    use tokio::io::AsyncWriteExt;
+                    let line = crate::connection::proxy_protocol::v1_line(ctx.client(), ctx.conn.local);
+                    if let Err(e) = s.write_all(&line).await {
+                        log_upstream(
+                            ctx,
+                            p,
+                            &format!(
+                                "send() failed ({}) while sending PROXY protocol header to upstream",
+                                os_error(&e)
+                            ),
+                        );
+                        push_times(ctx, 502, None, None, started);
+                        return Attempt::Failed { status: 502, next: next.error, sent: false };
+                    }
+                }
                 if !pass.tls {
                     (UpStream::Plain(s), 0)
                 } else {
@@ -527,6 +546,11 @@ async fn connect(p: &crate::config::proxy::PeerConf) -> std::io::Result<Connecte
         Some(path) => tokio::net::UnixStream::connect(path).await.map(Connected::Unix),
         None => TcpStream::connect(p.addr).await.map(Connected::Tcp),
     }
+}
+
+/// `proxy_protocol on`: origin connections are the client's alone.
+fn lc_proxy_protocol(ctx: &ReqCtx<'_, '_>) -> bool {
+    ctx.conf.proxy.proxy_protocol && ctx.proxy_pass.as_ref().is_none_or(|p| p.protocol == Protocol::Http)
 }
 
 /// The TLS handshake with an origin (`proxy_pass https://`), bounded by
