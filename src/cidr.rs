@@ -135,6 +135,14 @@ pub fn inet_addr(b: &[u8]) -> Option<u32> {
     (a != u32::MAX).then_some(a)
 }
 
+/// Writes a 16-bit group at `at` (None past the 16 bytes).
+fn push16(out: &mut [u8; 16], at: &mut usize, word: u32) -> Option<()> {
+    let slot = out.get_mut(*at..*at + 2)?;
+    slot.copy_from_slice(&(word as u16).to_be_bytes());
+    *at += 2;
+    Some(())
+}
+
 /// ngx_inet6_addr: eight groups of up to four hex digits, one `::`, an
 /// IPv4 tail in place of the last two groups.
 pub fn inet6_addr(b: &[u8]) -> Option<[u8; 16]> {
@@ -159,12 +167,7 @@ pub fn inet6_addr(b: &[u8]) -> Option<[u8; 16]> {
         if c == b':' {
             if nibbles > 0 {
                 digit = Some(i);
-                if at + 2 > 16 {
-                    return None;
-                }
-                out[at] = (word >> 8) as u8;
-                out[at + 1] = word as u8;
-                at += 2;
+                push16(&mut out, &mut at, word)?;
                 n -= 1;
                 if n > 0 {
                     nibbles = 0;
@@ -184,12 +187,7 @@ pub fn inet6_addr(b: &[u8]) -> Option<[u8; 16]> {
                 return None;
             }
             let v4 = inet_addr(&p[start..])?;
-            if at + 2 > 16 {
-                return None;
-            }
-            out[at] = (v4 >> 24) as u8;
-            out[at + 1] = (v4 >> 16) as u8;
-            at += 2;
+            push16(&mut out, &mut at, v4 >> 16)?;
             n -= 1;
             word = v4 & 0xffff;
             nibbles = 1;
@@ -211,12 +209,7 @@ pub fn inet6_addr(b: &[u8]) -> Option<[u8; 16]> {
     if nibbles == 0 && zero.is_none() {
         return None;
     }
-    if at + 2 > 16 {
-        return None;
-    }
-    out[at] = (word >> 8) as u8;
-    out[at + 1] = word as u8;
-    at += 2;
+    push16(&mut out, &mut at, word)?;
     n -= 1;
     if n > 0 {
         let z = zero?;
