@@ -83,9 +83,7 @@ fn override_charset(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 }
 
 fn charset_types(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let mut types: Vec<String> = vec!["text/html".into()];
-    types.extend(d.args.iter().map(|w| w.text.to_ascii_lowercase()));
-    c.charset.types = Arc::new(types);
+    c.charset.types = super::type_list(d);
     Ok(())
 }
 
@@ -107,7 +105,7 @@ pub fn apply(ctx: &ReqCtx<'_, '_>, resp: &mut Response<'_>) {
     if params.to_ascii_lowercase().contains("charset=") {
         return;
     }
-    if !conf.types.iter().any(|t| t == "*" || t.eq_ignore_ascii_case(mime)) {
+    if !super::type_listed(&conf.types, mime) {
         return;
     }
     let with = format!("{ct}; charset={name}");

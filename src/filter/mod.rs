@@ -5,3 +5,16 @@ pub mod charset;
 pub mod compress;
 pub mod headers;
 pub mod sub;
+
+/// A `*_types` list as the charset and sub filters take it: `text/html`
+/// always, then the listed types lowercased (`*` is any type).
+pub fn type_list(d: &crate::config::parser::Directive) -> std::sync::Arc<Vec<String>> {
+    let mut types: Vec<String> = vec!["text/html".into()];
+    types.extend(d.args.iter().map(|w| w.text.to_ascii_lowercase()));
+    std::sync::Arc::new(types)
+}
+
+/// Whether a MIME type (without parameters) is in such a list.
+pub fn type_listed(types: &[String], mime: &str) -> bool {
+    types.iter().any(|t| t == "*" || t.eq_ignore_ascii_case(mime))
+}

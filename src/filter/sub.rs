@@ -68,9 +68,7 @@ fn sub_filter_last_modified(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 }
 
 fn sub_filter_types(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let mut types: Vec<String> = vec!["text/html".into()];
-    types.extend(d.args.iter().map(|w| w.text.to_ascii_lowercase()));
-    c.sub.types = Arc::new(types);
+    c.sub.types = super::type_list(d);
     Ok(())
 }
 
@@ -89,7 +87,7 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     }
     let Some(ct) = resp.content_type.as_deref() else { return };
     let mime = ct.split(';').next().unwrap_or("").trim();
-    if !conf.types.iter().any(|t| t == "*" || t.eq_ignore_ascii_case(mime)) {
+    if !super::type_listed(&conf.types, mime) {
         return;
     }
     let vars = Vars { resp: Some(resp), ..Vars::request(ctx) };
