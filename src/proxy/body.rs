@@ -45,6 +45,9 @@ pub struct UpstreamBody {
     pub window: Option<(u64, u64)>,
     /// Body bytes passed on so far, for the window.
     passed: u64,
+    /// The release gave a `queue` slot to a waiting request: yield once
+    /// before going on (see [`UpstreamBody::next_raw`]).
+    pub(super) handed_off: bool,
 }
 
 #[derive(Debug)]
@@ -77,6 +80,7 @@ impl UpstreamBody {
             cache: None,
             window: None,
             passed: 0,
+            handed_off: false,
         }
     }
 
@@ -132,6 +136,7 @@ impl UpstreamBody {
         loop {
             if self.done {
                 super::release(w, self);
+                self.yield_to_next().await;
                 return Ok(false);
             }
             let before = out.len();
@@ -139,6 +144,7 @@ impl UpstreamBody {
             if out.len() > before {
                 if self.done {
                     super::release(w, self);
+                    self.yield_to_next().await;
                 }
                 return Ok(true);
             }
@@ -149,6 +155,20 @@ impl UpstreamBody {
             if !self.read_more(w, max.clamp(4096, 64 * 1024)).await? {
                 return Ok(false);
             }
+        }
+    }
+
+    /// After a release that handed the `queue` slot to a waiting request,
+    /// lets that request run before this one goes on to compress and write
+    /// its last piece: the waiter's connect and request then reach the
+    /// origin at once. Without it the origin (php-fpm's child, say) sat
+    /// idle for as long as this task kept the worker busy, which with
+    /// brotli on a 27 KB page kept php-fpm about 25 % idle; nginx, having
+    /// no queue, never leaves that gap because its next connection already
+    /// waits in the origin's listen backlog.
+    async fn yield_to_next(&mut self) {
+        if std::mem::take(&mut self.handed_off) {
+            tokio::task::yield_now().await;
         }
     }
 

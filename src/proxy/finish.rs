@@ -34,6 +34,7 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
         body.response_ms = Some(ms(r.started));
     }
     let _ = w.proxy.borrow_mut().get(&r.upstream).done(r.peer, failed);
+    body.handed_off = r.slot.is_some() && r.upstream.queue.as_ref().is_some_and(|q| q.waiting() > 0);
     if body.done
         && r.keep_alive
         && body.buf.is_empty()
