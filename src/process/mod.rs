@@ -58,6 +58,7 @@ fn version_text(full: bool) -> String {
 
 /// The whole program; returns the exit code.
 pub fn main_entry(args: &[String]) -> i32 {
+    crate::worker::trim::tune_allocator();
     let cli = match cli::parse(args) {
         Ok(c) => c,
         Err(e) => {
