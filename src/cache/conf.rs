@@ -124,6 +124,11 @@ pub struct ZoneConf {
     pub defined_at: String,
     /// "proxy" or "fastcgi": the module whose `*_cache` may use the zone.
     pub module: &'static str,
+    /// The zone this configuration resolved to on first use
+    /// (`zone::get`), so a lookup does not go through the process-wide
+    /// registry and its lock on every request. Weak: the zone holds its
+    /// configuration.
+    pub resolved: std::sync::OnceLock<std::sync::Weak<super::zone::Zone>>,
 }
 
 const DIFFERENT_USE: &str = "the shared memory zone \"{}\" is already declared for a different use";
@@ -283,6 +288,7 @@ pub fn cache_path(d: &Directive, ctx: &mut Ctx, module: &'static str) -> R {
         loader_threshold: Duration::from_millis(200),
         defined_at: String::new(),
         module,
+        resolved: std::sync::OnceLock::new(),
     };
     let mut memory = None;
     z.defined_at = format!("{}:{}", d.span.file.display(), d.span.line);

@@ -6,7 +6,7 @@
 //! for less often than it, so a burst of one-hit wonders cannot flush the
 //! hot set.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -36,7 +36,7 @@ struct Slot {
 pub struct Tier {
     capacity: u64,
     used: u64,
-    map: HashMap<Hash, Slot>,
+    map: super::zone::KeyMap<Slot>,
     clock: VecDeque<Hash>,
     sketch: Sketch,
 }
@@ -45,7 +45,7 @@ impl Tier {
     pub fn new(capacity: u64) -> Tier {
         // Counters for about as many keys as fit at 1 KB each.
         let width = (capacity / 1024).clamp(1024, 1 << 20) as usize;
-        Tier { capacity, used: 0, map: HashMap::new(), clock: VecDeque::new(), sketch: Sketch::new(width) }
+        Tier { capacity, used: 0, map: Default::default(), clock: VecDeque::new(), sketch: Sketch::new(width) }
     }
 
     /// The largest body worth keeping here.

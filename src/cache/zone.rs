@@ -17,6 +17,12 @@ use super::memory::Tier;
 /// The MD5 of a cache key (nginx names files by it too).
 pub type Hash = [u8; 16];
 
+/// A map keyed by entry hash. foldhash instead of the standard SipHash:
+/// the keys are MD5 digests already, so a fast keyed mix (seeded at random
+/// per process and map, so nobody can aim keys at one bucket) is enough,
+/// and a hit does three such lookups.
+pub type KeyMap<V> = HashMap<Hash, V, foldhash::fast::RandomState>;
+
 const SHARDS: usize = 16;
 
 /// What the index knows of one key.
@@ -71,9 +77,9 @@ pub struct Flight {
 
 pub struct Zone {
     pub conf: Arc<ZoneConf>,
-    shards: Vec<Mutex<HashMap<Hash, Node>>>,
+    shards: Vec<Mutex<KeyMap<Node>>>,
     pub mem: Mutex<Tier>,
-    flights: Mutex<HashMap<Hash, Arc<Flight>>>,
+    flights: Mutex<KeyMap<Arc<Flight>>>,
     /// Bytes of entry files on disk.
     pub disk_bytes: AtomicU64,
     /// The loader has indexed what was on disk at start.
@@ -112,6 +118,15 @@ fn registry() -> &'static Registry {
 /// reloads (same name and path). A reload that changes its sizes gets a
 /// zone with the new settings and the same entries on disk.
 pub fn get(conf: &Arc<ZoneConf>) -> Arc<Zone> {
+    if let Some(z) = conf.resolved.get().and_then(std::sync::Weak::upgrade) {
+        return z;
+    }
+    let z = registered(conf);
+    let _ = conf.resolved.set(Arc::downgrade(&z));
+    z
+}
+
+fn registered(conf: &Arc<ZoneConf>) -> Arc<Zone> {
     let id = (conf.name.clone(), conf.path.clone());
     let mut reg = lock(registry());
     if let Some(z) = reg.get(&id)
@@ -121,9 +136,9 @@ pub fn get(conf: &Arc<ZoneConf>) -> Arc<Zone> {
     }
     let z = Arc::new(Zone {
         conf: conf.clone(),
-        shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        shards: (0..SHARDS).map(|_| Mutex::new(KeyMap::default())).collect(),
         mem: Mutex::new(Tier::new(conf.memory)),
-        flights: Mutex::new(HashMap::new()),
+        flights: Mutex::new(KeyMap::default()),
         disk_bytes: AtomicU64::new(0),
         loaded: AtomicBool::new(false),
         started: AtomicBool::new(false),
@@ -191,7 +206,7 @@ pub fn hex(h: &Hash) -> String {
 }
 
 impl Zone {
-    fn shard(&self, h: &Hash) -> MutexGuard<'_, HashMap<Hash, Node>> {
+    fn shard(&self, h: &Hash) -> MutexGuard<'_, KeyMap<Node>> {
         lock(&self.shards[h[0] as usize % SHARDS])
     }
 
