@@ -21,6 +21,9 @@ pub struct ConnInfo {
     pub tls: Option<std::rc::Rc<crate::tls::handshake::TlsInfo>>,
     /// The request came over HTTP/2 (`$http2`).
     pub http2: bool,
+    /// The request was already buffered when the previous one on the
+    /// connection ended (`$pipe`).
+    pub pipelined: bool,
     /// Plain HTTP arrived on a TLS address: the request gets nginx's 497.
     pub plain_on_tls: bool,
     /// What a PROXY protocol header said (`listen ... proxy_protocol`).
@@ -29,7 +32,17 @@ pub struct ConnInfo {
 
 impl ConnInfo {
     pub fn new(peer: SocketAddr, local: SocketAddr, id: u64) -> ConnInfo {
-        ConnInfo { peer, local, id, requests: 0, tls: None, http2: false, plain_on_tls: false, proxy_protocol: None }
+        ConnInfo {
+            peer,
+            local,
+            id,
+            requests: 0,
+            tls: None,
+            http2: false,
+            pipelined: false,
+            plain_on_tls: false,
+            proxy_protocol: None,
+        }
     }
 }
 
@@ -101,6 +114,8 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
+    /// Request body bytes read from the client (for `$request_length`).
+    pub body_read: u64,
     /// An `auth_request` or `mirror` subrequest: no limit or access phase.
     pub subrequest: bool,
     /// The request reached a location with `mirror` ([`crate::handler::mirror`]).
@@ -123,6 +138,11 @@ pub struct UpstreamLog {
     pub connect_ms: Tries<Option<u64>>,
     pub header_ms: Tries<Option<u64>>,
     pub response_ms: Tries<Option<u64>>,
+    /// Body bytes of each try's response (`$upstream_response_length`).
+    pub response_len: Tries<u64>,
+    /// Bytes each try read from the origin, head included
+    /// (`$upstream_bytes_received`).
+    pub bytes_received: Tries<u64>,
 }
 
 /// A list with one entry per peer tried. Nearly always one: that one is
@@ -191,6 +211,16 @@ fn push_ms_list(out: &mut Vec<u8>, list: &Tries<Option<u64>>) {
             Some(ms) => push_secs_ms(out, *ms),
             None => out.push(b'-'),
         }
+    }
+}
+
+/// One number per try, joined as nginx joins them.
+fn push_u64_list(out: &mut Vec<u8>, list: &Tries<u64>) {
+    for (i, v) in list.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        push_u64(out, *v);
     }
 }
 
@@ -278,6 +308,16 @@ fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
 }
 
 impl VarSource for Vars<'_, '_, '_> {
+    fn empty_found(&self, var: &Var) -> bool {
+        let req = &self.ctx.req;
+        match var {
+            Var::Http(name) => req.header(name).is_some(),
+            Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
+            Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
+            _ => false,
+        }
+    }
+
     fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
         let ctx = self.ctx;
         let req = &ctx.req;
@@ -442,6 +482,9 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             }
             Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
+            Var::UpstreamResponseLength => push_u64_list(out, &ctx.upstream.response_len),
+            Var::UpstreamBytesReceived => push_u64_list(out, &ctx.upstream.bytes_received),
+            Var::Pipe => out.push(if ctx.conn.pipelined { b'p' } else { b'.' }),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
                 let xff: Vec<&[u8]> = if g.proxies.is_empty() {
@@ -632,6 +675,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             named: Vec::new(),
             map_named: Default::default(),
             upstream: UpstreamLog::default(),
+            body_read: 0,
             websocket_key: None,
             proxy_pass: None,
             cache_status: None,

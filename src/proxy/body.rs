@@ -45,6 +45,10 @@ pub struct UpstreamBody {
     pub window: Option<(u64, u64)>,
     /// Body bytes passed on so far, for the window.
     passed: u64,
+    /// Bytes read from the origin after its head, framing included, as
+    /// nginx counts them: `$upstream_response_length`, and with the head
+    /// `$upstream_bytes_received`.
+    pub raw_len: u64,
 }
 
 #[derive(Debug)]
@@ -63,6 +67,7 @@ pub enum BodyError {
 impl UpstreamBody {
     pub fn new(stream: UpStream, buf: Vec<u8>, framing: Framing, read_timeout: Duration) -> UpstreamBody {
         let done = matches!(framing, Framing::None(_));
+        let raw_len = buf.len() as u64;
         UpstreamBody {
             stream: Some(stream),
             buf,
@@ -77,6 +82,7 @@ impl UpstreamBody {
             cache: None,
             window: None,
             passed: 0,
+            raw_len,
         }
     }
 
@@ -220,7 +226,10 @@ impl UpstreamBody {
                 }
                 Err(BodyError::Truncated)
             }
-            Ok(Ok(_)) => Ok(true),
+            Ok(Ok(n)) => {
+                self.raw_len += n as u64;
+                Ok(true)
+            }
         }
     }
 }

@@ -488,6 +488,9 @@ async fn attempt(
             let header_ms = ms(t0);
             ctx.upstream.header_ms.push(Some(header_ms));
             ctx.upstream.response_ms.push(Some(header_ms));
+            // The body's bytes are counted as they pass (`finish_body`).
+            ctx.upstream.response_len.push(0);
+            ctx.upstream.bytes_received.push(head.head_len as u64);
             // The buffer goes on with what followed the head (no copy into
             // a new allocation).
             buf.drain(..head.head_len);
@@ -542,6 +545,8 @@ fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, heade
     ctx.upstream.connect_ms.push(connect);
     ctx.upstream.header_ms.push(header);
     ctx.upstream.response_ms.push(Some(ms(started)));
+    ctx.upstream.response_len.push(0);
+    ctx.upstream.bytes_received.push(0);
 }
 
 fn os_error(e: &std::io::Error) -> String {
