@@ -349,7 +349,10 @@ fn syslog_targets_udp_v4_v6_and_unix() {
     let open = m.iter().find(|x| x.3.contains("open()")).unwrap_or_else(|| panic!("{m:?}"));
     assert_eq!((open.0, open.2.as_str()), (187, "errs"), "{open:?}");
     let line = &open.3;
-    assert!(line.contains(" [error] ") && line.contains("/html/nope\" failed (2: No such file or directory)"), "{line}");
+    assert!(
+        line.contains(" [error] ") && line.contains("/html/nope\" failed (2: No such file or directory)"),
+        "{line}"
+    );
     // nginx's error-log line whole, its own time included
     let (date, time) = (&line[..10], &line[11..19]);
     assert_eq!((&date[4..5], &date[7..8], &time[2..3], &time[5..6]), ("/", "/", ":", ":"), "{line}");
@@ -405,7 +408,9 @@ fn syslog_parameter_errors_as_nginx() {
 fn pipe_request_length_and_upstream_lengths() {
     let origin = Origin::start(|r| {
         if r.target() == "/chunked" {
-            Reply::raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+            Reply::raw(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            )
         } else {
             Reply::http(200, &["Content-Length: 11"], "hello world")
         }

@@ -203,24 +203,19 @@ fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
 }
 
 fn push_ms_list(out: &mut Vec<u8>, list: &Tries<Option<u64>>) {
-    for (i, v) in list.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        match v {
-            Some(ms) => push_secs_ms(out, *ms),
-            None => out.push(b'-'),
-        }
-    }
+    push_list(out, list, |out, v| match v {
+        Some(ms) => push_secs_ms(out, *ms),
+        None => out.push(b'-'),
+    })
 }
 
-/// One number per try, joined as nginx joins them.
-fn push_u64_list(out: &mut Vec<u8>, list: &Tries<u64>) {
+/// One value per try, joined with `, ` as nginx joins them.
+fn push_list<T>(out: &mut Vec<u8>, list: &Tries<T>, each: impl Fn(&mut Vec<u8>, &T)) {
     for (i, v) in list.iter().enumerate() {
         if i > 0 {
             out.extend_from_slice(b", ");
         }
-        push_u64(out, *v);
+        each(out, v);
     }
 }
 
@@ -458,22 +453,8 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
                 push_ip(out, ctx.client().ip());
             }
-            Var::UpstreamAddr => {
-                for (i, a) in ctx.upstream.addr.iter().enumerate() {
-                    if i > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    out.extend_from_slice(a.as_bytes());
-                }
-            }
-            Var::UpstreamStatus => {
-                for (i, s) in ctx.upstream.status.iter().enumerate() {
-                    if i > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    push_u64(out, *s as u64);
-                }
-            }
+            Var::UpstreamAddr => push_list(out, &ctx.upstream.addr, |out, a| out.extend_from_slice(a.as_bytes())),
+            Var::UpstreamStatus => push_list(out, &ctx.upstream.status, |out, s| push_u64(out, u64::from(*s))),
             Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms),
             Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms),
             Var::UpstreamCacheStatus => {
@@ -482,8 +463,8 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             }
             Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
-            Var::UpstreamResponseLength => push_u64_list(out, &ctx.upstream.response_len),
-            Var::UpstreamBytesReceived => push_u64_list(out, &ctx.upstream.bytes_received),
+            Var::UpstreamResponseLength => push_list(out, &ctx.upstream.response_len, |out, n| push_u64(out, *n)),
+            Var::UpstreamBytesReceived => push_list(out, &ctx.upstream.bytes_received, |out, n| push_u64(out, *n)),
             Var::Pipe => out.push(if ctx.conn.pipelined { b'p' } else { b'.' }),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));

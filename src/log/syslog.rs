@@ -207,7 +207,8 @@ impl Socket {
     fn connect(dest: &Dest) -> io::Result<Socket> {
         let s = match dest {
             Dest::Udp(a) => {
-                let any: SocketAddr = if a.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+                let any: SocketAddr =
+                    if a.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
                 let s = UdpSocket::bind(any)?;
                 s.connect(a)?;
                 Socket::Udp(s)
@@ -334,7 +335,10 @@ mod tests {
     #[test]
     fn parses_nginx_forms() {
         let p = parse("server=127.0.0.1").unwrap();
-        assert_eq!((p.dest.clone(), p.facility, p.severity, p.tag.as_str()), (Dest::Udp(([127, 0, 0, 1], 514).into()), 23, 6, "nginx"));
+        assert_eq!(
+            (p.dest.clone(), p.facility, p.severity, p.tag.as_str()),
+            (Dest::Udp(([127, 0, 0, 1], 514).into()), 23, 6, "nginx")
+        );
         let p = parse("server=[::1]:5514,facility=daemon,severity=warn,tag=web_1,nohostname").unwrap();
         assert_eq!(p.dest, Dest::Udp("[::1]:5514".parse().unwrap()));
         assert_eq!((p.facility, p.severity, p.tag.as_str(), p.nohostname), (3, 4, "web_1", true));
@@ -342,7 +346,10 @@ mod tests {
         assert_eq!(parse("tag=x").unwrap_err(), "no syslog server specified");
         assert_eq!(parse("server=1.2.3.4,facility=local9").unwrap_err(), "unknown syslog facility \"local9\"");
         assert_eq!(parse("server=1.2.3.4,severity=err").unwrap_err(), "unknown syslog severity \"err\"");
-        assert_eq!(parse("server=1.2.3.4,tag=a-b").unwrap_err(), "syslog \"tag\" only allows alphanumeric characters and underscore");
+        assert_eq!(
+            parse("server=1.2.3.4,tag=a-b").unwrap_err(),
+            "syslog \"tag\" only allows alphanumeric characters and underscore"
+        );
         assert_eq!(parse("server=1.2.3.4,x=1").unwrap_err(), "unknown syslog parameter \"x=1\"");
         assert!(parse("server=1.2.3.4:99999").is_err());
     }
