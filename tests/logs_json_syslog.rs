@@ -498,3 +498,38 @@ fn json_snippet_over_http1_tls_and_h2() {
         assert!(get("request_length").parse::<u64>().unwrap() > 10, "{line}");
     }
 }
+
+#[test]
+fn syslog_full_queue_drops_lines_without_blocking() {
+    // A receiver that never reads: its queue fills after a few big lines;
+    // the rest are dropped (EAGAIN) and the requests go on at full speed.
+    let dir = temp_dir("syslog-full");
+    let path = dir.join("full.sock");
+    let unix = UnixDatagram::bind(&path).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let http = format!(
+        "log_format big '$http_x_big';\n\
+         server {{ listen 127.0.0.1:{{port}}; return 200 ok;\n\
+         access_log syslog:server=unix:{} big; }}",
+        path.display()
+    );
+    let mut s = builder().http(&http).start();
+    let big = format!("X-Big: {}", "b".repeat(7000));
+    let started = std::time::Instant::now();
+    let mut c = s.connect();
+    for _ in 0..200 {
+        c.send(format!("GET / HTTP/1.1\r\nHost: t\r\n{big}\r\n\r\n"));
+        assert_eq!(c.read_response().text(), "ok");
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    if !common::tls::nginx_mode() {
+        // each worker reports its drops once a second
+        let log = s.wait_error_log("access log lines to syslog server");
+        assert!(log.contains("[warn] ") && log.contains(&format!("\"unix:{}\" dropped", path.display())), "{log}");
+    }
+    assert!(s.quit().success());
+    // what the queue took arrived whole
+    let got = recv_unix(&unix, 1);
+    assert!(got[0].ends_with("b".repeat(7000).as_bytes()));
+}
