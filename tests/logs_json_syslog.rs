@@ -533,3 +533,27 @@ fn syslog_full_queue_drops_lines_without_blocking() {
     let got = recv_unix(&unix, 1);
     assert!(got[0].ends_with("b".repeat(7000).as_bytes()));
 }
+
+#[test]
+fn upstream_lists_join_a_second_upstream_with_a_colon() {
+    // X-Accel-Redirect from one upstream to a location proxying to another:
+    // nginx's ` : ` between the two upstreams' entries.
+    let a = Origin::start(|_| Reply::http(200, &["X-Accel-Redirect: /b/x", "Content-Length: 0"], ""));
+    let b = Origin::start(|_| Reply::http(200, &["Content-Length: 5"], "hello"));
+    let http = format!(
+        "log_format v '$upstream_addr|$upstream_status|$upstream_response_length|$upstream_bytes_received';\n\
+         server {{ listen 127.0.0.1:{{port}}; access_log logs/v.log v;\n\
+         location /a/ {{ proxy_pass http://{}; }}\n\
+         location /b/ {{ internal; proxy_pass http://{}; }} }}",
+        a.addr(),
+        b.addr()
+    );
+    let mut s = builder().http(&http).start();
+    assert_eq!(s.get("/a/1").text(), "hello");
+    assert!(s.quit().success());
+    let log = read_lossy(&s.path("logs/v.log"));
+    let f: Vec<&str> = log.trim_end().split('|').collect();
+    assert_eq!(f[..3], [format!("{} : {}", a.addr(), b.addr()).as_str(), "200 : 200", "0 : 5"], "{log}");
+    let (ra, rb) = f[3].split_once(" : ").unwrap_or_else(|| panic!("{log}"));
+    assert!(ra.parse::<u64>().unwrap() > 40 && rb.parse::<u64>().unwrap() > 40, "{log}");
+}

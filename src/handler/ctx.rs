@@ -130,93 +130,15 @@ pub struct ReqCtx<'c, 'a> {
     pub limit: crate::limit::Limits,
 }
 
-#[derive(Default)]
-pub struct UpstreamLog {
-    pub addr: Tries<std::sync::Arc<str>>,
-    pub status: Tries<u16>,
-    /// Milliseconds; None where the stage was not reached (logged as `-`).
-    pub connect_ms: Tries<Option<u64>>,
-    pub header_ms: Tries<Option<u64>>,
-    pub response_ms: Tries<Option<u64>>,
-    /// Body bytes of each try's response (`$upstream_response_length`).
-    pub response_len: Tries<u64>,
-    /// Bytes each try read from the origin, head included
-    /// (`$upstream_bytes_received`).
-    pub bytes_received: Tries<u64>,
-}
-
-/// A list with one entry per peer tried. Nearly always one: that one is
-/// held inline, so a proxied request allocates nothing for its log fields.
-#[derive(Debug)]
-pub struct Tries<T> {
-    /// None only while `more` is empty too.
-    first: Option<T>,
-    more: Vec<T>,
-}
-
-impl<T> Default for Tries<T> {
-    fn default() -> Self {
-        Tries { first: None, more: Vec::new() }
-    }
-}
-
-impl<T> Tries<T> {
-    pub fn push(&mut self, v: T) {
-        if self.first.is_none() {
-            self.first = Some(v);
-        } else {
-            self.more.push(v);
-        }
-    }
-
-    pub fn pop(&mut self) -> Option<T> {
-        self.more.pop().or_else(|| self.first.take())
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.first.iter().chain(self.more.iter())
-    }
-
-    pub fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    pub fn last(&self) -> Option<&T> {
-        self.more.last().or(self.first.as_ref())
-    }
-
-    pub fn last_mut(&mut self) -> Option<&mut T> {
-        self.more.last_mut().or(self.first.as_mut())
-    }
-}
+pub use super::upstream_log::{Tries, UpstreamLog};
+use super::upstream_log::{push_list, push_ms_list};
 
 /// Milliseconds as nginx prints times: seconds with three decimals.
-fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
+pub(super) fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
     push_u64(out, ms / 1000);
     out.push(b'.');
     let frac = ms % 1000;
     out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
-}
-
-fn push_ms_list(out: &mut Vec<u8>, list: &Tries<Option<u64>>) {
-    push_list(out, list, |out, v| match v {
-        Some(ms) => push_secs_ms(out, *ms),
-        None => out.push(b'-'),
-    })
-}
-
-/// One value per try, joined with `, ` as nginx joins them.
-fn push_list<T>(out: &mut Vec<u8>, list: &Tries<T>, each: impl Fn(&mut Vec<u8>, &T)) {
-    for (i, v) in list.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        each(out, v);
-    }
 }
 
 /// Values for a template: the request, and once it exists, the response.
@@ -453,18 +375,26 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
                 push_ip(out, ctx.client().ip());
             }
-            Var::UpstreamAddr => push_list(out, &ctx.upstream.addr, |out, a| out.extend_from_slice(a.as_bytes())),
-            Var::UpstreamStatus => push_list(out, &ctx.upstream.status, |out, s| push_u64(out, u64::from(*s))),
-            Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms),
-            Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms),
+            Var::UpstreamAddr => {
+                push_list(out, &ctx.upstream.addr, &ctx.upstream.groups, |out, a| out.extend_from_slice(a.as_bytes()))
+            }
+            Var::UpstreamStatus => {
+                push_list(out, &ctx.upstream.status, &ctx.upstream.groups, |out, s| push_u64(out, u64::from(*s)))
+            }
+            Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms, &ctx.upstream.groups),
+            Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms, &ctx.upstream.groups),
             Var::UpstreamCacheStatus => {
                 if let Some(s) = ctx.cache_status {
                     out.extend_from_slice(s.as_bytes())
                 }
             }
-            Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
-            Var::UpstreamResponseLength => push_list(out, &ctx.upstream.response_len, |out, n| push_u64(out, *n)),
-            Var::UpstreamBytesReceived => push_list(out, &ctx.upstream.bytes_received, |out, n| push_u64(out, *n)),
+            Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms, &ctx.upstream.groups),
+            Var::UpstreamResponseLength => {
+                push_list(out, &ctx.upstream.response_len, &ctx.upstream.groups, |out, n| push_u64(out, *n))
+            }
+            Var::UpstreamBytesReceived => {
+                push_list(out, &ctx.upstream.bytes_received, &ctx.upstream.groups, |out, n| push_u64(out, *n))
+            }
             Var::Pipe => out.push(if ctx.conn.pipelined { b'p' } else { b'.' }),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));

@@ -106,6 +106,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         None => return crate::handler::error(ctx, 500),
     };
     ctx.proxy_pass = Some(pass.clone());
+    ctx.upstream.begin();
     // The cache answers hits before any origin work (and may turn a HEAD
     // into a GET for the origin: proxy_cache_convert_head), with the
     // settings of the location's module (proxy_cache* or fastcgi_cache*).
