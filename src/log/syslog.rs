@@ -158,7 +158,7 @@ fn parse_server(v: &str) -> Result<Dest, String> {
     }
     match (host, port).to_socket_addrs().map(|mut a| a.next()) {
         Ok(Some(a)) => Ok(Dest::Udp(a)),
-        _ => Err(bad(&format!("host not found \"{host}\""))),
+        _ => Err(bad("host not found")),
     }
 }
 
