@@ -444,10 +444,14 @@ fn pipe_request_length_and_upstream_lengths() {
     let f = "GET /up/chunked HTTP/1.1\r\nHost: t\r\n\r\n";
     c.send(f);
     assert_eq!(c.read_response().text(), "hello");
+    // a chunked body counts as received, framing included
+    let g = "POST /up/len HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+    c.send(g);
+    assert_eq!(c.read_response().text(), "hello world");
     assert!(s.quit().success());
     let log = read_lossy(&s.path("logs/v.log"));
     let lines: Vec<&str> = log.lines().collect();
-    assert_eq!(lines.len(), 5, "{log}");
+    assert_eq!(lines.len(), 6, "{log}");
     assert_eq!(lines[0], format!("/one|.|{}|-|-|-", a.len()));
     assert_eq!(lines[1], format!("/two|p|{}|-|-|-", b.len()));
     assert_eq!(lines[2], format!("/three|.|{}|-|-|-", d.len()));
@@ -458,6 +462,8 @@ fn pipe_request_length_and_upstream_lengths() {
     let f5: Vec<&str> = lines[4].split('|').collect();
     // nginx counts what came after the head, chunk framing included
     assert_eq!(f5[..5], ["/up/chunked", ".", &f.len().to_string(), "15", "81"], "{}", lines[4]);
+    let f6: Vec<&str> = lines[5].split('|').collect();
+    assert_eq!(f6[..4], ["/up/len", ".", &g.len().to_string(), "11"], "{}", lines[5]);
 }
 
 #[test]

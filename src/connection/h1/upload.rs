@@ -103,7 +103,7 @@ pub async fn respond<'c>(
         Ok(b) => {
             taken.used = b.used;
             taken.extra = b.extra;
-            ctx.body_read = b.data.len();
+            ctx.body_read = b.raw;
             let mut client = Client { sock: Some(stream), body: ReqBody::Buffered(b.data) };
             (crate::proxy::respond(w, ctx, &mut client).await, taken)
         }
