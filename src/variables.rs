@@ -88,6 +88,10 @@ pub enum Var {
     UpstreamConnectTime,
     UpstreamHeaderTime,
     UpstreamCacheStatus,
+    UpstreamResponseLength,
+    UpstreamBytesReceived,
+    /// `p` for a request that was pipelined, else `.`.
+    Pipe,
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
     /// A variable defined by a `geo` block.
@@ -165,6 +169,9 @@ impl Var {
             "upstream_connect_time" => Var::UpstreamConnectTime,
             "upstream_header_time" => Var::UpstreamHeaderTime,
             "upstream_cache_status" => Var::UpstreamCacheStatus,
+            "upstream_response_length" => Var::UpstreamResponseLength,
+            "upstream_bytes_received" => Var::UpstreamBytesReceived,
+            "pipe" => Var::Pipe,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,
@@ -233,6 +240,13 @@ pub struct Template {
 /// context, so templates do not depend on the HTTP code.
 pub trait VarSource {
     fn write_var(&self, var: &Var, out: &mut Vec<u8>);
+
+    /// For a variable that wrote nothing: whether it exists with an empty
+    /// value (a header sent empty), which nginx logs as nothing, rather
+    /// than not at all (logged as `-`). Asked only for empty values.
+    fn empty_found(&self, _var: &Var) -> bool {
+        false
+    }
 }
 
 impl Template {

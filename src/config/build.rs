@@ -33,6 +33,7 @@ pub struct Ctx {
     pub conf_dir: PathBuf,
     pub formats: HashMap<String, Arc<LogFormat>>,
     pub log_files: Vec<AccessLogFile>,
+    pub log_syslog: Vec<Arc<crate::log::syslog::Peer>>,
     /// Which log files got buffer=/flush= explicitly (else defaults).
     pub log_explicit: Vec<bool>,
     /// An `error_log` was applied at main level (the default is dropped).
@@ -90,13 +91,14 @@ impl Ctx {
 
     /// Registers an access log file once per path; the returned index is what
     /// workers use to find their buffered writer for it.
-    pub fn log_file(&mut self, path: &str, buffer: Option<u64>, flush: Option<Duration>) -> usize {
+    pub fn log_file(&mut self, path: &str, buffer: Option<u64>, flush: Option<Duration>, gzip: Option<u32>) -> usize {
         let path = self.path(path);
-        let explicit = buffer.is_some() || flush.is_some();
+        let explicit = buffer.is_some() || flush.is_some() || gzip.is_some();
         let file = AccessLogFile {
             path,
             buffer: buffer.unwrap_or(64 * 1024) as usize,
             flush: flush.unwrap_or(Duration::from_secs(1)),
+            gzip,
         };
         if let Some(i) = self.log_files.iter().position(|f| f.path == file.path) {
             // One buffer per file: explicit buffer=/flush= win over defaults.
@@ -341,6 +343,7 @@ pub fn build(
         conf_dir: conf_file.parent().unwrap_or(prefix).to_path_buf(),
         formats: HashMap::from([("combined".to_string(), Arc::new(LogFormat::combined()))]),
         log_files: Vec::new(),
+        log_syslog: Vec::new(),
         log_explicit: Vec::new(),
         error_log_set: false,
         warnings: Vec::new(),
@@ -394,6 +397,7 @@ pub fn build(
             servers: Vec::new(),
             listens: Vec::new(),
             access_log_files: Vec::new(),
+            access_log_syslog: Vec::new(),
             upstreams: Vec::new(),
             cache_zones: Vec::new(),
         },
@@ -434,9 +438,9 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     // nginx's default access log, unless the http level sets its own (which
     // would replace it before any server could inherit it).
     if !dirs.iter().any(|d| d.name == "access_log") {
-        let file = ctx.log_file("logs/access.log", None, None);
+        let file = ctx.log_file("logs/access.log", None, None, None);
         let format = LogFormat::combined();
-        conf.access_log = Some(vec![AccessLogRef { file, format: Arc::new(format) }]);
+        conf.access_log = Some(vec![AccessLogRef { dest: LogDest::File(file), format: Arc::new(format), cond: None }]);
     }
     // log_format must be known before access_log in any server uses it.
     for d in dirs.iter().filter(|d| d.name == "log_format") {
@@ -478,6 +482,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         servers,
         listens,
         access_log_files: std::mem::take(&mut ctx.log_files),
+        access_log_syslog: std::mem::take(&mut ctx.log_syslog),
         upstreams: std::mem::take(&mut ctx.upstream_list),
         cache_zones: ctx.cache_zones.values().cloned().collect(),
     })

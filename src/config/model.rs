@@ -70,8 +70,10 @@ pub enum CpuAffinity {
 pub struct HttpConf {
     pub servers: Vec<Arc<Server>>,
     pub listens: Vec<ListenGroup>,
-    /// Unique access log files; `AccessLogRef::file` indexes this.
+    /// Unique access log files; `LogDest::File` indexes this.
     pub access_log_files: Vec<AccessLogFile>,
+    /// `access_log syslog:...` targets; `LogDest::Syslog` indexes this.
+    pub access_log_syslog: Vec<Arc<crate::log::syslog::Peer>>,
     /// Every upstream (blocks and implicit ones), by `Upstream::index`.
     pub upstreams: Vec<Arc<super::proxy::Upstream>>,
     /// `proxy_cache_path` zones (their directories are prepared at start).
@@ -373,8 +375,18 @@ pub enum Expires {
 
 #[derive(Clone)]
 pub struct AccessLogRef {
-    pub file: usize,
+    pub dest: LogDest,
     pub format: Arc<LogFormat>,
+    /// `if=condition`: no line when it evaluates to "" or "0".
+    pub cond: Option<Arc<crate::variables::Template>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LogDest {
+    /// An index into `HttpConf::access_log_files`.
+    File(usize),
+    /// An index into `HttpConf::access_log_syslog`.
+    Syslog(usize),
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -382,6 +394,8 @@ pub struct AccessLogFile {
     pub path: PathBuf,
     pub buffer: usize,
     pub flush: Duration,
+    /// `gzip[=level]`: each buffer written as one gzip member.
+    pub gzip: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -92,6 +92,7 @@ pub fn default_type(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+/// `access_log path|syslog:... [format [buffer=size] [gzip[=level]] [flush=time] [if=condition]]`.
 pub fn access_log(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let path = arg(d, 0);
     if path == "off" {
@@ -101,32 +102,55 @@ pub fn access_log(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         c.access_log = None;
         return Ok(());
     }
-    if path.starts_with("syslog:") {
-        return Err(ConfError::at("access_log to syslog is not supported yet", &d.span));
-    }
+    let syslog = match path.strip_prefix("syslog:") {
+        Some(spec) => Some(crate::log::syslog::parse(spec).map_err(|e| ConfError::at(e, &d.span))?),
+        None => None,
+    };
     let format = match d.args.get(1) {
         None => ctx.formats.get("combined").cloned(),
         Some(w) => ctx.formats.get(&w.text).cloned(),
     }
     .ok_or_else(|| ConfError::at(format!("unknown log format \"{}\"", arg(d, 1)), &d.span))?;
-    let (mut buffer, mut flush) = (None, None);
+    let (mut buffer, mut flush, mut gzip, mut cond) = (None, None, None, None);
     for w in d.args.iter().skip(2) {
-        if let Some(v) = w.text.strip_prefix("buffer=") {
+        let t = w.text.as_str();
+        if let Some(v) = t.strip_prefix("buffer=") {
             buffer = Some(
                 value::parse_size(v).ok_or_else(|| ConfError::at(format!("invalid buffer size \"{}\"", v), &d.span))?,
             );
-        } else if let Some(v) = w.text.strip_prefix("flush=") {
+        } else if let Some(v) = t.strip_prefix("flush=") {
             flush = Some(
-                value::parse_time(v).ok_or_else(|| ConfError::at(format!("invalid flush time \"{}\"", v), &d.span))?,
+                value::parse_time(v)
+                    .filter(|t| !t.is_zero())
+                    .ok_or_else(|| ConfError::at(format!("invalid flush time \"{}\"", v), &d.span))?,
             );
-        } else if w.text.starts_with("gzip") || w.text.starts_with("if=") {
-            return Err(ConfError::at(format!("access_log parameter \"{}\" is not supported yet", w.text), &d.span));
+        } else if t == "gzip" {
+            gzip = Some(1);
+        } else if let Some(v) = t.strip_prefix("gzip=") {
+            match v.parse::<u32>() {
+                Ok(n @ 1..=9) => gzip = Some(n),
+                _ => return Err(ConfError::at(format!("invalid compression level \"{}\"", v), &d.span)),
+            }
+        } else if let Some(v) = t.strip_prefix("if=") {
+            cond = Some(Arc::new(compile(d, v)?));
         } else {
-            return Err(ConfError::at(format!("invalid parameter \"{}\"", w.text), &d.span));
+            return Err(ConfError::at(format!("invalid parameter \"{}\"", t), &d.span));
         }
     }
-    let file = ctx.log_file(path, buffer, flush);
-    c.access_log.get_or_insert_with(Vec::new).push(AccessLogRef { file, format });
+    let dest = match syslog {
+        Some(peer) => {
+            if buffer.is_some() || gzip.is_some() {
+                return Err(ConfError::at("logs to syslog cannot be buffered", &d.span));
+            }
+            if flush.is_some() {
+                return Err(ConfError::at(format!("no buffer is defined for access_log \"{}\"", path), &d.span));
+            }
+            ctx.log_syslog.push(Arc::new(peer));
+            LogDest::Syslog(ctx.log_syslog.len() - 1)
+        }
+        None => LogDest::File(ctx.log_file(path, buffer, flush, gzip)),
+    };
+    c.access_log.get_or_insert_with(Vec::new).push(AccessLogRef { dest, format, cond });
     Ok(())
 }
 

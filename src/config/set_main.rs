@@ -87,12 +87,12 @@ pub fn pid(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
     Ok(())
 }
 
-/// `error_log FILE|stderr [LEVEL]`. Several per level are all written to
+/// `error_log FILE|stderr|syslog:... [LEVEL]`. Several per level are all written to
 /// (nginx 1.5.2+); the first at a level replaces what it inherited (main's
 /// replaces the compiled-in `logs/error.log`).
 pub fn error_log(m: &mut MainConf, loc: Option<&mut LocConf>, d: &Directive, ctx: &mut Ctx) -> R {
     let target = arg(d, 0);
-    if target.starts_with("syslog:") || target.starts_with("memory:") {
+    if target.starts_with("memory:") {
         return Err(ConfError::at(format!("error_log target \"{}\" is not supported yet", target), &d.span));
     }
     let level = match d.args.get(1) {
@@ -101,7 +101,11 @@ pub fn error_log(m: &mut MainConf, loc: Option<&mut LocConf>, d: &Directive, ctx
         }
         None => Level::Error,
     };
-    let file = ctx.error_log_file(target);
+    let syslog = match target.strip_prefix("syslog:") {
+        Some(spec) => Some(Arc::new(crate::log::syslog::parse(spec).map_err(|e| ConfError::at(e, &d.span))?)),
+        None => None,
+    };
+    let file = if syslog.is_none() { Some(ctx.error_log_file(target)) } else { None };
     let log = match loc {
         Some(l) => &mut l.error_log,
         None => {
@@ -112,7 +116,11 @@ pub fn error_log(m: &mut MainConf, loc: Option<&mut LocConf>, d: &Directive, ctx
             &mut m.error_log
         }
     };
-    Arc::make_mut(log).add(file, level);
+    match (file, syslog) {
+        (Some(f), _) => Arc::make_mut(log).add(f, level),
+        (None, Some(p)) => Arc::make_mut(log).add_syslog(p, level),
+        (None, None) => {}
+    }
     Ok(())
 }
 

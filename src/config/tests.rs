@@ -202,9 +202,13 @@ fn error_log_per_level() {
 
     assert_eq!(err("error_log x.log loud; events {}"), "invalid log level \"loud\" in /etc/t.conf:1");
     assert_eq!(
-        err("events {} http { server { error_log syslog:server=1.2.3.4; } }"),
-        "error_log target \"syslog:server=1.2.3.4\" is not supported yet in /etc/t.conf:1"
+        err("events {} http { server { error_log syslog:server=1.2.3.4,facility=x; } }"),
+        "unknown syslog facility \"x\" in /etc/t.conf:1"
     );
+    // A syslog target is no file.
+    let cfg = try_load("events {} http { server { error_log syslog:server=1.2.3.4 warn; } }").unwrap();
+    assert!(targets(&cfg.http.servers[0].conf.error_log).is_empty());
+    assert!(cfg.http.servers[0].conf.error_log.enabled(Level::Warn));
     assert_eq!(
         err("events {} http { server { location / { error_log memory:1m debug; } } }"),
         "error_log target \"memory:1m\" is not supported yet in /etc/t.conf:1"

@@ -60,6 +60,9 @@ pub struct ReadBody {
     pub used: usize,
     /// Bytes read from the socket past the body: the next request's start.
     pub extra: Vec<u8>,
+    /// The body's bytes as received, chunk framing included
+    /// (`$request_length`).
+    pub raw: u64,
 }
 
 #[derive(Debug)]
@@ -103,7 +106,7 @@ pub async fn read_all(
         }
     }
     match kind {
-        BodyKind::None => Ok(ReadBody { data: Spooled::Memory(Vec::new()), used: 0, extra: Vec::new() }),
+        BodyKind::None => Ok(ReadBody { data: Spooled::Memory(Vec::new()), used: 0, extra: Vec::new(), raw: 0 }),
         BodyKind::Length(n) => {
             if lim.max > 0 && n > lim.max {
                 return Err(too_large(n));
@@ -119,7 +122,7 @@ pub async fn read_all(
                 more_exact(stream, &mut chunk, lim.timeout).await?;
                 spool.push(&chunk).map_err(spool_failed)?;
             }
-            Ok(ReadBody { data: spool.finish(), used, extra: Vec::new() })
+            Ok(ReadBody { data: spool.finish(), used, extra: Vec::new(), raw: n })
         }
         BodyKind::Chunked => {
             let mut d = Decoder::default();
@@ -133,6 +136,7 @@ pub async fn read_all(
                 })
                 .map_err(|_| bad())?;
             let mut pending: Vec<u8> = Vec::new();
+            let mut raw = used as u64;
             loop {
                 if let Some(e) = failed.take() {
                     return Err(spool_failed(e));
@@ -152,8 +156,9 @@ pub async fn read_all(
                     })
                     .map_err(|_| bad())?;
                 pending.drain(..n);
+                raw += n as u64;
             }
-            Ok(ReadBody { data: spool.finish(), used, extra: pending })
+            Ok(ReadBody { data: spool.finish(), used, extra: pending, raw })
         }
     }
 }

@@ -21,6 +21,9 @@ pub struct ConnInfo {
     pub tls: Option<std::rc::Rc<crate::tls::handshake::TlsInfo>>,
     /// The request came over HTTP/2 (`$http2`).
     pub http2: bool,
+    /// The request was already buffered when the previous one on the
+    /// connection ended (`$pipe`).
+    pub pipelined: bool,
     /// Plain HTTP arrived on a TLS address: the request gets nginx's 497.
     pub plain_on_tls: bool,
     /// What a PROXY protocol header said (`listen ... proxy_protocol`).
@@ -29,7 +32,17 @@ pub struct ConnInfo {
 
 impl ConnInfo {
     pub fn new(peer: SocketAddr, local: SocketAddr, id: u64) -> ConnInfo {
-        ConnInfo { peer, local, id, requests: 0, tls: None, http2: false, plain_on_tls: false, proxy_protocol: None }
+        ConnInfo {
+            peer,
+            local,
+            id,
+            requests: 0,
+            tls: None,
+            http2: false,
+            pipelined: false,
+            plain_on_tls: false,
+            proxy_protocol: None,
+        }
     }
 }
 
@@ -101,6 +114,8 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
+    /// Request body bytes read from the client (for `$request_length`).
+    pub body_read: u64,
     /// An `auth_request` or `mirror` subrequest: no limit or access phase.
     pub subrequest: bool,
     /// The request reached a location with `mirror` ([`crate::handler::mirror`]).
@@ -115,83 +130,15 @@ pub struct ReqCtx<'c, 'a> {
     pub limit: crate::limit::Limits,
 }
 
-#[derive(Default)]
-pub struct UpstreamLog {
-    pub addr: Tries<std::sync::Arc<str>>,
-    pub status: Tries<u16>,
-    /// Milliseconds; None where the stage was not reached (logged as `-`).
-    pub connect_ms: Tries<Option<u64>>,
-    pub header_ms: Tries<Option<u64>>,
-    pub response_ms: Tries<Option<u64>>,
-}
-
-/// A list with one entry per peer tried. Nearly always one: that one is
-/// held inline, so a proxied request allocates nothing for its log fields.
-#[derive(Debug)]
-pub struct Tries<T> {
-    /// None only while `more` is empty too.
-    first: Option<T>,
-    more: Vec<T>,
-}
-
-impl<T> Default for Tries<T> {
-    fn default() -> Self {
-        Tries { first: None, more: Vec::new() }
-    }
-}
-
-impl<T> Tries<T> {
-    pub fn push(&mut self, v: T) {
-        if self.first.is_none() {
-            self.first = Some(v);
-        } else {
-            self.more.push(v);
-        }
-    }
-
-    pub fn pop(&mut self) -> Option<T> {
-        self.more.pop().or_else(|| self.first.take())
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.first.iter().chain(self.more.iter())
-    }
-
-    pub fn len(&self) -> usize {
-        usize::from(self.first.is_some()) + self.more.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    pub fn last(&self) -> Option<&T> {
-        self.more.last().or(self.first.as_ref())
-    }
-
-    pub fn last_mut(&mut self) -> Option<&mut T> {
-        self.more.last_mut().or(self.first.as_mut())
-    }
-}
+pub use super::upstream_log::{Tries, UpstreamLog};
+use super::upstream_log::{push_list, push_ms_list};
 
 /// Milliseconds as nginx prints times: seconds with three decimals.
-fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
+pub(super) fn push_secs_ms(out: &mut Vec<u8>, ms: u64) {
     push_u64(out, ms / 1000);
     out.push(b'.');
     let frac = ms % 1000;
     out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
-}
-
-fn push_ms_list(out: &mut Vec<u8>, list: &Tries<Option<u64>>) {
-    for (i, v) in list.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        match v {
-            Some(ms) => push_secs_ms(out, *ms),
-            None => out.push(b'-'),
-        }
-    }
 }
 
 /// Values for a template: the request, and once it exists, the response.
@@ -278,6 +225,16 @@ fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
 }
 
 impl VarSource for Vars<'_, '_, '_> {
+    fn empty_found(&self, var: &Var) -> bool {
+        let req = &self.ctx.req;
+        match var {
+            Var::Http(name) => req.header(name).is_some(),
+            Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
+            Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
+            _ => false,
+        }
+    }
+
     fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
         let ctx = self.ctx;
         let req = &ctx.req;
@@ -419,29 +376,26 @@ impl VarSource for Vars<'_, '_, '_> {
                 push_ip(out, ctx.client().ip());
             }
             Var::UpstreamAddr => {
-                for (i, a) in ctx.upstream.addr.iter().enumerate() {
-                    if i > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    out.extend_from_slice(a.as_bytes());
-                }
+                push_list(out, &ctx.upstream.addr, &ctx.upstream.groups, |out, a| out.extend_from_slice(a.as_bytes()))
             }
             Var::UpstreamStatus => {
-                for (i, s) in ctx.upstream.status.iter().enumerate() {
-                    if i > 0 {
-                        out.extend_from_slice(b", ");
-                    }
-                    push_u64(out, *s as u64);
-                }
+                push_list(out, &ctx.upstream.status, &ctx.upstream.groups, |out, s| push_u64(out, u64::from(*s)))
             }
-            Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms),
-            Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms),
+            Var::UpstreamConnectTime => push_ms_list(out, &ctx.upstream.connect_ms, &ctx.upstream.groups),
+            Var::UpstreamHeaderTime => push_ms_list(out, &ctx.upstream.header_ms, &ctx.upstream.groups),
             Var::UpstreamCacheStatus => {
                 if let Some(s) = ctx.cache_status {
                     out.extend_from_slice(s.as_bytes())
                 }
             }
-            Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms),
+            Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms, &ctx.upstream.groups),
+            Var::UpstreamResponseLength => {
+                push_list(out, &ctx.upstream.response_len, &ctx.upstream.groups, |out, n| push_u64(out, *n))
+            }
+            Var::UpstreamBytesReceived => {
+                push_list(out, &ctx.upstream.bytes_received, &ctx.upstream.groups, |out, n| push_u64(out, *n))
+            }
+            Var::Pipe => out.push(if ctx.conn.pipelined { b'p' } else { b'.' }),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
                 let xff: Vec<&[u8]> = if g.proxies.is_empty() {
@@ -632,6 +586,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             named: Vec::new(),
             map_named: Default::default(),
             upstream: UpstreamLog::default(),
+            body_read: 0,
             websocket_key: None,
             proxy_pass: None,
             cache_status: None,

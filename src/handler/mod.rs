@@ -16,6 +16,7 @@ pub mod static_file;
 pub mod stub_status;
 pub mod symlinks;
 pub mod try_files;
+pub mod upstream_log;
 
 use std::borrow::Cow;
 

@@ -227,6 +227,23 @@ pub fn log_time_iso8601(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>)
     push_offset(out, off, true);
 }
 
+/// nginx's syslog header time (RFC 3164): `Nov  7 14:02:34`, local time,
+/// the day padded with a space.
+pub fn syslog_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
+    let (secs, _) = local_secs(unix_secs, utc_offset_secs);
+    let tm = Tm::from_unix(secs);
+    out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]);
+    out.push(b' ');
+    out.push(if tm.mday >= 10 { b'0' + tm.mday / 10 } else { b' ' });
+    out.push(b'0' + tm.mday % 10);
+    out.push(b' ');
+    push2(out, tm.hour);
+    out.push(b':');
+    push2(out, tm.min);
+    out.push(b':');
+    push2(out, tm.sec);
+}
+
 pub fn error_log_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     let (secs, _) = local_secs(unix_secs, utc_offset_secs);
     let tm = Tm::from_unix(secs);

@@ -3,11 +3,15 @@
 //! oldest line is `flush` old, and at shutdown or reopen, so logging costs
 //! no syscall per request. Buffers only ever hold whole lines, and files are
 //! opened with O_APPEND, so workers sharing a file never interleave lines.
+//! With `gzip`, each buffer goes out as one gzip member (what nginx
+//! writes; `zcat` reads the concatenation). Syslog targets get each line
+//! as a datagram at once (`syslog`), through the worker's own socket.
 
 use std::fs::File;
 use std::io::Write;
 
-use crate::config::model::{AccessLogFile, AccessLogRef};
+use crate::config::model::{AccessLogFile, AccessLogRef, LogDest};
+use crate::log::syslog::{AccessSender, Peer};
 use crate::variables::VarSource;
 
 struct Writer {
@@ -17,12 +21,23 @@ struct Writer {
     flush_secs: u64,
     /// When the oldest unflushed line was written.
     since: Option<u64>,
+    gzip: Option<u32>,
 }
 
 impl Writer {
     fn flush(&mut self) {
         if !self.buf.is_empty() {
-            if let Err(e) = self.file.write_all(&self.buf) {
+            let written = match self.gzip {
+                None => self.file.write_all(&self.buf),
+                Some(level) => {
+                    let mut z = flate2::write::GzEncoder::new(
+                        Vec::with_capacity(self.buf.len() / 4 + 64),
+                        flate2::Compression::new(level),
+                    );
+                    z.write_all(&self.buf).and_then(|_| z.finish()).and_then(|member| self.file.write_all(&member))
+                }
+            };
+            if let Err(e) = written {
                 crate::log_error!(crate::log::error::Level::Alert, "write() to access log failed ({})", e);
             }
             self.buf.clear();
@@ -34,11 +49,12 @@ impl Writer {
 #[derive(Default)]
 pub struct AccessLogs {
     writers: Vec<Writer>,
+    syslog: Vec<AccessSender>,
     scratch: Vec<u8>,
 }
 
 impl AccessLogs {
-    pub fn new(files: Vec<File>, conf: &[AccessLogFile]) -> AccessLogs {
+    pub fn new(files: Vec<File>, conf: &[AccessLogFile], syslog: &[std::sync::Arc<Peer>]) -> AccessLogs {
         let writers = files
             .into_iter()
             .zip(conf)
@@ -48,14 +64,35 @@ impl AccessLogs {
                 cap: c.buffer.max(1),
                 flush_secs: c.flush.as_secs().max(1),
                 since: None,
+                gzip: c.gzip,
             })
             .collect();
-        AccessLogs { writers, scratch: Vec::new() }
+        let syslog = syslog.iter().map(|p| AccessSender::new(p.clone())).collect();
+        AccessLogs { writers, syslog, scratch: Vec::new() }
     }
 
     pub fn log(&mut self, refs: &[AccessLogRef], vars: &dyn VarSource) {
         for r in refs {
-            let Some(w) = self.writers.get_mut(r.file) else { continue };
+            if let Some(cond) = &r.cond {
+                // nginx's `if=`: skipped when the value is empty or "0".
+                self.scratch.clear();
+                cond.render(vars, &mut self.scratch);
+                if self.scratch.is_empty() || self.scratch == b"0" {
+                    continue;
+                }
+            }
+            let i = match r.dest {
+                LogDest::File(i) => i,
+                LogDest::Syslog(i) => {
+                    if let Some(s) = self.syslog.get_mut(i) {
+                        s.begin();
+                        r.format.render(vars, &mut self.scratch, &mut s.buf);
+                        s.finish();
+                    }
+                    continue;
+                }
+            };
+            let Some(w) = self.writers.get_mut(i) else { continue };
             if w.buf.capacity() == 0 {
                 w.buf.reserve(w.cap.min(64 * 1024));
             }
@@ -90,6 +127,9 @@ impl AccessLogs {
             {
                 w.flush();
             }
+        }
+        for s in &mut self.syslog {
+            s.report();
         }
     }
 

@@ -57,6 +57,8 @@ impl Level {
 #[derive(Clone, Default)]
 pub struct ErrorLog {
     targets: Vec<(Arc<LogFile>, Level)>,
+    /// `syslog:` targets: a datagram per line, severity from the level.
+    syslog: Vec<(Arc<super::syslog::Peer>, Level)>,
     /// The most verbose level of any target (0: none), so a line no target
     /// wants costs one comparison and no formatting.
     max: u8,
@@ -66,6 +68,11 @@ impl ErrorLog {
     pub fn add(&mut self, file: Arc<LogFile>, level: Level) {
         self.max = self.max.max(level as u8);
         self.targets.push((file, level));
+    }
+
+    pub fn add_syslog(&mut self, peer: Arc<super::syslog::Peer>, level: Level) {
+        self.max = self.max.max(level as u8);
+        self.syslog.push((peer, level));
     }
 
     #[inline]
@@ -80,6 +87,11 @@ impl ErrorLog {
                 file.write(&line);
             }
         }
+        for (peer, max) in &self.syslog {
+            if level <= *max {
+                peer.write_error(level as u8, &line);
+            }
+        }
     }
 
     /// (path, level) per target, None for stderr: for tests and diagnostics.
@@ -90,13 +102,13 @@ impl ErrorLog {
 
 impl std::fmt::Debug for ErrorLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.targets()).finish()
+        f.debug_list().entries(self.targets()).entries(self.syslog.iter()).finish()
     }
 }
 
 impl PartialEq for ErrorLog {
     fn eq(&self, other: &Self) -> bool {
-        self.targets().eq(other.targets())
+        self.targets().eq(other.targets()) && self.syslog == other.syslog
     }
 }
 

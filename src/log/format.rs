@@ -34,8 +34,8 @@ impl LogFormat {
         self.template.has_var(|v| matches!(v, Var::RequestTime))
     }
 
-    /// Appends one log line (with the trailing newline). Empty variable values
-    /// log as `-`, as in nginx.
+    /// Appends one log line (with the trailing newline). Missing values
+    /// log as `-` with the default escaping, as in nginx.
     pub fn render(&self, src: &dyn VarSource, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
         for p in &self.template.parts {
             match p {
@@ -46,7 +46,10 @@ impl LogFormat {
                     let start = out.len();
                     src.write_var(v, out);
                     if out.len() == start {
-                        if self.escape != Escape::Json && !v.empty_is_value() {
+                        // nginx: a value not found is `-` with the default
+                        // escaping, nothing with json and none; one found
+                        // empty is nothing.
+                        if self.escape == Escape::Default && !v.empty_is_value() && !src.empty_found(v) {
                             out.push(b'-');
                         }
                     } else if !is_plain(&out[start..], self.escape) {
@@ -107,6 +110,8 @@ fn escape_into(v: &[u8], esc: Escape, out: &mut Vec<u8>) {
                     b'\n' => out.extend_from_slice(b"\\n"),
                     b'\r' => out.extend_from_slice(b"\\r"),
                     b'\t' => out.extend_from_slice(b"\\t"),
+                    0x08 => out.extend_from_slice(b"\\b"),
+                    0x0c => out.extend_from_slice(b"\\f"),
                     0..=0x1f => out.extend_from_slice(&[
                         b'\\',
                         b'u',

@@ -1,7 +1,8 @@
 //! Logging: the per-worker buffered access log with `log_format`, and the
-//! error logs of each configuration level.
+//! error logs of each configuration level, to files or syslog.
 
 pub mod access;
 pub mod error;
 pub mod error_file;
 pub mod format;
+pub mod syslog;

@@ -48,6 +48,10 @@ pub struct UpstreamBody {
     /// The release gave a `queue` slot to a waiting request: yield once
     /// before going on (see [`UpstreamBody::next_raw`]).
     pub(super) handed_off: bool,
+    /// Bytes read from the origin after its head, framing included, as
+    /// nginx counts them: `$upstream_response_length`, and with the head
+    /// `$upstream_bytes_received`.
+    pub raw_len: u64,
 }
 
 #[derive(Debug)]
@@ -66,6 +70,7 @@ pub enum BodyError {
 impl UpstreamBody {
     pub fn new(stream: UpStream, buf: Vec<u8>, framing: Framing, read_timeout: Duration) -> UpstreamBody {
         let done = matches!(framing, Framing::None(_));
+        let raw_len = buf.len() as u64;
         UpstreamBody {
             stream: Some(stream),
             buf,
@@ -81,6 +86,7 @@ impl UpstreamBody {
             window: None,
             passed: 0,
             handed_off: false,
+            raw_len,
         }
     }
 
@@ -240,7 +246,10 @@ impl UpstreamBody {
                 }
                 Err(BodyError::Truncated)
             }
-            Ok(Ok(_)) => Ok(true),
+            Ok(Ok(n)) => {
+                self.raw_len += n as u64;
+                Ok(true)
+            }
         }
     }
 }

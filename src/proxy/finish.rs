@@ -84,6 +84,12 @@ pub fn finish_body(w: &WorkerCtx, ctx: &mut ReqCtx<'_, '_>, body: &mut UpstreamB
     {
         *last = Some(t);
     }
+    if let Some(last) = ctx.upstream.response_len.last_mut() {
+        *last = body.raw_len;
+    }
+    if let Some(last) = ctx.upstream.bytes_received.last_mut() {
+        *last += body.raw_len;
+    }
 }
 
 /// Copies both ways between the client and the origin after a 101, until

@@ -106,6 +106,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         None => return crate::handler::error(ctx, 500),
     };
     ctx.proxy_pass = Some(pass.clone());
+    ctx.upstream.begin();
     // The cache answers hits before any origin work (and may turn a HEAD
     // into a GET for the origin: proxy_cache_convert_head), with the
     // settings of the location's module (proxy_cache* or fastcgi_cache*).
@@ -488,6 +489,9 @@ async fn attempt(
             let header_ms = ms(t0);
             ctx.upstream.header_ms.push(Some(header_ms));
             ctx.upstream.response_ms.push(Some(header_ms));
+            // The body's bytes are counted as they pass (`finish_body`).
+            ctx.upstream.response_len.push(0);
+            ctx.upstream.bytes_received.push(head.head_len as u64);
             // The buffer goes on with what followed the head (no copy into
             // a new allocation).
             buf.drain(..head.head_len);
@@ -542,6 +546,8 @@ fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, heade
     ctx.upstream.connect_ms.push(connect);
     ctx.upstream.header_ms.push(header);
     ctx.upstream.response_ms.push(Some(ms(started)));
+    ctx.upstream.response_len.push(0);
+    ctx.upstream.bytes_received.push(0);
 }
 
 fn os_error(e: &std::io::Error) -> String {

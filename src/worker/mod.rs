@@ -171,7 +171,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
     };
     let local = tokio::task::LocalSet::new();
     let max_conns = spec.cfg.main.worker_connections;
-    let logs = AccessLogs::new(spec.log_files, &spec.cfg.http.access_log_files);
+    let logs = AccessLogs::new(spec.log_files, &spec.cfg.http.access_log_files, &spec.cfg.http.access_log_syslog);
     let w = Rc::new(WorkerCtx {
         cfg: spec.cfg,
         index: spec.index,

@@ -98,7 +98,8 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
             c.rbuf = w.take_buf(header_buf);
         }
         match serve_one(&mut c, g, &guard.0).await {
-            Next::KeepAlive => {}
+            // nginx's r->pipeline: the next request was already read.
+            Next::KeepAlive => c.info.pipelined = !c.rbuf.is_empty(),
             Next::Close => break,
         }
     }
@@ -733,7 +734,7 @@ pub fn log_request(
         bytes_sent,
         body_bytes_sent,
         request_time_ms: crate::clock::since_ms(started),
-        request_length: ctx.req.head.head_len as u64,
+        request_length: ctx.req.head.head_len as u64 + ctx.body_read,
     };
     w.logs.borrow_mut().log(refs, &vars);
 }

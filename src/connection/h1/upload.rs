@@ -84,6 +84,7 @@ pub async fn respond<'c>(
         if let ReqBody::Streamed(c) = client.body {
             if c.done {
                 taken.extra = c.extra;
+                ctx.body_read = length.unwrap_or(0);
             } else {
                 // The rest of the body was never read: the connection
                 // cannot carry another request.
@@ -102,6 +103,7 @@ pub async fn respond<'c>(
         Ok(b) => {
             taken.used = b.used;
             taken.extra = b.extra;
+            ctx.body_read = b.raw;
             let mut client = Client { sock: Some(stream), body: ReqBody::Buffered(b.data) };
             (crate::proxy::respond(w, ctx, &mut client).await, taken)
         }

@@ -312,7 +312,9 @@ async fn stream(
         resp = match read {
             Discard::Done => {
                 use crate::proxy::request_body::{Client, ReqBody};
-                let mut client = Client { sock: None, body: ReqBody::Buffered(spool.finish()) };
+                let data = spool.finish();
+                ctx.body_read = data.len();
+                let mut client = Client { sock: None, body: ReqBody::Buffered(data) };
                 crate::proxy::respond(&w, &mut ctx, &mut client).await
             }
             Discard::TooLarge(_) => crate::handler::finish_error(&mut ctx, 413),
