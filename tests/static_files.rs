@@ -37,6 +37,7 @@ const HTTP: &str = r#"
         location = /empty.gif { empty_gif; }
         location /sf-on/ { alias html/; sendfile on; }
         location /sf-off/ { alias html/; sendfile off; }
+        location /sf-chunk/ { alias html/; sendfile on; sendfile_max_chunk 64k; }
         location = /r302 { return 302 /rel; }
         location = /r200 { return 200; }
         location = /r404 { return 404; }
@@ -450,14 +451,14 @@ fn empty_gif_is_nginx_gif() {
 fn large_file_with_and_without_sendfile() {
     let data = pseudo_random(5 * 1024 * 1024 + 7, 42);
     let s = builder().http(HTTP).file("html/big.bin", &data).start();
-    for p in ["/sf-on/big.bin", "/sf-off/big.bin"] {
+    for p in ["/sf-on/big.bin", "/sf-off/big.bin", "/sf-chunk/big.bin"] {
         let r = s.get(p);
         assert_eq!(r.status, 200, "{p}");
         assert_eq!(r.must("Content-Length"), data.len().to_string(), "{p}");
         assert!(r.body == data, "{p}: body differs ({} bytes)", r.body.len());
     }
     // A range from the middle, both ways.
-    for p in ["/sf-on/big.bin", "/sf-off/big.bin"] {
+    for p in ["/sf-on/big.bin", "/sf-off/big.bin", "/sf-chunk/big.bin"] {
         let r = s.get_with(p, &["Range: bytes=1000000-3000000"]);
         assert_eq!(r.status, 206, "{p}");
         assert_eq!(r.must("Content-Range"), format!("bytes 1000000-3000000/{}", data.len()));
@@ -473,10 +474,12 @@ fn large_file_with_and_without_sendfile() {
     c.send("GET /sf-on/big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /sf-off/big.bin HTTP/1.1\r\nHost: x\r\n\r\n");
     assert!(c.read_response().body == data);
     assert!(c.read_response().body == data);
-    let out = s.path("dl.bin");
-    let c = curl(&["--limit-rate", "4M", "-o", &out.display().to_string(), &s.url("/sf-on/big.bin")]);
-    assert!(c.status.success(), "{}", c.stderr);
-    assert!(std::fs::read(&out).unwrap() == data);
+    for p in ["/sf-on/big.bin", "/sf-chunk/big.bin"] {
+        let out = s.path("dl.bin");
+        let c = curl(&["--limit-rate", "4M", "-o", &out.display().to_string(), &s.url(p)]);
+        assert!(c.status.success(), "{p}: {}", c.stderr);
+        assert!(std::fs::read(&out).unwrap() == data, "{p}");
+    }
 }
 
 #[test]

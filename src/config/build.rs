@@ -250,6 +250,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         default_type: Arc::from("text/plain"),
         types: Arc::new(types),
         sendfile: false,
+        sendfile_max_chunk: 2 << 20,
         tcp_nopush: false,
         tcp_nodelay: true,
         keepalive_timeout: Duration::from_secs(75),

@@ -186,6 +186,9 @@ pub struct LocConf {
     pub default_type: Arc<str>,
     pub types: Arc<HashMap<String, Arc<str>>>,
     pub sendfile: bool,
+    /// Bytes one sendfile call may send before the connection lets the
+    /// worker's other connections run (0: no limit).
+    pub sendfile_max_chunk: usize,
     pub tcp_nopush: bool,
     pub tcp_nodelay: bool,
     pub keepalive_timeout: Duration,

@@ -72,7 +72,6 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("lingering_timeout", HSL, 1, 1, Set::Ctx(time)),
     cmd("reset_timedout_connection", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("open_log_file_cache", HSL, 1, 4, Set::Ctx(open_log_file_cache)),
-    cmd("sendfile_max_chunk", HSL, 1, 1, Set::Ctx(size)),
     cmd("aio", HSL, 1, 1, Set::Ctx(aio)),
     cmd("aio_write", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("directio", HSL, 1, 1, Set::Ctx(size_or_off)),

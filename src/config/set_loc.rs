@@ -230,6 +230,15 @@ pub fn large_client_header_buffers(c: &mut LocConf, d: &Directive, _: &mut Ctx) 
     Ok(())
 }
 
+/// `sendfile_max_chunk SIZE` (0: no limit), nginx 1.21.4's 2m by default.
+pub fn sendfile_max_chunk(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    // nginx's size slot words its refusal this way.
+    let v = value::parse_size(arg(d, 0))
+        .ok_or_else(|| ConfError::at(format!("\"{}\" directive invalid value", d.name), &d.span))?;
+    c.sendfile_max_chunk = v.min(1 << 30) as usize;
+    Ok(())
+}
+
 pub fn client_body_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.client_body_buffer_size = size(d, 0)?.min(1 << 30) as usize;
     Ok(())

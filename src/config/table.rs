@@ -111,6 +111,7 @@ pub static CORE: &[Cmd] = &[
     cmd("default_type", HSL, 1, 1, Set::Loc(set_loc::default_type)),
     list(cmd("access_log", HSL | LIF | LMT, 1, 5, Set::Loc(set_loc::access_log)), set_loc::reset_access_log),
     cmd("sendfile", HSL | LIF, 1, 1, Set::Loc(set_loc::sendfile)),
+    cmd("sendfile_max_chunk", HSL, 1, 1, Set::Loc(set_loc::sendfile_max_chunk)),
     cmd("tcp_nopush", HSL, 1, 1, Set::Loc(set_loc::tcp_nopush)),
     cmd("tcp_nodelay", HSL, 1, 1, Set::Loc(set_loc::tcp_nodelay)),
     cmd("keepalive_timeout", HSL, 1, 2, Set::Loc(set_loc::keepalive_timeout)),

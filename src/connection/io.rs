@@ -92,9 +92,11 @@ pub async fn send_file(
     mut offset: u64,
     mut len: u64,
     timeout: Duration,
+    max_chunk: usize,
 ) -> io::Result<()> {
+    let most = chunk_limit(max_chunk);
     while len > 0 {
-        let chunk = len.min(1 << 30) as usize;
+        let chunk = len.min(most) as usize;
         let mut sent = 0usize;
         let r = stream.try_io(Interest::WRITABLE, || {
             let n = rustix::fs::sendfile(stream.as_fd(), file.as_fd(), Some(&mut offset), chunk)?;
@@ -109,6 +111,12 @@ pub async fn send_file(
         len -= sent as u64;
         match r {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated")),
+            // A whole chunk went out and more follows: let the worker's
+            // other connections run first, as nginx posts the write event
+            // after sendfile_max_chunk. Without it one fast client's
+            // sendfile ran on for tens of MB while every other connection
+            // of the worker waited (and their clients' buffers ran dry).
+            Ok(_) if len > 0 => tokio::task::yield_now().await,
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 if len > 0 {
@@ -119,6 +127,12 @@ pub async fn send_file(
         }
     }
     Ok(())
+}
+
+/// The most one sendfile call sends: `sendfile_max_chunk`, 0 meaning no
+/// limit (then 1 GB, the kernel's own cap being near 2 GB).
+pub fn chunk_limit(max_chunk: usize) -> u64 {
+    if max_chunk == 0 { 1 << 30 } else { max_chunk as u64 }
 }
 
 /// Positional read of a whole range into `out` (for small bodies that go

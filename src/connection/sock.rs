@@ -217,22 +217,24 @@ impl Sock {
         mut offset: u64,
         mut len: u64,
         t: Duration,
+        max_chunk: usize,
     ) -> io::Result<()> {
+        let most = sio::chunk_limit(max_chunk);
         if let Sock::Raw(s) = self {
-            while len > 0 {
-                let chunk = len.min(1 << 30) as usize;
-                match rustix::fs::sendfile(s.as_fd(), file.as_fd(), Some(&mut offset), chunk) {
-                    Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated")),
-                    Ok(n) => len -= n as u64,
-                    Err(e) if would_block(&e) => break,
-                    Err(e) => return Err(e.into()),
-                }
+            // Only the first call, before the socket is registered: a body
+            // that does not fit goes on below, a chunk at a time.
+            let chunk = len.min(most) as usize;
+            match rustix::fs::sendfile(s.as_fd(), file.as_fd(), Some(&mut offset), chunk) {
+                Ok(0) if chunk > 0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "file was truncated")),
+                Ok(n) => len -= n as u64,
+                Err(e) if would_block(&e) => {}
+                Err(e) => return Err(e.into()),
             }
             if len == 0 {
                 return Ok(());
             }
         }
-        sio::send_file(self.registered()?, file, offset, len, t).await
+        sio::send_file(self.registered()?, file, offset, len, t, max_chunk).await
     }
 
     /// The socket as a tokio stream (registering a raw one), for tunnels.

@@ -506,7 +506,7 @@ async fn write_body(
             let mut ok = c.stream.write_all_flags(c.wbuf, t, true).await.is_ok();
             c.wbuf.clear();
             if ok {
-                ok = c.stream.send_file(f, *offset, *len, t).await.is_ok();
+                ok = c.stream.send_file(f, *offset, *len, t, conf.sendfile_max_chunk).await.is_ok();
             }
             (ok, if ok { *len } else { 0 })
         }

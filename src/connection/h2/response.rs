@@ -21,6 +21,9 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     let mut out = http::Response::new(());
     *out.status_mut() = http::StatusCode::from_u16(wire).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     let h = out.headers_mut();
+    // Sized once for the usual head (ours plus the added or origin's
+    // headers), instead of growing and rehashing as they are inserted.
+    h.reserve(8 + resp.headers.len());
     h.insert(http::header::SERVER, server_value(server_tokens));
     if let Ok(v) = HeaderValue::from_bytes(&crate::clock::http_date()) {
         h.insert(http::header::DATE, v);
