@@ -328,15 +328,12 @@ impl Outcome {
     }
 }
 
-/// How long a connection may stay silent before the case is over.
-const IDLE: Duration = Duration::from_millis(400);
-
-/// Sends `bytes` and reads until the server closes, goes quiet for `IDLE`,
-/// or 5 s pass.
-pub fn exchange(port: u16, bytes: &[u8]) -> (Vec<u8>, bool) {
+/// Sends `bytes` and reads until the server closes, goes quiet for `idle`
+/// (the case is over, the connection left open), or 5 s pass.
+pub fn exchange(port: u16, bytes: &[u8], idle: Duration) -> (Vec<u8>, bool) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_nodelay(true).unwrap();
-    s.set_read_timeout(Some(IDLE)).unwrap();
+    s.set_read_timeout(Some(idle)).unwrap();
     s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
     let _ = s.write_all(bytes);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -384,8 +381,7 @@ pub fn responses(mut b: &[u8]) -> Vec<(u16, Vec<u8>)> {
         }
         if header("transfer-encoding").as_deref() == Some("chunked") {
             let mut body = Vec::new();
-            loop {
-                let Some(e) = find(b, b"\r\n") else { break };
+            while let Some(e) = find(b, b"\r\n") {
                 let size_str = String::from_utf8_lossy(&b[..e]).to_string();
                 let size = usize::from_str_radix(size_str.split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
                 b = &b[e + 2..];
