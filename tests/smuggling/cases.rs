@@ -220,6 +220,27 @@ pub fn base_cases() -> Vec<(String, Vec<u8>)> {
     let big: String = (0..5).map(|i| format!("X-Big{i}: {}\r\n", "c".repeat(7500))).collect();
     add("headers_total_too_big", get_head("headers_total_too_big", format!("Host: localhost\r\n{big}").as_bytes()));
 
+    // nginx (Debian's 1.22.1) takes at most 1000 header lines.
+    let tiny = |n| "X:1\r\n".repeat(n);
+    add("headers_1000", get_head("headers_1000", format!("Host: localhost\r\n{}", tiny(999)).as_bytes()));
+    add("headers_1001", get_head("headers_1001", format!("Host: localhost\r\n{}", tiny(1000)).as_bytes()));
+    let dropped = "X_u: 1\r\n".repeat(1500);
+    add("headers_1500_ignored", get_head("headers_1500_ignored", format!("Host: localhost\r\n{dropped}").as_bytes()));
+
+    // --- bodies that look like requests: framing must keep them bodies
+    let inner = b"GET /inner HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let cl = format!("Content-Length: {}\r\n", inner.len());
+    add("cl_body_is_request", post("cl_body_is_request", &cl, inner));
+    let mut ch = format!("{:x}\r\n", inner.len()).into_bytes();
+    ch.extend_from_slice(inner);
+    ch.extend_from_slice(b"\r\n0\r\n\r\n");
+    add("chunked_body_is_request", chunked("chunked_body_is_request", &ch));
+    add("te_on_get", req("te_on_get", "GET", "Transfer-Encoding: chunked\r\n", CHUNKED_HELLO));
+    add(
+        "abs_uri_port_other_host",
+        raw("GET http://localhost:99/abs_uri_port_other_host HTTP/1.1\r\nHost: other:1\r\n\r\n"),
+    );
+
     // --- other header shapes
     add("hdr_no_colon", get_head("hdr_no_colon", b"Host: localhost\r\nNoColon\r\n"));
     add("hdr_space_before_colon", get_head("hdr_space_before_colon", b"Host: localhost\r\nX-A : b\r\n"));
@@ -231,6 +252,10 @@ pub fn base_cases() -> Vec<(String, Vec<u8>)> {
     add("expect_100", post("expect_100", "Expect: 100-continue\r\nContent-Length: 5\r\n", b"hello"));
     add("expect_100_upper", post("expect_100_upper", "Expect: 100-CONTINUE\r\nContent-Length: 5\r\n", b"hello"));
     add("expect_bogus", post("expect_bogus", "Expect: bogus\r\nContent-Length: 5\r\n", b"hello"));
+    add(
+        "expect_100_chunked",
+        post("expect_100_chunked", "Expect: 100-continue\r\nTransfer-Encoding: chunked\r\n", CHUNKED_HELLO),
+    );
     add("expect_100_no_body", post("expect_100_no_body", "Expect: 100-continue\r\nContent-Length: 5\r\n", b""));
     add(
         "expect_100_http10",

@@ -102,6 +102,12 @@ fn range(buf: &[u8], part: &[u8]) -> std::ops::Range<usize> {
 
 const STACK_HEADERS: usize = 64;
 
+/// Header lines a request may have, not counting lines dropped as invalid
+/// (`ignore_invalid_headers`): observed from Debian's nginx 1.22.1
+/// (1.22.1-9+deb12u11), which answers a 1001st with 400 "client sent too
+/// many header lines" (found by tests/smuggling).
+const MAX_HEADER_LINES: usize = 1000;
+
 fn config() -> httparse::ParserConfig {
     let mut c = httparse::ParserConfig::default();
     c.allow_multiple_spaces_in_request_line_delimiters(true);
@@ -353,6 +359,9 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         if limits.drops(name) {
             continue;
         }
+        if headers.len() == MAX_HEADER_LINES {
+            return Err(HeadError::Bad("client sent too many header lines"));
+        }
         let v = h.value;
         if name.eq_ignore_ascii_case(b"host") {
             if host.is_some() {
@@ -547,6 +556,14 @@ mod tests {
         assert_eq!(parse_head(long_hdr.as_bytes(), small).unwrap_err().status(), 494);
         assert_eq!(overflow(b"GET /aaaaaaaa", small), HeadError::UriTooLong);
         assert_eq!(overflow(b"GET / HTTP/1.1\r\nX: aaaa", small), HeadError::HeaderTooLarge("X: aaaa".into()));
+    }
+
+    #[test]
+    fn header_line_count_limit() {
+        let head = |n: usize, line: &str| format!("GET / HTTP/1.1\r\nHost: a\r\n{}\r\n", line.repeat(n));
+        assert!(parse(&head(999, "X:1\r\n")).unwrap().is_some());
+        assert_eq!(parse(&head(1000, "X:1\r\n")).unwrap_err(), HeadError::Bad("client sent too many header lines"));
+        assert!(parse(&head(1500, "X_u:1\r\n")).unwrap().is_some());
     }
 
     #[test]
