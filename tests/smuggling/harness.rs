@@ -330,12 +330,21 @@ impl Outcome {
 
 /// Sends `bytes` and reads until the server closes, goes quiet for `idle`
 /// (the case is over, the connection left open), or 5 s pass.
-pub fn exchange(port: u16, bytes: &[u8], idle: Duration) -> (Vec<u8>, bool) {
+pub fn exchange(port: u16, bytes: &[u8], split: Option<usize>, idle: Duration) -> (Vec<u8>, bool) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_nodelay(true).unwrap();
     s.set_read_timeout(Some(idle)).unwrap();
     s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
-    let _ = s.write_all(bytes);
+    match split {
+        Some(at) => {
+            let _ = s.write_all(&bytes[..at]);
+            std::thread::sleep(Duration::from_millis(30));
+            let _ = s.write_all(&bytes[at..]);
+        }
+        None => {
+            let _ = s.write_all(bytes);
+        }
+    }
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut got = Vec::new();
     let mut tmp = [0u8; 65536];
