@@ -273,6 +273,28 @@ pub fn quoted_or_plus(raw_path: &[u8]) -> bool {
     false
 }
 
+/// The host of an absolute-form target as nginx's request-line parser
+/// takes it: letters, digits, `.` and `-` (or a bracketed IPv6 address),
+/// then an optional `:port` of digits. Anything else, userinfo
+/// (`http://user:pass@host/`) included, is nginx's 400 "client sent invalid
+/// request"; sluice had let the Host-header validation accept `@` and
+/// proxied such a request (found by tests/smuggling).
+pub fn absolute_host_ok(a: &[u8]) -> bool {
+    let (host, port) = if a.starts_with(b"[") {
+        match memchr::memchr(b']', a) {
+            Some(i) if a[1..i].iter().all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.') => a.split_at(i + 1),
+            _ => return false,
+        }
+    } else {
+        let (h, p) = a.split_at(memchr::memchr(b':', a).unwrap_or(a.len()));
+        if h.is_empty() || !h.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-') {
+            return false;
+        }
+        (h, p)
+    };
+    !host.is_empty() && (port.is_empty() || (port[0] == b':' && port[1..].iter().all(u8::is_ascii_digit)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +341,16 @@ mod tests {
         assert!(!quoted_or_plus(b"/./a+b"));
         assert!(!quoted_or_plus(b"//a+b"));
         assert!(quoted_or_plus(b"/a.b/c+d"));
+    }
+
+    #[test]
+    fn absolute_form_hosts() {
+        for ok in ["localhost", "a.b-c.example:8080", "127.0.0.1:80", "[::1]", "[::1]:8080", "h:"] {
+            assert!(absolute_host_ok(ok.as_bytes()), "{ok}");
+        }
+        for bad in ["u:p@localhost", "user@h", "", "a_b", "h:8x", "[::1", "[zz]", "a b", "h%41"] {
+            assert!(!absolute_host_ok(bad.as_bytes()), "{bad}");
+        }
     }
 
     #[test]

@@ -92,6 +92,12 @@ impl ServerBuilder {
         self.nginx = true;
         self
     }
+    /// Run nginx (true) or sluice (false) whatever SLUICE_TEST_NGINX says
+    /// (differential tests run both).
+    pub fn server_is_nginx(mut self, nginx: bool) -> Self {
+        self.nginx = nginx;
+        self
+    }
     /// Extra command-line arguments for the server process (e.g. `-g`).
     pub fn arg(mut self, a: &str) -> Self {
         self.args.push(a.to_string());

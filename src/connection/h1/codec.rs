@@ -102,6 +102,12 @@ fn range(buf: &[u8], part: &[u8]) -> std::ops::Range<usize> {
 
 const STACK_HEADERS: usize = 64;
 
+/// Header lines a request may have, not counting lines dropped as invalid
+/// (`ignore_invalid_headers`): observed from Debian's nginx 1.22.1
+/// (1.22.1-9+deb12u11), which answers a 1001st with 400 "client sent too
+/// many header lines" (found by tests/smuggling).
+const MAX_HEADER_LINES: usize = 1000;
+
 fn config() -> httparse::ParserConfig {
     let mut c = httparse::ParserConfig::default();
     c.allow_multiple_spaces_in_request_line_delimiters(true);
@@ -116,6 +122,9 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Result<Option<Head>, HeadError>
     }
     if simple_request_cut_at_cr(buf) {
         return Ok(None);
+    }
+    if bad_method_start(buf) {
+        return Err(HeadError::BadLine("client sent invalid method"));
     }
     // Uninitialized: httparse writes only the slots it fills, so a request
     // does not pay for clearing 64 header slots (2 KB).
@@ -136,6 +145,19 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Result<Option<Head>, HeadError>
         }
         Err(e) => Err(classify(buf, e)),
     }
+}
+
+/// The method so far (after any empty lines) has a byte nginx refuses in
+/// a method: nginx answers 400 at that byte, while httparse waits for the
+/// line to end (so bytes left after a request, "hello" after
+/// `Content-Length: 0`, kept the connection open where nginx answers 400;
+/// found by tests/smuggling). Checked first, whatever else is wrong later
+/// in the head, so the answer does not depend on how the bytes were split.
+fn bad_method_start(buf: &[u8]) -> bool {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+    let m = &buf[start..];
+    let end = memchr::memchr(b' ', m).unwrap_or(m.len());
+    !m[..end].iter().all(|&b| b.is_ascii_uppercase() || b == b'_' || b == b'-')
 }
 
 /// Finds the header line httparse rejected, for the log.
@@ -286,6 +308,22 @@ fn trim(v: &[u8]) -> &[u8] {
     &v[s..e.max(s)]
 }
 
+/// A header's value as nginx reads it: from the colon to the end of the
+/// line with spaces, and only spaces, stripped at both ends. httparse also
+/// strips tabs, so `Transfer-Encoding:<TAB>chunked` would be chunked to
+/// sluice but an unknown coding (501) to nginx, and `Content-Length:
+/// 5<TAB>` a length to sluice but invalid (400) to nginx: a server in front
+/// that frames such a request differently is how a request is smuggled, so
+/// the framing headers are read nginx's way (found by tests/smuggling).
+fn nginx_value<'b>(buf: &'b [u8], idx: &HeaderIdx) -> &'b [u8] {
+    let rest = &buf[idx.name.end..];
+    let line = &rest[..memchr::memchr2(b'\r', b'\n', rest).unwrap_or(rest.len())];
+    let v = line.strip_prefix(b":").unwrap_or(line);
+    let s = v.iter().position(|&b| b != b' ').unwrap_or(v.len());
+    let e = v.iter().rposition(|&b| b != b' ').map_or(s, |i| i + 1);
+    &v[s..e.max(s)]
+}
+
 fn has_token(v: &[u8], token: &[u8]) -> bool {
     v.split(|&b| b == b',').any(|t| trim(t).eq_ignore_ascii_case(token))
 }
@@ -321,6 +359,9 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         if limits.drops(name) {
             continue;
         }
+        if headers.len() == MAX_HEADER_LINES {
+            return Err(HeadError::Bad("client sent too many header lines"));
+        }
         let v = h.value;
         if name.eq_ignore_ascii_case(b"host") {
             if host.is_some() {
@@ -331,7 +372,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
             if content_length.is_some() {
                 return Err(HeadError::BadHeader("client sent duplicate header line", excerpt(&buf[idx.name.start..])));
             }
-            let t = trim(v);
+            let t = nginx_value(buf, &idx);
             if t.is_empty() || t.len() > 18 || !t.iter().all(u8::is_ascii_digit) {
                 return Err(HeadError::Bad("client sent invalid \"Content-Length\" header"));
             }
@@ -340,7 +381,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
             if te.is_some() {
                 return Err(HeadError::BadHeader("client sent duplicate header line", excerpt(&buf[idx.name.start..])));
             }
-            te = Some(v);
+            te = Some(nginx_value(buf, &idx));
         } else if name.eq_ignore_ascii_case(b"connection") {
             conn_close |= has_token(v, b"close");
             conn_keep_alive |= has_token(v, b"keep-alive");
@@ -353,17 +394,17 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         (Some(_), _) if version == Version::Http10 => {
             return Err(HeadError::Bad("client sent HTTP/1.0 request with \"Transfer-Encoding\" header"));
         }
+        // nginx refuses an unknown coding (501) before it looks for a
+        // Content-Length beside it.
+        (Some(t), _) if !t.eq_ignore_ascii_case(b"chunked") => {
+            return Err(HeadError::NotImplemented(String::from_utf8_lossy(t).into_owned()));
+        }
         (Some(_), Some(_)) => {
             return Err(HeadError::Bad(
                 "client sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time",
             ));
         }
-        (Some(t), None) => {
-            if !trim(t).eq_ignore_ascii_case(b"chunked") {
-                return Err(HeadError::NotImplemented(String::from_utf8_lossy(trim(t)).into_owned()));
-            }
-            BodyKind::Chunked
-        }
+        (Some(_), None) => BodyKind::Chunked,
         (None, Some(0)) | (None, None) => BodyKind::None,
         (None, Some(n)) => BodyKind::Length(n),
     };
@@ -463,6 +504,31 @@ mod tests {
         assert_eq!(bad("GET / HTTP/1.1\r\n\r\n"), 400);
     }
 
+    /// Found by tests/smuggling against nginx 1.22.1.
+    #[test]
+    fn framing_headers_read_as_nginx_does() {
+        let bad = |s: &str| parse(s).unwrap_err();
+        // Only spaces around a framing value are optional whitespace.
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:\t5\r\n\r\n").status(), 400);
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\t\r\n\r\n").status(), 400);
+        assert_eq!(
+            bad("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\tchunked\r\n\r\n"),
+            HeadError::NotImplemented("\tchunked".into())
+        );
+        assert_eq!(bad("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\t\r\n\r\n").status(), 501);
+        let h = parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length:   5  \r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.body, BodyKind::Length(5));
+        // An unknown coding is 501 even beside a Content-Length.
+        assert_eq!(
+            bad("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: identity\r\n\r\n").status(),
+            501
+        );
+        // A method nginx refuses is refused before its line ends.
+        assert_eq!(bad("hello"), HeadError::BadLine("client sent invalid method"));
+        assert_eq!(bad("\r\nget"), HeadError::BadLine("client sent invalid method"));
+        assert!(parse("GE").unwrap().is_none());
+    }
+
     #[test]
     fn versions() {
         assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").unwrap_err(), HeadError::Version);
@@ -490,6 +556,14 @@ mod tests {
         assert_eq!(parse_head(long_hdr.as_bytes(), small).unwrap_err().status(), 494);
         assert_eq!(overflow(b"GET /aaaaaaaa", small), HeadError::UriTooLong);
         assert_eq!(overflow(b"GET / HTTP/1.1\r\nX: aaaa", small), HeadError::HeaderTooLarge("X: aaaa".into()));
+    }
+
+    #[test]
+    fn header_line_count_limit() {
+        let head = |n: usize, line: &str| format!("GET / HTTP/1.1\r\nHost: a\r\n{}\r\n", line.repeat(n));
+        assert!(parse(&head(999, "X:1\r\n")).unwrap().is_some());
+        assert_eq!(parse(&head(1000, "X:1\r\n")).unwrap_err(), HeadError::Bad("client sent too many header lines"));
+        assert!(parse(&head(1500, "X_u:1\r\n")).unwrap().is_some());
     }
 
     #[test]

@@ -277,6 +277,10 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     let mut out = Out { stream, wbuf, id: info.id, closing: false, pace: None };
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
+    if authority.is_some_and(|a| !uri::absolute_host_ok(a)) {
+        reject(c, g, w, HeadError::BadLine("client sent invalid request"), started).await;
+        return Next::Close;
+    }
     let (raw_path, raw_args) = uri::split_target(origin);
     let path = match uri::normalize_path_with(raw_path, g.default_server.conf.core.merge_slashes) {
         Ok(p) => p,

@@ -33,7 +33,10 @@ pub async fn respond<'c>(
 ) -> (Response<'c>, Taken) {
     let conf = ctx.conf;
     let mut taken = Taken { used: 0, extra: Vec::new(), continued: false };
-    if head.body != BodyKind::None && head.expect_continue && initial.is_empty() {
+    // Even when the body came with the head: nginx sends `100 Continue`
+    // whenever it starts reading a body the client said it would hold back
+    // (ngx_http_test_expect), and a client that waits for it gets it.
+    if head.body != BodyKind::None && head.expect_continue {
         if let BodyKind::Length(n) = head.body
             && conf.client_max_body_size > 0
             && n > conf.client_max_body_size
