@@ -14,6 +14,7 @@
 mod access;
 mod cache;
 mod config;
+mod conn;
 mod fastcgi;
 mod filter;
 mod h1;
@@ -24,6 +25,7 @@ mod realip;
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
+pub use conn::h1_conn;
 pub use fastcgi::fastcgi;
 pub use filter::sub_filter;
 pub use h1::{chunked, h1_head};
@@ -55,6 +57,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("htpasswd", htpasswd),
     ("access_rule", access_rule),
     ("fastcgi", fastcgi),
+    ("h1_conn", h1_conn),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing
