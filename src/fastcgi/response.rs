@@ -413,21 +413,22 @@ impl Body {
         let mut ended = false;
         let mut out: Vec<&[u8]> = Vec::new();
         let stderr = &self.stderr;
-        let used = self
-            .dec
-            .feed(input, &mut |e| {
-                match e {
-                    // Borrowed from `input`: collected, then passed on.
-                    Event::Stdout(b) => out.push(b),
-                    Event::Stderr(b) => caught |= stderr.write(b, "reading upstream"),
-                    Event::End => ended = true,
-                }
-                true
-            })
-            .map_err(|e| BodyError::Protocol(e.to_string()))?;
+        let fed = self.dec.feed(input, &mut |e| {
+            match e {
+                // Borrowed from `input`: collected, then passed on.
+                Event::Stdout(b) => out.push(b),
+                Event::Stderr(b) => caught |= stderr.write(b, "reading upstream"),
+                Event::End => ended = true,
+            }
+            true
+        });
+        // STDOUT before a broken record goes out too: the client gets the
+        // same (truncated) body whether the broken record came in the same
+        // read or a later one.
         for piece in out {
             self.pass(piece, sink);
         }
+        let used = fed.map_err(|e| BodyError::Protocol(e.to_string()))?;
         if caught {
             return Err(BodyError::Protocol(String::new()));
         }

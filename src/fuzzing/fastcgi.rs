@@ -258,9 +258,12 @@ fn body_error(e: &BodyError) -> String {
     }
 }
 
+/// Header fields as (name, value).
+type Fields = Vec<(String, Vec<u8>)>;
+
 /// The head as the model reads it from all of STDOUT: its length and
 /// fields (None while incomplete or invalid).
-fn model_head(stdout: &[u8]) -> Option<(usize, Vec<(String, Vec<u8>)>)> {
+fn model_head(stdout: &[u8]) -> Option<(usize, Fields)> {
     let mut slots = vec![httparse::EMPTY_HEADER; stdout.len() / 3 + 2];
     match httparse::parse_headers(stdout, &mut slots) {
         Ok(httparse::Status::Complete((len, fields))) => {
