@@ -6,6 +6,7 @@ pub mod body;
 pub mod h1;
 pub mod h2;
 pub mod io;
+pub mod mem;
 pub mod proxy_protocol;
 pub mod sock;
 pub mod spool;

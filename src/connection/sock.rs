@@ -35,6 +35,9 @@ pub enum Sock {
     Reg(TcpStream),
     /// After a TLS handshake: always registered, never parked, no sendfile.
     Tls(Box<TlsStream<TcpStream>>),
+    /// An in-memory client (`super::mem`), for fuzzing the connection
+    /// loop: reads and writes never wait, no sendfile, no tunnel.
+    Mem(super::mem::MemSock),
     Closed,
 }
 
@@ -89,6 +92,7 @@ impl Sock {
                     std::task::Poll::Pending => None,
                 }
             }
+            Sock::Mem(m) => Some(Ok(m.borrow_mut().read(buf))),
             Sock::Closed => Some(Err(io::Error::new(io::ErrorKind::NotConnected, "socket closed"))),
         }
     }
@@ -96,6 +100,9 @@ impl Sock {
     pub async fn read_some(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
         if let Sock::Tls(t) = self {
             return t.read_buf(buf).await;
+        }
+        if let Sock::Mem(m) = self {
+            return Ok(m.borrow_mut().read(buf));
         }
         if let Some(r) = self.try_read_now(buf) {
             return r;
@@ -114,6 +121,10 @@ impl Sock {
             }
             return sio::read_ready(tcp).await;
         }
+        if let Sock::Mem(_) = self {
+            // Input or end of file: always readable.
+            return Ok(());
+        }
         sio::read_ready(self.registered()?).await
     }
 
@@ -123,6 +134,12 @@ impl Sock {
     /// EPOLLRDHUP check gives it while it waits for an origin.
     pub async fn peer_closed(&mut self) {
         let tcp = match self {
+            Sock::Mem(m) => {
+                if !m.borrow().at_eof() {
+                    std::future::pending::<()>().await;
+                }
+                return;
+            }
             Sock::Tls(t) => t.get_ref().0,
             other => match other.registered() {
                 Ok(t) => t,
@@ -166,6 +183,9 @@ impl Sock {
                 .await
                 .unwrap_or_else(|_| Err(io::Error::new(io::ErrorKind::TimedOut, "send timed out")));
         }
+        if let Sock::Mem(m) = self {
+            return m.borrow_mut().write(data);
+        }
         let flags = if last { SendFlags::MORE } else { SendFlags::empty() };
         if let Sock::Raw(s) = self {
             while !data.is_empty() {
@@ -191,6 +211,10 @@ impl Sock {
             Sock::Raw(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
             Sock::Reg(s) => rustix::net::shutdown(s.as_fd(), rustix::net::Shutdown::Write).is_ok(),
             Sock::Tls(t) => crate::clock::timeout(LINGERING_TIMEOUT, t.shutdown()).await.is_ok_and(|r| r.is_ok()),
+            Sock::Mem(m) => {
+                m.borrow_mut().shut = true;
+                true
+            }
             Sock::Closed => false,
         };
         if !fd_ok {
@@ -219,6 +243,11 @@ impl Sock {
         t: Duration,
         max_chunk: usize,
     ) -> io::Result<()> {
+        if let Sock::Mem(m) = self {
+            let mut data = Vec::new();
+            sio::pread_into(file, offset, len, &mut data)?;
+            return m.borrow_mut().write(&data);
+        }
         let most = sio::chunk_limit(max_chunk);
         if let Sock::Raw(s) = self {
             // Only the first call, before the socket is registered: a body
@@ -254,7 +283,7 @@ impl Sock {
             Sock::Raw(s) => s.set_nodelay(true),
             Sock::Reg(s) => s.set_nodelay(true),
             Sock::Tls(t) => t.get_ref().0.set_nodelay(true),
-            Sock::Closed => Ok(()),
+            Sock::Mem(_) | Sock::Closed => Ok(()),
         };
     }
 
@@ -263,7 +292,9 @@ impl Sock {
         match self {
             Sock::Raw(s) => Ok(s),
             Sock::Reg(s) => s.into_std(),
-            Sock::Tls(_) | Sock::Closed => Err(io::Error::new(io::ErrorKind::NotConnected, "not a plain socket")),
+            Sock::Tls(_) | Sock::Mem(_) | Sock::Closed => {
+                Err(io::Error::new(io::ErrorKind::NotConnected, "not a plain socket"))
+            }
         }
     }
 

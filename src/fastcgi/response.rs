@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::record::{self, Decoder, Event};
 use crate::config::proxy::UpstreamConf;
+use crate::fastcgi::conf::FastcgiConf;
 use crate::handler::ctx::ReqCtx;
 use crate::http::field_value::FieldValue;
 use crate::log::error::{ErrorLog, Level};
@@ -50,6 +51,10 @@ impl Stderr {
 pub struct Reader {
     dec: Decoder,
     stdout: Vec<u8>,
+    /// How much STDOUT there was when the empty STDOUT record that closes
+    /// the stream came (the first one): a head that ends past it was cut
+    /// off, however the records were split into reads.
+    closed_at: Option<usize>,
     stderr: Stderr,
     head_request: bool,
     keep_conn: bool,
@@ -63,16 +68,25 @@ pub struct Reader {
 impl Reader {
     /// `suffix` is the error log's context for this peer.
     pub fn new(ctx: &ReqCtx<'_, '_>, suffix: String, head_request: bool, keep_conn: bool) -> Reader {
-        let conf = &ctx.conf.fastcgi;
+        Reader::detached(ctx.conf.error_log.clone(), ctx.conn.id, &ctx.conf.fastcgi, suffix, head_request, keep_conn)
+    }
+
+    /// A reader from its parts rather than a request's context: what
+    /// [`Reader::new`] builds, and what the fuzzing target
+    /// (`crate::fuzzing::fastcgi`) uses, having no request.
+    pub fn detached(
+        log: Arc<ErrorLog>,
+        conn: u64,
+        conf: &FastcgiConf,
+        suffix: String,
+        head_request: bool,
+        keep_conn: bool,
+    ) -> Reader {
         Reader {
             dec: Decoder::default(),
             stdout: Vec::new(),
-            stderr: Stderr {
-                log: ctx.conf.error_log.clone(),
-                conn: ctx.conn.id,
-                suffix,
-                catch: conf.catch_stderr.clone(),
-            },
+            closed_at: None,
+            stderr: Stderr { log, conn, suffix, catch: conf.catch_stderr.clone() },
             head_request,
             keep_conn,
             ignore: conf.up.cache.ignore,
@@ -83,75 +97,126 @@ impl Reader {
     /// Takes the records in `buf` (what it uses is drained); Ok(None) while
     /// more are needed. `conf.buffer_size` bounds the head.
     pub fn parse(&mut self, buf: &mut Vec<u8>, conf: &UpstreamConf) -> Result<Option<ResponseHead>, HeadError> {
-        let (mut caught, mut ended, mut closed) = (false, false, false);
-        let discard = self.waiting.is_some();
-        let (stdout, stderr) = (&mut self.stdout, &self.stderr);
-        let used = self
-            .dec
-            .feed(buf, &mut |e| {
-                match e {
-                    Event::Stdout([]) => closed |= !ended,
-                    Event::Stdout(b) if !discard => stdout.extend_from_slice(b),
-                    Event::Stdout(_) => {}
-                    Event::Stderr(b) => caught |= stderr.write(b, "reading response header from upstream"),
-                    Event::End => ended = true,
-                }
-                true
-            })
-            .map_err(|e| HeadError::Protocol(e.to_string()))?;
+        let mut used = 0;
+        let r = self.parse_from(buf, &mut used, conf);
         buf.drain(..used);
-        if caught {
-            // Logged with the stderr line; nginx adds nothing.
-            return Err(HeadError::Protocol(String::new()));
-        }
-        if let Some(h) = self.waiting.take() {
-            if ended {
-                return Ok(Some(self.finish_bodiless(h)));
+        r
+    }
+
+    /// [`Reader::parse`] on `buf[*used..]`, counting what it uses. Records
+    /// are read up to the one whose STDOUT ends the head, no further: what
+    /// follows (the body, a STDERR line, a broken record) belongs to the
+    /// body, as in nginx, and so is judged the same whether it came in the
+    /// head's read or a later one.
+    fn parse_from(
+        &mut self,
+        buf: &[u8],
+        used: &mut usize,
+        conf: &UpstreamConf,
+    ) -> Result<Option<ResponseHead>, HeadError> {
+        loop {
+            let (mut caught, mut ended) = (false, false);
+            let discard = self.waiting.is_some();
+            let (stdout, stderr, closed_at) = (&mut self.stdout, &self.stderr, &mut self.closed_at);
+            let n = self
+                .dec
+                .feed(&buf[*used..], &mut |e| {
+                    match e {
+                        Event::Stdout([]) => {
+                            if closed_at.is_none() {
+                                *closed_at = Some(stdout.len());
+                            }
+                        }
+                        Event::Stdout(b) if !discard => {
+                            let from = stdout.len().saturating_sub(2);
+                            stdout.extend_from_slice(b);
+                            // Stop where the head may have ended.
+                            return !may_end_head(stdout, from);
+                        }
+                        Event::Stdout(_) => {}
+                        Event::Stderr(b) => caught |= stderr.write(b, "reading response header from upstream"),
+                        Event::End => ended = true,
+                    }
+                    true
+                })
+                .map_err(|e| HeadError::Protocol(e.to_string()))?;
+            *used += n;
+            let more = *used < buf.len() && !self.dec.is_done();
+            if caught {
+                // Logged with the stderr line; nginx adds nothing.
+                return Err(HeadError::Protocol(String::new()));
             }
-            self.waiting = Some(h);
-            return Ok(None);
-        }
-        let limit = conf.buffer_size.max(1024);
-        let Some((head_len, mut head)) = self.head(conf)? else {
-            // nginx's words for the stream ending before the head did: an
-            // empty STDOUT, or END_REQUEST (a record it did not expect).
-            if closed {
-                return Err(HeadError::Invalid("upstream prematurely closed FastCGI stdout"));
+            if let Some(h) = self.waiting.take() {
+                if ended {
+                    return Ok(Some(self.finish_bodiless(h)));
+                }
+                self.waiting = Some(h);
+                return Ok(None);
             }
-            if ended {
-                return Err(HeadError::Invalid("upstream sent unexpected FastCGI record: 3"));
-            }
-            if self.stdout.len() >= limit {
+            let limit = conf.buffer_size.max(1024);
+            let closed_before = |len: usize| self.closed_at.is_some_and(|at| at < len);
+            let found = self.head(conf)?;
+            // The head must fit in `fastcgi_buffer_size`, as in nginx, also
+            // when it came whole in one read: otherwise whether a head just
+            // over the limit passes would depend on how it was split into
+            // reads (one that stopped at the limit refuses it, below).
+            if found.as_ref().is_some_and(|(len, _)| *len > limit) {
                 return Err(HeadError::Invalid("upstream sent too big header"));
             }
-            return Ok(None);
-        };
-        if self.head_request || matches!(head.status, 204 | 304) || head.status < 200 {
-            self.stdout.clear();
-            if ended {
-                return Ok(Some(self.finish_bodiless(head)));
+            // An empty STDOUT record before the head's end closed the
+            // stream, whether later STDOUT came in the same read or not.
+            let found = found.filter(|(len, _)| !closed_before(*len));
+            let Some((head_len, mut head)) = found else {
+                // nginx's words for the stream ending before the head did:
+                // an empty STDOUT, or END_REQUEST (a record it did not
+                // expect).
+                if self.closed_at.is_some() {
+                    return Err(HeadError::Invalid("upstream prematurely closed FastCGI stdout"));
+                }
+                if ended {
+                    return Err(HeadError::Invalid("upstream sent unexpected FastCGI record: 3"));
+                }
+                if self.stdout.len() >= limit {
+                    return Err(HeadError::Invalid("upstream sent too big header"));
+                }
+                if more {
+                    continue;
+                }
+                return Ok(None);
+            };
+            if self.head_request || matches!(head.status, 204 | 304) || head.status < 200 {
+                self.stdout.clear();
+                if ended {
+                    return Ok(Some(self.finish_bodiless(head)));
+                }
+                // The rest of STDOUT is dropped, up to END_REQUEST: read
+                // what is here now (the caller only calls again after
+                // reading more).
+                self.waiting = Some(head);
+                if more {
+                    continue;
+                }
+                return Ok(None);
             }
-            self.waiting = Some(head);
-            return Ok(None);
+            let pending = self.stdout.split_off(head_len);
+            let declared = head.framing_len();
+            head.keep_alive = self.keep_conn;
+            head.framing = Framing::FastCgi(Box::new(Body {
+                dec: std::mem::take(&mut self.dec),
+                pending,
+                stderr: Stderr {
+                    log: self.stderr.log.clone(),
+                    conn: self.stderr.conn,
+                    suffix: std::mem::take(&mut self.stderr.suffix),
+                    catch: std::mem::take(&mut self.stderr.catch),
+                },
+                declared,
+                passed: 0,
+                ended,
+                warned: false,
+            }));
+            return Ok(Some(head));
         }
-        let pending = self.stdout.split_off(head_len);
-        let declared = head.framing_len();
-        head.keep_alive = self.keep_conn;
-        head.framing = Framing::FastCgi(Box::new(Body {
-            dec: std::mem::take(&mut self.dec),
-            pending,
-            stderr: Stderr {
-                log: self.stderr.log.clone(),
-                conn: self.stderr.conn,
-                suffix: std::mem::take(&mut self.stderr.suffix),
-                catch: std::mem::take(&mut self.stderr.catch),
-            },
-            declared,
-            passed: 0,
-            ended,
-            warned: false,
-        }));
-        Ok(Some(head))
     }
 
     fn finish_bodiless(&mut self, mut h: ResponseHead) -> ResponseHead {
@@ -179,6 +244,18 @@ impl Reader {
         };
         interpret(fields, conf, self.ignore).map(|h| Some((len, h)))
     }
+}
+
+/// Whether STDOUT, grown from `from` bytes (less two, for a line end
+/// that spans pieces), may now hold a whole CGI head: it starts with an
+/// empty line or holds one. Cheaper than parsing the head at every piece;
+/// where it says yes, the head is parsed.
+fn may_end_head(stdout: &[u8], from: usize) -> bool {
+    let tail = &stdout[from.min(stdout.len())..];
+    stdout.starts_with(b"\n")
+        || stdout.starts_with(b"\r\n")
+        || memchr::memmem::find(tail, b"\n\n").is_some()
+        || memchr::memmem::find(tail, b"\n\r\n").is_some()
 }
 
 /// Fields nginx's FastCGI module does not pass on (its hide list, and
@@ -325,37 +402,48 @@ impl Body {
             self.pass(&p, sink);
         }
         if self.ended {
-            return Ok(0);
+            // END_REQUEST came with the head: the body is what came with
+            // it, and a short one is as truncated as when END_REQUEST
+            // comes in a later read (else the client, told the script's
+            // Content-Length, would wait for bytes that never come while
+            // the connection goes on to its next response).
+            return if self.short() { Err(BodyError::Truncated) } else { Ok(0) };
         }
         let mut caught = false;
         let mut ended = false;
         let mut out: Vec<&[u8]> = Vec::new();
         let stderr = &self.stderr;
-        let used = self
-            .dec
-            .feed(input, &mut |e| {
-                match e {
-                    // Borrowed from `input`: collected, then passed on.
-                    Event::Stdout(b) => out.push(b),
-                    Event::Stderr(b) => caught |= stderr.write(b, "reading upstream"),
-                    Event::End => ended = true,
-                }
-                true
-            })
-            .map_err(|e| BodyError::Protocol(e.to_string()))?;
+        let fed = self.dec.feed(input, &mut |e| {
+            match e {
+                // Borrowed from `input`: collected, then passed on.
+                Event::Stdout(b) => out.push(b),
+                Event::Stderr(b) => caught |= stderr.write(b, "reading upstream"),
+                Event::End => ended = true,
+            }
+            true
+        });
+        // STDOUT before a broken record goes out too: the client gets the
+        // same (truncated) body whether the broken record came in the same
+        // read or a later one.
         for piece in out {
             self.pass(piece, sink);
         }
+        let used = fed.map_err(|e| BodyError::Protocol(e.to_string()))?;
         if caught {
             return Err(BodyError::Protocol(String::new()));
         }
         if ended {
             self.ended = true;
-            if self.declared.is_some_and(|d| self.passed < d) {
+            if self.short() {
                 return Err(BodyError::Truncated);
             }
         }
         Ok(used)
+    }
+
+    /// Less STDOUT passed on than the script's Content-Length.
+    fn short(&self) -> bool {
+        self.declared.is_some_and(|d| self.passed < d)
     }
 
     /// Passes on `data`, up to the declared length.

@@ -40,7 +40,7 @@ const READS_FILE: &[&str] = &[
 /// `conf/mime.types` (the shipped table) so the usual `include mime.types;`
 /// works. Written once per process, atomically, so parallel fuzzing jobs
 /// and the replay test share it safely.
-fn prefix() -> &'static Path {
+pub(super) fn prefix() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = std::env::temp_dir().join("sluice-fuzz-config");

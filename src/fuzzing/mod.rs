@@ -14,6 +14,8 @@
 mod access;
 mod cache;
 mod config;
+mod conn;
+mod fastcgi;
 mod filter;
 mod h1;
 mod http;
@@ -23,6 +25,8 @@ mod realip;
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
+pub use conn::h1_conn;
+pub use fastcgi::fastcgi;
 pub use filter::sub_filter;
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
@@ -52,6 +56,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("authorization", authorization),
     ("htpasswd", htpasswd),
     ("access_rule", access_rule),
+    ("fastcgi", fastcgi),
+    ("h1_conn", h1_conn),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing
