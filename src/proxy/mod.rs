@@ -802,4 +802,4 @@ fn build_response<'c>(
     crate::handler::finish_proxied(ctx, resp)
 }
 
-pub use finish::{drain, fill_rest, finish_body, release, release_as, tunnel};
+pub use finish::{drain, fill_rest, finish_body, release, release_as, settle_orphans, tunnel};

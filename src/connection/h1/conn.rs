@@ -46,7 +46,10 @@ pub struct Conn {
     /// keepalive_timeout of the location that served the last request.
     keepalive: Duration,
     /// Input may be left unread at close: close by lingering.
-    linger: bool,
+    pub(super) linger: bool,
+    /// The current request's response head went into `wbuf` (or out): a
+    /// panic after this closes the connection instead of answering 500.
+    pub(super) answered: bool,
 }
 
 enum Next {
@@ -64,6 +67,7 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
         nodelay: false,
         keepalive: Duration::ZERO,
         linger: false,
+        answered: false,
     };
     let g = &w.cfg.http.listens[group];
     let header_buf = g.default_server.conf.client_header_buffer_size;
@@ -97,9 +101,15 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
             }
             c.rbuf = w.take_buf(header_buf);
         }
-        match serve_one(&mut c, g, &guard.0).await {
-            Next::KeepAlive => {}
-            Next::Close => break,
+        // A panic in the request costs this connection only (see
+        // `worker::unwind`): 500 if nothing was answered yet, then close.
+        match crate::worker::unwind::Guarded::new(serve_one(&mut c, g, &guard.0)).await {
+            Ok(Next::KeepAlive) => {}
+            Ok(Next::Close) => break,
+            Err(p) => {
+                super::fault::panicked(&mut c, g, w, &p).await;
+                break;
+            }
         }
     }
     if c.linger {
@@ -167,7 +177,7 @@ pub(crate) fn limits(g: &ListenGroup) -> Limits {
 
 /// nginx's error-log context for a request whose head is incomplete: the
 /// request line and Host when they already arrived.
-fn partial_suffix(buf: &[u8], info: &ConnInfo, g: &ListenGroup) -> String {
+pub(super) fn partial_suffix(buf: &[u8], info: &ConnInfo, g: &ListenGroup) -> String {
     let mut s = format!("client: {}, server: {}", info.peer.ip(), g.default_server.name);
     let mut lines = buf.split(|&b| b == b'\n');
     let complete = |l: &[u8]| l.strip_suffix(b"\r").unwrap_or(l).to_vec();
@@ -243,6 +253,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
 
 async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker::WorkerCtx>) -> Next {
     let started = crate::clock::mono();
+    c.answered = false;
     // stub_status: reading until the head is in, then writing until the
     // answer is out (a refused head counts as a request, as in nginx).
     let mut phase = w.stats.reading();
@@ -272,7 +283,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     c.info.requests += 1;
 
     // Request target: origin-form or absolute-form.
-    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive, linger } = &mut *c;
+    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive, linger, answered } = &mut *c;
     let mut out = Out { stream, wbuf, id: info.id, closing: false, pace: None };
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
@@ -348,6 +359,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     // empty by doubling on a connection's first response.
     out.wbuf.reserve(512);
     let start_len = out.wbuf.len();
+    *answered = true;
     if head.version != Version::Http09 {
         writer::write_head(&resp, &opts, out.wbuf);
     }
@@ -389,6 +401,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
+    crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started);
     // proxy_cache_background_update: the stale answer is out; refresh now.
     if ctx.cache.is_some() {
@@ -742,21 +755,40 @@ pub fn log_request(
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
     c.info.requests += 1;
-    c.linger = true;
-    let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
-    let line_max = limits(g).line_max;
-    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(line_max);
-    let line_end = if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end };
+    let line_end = request_line_end(&c.rbuf, g);
     log_to!(
         g.default_server.conf.error_log,
         Level::Info,
         "*{} {}, client: {}, server: {}, request: \"{}\"",
-        info.id,
+        c.info.id,
         e.reason(),
-        info.peer.ip(),
+        c.info.peer.ip(),
         g.default_server.name,
-        String::from_utf8_lossy(&rbuf[..line_end])
+        String::from_utf8_lossy(&c.rbuf[..line_end])
     );
+    send_error(c, g, w, e.status(), started).await;
+}
+
+/// Where the request line in `rbuf` ends (before its CR LF), bounded by
+/// the line limit.
+fn request_line_end(rbuf: &[u8], g: &ListenGroup) -> usize {
+    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(limits(g).line_max);
+    if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end }
+}
+
+/// Answers with nginx's error page for `status` and Connection: close, and
+/// writes its access log line; the connection then closes by lingering.
+pub(super) async fn send_error(
+    c: &mut Conn,
+    g: &ListenGroup,
+    w: &crate::worker::WorkerCtx,
+    status: u16,
+    started: Instant,
+) {
+    c.linger = true;
+    c.answered = true;
+    let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
+    let line_end = request_line_end(rbuf, g);
     let head = Head {
         method: Method::Other,
         method_r: 0..0,
@@ -780,7 +812,7 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
         host: Cow::Borrowed(b""),
     };
     let ctx = ReqCtx::new(g, server, req, info);
-    let mut resp = crate::handler::error(&ctx, e.status());
+    let mut resp = crate::handler::error(&ctx, status);
     resp.close = true;
     let opts =
         HeadOpts { keep_alive: false, chunked: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };

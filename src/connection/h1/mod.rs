@@ -4,5 +4,6 @@
 pub mod chunked;
 pub mod codec;
 pub mod conn;
+mod fault;
 pub mod upload;
 pub mod writer;
