@@ -375,3 +375,42 @@ fn kill_9_under_load_then_a_restart_serves() {
     assert_eq!((w.error_count(), w.non_2xx.as_deref()), (0, None), "{}", w.output);
     assert!(!s.error_log().contains("[emerg]"), "{}", s.error_log());
 }
+
+#[test]
+fn a_panic_mid_body_cuts_the_response_and_gives_the_peer_back() {
+    if prog() == "nginx" {
+        return;
+    }
+    // 100 KB of 200 KB, then a pause: the origin connection (and the
+    // peer's only max_conns slot) is still held when the request panics.
+    let part = pseudo_random(100_000, 3);
+    let o = Origin::start(move |_| {
+        Reply::raw([b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n".as_slice(), &part].concat())
+            .then_sleep(Duration::from_millis(800))
+            .then_write(&part)
+    });
+    let s = builder()
+        .main("worker_processes 1;")
+        .env("SLUICE_TEST_PANIC_HEADER", PANIC)
+        .http(&sub(
+            r#"upstream one { server 127.0.0.1:%O% max_conns=1; }
+            server { listen 127.0.0.1:{port}; location / { proxy_pass http://one; } }"#,
+            &[("%O%", o.port)],
+        ))
+        .start();
+    let mut c = s.connect();
+    c.send("GET /a HTTP/1.1\r\nHost: localhost\r\nX-Test-Panic: body\r\n\r\n");
+    let raw = c.read_to_close();
+    let (head, body) = split_head(&raw);
+    assert!(head.starts_with("HTTP/1.1 200") && head.contains("Content-Length: 200000"), "{head}");
+    assert!(!body.is_empty() && body.len() < 200_000, "{} bytes", body.len());
+    let log = s.wait_error_log(PANIC_TEXT);
+    assert!(line_with(&log, PANIC_TEXT).contains("request: \"GET /a HTTP/1.1\""), "{log}");
+    // Had the panic kept the peer's connection count, max_conns=1 would
+    // leave no live upstream for these.
+    for i in 0..3 {
+        let r = s.get("/b");
+        assert_eq!((r.status, r.body.len()), (200, 200_000), "#{i}");
+    }
+    assert!(!s.error_log().contains("no live upstreams"), "{}", s.error_log());
+}

@@ -145,8 +145,10 @@ pub fn init_test_hook() {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     /// In the handler, before any response exists (header value anything
-    /// but `after` and `task`).
+    /// but the names below and `task`).
     Handler,
+    /// An origin's body on HTTP/1, once a piece of it went out (`body`).
+    Body,
     /// After the response was sent (`after`).
     After,
 }
@@ -159,6 +161,7 @@ pub fn test_hook(req: &crate::http::request::Request<'_>, stage: Stage) {
     let Some(v) = req.header(name) else { return };
     let want = match v {
         b"after" => Stage::After,
+        b"body" => Stage::Body,
         b"task" => {
             if stage == Stage::Handler {
                 tokio::task::spawn_local(async { panic!("test hook: panic in a spawned task") });

@@ -588,6 +588,7 @@ async fn write_upstream(
                 if !crate::proxy::ahead::while_writing(w, ctx, up, flush(c, t, false)).await {
                     return (false, sent);
                 }
+                crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::Body);
             }
             Err(e) => {
                 crate::proxy::log_body_error(ctx, &e);
