@@ -174,3 +174,54 @@ pub fn test_hook(req: &crate::http::request::Request<'_>, stage: Stage) {
         panic!("test hook: request carried {name}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_borrow_held_by_a_panicking_future_is_released() {
+        let cell = RefCell::new(0u32);
+        // Borrowed on the panicking poll's stack: released by unwinding.
+        let mut g = std::pin::pin!(Guarded::new(async {
+            let mut b = cell.borrow_mut();
+            *b += 1;
+            if *b == 1 {
+                panic!("boom");
+            }
+        }));
+        match poll_once(g.as_mut()) {
+            Poll::Ready(Err(p)) => assert_eq!(p.0, "\"boom\""),
+            _ => panic!("the panic was not caught"),
+        }
+        assert_eq!(*cell.borrow_mut(), 1);
+        // Polled again after it finished: pending, not a second panic.
+        assert!(poll_once(g.as_mut()).is_pending());
+    }
+
+    #[test]
+    // The borrow across the await is the case under test.
+    #[allow(clippy::await_holding_refcell_ref)]
+    fn a_borrow_held_across_an_await_is_released_when_it_panics_later() {
+        let cell = RefCell::new(0u32);
+        let gate = Cell::new(false);
+        let mut g = std::pin::pin!(Guarded::new(async {
+            // Held in the future's state, not on a stack: only dropping
+            // the future releases it, which the guard does at once.
+            let _b = cell.borrow_mut();
+            std::future::poll_fn(|_| if gate.get() { Poll::Ready(()) } else { Poll::Pending }).await;
+            panic!("later");
+        }));
+        assert!(poll_once(g.as_mut()).is_pending());
+        assert!(cell.try_borrow_mut().is_err());
+        gate.set(true);
+        assert!(matches!(poll_once(g.as_mut()), Poll::Ready(Err(_))));
+        assert!(cell.try_borrow_mut().is_ok());
+        assert!(!abandoned());
+    }
+}
