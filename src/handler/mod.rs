@@ -39,6 +39,7 @@ pub enum Step<'c> {
 
 /// Runs the whole pipeline for one request.
 pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
+    crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::Handler);
     // nginx refuses CONNECT (not a proxy) before any location runs; an
     // HTTP/2 extended CONNECT (WebSocket) is handled by the h2 layer.
     if !ctx.conn.http2 && ctx.req.method == crate::http::request::Method::Other && ctx.req.method_bytes() == b"CONNECT"

@@ -74,10 +74,19 @@ fn start_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     Ok(Generation { cfg, workers, checker })
 }
 
+/// Panics are logged at `alert`, as nginx logs a worker that died: one
+/// under a request's guard (`worker::unwind`) by the guard, with the
+/// request named; any other here (a spawned task's panic ends that task
+/// only: tokio catches it and the worker's event loop goes on).
 fn install_panic_hook() {
+    crate::worker::unwind::init_test_hook();
     std::panic::set_hook(Box::new(|info| {
-        let where_ = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        log_error!(Level::Alert, "worker task panicked{}: {}; the connection was closed", where_, info);
+        if crate::worker::unwind::stash(info) {
+            return;
+        }
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("unnamed");
+        log_error!(Level::Alert, "thread {} panicked: {}", name, crate::worker::unwind::describe(info));
     }));
 }
 

@@ -67,6 +67,19 @@ pub enum BodyError {
     TempFile(String),
 }
 
+/// A body dropped by a panicking request still holds its peer's count:
+/// it goes to `finish::settle_orphans`. Otherwise dropping changes nothing
+/// (the normal paths release explicitly, saying whether the peer failed).
+impl Drop for UpstreamBody {
+    fn drop(&mut self) {
+        if crate::worker::unwind::abandoned()
+            && let Some(r) = self.release.take()
+        {
+            super::finish::orphan(r);
+        }
+    }
+}
+
 impl UpstreamBody {
     pub fn new(stream: UpStream, buf: Vec<u8>, framing: Framing, read_timeout: Duration) -> UpstreamBody {
         let done = matches!(framing, Framing::None(_));

@@ -11,6 +11,30 @@ use super::ms;
 use crate::handler::ctx::ReqCtx;
 use crate::worker::WorkerCtx;
 
+thread_local! {
+    /// Releases of origin bodies dropped by a panicking request, for
+    /// `settle_orphans`: a `Drop` has no `WorkerCtx`, and may run while
+    /// `w.proxy` is borrowed further up the unwinding stack.
+    static ORPHANS: std::cell::RefCell<Vec<super::Release>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keeps the release of a body abandoned by a panic (see `UpstreamBody`'s
+/// `Drop`) until the worker settles it.
+pub(super) fn orphan(r: super::Release) {
+    let _ = ORPHANS.try_with(|o| o.borrow_mut().push(r));
+}
+
+/// Gives back the peer counts (and queue slots) of origin bodies a panic
+/// abandoned, so `least_conn` and `max_conns` do not count them forever.
+/// Their connections were dropped: the peer did not fail. Called after a
+/// guard caught a panic and on the worker's tick (for spawned tasks).
+pub fn settle_orphans(w: &WorkerCtx) {
+    let list = ORPHANS.with(|o| std::mem::take(&mut *o.borrow_mut()));
+    for r in list {
+        let _ = w.proxy.borrow_mut().get(&r.upstream).done(r.peer, false);
+    }
+}
+
 /// Returns the origin connection to the pool (when its body was read to the
 /// end and the origin allows reuse) and the peer's connection slot. A body
 /// cut short counts as the peer failing, as nginx's "upstream prematurely

@@ -498,7 +498,16 @@ async fn attempt(
             Attempt::Ok(head, stream, buf, requests + 1, t0)
         }
         Err(e) => {
-            if reused && matches!(e, ExchangeError::Closed) && buf.is_empty() && !client.body_spent() {
+            let closed = match &e {
+                ExchangeError::Closed => true,
+                ExchangeError::Io(_, err) => err.kind() == std::io::ErrorKind::ConnectionReset,
+                _ => false,
+            };
+            // As nginx, only where `proxy_next_upstream` allows a retry
+            // after an error: the origin may have read the request before
+            // it closed, so a POST is not sent again unless non_idempotent.
+            let may_repeat = next.error && (method_idempotent(ctx.req.method) || next.non_idempotent);
+            if reused && closed && may_repeat && buf.is_empty() && !client.body_spent() {
                 // The origin closed the idle connection as we reused it:
                 // try once more on a new connection, not counted as a try.
                 // Every idle connection to this peer is likely as stale.
@@ -572,12 +581,16 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
     if matches!(e, BodyError::Protocol(why) if why.is_empty()) {
         return;
     }
+    let io;
     let (level, why) = match e {
         BodyError::Timeout => (Level::Error, "upstream timed out (110: Connection timed out)"),
         BodyError::Truncated => (Level::Error, "upstream prematurely closed connection"),
         BodyError::Invalid => (Level::Error, "upstream sent invalid chunked response"),
         BodyError::Protocol(why) => (Level::Error, why.as_str()),
-        BodyError::Io(_) => (Level::Error, "recv() failed"),
+        BodyError::Io(e) => {
+            io = format!("recv() failed ({})", os_error(e));
+            (Level::Error, io.as_str())
+        }
         BodyError::TempFile(why) => (Level::Crit, why.as_str()),
     };
     let peer = ctx.upstream.addr.last().map(|a| &**a).unwrap_or("");
@@ -704,7 +717,7 @@ async fn exchange(
             Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
             Ok(Ok(0)) => return Err(ExchangeError::Closed),
             Ok(Ok(_)) => {}
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return Err(ExchangeError::Closed),
+            // A reset is logged with its errno, as nginx does.
             Ok(Err(e)) => return Err(ExchangeError::Io(("recv()", "reading response header from upstream"), e)),
         }
     }
@@ -795,4 +808,4 @@ fn build_response<'c>(
     crate::handler::finish_proxied(ctx, resp)
 }
 
-pub use finish::{drain, fill_rest, finish_body, release, release_as, tunnel};
+pub use finish::{drain, fill_rest, finish_body, release, release_as, settle_orphans, tunnel};

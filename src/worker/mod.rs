@@ -10,6 +10,7 @@ pub mod idle;
 pub mod park;
 pub mod stats;
 pub mod trim;
+pub mod unwind;
 
 use std::cell::{Cell, RefCell};
 use std::fs::File;
@@ -246,5 +247,6 @@ async fn tick(w: Rc<WorkerCtx>) {
         w.idle.sweep(now, w.draining.get().then_some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs()));
         w.parking.expire(now, w.draining.get());
         w.logs.borrow_mut().tick();
+        crate::proxy::settle_orphans(&w);
     }
 }

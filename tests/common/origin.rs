@@ -58,6 +58,8 @@ enum Step {
     Write(Vec<u8>),
     Sleep(Duration),
     Signal(Arc<AtomicBool>),
+    /// Close with a TCP reset (SO_LINGER 0), ending the reply.
+    Reset,
 }
 
 /// What the origin does with a request, step by step.
@@ -115,6 +117,16 @@ impl Reply {
     pub fn then_signal(mut self, flag: &Arc<AtomicBool>) -> Reply {
         self.steps.push(Step::Signal(flag.clone()));
         self
+    }
+    /// Reset the connection (RST, not FIN) once what came before is
+    /// written: a crashed or killed origin.
+    pub fn then_reset(mut self) -> Reply {
+        self.steps.push(Step::Reset);
+        self
+    }
+    /// Reset the connection without answering.
+    pub fn reset() -> Reply {
+        Reply { steps: vec![Step::Reset], close: true, head_len: None }
     }
     /// Close the connection after the reply.
     pub fn close(mut self) -> Reply {
@@ -272,6 +284,18 @@ fn serve(mut s: TcpStream, conn: usize, sh: &Shared) {
             match step {
                 Step::Sleep(d) => std::thread::sleep(d),
                 Step::Signal(f) => f.store(true, Ordering::SeqCst),
+                Step::Reset => {
+                    // Give the bytes before it time to leave: a reset
+                    // discards what is still in the send buffer.
+                    std::thread::sleep(Duration::from_millis(50));
+                    let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+                    // The clone kept for shutting down on drop would keep
+                    // the socket open (and the reset unsent): drop it too.
+                    let peer = s.peer_addr().ok();
+                    sh.streams.lock().unwrap().retain(|c| c.peer_addr().ok() != peer);
+                    drop(s);
+                    return;
+                }
                 Step::Write(b) => {
                     let b = match reply.head_len {
                         Some(n) if head_only => &b[..n],

@@ -25,6 +25,7 @@ pub struct ServerBuilder {
     nginx: bool,
     wait_pid: bool,
     args: Vec<String>,
+    envs: Vec<(String, String)>,
 }
 
 pub fn builder() -> ServerBuilder {
@@ -42,6 +43,7 @@ pub fn builder() -> ServerBuilder {
         nginx: std::env::var_os("SLUICE_TEST_NGINX").is_some(),
         wait_pid: true,
         args: Vec::new(),
+        envs: Vec::new(),
     }
 }
 
@@ -103,6 +105,12 @@ impl ServerBuilder {
         self.args.push(a.to_string());
         self
     }
+    /// An environment variable for the server process (test hooks such as
+    /// `SLUICE_TEST_PANIC_HEADER`).
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.envs.push((k.to_string(), v.to_string()));
+        self
+    }
     /// Do not wait for the pid file (configs without `pid logs/sluice.pid`).
     pub fn no_pid_wait(mut self) -> Self {
         self.wait_pid = false;
@@ -153,6 +161,7 @@ impl ServerBuilder {
             template: self.render_main(),
             conf_templates: self.conf_files.clone(),
             args: self.args.clone(),
+            envs: self.envs.clone(),
         };
         srv.assign_ports(self.nports);
         srv
@@ -200,6 +209,7 @@ pub struct TestServer {
     template: String,
     conf_templates: Vec<(String, String)>,
     args: Vec<String>,
+    envs: Vec<(String, String)>,
 }
 
 pub fn substitute(text: &str, ports: &[u16], prefix: &Path) -> String {
@@ -282,11 +292,24 @@ impl TestServer {
 
     fn launch(&mut self) -> Result<(), String> {
         let _ = fs::remove_file(self.prefix.join("logs/sluice.pid"));
+        self.spawn_and_wait()
+    }
+
+    /// Starts the server again on the same prefix, config and ports after
+    /// it exited (or was killed), leaving whatever pid file it left behind
+    /// in place; ready once the ports accept and the pid file names the
+    /// new process.
+    pub fn relaunch(&mut self) -> Result<(), String> {
+        self.spawn_and_wait()
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<(), String> {
         let err = fs::File::create(self.prefix.join("stderr.txt")).unwrap();
         let out = fs::File::create(self.prefix.join("stdout.txt")).unwrap();
         let child = self
             .command()
             .args(&self.args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -304,7 +327,9 @@ impl TestServer {
                 ));
             }
             let ports_ok = self.initial_ports().iter().all(|p| port_accepts(*p));
-            let pid_ok = !self.wait_pid || self.prefix.join("logs/sluice.pid").exists();
+            let pid = self.child.as_ref().map_or(0, |c| c.id());
+            let pid_ok = !self.wait_pid
+                || fs::read_to_string(self.prefix.join("logs/sluice.pid")).is_ok_and(|s| s.trim() == pid.to_string());
             if ports_ok && pid_ok {
                 return Ok(());
             }

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, HeadError, Limits};
+use super::send::{Out, flush, write_body, write_compressed, write_upstream};
 use super::writer::{self, HeadOpts};
 use crate::config::model::ListenGroup;
 use crate::connection::body;
@@ -22,14 +23,9 @@ use crate::http::response::{Body, Response};
 use crate::http::uri;
 use crate::log::error::Level;
 use crate::log_to;
+use crate::worker::ConnGuard;
 use crate::worker::idle::Fired;
-use crate::worker::{ConnGuard, WorkerCtx};
 
-/// Pipelined responses are gathered up to this size before a write.
-const PIPELINE_FLUSH: usize = 64 * 1024;
-/// Bodies up to this size are read into the write buffer with the header
-/// (one write) instead of header write + sendfile.
-const INLINE_FILE: u64 = 4 * 1024;
 /// While draining, how long an idle keep-alive connection may still bring
 /// one more request (answered with `Connection: close`). Keep-alive timers
 /// are swept once a second, so one second could end a connection that went
@@ -46,7 +42,10 @@ pub struct Conn {
     /// keepalive_timeout of the location that served the last request.
     keepalive: Duration,
     /// Input may be left unread at close: close by lingering.
-    linger: bool,
+    pub(super) linger: bool,
+    /// The current request's response head went into `wbuf` (or out): a
+    /// panic after this closes the connection instead of answering 500.
+    pub(super) answered: bool,
 }
 
 enum Next {
@@ -64,6 +63,7 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
         nodelay: false,
         keepalive: Duration::ZERO,
         linger: false,
+        answered: false,
     };
     let g = &w.cfg.http.listens[group];
     let header_buf = g.default_server.conf.client_header_buffer_size;
@@ -97,10 +97,16 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
             }
             c.rbuf = w.take_buf(header_buf);
         }
-        match serve_one(&mut c, g, &guard.0).await {
+        // A panic in the request costs this connection only (see
+        // `worker::unwind`): 500 if nothing was answered yet, then close.
+        match crate::worker::unwind::Guarded::new(serve_one(&mut c, g, &guard.0)).await {
             // nginx's r->pipeline: the next request was already read.
-            Next::KeepAlive => c.info.pipelined = !c.rbuf.is_empty(),
-            Next::Close => break,
+            Ok(Next::KeepAlive) => c.info.pipelined = !c.rbuf.is_empty(),
+            Ok(Next::Close) => break,
+            Err(p) => {
+                super::fault::panicked(&mut c, g, w, &p).await;
+                break;
+            }
         }
     }
     if c.linger {
@@ -168,7 +174,7 @@ pub(crate) fn limits(g: &ListenGroup) -> Limits {
 
 /// nginx's error-log context for a request whose head is incomplete: the
 /// request line and Host when they already arrived.
-fn partial_suffix(buf: &[u8], info: &ConnInfo, g: &ListenGroup) -> String {
+pub(super) fn partial_suffix(buf: &[u8], info: &ConnInfo, g: &ListenGroup) -> String {
     let mut s = format!("client: {}, server: {}", info.peer.ip(), g.default_server.name);
     let mut lines = buf.split(|&b| b == b'\n');
     let complete = |l: &[u8]| l.strip_suffix(b"\r").unwrap_or(l).to_vec();
@@ -244,6 +250,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
 
 async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker::WorkerCtx>) -> Next {
     let started = crate::clock::mono();
+    c.answered = false;
     // stub_status: reading until the head is in, then writing until the
     // answer is out (a refused head counts as a request, as in nginx).
     let mut phase = w.stats.reading();
@@ -273,7 +280,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     c.info.requests += 1;
 
     // Request target: origin-form or absolute-form.
-    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive, linger } = &mut *c;
+    let Conn { stream, rbuf, wbuf, info, nodelay, keepalive, linger, answered } = &mut *c;
     let mut out = Out { stream, wbuf, id: info.id, closing: false, pace: None };
     let target = &rbuf[head.target.clone()];
     let (authority, origin) = split_absolute(target);
@@ -353,6 +360,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     // empty by doubling on a connection's first response.
     out.wbuf.reserve(512);
     let start_len = out.wbuf.len();
+    *answered = true;
     if head.version != Version::Http09 {
         writer::write_head(&resp, &opts, out.wbuf);
     }
@@ -394,6 +402,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
+    crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started);
     // proxy_cache_background_update: the stale answer is out; refresh now.
     if ctx.cache.is_some() {
@@ -454,271 +463,6 @@ pub(crate) fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     }
 }
 
-/// Sends the body after the head already in `wbuf`. With `defer`, a body
-/// that fits stays in the buffer to go out with the next pipelined response.
-/// The write side of a connection, split from the read buffer that the
-/// request borrows.
-struct Out<'a> {
-    stream: &'a mut Sock,
-    wbuf: &'a mut Vec<u8>,
-    id: u64,
-    /// The connection closes after this response.
-    closing: bool,
-    /// `limit_rate`: every write of the response waits its turn.
-    pace: Option<crate::limit::rate::Pacer>,
-}
-
-async fn write_body(
-    c: &mut Out<'_>,
-    resp: &Response<'_>,
-    head_only: bool,
-    conf: &crate::config::model::LocConf,
-    defer: bool,
-) -> (bool, u64) {
-    let t = conf.send_timeout;
-    if head_only {
-        return (flush(c, t, defer).await, 0);
-    }
-    match &resp.body {
-        Body::Empty => (flush(c, t, defer).await, 0),
-        Body::Static(b) => {
-            c.wbuf.extend_from_slice(b);
-            (flush(c, t, defer).await, b.len() as u64)
-        }
-        Body::Owned(b) => {
-            c.wbuf.extend_from_slice(b);
-            (flush(c, t, defer).await, b.len() as u64)
-        }
-        Body::Shared(b) => {
-            c.wbuf.extend_from_slice(b);
-            (flush(c, t, defer).await, b.len() as u64)
-        }
-        Body::File { file, offset, len } => {
-            let Some(f) = &file.file else { return (false, 0) };
-            if let Some(bytes) = file.cached_bytes(*offset, *len) {
-                c.wbuf.extend_from_slice(bytes);
-                return (flush(c, t, defer).await, *len);
-            }
-            // TLS encrypts in user space: no sendfile.
-            if *len <= INLINE_FILE || !conf.sendfile || c.stream.is_tls() || c.pace.is_some() {
-                let ok = send_file_buffered(c, f, *offset, *len, conf, defer).await;
-                return (ok, if ok { *len } else { 0 });
-            }
-            // The head goes out with MSG_MORE, so the kernel holds it for the
-            // file data (what tcp_nopush's TCP_CORK achieves, without the two
-            // setsockopt calls per response).
-            let mut ok = c.stream.write_all_flags(c.wbuf, t, true).await.is_ok();
-            c.wbuf.clear();
-            if ok {
-                ok = c.stream.send_file(f, *offset, *len, t, conf.sendfile_max_chunk).await.is_ok();
-            }
-            (ok, if ok { *len } else { 0 })
-        }
-        // Streamed bodies are written by write_upstream; a bare Proxy marker
-        // never reaches here (the proxy replaced it).
-        Body::Proxy | Body::Upstream(_) | Body::Compressed(_) => (flush(c, t, defer).await, 0),
-        Body::Multipart { file, parts, trailer } => {
-            let Some(f) = &file.file else { return (false, 0) };
-            let mut n = 0;
-            for (h, r) in parts {
-                c.wbuf.extend_from_slice(h);
-                let len = r.end - r.start + 1;
-                if !send_file_buffered(c, f, r.start, len, conf, true).await {
-                    return (false, 0);
-                }
-                n += h.len() as u64 + len;
-            }
-            c.wbuf.extend_from_slice(trailer);
-            n += trailer.len() as u64;
-            (flush(c, t, false).await, n)
-        }
-    }
-}
-
-/// Streams an origin's body to the client as it arrives (chunked when its
-/// length is unknown), reading ahead of a slow client while writing when
-/// the response is buffered. An origin that fails mid-body leaves the
-/// client response truncated (the connection closes), never a short body
-/// that looks complete.
-async fn write_upstream(
-    w: &WorkerCtx,
-    c: &mut Out<'_>,
-    up: &mut crate::proxy::body::UpstreamBody,
-    head_only: bool,
-    chunked: bool,
-    ctx: &ReqCtx<'_, '_>,
-) -> (bool, u64) {
-    let t = ctx.conf.send_timeout;
-    if head_only {
-        return (flush(c, t, false).await, 0);
-    }
-    let mut sent = 0u64;
-    // Chunked output needs each piece's size first; otherwise the body goes
-    // straight into the write buffer, after the head.
-    let mut piece = Vec::new();
-    loop {
-        piece.clear();
-        let before = c.wbuf.len();
-        let next = if chunked { up.next(w, &mut piece, 64 * 1024).await } else { up.next(w, c.wbuf, 64 * 1024).await };
-        match next {
-            Ok(more) => {
-                if !piece.is_empty() {
-                    push_chunk_size(c.wbuf, piece.len());
-                    c.wbuf.extend_from_slice(&piece);
-                    c.wbuf.extend_from_slice(b"\r\n");
-                    sent += piece.len() as u64;
-                }
-                if !chunked {
-                    sent += (c.wbuf.len() - before) as u64;
-                }
-                if !more {
-                    if chunked {
-                        c.wbuf.extend_from_slice(b"0\r\n\r\n");
-                    }
-                    return (flush(c, t, false).await, sent);
-                }
-                if !crate::proxy::ahead::while_writing(w, ctx, up, flush(c, t, false)).await {
-                    return (false, sent);
-                }
-            }
-            Err(e) => {
-                crate::proxy::log_body_error(ctx, &e);
-                // What arrived goes out; the missing end tells the client.
-                if !piece.is_empty() {
-                    push_chunk_size(c.wbuf, piece.len());
-                    c.wbuf.extend_from_slice(&piece);
-                }
-                let _ = flush(c, t, false).await;
-                return (false, sent);
-            }
-        }
-    }
-}
-
-/// Sends a body compressed as it goes (chunked, or up to the close for
-/// HTTP/1.0), as `write_upstream` sends an origin's; a body that fails
-/// midway leaves the response truncated.
-async fn write_compressed(
-    w: &WorkerCtx,
-    c: &mut Out<'_>,
-    z: &mut crate::filter::compress::stream::Compressed,
-    head_only: bool,
-    chunked: bool,
-    ctx: &ReqCtx<'_, '_>,
-) -> (bool, u64) {
-    let t = ctx.conf.send_timeout;
-    if head_only {
-        return (flush(c, t, false).await, 0);
-    }
-    let mut sent = 0u64;
-    let mut piece = Vec::new();
-    loop {
-        piece.clear();
-        match z.next(w, &mut piece, 64 * 1024).await {
-            Ok(more) => {
-                if !piece.is_empty() {
-                    if chunked {
-                        push_chunk_size(c.wbuf, piece.len());
-                    }
-                    c.wbuf.extend_from_slice(&piece);
-                    if chunked {
-                        c.wbuf.extend_from_slice(b"\r\n");
-                    }
-                    sent += piece.len() as u64;
-                }
-                if !more {
-                    if chunked {
-                        c.wbuf.extend_from_slice(b"0\r\n\r\n");
-                    }
-                    return (flush(c, t, false).await, sent);
-                }
-                if !z.while_writing(w, ctx, flush(c, t, false)).await {
-                    return (false, sent);
-                }
-            }
-            Err(e) => {
-                crate::filter::compress::stream::log_error(ctx, &e);
-                let _ = flush(c, t, false).await;
-                return (false, sent);
-            }
-        }
-    }
-}
-
-/// A chunk's size line (`{:x}\r\n`) without formatting machinery.
-fn push_chunk_size(out: &mut Vec<u8>, n: usize) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = HEX[n & 15];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-    out.extend_from_slice(b"\r\n");
-}
-
-async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
-    if let Some(p) = c.pace.as_mut() {
-        // limit_rate: the buffer goes out in the pieces the rate allows.
-        let mut off = 0;
-        while off < c.wbuf.len() {
-            let n = p.grant(c.wbuf.len() - off).await;
-            let last = off + n == c.wbuf.len();
-            if c.stream.write_all_flags(&c.wbuf[off..off + n], t, c.closing && last).await.is_err() {
-                c.wbuf.clear();
-                return false;
-            }
-            p.wrote(n);
-            off += n;
-        }
-        c.wbuf.clear();
-        return true;
-    }
-    if defer && c.wbuf.len() < PIPELINE_FLUSH {
-        return true;
-    }
-    let ok = c.stream.write_all_flags(c.wbuf, t, c.closing).await.is_ok();
-    c.wbuf.clear();
-    ok
-}
-
-/// Reads the file through the write buffer in `chunk`-sized pieces.
-async fn send_file_buffered(
-    c: &mut Out<'_>,
-    f: &std::fs::File,
-    mut offset: u64,
-    mut len: u64,
-    conf: &crate::config::model::LocConf,
-    defer: bool,
-) -> bool {
-    let t = conf.send_timeout;
-    let chunk = conf.output_buffers.1.max(4096) as u64;
-    if len == 0 {
-        // An empty file: the head alone.
-        return flush(c, t, defer).await;
-    }
-    while len > 0 {
-        let n = len.min(chunk);
-        if let Err(e) = crate::connection::io::pread_into(f, offset, n, c.wbuf) {
-            log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", c.id, e);
-            return false;
-        }
-        offset += n;
-        len -= n;
-        let last = len == 0;
-        if !flush(c, t, defer && last).await {
-            return false;
-        }
-    }
-    true
-}
-
 /// Writes the access log line(s) of a request (HTTP/1 and HTTP/2).
 pub fn log_request(
     w: &crate::worker::WorkerCtx,
@@ -747,21 +491,40 @@ pub fn log_request(
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
     c.info.requests += 1;
-    c.linger = true;
-    let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
-    let line_max = limits(g).line_max;
-    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(line_max);
-    let line_end = if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end };
+    let line_end = request_line_end(&c.rbuf, g);
     log_to!(
         g.default_server.conf.error_log,
         Level::Info,
         "*{} {}, client: {}, server: {}, request: \"{}\"",
-        info.id,
+        c.info.id,
         e.reason(),
-        info.peer.ip(),
+        c.info.peer.ip(),
         g.default_server.name,
-        String::from_utf8_lossy(&rbuf[..line_end])
+        String::from_utf8_lossy(&c.rbuf[..line_end])
     );
+    send_error(c, g, w, e.status(), started).await;
+}
+
+/// Where the request line in `rbuf` ends (before its CR LF), bounded by
+/// the line limit.
+fn request_line_end(rbuf: &[u8], g: &ListenGroup) -> usize {
+    let line_end = memchr::memchr(b'\n', rbuf).unwrap_or(rbuf.len()).min(limits(g).line_max);
+    if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end }
+}
+
+/// Answers with nginx's error page for `status` and Connection: close, and
+/// writes its access log line; the connection then closes by lingering.
+pub(super) async fn send_error(
+    c: &mut Conn,
+    g: &ListenGroup,
+    w: &crate::worker::WorkerCtx,
+    status: u16,
+    started: Instant,
+) {
+    c.linger = true;
+    c.answered = true;
+    let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
+    let line_end = request_line_end(rbuf, g);
     let head = Head {
         method: Method::Other,
         method_r: 0..0,
@@ -785,7 +548,7 @@ async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: 
         host: Cow::Borrowed(b""),
     };
     let ctx = ReqCtx::new(g, server, req, info);
-    let mut resp = crate::handler::error(&ctx, e.status());
+    let mut resp = crate::handler::error(&ctx, status);
     resp.close = true;
     let opts =
         HeadOpts { keep_alive: false, chunked: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };

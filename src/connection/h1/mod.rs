@@ -4,5 +4,7 @@
 pub mod chunked;
 pub mod codec;
 pub mod conn;
+mod fault;
+mod send;
 pub mod upload;
 pub mod writer;

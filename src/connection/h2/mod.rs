@@ -178,7 +178,7 @@ where
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
         let mut fut: Pin<Box<dyn Future<Output = ()>>> =
-            Box::pin(stream(w.clone(), group, sinfo, req, respond, shared.clone()));
+            Box::pin(guarded(w.clone(), group, sinfo, req, respond, shared.clone()));
         // Most responses finish within this first poll; the rest wait for
         // window as tasks of their own.
         if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
@@ -192,6 +192,57 @@ where
     drop(guard);
 }
 
+/// One stream under a panic guard (see `worker::unwind`): a panic in its
+/// pipeline is logged at `alert` with the request named, and answers 500
+/// if no head went out yet, else resets the stream; the connection and its
+/// other streams go on.
+async fn guarded(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    shared: Rc<Shared>,
+) {
+    let (id, peer) = (info.id, info.peer);
+    // Cheap copies (reference counts) for the log line if it panics.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    let run = stream(w.clone(), group, info, req, &mut respond, shared.clone());
+    let Err(p) = crate::worker::unwind::Guarded::new(run).await else { return };
+    let g = &w.cfg.http.listens[group];
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    log_to!(
+        g.default_server.conf.error_log,
+        Level::Alert,
+        "*{} request processing panicked: {}, client: {}, server: {}, request: \"{} {} HTTP/2.0\", host: \"{}\"",
+        id,
+        p,
+        peer.ip(),
+        g.default_server.name,
+        method,
+        target,
+        host
+    );
+    crate::proxy::settle_orphans(&w);
+    let tokens = g.default_server.conf.server_tokens;
+    let body = crate::http::error_html::error_body(500, tokens, crate::config::Config::version());
+    let mut resp = Response::new(500);
+    resp.content_type = Some("text/html".into());
+    if let Some(b) = &body {
+        resp.body = crate::http::response::Body::Owned(b.clone());
+    }
+    // h2 refuses a second HEADERS once a head went out. Then no explicit
+    // reset: it would discard a complete response still queued; dropping
+    // `respond` resets (CANCEL) a stream whose body was not finished.
+    if let Ok(mut tx) = respond.send_response(response::head(&resp, tokens), body.is_none())
+        && let Some(b) = body
+    {
+        let _ = tx.send_data(Bytes::from(b), true);
+    }
+    finish(&shared, true);
+}
+
 /// One stream: build the request, run the pipeline, send head and body,
 /// write the access log line.
 async fn stream(
@@ -199,7 +250,7 @@ async fn stream(
     group: usize,
     info: ConnInfo,
     req: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
+    respond: &mut SendResponse<Bytes>,
     shared: Rc<Shared>,
 ) {
     let started = Instant::now();
@@ -294,7 +345,7 @@ async fn stream(
     // the stream meanwhile (a bad frame, a window overflow) gets the error
     // for that, not an answer.
     if let Some(websocket) = tunnel {
-        match connect::run(&w, &mut ctx, resp, websocket, body, &mut respond, started).await {
+        match connect::run(&w, &mut ctx, resp, websocket, body, respond, started).await {
             connect::Outcome::Done(ok) => {
                 finish(&shared, ok);
                 return;
@@ -380,6 +431,7 @@ async fn stream(
     }
     let ok = sent.is_ok();
     let body_bytes = sent.unwrap_or(0);
+    crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log(&w, &ctx, &resp, body_bytes, body_bytes, started);
     if ctx.cache.is_some() {
         drop(resp);
