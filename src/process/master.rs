@@ -133,6 +133,15 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
         eprintln!("sluice: [emerg] {e}");
         return 1;
     }
+    // The temporary and cache directories exist before any socket accepts
+    // (nginx creates its paths before opening listening sockets): a client
+    // that finds the port open finds the server ready, and nothing made
+    // in the directories' place meanwhile can stop the start-up.
+    if let Err(e) = super::prepare::temp_dirs(&cfg) {
+        eprintln!("sluice: [emerg] {e}");
+        super::pidfile::remove(&cfg.main.pid);
+        return 1;
+    }
     let listeners = match ListenerSet::default().prepare(&cfg) {
         Ok(l) => l,
         Err(e) => {
@@ -141,11 +150,6 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
             return 1;
         }
     };
-    if let Err(e) = super::prepare::temp_dirs(&cfg) {
-        eprintln!("sluice: [emerg] {e}");
-        super::pidfile::remove(&cfg.main.pid);
-        return 1;
-    }
     install_panic_hook();
     let cfg = Arc::new(cfg);
     let pid_path = cfg.main.pid.clone();
