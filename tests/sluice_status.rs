@@ -303,3 +303,35 @@ fn config_errors_name_file_and_line() {
         "\"status_zone\" directive is not allowed here",
     );
 }
+
+#[test]
+fn checked_down_peer_is_unhealthy() {
+    let origin = common::origin::Origin::ok("ok");
+    let dead = free_port();
+    let s = builder()
+        .http(&format!(
+            r#"upstream checked {{
+                server 127.0.0.1:{live};
+                server 127.0.0.1:{dead};
+                server 127.0.0.1:{dead} down;
+                check interval=100 rise=1 fall=1 timeout=500 type=tcp;
+            }}
+            server {{
+                listen 127.0.0.1:{{port}};
+                location = /status {{ sluice_status; }}
+            }}"#,
+            live = origin.port
+        ))
+        .start();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let j = get_json(s.port, "/status");
+        let peers = j["upstreams"]["checked"]["peers"].as_array().unwrap().clone();
+        let states: Vec<&str> = peers.iter().map(|p| p["state"].as_str().unwrap()).collect();
+        if states == ["up", "unhealthy", "down"] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{states:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
