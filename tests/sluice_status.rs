@@ -335,3 +335,30 @@ fn checked_down_peer_is_unhealthy() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+#[test]
+fn counts_survive_a_reload_and_generation_moves() {
+    let s = builder()
+        .http(
+            r#"server {
+                listen 127.0.0.1:{port};
+                location = /status { sluice_status; }
+                location / { status_zone z; return 204; }
+            }"#,
+        )
+        .start();
+    for _ in 0..3 {
+        assert_eq!(s.get("/x").status, 204);
+    }
+    let j = get_json(s.port, "/status");
+    assert_eq!((j["generation"].as_u64(), j["server_zones"]["z"]["requests"].as_u64()), (Some(1), Some(3)), "{j}");
+    s.signal("reload");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while get_json(s.port, "/status")["generation"] != 2 {
+        assert!(std::time::Instant::now() < deadline, "no reload");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(s.get("/x").status, 204);
+    let j = get_json(s.port, "/status");
+    assert_eq!(j["server_zones"]["z"]["requests"], 4, "{j}");
+}
