@@ -21,6 +21,7 @@ pub mod http;
 pub mod limit;
 pub mod listener;
 pub mod log;
+pub mod metrics;
 pub mod pattern;
 pub mod process;
 pub mod proxy;

@@ -237,6 +237,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         location_name: Arc::from(""),
         empty_gif: false,
         stub_status: false,
+        metrics: Default::default(),
         core: Default::default(),
         access: Default::default(),
         check_status: None,
@@ -309,6 +310,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.rewrite.script = None;
     c.empty_gif = false;
     c.stub_status = false;
+    c.metrics.page = None;
     c.core.internal = false;
     c.access.own_rules = false;
     c.check_status = None;

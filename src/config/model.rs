@@ -166,6 +166,8 @@ pub struct LocConf {
     pub empty_gif: bool,
     /// `stub_status`: the content handler of nginx's status page.
     pub stub_status: bool,
+    /// `status_zone` and the `sluice_status` page (`src/metrics`).
+    pub metrics: crate::metrics::MetricsConf,
     /// nginx core settings for requests and redirects (`internal`, ...).
     pub core: super::set_core::CoreFlags,
     /// The access phase: allow/deny, satisfy, auth_basic, valid_referers.

@@ -272,6 +272,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::filter::charset::DIRECTIVES,
     crate::handler::symlinks::DIRECTIVES,
     crate::handler::stub_status::DIRECTIVES,
+    crate::metrics::DIRECTIVES,
     crate::filter::sub::DIRECTIVES,
     crate::access::DIRECTIVES,
     crate::access::auth_request::DIRECTIVES,

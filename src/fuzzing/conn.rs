@@ -124,6 +124,7 @@ fn world() -> Option<World> {
         tls_clients: RefCell::new(Default::default()),
         dns: RefCell::new(Default::default()),
         stats: crate::worker::stats::register(),
+        metrics: crate::metrics::register(),
     });
     Some(World { rt, w })
 }

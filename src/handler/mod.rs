@@ -344,6 +344,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if conf.stub_status {
         return Step::Done(stub_status::respond(ctx));
     }
+    if let Some(page) = &conf.metrics.page {
+        return Step::Done(crate::metrics::page::respond(ctx, page));
+    }
     if let Some(page) = &conf.check_status {
         return Step::Done(crate::upstream::check::status::respond(ctx, page));
     }

@@ -40,6 +40,9 @@ pub struct UpstreamRt {
     /// The balancer's view of the peers, rebuilt per pick in this reused
     /// buffer.
     views: Vec<PeerView>,
+    /// This worker's `sluice_status` counters of the peers (upstream
+    /// blocks only, not per-request upstreams).
+    stats: Option<Arc<crate::metrics::PeerSet>>,
 }
 
 #[derive(Default)]
@@ -114,6 +117,9 @@ impl WorkerProxy {
             rt.health = vec![PeerHealth::default(); u.peers.len()];
             rt.shared = u.queue.clone();
             rt.check = u.check.clone();
+            if u.index != usize::MAX {
+                rt.stats = Some(crate::metrics::PeerSet::register(u));
+            }
         }
         rt
     }
@@ -133,6 +139,9 @@ impl UpstreamRt {
         let Some(q) = &self.shared else {
             let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
             self.health[i].picked(&b.peers()[i], now);
+            if let Some(s) = &self.stats {
+                s.picked(i);
+            }
             return Some(i);
         };
         // With a queue, max_conns counts every worker's connections.
@@ -146,6 +155,9 @@ impl UpstreamRt {
             // counters were read: pick again without it.
             if q.claim(i) {
                 self.health[i].picked(&b.peers()[i], now);
+                if let Some(s) = &self.stats {
+                    s.picked(i);
+                }
                 return Some(i);
             }
             if let Some(v) = views.get_mut(i) {
@@ -177,6 +189,9 @@ impl UpstreamRt {
         }
         if failed {
             b.failed(i);
+        }
+        if let Some(s) = &self.stats {
+            s.done(i, failed, disabled);
         }
         disabled
     }

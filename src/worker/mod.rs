@@ -61,6 +61,8 @@ pub struct WorkerCtx {
     pub dns: RefCell<crate::resolver::Cache>,
     /// This worker's counters for `stub_status`.
     pub stats: std::sync::Arc<stats::WorkerStats>,
+    /// This worker's `status_zone` counters.
+    pub metrics: std::sync::Arc<crate::metrics::WorkerMetrics>,
 }
 
 impl WorkerCtx {
@@ -190,6 +192,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         tls_clients: RefCell::new(Default::default()),
         dns: RefCell::new(Default::default()),
         stats: stats::register(),
+        metrics: crate::metrics::register(),
     });
     local.block_on(&rt, async move {
         crate::clock::refresh();

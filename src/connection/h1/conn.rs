@@ -472,6 +472,11 @@ pub fn log_request(
     body_bytes_sent: u64,
     started: Instant,
 ) {
+    // status_zone: the only cost without one is this branch.
+    if let Some(zone) = ctx.conf.metrics.zone {
+        let received = ctx.req.head.head_len as u64 + ctx.body_read;
+        w.metrics.record(zone, resp.status, received, bytes_sent, crate::clock::since_ms(started));
+    }
     let Some(refs) = &ctx.conf.access_log else { return };
     if refs.is_empty() {
         return;

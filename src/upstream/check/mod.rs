@@ -151,6 +151,13 @@ impl Check {
         }
     }
 
+    /// Whether the checker holds down the upstream's peer `i` (balancer
+    /// position); None for a peer it does not check.
+    pub fn peer_down(&self, i: usize) -> Option<bool> {
+        let p = self.slots.get(i).copied().flatten().and_then(|j| self.peers.get(j))?;
+        Some(p.down.load(Ordering::Relaxed))
+    }
+
     pub fn snapshot(&self, j: usize) -> Option<Snapshot> {
         let p = self.peers.get(j)?;
         Some(Snapshot {
