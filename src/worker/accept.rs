@@ -25,11 +25,11 @@ const ACCEPT_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
 const PAUSE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Accepting stopped because accept4 failed for want of descriptors or
-/// memory: since when, how many failed retries, when last logged.
+/// memory: since when, how many failed retries, whether it was logged.
 struct Paused {
     since: std::time::Instant,
     tries: u64,
-    logged: Option<std::time::Instant>,
+    logged: bool,
 }
 
 pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
@@ -48,6 +48,9 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
     let log = &w.cfg.http.listens[group].default_server.conf.error_log;
     let wildcard = addr.ip().is_unspecified();
     let mut paused: Option<Paused> = None;
+    let mut last_log: Option<std::time::Instant> = None;
+    // accept failed and the loop yielded once before pausing.
+    let mut yielded = false;
     loop {
         if w.draining.get() {
             return;
@@ -76,27 +79,35 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
             Err(e) if e == rustix::io::Errno::CONNABORTED => continue,
             Err(e) => {
                 // EMFILE and friends: the pending connection stays in the
-                // listen queue. Stop accepting for 500 ms (nginx's
+                // listen queue. First let the connections just spawned run
+                // once (one that reads EOF closes its descriptor at once);
+                // if accept still fails, stop accepting for 500 ms (nginx's
                 // accept_mutex_delay) instead of retrying at once, which
-                // would spin and write a line per attempt, and log the
-                // first failure of an episode, then one line per 10 s.
+                // would spin and write a line per attempt. One error-log
+                // line per 10 s at most, however often descriptors run out.
                 drop(ready);
+                if !yielded {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
                 let now = std::time::Instant::now();
-                let p = paused.get_or_insert(Paused { since: now, tries: 0, logged: None });
+                let p = paused.get_or_insert(Paused { since: now, tries: 0, logged: false });
                 p.tries += 1;
-                if p.logged.is_none_or(|t| now.duration_since(t) >= PAUSE_LOG_EVERY) {
-                    p.logged = Some(now);
+                if last_log.is_none_or(|t| now.duration_since(t) >= PAUSE_LOG_EVERY) {
+                    last_log = Some(now);
                     let (n, text) = (e.raw_os_error(), crate::process::signal::strerror(e.raw_os_error()));
-                    if p.tries == 1 {
+                    let ms = now.duration_since(p.since).as_millis();
+                    if p.logged || ms > 0 {
+                        log_to!(log, Level::Crit, "accept4() failed ({n}: {text}), still paused after {ms} ms");
+                    } else {
                         log_to!(
                             log,
                             Level::Crit,
                             "accept4() failed ({n}: {text}), accept paused, retrying every 500 ms"
                         );
-                    } else {
-                        let ms = now.duration_since(p.since).as_millis();
-                        log_to!(log, Level::Crit, "accept4() failed ({n}: {text}), still paused after {ms} ms");
                     }
+                    p.logged = true;
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(ACCEPT_PAUSE) => {}
@@ -106,7 +117,10 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
             }
         };
         drop(ready);
-        if let Some(p) = paused.take() {
+        yielded = false;
+        if let Some(p) = paused.take()
+            && p.logged
+        {
             log_to!(
                 log,
                 Level::Notice,
