@@ -19,6 +19,19 @@ use crate::handler::ctx::ConnInfo;
 use crate::log::error::Level;
 use crate::{log_error, log_to};
 
+/// How long accepting stops after accept4 fails with EMFILE and the like.
+const ACCEPT_PAUSE: std::time::Duration = std::time::Duration::from_millis(500);
+/// At most one error-log line per this while accepting stays paused.
+const PAUSE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Accepting stopped because accept4 failed for want of descriptors or
+/// memory: since when, how many failed retries, whether it was logged.
+struct Paused {
+    since: std::time::Instant,
+    tries: u64,
+    logged: bool,
+}
+
 pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     // SAFETY: the std listener owns its descriptor, which stays open and
     // unchanged until the AsyncFd (its only owner from here on) is dropped.
@@ -34,6 +47,10 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
     // default server's.
     let log = &w.cfg.http.listens[group].default_server.conf.error_log;
     let wildcard = addr.ip().is_unspecified();
+    let mut paused: Option<Paused> = None;
+    let mut last_log: Option<std::time::Instant> = None;
+    // accept failed and the loop yielded once before pausing.
+    let mut yielded = false;
     loop {
         if w.draining.get() {
             return;
@@ -61,14 +78,57 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
             }
             Err(e) if e == rustix::io::Errno::CONNABORTED => continue,
             Err(e) => {
-                // EMFILE and friends: log, back off briefly, keep serving.
-                log_to!(log, Level::Crit, "accept4() failed ({})", e);
+                // EMFILE and friends: the pending connection stays in the
+                // listen queue. First let the connections just spawned run
+                // once (one that reads EOF closes its descriptor at once);
+                // if accept still fails, stop accepting for 500 ms (nginx's
+                // accept_mutex_delay) instead of retrying at once, which
+                // would spin and write a line per attempt. One error-log
+                // line per 10 s at most, however often descriptors run out.
                 drop(ready);
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                if !yielded {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                let now = std::time::Instant::now();
+                let p = paused.get_or_insert(Paused { since: now, tries: 0, logged: false });
+                p.tries += 1;
+                if last_log.is_none_or(|t| now.duration_since(t) >= PAUSE_LOG_EVERY) {
+                    last_log = Some(now);
+                    let (n, text) = (e.raw_os_error(), crate::process::signal::strerror(e.raw_os_error()));
+                    let ms = now.duration_since(p.since).as_millis();
+                    if p.logged || ms > 0 {
+                        log_to!(log, Level::Crit, "accept4() failed ({n}: {text}), still paused after {ms} ms");
+                    } else {
+                        log_to!(
+                            log,
+                            Level::Crit,
+                            "accept4() failed ({n}: {text}), accept paused, retrying every 500 ms"
+                        );
+                    }
+                    p.logged = true;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(ACCEPT_PAUSE) => {}
+                    _ = stop.notified() => return,
+                }
                 continue;
             }
         };
         drop(ready);
+        yielded = false;
+        if let Some(p) = paused.take()
+            && p.logged
+        {
+            log_to!(
+                log,
+                Level::Notice,
+                "accepting again after {} ms paused ({} retries)",
+                p.since.elapsed().as_millis(),
+                p.tries
+            );
+        }
         let stream = std::net::TcpStream::from(fd);
         let peer = peer.and_then(|a| SocketAddr::try_from(a).ok()).unwrap_or(addr);
         let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };

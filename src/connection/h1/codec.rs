@@ -24,6 +24,9 @@ pub enum HeadError {
     NotImplemented(String),
     /// nginx's 497: plain HTTP on a TLS address, answered in plain HTTP.
     PlainOnTls,
+    /// 408: client_header_timeout expired with part of a head read; logged,
+    /// never answered (as nginx).
+    TimedOut,
 }
 
 impl HeadError {
@@ -35,6 +38,7 @@ impl HeadError {
             HeadError::Version => 505,
             HeadError::NotImplemented(_) => 501,
             HeadError::PlainOnTls => 497,
+            HeadError::TimedOut => 408,
         }
     }
 
@@ -51,6 +55,9 @@ impl HeadError {
             HeadError::Version => "client sent invalid version while reading client request line".into(),
             HeadError::PlainOnTls => {
                 "client sent plain HTTP request to HTTPS port while reading client request headers".into()
+            }
+            HeadError::TimedOut => {
+                "client timed out (110: Connection timed out) while reading client request headers".into()
             }
             HeadError::NotImplemented(v) => {
                 format!("client sent unknown \"Transfer-Encoding\": \"{v}\" while reading client request headers")

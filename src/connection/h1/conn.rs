@@ -229,7 +229,8 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
                     c.info.id,
                     partial_suffix(&c.rbuf, &c.info, g)
                 );
-                return Ok(None);
+                // nginx has a request once bytes arrived: it logs 408.
+                return if c.rbuf.is_empty() { Ok(None) } else { Err(HeadError::TimedOut) };
             }
             Ok(Ok(0)) | Ok(Err(_)) => {
                 if !c.rbuf.is_empty() {
@@ -261,6 +262,10 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     let mut head = match head {
         Ok(Some(h)) => h,
         Ok(None) => return Next::Close,
+        Err(HeadError::TimedOut) => {
+            log_unanswered(c, g, w, 408, started);
+            return Next::Close;
+        }
         Err(e) => {
             reject(c, g, w, e, started).await;
             return Next::Close;
@@ -330,8 +335,9 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     }
 
     out.pace = crate::limit::rate::pacer(&ctx, started);
-    // 444: close without a response.
-    if resp.status == 444 || resp.status == 499 {
+    // 444: close without a response; so is a 408 of our own (a body read
+    // timed out, or `return 408`), as nginx's ngx_http_terminate_request.
+    if resp.status == 444 || resp.status == 499 || (resp.status == 408 && resp.is_error_page) {
         log_request(w, &ctx, &resp, 0, 0, started);
         return Next::Close;
     }
@@ -517,6 +523,43 @@ fn request_line_end(rbuf: &[u8], g: &ListenGroup) -> usize {
     if line_end > 0 && rbuf.get(line_end - 1) == Some(&b'\r') { line_end - 1 } else { line_end }
 }
 
+/// The head of a request that never parsed: its request line as far as it
+/// arrived, for the access log.
+fn error_head(rbuf: &[u8], g: &ListenGroup) -> Head {
+    Head {
+        method: Method::Other,
+        method_r: 0..0,
+        target: 0..0,
+        version: Version::Http11,
+        line: 0..request_line_end(rbuf, g),
+        head_len: rbuf.len(),
+        headers: Vec::new(),
+        host: None,
+        body: BodyKind::None,
+        keep_alive: false,
+        expect_continue: false,
+    }
+}
+
+/// Writes the access-log line of a request that ends with `status` and no
+/// response (a head cut by client_header_timeout).
+fn log_unanswered(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, status: u16, started: Instant) {
+    let Conn { rbuf, info, .. } = &mut *c;
+    let head = error_head(rbuf, g);
+    let req = Request {
+        buf: rbuf,
+        head: &head,
+        method: Method::Other,
+        path: Cow::Borrowed(b"/"),
+        args: None,
+        host: Cow::Borrowed(b""),
+    };
+    let ctx = ReqCtx::new(g, &g.default_server, req, info);
+    let mut resp = crate::handler::error(&ctx, status);
+    resp.close = true;
+    log_request(w, &ctx, &resp, 0, 0, started);
+}
+
 /// Answers with nginx's error page for `status` and Connection: close, and
 /// writes its access log line; the connection then closes by lingering.
 pub(super) async fn send_error(
@@ -529,20 +572,7 @@ pub(super) async fn send_error(
     c.linger = true;
     c.answered = true;
     let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
-    let line_end = request_line_end(rbuf, g);
-    let head = Head {
-        method: Method::Other,
-        method_r: 0..0,
-        target: 0..0,
-        version: Version::Http11,
-        line: 0..line_end,
-        head_len: rbuf.len(),
-        headers: Vec::new(),
-        host: None,
-        body: BodyKind::None,
-        keep_alive: false,
-        expect_continue: false,
-    };
+    let head = error_head(rbuf, g);
     let server = &g.default_server;
     let req = Request {
         buf: rbuf,

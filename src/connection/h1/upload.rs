@@ -117,7 +117,10 @@ pub async fn respond<'c>(
 fn refuse<'c>(ctx: &mut ReqCtx<'c, '_>, e: BodyError) -> Response<'c> {
     let level = if e.status == 500 { Level::Crit } else { Level::Info };
     log_req!(ctx, level, "{} while reading client request body", e.reason);
-    let mut r = crate::handler::finish_error(ctx, e.status);
+    // A body timeout is never answered (nginx terminates the request):
+    // no error_page, and the connection closes on the generated 408.
+    let mut r =
+        if e.status == 408 { crate::handler::error(ctx, 408) } else { crate::handler::finish_error(ctx, e.status) };
     r.close = true;
     r
 }
