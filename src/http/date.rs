@@ -192,6 +192,15 @@ fn push_offset(out: &mut Vec<u8>, gmtoff_min: i32, colon: bool) {
     push2(out, (abs % 60) as u8);
 }
 
+/// `HH:MM:SS`, the time of day every log format shares.
+fn push_hms(out: &mut Vec<u8>, tm: &Tm) {
+    push2(out, tm.hour);
+    out.push(b':');
+    push2(out, tm.min);
+    out.push(b':');
+    push2(out, tm.sec);
+}
+
 pub fn log_time_local(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     let (secs, off) = local_secs(unix_secs, utc_offset_secs);
     let tm = Tm::from_unix(secs);
@@ -201,11 +210,7 @@ pub fn log_time_local(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     out.push(b'/');
     push_year(out, tm.year);
     out.push(b':');
-    push2(out, tm.hour);
-    out.push(b':');
-    push2(out, tm.min);
-    out.push(b':');
-    push2(out, tm.sec);
+    push_hms(out, &tm);
     out.push(b' ');
     push_offset(out, off, false);
 }
@@ -219,11 +224,7 @@ pub fn log_time_iso8601(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>)
     out.push(b'-');
     push2(out, tm.mday);
     out.push(b'T');
-    push2(out, tm.hour);
-    out.push(b':');
-    push2(out, tm.min);
-    out.push(b':');
-    push2(out, tm.sec);
+    push_hms(out, &tm);
     push_offset(out, off, true);
 }
 
@@ -237,11 +238,7 @@ pub fn syslog_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     out.push(if tm.mday >= 10 { b'0' + tm.mday / 10 } else { b' ' });
     out.push(b'0' + tm.mday % 10);
     out.push(b' ');
-    push2(out, tm.hour);
-    out.push(b':');
-    push2(out, tm.min);
-    out.push(b':');
-    push2(out, tm.sec);
+    push_hms(out, &tm);
 }
 
 pub fn error_log_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
@@ -253,11 +250,7 @@ pub fn error_log_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     out.push(b'/');
     push2(out, tm.mday);
     out.push(b' ');
-    push2(out, tm.hour);
-    out.push(b':');
-    push2(out, tm.min);
-    out.push(b':');
-    push2(out, tm.sec);
+    push_hms(out, &tm);
 }
 
 #[cfg(test)]

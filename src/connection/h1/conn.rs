@@ -546,18 +546,16 @@ fn error_head(rbuf: &[u8], g: &ListenGroup) -> Head {
 fn log_unanswered(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, status: u16, started: Instant) {
     let Conn { rbuf, info, .. } = &mut *c;
     let head = error_head(rbuf, g);
-    let req = Request {
-        buf: rbuf,
-        head: &head,
-        method: Method::Other,
-        path: Cow::Borrowed(b"/"),
-        args: None,
-        host: Cow::Borrowed(b""),
-    };
-    let ctx = ReqCtx::new(g, &g.default_server, req, info);
+    let ctx = ReqCtx::new(g, &g.default_server, error_request(rbuf, &head), info);
     let mut resp = crate::handler::error(&ctx, status);
     resp.close = true;
     log_request(w, &ctx, &resp, 0, 0, started);
+}
+
+/// The request an unparsed head is logged as: its request line (as far as
+/// it came) on the default server, at `/`.
+fn error_request<'a>(rbuf: &'a [u8], head: &'a Head) -> Request<'a> {
+    Request { buf: rbuf, head, method: Method::Other, path: Cow::Borrowed(b"/"), args: None, host: Cow::Borrowed(b"") }
 }
 
 /// Answers with nginx's error page for `status` and Connection: close, and
@@ -574,15 +572,7 @@ pub(super) async fn send_error(
     let Conn { stream, rbuf, wbuf, info, .. } = &mut *c;
     let head = error_head(rbuf, g);
     let server = &g.default_server;
-    let req = Request {
-        buf: rbuf,
-        head: &head,
-        method: Method::Other,
-        path: Cow::Borrowed(b"/"),
-        args: None,
-        host: Cow::Borrowed(b""),
-    };
-    let ctx = ReqCtx::new(g, server, req, info);
+    let ctx = ReqCtx::new(g, server, error_request(rbuf, &head), info);
     let mut resp = crate::handler::error(&ctx, status);
     resp.close = true;
     let opts =
