@@ -63,11 +63,25 @@ fn walk(zone: &Zone, dir: &Path, depth: usize, batch: &mut u64) {
     }
 }
 
+/// Whether `name` is a temporary entry file (`HASH.tmpPID.N`, see
+/// `Zone::temp_path`) made by this process.
+fn own_temp(name: &str) -> bool {
+    let Some((_, rest)) = name.split_once(".tmp") else { return false };
+    let pid = rest.split('.').next().unwrap_or("");
+    pid.parse::<u32>().is_ok_and(|p| p == std::process::id())
+}
+
 /// Adds one file to the index, or removes it when it is not a whole entry
 /// under its own name (temporary files, damaged or foreign files).
 fn index_file(zone: &Zone, path: &Path) {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let Some(h) = parse_hex(name) else {
+        // A temporary file of this process is a fill in progress (the
+        // loader starts with the zone's first request, so it can meet one):
+        // removing it lost that entry. Another process's is a leftover.
+        if own_temp(name) {
+            return;
+        }
         if name.contains(".tmp") || name.len() >= 32 {
             let _ = std::fs::remove_file(path);
         }
