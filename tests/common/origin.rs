@@ -372,6 +372,20 @@ pub fn get_many(s: &TestServer, path: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// A 200 whose body was cut must never look complete: shorter than its
+/// Content-Length, or chunked without the last chunk.
+pub fn assert_visibly_cut(raw: &[u8]) {
+    let (head, body) = split_head(raw);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    if let Some(cl) = head.lines().find_map(|l| l.strip_prefix("Content-Length: ")) {
+        let cl: usize = cl.parse().unwrap();
+        assert!(body.len() < cl, "{} of {cl} bytes", body.len());
+    } else {
+        assert!(head.contains("Transfer-Encoding: chunked"), "{head}");
+        assert!(!body.ends_with(b"0\r\n\r\n"), "chunked body has its last chunk:\n{head}");
+    }
+}
+
 /// A raw HTTP/1 response split into its head (without the empty line) and
 /// the bytes after it.
 pub fn split_head(raw: &[u8]) -> (String, &[u8]) {
