@@ -28,6 +28,7 @@ fn error_statuses_and_error_log_lines() {
             location /slow { proxy_pass http://origin; proxy_read_timeout 300ms; }
             location / { proxy_pass http://origin; proxy_buffer_size 4k; }
             location /nolive { proxy_pass http://deadpair; }
+            location /wide { proxy_pass http://origin; proxy_buffer_size 16k; proxy_busy_buffers_size 16k; }
         }"#,
         &[("%D%", dead), ("%D2%", dead2), ("%O%", o.port)],
     );
@@ -52,6 +53,9 @@ fn error_statuses_and_error_log_lines() {
     case("/early", 502, "upstream prematurely closed connection while reading response header from upstream");
     case("/badheader", 502, "upstream sent invalid header");
     case("/bigheader", 502, "upstream sent too big header while reading response header from upstream");
+    // A head over proxy_buffer_size is refused however it arrives, also
+    // when a larger buffer from another location is reused for it.
+    assert_eq!(s.get("/wide/warm").status, 200);
     case("/nolive-1", 502, "request: \"GET /nolive-1 HTTP/1.1\"");
     case("/nolive-2", 502, "no live upstreams while connecting to upstream");
     // nginx 1.22 passes Content-Length + Transfer-Encoding on (chunked
@@ -62,6 +66,11 @@ fn error_statuses_and_error_log_lines() {
         let why = "upstream sent \"Content-Length\" and \"Transfer-Encoding\" headers at the same time";
         case("/smuggle", 502, &format!("{why} while reading response header from upstream"));
     }
+    checks.run("/bigheader-5k", || {
+        assert_eq!(s.get("/bigheader-5k").status, 502);
+        let log = s.wait_error_log("request: \"GET /bigheader-5k HTTP/1.1\"");
+        assert!(line_with(&log, "/bigheader-5k").contains("upstream sent too big header"), "{log}");
+    });
     checks.run("/garbage", || {
         let raw = request_to_close(s.port, b"GET /garbage HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         let raw = String::from_utf8_lossy(&raw).into_owned();

@@ -615,6 +615,12 @@ async fn exchange(
                 buf.drain(..h.head_len);
                 continue;
             }
+            // A head that came whole in one read is held to the same bound
+            // as one that came in pieces (the buffer, reused from a location
+            // with a larger proxy_buffer_size, may hold more than `limit`).
+            Ok(Some(h)) if h.head_len > limit && matches!(reader, HeadReader::Http { .. }) => {
+                return Err(ExchangeError::Invalid("upstream sent too big header".into()));
+            }
             Ok(Some(h)) => return Ok(h),
             Ok(None) => {}
             Err(HeadError::Invalid(why)) => return Err(ExchangeError::Invalid(why.into())),

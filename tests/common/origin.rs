@@ -421,7 +421,7 @@ pub fn chunked_origin() -> (Origin, Vec<u8>) {
 /// An origin that fails at the head: `/slow` answers after 1.5 s, `/early`
 /// closes without answering, `/garbage` has no status line, `/badheader` a
 /// bare CR in a header, `/smuggle` both Content-Length and chunked,
-/// `/bigheader` an 8 KB header line.
+/// `/bigheader` an 8 KB header line, `/bigheader-5k` a 5 KB one.
 pub fn misbehaving_origin() -> Origin {
     let big_header = format!("X-Big: {}", "b".repeat(8000));
     Origin::start(move |r| match r.target() {
@@ -434,6 +434,7 @@ pub fn misbehaving_origin() -> Origin {
         )
         .close(),
         "/bigheader" => Reply::http(200, &[&big_header], "ok"),
+        "/bigheader-5k" => Reply::http(200, &[&big_header[..5000]], "ok"),
         _ => Reply::ok("?"),
     })
 }
