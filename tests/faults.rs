@@ -167,6 +167,10 @@ fn a_panicking_request_gets_500_and_every_other_request_is_served() {
     checks.run("the 500s are in the access log", || {
         let log = s.access_log();
         assert!(log.lines().any(|l| l.contains("\"GET /p/x HTTP/1.1\" 500 ")), "no 500 line");
+        // One per round on HTTP/2, with the page's length as body bytes.
+        let h2: Vec<&str> = log.lines().filter(|l| l.contains("\"GET / HTTP/2.0\" 500 ")).collect();
+        assert_eq!(h2.len(), 5, "{log}");
+        assert!(h2.iter().all(|l| !l.contains("\" 500 0 ")), "{log}");
     });
     checks.finish();
 }

@@ -9,6 +9,7 @@ use crate::http::response::Response;
 use crate::variables::{Var, VarSource};
 
 /// What the connection knows, independent of the request.
+#[derive(Clone)]
 pub struct ConnInfo {
     pub peer: SocketAddr,
     pub local: SocketAddr,

@@ -205,8 +205,10 @@ async fn guarded(
     shared: Rc<Shared>,
 ) {
     let (id, peer) = (info.id, info.peer);
-    // Cheap copies (reference counts) for the log line if it panics.
+    let started = Instant::now();
+    // Cheap copies (reference counts) for the log lines if it panics.
     let (method, uri) = (req.method().clone(), req.uri().clone());
+    let spare = info.clone();
     let run = stream(w.clone(), group, info, req, &mut respond, shared.clone());
     let Err(p) = crate::worker::unwind::Guarded::new(run).await else { return };
     let g = &w.cfg.http.listens[group];
@@ -235,12 +237,43 @@ async fn guarded(
     // h2 refuses a second HEADERS once a head went out. Then no explicit
     // reset: it would discard a complete response still queued; dropping
     // `respond` resets (CANCEL) a stream whose body was not finished.
-    if let Ok(mut tx) = respond.send_response(response::head(&resp, tokens), body.is_none())
-        && let Some(b) = body
-    {
-        let _ = tx.send_data(Bytes::from(b), true);
+    // Logged when this 500 is what the client got; a stream that panicked
+    // after its head went out has no line, as on HTTP/1.
+    let len = body.as_ref().map_or(0, |b| b.len() as u64);
+    if let Ok(mut tx) = respond.send_response(response::head(&resp, tokens), body.is_none()) {
+        let sent = body.is_none_or(|b| tx.send_data(Bytes::from(b), true).is_ok());
+        log_panicked(&w, g, &spare, method, uri, &resp, if sent { len } else { 0 }, started);
     }
     finish(&shared, true);
+}
+
+/// The access-log line of a stream whose handling panicked, as HTTP/1
+/// writes one for its 500: the request line from the method and URI kept
+/// aside (the request itself went down with the stream), no headers.
+#[allow(clippy::too_many_arguments)]
+fn log_panicked(
+    w: &WorkerCtx,
+    g: &crate::config::model::ListenGroup,
+    info: &ConnInfo,
+    method: http::Method,
+    uri: http::Uri,
+    resp: &Response<'_>,
+    body_bytes: u64,
+    started: Instant,
+) {
+    let Ok(r) = http::Request::builder().method(method).uri(uri).body(()) else { return };
+    let Ok((buf, head)) = request::synthesize(&r, false) else { return };
+    let path = r.uri().path().as_bytes();
+    let req = Request {
+        buf: &buf,
+        head: &head,
+        method: head.method,
+        path: std::borrow::Cow::Borrowed(path),
+        args: r.uri().query().map(|q| std::borrow::Cow::Borrowed(q.as_bytes())),
+        host: std::borrow::Cow::Borrowed(b""),
+    };
+    let ctx = ReqCtx::new(g, &g.default_server, req, info);
+    log(w, &ctx, resp, body_bytes, body_bytes, started);
 }
 
 /// One stream: build the request, run the pipeline, send head and body,
