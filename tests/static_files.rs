@@ -67,6 +67,8 @@ fn server() -> TestServer {
         .file("html/sub/home.htm", "custom index\n")
         .file("html/auto/f.txt", "f\n")
         .file("html/auto/subdir/g.txt", "g\n")
+        .file("html/auto/.env", "SECRET=1\n")
+        .file("html/auto/.git/config", "[core]\n")
         .file("html/auto/a b&c<d>.txt", "x")
         .file(&format!("html/auto/{}.txt", "L".repeat(60)), "y")
         .file("html/multi/noidx/f.txt", "f")
@@ -149,6 +151,9 @@ fn autoindex_lists_entries() {
     let long = format!("<a href=\"{l}.txt\">{}..&gt;</a>", &"L".repeat(47), l = "L".repeat(60));
     assert!(t.contains(&long), "{t}");
     assert_eq!(s.get("/auto/a%20b&c%3Cd%3E.txt").text(), "x");
+    // Dotfiles and dot-directories are never listed, as in nginx.
+    assert!(t.contains("f.txt"));
+    assert!(!t.contains(".env") && !t.contains(".git"), "{t}");
 }
 
 #[test]
