@@ -68,6 +68,14 @@ def build_workloads(client2):
         template="empty_gif.conf",
         rows=[Row("1", "1 empty_gif keep-alive c50", "/empty.gif", 50, True,
                   body_len=EMPTY_GIF_LEN)])
+    w["1z"] = dict(
+        title="empty_gif, keep-alive, the server in a status_zone (sluice's metrics on); "
+              "run with --nginx SLUICE to compare sluice with and without",
+        template="empty_gif_zone.conf",
+        subst={"@STATUS_ZONE@": "# no status_zone"},
+        sluice_subst={"@STATUS_ZONE@": "status_zone bench;"},
+        rows=[Row("1z", "1z empty_gif keep-alive c50, status_zone", "/empty.gif", 50, True,
+                  body_len=EMPTY_GIF_LEN)])
     w["2"] = dict(
         title="empty_gif, keepalive_timeout 0 (new connection per request)",
         template="empty_gif_close.conf",
