@@ -13,6 +13,7 @@
 //! reloads. Registering a worker's counters takes a mutex once, when the
 //! worker starts or first uses an upstream.
 
+pub mod dashboard;
 pub mod page;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -23,7 +24,7 @@ use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
 use crate::config::table::{Cmd, LOC, R, SRV, Set, cmd};
 
-/// `sluice_status [format=json|prometheus]` (location) and `status_zone
+/// `sluice_status [format=json|prometheus|html]` (location) and `status_zone
 /// NAME` (server, location).
 pub static DIRECTIVES: &[Cmd] = &[
     cmd("sluice_status", LOC, 0, 1, Set::Loc(sluice_status)),

@@ -1,8 +1,9 @@
 //! The `sluice_status` page: every worker's counters summed at scrape time
 //! (the scrape pays for the sums, the request path never does), as JSON
-//! (the default; an HTML dashboard is to come) or in Prometheus' text
-//! exposition format 0.0.4. `?format=` picks one unless the directive fixed
-//! it (`sluice_status format=prometheus;`). GET and HEAD only (else 405).
+//! (the default), in Prometheus' text exposition format 0.0.4, or as the
+//! HTML dashboard ([`super::dashboard`], what a browser's `Accept` gets)
+//! that polls the JSON. `?format=` picks one unless the directive fixed it
+//! (`sluice_status format=prometheus;`). GET and HEAD only (else 405).
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use super::{BUCKETS_MS, PeerTotals, ZoneTotals};
 use crate::config::proxy::Upstream;
 use crate::handler::ctx::ReqCtx;
+use crate::http::field_value::FieldValue;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
@@ -21,6 +23,7 @@ use crate::worker::stats::Totals;
 pub enum Format {
     Json,
     Prometheus,
+    Html,
 }
 
 impl Format {
@@ -28,6 +31,7 @@ impl Format {
         match v {
             "json" => Some(Format::Json),
             "prometheus" => Some(Format::Prometheus),
+            "html" => Some(Format::Html),
             _ => None,
         }
     }
@@ -36,6 +40,7 @@ impl Format {
         match self {
             Format::Json => "application/json",
             Format::Prometheus => "text/plain; version=0.0.4",
+            Format::Html => "text/html; charset=utf-8",
         }
     }
 }
@@ -101,9 +106,13 @@ pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, page: &Page) -> Response<'c> {
         return crate::handler::error(ctx, 405);
     }
     let mut format = Format::Json;
+    let query = ctx.req.args.as_deref().and_then(|a| arg(a, b"format"));
+    // Neither the directive nor the query chose: Accept does.
+    let negotiated = page.fixed.is_none() && query.is_none();
     if let Some(f) = page.fixed {
-        format = f;
-    } else if let Some(v) = ctx.req.args.as_deref().and_then(|a| arg(a, b"format")) {
+        // A fixed dashboard still answers its own polls.
+        format = if f == Format::Html && query == Some(b"json") { Format::Json } else { f };
+    } else if let Some(v) = query {
         match std::str::from_utf8(v).ok().and_then(Format::parse) {
             Some(f) => format = f,
             None => {
@@ -111,14 +120,19 @@ pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, page: &Page) -> Response<'c> {
                 return crate::handler::error(ctx, 400);
             }
         }
+    } else if ctx.req.header("accept").is_some_and(super::dashboard::prefers_html) {
+        format = Format::Html;
     }
-    let s = snapshot(page);
+    let text = match format {
+        Format::Html => return super::dashboard::response(negotiated),
+        Format::Json => json(&snapshot(page)),
+        Format::Prometheus => prometheus(&snapshot(page)),
+    };
     let mut r = Response::new(200);
     r.content_type = Some(Cow::Borrowed(format.content_type()));
-    let text = match format {
-        Format::Json => json(&s),
-        Format::Prometheus => prometheus(&s),
-    };
+    if negotiated {
+        r.headers.push((Cow::Borrowed("Vary"), FieldValue::from_static(b"Accept")));
+    }
     r.body = Body::Owned(text.into_bytes());
     r
 }

@@ -16,6 +16,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod cache;
 mod client;
 pub mod codings;
