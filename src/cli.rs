@@ -18,7 +18,11 @@ pub struct Cli {
     pub globals: Option<String>,
 }
 
-pub const USAGE: &str = "Usage: sluice [-?hvVtTq] [-s signal] [-p prefix] [-c filename] [-g directives]
+/// The usage text, with the build's default prefix and configuration file
+/// as nginx prints its own.
+pub fn usage() -> String {
+    format!(
+        "Usage: sluice [-?hvVtTq] [-s signal] [-p prefix] [-c filename] [-g directives]
 
 Options:
   -?,-h         : this help
@@ -28,13 +32,17 @@ Options:
   -T            : test configuration, dump it and exit
   -q            : suppress non-error messages during configuration testing
   -s signal     : send signal to the master process: stop, quit, reopen, reload
-  -p prefix     : set prefix path (default: /usr/local/sluice/)
-  -c filename   : set configuration file (default: conf/sluice.conf)
+  -p prefix     : set prefix path (default: {})
+  -c filename   : set configuration file (default: {})
   -g directives : set global directives out of configuration file
 
 With no configuration file at the default path, sluice serves the current
 directory on http://127.0.0.1:8080 with autoindex on.
-";
+",
+        crate::process::DEFAULT_PREFIX,
+        crate::process::DEFAULT_CONF
+    )
+}
 
 pub fn parse(args: &[String]) -> Result<Cli, String> {
     let mut cli = Cli::default();

@@ -20,6 +20,15 @@ pub const DEFAULT_PREFIX: &str = match option_env!("SLUICE_PREFIX") {
     None => "/usr/local/sluice/",
 };
 
+/// The configuration file read without `-c`, relative to the prefix unless
+/// absolute: nginx's `--conf-path`. A distribution package sets it at build
+/// time (`SLUICE_CONF_PATH=/etc/sluice/sluice.conf`) so that a bare
+/// `sluice -t` or `sluice -s reload` finds the installed configuration.
+pub const DEFAULT_CONF: &str = match option_env!("SLUICE_CONF_PATH") {
+    Some(p) => p,
+    None => "conf/sluice.conf",
+};
+
 pub fn hostname() -> &'static str {
     static NAME: OnceLock<String> = OnceLock::new();
     NAME.get_or_init(|| rustix::system::uname().nodename().to_string_lossy().into_owned())
@@ -40,7 +49,7 @@ pub fn load_options(cli: &Cli) -> LoadOptions {
     let source = match &cli.conf {
         Some(c) => Source::File(if c.is_absolute() { c.clone() } else { prefix.join(c) }),
         None => {
-            let p = prefix.join("conf/sluice.conf");
+            let p = prefix.join(DEFAULT_CONF);
             if p.exists() { Source::File(p) } else { default_conf::source() }
         }
     };
@@ -50,8 +59,9 @@ pub fn load_options(cli: &Cli) -> LoadOptions {
 fn version_text(full: bool) -> String {
     let mut s = format!("sluice version: sluice/{}\n", env!("CARGO_PKG_VERSION"));
     if full {
-        s.push_str("built with rustc; HTTP/1.1 (own codec on httparse); TLS and HTTP/2: not yet\n");
+        s.push_str("built with rustc; HTTP/1.1 (own codec on httparse), HTTP/2 (h2), TLS (rustls, aws-lc-rs)\n");
         s.push_str(&format!("default prefix: {DEFAULT_PREFIX}\n"));
+        s.push_str(&format!("default configuration file: {DEFAULT_CONF}\n"));
     }
     s
 }
@@ -63,7 +73,7 @@ pub fn main_entry(args: &[String]) -> i32 {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sluice: {e}");
-            eprint!("{}", cli::USAGE);
+            eprint!("{}", cli::usage());
             return 1;
         }
     };
@@ -71,7 +81,7 @@ pub fn main_entry(args: &[String]) -> i32 {
         eprint!("{}", version_text(cli.version_full));
     }
     if cli.help {
-        eprint!("{}", cli::USAGE);
+        eprint!("{}", cli::usage());
         return 0;
     }
     if cli.version && !cli.test && cli.signal.is_none() {
@@ -141,8 +151,8 @@ pub fn main_entry(args: &[String]) -> i32 {
     }
     if let Source::Text { .. } = &opts.source {
         eprintln!(
-            "sluice: no configuration file at {}conf/sluice.conf; serving {} on http://127.0.0.1:8080/ (autoindex on)",
-            opts.prefix.display().to_string().trim_end_matches('/').to_string() + "/",
+            "sluice: no configuration file at {}; serving {} on http://127.0.0.1:8080/ (autoindex on)",
+            opts.prefix.join(DEFAULT_CONF).display(),
             std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
         );
     }
