@@ -62,6 +62,15 @@ fn unknown_directive() {
 }
 
 #[test]
+fn duplicate_listens() {
+    let conf =
+        "events {}\nhttp {\n  server {\n    listen 127.0.0.1:18555;\n    listen 127.0.0.1:18555 reuseport;\n  }\n}\n";
+    assert_test_fails(conf, "a duplicate listen 127.0.0.1:18555", 5);
+    let conf = "events {}\nhttp {\n  server { listen 127.0.0.1:18555 backlog=10; }\n  server { listen 127.0.0.1:18555 backlog=20; }\n}\n";
+    assert_test_fails(conf, "duplicate listen options for 127.0.0.1:18555", 4);
+}
+
+#[test]
 fn directive_not_allowed_here() {
     assert_test_fails("events {}\n\nlisten 80;\nhttp {}\n", "\"listen\" directive is not allowed here", 3);
     assert_test_fails(

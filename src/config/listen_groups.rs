@@ -49,6 +49,10 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             }
         };
         let g = &mut groups[idx];
+        // One server listing an address twice is refused, as nginx does.
+        if g.members.iter().any(|(s, _)| Arc::ptr_eq(s, &server)) {
+            return Err(ConfError::at(format!("a duplicate listen {}", spec.addr), &spec.span));
+        }
         g.ssl |= spec.ssl;
         g.http2 |= spec.http2;
         g.proxy_protocol |= spec.proxy_protocol;
