@@ -129,6 +129,9 @@ pub struct ZoneConf {
     /// registry and its lock on every request. Weak: the zone holds its
     /// configuration.
     pub resolved: std::sync::OnceLock<std::sync::Weak<super::zone::Zone>>,
+    /// The zone's counter slot in `sluice_status` (by name, for the life
+    /// of the process: `crate::metrics::cache_index`).
+    pub metrics: u32,
 }
 
 const DIFFERENT_USE: &str = "the shared memory zone \"{}\" is already declared for a different use";
@@ -289,6 +292,7 @@ pub fn cache_path(d: &Directive, ctx: &mut Ctx, module: &'static str) -> R {
         defined_at: String::new(),
         module,
         resolved: std::sync::OnceLock::new(),
+        metrics: u32::MAX,
     };
     let mut memory = None;
     z.defined_at = format!("{}:{}", d.span.file.display(), d.span.line);
@@ -342,6 +346,7 @@ pub fn cache_path(d: &Directive, ctx: &mut Ctx, module: &'static str) -> R {
         return Err(ConfError::at(format!("\"{}\" must have \"keys_zone\" parameter", d.name), &d.span));
     }
     z.memory = memory.unwrap_or_else(|| (z.keys_size / 4 * 64).min(256 << 20));
+    z.metrics = crate::metrics::cache_index(&z.name);
     if let Some(o) = ctx.cache_zones.get(&z.name) {
         let why = if o.module == module { "duplicate zone \"{}\"" } else { DIFFERENT_USE };
         return Err(ConfError::at(why.replace("{}", &z.name), &d.span));

@@ -170,10 +170,14 @@ pub fn manage(zone: &Zone, now: i64) {
             std::thread::sleep(zone.conf.manager_sleep);
         }
     };
+    // Entry files removed, for `sluice_status` (use counters of keys never
+    // stored are no entries).
+    let mut evicted = 0u64;
     // Inactive entries (and use counters of keys never stored).
     for (h, n) in &nodes {
         if n.last_access.saturating_add(inactive) < now {
             remove(zone, h, n);
+            evicted += u64::from(n.on_disk);
             pause(&mut removed);
         }
     }
@@ -183,8 +187,12 @@ pub fn manage(zone: &Zone, now: i64) {
     let mut i = 0;
     while i < nodes.len() && over_limits(zone) {
         remove(zone, &nodes[i].0, &nodes[i].1);
+        evicted += 1;
         pause(&mut removed);
         i += 1;
+    }
+    if evicted > 0 {
+        crate::metrics::with_local(|m| m.evicted(zone.conf.metrics, evicted));
     }
 }
 

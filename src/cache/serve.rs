@@ -118,6 +118,7 @@ pub fn any_true(ctx: &ReqCtx<'_, '_>, list: &[Template]) -> bool {
 pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
     let conf = super::conf::of(ctx.conf);
     let Some(zconf) = &conf.zone else { return Lookup::Fetch(None) };
+    ctx.cache_zone = zconf.metrics;
     if !matches!(conf.purge, super::purge::Purge::Off) {
         let key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
         if let Some(r) = super::purge::check(ctx, &key, zconf) {

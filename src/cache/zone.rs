@@ -82,6 +82,8 @@ pub struct Zone {
     flights: Mutex<KeyMap<Arc<Flight>>>,
     /// Bytes of entry files on disk.
     pub disk_bytes: AtomicU64,
+    /// Entry files on disk (kept with `disk_bytes`, for `sluice_status`).
+    files: AtomicU64,
     /// The loader has indexed what was on disk at start.
     pub loaded: AtomicBool,
     started: AtomicBool,
@@ -140,6 +142,7 @@ fn registered(conf: &Arc<ZoneConf>) -> Arc<Zone> {
         mem: Mutex::new(Tier::new(conf.memory)),
         flights: Mutex::new(KeyMap::default()),
         disk_bytes: AtomicU64::new(0),
+        files: AtomicU64::new(0),
         loaded: AtomicBool::new(false),
         started: AtomicBool::new(false),
         temp_seq: AtomicU64::new(0),
@@ -231,12 +234,19 @@ impl Zone {
     /// Records a stored entry (replacing what the key had).
     pub fn stored(&self, h: &Hash, mut n: Node) {
         let mut s = self.shard(h);
-        let old = s.get(h).map(|o| (o.uses, if o.on_disk { o.file_len } else { 0 }));
-        if let Some((uses, len)) = old {
+        let old = s.get(h).map(|o| (o.uses, if o.on_disk { o.file_len } else { 0 }, o.on_disk));
+        let mut had_file = false;
+        if let Some((uses, len, on_disk)) = old {
             n.uses = n.uses.max(uses);
+            had_file = on_disk;
             self.disk_bytes.fetch_sub(len.min(self.disk_bytes.load(Ordering::Relaxed)), Ordering::Relaxed);
         }
         self.disk_bytes.fetch_add(n.file_len, Ordering::Relaxed);
+        if n.on_disk && !had_file {
+            self.files.fetch_add(1, Ordering::Relaxed);
+        } else if !n.on_disk && had_file {
+            self.files.fetch_sub(1, Ordering::Relaxed);
+        }
         s.insert(*h, n);
     }
 
@@ -246,6 +256,7 @@ impl Zone {
         if n.on_disk {
             let cur = self.disk_bytes.load(Ordering::Relaxed);
             self.disk_bytes.fetch_sub(n.file_len.min(cur), Ordering::Relaxed);
+            self.files.fetch_sub(1, Ordering::Relaxed);
         }
         lock(&self.mem).remove(h);
         Some(n)
@@ -266,6 +277,13 @@ impl Zone {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// (bytes of entry files on disk, entry files, bytes of the memory
+    /// tier) now, for `sluice_status`.
+    pub fn usage(&self) -> (u64, u64, u64) {
+        let mem = lock(&self.mem).used();
+        (self.disk_bytes.load(Ordering::Relaxed), self.files.load(Ordering::Relaxed), mem)
     }
 
     /// The entry file's path: `levels` directories named by the hash's

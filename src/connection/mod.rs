@@ -83,8 +83,10 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
             }
         }
         let Some((tls, tinfo)) = crate::tls::handshake::accept(tcp, g, timeout, info.id, info.peer).await else {
+            w.metrics.tls_failed();
             return;
         };
+        w.metrics.tls_handshake(tinfo.protocol, tinfo.resumed);
         let h2 = tinfo.h2;
         info.tls = Some(Rc::new(tinfo));
         if h2 {

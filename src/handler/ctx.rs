@@ -85,6 +85,9 @@ pub struct ReqCtx<'c, 'a> {
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
     /// `$upstream_cache_status` (None: the cache was not asked).
     pub cache_status: Option<&'static str>,
+    /// The `sluice_status` slot of the cache zone asked
+    /// (`ZoneConf::metrics`), counted with `cache_status` when logged.
+    pub cache_zone: u32,
     /// The client address `set_real_ip_from` let a header or the PROXY
     /// protocol name (port 0: none given); see [`ReqCtx::client`].
     pub realip: Option<SocketAddr>,
@@ -591,6 +594,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             websocket_key: None,
             proxy_pass: None,
             cache_status: None,
+            cache_zone: u32::MAX,
             realip: None,
             cache: None,
             vary_encoding: false,

@@ -1,20 +1,37 @@
-//! Issue 15, metrics: `status_zone NAME` (server, location; NGINX Plus's
-//! name) counts the requests of a server or location under a zone, and the
-//! `sluice_status` content handler ([`page`]) reports those zones, the
-//! connections `stub_status` counts and every configured upstream peer, as
-//! JSON or in Prometheus' text format.
+//! Live metrics: `status_zone NAME` (server, location; NGINX Plus's name)
+//! counts the requests of a server or location under a zone, and the
+//! `sluice_status` content handler ([`page`]) reports those zones, the whole
+//! process's requests, connections, TLS handshakes, HTTP/2, cache zones,
+//! reloads and every configured upstream (peers, queue, response times,
+//! health checks), as JSON or in Prometheus' text format.
 //!
 //! Nothing here is shared between workers on the request path: each worker
-//! owns one [`WorkerMetrics`] (zones) and one [`PeerSet`] per upstream it
-//! proxies to, and is their only writer, so a count is a relaxed load and
-//! store (as [`crate::worker::stats`] does for stub_status: no locked
-//! instruction, no cache line another worker writes). A scrape sums every
-//! worker's, old generations' included, so counters keep growing across
-//! reloads. Registering a worker's counters takes a mutex once, when the
-//! worker starts or first uses an upstream.
+//! owns one [`WorkerMetrics`] ([`worker`]) and one [`PeerSet`] per upstream
+//! it proxies to ([`upstream`]), and is their only writer, so a count is a
+//! relaxed load and store (as [`crate::worker::stats`] does for
+//! stub_status: no locked instruction, no cache line another worker
+//! writes). Threads that are not workers (a cache zone's manager) get a
+//! [`WorkerMetrics`] of their own the same way. A scrape sums every
+//! registered set, old generations' included, so counters keep growing
+//! across reloads. Registering takes a mutex once, when a worker starts or
+//! first uses an upstream. What the master alone writes (reloads) and what
+//! lives in shared state already (a cache zone's size, a queue's length, a
+//! health checker's results) is read at scrape time.
+//!
+//! * [`worker`]: per-worker counters (zones, all requests, TLS, HTTP/2,
+//!   parked connections, cache lookups and evictions).
+//! * [`upstream`]: per-worker counters of an upstream block's peers, queue
+//!   and response times.
+//! * [`snapshot`]: one scrape's sums; [`json`] and [`prometheus`] write it.
+//! * [`page`]: the `sluice_status` handler; [`dashboard`]: its HTML page.
 
 pub mod dashboard;
+pub mod json;
 pub mod page;
+pub mod prometheus;
+pub mod snapshot;
+pub mod upstream;
+pub mod worker;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -23,6 +40,9 @@ use crate::config::build::Ctx;
 use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
 use crate::config::table::{Cmd, LOC, R, SRV, Set, cmd};
+
+pub use upstream::{PeerSet, PeerTotals};
+pub use worker::{Hist, WorkerMetrics, ZoneTotals, register, with_local};
 
 /// `sluice_status [format=json|prometheus|html]` (location) and `status_zone
 /// NAME` (server, location).
@@ -52,7 +72,10 @@ fn sluice_status(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         ),
     };
     let upstreams = ctx.upstream_list.iter().filter(|u| !u.implicit).cloned().collect();
-    c.metrics.page = Some(Arc::new(page::Page { fixed, upstreams }));
+    // Cache zones are built before any server, so the page sees them all.
+    let mut caches: Vec<_> = ctx.cache_zones.values().cloned().collect();
+    caches.sort_by(|a, b| a.name.cmp(&b.name));
+    c.metrics.page = Some(Arc::new(page::Page { fixed, upstreams, caches }));
     Ok(())
 }
 
@@ -65,220 +88,99 @@ fn status_zone(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// Zone names in the order first configured; a zone keeps its index for the
+/// Names in the order first configured; a name keeps its index for the
 /// life of the process, so reloads keep counting into the same slot.
-static ZONES: Mutex<Vec<Arc<str>>> = Mutex::new(Vec::new());
+struct Names(Mutex<Vec<Arc<str>>>);
+
+impl Names {
+    const fn new() -> Names {
+        Names(Mutex::new(Vec::new()))
+    }
+
+    fn index(&self, name: &str) -> u32 {
+        let Ok(mut z) = self.0.lock() else { return u32::MAX };
+        let i = z.iter().position(|n| &**n == name).unwrap_or_else(|| {
+            z.push(Arc::from(name));
+            z.len() - 1
+        });
+        i as u32
+    }
+
+    fn all(&self) -> Vec<Arc<str>> {
+        self.0.lock().map(|z| z.clone()).unwrap_or_default()
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().map(|z| z.len()).unwrap_or(0)
+    }
+}
+
+/// `status_zone` names.
+static ZONES: Names = Names::new();
+/// Cache zone names (`proxy_cache_path keys_zone=NAME`).
+static CACHES: Names = Names::new();
 
 fn zone_index(name: &str) -> u32 {
-    let Ok(mut z) = ZONES.lock() else { return u32::MAX };
-    let i = z.iter().position(|n| &**n == name).unwrap_or_else(|| {
-        z.push(Arc::from(name));
-        z.len() - 1
-    });
-    i as u32
+    ZONES.index(name)
 }
 
 /// Every zone name configured so far, by index.
 pub fn zone_names() -> Vec<Arc<str>> {
-    ZONES.lock().map(|z| z.clone()).unwrap_or_default()
+    ZONES.all()
 }
 
-/// Upper bounds of the request-time histogram, in milliseconds; a last
-/// bucket (+Inf) follows.
+/// The counter slot of cache zone `name` (`ZoneConf::metrics`).
+pub fn cache_index(name: &str) -> u32 {
+    CACHES.index(name)
+}
+
+/// Upper bounds of the time histograms, in milliseconds; a last bucket
+/// (+Inf) follows.
 pub const BUCKETS_MS: [u64; 10] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 
-/// One worker's counts for one zone.
-#[derive(Default)]
-pub struct ZoneCounters {
-    pub requests: AtomicU64,
-    /// 1xx to 5xx.
-    pub responses: [AtomicU64; 5],
-    pub received: AtomicU64,
-    pub sent: AtomicU64,
-    /// Requests per time bucket (not cumulative: the scrape adds them up).
-    pub buckets: [AtomicU64; BUCKETS_MS.len() + 1],
-    pub time_ms: AtomicU64,
-}
-
+/// A count of the calling thread's own: relaxed load and store, no locked
+/// instruction (one writer only).
 fn add(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
-/// One worker's zone counters, sized when the worker starts (its
-/// configuration's zones are all registered by then).
-pub struct WorkerMetrics {
-    zones: Box<[ZoneCounters]>,
-}
+/// Reloads that started a new generation, and those refused (bad
+/// configuration, a file or socket that could not be opened), and when the
+/// running generation started (unix ms). The master thread is their only
+/// writer.
+static RELOADS_OK: AtomicU64 = AtomicU64::new(0);
+static RELOADS_FAILED: AtomicU64 = AtomicU64::new(0);
+static LOADED_MS: AtomicU64 = AtomicU64::new(0);
 
-impl WorkerMetrics {
-    /// A finished request of zone `zone`: its status, bytes read and
-    /// written, and time.
-    pub fn record(&self, zone: u32, status: u16, received: u64, sent: u64, ms: u64) {
-        let Some(z) = self.zones.get(zone as usize) else { return };
-        add(&z.requests, 1);
-        if let Some(c) = (status / 100).checked_sub(1).and_then(|i| z.responses.get(i as usize)) {
-            add(c, 1);
-        }
-        add(&z.received, received);
-        add(&z.sent, sent);
-        let b = BUCKETS_MS.iter().position(|&le| ms <= le).unwrap_or(BUCKETS_MS.len());
-        add(&z.buckets[b], 1);
-        add(&z.time_ms, ms);
+/// The master is starting a worker generation (at start, or on a reload
+/// when `reload`): its load time, and the reload counted as done. Called
+/// before any thread of the generation runs, so that a scrape that sees the
+/// new generation sees its reload too. Returns the previous load time, for
+/// [`generation_abandoned`].
+pub fn generation_starting(reload: bool) -> u64 {
+    if reload {
+        add(&RELOADS_OK, 1);
     }
+    LOADED_MS.swap(crate::clock::unix_now_ms(), Relaxed)
 }
 
-static WORKERS: Mutex<Vec<Arc<WorkerMetrics>>> = Mutex::new(Vec::new());
-
-/// A new worker's zone counters, known to every later scrape.
-pub fn register() -> Arc<WorkerMetrics> {
-    let n = ZONES.lock().map(|z| z.len()).unwrap_or(0);
-    let m = Arc::new(WorkerMetrics { zones: (0..n).map(|_| ZoneCounters::default()).collect() });
-    if let Ok(mut all) = WORKERS.lock() {
-        all.push(m.clone());
+/// The generation [`generation_starting`] announced did not start: the
+/// running one's load time again, and the reload not counted as done
+/// ([`reloaded`] counts it as failed).
+pub fn generation_abandoned(reload: bool, previous_load_ms: u64) {
+    if reload {
+        RELOADS_OK.store(RELOADS_OK.load(Relaxed).saturating_sub(1), Relaxed);
     }
-    m
+    LOADED_MS.store(previous_load_ms, Relaxed);
 }
 
-/// A zone's counts summed over every worker.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ZoneTotals {
-    pub requests: u64,
-    pub responses: [u64; 5],
-    pub received: u64,
-    pub sent: u64,
-    pub buckets: [u64; BUCKETS_MS.len() + 1],
-    pub time_ms: u64,
+/// A reload was refused (bad configuration, a file or socket that could
+/// not be opened, a generation that did not start).
+pub fn reload_failed() {
+    add(&RELOADS_FAILED, 1);
 }
 
-/// Every zone's totals, by index.
-pub fn zone_totals(n: usize) -> Vec<ZoneTotals> {
-    let mut out = vec![ZoneTotals::default(); n];
-    let Ok(all) = WORKERS.lock() else { return out };
-    for w in all.iter() {
-        for (t, z) in out.iter_mut().zip(w.zones.iter()) {
-            t.requests = t.requests.wrapping_add(z.requests.load(Relaxed));
-            for (a, b) in t.responses.iter_mut().zip(&z.responses) {
-                *a = a.wrapping_add(b.load(Relaxed));
-            }
-            t.received = t.received.wrapping_add(z.received.load(Relaxed));
-            t.sent = t.sent.wrapping_add(z.sent.load(Relaxed));
-            for (a, b) in t.buckets.iter_mut().zip(&z.buckets) {
-                *a = a.wrapping_add(b.load(Relaxed));
-            }
-            t.time_ms = t.time_ms.wrapping_add(z.time_ms.load(Relaxed));
-        }
-    }
-    out
-}
-
-/// One worker's counts for one upstream peer.
-#[derive(Default)]
-pub struct PeerCounters {
-    pub requests: AtomicU64,
-    pub failures: AtomicU64,
-    pub active: AtomicU64,
-    /// Until when (seconds, `clock::now_secs`) the worker holds the peer
-    /// failed out by `max_fails`.
-    pub unavailable_until: AtomicU64,
-}
-
-/// One worker's counters for the peers of one upstream, in the upstream's
-/// peer order; made when the worker first proxies to the upstream.
-pub struct PeerSet {
-    pub upstream: String,
-    pub names: Vec<Arc<str>>,
-    fail_timeout: Vec<u64>,
-    pub peers: Box<[PeerCounters]>,
-}
-
-static PEER_SETS: Mutex<Vec<Arc<PeerSet>>> = Mutex::new(Vec::new());
-
-impl PeerSet {
-    /// A worker's counters for `u`, known to every later scrape.
-    pub fn register(u: &crate::config::proxy::Upstream) -> Arc<PeerSet> {
-        let s = Arc::new(PeerSet {
-            upstream: u.name.clone(),
-            names: u.peers.iter().map(|p| p.name.clone()).collect(),
-            fail_timeout: u.peers.iter().map(|p| p.fail_timeout.as_secs()).collect(),
-            peers: u.peers.iter().map(|_| PeerCounters::default()).collect(),
-        });
-        if let Ok(mut all) = PEER_SETS.lock() {
-            all.push(s.clone());
-        }
-        s
-    }
-
-    /// The balancer chose peer `i` for a request.
-    pub fn picked(&self, i: usize) {
-        if let Some(p) = self.peers.get(i) {
-            add(&p.requests, 1);
-            add(&p.active, 1);
-        }
-    }
-
-    /// The request is done with peer `i`; `failed_out`: the failure put the
-    /// peer at its `max_fails`.
-    pub fn done(&self, i: usize, failed: bool, failed_out: bool) {
-        let Some(p) = self.peers.get(i) else { return };
-        p.active.store(p.active.load(Relaxed).saturating_sub(1), Relaxed);
-        if failed {
-            add(&p.failures, 1);
-        }
-        if failed_out {
-            let t = self.fail_timeout.get(i).copied().unwrap_or(0);
-            p.unavailable_until.store(crate::clock::now_secs().saturating_add(t), Relaxed);
-        }
-    }
-}
-
-/// One peer's counts summed over every worker that used it.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct PeerTotals {
-    pub requests: u64,
-    pub failures: u64,
-    pub active: u64,
-    /// Some worker holds it failed out by `max_fails` now.
-    pub unavailable: bool,
-}
-
-/// The totals of upstream `upstream`'s peer `peer` (by name: workers of
-/// older generations count too when the peer is still configured).
-pub fn peer_totals(upstream: &str, peer: &str, now: u64) -> PeerTotals {
-    let mut t = PeerTotals::default();
-    let Ok(all) = PEER_SETS.lock() else { return t };
-    for s in all.iter().filter(|s| s.upstream == upstream) {
-        for (name, p) in s.names.iter().zip(s.peers.iter()) {
-            if &**name != peer {
-                continue;
-            }
-            t.requests = t.requests.wrapping_add(p.requests.load(Relaxed));
-            t.failures = t.failures.wrapping_add(p.failures.load(Relaxed));
-            t.active = t.active.wrapping_add(p.active.load(Relaxed));
-            t.unavailable |= p.unavailable_until.load(Relaxed) > now;
-        }
-    }
-    t
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn record_fills_classes_and_buckets() {
-        let w = WorkerMetrics { zones: (0..2).map(|_| ZoneCounters::default()).collect() };
-        w.record(1, 200, 10, 100, 3);
-        w.record(1, 404, 10, 50, 5000);
-        w.record(1, 499, 1, 0, 6000);
-        w.record(1, 42, 1, 0, 7);
-        w.record(9, 200, 1, 1, 1);
-        let z = &w.zones[1];
-        assert_eq!(z.requests.load(Relaxed), 4);
-        let r: Vec<u64> = z.responses.iter().map(|c| c.load(Relaxed)).collect();
-        assert_eq!(r, [0, 1, 0, 2, 0]);
-        let b: Vec<u64> = z.buckets.iter().map(|c| c.load(Relaxed)).collect();
-        assert_eq!(b, [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
-        assert_eq!((z.received.load(Relaxed), z.sent.load(Relaxed), z.time_ms.load(Relaxed)), (22, 150, 11010));
-        assert_eq!(w.zones[0].requests.load(Relaxed), 0);
-    }
+/// (reloads ok, reloads failed, when the running generation started).
+pub fn reloads() -> (u64, u64, u64) {
+    (RELOADS_OK.load(Relaxed), RELOADS_FAILED.load(Relaxed), LOADED_MS.load(Relaxed))
 }

@@ -48,7 +48,23 @@ fn raise_nofile(n: u64) {
     }
 }
 
-fn start_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) -> Result<Generation, String> {
+/// Starts a worker generation (`reload`: replacing a running one), counted
+/// in `sluice_status` before any of its threads runs.
+fn start_generation(
+    cfg: Arc<Config>,
+    listeners: &ListenerSet,
+    logs: &[File],
+    reload: bool,
+) -> Result<Generation, String> {
+    let previous = crate::metrics::generation_starting(reload);
+    let started = spawn_generation(cfg, listeners, logs);
+    if started.is_err() {
+        crate::metrics::generation_abandoned(reload, previous);
+    }
+    started
+}
+
+fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) -> Result<Generation, String> {
     let checker = crate::upstream::check::start(&cfg)?;
     let mut workers = Vec::new();
     for i in 0..cfg.main.worker_processes {
@@ -153,7 +169,7 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     install_panic_hook();
     let cfg = Arc::new(cfg);
     let pid_path = cfg.main.pid.clone();
-    let current = match start_generation(cfg, &listeners, &logs) {
+    let current = match start_generation(cfg, &listeners, &logs, false) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("sluice: [emerg] {e}");
@@ -242,13 +258,22 @@ impl Master {
         0
     }
 
+    /// SIGHUP: a new generation, or the old one goes on; `sluice_status`
+    /// counts the reload (as done when the generation starts, see
+    /// `start_generation`).
     fn reload(&mut self) {
+        if !self.try_reload() {
+            crate::metrics::reload_failed();
+        }
+    }
+
+    fn try_reload(&mut self) -> bool {
         let cfg = match config::load(&self.opts) {
             Ok(c) => c,
             Err(e) => {
                 log_error!(Level::Emerg, "{}", e);
                 log_error!(Level::Alert, "reload failed: the configuration is invalid; still serving the previous one");
-                return;
+                return false;
             }
         };
         for n in &cfg.notices {
@@ -259,24 +284,24 @@ impl Master {
         }
         if let Err(e) = super::prepare::check_roots(&cfg).and_then(|()| super::prepare::temp_dirs(&cfg)) {
             log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
-            return;
+            return false;
         }
         let logs = match open_access_logs(&cfg) {
             Ok(l) => l,
             Err(e) => {
                 log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
-                return;
+                return false;
             }
         };
         if let Err(e) = crate::log::error_file::open_all(&cfg.error_log_files) {
             log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
-            return;
+            return false;
         }
         let listeners = match self.listeners.prepare(&cfg) {
             Ok(l) => l,
             Err(e) => {
                 log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
-                return;
+                return false;
             }
         };
         if cfg.main.pid != self.current.cfg.main.pid {
@@ -287,11 +312,11 @@ impl Master {
         }
         crate::upstream::check::inherit(&self.current.cfg, &cfg);
         let cfg = Arc::new(cfg);
-        let next = match start_generation(cfg, &listeners, &logs) {
+        let next = match start_generation(cfg, &listeners, &logs, true) {
             Ok(g) => g,
             Err(e) => {
                 log_error!(Level::Emerg, "{}; reload failed, still serving the previous configuration", e);
-                return;
+                return false;
             }
         };
         crate::log::error::install(next.cfg.main.error_log.clone());
@@ -307,6 +332,7 @@ impl Master {
         self.listeners = listeners;
         self.logs = logs;
         log_error!(Level::Notice, "reconfigured: listening on {:?}", self.listeners.addrs());
+        true
     }
 
     fn reopen(&mut self) {

@@ -163,15 +163,27 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     let client_ip = ctx.client().ip();
     let mut slot = None;
     if let Some(q) = &u.queue {
-        let queued = w.proxy.borrow_mut().get(&u).queued.clone();
+        let (queued, stats) = {
+            let mut p = w.proxy.borrow_mut();
+            let rt = p.get(&u);
+            (rt.queued.clone(), rt.stats.clone())
+        };
+        let on_wait = || {
+            if let Some(s) = &stats {
+                s.queue_wait();
+            }
+        };
         let waited = tokio::select! {
-            r = q.enter(&queued) => Some(r),
+            r = q.enter(&queued, on_wait) => Some(r),
             _ = client.gone(), if !conf.ignore_client_abort => None,
         };
         match waited {
             None => return client_closed(ctx, "while waiting in the upstream queue", None),
             Some(Ok(s)) => slot = s,
             Some(Err(why)) => {
+                if let (crate::upstream::queue::Refused::TimedOut, Some(s)) = (&why, &stats) {
+                    s.queue_timeout();
+                }
                 let what = match why {
                     crate::upstream::queue::Refused::Full => "upstream queue is full",
                     crate::upstream::queue::Refused::TimedOut => "upstream queue timed out",
@@ -490,6 +502,7 @@ async fn attempt(
             ctx.upstream.status.push(head.status);
             ctx.upstream.connect_ms.push(Some(connect_ms));
             let header_ms = ms(t0);
+            w.proxy.borrow_mut().get(u).responded(header_ms);
             ctx.upstream.header_ms.push(Some(header_ms));
             ctx.upstream.response_ms.push(Some(header_ms));
             // The body's bytes are counted as they pass (`finish_body`).

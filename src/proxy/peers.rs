@@ -40,9 +40,9 @@ pub struct UpstreamRt {
     /// The balancer's view of the peers, rebuilt per pick in this reused
     /// buffer.
     views: Vec<PeerView>,
-    /// This worker's `sluice_status` counters of the peers (upstream
-    /// blocks only, not per-request upstreams).
-    stats: Option<Arc<crate::metrics::PeerSet>>,
+    /// This worker's `sluice_status` counters of the peers, queue and
+    /// response times (upstream blocks only, not per-request upstreams).
+    pub stats: Option<Arc<crate::metrics::PeerSet>>,
 }
 
 #[derive(Default)]
@@ -163,6 +163,13 @@ impl UpstreamRt {
             if let Some(v) = views.get_mut(i) {
                 v.usable = false;
             }
+        }
+    }
+
+    /// A try got its response head `ms` after it started.
+    pub fn responded(&self, ms: u64) {
+        if let Some(s) = &self.stats {
+            s.responded(ms);
         }
     }
 

@@ -63,8 +63,14 @@ impl Queue {
     }
 
     /// A connection slot, waiting in line for one if the upstream is full.
-    /// `queued` is the calling worker's count of waiting requests.
-    pub async fn enter(&self, queued: &std::cell::Cell<usize>) -> Result<Option<OwnedSemaphorePermit>, Refused> {
+    /// `queued` is the calling worker's count of waiting requests;
+    /// `on_wait` runs when the request starts to wait (for the worker's
+    /// `sluice_status` counters).
+    pub async fn enter(
+        &self,
+        queued: &std::cell::Cell<usize>,
+        on_wait: impl FnOnce(),
+    ) -> Result<Option<OwnedSemaphorePermit>, Refused> {
         let Some(slots) = &self.slots else { return Ok(None) };
         if let Ok(p) = slots.clone().try_acquire_owned() {
             return Ok(Some(p));
@@ -72,6 +78,7 @@ impl Queue {
         if queued.get() >= self.size {
             return Err(Refused::Full);
         }
+        on_wait();
         // Counted while waiting, and uncounted however the wait ends: a
         // client that leaves drops this future mid-wait.
         let _waiting = Waiting::new(self, queued);
@@ -178,25 +185,25 @@ mod tests {
         rt().block_on(local.run_until(async {
             let q = Arc::new(Queue::new(1, Duration::from_millis(200), &[peer(1, false)]));
             let mine = Cell::new(0);
-            let first = q.enter(&mine).await.expect("free slot");
+            let first = q.enter(&mine, || {}).await.expect("free slot");
             assert!(first.is_some());
             // One may wait; the next is refused at once.
             let waiter = {
                 let q = q.clone();
                 tokio::task::spawn_local(async move {
                     let local = Cell::new(0);
-                    q.enter(&local).await.map(|p| p.is_some())
+                    q.enter(&local, || {}).await.map(|p| p.is_some())
                 })
             };
             tokio::task::yield_now().await;
             mine.set(1);
-            assert_eq!(q.enter(&mine).await.err(), Some(Refused::Full));
+            assert_eq!(q.enter(&mine, || {}).await.err(), Some(Refused::Full));
             mine.set(0);
             drop(first);
             assert_eq!(waiter.await.expect("join"), Ok(true));
             // Nobody releases now: a waiter times out.
-            let held = q.enter(&mine).await.expect("slot");
-            assert_eq!(q.enter(&mine).await.err(), Some(Refused::TimedOut));
+            let held = q.enter(&mine, || {}).await.expect("slot");
+            assert_eq!(q.enter(&mine, || {}).await.err(), Some(Refused::TimedOut));
             drop(held);
         }));
     }
@@ -206,18 +213,18 @@ mod tests {
         rt().block_on(async {
             let q = Queue::new(2, Duration::from_secs(30), &[peer(1, false)]);
             let queued = Cell::new(0);
-            let held = q.enter(&queued).await.expect("a free slot");
+            let held = q.enter(&queued, || {}).await.expect("a free slot");
             // Two wait and are dropped (their clients left), twice over:
             // with places leaked the second round would be refused.
             for _ in 0..2 {
                 for _ in 0..2 {
-                    let wait = q.enter(&queued);
+                    let wait = q.enter(&queued, || {});
                     assert!(tokio::time::timeout(Duration::from_millis(10), wait).await.is_err());
                 }
                 assert_eq!((queued.get(), q.waiting()), (0, 0));
             }
             drop(held);
-            assert!(q.enter(&queued).await.expect("slot").is_some());
+            assert!(q.enter(&queued, || {}).await.expect("slot").is_some());
         });
     }
 }

@@ -80,6 +80,15 @@ impl Parking {
         } else {
             slots[idx] = Some(p);
         }
+        drop(slots);
+        self.publish();
+    }
+
+    /// Connections parked now: `sluice_status`'s `connections.parked`
+    /// gauge, in this worker's counters.
+    fn publish(&self) {
+        let n = self.slots.borrow().len().saturating_sub(self.free.borrow().len());
+        crate::metrics::with_local(|m| m.set_parked(n));
     }
 
     fn take(&self, idx: usize) -> Option<Parked> {
@@ -88,6 +97,7 @@ impl Parking {
         if let Some(ep) = &self.epoll {
             let _ = epoll::delete(ep, &p.stream);
         }
+        self.publish();
         Some(p)
     }
 

@@ -100,6 +100,7 @@ where
             return;
         }
     };
+    w.metrics.h2_connection();
     let tls = info.tls.clone();
     let shared = Rc::new(Shared::default());
     shared.last_active.set(Some(Instant::now()));
@@ -169,6 +170,7 @@ where
             continue;
         }
         requests += 1;
+        w.metrics.h2_stream();
         shared.active.set(shared.active.get() + 1);
         let sinfo = ConnInfo {
             requests,

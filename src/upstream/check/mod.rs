@@ -22,7 +22,7 @@ pub mod status;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -84,6 +84,11 @@ pub struct PeerState {
     /// Consecutive successes and failures, as on Tengine's status page.
     rise: AtomicU32,
     fall: AtomicU32,
+    /// Probes and failed probes so far, and the last result (for
+    /// `sluice_status`; carried over reloads with the rest).
+    checks: AtomicU64,
+    fails: AtomicU64,
+    last: AtomicU8,
 }
 
 /// A peer's state as the status page reports it.
@@ -92,6 +97,36 @@ pub struct Snapshot {
     pub down: bool,
     pub rise: u32,
     pub fall: u32,
+    pub health: Health,
+}
+
+/// A checked peer's probe counts, for `sluice_status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Health {
+    pub checks: u64,
+    pub fails: u64,
+    last: u8,
+}
+
+/// `Health::last`: no probe finished yet, the last one passed, failed.
+const LAST_NONE: u8 = 0;
+const LAST_UP: u8 = 1;
+const LAST_DOWN: u8 = 2;
+
+impl Health {
+    /// The last probe's result: "up", "down", or "none" before the first.
+    pub fn last(&self) -> &'static str {
+        match self.last {
+            LAST_UP => "up",
+            LAST_DOWN => "down",
+            _ => "none",
+        }
+    }
+
+    /// Whether the last probe passed (None before the first).
+    pub fn last_up(&self) -> Option<bool> {
+        (self.last != LAST_NONE).then_some(self.last == LAST_UP)
+    }
 }
 
 /// The checked peers of one upstream and their shared state.
@@ -135,6 +170,9 @@ impl Check {
                 down: AtomicBool::new(conf.default_down),
                 rise: AtomicU32::new(0),
                 fall: AtomicU32::new(0),
+                checks: AtomicU64::new(0),
+                fails: AtomicU64::new(0),
+                last: AtomicU8::new(LAST_NONE),
             });
         }
         Check { upstream: upstream.to_string(), conf, peers, slots, generation: AtomicU64::new(0) }
@@ -164,7 +202,19 @@ impl Check {
             down: p.down.load(Ordering::Relaxed),
             rise: p.rise.load(Ordering::Relaxed),
             fall: p.fall.load(Ordering::Relaxed),
+            health: Health {
+                checks: p.checks.load(Ordering::Relaxed),
+                fails: p.fails.load(Ordering::Relaxed),
+                last: p.last.load(Ordering::Relaxed),
+            },
         })
+    }
+
+    /// The probe counts of the upstream's peer `i` (balancer position);
+    /// None for a peer the checker does not check.
+    pub fn health(&self, i: usize) -> Option<Health> {
+        let j = self.slots.get(i).copied().flatten()?;
+        self.snapshot(j).map(|s| s.health)
     }
 
     pub fn generation(&self) -> u64 {
@@ -177,6 +227,12 @@ impl Check {
     fn record(&self, j: usize, ok: bool) {
         let Some(p) = self.peers.get(j) else { return };
         let log_name = p.addr;
+        // The checker thread is the only writer: load and store.
+        p.checks.store(p.checks.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        if !ok {
+            p.fails.store(p.fails.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        }
+        p.last.store(if ok { LAST_UP } else { LAST_DOWN }, Ordering::Relaxed);
         if ok {
             let rise = p.rise.load(Ordering::Relaxed).saturating_add(1);
             p.rise.store(rise, Ordering::Relaxed);
@@ -201,6 +257,9 @@ impl Check {
             p.down.store(s.down, Ordering::Relaxed);
             p.rise.store(s.rise, Ordering::Relaxed);
             p.fall.store(s.fall, Ordering::Relaxed);
+            p.checks.store(s.health.checks, Ordering::Relaxed);
+            p.fails.store(s.health.fails, Ordering::Relaxed);
+            p.last.store(s.health.last, Ordering::Relaxed);
         }
     }
 }
@@ -309,17 +368,19 @@ mod tests {
         let c = Check::new("b", conf(2, 3, true), &servers(1));
         assert!(c.snapshot(0).unwrap().down, "default_down");
         c.record(0, true);
-        assert_eq!(c.snapshot(0), Some(Snapshot { down: true, rise: 1, fall: 0 }));
+        assert_eq!(c.snapshot(0).map(|s| (s.down, s.rise, s.fall)), Some((true, 1, 0)));
         c.record(0, false);
         c.record(0, true);
         assert!(c.snapshot(0).unwrap().down, "a failure restarts the rise count");
         c.record(0, true);
-        assert_eq!(c.snapshot(0), Some(Snapshot { down: false, rise: 2, fall: 0 }));
+        assert_eq!(c.snapshot(0).map(|s| (s.down, s.rise, s.fall)), Some((false, 2, 0)));
         c.record(0, false);
         c.record(0, false);
         assert!(!c.snapshot(0).unwrap().down);
         c.record(0, false);
-        assert_eq!(c.snapshot(0), Some(Snapshot { down: true, rise: 0, fall: 3 }));
+        assert_eq!(c.snapshot(0).map(|s| (s.down, s.rise, s.fall)), Some((true, 0, 3)));
+        let h = c.health(0).expect("checked");
+        assert_eq!((h.checks, h.fails, h.last(), h.last_up()), (7, 4, "down", Some(false)));
     }
 
     #[test]

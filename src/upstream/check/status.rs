@@ -341,7 +341,7 @@ mod tests {
         };
         let a = Check::new("a", conf(Kind::Http, false), &[peer(81, false), peer(82, true), peer(83, false)]);
         let b = Check::new("b", conf(Kind::Tcp, true), &[peer(84, false)]);
-        a.restore(1, crate::upstream::check::Snapshot { down: true, rise: 0, fall: 1 });
+        a.restore(1, crate::upstream::check::Snapshot { down: true, rise: 0, fall: 1, health: Default::default() });
         StatusPage { format: Format::Html, checks: vec![Arc::new(a), Arc::new(b)] }
     }
 

@@ -1,0 +1,190 @@
+//! The `sluice_status` page as JSON (`application/json`): one object, the
+//! keys documented in docs/configuration.md (`sluice_status`). Written by
+//! hand: a few `write!`s into one string, no serializer on the scrape path.
+
+use std::fmt::Write;
+
+use super::snapshot::{CacheSnap, Snapshot, UpstreamSnap};
+use super::worker::{CACHE_STATUSES, Hist};
+
+/// A JSON string literal.
+fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// The upper bound of time bucket `j` in seconds, as Prometheus writes
+/// floats (`0.005`, `1`, `2.5`, `+Inf`); the JSON page's bucket keys too.
+pub fn le(j: usize) -> String {
+    super::BUCKETS_MS.get(j).map_or_else(|| "+Inf".to_string(), |&ms| (ms as f64 / 1000.0).to_string())
+}
+
+/// Milliseconds as seconds with three decimals.
+pub fn secs(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// `{"sum":SECONDS,"buckets":{"0.005":CUMULATIVE,...,"+Inf":COUNT}}`.
+fn hist(o: &mut String, h: &Hist) {
+    let _ = write!(o, "{{\"sum\":{},\"buckets\":{{", secs(h.sum_ms));
+    for (j, cum) in h.cumulative() {
+        let _ = write!(o, "{}\"{}\":{cum}", if j > 0 { "," } else { "" }, le(j));
+    }
+    o.push_str("}}");
+}
+
+fn classes(o: &mut String, r: &[u64; 5]) {
+    let _ = write!(o, "{{\"1xx\":{},\"2xx\":{},\"3xx\":{},\"4xx\":{},\"5xx\":{}}}", r[0], r[1], r[2], r[3], r[4]);
+}
+
+/// `,` before every item but the first.
+fn sep(o: &mut String, i: usize) {
+    if i > 0 {
+        o.push(',');
+    }
+}
+
+pub fn json(s: &Snapshot) -> String {
+    let c = &s.conns;
+    let a = &s.all;
+    let mut o = String::with_capacity(1024);
+    let _ = write!(
+        o,
+        "{{\"generation\":{},\"time_ms\":{},\"load_ms\":{},\"reloads\":{{\"ok\":{},\"failed\":{}}},\
+         \"connections\":{{\"accepted\":{},\"handled\":{},\"active\":{},\"reading\":{},\"writing\":{},\"waiting\":{},\"parked\":{}}},\
+         \"requests\":{{\"total\":{}}},\"responses\":",
+        s.generation,
+        s.time_ms,
+        s.load_ms,
+        s.reloads_ok,
+        s.reloads_failed,
+        c.accepts,
+        c.handled,
+        c.active,
+        c.reading,
+        c.writing,
+        c.waiting,
+        a.parked,
+        c.requests
+    );
+    classes(&mut o, &a.responses);
+    o.push_str(",\"request_time\":");
+    hist(&mut o, &a.time);
+    let _ = write!(
+        o,
+        ",\"ssl\":{{\"handshakes\":{{\"TLSv1.2\":{},\"TLSv1.3\":{}}},\"resumed\":{{\"TLSv1.2\":{},\"TLSv1.3\":{}}},\"failed\":{}}},\
+         \"http2\":{{\"connections\":{},\"streams\":{}}},\"server_zones\":{{",
+        a.handshakes[0],
+        a.handshakes[1],
+        a.resumed[0],
+        a.resumed[1],
+        a.handshakes_failed,
+        a.h2_connections,
+        a.h2_streams
+    );
+    for (i, (name, z)) in s.zones.iter().enumerate() {
+        sep(&mut o, i);
+        json_str(&mut o, name);
+        let _ = write!(o, ":{{\"requests\":{},\"responses\":", z.requests);
+        classes(&mut o, &z.responses);
+        let _ = write!(o, ",\"received\":{},\"sent\":{},\"request_time\":", z.received, z.sent);
+        hist(&mut o, &z.time);
+        o.push('}');
+    }
+    o.push_str("},\"caches\":{");
+    for (i, c) in s.caches.iter().enumerate() {
+        sep(&mut o, i);
+        cache(&mut o, c);
+    }
+    o.push_str("},\"upstreams\":{");
+    for (i, u) in s.upstreams.iter().enumerate() {
+        sep(&mut o, i);
+        upstream(&mut o, u);
+    }
+    o.push_str("}}\n");
+    o
+}
+
+fn cache(o: &mut String, c: &CacheSnap) {
+    json_str(o, &c.name);
+    o.push_str(":{");
+    for (i, (name, n)) in CACHE_STATUSES.iter().zip(c.counts.statuses).enumerate() {
+        sep(o, i);
+        let _ = write!(o, "\"{}\":{n}", name.to_ascii_lowercase());
+    }
+    let _ = write!(o, ",\"evictions\":{},\"size\":{}", c.counts.evictions, c.size);
+    if let Some(max) = c.max_size {
+        let _ = write!(o, ",\"max_size\":{max}");
+    }
+    let _ = write!(o, ",\"memory_size\":{},\"entries\":{}}}", c.memory_size, c.entries);
+}
+
+fn upstream(o: &mut String, u: &UpstreamSnap) {
+    json_str(o, &u.name);
+    o.push_str(":{\"peers\":[");
+    for (i, p) in u.peers.iter().enumerate() {
+        sep(o, i);
+        o.push_str("{\"server\":");
+        json_str(o, &p.name);
+        let t = &p.totals;
+        let _ = write!(
+            o,
+            ",\"state\":\"{}\",\"active\":{},\"requests\":{},\"fails\":{}",
+            p.state, t.active, t.requests, t.failures
+        );
+        if let Some(h) = &p.health {
+            let _ =
+                write!(o, ",\"health\":{{\"checks\":{},\"fails\":{},\"last\":\"{}\"}}", h.checks, h.fails, h.last());
+        }
+        o.push('}');
+    }
+    o.push(']');
+    if let Some(q) = &u.queue {
+        let _ = write!(o, ",\"queue\":{{\"length\":{},\"waits\":{},\"timeouts\":{}}}", q.length, q.waits, q.timeouts);
+    }
+    o.push_str(",\"response_time\":");
+    hist(o, &u.totals.response);
+    o.push('}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_shape() {
+        let j = json(&super::super::snapshot::sample());
+        assert!(j.starts_with("{\"generation\":1,\"time_ms\":1700000000123,\"load_ms\":1700000000000,"), "{j}");
+        assert!(j.contains("\"reloads\":{\"ok\":2,\"failed\":1},\"connections\":{\"accepted\":2,"), "{j}");
+        assert!(j.contains("\"waiting\":0,\"parked\":0},\"requests\":{\"total\":4},"), "{j}");
+        assert!(j.contains("\"responses\":{\"1xx\":0,\"2xx\":5,\"3xx\":1,\"4xx\":1,\"5xx\":0},"), "{j}");
+        assert!(j.contains("\"request_time\":{\"sum\":6.001,\"buckets\":{\"0.005\":6,\"0.01\":6,"), "{j}");
+        assert!(j.contains("\"ssl\":{\"handshakes\":{\"TLSv1.2\":1,\"TLSv1.3\":4},\"resumed\":{\"TLSv1.2\":0,\"TLSv1.3\":2},\"failed\":0}"));
+        assert!(j.contains("\"http2\":{\"connections\":2,\"streams\":7}"), "{j}");
+        assert!(j.contains("\"a\\\"b\\\\c\":{\"requests\":3,\"responses\":{\"1xx\":0,\"2xx\":2,"), "{j}");
+        assert!(j.contains("\"caches\":{\"c1\":{\"hit\":4,\"miss\":2,\"expired\":0,\"stale\":0,\"updating\":0,\"revalidated\":0,\"bypass\":0,\"evictions\":3,\"size\":4096,\"max_size\":1048576,\"memory_size\":300,\"entries\":2}}"), "{j}");
+        assert!(j.contains("\"upstreams\":{\"up\":{\"peers\":[{\"server\":\"127.0.0.1:1\",\"state\":\"up\""), "{j}");
+        assert!(
+            j.contains(
+                "\"fails\":0,\"health\":{\"checks\":0,\"fails\":0,\"last\":\"none\"}},{\"server\":\"127.0.0.1:2\""
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains("\"queue\":{\"length\":1,\"waits\":3,\"timeouts\":1},\"response_time\":{\"sum\":0.012,"),
+            "{j}"
+        );
+        assert!(j.ends_with("\"+Inf\":2}}}}}\n"), "{j}");
+    }
+}

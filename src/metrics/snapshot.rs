@@ -1,0 +1,190 @@
+//! One scrape: every thread's counters summed now, plus what is read from
+//! shared state at this moment (connections, cache zones' sizes, queue
+//! lengths, health-check results, reloads). The scrape pays for the sums;
+//! the request path never does.
+
+use std::sync::Arc;
+
+use super::page::Page;
+use super::upstream::{PeerTotals, UpstreamTotals};
+use super::worker::{CacheTotals, ProcessTotals, ZoneTotals};
+use crate::worker::stats::Totals;
+
+/// Everything one scrape reports.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The configuration generation (1 at start, one more per reload).
+    pub generation: u64,
+    /// The server's clock at the scrape, unix ms.
+    pub time_ms: u64,
+    /// When the running generation started, unix ms.
+    pub load_ms: u64,
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+    pub conns: Totals,
+    pub all: ProcessTotals,
+    pub zones: Vec<(Arc<str>, ZoneTotals)>,
+    pub caches: Vec<CacheSnap>,
+    pub upstreams: Vec<UpstreamSnap>,
+}
+
+/// A cache zone: lookups and evictions counted, and its size now.
+#[derive(Debug, Default)]
+pub struct CacheSnap {
+    pub name: String,
+    pub counts: CacheTotals,
+    /// Bytes of entry files on disk.
+    pub size: u64,
+    /// `max_size`, when set.
+    pub max_size: Option<u64>,
+    /// Bytes held by the memory tier.
+    pub memory_size: u64,
+    /// Entry files on disk.
+    pub entries: u64,
+}
+
+/// An upstream's `queue` now.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct QueueSnap {
+    /// Requests waiting now (all workers).
+    pub length: u64,
+    pub waits: u64,
+    pub timeouts: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct UpstreamSnap {
+    pub name: String,
+    pub totals: UpstreamTotals,
+    /// None without a `queue` directive.
+    pub queue: Option<QueueSnap>,
+    pub peers: Vec<PeerSnap>,
+}
+
+#[derive(Debug)]
+pub struct PeerSnap {
+    pub name: Arc<str>,
+    /// "up", "down", "unhealthy" or "unavail".
+    pub state: &'static str,
+    pub totals: PeerTotals,
+    /// The active health check's counts; None for a peer it does not check.
+    pub health: Option<crate::upstream::check::Health>,
+}
+
+/// Sums every thread's counters now.
+pub fn snapshot(page: &Page) -> Snapshot {
+    let names = super::zone_names();
+    let counted = super::worker::totals(names.len(), super::CACHES.len());
+    let zones = names.into_iter().zip(counted.zones).collect();
+    let caches = page
+        .caches
+        .iter()
+        .map(|conf| {
+            // The zone as the first request would find it (starting its
+            // loader if no request has yet).
+            let (size, entries, memory_size) = crate::cache::zone::get(conf).usage();
+            CacheSnap {
+                name: conf.name.clone(),
+                counts: counted.caches.get(conf.metrics as usize).copied().unwrap_or_default(),
+                size,
+                max_size: conf.max_size,
+                memory_size,
+                entries,
+            }
+        })
+        .collect();
+    let now = crate::clock::now_secs();
+    let mut upstreams = Vec::with_capacity(page.upstreams.len());
+    for u in &page.upstreams {
+        let names: Vec<Arc<str>> = u.peers.iter().map(|p| p.name.clone()).collect();
+        let (totals, peer_totals) = super::upstream::upstream_totals(&u.name, &names, now);
+        let peers = u
+            .peers
+            .iter()
+            .zip(peer_totals)
+            .enumerate()
+            .map(|(i, (p, t))| {
+                let checked_down = u.check.as_ref().and_then(|c| c.peer_down(i)).unwrap_or(false);
+                let state = if p.down {
+                    "down"
+                } else if checked_down {
+                    "unhealthy"
+                } else if t.unavailable {
+                    "unavail"
+                } else {
+                    "up"
+                };
+                PeerSnap { name: p.name.clone(), state, totals: t, health: u.check.as_ref().and_then(|c| c.health(i)) }
+            })
+            .collect();
+        let queue = u.queue.as_ref().map(|q| QueueSnap {
+            length: q.waiting() as u64,
+            waits: totals.queue_waits,
+            timeouts: totals.queue_timeouts,
+        });
+        upstreams.push(UpstreamSnap { name: u.name.clone(), totals, queue, peers });
+    }
+    let (reloads_ok, reloads_failed, load_ms) = super::reloads();
+    Snapshot {
+        generation: crate::upstream::check::current_generation(),
+        time_ms: crate::clock::unix_now_ms(),
+        load_ms,
+        reloads_ok,
+        reloads_failed,
+        conns: crate::worker::stats::totals(),
+        all: counted.all,
+        zones,
+        caches,
+        upstreams,
+    }
+}
+
+/// A scrape with one of everything, for the writers' tests.
+#[cfg(test)]
+pub fn sample() -> Snapshot {
+    use super::worker::Hist;
+    let mut z = ZoneTotals { requests: 3, received: 30, sent: 300, ..Default::default() };
+    z.responses[1] = 2;
+    z.responses[3] = 1;
+    z.time = Hist { buckets: [2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], sum_ms: 1205 };
+    let mut all =
+        ProcessTotals { handshakes: [1, 4], resumed: [0, 2], h2_connections: 2, h2_streams: 7, ..Default::default() };
+    all.responses = [0, 5, 1, 1, 0];
+    all.time = Hist { buckets: [6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], sum_ms: 6001 };
+    let mut counts = CacheTotals { evictions: 3, ..Default::default() };
+    counts.statuses[0] = 4;
+    counts.statuses[1] = 2;
+    let health = |i: usize| (i == 0).then(crate::upstream::check::Health::default);
+    let peer =
+        |i: usize, name: &str, state, totals| PeerSnap { name: Arc::from(name), state, totals, health: health(i) };
+    Snapshot {
+        generation: 1,
+        time_ms: 1_700_000_000_123,
+        load_ms: 1_700_000_000_000,
+        reloads_ok: 2,
+        reloads_failed: 1,
+        conns: Totals { active: 1, accepts: 2, handled: 2, requests: 4, reading: 0, writing: 1, waiting: 0 },
+        all,
+        zones: vec![(Arc::from("a\"b\\c"), z)],
+        caches: vec![CacheSnap {
+            name: "c1".into(),
+            counts,
+            size: 4096,
+            max_size: Some(1 << 20),
+            memory_size: 300,
+            entries: 2,
+        }],
+        upstreams: vec![UpstreamSnap {
+            name: "up".into(),
+            totals: UpstreamTotals {
+                response: Hist { buckets: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], sum_ms: 12 },
+                ..Default::default()
+            },
+            queue: Some(QueueSnap { length: 1, waits: 3, timeouts: 1 }),
+            peers: vec![
+                peer(0, "127.0.0.1:1", "up", PeerTotals { requests: 5, ..Default::default() }),
+                peer(1, "127.0.0.1:2", "unavail", PeerTotals { failures: 1, ..Default::default() }),
+            ],
+        }],
+    }
+}

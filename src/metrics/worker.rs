@@ -1,0 +1,380 @@
+//! One worker's counters: its `status_zone`s, every request it answered
+//! (status class and time), TLS handshakes, HTTP/2 connections and
+//! streams, parked connections and cache lookups. The worker is their only
+//! writer (relaxed load and store, see [`super::add`]); a scrape reads and
+//! sums every registered set. A thread that is not a worker (a cache zone's
+//! manager counting evictions) gets a set of its own on first use through
+//! [`with_local`].
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use super::{BUCKETS_MS, add};
+use crate::cache::serve::{BYPASS, EXPIRED, HIT, MISS, REVALIDATED, STALE, UPDATING};
+
+/// Buckets of a time histogram: one per bound of [`BUCKETS_MS`], then +Inf.
+pub const NBUCKETS: usize = BUCKETS_MS.len() + 1;
+
+/// A time histogram as one thread counts it.
+#[derive(Default)]
+pub struct HistCounters {
+    /// Observations per bucket (not cumulative: the scrape adds them up).
+    buckets: [AtomicU64; NBUCKETS],
+    sum_ms: AtomicU64,
+}
+
+impl HistCounters {
+    pub fn record(&self, ms: u64) {
+        let b = BUCKETS_MS.iter().position(|&le| ms <= le).unwrap_or(BUCKETS_MS.len());
+        add(&self.buckets[b], 1);
+        add(&self.sum_ms, ms);
+    }
+
+    pub(super) fn sum_into(&self, h: &mut Hist) {
+        for (a, b) in h.buckets.iter_mut().zip(&self.buckets) {
+            *a = a.wrapping_add(b.load(Relaxed));
+        }
+        h.sum_ms = h.sum_ms.wrapping_add(self.sum_ms.load(Relaxed));
+    }
+}
+
+/// A time histogram summed over threads.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Hist {
+    /// Observations per bucket (not cumulative).
+    pub buckets: [u64; NBUCKETS],
+    pub sum_ms: u64,
+}
+
+impl Hist {
+    /// (bucket index, cumulative count), as Prometheus and the JSON page
+    /// write them; the last is the total count.
+    pub fn cumulative(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.buckets.iter().enumerate().scan(0u64, |cum, (j, n)| {
+            *cum = cum.wrapping_add(*n);
+            Some((j, *cum))
+        })
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().fold(0u64, |a, n| a.wrapping_add(*n))
+    }
+}
+
+/// One worker's counts for one zone.
+#[derive(Default)]
+pub struct ZoneCounters {
+    requests: AtomicU64,
+    /// 1xx to 5xx.
+    responses: [AtomicU64; 5],
+    received: AtomicU64,
+    sent: AtomicU64,
+    time: HistCounters,
+}
+
+/// Cache lookups by the `$upstream_cache_status` they ended with, in the
+/// order of [`CacheTotals::statuses`].
+pub const CACHE_STATUSES: [&str; 7] = [HIT, MISS, EXPIRED, STALE, UPDATING, REVALIDATED, BYPASS];
+
+/// One thread's counts for one cache zone.
+#[derive(Default)]
+struct CacheCounters {
+    statuses: [AtomicU64; CACHE_STATUSES.len()],
+    /// Entries the zone's manager removed (inactive, or over `max_size` /
+    /// under `min_free`); purges are not evictions.
+    evictions: AtomicU64,
+}
+
+/// What every request and connection of the worker counts, on cache lines
+/// of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct ProcessCounters {
+    responses: [AtomicU64; 5],
+    time: HistCounters,
+    /// TLSv1.2, TLSv1.3.
+    handshakes: [AtomicU64; 2],
+    resumed: [AtomicU64; 2],
+    handshakes_failed: AtomicU64,
+    h2_connections: AtomicU64,
+    h2_streams: AtomicU64,
+    /// A gauge: connections parked now (see `worker::park`).
+    parked: AtomicU64,
+}
+
+/// One worker's counters, sized when the worker starts (its
+/// configuration's zones are all registered by then).
+pub struct WorkerMetrics {
+    all: ProcessCounters,
+    zones: Box<[ZoneCounters]>,
+    caches: Box<[CacheCounters]>,
+}
+
+/// Status class 1xx..5xx as an index 0..4 (None outside 100..=599).
+fn class(status: u16) -> Option<usize> {
+    let c = (status / 100).wrapping_sub(1) as usize;
+    (c < 5).then_some(c)
+}
+
+fn tls_index(protocol: &str) -> Option<usize> {
+    match protocol {
+        "TLSv1.2" => Some(0),
+        "TLSv1.3" => Some(1),
+        _ => None,
+    }
+}
+
+impl WorkerMetrics {
+    fn new() -> WorkerMetrics {
+        WorkerMetrics {
+            all: ProcessCounters::default(),
+            zones: (0..super::ZONES.len()).map(|_| ZoneCounters::default()).collect(),
+            caches: (0..super::CACHES.len()).map(|_| CacheCounters::default()).collect(),
+        }
+    }
+
+    /// Any finished request: its status class and time (the request
+    /// path's whole cost here: three relaxed adds).
+    #[inline]
+    pub fn finished(&self, status: u16, ms: u64) {
+        if let Some(c) = class(status) {
+            add(&self.all.responses[c], 1);
+        }
+        self.all.time.record(ms);
+    }
+
+    /// A finished request of zone `zone`: its status, bytes read and
+    /// written, and time.
+    pub fn record(&self, zone: u32, status: u16, received: u64, sent: u64, ms: u64) {
+        let Some(z) = self.zones.get(zone as usize) else { return };
+        add(&z.requests, 1);
+        if let Some(c) = class(status) {
+            add(&z.responses[c], 1);
+        }
+        add(&z.received, received);
+        add(&z.sent, sent);
+        z.time.record(ms);
+    }
+
+    /// A request that asked cache zone `cache` (`ZoneConf::metrics`),
+    /// by its final `$upstream_cache_status`.
+    pub fn cache_lookup(&self, cache: u32, status: &str) {
+        let Some(c) = self.caches.get(cache as usize) else { return };
+        if let Some(i) = CACHE_STATUSES.iter().position(|s| *s == status) {
+            add(&c.statuses[i], 1);
+        }
+    }
+
+    /// The manager of cache zone `cache` evicted `n` entries.
+    pub fn evicted(&self, cache: u32, n: u64) {
+        if let Some(c) = self.caches.get(cache as usize) {
+            add(&c.evictions, n);
+        }
+    }
+
+    /// A TLS handshake completed with `protocol` ("TLSv1.2", "TLSv1.3").
+    pub fn tls_handshake(&self, protocol: &str, resumed: bool) {
+        let Some(i) = tls_index(protocol) else { return };
+        add(&self.all.handshakes[i], 1);
+        if resumed {
+            add(&self.all.resumed[i], 1);
+        }
+    }
+
+    /// A TLS handshake failed (an error, a timeout, `ssl_reject_handshake`).
+    pub fn tls_failed(&self) {
+        add(&self.all.handshakes_failed, 1);
+    }
+
+    /// An HTTP/2 connection completed its preface and settings.
+    pub fn h2_connection(&self) {
+        add(&self.all.h2_connections, 1);
+    }
+
+    /// An HTTP/2 stream (a request) was accepted.
+    pub fn h2_stream(&self) {
+        add(&self.all.h2_streams, 1);
+    }
+
+    /// The worker holds `n` connections parked.
+    pub fn set_parked(&self, n: usize) {
+        self.all.parked.store(n as u64, Relaxed);
+    }
+}
+
+static WORKERS: Mutex<Vec<Arc<WorkerMetrics>>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// The calling thread's counters (a worker's are its `w.metrics`).
+    static LOCAL: RefCell<Option<Arc<WorkerMetrics>>> = const { RefCell::new(None) };
+}
+
+fn registered() -> Arc<WorkerMetrics> {
+    let m = Arc::new(WorkerMetrics::new());
+    if let Ok(mut all) = WORKERS.lock() {
+        all.push(m.clone());
+    }
+    m
+}
+
+/// A new worker's counters, known to every later scrape; code of the
+/// worker's thread that has no `WorkerCtx` at hand reaches them with
+/// [`with_local`].
+pub fn register() -> Arc<WorkerMetrics> {
+    let m = registered();
+    let _ = LOCAL.try_with(|l| *l.borrow_mut() = Some(m.clone()));
+    m
+}
+
+/// Runs `f` on the calling thread's counters, registering a set for a
+/// thread that has none yet.
+pub fn with_local(f: impl FnOnce(&WorkerMetrics)) {
+    let _ = LOCAL.try_with(|l| {
+        let mut l = l.borrow_mut();
+        f(l.get_or_insert_with(registered));
+    });
+}
+
+/// A zone's counts summed over every worker.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ZoneTotals {
+    pub requests: u64,
+    pub responses: [u64; 5],
+    pub received: u64,
+    pub sent: u64,
+    pub time: Hist,
+}
+
+/// A cache zone's counts summed over every thread.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheTotals {
+    /// In the order of [`CACHE_STATUSES`].
+    pub statuses: [u64; CACHE_STATUSES.len()],
+    pub evictions: u64,
+}
+
+/// The whole process's counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessTotals {
+    pub responses: [u64; 5],
+    pub time: Hist,
+    /// TLSv1.2, TLSv1.3.
+    pub handshakes: [u64; 2],
+    pub resumed: [u64; 2],
+    pub handshakes_failed: u64,
+    pub h2_connections: u64,
+    pub h2_streams: u64,
+    pub parked: u64,
+}
+
+/// Every thread's counters summed: the process's, each zone's (by index)
+/// and each cache zone's (by index).
+pub struct Totals {
+    pub all: ProcessTotals,
+    pub zones: Vec<ZoneTotals>,
+    pub caches: Vec<CacheTotals>,
+}
+
+fn sum(a: &mut u64, c: &AtomicU64) {
+    *a = a.wrapping_add(c.load(Relaxed));
+}
+
+fn sum_all(a: &mut [u64], c: &[AtomicU64]) {
+    for (a, c) in a.iter_mut().zip(c) {
+        sum(a, c);
+    }
+}
+
+pub fn totals(zones: usize, caches: usize) -> Totals {
+    let mut t = Totals {
+        all: ProcessTotals::default(),
+        zones: vec![ZoneTotals::default(); zones],
+        caches: vec![CacheTotals::default(); caches],
+    };
+    let Ok(workers) = WORKERS.lock() else { return t };
+    for w in workers.iter() {
+        let (a, p) = (&mut t.all, &w.all);
+        sum_all(&mut a.responses, &p.responses);
+        p.time.sum_into(&mut a.time);
+        sum_all(&mut a.handshakes, &p.handshakes);
+        sum_all(&mut a.resumed, &p.resumed);
+        sum(&mut a.handshakes_failed, &p.handshakes_failed);
+        sum(&mut a.h2_connections, &p.h2_connections);
+        sum(&mut a.h2_streams, &p.h2_streams);
+        sum(&mut a.parked, &p.parked);
+        for (t, z) in t.zones.iter_mut().zip(w.zones.iter()) {
+            sum(&mut t.requests, &z.requests);
+            sum_all(&mut t.responses, &z.responses);
+            sum(&mut t.received, &z.received);
+            sum(&mut t.sent, &z.sent);
+            z.time.sum_into(&mut t.time);
+        }
+        for (t, c) in t.caches.iter_mut().zip(w.caches.iter()) {
+            sum_all(&mut t.statuses, &c.statuses);
+            sum(&mut t.evictions, &c.evictions);
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sized(zones: usize, caches: usize) -> WorkerMetrics {
+        WorkerMetrics {
+            all: ProcessCounters::default(),
+            zones: (0..zones).map(|_| ZoneCounters::default()).collect(),
+            caches: (0..caches).map(|_| CacheCounters::default()).collect(),
+        }
+    }
+
+    fn loads(c: &[AtomicU64]) -> Vec<u64> {
+        c.iter().map(|c| c.load(Relaxed)).collect()
+    }
+
+    #[test]
+    fn record_fills_classes_and_buckets() {
+        let w = sized(2, 0);
+        w.record(1, 200, 10, 100, 3);
+        w.record(1, 404, 10, 50, 5000);
+        w.record(1, 499, 1, 0, 6000);
+        w.record(1, 42, 1, 0, 7);
+        w.record(9, 200, 1, 1, 1);
+        let z = &w.zones[1];
+        assert_eq!(z.requests.load(Relaxed), 4);
+        assert_eq!(loads(&z.responses), [0, 1, 0, 2, 0]);
+        assert_eq!(loads(&z.time.buckets), [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
+        assert_eq!((z.received.load(Relaxed), z.sent.load(Relaxed), z.time.sum_ms.load(Relaxed)), (22, 150, 11010));
+        assert_eq!(w.zones[0].requests.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn process_counts_classes_tls_and_caches() {
+        let w = sized(0, 1);
+        for (status, ms) in [(200, 0), (304, 11), (503, 100_000), (600, 1), (99, 1)] {
+            w.finished(status, ms);
+        }
+        assert_eq!(loads(&w.all.responses), [0, 1, 1, 0, 1]);
+        assert_eq!(loads(&w.all.time.buckets), [3, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
+        w.tls_handshake("TLSv1.3", true);
+        w.tls_handshake("TLSv1.2", false);
+        w.tls_handshake("SSLv3", false);
+        assert_eq!((loads(&w.all.handshakes), loads(&w.all.resumed)), (vec![1, 1], vec![0, 1]));
+        w.cache_lookup(0, "HIT");
+        w.cache_lookup(0, "REVALIDATED");
+        w.cache_lookup(3, "HIT");
+        w.evicted(0, 2);
+        assert_eq!(loads(&w.caches[0].statuses), [1, 0, 0, 0, 0, 1, 0]);
+        assert_eq!(w.caches[0].evictions.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn hist_is_cumulative() {
+        let h = Hist { buckets: [2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3], sum_ms: 9 };
+        let c: Vec<u64> = h.cumulative().map(|(_, n)| n).collect();
+        assert_eq!(c, [2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 6]);
+        assert_eq!(h.count(), 6);
+    }
+}
