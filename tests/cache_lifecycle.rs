@@ -385,6 +385,31 @@ fn reload_keeps_the_cache() {
         assert_eq!(get(&s, &format!("/k{i}")), ("HIT".to_string(), b.clone()));
     }
     assert_eq!(n.load(Ordering::SeqCst), 5);
+    if nginx_mode() {
+        return;
+    }
+    // A reload that changes the zone's limits: the entries stay hits, and
+    // one manager looks after the directory (the replaced zone's stops).
+    let conf = std::fs::read_to_string(s.conf_path()).unwrap();
+    std::fs::write(s.conf_path(), conf.replace("inactive=1h", "inactive=2h")).unwrap();
+    s.signal("reload");
+    std::thread::sleep(Duration::from_millis(500));
+    for (i, b) in bodies.iter().enumerate() {
+        assert_eq!(get(&s, &format!("/k{i}")), ("HIT".to_string(), b.clone()));
+    }
+    let managers = || {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", s.pid())).unwrap();
+        tasks
+            .flatten()
+            .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "cache one"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while managers() > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(managers(), 1);
+    assert_eq!(n.load(Ordering::SeqCst), 5);
 }
 
 /// The manager keeps the disk under `max_size` (least recently used

@@ -22,6 +22,9 @@ pub fn start(zone: Arc<Zone>) {
         zone.loaded.store(true, Ordering::Release);
         loop {
             std::thread::sleep(Duration::from_secs(1));
+            if !super::zone::is_current(&zone) {
+                return;
+            }
             manage(&zone, super::zone::stamp());
         }
     });

@@ -157,6 +157,14 @@ fn registered(conf: &Arc<ZoneConf>) -> Arc<Zone> {
     z
 }
 
+/// Whether `z` is still the zone its name and path resolve to: a reload
+/// that changed the limits replaced it, and its manager then stops (the
+/// new zone's manager looks after the same directory).
+pub fn is_current(z: &Arc<Zone>) -> bool {
+    let id = (z.conf.name.clone(), z.conf.path.clone());
+    lock(registry()).get(&id).is_some_and(|c| Arc::ptr_eq(c, z))
+}
+
 fn same_limits(a: &ZoneConf, b: &ZoneConf) -> bool {
     a.levels == b.levels
         && a.keys_size == b.keys_size
