@@ -169,9 +169,19 @@ fn upstreams(o: &mut String, ups: &[UpstreamSnap]) {
             histogram(o, "upstream_response_duration_seconds", &ul(u), &u.totals.response);
         }
     }
-    let peers: Vec<(&UpstreamSnap, &PeerSnap)> = ups.iter().flat_map(|u| u.peers.iter().map(move |p| (u, p))).collect();
-    let pl =
-        |(u, p): &(&UpstreamSnap, &PeerSnap)| format!("upstream=\"{}\",peer=\"{}\"", label(&u.name), label(&p.name));
+    // An upstream may list one address twice (nginx allows it); the second
+    // is `peer="ADDR#2"` so that every series stays unique.
+    let mut peers: Vec<(&UpstreamSnap, &PeerSnap, usize)> = Vec::new();
+    for u in ups {
+        for (i, p) in u.peers.iter().enumerate() {
+            let seen = u.peers[..i].iter().filter(|q| q.name == p.name).count();
+            peers.push((u, p, seen + 1));
+        }
+    }
+    let pl = |(u, p, n): &(&UpstreamSnap, &PeerSnap, usize)| match n {
+        1 => format!("upstream=\"{}\",peer=\"{}\"", label(&u.name), label(&p.name)),
+        n => format!("upstream=\"{}\",peer=\"{}#{n}\"", label(&u.name), label(&p.name)),
+    };
     type Row<'a> = ((&'a str, &'a str, &'a str), fn(&PeerSnap) -> Option<u64>);
     let rows: [Row; 7] = [
         (("upstream_peer_up", "gauge", "1 when the peer may be picked (not down, unhealthy or failed out)."), |p| {
@@ -191,7 +201,7 @@ fn upstreams(o: &mut String, ups: &[UpstreamSnap]) {
         }),
     ];
     for (meta, get) in rows {
-        family(o, meta, &peers, pl, |(_, p)| get(p));
+        family(o, meta, &peers, pl, |(_, p, _)| get(p));
     }
 }
 
@@ -224,5 +234,15 @@ mod tests {
         assert!(!p.contains("health_checks_total{upstream=\"up\",peer=\"127.0.0.1:2\"}"));
         assert!(!p.contains("sluice_upstream_peer_health_up"), "{p}");
         assert!(p.contains("sluice_time_seconds 1700000000.123\n"));
+    }
+
+    #[test]
+    fn a_peer_listed_twice_gets_its_own_series() {
+        let mut s = super::super::snapshot::sample();
+        let dup = s.upstreams[0].peers[0].name.clone();
+        s.upstreams[0].peers[1].name = dup;
+        let p = prometheus(&s);
+        assert!(p.contains("sluice_upstream_peer_up{upstream=\"up\",peer=\"127.0.0.1:1\"} 1\n"), "{p}");
+        assert!(p.contains("sluice_upstream_peer_up{upstream=\"up\",peer=\"127.0.0.1:1#2\"} 0\n"), "{p}");
     }
 }
