@@ -213,9 +213,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
                 Some(Ctl::Quit) => {
                     stop_accept.notify_waiters();
                     w.draining.set(true);
-                    let now = crate::clock::now_secs();
-                    w.idle.sweep(now, Some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs()));
-                    w.parking.expire(now, true);
+                    sweep(&w, crate::clock::now_secs()).await;
                     let drained = async {
                         while w.active.get() > 0 {
                             w.drained.notified().await;
@@ -246,10 +244,39 @@ async fn tick(w: Rc<WorkerCtx>) {
         let to_next = Duration::from_nanos(1_000_000_000 - u64::from(now.subsec_nanos()));
         tokio::time::sleep(to_next).await;
         crate::clock::refresh();
-        let now = crate::clock::now_secs();
-        w.idle.sweep(now, w.draining.get().then_some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs()));
-        w.parking.expire(now, w.draining.get());
+        sweep(&w, crate::clock::now_secs()).await;
         w.logs.borrow_mut().tick();
         crate::proxy::settle_orphans(&w);
+    }
+}
+
+/// Timers fired, or parked connections closed, per pass of [`sweep`].
+/// A pass costs at most a millisecond or two (a parked socket's close is
+/// the dearest step, several microseconds with its FIN).
+const SWEEP_BATCH: usize = 128;
+
+/// Fires the idle timers due by `now` (keep-alive and header timeouts,
+/// parking) and closes the parked connections whose time is up, or all of
+/// them while draining; in passes of [`SWEEP_BATCH`] with a yield between,
+/// so a flood that went idle or timed out in the same second does not stop
+/// the worker from serving the connections that are ready meanwhile (a
+/// yield lets the event loop poll for I/O, and what it finds runs before
+/// this task again).
+async fn sweep(w: &WorkerCtx, now: u64) {
+    let draining = w.draining.get();
+    let cap = draining.then_some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs());
+    let mut next = Some(0);
+    while let Some(from) = next {
+        next = w.idle.sweep(now, cap, from, SWEEP_BATCH);
+        if next.is_some() {
+            tokio::task::yield_now().await;
+        }
+    }
+    let mut next = Some(0);
+    while let Some(from) = next {
+        next = w.parking.expire(now, draining, from, SWEEP_BATCH);
+        if next.is_some() {
+            tokio::task::yield_now().await;
+        }
     }
 }
