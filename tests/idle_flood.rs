@@ -60,9 +60,12 @@ const KEEPALIVE_TIMEOUT: u64 = 10;
 /// cores as well) would take the CPU from the servers, which measures the
 /// machine rather than the server.
 const RATE: f64 = 12_500.0;
-/// The probe's pause between two requests (round robin over the workers).
-const PROBE_GAP: Duration = Duration::from_millis(4);
+/// The probe sends each worker a request this often, whether or not the
+/// last one was answered.
+const PROBE_EVERY: Duration = Duration::from_millis(8);
 const SMALL: &str = "small body\n";
+/// Probing before the flood starts, in ms.
+const BASELINE_MS: f64 = 1000.0;
 
 fn nginx() -> bool {
     std::env::var_os("SLUICE_TEST_NGINX").is_some()
@@ -328,6 +331,52 @@ impl Seen {
     }
 }
 
+/// The probe of one worker: a GET every `PROBE_EVERY` on its keep-alive
+/// connection, on schedule (pipelined if the last is not answered yet), and
+/// a reader that times each answer from the moment its request was due.
+/// Open loop, as wrk2: a probe that waited for each answer before asking
+/// again would see a stall once, however many requests it held up.
+fn probe(
+    c: Conn,
+    pid: u32,
+    i: usize,
+    t0: f64,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<()> {
+    let mut out = c.stream.try_clone().unwrap();
+    let (tx, rx) = mpsc::channel::<(f64, f64)>();
+    let writer = thread::spawn(move || {
+        // Staggered, so the workers are not all asked at once.
+        let start = mono_ms() + i as f64 * PROBE_EVERY.as_secs_f64() * 1000.0 / INSTANCES as f64;
+        for k in 0.. {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let due = start + k as f64 * PROBE_EVERY.as_secs_f64() * 1000.0;
+            let now = mono_ms();
+            if due > now {
+                thread::sleep(Duration::from_secs_f64((due - now) / 1000.0));
+            }
+            let cpu = process_cpu_ms(pid);
+            out.write_all(b"GET /small.txt HTTP/1.1\r\nHost: probe\r\n\r\n").expect("probe write");
+            if tx.send((due, cpu)).is_err() {
+                break;
+            }
+        }
+    });
+    thread::spawn(move || {
+        let mut c = c;
+        for (due, cpu) in rx {
+            let r = c.read_response();
+            let (lat, busy) = (mono_ms() - due, process_cpu_ms(pid) - cpu);
+            assert_eq!(r.status, 200, "probe request failed");
+            seen.lock().unwrap().probes.push((due - t0, lat, busy));
+        }
+        writer.join().unwrap();
+    })
+}
+
 #[test]
 fn fifty_thousand_idle_connections() {
     let limit = raise_nofile();
@@ -353,7 +402,7 @@ fn fifty_thousand_idle_connections() {
         servers.push(conf(format!("127.0.0.1:{port}")).start());
     }
     let pids: Vec<u32> = servers.iter().map(worker_pid).collect();
-    let mut probes = one_per_worker(port, &pids);
+    let probes = one_per_worker(port, &pids);
     let mut status = one_per_worker(port, &pids);
     let rss_before: Vec<u64> = pids.iter().map(|&p| rss_kb(p)).collect();
     let kernel_before = kernel_counters();
@@ -361,24 +410,12 @@ fn fifty_thousand_idle_connections() {
     let t0 = mono_ms();
     let seen = Arc::new(Mutex::new(Seen::default()));
     let stop = Arc::new(AtomicBool::new(false));
-    let prober = {
-        let (seen, stop, pids) = (seen.clone(), stop.clone(), pids.clone());
-        thread::spawn(move || {
-            for i in 0.. {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let (c, pid) = (&mut probes[i % INSTANCES], pids[i % INSTANCES]);
-                let (cpu, t) = (process_cpu_ms(pid), mono_ms());
-                c.send("GET /small.txt HTTP/1.1\r\nHost: probe\r\n\r\n");
-                let r = c.read_response();
-                let (lat, busy) = (mono_ms() - t, process_cpu_ms(pid) - cpu);
-                assert_eq!(r.status, 200, "probe request failed");
-                seen.lock().unwrap().probes.push((t - t0, lat, busy));
-                thread::sleep(PROBE_GAP);
-            }
-        })
-    };
+    let probers: Vec<_> = probes
+        .into_iter()
+        .zip(pids.clone())
+        .enumerate()
+        .map(|(i, (c, pid))| probe(c, pid, i, t0, seen.clone(), stop.clone()))
+        .collect();
     let sampler = {
         let (seen, stop, pids) = (seen.clone(), stop.clone(), pids.clone());
         thread::spawn(move || {
@@ -396,7 +433,8 @@ fn fifty_thousand_idle_connections() {
             }
         })
     };
-    thread::sleep(Duration::from_millis(300));
+    // A second of probing before the flood: the machine's own noise.
+    thread::sleep(Duration::from_millis(BASELINE_MS as u64));
 
     // The flood. Each holder reports when all its connections are open
     // (silent connects and answered GETs), then, once the server closed
@@ -422,7 +460,9 @@ fn fifty_thousand_idle_connections() {
     let closed_ms = silent.iter().chain(&keepalive).map(|r| r[6] - t0).fold(0.0, f64::max);
     thread::sleep(Duration::from_millis(1000));
     stop.store(true, Ordering::Relaxed);
-    prober.join().unwrap();
+    for p in probers {
+        p.join().unwrap();
+    }
     sampler.join().unwrap();
     let rss_after: Vec<u64> = pids.iter().map(|&p| rss_kb(p)).collect();
     let kernel = kernel_counters();
@@ -430,7 +470,8 @@ fn fifty_thousand_idle_connections() {
 
     let seen = seen.lock().unwrap();
     seen.print_timeline();
-    let flood: Vec<_> = seen.probes.iter().filter(|p| p.0 >= 300.0 && p.0 <= closed_ms).collect();
+    let base = sorted(seen.probes.iter().filter(|p| p.0 < BASELINE_MS).map(|p| p.1));
+    let flood: Vec<_> = seen.probes.iter().filter(|p| p.0 >= BASELINE_MS && p.0 <= closed_ms).collect();
     let lat = sorted(flood.iter().map(|p| p.1));
     let busy = sorted(flood.iter().map(|p| p.2));
     let open_at = |s: &(f64, Vec<Sample>)| s.1.iter().map(|x| x.0).sum::<u64>();
@@ -465,10 +506,14 @@ fn fifty_thousand_idle_connections() {
         );
     }
     println!(
-        "  all closed by {:.1} s; probe during the flood: {} requests, round trip p50 {:.2} ms, p99 {:.2} ms, \
-         p99.9 {:.2} ms, max {:.2} ms; the worker's CPU while a request was out p50 {:.2} ms, p99 {:.2} ms, \
-         max {:.2} ms",
+        "  all closed by {:.1} s; probe before the flood: {} requests, round trip p50 {:.2} ms, p99 {:.2} ms, \
+         max {:.2} ms\n  probe during the flood: {} requests, round trip p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, \
+         max {:.2} ms; the worker's CPU while a request was out p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         closed_ms / 1000.0,
+        base.len(),
+        pct(&base, 0.5),
+        pct(&base, 0.99),
+        base.last().copied().unwrap_or(f64::NAN),
         lat.len(),
         pct(&lat, 0.5),
         pct(&lat, 0.99),
@@ -487,8 +532,13 @@ fn fifty_thousand_idle_connections() {
         // Never before the timeout. After it: the timers' one-second
         // sweep, sluice's deferred accept (a silent connection reaches it
         // about a second after its connect) and a loaded machine.
+        // A silent connection whose client's ACK of the retransmitted
+        // SYN-ACK was lost reaches sluice only at the next retransmission
+        // (3 s, then 7 s after its connect), hence the wider bound on its
+        // max.
         assert!(s[1] >= header_ms, "a silent connection was closed before client_header_timeout: {s:?}");
-        assert!(s[4] <= header_ms + 4000.0, "client_header_timeout overrun: {s:?}");
+        assert!(s[3] <= header_ms + 3000.0, "client_header_timeout overrun: {s:?}");
+        assert!(s[4] <= header_ms + 9000.0, "client_header_timeout overrun: {s:?}");
         assert!(k[1] >= keepalive_ms, "a keep-alive connection was closed before keepalive_timeout: {k:?}");
         assert!(k[4] <= keepalive_ms + 3000.0, "keepalive_timeout overrun: {k:?}");
     }
@@ -500,10 +550,15 @@ fn fifty_thousand_idle_connections() {
         let (a, b) = (rss_after[i], rss_before[i]);
         assert!(a < b + 16 * 1024, "worker {i}: RSS {a} kB after the connections closed, {b} kB before");
     }
+    // The worker's own stalls: a probe request waits behind at most a pass
+    // of the sweep or a malloc_trim, not behind a whole second's worth of
+    // parking or closing (30 ms of CPU for 12,500 connections done at once:
+    // p99 20 ms here).
     assert!(pct(&busy, 0.99) < 10.0, "p99 of the worker's CPU while a probe was out: {:.2} ms", pct(&busy, 0.99));
     // The round trip includes waiting for a CPU on a machine that may be
-    // busy with other work, hence the looser bound.
-    assert!(pct(&lat, 0.99) < 100.0, "probe p99 {:.2} ms during the flood", pct(&lat, 0.99));
+    // busy with other work (2 to 10 ms at p99 on a quiet one; 115 to 140 ms
+    // with the stalls above), hence the looser bound.
+    assert!(pct(&lat, 0.99) < 50.0, "probe p99 {:.2} ms during the flood", pct(&lat, 0.99));
     // Each probe request was asserted 200, up to a second after the last
     // close; the servers still run.
     let served_after = seen.probes.iter().filter(|p| p.0 > closed_ms).count();

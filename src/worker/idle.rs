@@ -66,7 +66,7 @@ impl IdleTimers {
     /// then parks or closes its socket, and tokio runs woken tasks in the
     /// order they were woken. Thousands fired at once (a flood that went
     /// idle in the same second) would all run before any connection that
-    /// became readable meanwhile; in batches, the worker's tick yields
+    /// became readable meanwhile; in batches, the worker's tick pauses
     /// between them (see `worker::sweep`), so those are served in between.
     pub fn sweep(&self, now: u64, cap: Option<u64>, from: usize, max: usize) -> Option<usize> {
         let mut wake = Vec::new();

@@ -250,33 +250,55 @@ async fn tick(w: Rc<WorkerCtx>) {
     }
 }
 
-/// Timers fired, or parked connections closed, per pass of [`sweep`].
-/// A pass costs at most a millisecond or two (a parked socket's close is
-/// the dearest step, several microseconds with its FIN).
-const SWEEP_BATCH: usize = 128;
+/// Timers fired, or parked connections closed, per pass of [`sweep`]: a
+/// pass costs well under a millisecond (closing a parked socket is the
+/// dearest step, about 5 to 10 microseconds with its FIN on loopback).
+const SWEEP_BATCH: usize = 64;
+
+/// How long [`sweep`] spreads its passes out (a millisecond's pause
+/// between two) before it only yields between them.
+const SWEEP_SPREAD: Duration = Duration::from_millis(500);
 
 /// Fires the idle timers due by `now` (keep-alive and header timeouts,
 /// parking) and closes the parked connections whose time is up, or all of
-/// them while draining; in passes of [`SWEEP_BATCH`] with a yield between,
-/// so a flood that went idle or timed out in the same second does not stop
-/// the worker from serving the connections that are ready meanwhile (a
-/// yield lets the event loop poll for I/O, and what it finds runs before
-/// this task again).
+/// them while draining.
+///
+/// In passes of [`SWEEP_BATCH`], so a flood of connections that went idle
+/// or timed out in the same second does not hold the worker: done at once,
+/// 12,500 of them cost one worker 12 to 16 ms of CPU to park and 28 to 33
+/// ms to close, during which nothing else is served (tokio runs the woken
+/// tasks in order, before a connection that became readable meanwhile).
+/// Between two passes the event loop polls for I/O and serves what is
+/// ready. The pause between passes is a millisecond's sleep rather than a
+/// yield, for the first [`SWEEP_SPREAD`]: where workers outnumber idle
+/// cores (other workers sweeping in the same second, other processes),
+/// back-to-back passes keep this worker's CPU busy and its own clients
+/// wait for the CPU instead (tests/idle_flood.rs: probe p99 26 ms with
+/// yields, 2 to 5 ms with pauses). Past that the passes only yield, so a
+/// huge sweep still ends in time; a draining worker never sleeps.
 async fn sweep(w: &WorkerCtx, now: u64) {
     let draining = w.draining.get();
     let cap = draining.then_some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs());
+    let started = std::time::Instant::now();
+    let pause = || async move {
+        if draining || started.elapsed() >= SWEEP_SPREAD {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
     let mut next = Some(0);
     while let Some(from) = next {
         next = w.idle.sweep(now, cap, from, SWEEP_BATCH);
         if next.is_some() {
-            tokio::task::yield_now().await;
+            pause().await;
         }
     }
     let mut next = Some(0);
     while let Some(from) = next {
         next = w.parking.expire(now, draining, from, SWEEP_BATCH);
         if next.is_some() {
-            tokio::task::yield_now().await;
+            pause().await;
         }
     }
 }

@@ -98,7 +98,7 @@ impl Parking {
     /// Why at most `max`: closing a socket costs several microseconds (the
     /// FIN goes out within the call), so the thousands of a flood that
     /// timed out in the same second would hold the worker for a hundred
-    /// milliseconds or more; the tick yields between passes instead (see
+    /// milliseconds or more; the tick pauses between passes instead (see
     /// `worker::sweep`). A slot is judged when visited: one freed and
     /// reused between passes holds a connection parked since, with its own
     /// deadline.
