@@ -1,11 +1,12 @@
 //! 50,000 idle connections: half never send a byte (bounded by
 //! `client_header_timeout`), half send one request and then sit in
 //! keep-alive (bounded by `keepalive_timeout`), while a well-behaved client
-//! keeps asking every worker for a small file. The test prints what it
-//! measured, half a second a line and in sum: connections each server
-//! holds (its stub_status), each worker's RSS, CPU and time spent waiting
-//! for a CPU, the probe's latency, when each connection was closed, and
-//! the kernel's listen-queue counters.
+//! keeps asking every worker for a small file, open loop (wrk2's way: a
+//! request every 8 ms per worker, timed from when it was due). The test
+//! prints what it measured, half a second a line and in sum: connections
+//! each server holds (its stub_status), each worker's RSS, CPU and time
+//! spent waiting for a CPU, the probe's latency, when each connection was
+//! closed, and the kernel's listen-queue counters.
 //!
 //! Why four server processes: sluice's workers are threads of one process,
 //! and a process's descriptors are capped by its open-file limit, whose
@@ -52,9 +53,10 @@ const HOLDERS: usize = 4;
 const SILENT: usize = 25_000;
 const KEEPALIVE: usize = 25_000;
 /// client_header_timeout and keepalive_timeout, in seconds: long enough
-/// for all 50,000 to be open at once after the flood's ~4 s.
-const HEADER_TIMEOUT: u64 = 8;
-const KEEPALIVE_TIMEOUT: u64 = 10;
+/// for all 50,000 to be open at once after the flood (4 s, up to 7 s on a
+/// busy machine).
+const HEADER_TIMEOUT: u64 = 10;
+const KEEPALIVE_TIMEOUT: u64 = 12;
 /// New connections a second, all holders together. Unpaced, the clients'
 /// connects (whose kernel work on loopback is done on this machine's two
 /// cores as well) would take the CPU from the servers, which measures the
@@ -536,10 +538,12 @@ fn fifty_thousand_idle_connections() {
         // SYN-ACK was lost reaches sluice only at the next retransmission
         // (3 s, then 7 s after its connect), hence the wider bound on its
         // max.
-        assert!(s[1] >= header_ms, "a silent connection was closed before client_header_timeout: {s:?}");
+        // (Less 10 ms: nginx times from its cached clock, read when
+        // epoll_wait returned, a millisecond before the accept.)
+        assert!(s[1] >= header_ms - 10.0, "a silent connection was closed before client_header_timeout: {s:?}");
         assert!(s[3] <= header_ms + 3000.0, "client_header_timeout overrun: {s:?}");
         assert!(s[4] <= header_ms + 9000.0, "client_header_timeout overrun: {s:?}");
-        assert!(k[1] >= keepalive_ms, "a keep-alive connection was closed before keepalive_timeout: {k:?}");
+        assert!(k[1] >= keepalive_ms - 10.0, "a keep-alive connection was closed before keepalive_timeout: {k:?}");
         assert!(k[4] <= keepalive_ms + 3000.0, "keepalive_timeout overrun: {k:?}");
     }
     let want = (SILENT + KEEPALIVE) as u64;
