@@ -189,7 +189,7 @@ mod tests {
         for f in waits.iter_mut() {
             assert!(Pin::new(f).poll(&mut cx).is_pending());
         }
-        // Slots 0 and 1 fire; the pass stops at 2 (not due) ... 3.
+        // Slots 0 and 1 fire; the pass stops before slot 2.
         assert_eq!(t.sweep(10, None, 0, 2), Some(2));
         fn fired(waits: &mut [Expired<'_>], cx: &mut Context<'_>) -> Vec<bool> {
             waits.iter_mut().map(|f| Pin::new(f).poll(cx).is_ready()).collect()

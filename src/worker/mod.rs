@@ -266,15 +266,16 @@ const SWEEP_SPREAD: Duration = Duration::from_millis(500);
 /// In passes of [`SWEEP_BATCH`], so a flood of connections that went idle
 /// or timed out in the same second does not hold the worker: done at once,
 /// 12,500 of them cost one worker 12 to 16 ms of CPU to park and 28 to 33
-/// ms to close, during which nothing else is served (tokio runs the woken
-/// tasks in order, before a connection that became readable meanwhile).
+/// ms to close (up to three times that on a loaded machine), during which
+/// nothing else is served (tokio runs the woken tasks in order, before a
+/// connection that became readable meanwhile).
 /// Between two passes the event loop polls for I/O and serves what is
 /// ready. The pause between passes is a millisecond's sleep rather than a
 /// yield, for the first [`SWEEP_SPREAD`]: where workers outnumber idle
 /// cores (other workers sweeping in the same second, other processes),
 /// back-to-back passes keep this worker's CPU busy and its own clients
-/// wait for the CPU instead (tests/idle_flood.rs: probe p99 26 ms with
-/// yields, 2 to 5 ms with pauses). Past that the passes only yield, so a
+/// wait for the CPU instead (tests/idle_flood.rs: probe p99 22 to 26 ms
+/// with yields, 2 to 10 ms with pauses). Past that the passes only yield, so a
 /// huge sweep still ends in time; a draining worker never sleeps.
 async fn sweep(w: &WorkerCtx, now: u64) {
     let draining = w.draining.get();

@@ -97,8 +97,8 @@ impl Parking {
     ///
     /// Why at most `max`: closing a socket costs several microseconds (the
     /// FIN goes out within the call), so the thousands of a flood that
-    /// timed out in the same second would hold the worker for a hundred
-    /// milliseconds or more; the tick pauses between passes instead (see
+    /// timed out in the same second would hold the worker for tens of
+    /// milliseconds; the tick pauses between passes instead (see
     /// `worker::sweep`). A slot is judged when visited: one freed and
     /// reused between passes holds a connection parked since, with its own
     /// deadline.
