@@ -281,6 +281,11 @@ impl Drop for Holder {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::env::var_os("SLUICE_TEST_KEEP").is_none()
+            && let Some(dir) = self.stderr.parent()
+        {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
