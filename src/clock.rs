@@ -23,6 +23,10 @@ pub fn local_offset() -> i32 {
 #[derive(Clone, Copy)]
 struct Cached {
     secs: u64,
+    /// The wall clock in milliseconds, and the monotonic clock, when
+    /// `secs` was read.
+    ms: u64,
+    at: Instant,
     offset: i32,
     date: [u8; 29],
     /// `$time_local` (26 bytes for four-digit years) and its length.
@@ -35,7 +39,9 @@ thread_local! {
 
 /// Recomputes the cache; the worker's tick task calls this every second.
 pub fn refresh() {
-    let secs = unix_now();
+    let ms = unix_now_ms();
+    let at = Instant::now();
+    let secs = ms / 1000;
     let mut date = [0u8; 29];
     crate::http::date::http_date(secs, &mut date);
     let offset = local_offset();
@@ -45,7 +51,7 @@ pub fn refresh() {
     let n = local.len().min(32);
     time_local.0[..n].copy_from_slice(&local[..n]);
     time_local.1 = n as u8;
-    CACHE.with(|c| c.set(Some(Cached { secs, offset, date, time_local })));
+    CACHE.with(|c| c.set(Some(Cached { secs, ms, at, offset, date, time_local })));
 }
 
 fn cached() -> Cached {
@@ -53,7 +59,14 @@ fn cached() -> Cached {
         Some(v) => v,
         None => {
             refresh();
-            c.get().unwrap_or(Cached { secs: 0, offset: 0, date: [b' '; 29], time_local: ([0; 32], 0) })
+            c.get().unwrap_or(Cached {
+                secs: 0,
+                ms: 0,
+                at: Instant::now(),
+                offset: 0,
+                date: [b' '; 29],
+                time_local: ([0; 32], 0),
+            })
         }
     })
 }
@@ -61,6 +74,16 @@ fn cached() -> Cached {
 /// The current second, as of the last refresh.
 pub fn now_secs() -> u64 {
     cached().secs
+}
+
+/// The wall clock in milliseconds as of this task poll: the last refresh
+/// advanced by `mono()`, so no clock is read beyond the poll's one, and it
+/// stays exact when the once-a-second refresh runs late (a busy or
+/// starved worker), where `now_secs` lags. For deadlines that must not
+/// come early (keep-alive and header timeouts).
+pub fn unix_ms() -> u64 {
+    let c = cached();
+    c.ms + mono().saturating_duration_since(c.at).as_millis() as u64
 }
 
 pub fn offset() -> i32 {

@@ -361,8 +361,9 @@ fn idle_connections_are_closed_by_client_header_timeout() {
     }
     let opened = started.elapsed();
     // The probe runs from 0.3 s to ~4 s after the last connect: through
-    // sluice's parking of them all (2 s idle) and after. (600 requests:
-    // the mass parking is one pause of tens of ms, not a p99.)
+    // sluice's parking of them all (2 s idle) and after. (A closed-loop
+    // probe: a stall shows in its max, not its p99; tests/idle_flood.rs
+    // probes open loop, with 50,000 connections over four processes.)
     thread::sleep(Duration::from_millis(300));
     let probing = thread::spawn(move || probe_on(pc, "/small.txt", 600, Duration::from_millis(5)));
     thread::sleep(Duration::from_millis(200));

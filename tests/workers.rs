@@ -53,9 +53,11 @@ fn two_workers_with_reuseport_serve_many_connections() {
 
 #[test]
 fn small_worker_connections_does_not_crash() {
+    // keepalive_timeout well under the client's 5 s read timeout: a held
+    // client waits for a served one's keep-alive to end (3 to 4 s).
     let mut s = builder()
         .events("worker_connections 4;")
-        .http(&format!("access_log off;\nkeepalive_timeout 5;\nserver {{ listen 127.0.0.1:{{port}}; {ECHO} }}"))
+        .http(&format!("access_log off;\nkeepalive_timeout 3;\nserver {{ listen 127.0.0.1:{{port}}; {ECHO} }}"))
         .start();
     // one at a time: slots are freed as connections close
     for i in 0..30 {

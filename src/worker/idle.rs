@@ -57,33 +57,52 @@ impl IdleTimers {
         }
     }
 
-    /// Fires every timer due by `now`; with `cap`, pulls later deadlines in
-    /// to at most `cap` (draining: idle connections get a short grace).
-    pub fn sweep(&self, now: u64, cap: Option<u64>) {
+    /// Fires timers due by `now`, visiting slots from `from` on, until
+    /// `max` have fired; with `cap`, pulls later deadlines in to at most
+    /// `cap` (draining: idle connections get a short grace). Returns where
+    /// to go on, or None once every slot was visited.
+    ///
+    /// Why at most `max`: each fired timer wakes a connection task that
+    /// then parks or closes its socket, and tokio runs woken tasks in the
+    /// order they were woken. Thousands fired at once (a flood that went
+    /// idle in the same second) would all run before any connection that
+    /// became readable meanwhile; in batches, the worker's tick pauses
+    /// between them (see `worker::sweep`), so those are served in between.
+    pub fn sweep(&self, now: u64, cap: Option<u64>, from: usize, max: usize) -> Option<usize> {
         let mut wake = Vec::new();
-        for s in self.slots.borrow_mut().iter_mut().flatten() {
-            if let Some(c) = cap {
-                s.deadline = s.deadline.min(c);
-            }
-            if s.fired.is_some() {
-                continue;
-            }
-            s.fired = if s.deadline <= now {
-                Some(Fired::Timeout)
-            } else if s.park_at <= now {
-                Some(Fired::Park)
-            } else {
-                None
-            };
-            if s.fired.is_some()
-                && let Some(w) = s.waker.take()
-            {
-                wake.push(w);
+        let mut next = None;
+        {
+            let mut slots = self.slots.borrow_mut();
+            for (i, s) in slots.iter_mut().enumerate().skip(from) {
+                if wake.len() >= max {
+                    next = Some(i);
+                    break;
+                }
+                let Some(s) = s else { continue };
+                if let Some(c) = cap {
+                    s.deadline = s.deadline.min(c);
+                }
+                if s.fired.is_some() {
+                    continue;
+                }
+                s.fired = if s.deadline <= now {
+                    Some(Fired::Timeout)
+                } else if s.park_at <= now {
+                    Some(Fired::Park)
+                } else {
+                    None
+                };
+                if s.fired.is_some()
+                    && let Some(w) = s.waker.take()
+                {
+                    wake.push(w);
+                }
             }
         }
         for w in wake {
             w.wake();
         }
+        next
     }
 
     pub fn wait(&self, i: u32) -> Expired<'_> {
@@ -139,23 +158,46 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut fa = t.wait(a);
         assert!(Pin::new(&mut fa).poll(&mut cx).is_pending());
-        t.sweep(99, None);
+        t.sweep(99, None, 0, usize::MAX);
         assert!(!flag.0.load(std::sync::atomic::Ordering::SeqCst));
-        t.sweep(100, None);
+        t.sweep(100, None, 0, usize::MAX);
         assert!(flag.0.load(std::sync::atomic::Ordering::SeqCst));
         assert_eq!(Pin::new(&mut fa).poll(&mut cx), Poll::Ready(Fired::Timeout));
         let mut fb = t.wait(b);
         assert!(Pin::new(&mut fb).poll(&mut cx).is_pending());
-        t.sweep(101, Some(102));
+        t.sweep(101, Some(102), 0, usize::MAX);
         assert!(Pin::new(&mut fb).poll(&mut cx).is_pending());
-        t.sweep(102, None);
+        t.sweep(102, None, 0, usize::MAX);
         assert!(Pin::new(&mut fb).poll(&mut cx).is_ready());
         t.remove(a);
         t.remove(b);
         assert_eq!(t.add(5, 3), b);
         let mut fc = t.wait(b);
         assert!(Pin::new(&mut fc).poll(&mut cx).is_pending());
-        t.sweep(3, None);
+        t.sweep(3, None, 0, usize::MAX);
         assert_eq!(Pin::new(&mut fc).poll(&mut cx), Poll::Ready(Fired::Park));
+    }
+
+    #[test]
+    fn fires_at_most_max_per_pass() {
+        let t = IdleTimers::default();
+        let slots: Vec<u32> = (0..5).map(|i| t.add(if i == 2 { 50 } else { 10 }, u64::MAX)).collect();
+        let flag = Arc::new(Flag(false.into()));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut waits: Vec<_> = slots.iter().map(|&i| t.wait(i)).collect();
+        for f in waits.iter_mut() {
+            assert!(Pin::new(f).poll(&mut cx).is_pending());
+        }
+        // Slots 0 and 1 fire; the pass stops before slot 2.
+        assert_eq!(t.sweep(10, None, 0, 2), Some(2));
+        fn fired(waits: &mut [Expired<'_>], cx: &mut Context<'_>) -> Vec<bool> {
+            waits.iter_mut().map(|f| Pin::new(f).poll(cx).is_ready()).collect()
+        }
+        assert_eq!(fired(&mut waits, &mut cx), [true, true, false, false, false]);
+        assert_eq!(t.sweep(10, None, 2, 2), None);
+        assert_eq!(fired(&mut waits, &mut cx), [true, true, false, true, true]);
+        // A second pass fires nothing twice.
+        assert_eq!(t.sweep(10, None, 0, 1), None);
     }
 }

@@ -102,21 +102,37 @@ impl Parking {
     }
 
     /// Closes parked connections whose keep-alive time is up (all of them
-    /// when `all`, for a draining worker).
-    pub fn expire(&self, now: u64, all: bool) {
-        if self.recent.replace(0) >= 256 {
+    /// when `all`, for a draining worker), visiting slots from `from` on,
+    /// at most `max` closes; returns where to go on, or None when done.
+    ///
+    /// Why at most `max`: closing a socket costs several microseconds (the
+    /// FIN goes out within the call), so the thousands of a flood that
+    /// timed out in the same second would hold the worker for tens of
+    /// milliseconds; the tick pauses between passes instead (see
+    /// `worker::sweep`). A slot is judged when visited: one freed and
+    /// reused between passes holds a connection parked since, with its own
+    /// deadline.
+    pub fn expire(&self, now: u64, all: bool, from: usize, max: usize) -> Option<usize> {
+        if from == 0 && self.recent.replace(0) >= 256 {
             super::trim::release_free_memory();
         }
-        let due: Vec<usize> = self
-            .slots
-            .borrow()
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().filter(|p| all || p.deadline <= now).map(|_| i))
-            .collect();
-        for i in due {
-            // Dropping the socket closes it, which also removes it from epoll.
-            drop(self.take(i));
+        let mut closed = 0;
+        let mut i = from;
+        loop {
+            let due = match self.slots.borrow().get(i) {
+                None => return None,
+                Some(s) => s.as_ref().is_some_and(|p| all || p.deadline <= now),
+            };
+            if due {
+                if closed == max {
+                    return Some(i);
+                }
+                // Dropping the socket closes it, which also removes it from
+                // epoll.
+                drop(self.take(i));
+                closed += 1;
+            }
+            i += 1;
         }
     }
 }

@@ -137,8 +137,12 @@ async fn idle_wait(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx) 
     let dconf = &g.default_server.conf;
     let wait = if first { dconf.client_header_timeout } else { c.keepalive };
     let (id, peer) = (c.info.id, c.info.peer);
-    let now = crate::clock::now_secs();
-    let mut deadline = now + wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    // The idle timers are swept at each second's start: the deadline is
+    // the first second boundary at or after the timeout's end, so the wait
+    // lasts at least `wait` and less than a second more (nginx: `wait`).
+    let now_ms = crate::clock::unix_ms();
+    let now = now_ms / 1000;
+    let mut deadline = (now_ms + wait.as_millis() as u64).div_ceil(1000);
     if w.draining.get() {
         deadline = deadline.min(now + DRAIN_GRACE.as_secs());
     }
