@@ -410,3 +410,37 @@ fn a_panic_mid_body_cuts_the_response_and_gives_the_peer_back() {
     }
     assert!(!s.error_log().contains("no live upstreams"), "{}", s.error_log());
 }
+
+/// The accept loop itself panicking (test hook value `accept`: on the next
+/// accepted connection) is logged and the loop started again: new clients
+/// are served, and so are the connections already open.
+#[test]
+fn a_panicking_accept_loop_is_started_again() {
+    if prog() == "nginx" {
+        return;
+    }
+    let s = builder()
+        .main("worker_processes 1;")
+        .env("SLUICE_TEST_PANIC_HEADER", "X-Test-Panic")
+        .http(r#"server { listen 127.0.0.1:{port}; location / { return 200 "ok\n"; } }"#)
+        .start();
+    let mut keep = s.connect();
+    keep.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert_eq!(keep.read_response().text(), "ok\n");
+    let mut arm = s.connect();
+    arm.send("GET / HTTP/1.1\r\nHost: localhost\r\nX-Test-Panic: accept\r\n\r\n");
+    assert_eq!(arm.read_response().text(), "ok\n");
+    // Accepted by the loop that then panics: closed unanswered.
+    let mut victim = s.connect();
+    assert!(victim.closed_within(Duration::from_secs(2)), "the victim connection was left open");
+    let log = s.wait_error_log("panicked, started again");
+    let l = line_with(&log, "panicked, started again");
+    assert!(l.contains("[alert]") && l.contains(&format!("the accept loop on 127.0.0.1:{}", s.port)), "{l}");
+    for i in 0..5 {
+        assert_eq!(s.get("/").text(), "ok\n", "new connection #{i}");
+    }
+    for c in [&mut keep, &mut arm] {
+        c.send("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert_eq!(c.read_response().text(), "ok\n");
+    }
+}

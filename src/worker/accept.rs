@@ -32,6 +32,32 @@ struct Paused {
     logged: bool,
 }
 
+/// Runs [`run`] on a duplicate of the listening socket and, should it
+/// panic (a bug: it holds no request), logs it and starts it again, so a
+/// worker never silently stops accepting on an address while it keeps
+/// serving the connections it has.
+pub async fn supervise(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+    let addr = w.cfg.http.listens[group].addr;
+    loop {
+        let l = match listener.try_clone() {
+            Ok(l) => l,
+            Err(e) => {
+                log_error!(Level::Alert, "worker {}: dup() of the listener on {} failed: {}", w.index, addr, e);
+                return;
+            }
+        };
+        let task = tokio::task::spawn_local(crate::clock::per_poll(run(l, group, w.clone(), stop.clone())));
+        match task.await {
+            Err(e) if e.is_panic() && !w.draining.get() => {
+                let log = &w.cfg.http.listens[group].default_server.conf.error_log;
+                log_to!(log, Level::Alert, "the accept loop on {} panicked, started again", addr);
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            _ => return,
+        }
+    }
+}
+
 pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     // SAFETY: the std listener owns its descriptor, which stays open and
     // unchanged until the AsyncFd (its only owner from here on) is dropped.
@@ -118,6 +144,7 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         };
         drop(ready);
         yielded = false;
+        crate::worker::unwind::accept_hook();
         if let Some(p) = paused.take()
             && p.logged
         {

@@ -198,7 +198,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         crate::clock::refresh();
         let stop_accept = Rc::new(Notify::new());
         for (group, listener) in spec.listeners {
-            tokio::task::spawn_local(crate::clock::per_poll(accept::run(
+            tokio::task::spawn_local(crate::clock::per_poll(accept::supervise(
                 listener,
                 group,
                 w.clone(),

@@ -141,6 +141,19 @@ pub fn init_test_hook() {
     let _ = PANIC_HEADER.set(v);
 }
 
+thread_local! {
+    /// The test hook asked the accept loop to panic on its next accept.
+    static ACCEPT_PANIC: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called by the accept loop after each accept: panics when the test hook
+/// (value `accept`) asked for it, once; otherwise one thread-local read.
+pub fn accept_hook() {
+    if ACCEPT_PANIC.with(|a| a.replace(false)) {
+        panic!("test hook: panic in the accept loop");
+    }
+}
+
 /// Where the test hook may fire.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
@@ -155,13 +168,20 @@ pub enum Stage {
 
 /// The test hook: panics when the request carries the configured header
 /// and its value names this stage; value `task` instead spawns a task that
-/// panics on its own (outside any guard) and lets the request go on.
+/// panics on its own (outside any guard) and lets the request go on, and
+/// value `accept` makes the worker's accept loop panic on its next accept.
 pub fn test_hook(req: &crate::http::request::Request<'_>, stage: Stage) {
     let Some(Some(name)) = PANIC_HEADER.get() else { return };
     let Some(v) = req.header(name) else { return };
     let want = match v {
         b"after" => Stage::After,
         b"body" => Stage::Body,
+        b"accept" => {
+            if stage == Stage::Handler {
+                ACCEPT_PANIC.with(|a| a.set(true));
+            }
+            return;
+        }
         b"task" => {
             if stage == Stage::Handler {
                 tokio::task::spawn_local(async { panic!("test hook: panic in a spawned task") });
