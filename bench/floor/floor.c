@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     use_writev = argc > 3 && strcmp(argv[3], "writev") == 0;
+    /* A client that closes mid-response must not end the process. */
+    signal(SIGPIPE, SIG_IGN);
     file_fd = open(argv[2], O_RDONLY);
     struct stat st;
     if (file_fd < 0 || fstat(file_fd, &st) < 0) {
