@@ -69,3 +69,41 @@ fn counts_connections_and_requests_in_nginxs_text() {
     let r = request(s.port, "HEAD /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 200);
 }
+
+/// The counters keep counting across reloads, as nginx's shared-memory
+/// ones do, while each reload's exited workers are folded into the sums
+/// (sluice keeps no entry per worker ever started): after several reloads
+/// with requests between them, `accepts` and `requests` cover them all.
+#[test]
+fn counters_survive_reloads() {
+    let s = builder()
+        .http(
+            "server {\n\
+                 listen 127.0.0.1:{port};\n\
+                 location = /status { stub_status; }\n\
+                 location / { return 204; }\n\
+             }",
+        )
+        .start();
+    let [_, accepts0, _, requests0, ..] = parse(&s.get("/status").text());
+    let per_round = 5;
+    let rounds = 4;
+    for round in 0..rounds {
+        for _ in 0..per_round {
+            assert_eq!(s.get("/x").status, 204, "round {round}");
+        }
+        s.signal("reload");
+        // The reload is done once it is logged (nginx logs the signal);
+        // the old worker then exits and the next reload folds its counts.
+        let want = if prog() == "nginx" { "reconfiguring" } else { "reconfigured: listening on" };
+        let deadline = std::time::Instant::now() + LOG_WAIT;
+        while s.error_log().matches(want).count() <= round && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let [_, accepts, handled, requests, ..] = parse(&s.get("/status").text());
+    let n = (per_round * rounds) as u64;
+    assert!(accepts > accepts0 + n, "accepts {accepts0} -> {accepts} after {n} requests and {rounds} reloads");
+    assert!(requests > requests0 + n, "requests {requests0} -> {requests} after {n} requests");
+    assert_eq!(accepts, handled);
+}

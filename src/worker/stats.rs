@@ -76,13 +76,34 @@ impl Drop for Phase<'_> {
     }
 }
 
-static ALL: Mutex<Vec<Arc<WorkerStats>>> = Mutex::new(Vec::new());
+/// The live workers' counters, and what the workers that exited had
+/// counted (so the list does not grow by a generation on every reload).
+struct Registry {
+    live: Vec<Arc<WorkerStats>>,
+    accepts: u64,
+    handled: u64,
+    requests: u64,
+}
 
-/// A new worker's counters, known to every later [`totals`].
+static ALL: Mutex<Registry> = Mutex::new(Registry { live: Vec::new(), accepts: 0, handled: 0, requests: 0 });
+
+/// A new worker's counters, known to every later [`totals`]. The counters
+/// of workers that have exited (the registry holds their last reference)
+/// are folded into the registry's sums here: their gauges are back to 0.
 pub fn register() -> Arc<WorkerStats> {
     let s = Arc::new(WorkerStats::default());
     if let Ok(mut all) = ALL.lock() {
-        all.push(s.clone());
+        let reg = &mut *all;
+        reg.live.retain(|w| {
+            if Arc::strong_count(w) > 1 {
+                return true;
+            }
+            reg.accepts = reg.accepts.wrapping_add(w.accepts.load(Relaxed));
+            reg.handled = reg.handled.wrapping_add(w.handled.load(Relaxed));
+            reg.requests = reg.requests.wrapping_add(w.requests.load(Relaxed));
+            false
+        });
+        reg.live.push(s.clone());
     }
     s
 }
@@ -102,7 +123,8 @@ pub struct Totals {
 pub fn totals() -> Totals {
     let mut t = Totals::default();
     let Ok(all) = ALL.lock() else { return t };
-    for s in all.iter() {
+    (t.accepts, t.handled, t.requests) = (all.accepts, all.handled, all.requests);
+    for s in all.live.iter() {
         t.active = t.active.wrapping_add(s.active.load(Relaxed));
         t.accepts = t.accepts.wrapping_add(s.accepts.load(Relaxed));
         t.handled = t.handled.wrapping_add(s.handled.load(Relaxed));
@@ -140,5 +162,22 @@ mod tests {
         assert_eq!((s.reading.load(Relaxed), s.requests.load(Relaxed)), (0, 1));
         drop(s.request());
         assert_eq!((s.requests.load(Relaxed), s.writing.load(Relaxed)), (2, 0));
+    }
+
+    /// A worker that exited leaves the list (the list no longer grows by
+    /// a generation per reload), and its counts stay in the sums.
+    #[test]
+    fn exited_workers_fold_into_the_sums() {
+        let before = totals();
+        let w = register();
+        w.accepted();
+        drop(w.request());
+        let gone = Arc::downgrade(&w);
+        drop(w);
+        let next = register();
+        assert!(gone.upgrade().is_none(), "the exited worker's counters are still listed");
+        let t = totals();
+        assert!(t.accepts > before.accepts && t.requests > before.requests, "{before:?} -> {t:?}");
+        drop(next);
     }
 }

@@ -11,7 +11,9 @@
 //! bounded by it) and pending control frames; on top of that a connection
 //! whose streams the peer keeps resetting is cut off, header floods within
 //! the byte limit get 400, and a peer that opens no window for
-//! `send_timeout` loses the stream.
+//! `send_timeout` loses the stream (RST_STREAM), one that stops reading
+//! the socket for `send_timeout` loses the connection, and a request body
+//! that stops arriving for `client_body_timeout` ends its stream as 408.
 
 pub mod connect;
 pub mod request;
@@ -75,7 +77,7 @@ where
         .max_local_error_reset_streams(Some(256))
         // RFC 8441 (WebSocket over h2): a sluice extension, see connect.rs.
         .enable_connect_protocol();
-    let (io, cork) = wire::Wire::new(io, n * size);
+    let (io, wire::Handles { cork, stall }) = wire::Wire::new(io, n * size);
     let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -125,6 +127,18 @@ where
         let accepted = tokio::select! {
             r = next => r,
             _ = ticker.tick() => {
+                // The peer stopped reading: nothing went out for
+                // send_timeout. Its streams end with the connection.
+                if stall.get().is_some_and(|t| t.elapsed() >= conf.send_timeout) {
+                    log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} client timed out (110: Connection timed out) while sending to client, client: {}",
+                        info.id,
+                        info.peer.ip()
+                    );
+                    break;
+                }
                 let idle_for = shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
                 let keepalive = conf.keepalive_timeout;
                 if !closing && (w.draining.get() || (shared.active.get() == 0 && idle_for >= keepalive)) {
@@ -374,11 +388,12 @@ async fn stream(
         resp = crate::handler::complete(&w, &mut ctx, resp).await;
     }
     crate::handler::mirror::start(&w, &mut ctx);
-    // No handler reads request bodies yet: the body is read to its end and
-    // dropped before the answer goes out, as nginx reads a body before
-    // proxying it. The stream then closes in order, and a peer that breaks
-    // the stream meanwhile (a bad frame, a window overflow) gets the error
-    // for that, not an answer.
+    // A body for an origin (proxy, FastCGI) is read whole first, within
+    // `client_body_timeout` between DATA frames, as nginx buffers it. A
+    // handler that does not read the body answers at once, as nginx's
+    // HTTP/2 discard does, and the rest is read and dropped after the
+    // answer (`drain_rest`), so a body that stalls never holds the answer.
+    let mut unread = None;
     if let Some(websocket) = tunnel {
         match connect::run(&w, &mut ctx, resp, websocket, body, respond, started).await {
             connect::Outcome::Done(ok) => {
@@ -403,10 +418,28 @@ async fn stream(
                 let mut client = Client { sock: None, body: ReqBody::Buffered(data) };
                 crate::proxy::respond(&w, &mut ctx, &mut client).await
             }
-            Discard::TooLarge(_) => crate::handler::finish_error(&mut ctx, 413),
+            Discard::TooLarge(n) => {
+                log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
+                crate::handler::finish_error(&mut ctx, 413)
+            }
             Discard::Spool(why) => {
                 log_req!(ctx, Level::Crit, "{} while reading client request body", why);
                 crate::handler::finish_error(&mut ctx, 500)
+            }
+            Discard::TimedOut => {
+                // nginx: "client timed out", the request terminated with
+                // 408 (logged, never sent) and the stream reset with
+                // PROTOCOL_ERROR, its code for a timed-out stream.
+                log_req!(
+                    ctx,
+                    Level::Info,
+                    "client timed out (110: Connection timed out) while reading client request body"
+                );
+                let r = crate::handler::error(&ctx, 408);
+                respond.send_reset(h2::Reason::PROTOCOL_ERROR);
+                log(&w, &ctx, &r, 0, 0, started);
+                finish(&shared, false);
+                return;
             }
             Discard::Failed => {
                 finish(&shared, false);
@@ -414,18 +447,7 @@ async fn stream(
             }
         };
     } else if has_body && resp.status != 413 {
-        match discard(body, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, None).await {
-            Discard::Done | Discard::Spool(_) => {}
-            Discard::TooLarge(n) => {
-                log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
-                resp = crate::handler::error(&ctx, 413);
-            }
-            Discard::Failed => {
-                log(&w, &ctx, &resp, 0, 0, started);
-                finish(&shared, false);
-                return;
-            }
-        }
+        unread = Some(body);
     }
     if resp.status == 444 {
         respond.send_reset(h2::Reason::CANCEL);
@@ -472,12 +494,20 @@ async fn stream(
         drop(resp);
         crate::cache::serve::refresh_after(&w, &mut ctx).await;
     }
+    if let Some(rest) = unread
+        && ok
+    {
+        drain_rest(rest, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout).await;
+    }
     finish(&shared, ok);
 }
 
 enum Discard {
     Done,
     TooLarge(u64),
+    /// `client_body_timeout` passed without a DATA frame.
+    TimedOut,
+    /// The peer reset the stream or broke the connection.
     Failed,
     /// The body's temporary file failed.
     Spool(String),
@@ -511,7 +541,23 @@ async fn discard(
                     return Discard::TooLarge(total);
                 }
             }
-            Ok(Some(Err(_))) | Err(_) => return Discard::Failed,
+            Ok(Some(Err(_))) => return Discard::Failed,
+            Err(_) => return Discard::TimedOut,
+        }
+    }
+}
+
+/// Reads and drops what is left of a body after the stream was answered,
+/// returning its window, so the stream's end (and a peer's error in it,
+/// such as a wrong content-length) is seen as the peer sends it. Silence
+/// past `client_body_timeout` or more than `client_max_body_size` ends it:
+/// dropping the stream then resets it with NO_ERROR (RFC 9113 8.1).
+async fn drain_rest(mut body: RecvStream, max: u64, timeout: Duration) {
+    let mut total = 0u64;
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout(timeout, body.data()).await {
+        total += chunk.len() as u64;
+        if body.flow_control().release_capacity(chunk.len()).is_err() || (max > 0 && total > max) {
+            return;
         }
     }
 }
@@ -686,7 +732,8 @@ async fn window(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64
                 "*{} client timed out (110: Connection timed out) while sending response to client",
                 id
             );
-            tx.send_reset(h2::Reason::CANCEL);
+            // nginx resets a timed-out stream with PROTOCOL_ERROR.
+            tx.send_reset(h2::Reason::PROTOCOL_ERROR);
             Err(())
         }
     }

@@ -12,12 +12,18 @@
 //! loop is still accepting streams that already arrived, writes gather
 //! here; when no more are ready it uncorks and everything goes out at once
 //! (as nginx answers all frames of one read with one write).
+//!
+//! Writes are also watched for a stall: the time the socket first refused
+//! bytes, cleared by the next write that goes through, so the connection
+//! loop can close a connection whose peer stopped reading for
+//! `send_timeout` (nginx's send_timeout on the HTTP/2 connection).
 
 use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, ready};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -105,15 +111,49 @@ pub struct Wire<T> {
     inner: T,
     watch: Watch,
     cork: Rc<Cell<bool>>,
+    stall: Rc<Cell<Option<Instant>>>,
     wbuf: Vec<u8>,
     wpos: usize,
 }
 
+/// What the connection loop holds of its `Wire`: the cork switch, and
+/// since when writes have been blocked (None while they go through).
+pub struct Handles {
+    pub cork: Rc<Cell<bool>>,
+    pub stall: Rc<Cell<Option<Instant>>>,
+}
+
 impl<T> Wire<T> {
-    /// Returns the stream and the cork switch the connection loop holds.
-    pub fn new(inner: T, limit: usize) -> (Wire<T>, Rc<Cell<bool>>) {
+    pub fn new(inner: T, limit: usize) -> (Wire<T>, Handles) {
         let cork = Rc::new(Cell::new(false));
-        (Wire { inner, watch: Watch::new(limit), cork: cork.clone(), wbuf: Vec::new(), wpos: 0 }, cork)
+        let stall = Rc::new(Cell::new(None));
+        let wire = Wire {
+            inner,
+            watch: Watch::new(limit),
+            cork: cork.clone(),
+            stall: stall.clone(),
+            wbuf: Vec::new(),
+            wpos: 0,
+        };
+        (wire, Handles { cork, stall })
+    }
+
+    /// Notes a write's outcome: blocked (the stall starts, if it had not)
+    /// or through (no stall).
+    fn note<R>(&self, p: Poll<R>) -> Poll<R> {
+        match p {
+            Poll::Pending => {
+                if self.stall.get().is_none() {
+                    self.stall.set(Some(Instant::now()));
+                }
+            }
+            Poll::Ready(_) => {
+                if self.stall.get().is_some() {
+                    self.stall.set(None);
+                }
+            }
+        }
+        p
     }
 }
 
@@ -121,7 +161,8 @@ impl<T: AsyncWrite + Unpin> Wire<T> {
     /// Writes out what was gathered.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.wpos < self.wbuf.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.wbuf[self.wpos..]))?;
+            let p = Pin::new(&mut self.inner).poll_write(cx, &self.wbuf[self.wpos..]);
+            let n = ready!(self.note(p))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -156,7 +197,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Wire<T> {
         if !this.gather(data.len()) {
             ready!(this.poll_drain(cx))?;
             if !this.gather(data.len()) {
-                return Pin::new(&mut this.inner).poll_write(cx, data);
+                let p = Pin::new(&mut this.inner).poll_write(cx, data);
+                return this.note(p);
             }
         }
         this.wbuf.extend_from_slice(data);
@@ -173,7 +215,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Wire<T> {
         if !this.gather(len) {
             ready!(this.poll_drain(cx))?;
             if !this.gather(len) {
-                return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+                let p = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+                return this.note(p);
             }
         }
         for b in bufs {
@@ -192,7 +235,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Wire<T> {
             return Poll::Ready(Ok(()));
         }
         ready!(this.poll_drain(cx))?;
-        Pin::new(&mut this.inner).poll_flush(cx)
+        let p = Pin::new(&mut this.inner).poll_flush(cx);
+        this.note(p)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
