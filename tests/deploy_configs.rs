@@ -320,20 +320,7 @@ fn container_config_serves_health_and_drains_on_sigquit() {
     // STOPSIGNAL SIGQUIT: the download in flight completes, then sluice
     // exits 0.
     let body = root.dir.join("download");
-    let curl = Command::new("curl")
-        .args(["-sS", "--max-time", "20", "-o"])
-        .arg(&body)
-        .args(["-w", "%{http_code} %{size_download}"])
-        .arg(format!("http://127.0.0.1:{slow_port}/slow/big.bin"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("curl runs");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fs::metadata(&body).map(|m| m.len()).unwrap_or(0) == 0 {
-        assert!(Instant::now() < deadline, "the download did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let curl = common::procs::download_started(&format!("http://127.0.0.1:{slow_port}/slow/big.bin"), &body);
     s.signal("QUIT");
     let at_quit = fs::metadata(&body).map(|m| m.len()).unwrap_or(0);
     let got = curl.wait_with_output().unwrap();

@@ -46,6 +46,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::procs::{rss_kb, worker_pid};
 use common::*;
 
 const INSTANCES: usize = 4;
@@ -88,34 +89,6 @@ fn raise_nofile() -> u64 {
         let _ = setrlimit(Resource::Nofile, lim);
     }
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-/// The process that serves: sluice's worker is a thread of the server
-/// process; nginx's worker is the master's child.
-fn worker_pid(s: &TestServer) -> u32 {
-    let pid = s.pid();
-    if !nginx() {
-        return pid;
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        if let Some(k) = kids.split_whitespace().next().and_then(|k| k.parse().ok()) {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "nginx has no worker process");
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// CPU time of process `pid` so far (all its threads), in milliseconds,

@@ -16,44 +16,13 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::procs::{rss_kb, worker_pid};
 use common::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn nginx() -> bool {
-    std::env::var_os("SLUICE_TEST_NGINX").is_some()
-}
-
-/// The process that serves connections: sluice's workers are threads of
-/// the one process; nginx's worker is the master's child.
-fn worker_pid(s: &TestServer) -> u32 {
-    let pid = s.pid();
-    if !nginx() {
-        return pid;
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        if let Some(k) = kids.split_whitespace().next().and_then(|k| k.parse().ok()) {
-            return k;
-        }
-        assert!(Instant::now() < deadline, "nginx has no worker process");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 /// utime + stime of a process, in milliseconds.

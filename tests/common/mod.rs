@@ -24,6 +24,7 @@ pub mod fpm;
 pub mod h2raw;
 pub mod hpack;
 pub mod origin;
+pub mod procs;
 mod server;
 pub mod tls;
 pub mod wordpress;

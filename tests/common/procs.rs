@@ -1,0 +1,57 @@
+//! What a test reads about the server's processes from /proc, and a slow
+//! download to watch a drain with.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::TestServer;
+
+/// The process that serves connections: sluice's workers are threads of
+/// the one process; nginx's worker is the master's child.
+pub fn worker_pid(s: &TestServer) -> u32 {
+    let pid = s.pid();
+    if super::prog() != "nginx" {
+        return pid;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(k) = kids.split_whitespace().next().and_then(|k| k.parse().ok()) {
+            return k;
+        }
+        assert!(Instant::now() < deadline, "nginx has no worker process");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Resident memory of a process, in KiB (0 once it is gone).
+pub fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// curl downloading `url` into `to` (printing status and size when done),
+/// returned once the first bytes have arrived.
+pub fn download_started(url: &str, to: &Path) -> Child {
+    let curl = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "-o"])
+        .arg(to)
+        .args(["-w", "%{http_code} %{size_download}"])
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("curl runs");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(to).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(Instant::now() < deadline, "the download did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    curl
+}
