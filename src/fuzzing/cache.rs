@@ -69,4 +69,10 @@ pub fn accept_encoding(data: &[u8]) {
             assert!(offered.contains(&c), "{c:?} was not offered");
         }
     }
+    // The same bytes as an Accept field (sluice_status's choice of the
+    // dashboard): a quality is a qvalue, and the choice follows from it.
+    use crate::metrics::dashboard::{prefers_html, quality};
+    let (html, json) = (quality(data, "text/html"), quality(data, "application/json"));
+    assert!(html <= 1000 && json <= 1000, "q out of range: {html} {json}");
+    assert_eq!(prefers_html(data), html > json);
 }

@@ -47,12 +47,14 @@ pub fn csp() -> &'static str {
     })
 }
 
-/// The effective quality `accept` gives `mime` (`type/subtype`): the q of
-/// the most specific matching range (`type/subtype` over `type/*` over
-/// `*/*`), 0 when none matches, 1 when a matching range names no q.
-fn quality(accept: &[u8], mime: &str) -> f32 {
+/// The effective quality `accept` gives `mime` (`type/subtype`), in
+/// thousandths: the q of the most specific matching range (`type/subtype`
+/// over `type/*` over `*/*`), 0 when none matches, 1000 when a matching
+/// range names no q. A malformed q counts as 0 (RFC 9110's qvalue, read as
+/// Accept-Encoding's is).
+pub fn quality(accept: &[u8], mime: &str) -> u16 {
     let (ty, _) = mime.split_once('/').unwrap_or((mime, ""));
-    let mut best: Option<(u8, f32)> = None;
+    let mut best: Option<(u8, u16)> = None;
     for range in accept.split(|&b| b == b',') {
         let mut parts = range.split(|&b| b == b';');
         let Ok(m) = std::str::from_utf8(parts.next().unwrap_or(b"").trim_ascii()) else { continue };
@@ -65,18 +67,18 @@ fn quality(accept: &[u8], mime: &str) -> f32 {
         } else {
             continue;
         };
-        let mut q = 1.0;
+        let mut q = 1000;
         for p in parts {
             let p = p.trim_ascii();
             if p.len() > 2 && p[..2].eq_ignore_ascii_case(b"q=") {
-                q = std::str::from_utf8(&p[2..]).ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+                q = crate::filter::compress::negotiate::parse_qvalue(p[2..].trim_ascii()).unwrap_or(0);
             }
         }
         if best.is_none_or(|(s, _)| specific > s) {
             best = Some((specific, q));
         }
     }
-    best.map_or(0.0, |(_, q)| q)
+    best.map_or(0, |(_, q)| q)
 }
 
 /// Whether a request's `Accept` prefers the page to JSON: text/html ranks
@@ -120,9 +122,14 @@ mod tests {
             b"text/html;q=0, */*",
             b"application/*, text/html",
             b"text/plain",
+            // Not qvalues: they count as 0.
+            b"text/html;q=inf, application/json;q=0.001",
+            b"text/html;q=1e3, application/json;q=0.5",
         ] {
             assert!(!prefers_html(json), "{}", String::from_utf8_lossy(json));
         }
+        assert!(prefers_html(b"text/html;q=0.5, application/json;q=0.499"));
+        assert_eq!(quality(b"text/html; q=0.25", "text/html"), 250);
     }
 
     /// Self-contained: one inline script and one inline style, and nothing
