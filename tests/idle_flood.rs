@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::procs::{rss_kb, worker_pid};
+use common::procs::{raise_nofile, rss_kb, worker_pid};
 use common::*;
 
 const INSTANCES: usize = 4;
@@ -79,16 +79,6 @@ fn nginx() -> bool {
 fn mono_ms() -> f64 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     t.tv_sec as f64 * 1000.0 + t.tv_nsec as f64 / 1e6
-}
-
-fn raise_nofile() -> u64 {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut lim = getrlimit(Resource::Nofile);
-    if lim.current != lim.maximum {
-        lim.current = lim.maximum;
-        let _ = setrlimit(Resource::Nofile, lim);
-    }
-    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// CPU time of process `pid` so far (all its threads), in milliseconds,

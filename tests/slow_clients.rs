@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::procs::{rss_kb, worker_pid};
+use common::procs::{raise_nofile, rss_kb, worker_pid};
 use common::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -34,18 +34,6 @@ fn cpu_ms(pid: u32) -> u64 {
     let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
     // USER_HZ is 100 on Linux.
     ticks * 10
-}
-
-/// Raises this process's open-file soft limit to its hard limit (servers
-/// started afterwards inherit it) and returns the new soft limit.
-fn raise_nofile() -> u64 {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut lim = getrlimit(Resource::Nofile);
-    if lim.current != lim.maximum {
-        lim.current = lim.maximum;
-        let _ = setrlimit(Resource::Nofile, lim);
-    }
-    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// A well-behaved keep-alive client: `n` GETs of `path` spaced `gap`

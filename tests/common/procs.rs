@@ -55,3 +55,15 @@ pub fn download_started(url: &str, to: &Path) -> Child {
     }
     curl
 }
+
+/// Raises this process's open-file soft limit to its hard limit (servers
+/// started afterwards inherit it) and returns the new soft limit.
+pub fn raise_nofile() -> u64 {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        lim.current = lim.maximum;
+        let _ = setrlimit(Resource::Nofile, lim);
+    }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+}
