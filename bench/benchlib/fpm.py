@@ -134,6 +134,27 @@ class FpmMixin:
                 log("  ! stopping php-fpm: %s" % e)
         self.fpm_pools = {}
 
+    def fpm_settle(self, row):
+        """Before a k row's run: waits until every pool is idle. A client
+        that leaves does not take back the requests nginx already connected
+        for: they sit in its pool's listen backlog (up to c500 - 4 of them)
+        and php-fpm renders each one after wrk has gone, about 1.7 s of CPU 1
+        that spilled into the next (sluice's) run and took 2 % of php-fpm's
+        share there. sluice drops a queued request whose client left, so its
+        pool is idle at once."""
+        pools = list(getattr(self, "fpm_pools", {}).values())
+        if not row.fpm or not pools:
+            return 0.0
+        start = time.monotonic()
+        while time.monotonic() - start < 60:
+            pids = sorted({p for pool in pools for p in pool.pids()})
+            c0 = cpu_sample(pids)[0]
+            time.sleep(0.2)
+            if cpu_sample(pids)[0] - c0 <= 1:     # at most 1 tick in 200 ms
+                break
+        if time.monotonic() - start > 1:
+            log("    (php-fpm busy for %.1f s after the previous run)" % (time.monotonic() - start))
+
     def fpm_sample(self, srv):
         """CPU (ticks) of srv's pool before a run, or None."""
         pool = getattr(self, "fpm_pools", {}).get(srv.name)
