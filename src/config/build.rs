@@ -118,6 +118,8 @@ pub struct ListenSpec {
     pub addr: SocketAddr,
     pub default_server: bool,
     pub backlog: Option<i32>,
+    /// `notsent_lowat=SIZE|off` (sluice's own): Some(0) for off.
+    pub notsent_lowat: Option<u32>,
     pub reuseport: bool,
     /// `deferred`: counts as a listen option (given once per address);
     /// every listener defers accepting anyway (`listener::tune`).
@@ -136,6 +138,7 @@ impl ListenSpec {
             addr,
             default_server: false,
             backlog: None,
+            notsent_lowat: None,
             reuseport: false,
             deferred: false,
             ssl: false,

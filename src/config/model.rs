@@ -85,6 +85,9 @@ pub struct HttpConf {
 pub struct ListenGroup {
     pub addr: SocketAddr,
     pub backlog: i32,
+    /// TCP_NOTSENT_LOWAT set on the listener (accepted sockets inherit
+    /// it); 0 leaves the kernel's default.
+    pub notsent_lowat: u32,
     pub reuseport: bool,
     /// TLS on this address (any server's `listen ... ssl` or `ssl on`, as
     /// nginx applies listen flags to the whole address).

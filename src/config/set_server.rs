@@ -8,7 +8,7 @@ use super::set_main::arg;
 use super::table::R;
 use super::value;
 
-/// `listen [addr:]port [default_server] [backlog=N] [reuseport] ...`
+/// `listen [addr:]port [default_server] [backlog=N] [reuseport] [notsent_lowat=SIZE|off] ...`
 pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     let raw = arg(d, 0);
     let addr = parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
@@ -37,6 +37,14 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                         Some(n) if n > 0 && n <= i32::MAX as u64 => spec.backlog = Some(n as i32),
                         _ => return Err(ConfError::at(format!("invalid backlog \"{}\"", v), &d.span)),
                     }
+                } else if let Some(v) = p.strip_prefix("notsent_lowat=") {
+                    spec.notsent_lowat = Some(match v {
+                        "off" => 0,
+                        _ => match value::parse_size(v) {
+                            Some(n) if n > 0 && n <= i32::MAX as u64 => n as u32,
+                            _ => return Err(ConfError::at(format!("invalid notsent_lowat \"{}\"", v), &d.span)),
+                        },
+                    });
                 } else if let Some(v) = p.strip_prefix("ipv6only=") {
                     if v != "on" && v != "off" {
                         return Err(ConfError::at(format!("invalid ipv6only flags \"{}\"", v), &d.span));

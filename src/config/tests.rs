@@ -143,7 +143,33 @@ fn listen_grouping_and_defaults() {
     .unwrap();
     let g = &cfg.http.listens[0];
     assert_eq!((g.backlog, g.reuseport), (100, true));
+    assert_eq!(g.notsent_lowat, 16 * 1024, "sluice's default");
     assert_eq!(cfg.http.listens.len(), 1);
+}
+
+#[test]
+fn listen_notsent_lowat() {
+    let lowat = |p: &str| {
+        try_load(&format!("events {{}} http {{ server {{ listen 127.0.0.1:1 {p}; }} }}")).unwrap().http.listens[0]
+            .notsent_lowat
+    };
+    assert_eq!(lowat("notsent_lowat=64k"), 64 * 1024);
+    assert_eq!(lowat("notsent_lowat=off"), 0);
+    assert_eq!(
+        err("events {} http { server { listen 127.0.0.1:1 notsent_lowat=0; } }"),
+        "invalid notsent_lowat \"0\" in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { listen 127.0.0.1:1 notsent_lowat=lots; } }"),
+        "invalid notsent_lowat \"lots\" in /etc/t.conf:1"
+    );
+    // An option of the address: given once, like backlog.
+    assert_eq!(
+        err(
+            "events {} http { server { listen 127.0.0.1:1 notsent_lowat=1m; } server { listen 127.0.0.1:1 backlog=9; server_name b; } }"
+        ),
+        "duplicate listen options for 127.0.0.1:1 in /etc/t.conf:1"
+    );
 }
 
 #[test]
