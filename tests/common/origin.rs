@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{Response, TestServer, builder, free_port, pseudo_random};
+use super::{Response, TestServer, builder, pseudo_random};
 
 /// One request as the origin received it.
 #[derive(Clone, Debug)]
@@ -168,8 +168,12 @@ pub struct Origin {
 }
 
 impl Origin {
+    /// On a port the kernel picks when binding (not `free_port`'s probe
+    /// and bind again, which another process could take in between: a CI
+    /// run once failed with "origin bind: Address already in use").
     pub fn start(handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Origin {
-        Origin::start_on(free_port(), handler)
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap_or_else(|e| panic!("origin bind: {e}"));
+        Origin::serve_on(listener, handler)
     }
 
     /// Answers every request with 200 and this body.
@@ -180,6 +184,11 @@ impl Origin {
 
     pub fn start_on(port: u16, handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Origin {
         let listener = TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| panic!("origin bind {port}: {e}"));
+        Origin::serve_on(listener, handler)
+    }
+
+    fn serve_on(listener: TcpListener, handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Origin {
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("origin local_addr: {e}"));
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             conns: AtomicUsize::new(0),
