@@ -203,7 +203,34 @@ impl WorkerMetrics {
     }
 }
 
-static WORKERS: Mutex<Vec<Arc<WorkerMetrics>>> = Mutex::new(Vec::new());
+/// The sets threads hold, and what the sets of threads that ended had
+/// counted, summed: a worker of an old generation leaves its counts behind
+/// but not its set, so the registry does not grow with reloads.
+struct Registry {
+    live: Vec<Arc<WorkerMetrics>>,
+    retired: Option<Totals>,
+}
+
+impl Registry {
+    /// Folds every set no thread holds any more (the registry's is the
+    /// last reference, so nothing writes it) into `retired`. Gauges
+    /// (parked connections) are not carried over: they were the ended
+    /// thread's own.
+    fn retire_unheld(&mut self) {
+        let retired = &mut self.retired;
+        self.live.retain(|m| {
+            if Arc::strong_count(m) > 1 {
+                return true;
+            }
+            let t = retired.get_or_insert_with(|| Totals::sized(0, 0));
+            t.grow(m.zones.len(), m.caches.len());
+            t.add(m, false);
+            false
+        });
+    }
+}
+
+static WORKERS: Mutex<Registry> = Mutex::new(Registry { live: Vec::new(), retired: None });
 
 thread_local! {
     /// The calling thread's counters (a worker's are its `w.metrics`).
@@ -212,8 +239,9 @@ thread_local! {
 
 fn registered() -> Arc<WorkerMetrics> {
     let m = Arc::new(WorkerMetrics::new());
-    if let Ok(mut all) = WORKERS.lock() {
-        all.push(m.clone());
+    if let Ok(mut reg) = WORKERS.lock() {
+        reg.retire_unheld();
+        reg.live.push(m.clone());
     }
     m
 }
@@ -286,15 +314,28 @@ fn sum_all(a: &mut [u64], c: &[AtomicU64]) {
     }
 }
 
-pub fn totals(zones: usize, caches: usize) -> Totals {
-    let mut t = Totals {
-        all: ProcessTotals::default(),
-        zones: vec![ZoneTotals::default(); zones],
-        caches: vec![CacheTotals::default(); caches],
-    };
-    let Ok(workers) = WORKERS.lock() else { return t };
-    for w in workers.iter() {
-        let (a, p) = (&mut t.all, &w.all);
+impl Totals {
+    fn sized(zones: usize, caches: usize) -> Totals {
+        Totals {
+            all: ProcessTotals::default(),
+            zones: vec![ZoneTotals::default(); zones],
+            caches: vec![CacheTotals::default(); caches],
+        }
+    }
+
+    fn grow(&mut self, zones: usize, caches: usize) {
+        if self.zones.len() < zones {
+            self.zones.resize(zones, ZoneTotals::default());
+        }
+        if self.caches.len() < caches {
+            self.caches.resize(caches, CacheTotals::default());
+        }
+    }
+
+    /// Adds one thread's counts (zones and cache zones beyond this total's
+    /// length are left out); `gauges`: the parked-connections gauge too.
+    fn add(&mut self, w: &WorkerMetrics, gauges: bool) {
+        let (a, p) = (&mut self.all, &w.all);
         sum_all(&mut a.responses, &p.responses);
         p.time.sum_into(&mut a.time);
         sum_all(&mut a.handshakes, &p.handshakes);
@@ -302,18 +343,59 @@ pub fn totals(zones: usize, caches: usize) -> Totals {
         sum(&mut a.handshakes_failed, &p.handshakes_failed);
         sum(&mut a.h2_connections, &p.h2_connections);
         sum(&mut a.h2_streams, &p.h2_streams);
-        sum(&mut a.parked, &p.parked);
-        for (t, z) in t.zones.iter_mut().zip(w.zones.iter()) {
+        if gauges {
+            sum(&mut a.parked, &p.parked);
+        }
+        for (t, z) in self.zones.iter_mut().zip(w.zones.iter()) {
             sum(&mut t.requests, &z.requests);
             sum_all(&mut t.responses, &z.responses);
             sum(&mut t.received, &z.received);
             sum(&mut t.sent, &z.sent);
             z.time.sum_into(&mut t.time);
         }
-        for (t, c) in t.caches.iter_mut().zip(w.caches.iter()) {
+        for (t, c) in self.caches.iter_mut().zip(w.caches.iter()) {
             sum_all(&mut t.statuses, &c.statuses);
             sum(&mut t.evictions, &c.evictions);
         }
+    }
+
+    /// Adds a total of the same kind (ended threads' counts).
+    fn add_totals(&mut self, r: &Totals) {
+        let (a, b) = (&mut self.all, &r.all);
+        let add_all = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a = a.wrapping_add(*b));
+        let add_hist = |a: &mut Hist, b: &Hist| {
+            add_all(&mut a.buckets, &b.buckets);
+            a.sum_ms = a.sum_ms.wrapping_add(b.sum_ms);
+        };
+        add_all(&mut a.responses, &b.responses);
+        add_hist(&mut a.time, &b.time);
+        add_all(&mut a.handshakes, &b.handshakes);
+        add_all(&mut a.resumed, &b.resumed);
+        a.handshakes_failed = a.handshakes_failed.wrapping_add(b.handshakes_failed);
+        a.h2_connections = a.h2_connections.wrapping_add(b.h2_connections);
+        a.h2_streams = a.h2_streams.wrapping_add(b.h2_streams);
+        for (t, z) in self.zones.iter_mut().zip(&r.zones) {
+            t.requests = t.requests.wrapping_add(z.requests);
+            add_all(&mut t.responses, &z.responses);
+            t.received = t.received.wrapping_add(z.received);
+            t.sent = t.sent.wrapping_add(z.sent);
+            add_hist(&mut t.time, &z.time);
+        }
+        for (t, c) in self.caches.iter_mut().zip(&r.caches) {
+            add_all(&mut t.statuses, &c.statuses);
+            t.evictions = t.evictions.wrapping_add(c.evictions);
+        }
+    }
+}
+
+pub fn totals(zones: usize, caches: usize) -> Totals {
+    let mut t = Totals::sized(zones, caches);
+    let Ok(reg) = WORKERS.lock() else { return t };
+    if let Some(r) = &reg.retired {
+        t.add_totals(r);
+    }
+    for w in reg.live.iter() {
+        t.add(w, true);
     }
     t
 }
@@ -368,6 +450,42 @@ mod tests {
         w.evicted(0, 2);
         assert_eq!(loads(&w.caches[0].statuses), [1, 0, 0, 0, 0, 1, 0]);
         assert_eq!(w.caches[0].evictions.load(Relaxed), 2);
+    }
+
+    /// Sets whose threads ended are folded into one total when the next
+    /// set registers: the registry keeps only held sets, and a scrape's
+    /// sums stay what they were (the parked gauge excepted).
+    #[test]
+    fn ended_threads_sets_are_folded_not_kept() {
+        let mut reg = Registry { live: Vec::new(), retired: None };
+        let held = Arc::new(sized(1, 1));
+        reg.live.push(held.clone());
+        for round in 0..50u64 {
+            let gone = Arc::new(sized(2, 1));
+            gone.finished(200, 3);
+            gone.record(1, 404, 10, 20, 30);
+            gone.cache_lookup(0, "HIT");
+            gone.tls_handshake("TLSv1.3", round % 2 == 0);
+            gone.set_parked(7);
+            reg.live.push(gone);
+            reg.retire_unheld();
+            assert_eq!(reg.live.len(), 1, "only the held set stays");
+        }
+        held.finished(500, 1);
+        let mut t = Totals::sized(2, 1);
+        if let Some(r) = &reg.retired {
+            t.add_totals(r);
+        }
+        for w in &reg.live {
+            t.add(w, true);
+        }
+        assert_eq!(t.all.responses, [0, 50, 0, 0, 1]);
+        assert_eq!(t.all.time.count(), 51);
+        assert_eq!((t.all.handshakes, t.all.resumed), ([0, 50], [0, 25]));
+        assert_eq!(t.all.parked, 0, "an ended thread's gauge is not carried over");
+        assert_eq!((t.zones[1].requests, t.zones[1].responses[3], t.zones[1].sent), (50, 50, 1000));
+        assert_eq!(t.zones[1].time.sum_ms, 1500);
+        assert_eq!(t.caches[0].statuses[0], 50);
     }
 
     #[test]
