@@ -36,6 +36,9 @@ pub struct PeerSet {
     queue_waits: AtomicU64,
     /// Waits that ended with the queue's timeout (503).
     queue_timeouts: AtomicU64,
+    /// The counts of ended workers' sets for this upstream and peer list,
+    /// kept in the registry's place (see [`retire_unheld`]).
+    retired: bool,
 }
 
 static PEER_SETS: Mutex<Vec<Arc<PeerSet>>> = Mutex::new(Vec::new());
@@ -43,19 +46,41 @@ static PEER_SETS: Mutex<Vec<Arc<PeerSet>>> = Mutex::new(Vec::new());
 impl PeerSet {
     /// A worker's counters for `u`, known to every later scrape.
     pub fn register(u: &crate::config::proxy::Upstream) -> Arc<PeerSet> {
-        let s = Arc::new(PeerSet {
-            upstream: u.name.clone(),
-            names: u.peers.iter().map(|p| p.name.clone()).collect(),
-            fail_timeout: u.peers.iter().map(|p| p.fail_timeout.as_secs()).collect(),
-            peers: u.peers.iter().map(|_| PeerCounters::default()).collect(),
-            response: HistCounters::default(),
-            queue_waits: AtomicU64::new(0),
-            queue_timeouts: AtomicU64::new(0),
-        });
+        let s = Arc::new(PeerSet::new(
+            &u.name,
+            u.peers.iter().map(|p| p.name.clone()).collect(),
+            u.peers.iter().map(|p| p.fail_timeout.as_secs()).collect(),
+        ));
         if let Ok(mut all) = PEER_SETS.lock() {
+            retire_unheld(&mut all);
             all.push(s.clone());
         }
         s
+    }
+
+    fn new(upstream: &str, names: Vec<Arc<str>>, fail_timeout: Vec<u64>) -> PeerSet {
+        PeerSet {
+            upstream: upstream.to_string(),
+            peers: names.iter().map(|_| PeerCounters::default()).collect(),
+            names,
+            fail_timeout,
+            response: HistCounters::default(),
+            queue_waits: AtomicU64::new(0),
+            queue_timeouts: AtomicU64::new(0),
+            retired: false,
+        }
+    }
+
+    /// Adds `gone`'s counts (not its gauges: active requests and failed-out
+    /// times were that worker's own) into this retired set.
+    fn absorb(&self, gone: &PeerSet) {
+        self.response.absorb(&gone.response);
+        add(&self.queue_waits, gone.queue_waits.load(Relaxed));
+        add(&self.queue_timeouts, gone.queue_timeouts.load(Relaxed));
+        for (r, g) in self.peers.iter().zip(gone.peers.iter()) {
+            add(&r.requests, g.requests.load(Relaxed));
+            add(&r.failures, g.failures.load(Relaxed));
+        }
     }
 
     /// The balancer chose peer `i` for a request.
@@ -93,6 +118,31 @@ impl PeerSet {
     /// A wait in the queue timed out.
     pub fn queue_timeout(&self) {
         add(&self.queue_timeouts, 1);
+    }
+}
+
+/// Folds every set no worker holds any more (the registry's is the last
+/// reference, so nothing writes it) into one retired set per upstream and
+/// peer list, so the registry does not grow with reloads. Called under the
+/// registry's lock, the only place retired sets are written.
+fn retire_unheld(all: &mut Vec<Arc<PeerSet>>) {
+    let mut i = 0;
+    while i < all.len() {
+        if all[i].retired || Arc::strong_count(&all[i]) > 1 {
+            i += 1;
+            continue;
+        }
+        let gone = all.remove(i);
+        let same = |r: &&Arc<PeerSet>| r.retired && r.upstream == gone.upstream && r.names == gone.names;
+        match all.iter().find(same) {
+            Some(r) => r.absorb(&gone),
+            None => {
+                let mut r = PeerSet::new(&gone.upstream, gone.names.clone(), gone.fail_timeout.clone());
+                r.retired = true;
+                r.absorb(&gone);
+                all.push(Arc::new(r));
+            }
+        }
     }
 }
 
@@ -135,4 +185,47 @@ pub fn upstream_totals(upstream: &str, peers: &[Arc<str>], now: u64) -> (Upstrea
         }
     }
     (u, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(upstream: &str, peers: &[&str]) -> Arc<PeerSet> {
+        Arc::new(PeerSet::new(upstream, peers.iter().map(|p| Arc::from(*p)).collect(), vec![10; peers.len()]))
+    }
+
+    /// Ended workers' sets become one retired set per upstream and peer
+    /// list, with every count and without the gauges.
+    #[test]
+    fn ended_workers_sets_are_folded() {
+        let mut all = Vec::new();
+        let held = set("u", &["a", "b"]);
+        all.push(held.clone());
+        for round in 0..40u64 {
+            let gone = if round % 4 == 3 { set("u", &["a"]) } else { set("u", &["a", "b"]) };
+            gone.picked(0);
+            gone.done(0, true, true);
+            gone.picked(0);
+            gone.responded(7);
+            gone.queue_wait();
+            all.push(gone);
+            retire_unheld(&mut all);
+        }
+        // The held set, and one retired set for each peer list seen.
+        assert_eq!(all.len(), 3);
+        assert_eq!(all.iter().filter(|s| s.retired).count(), 2);
+        let ab = all.iter().find(|s| s.retired && s.names.len() == 2).expect("retired u[a,b]");
+        assert_eq!(ab.peers[0].requests.load(Relaxed), 60);
+        assert_eq!(ab.peers[0].failures.load(Relaxed), 30);
+        assert_eq!(ab.peers[0].active.load(Relaxed), 0, "gauges stay behind");
+        assert_eq!(ab.peers[0].unavailable_until.load(Relaxed), 0);
+        assert_eq!(ab.queue_waits.load(Relaxed), 30);
+        let mut h = Hist::default();
+        ab.response.sum_into(&mut h);
+        assert_eq!((h.count(), h.sum_ms), (30, 210));
+        // A retired set stays put however often registration runs.
+        retire_unheld(&mut all);
+        assert_eq!(all.len(), 3);
+    }
 }

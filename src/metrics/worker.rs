@@ -31,6 +31,15 @@ impl HistCounters {
         add(&self.sum_ms, ms);
     }
 
+    /// Adds `other`'s counts into this histogram; only for a set nobody
+    /// else writes (a retired one, under the registry's lock).
+    pub(super) fn absorb(&self, other: &HistCounters) {
+        for (a, b) in self.buckets.iter().zip(&other.buckets) {
+            add(a, b.load(Relaxed));
+        }
+        add(&self.sum_ms, other.sum_ms.load(Relaxed));
+    }
+
     pub(super) fn sum_into(&self, h: &mut Hist) {
         for (a, b) in h.buckets.iter_mut().zip(&self.buckets) {
             *a = a.wrapping_add(b.load(Relaxed));
