@@ -13,7 +13,9 @@
 //! writes). Threads that are not workers (a cache zone's manager) get a
 //! [`WorkerMetrics`] of their own the same way. A scrape sums every
 //! registered set, old generations' included, so counters keep growing
-//! across reloads. Registering takes a mutex once, when a worker starts or
+//! across reloads; a set whose thread has ended is folded into a retired
+//! total when the next one registers, so the registry does not grow with
+//! reloads. Registering takes a mutex once, when a worker starts or
 //! first uses an upstream. What the master alone writes (reloads) and what
 //! lives in shared state already (a cache zone's size, a queue's length, a
 //! health checker's results) is read at scrape time.
