@@ -92,6 +92,18 @@ fn what_is_stored_follows_the_origin_headers_and_proxy_cache_valid() {
         assert_eq!(get(&s, "/exp?h=Cache-Control:%20max-age=1").0, "HIT");
         assert_eq!(n.load(Ordering::SeqCst) - before, 2);
     });
+    checks.run("max-age=1 is fresh through the next second, as nginx counts it", || {
+        // nginx stores valid_sec = now + max-age (whole seconds) and calls
+        // an entry expired only once valid_sec < now: stored in second S,
+        // max-age=1 is a HIT through second S+1.
+        let unix = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        std::thread::sleep(Duration::from_nanos(1_000_000_000 - u64::from(unix().subsec_nanos()) + 20_000_000));
+        let stored_in = unix().as_secs();
+        assert_eq!(get(&s, "/next?h=Cache-Control:%20max-age=1").0, "MISS");
+        assert_eq!(unix().as_secs(), stored_in, "the miss took the rest of a second");
+        std::thread::sleep(Duration::from_nanos(1_000_000_000 - u64::from(unix().subsec_nanos()) + 200_000_000));
+        assert_eq!(get(&s, "/next?h=Cache-Control:%20max-age=1").0, "HIT");
+    });
     checks.finish();
 }
 

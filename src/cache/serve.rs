@@ -182,9 +182,12 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
             None => (main, node),
         };
         let store_ok = uses >= conf.min_uses;
+        // Fresh while valid_until >= now, in whole seconds: nginx calls an
+        // entry expired once valid_sec < now, so `max-age=1` stored in
+        // second S is a hit through second S+1.
         let mem = zone::lock(&z.mem).get(&hash);
         if let Some(e) = mem
-            && e.meta.valid_until > now
+            && e.meta.valid_until >= now
             && !z.purged(&e.meta.key, e.meta.stored)
         {
             ctx.cache_status = Some(HIT);
@@ -193,7 +196,7 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         let mut stale = None;
         // A disk hit on an entry file this worker holds open: no open,
         // fstat or header read (nginx keeps the descriptor the same way).
-        if let Some(n) = node.as_ref().filter(|n| n.on_disk && n.valid_until > now)
+        if let Some(n) = node.as_ref().filter(|n| n.on_disk && n.valid_until >= now)
             && let Some((file, meta, body_at)) = open_entry(&z, &hash, n.stored)
             && meta.key == key
             && !z.purged(&meta.key, meta.stored)
@@ -212,7 +215,7 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
                     z.forget(&hash);
                     let _ = std::fs::remove_file(z.path_of(&hash));
                 }
-                Ok(Some(found)) if found.meta.valid_until > now => {
+                Ok(Some(found)) if found.meta.valid_until >= now => {
                     if !on_disk {
                         // Found before the loader got to it (just started).
                         z.stored(&hash, zone::Node::entry(&found.meta, found.file_len, used));
