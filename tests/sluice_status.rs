@@ -547,7 +547,9 @@ fn cache_lookups_sizes_and_evictions() {
     assert!(main["size"].as_u64().unwrap() > 11, "{j}");
     // A hit from the entry file puts the small entry in the memory tier.
     assert!(main["memory_size"].as_u64().unwrap() > 11, "{j}");
-    std::thread::sleep(Duration::from_millis(2100));
+    // Expired once its valid second has passed (nginx: valid_sec < now):
+    // 2 s stored in second S lasts through S+2.
+    std::thread::sleep(Duration::from_millis(3100));
     assert_eq!([x_cache("/a"), x_cache("/a"), x_cache("/a?nocache=1")], ["EXPIRED", "HIT", "BYPASS"]);
     let r = request(s.port, "PURGE /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 200, "{}", r.text());
