@@ -507,6 +507,56 @@ fn a_client_that_leaves_while_the_origin_works_abandons_the_origin_request() {
     checks.finish();
 }
 
+/// The same over HTTP/2: a stream the client resets while the origin works,
+/// or a connection it closes, is a 499 with nginx's error-log line for
+/// each, and the origin request is abandoned; the connection's other
+/// streams go on.
+#[test]
+fn an_h2_client_that_leaves_while_the_origin_works_abandons_the_origin_request() {
+    let a = Sink::start();
+    let s = builder()
+        .http(&sub(
+            "server { listen 127.0.0.1:{port} http2; location / { proxy_pass http://127.0.0.1:%A%; } }",
+            &[("%A%", a.port)],
+        ))
+        .start();
+    // Stream 1 of a new connection asks for `path`, and the origin has it.
+    let at_origin = |path: &str| {
+        a.state.abandoned.store(false, Ordering::SeqCst);
+        let n = a.heads().len();
+        let mut c = h2raw::Conn::open(s.port);
+        c.send(h2raw::headers_frame(1, &h2raw::request_block("GET", path, "localhost", &[]), true, true));
+        wait_for("the request at the origin", Duration::from_secs(5), || a.heads().len() > n);
+        c
+    };
+    let abandoned_with_499 = |path: &str, lines: usize| {
+        wait_for("the origin to be abandoned", Duration::from_secs(3), || a.state.abandoned.load(Ordering::SeqCst));
+        let lines = s.wait_access_lines(lines);
+        let line = format!("\"GET {path} HTTP/2.0\" 499 ");
+        assert!(lines.iter().any(|l| l.contains(&line)), "{lines:?}");
+    };
+    let mut checks = Checks::new();
+    checks.run("RST_STREAM (CANCEL): 499, origin connection closed, the connection serves on", || {
+        let mut c = at_origin("/slow/reset");
+        c.send(h2raw::rst_frame(1, 8));
+        abandoned_with_499("/slow/reset", 1);
+        s.wait_error_log("client canceled stream 1 while sending request to upstream, client: 127.0.0.1");
+        c.next_stream = 3;
+        let r = c.get("/gen/5");
+        assert_eq!((r.status, r.body.len()), (200, 5), "a stream after the reset");
+    });
+    checks.run("connection closed: 499, origin connection closed", || {
+        // A FIN: closed with the server's frames unread, the socket would
+        // send a reset instead (a different line in either server).
+        let c = at_origin("/slow/close");
+        c.stream.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        abandoned_with_499("/slow/close", 3);
+        s.wait_error_log("client prematurely closed connection while processing HTTP/2 connection, client: 127.0.0.1");
+        drop(c);
+    });
+    checks.finish();
+}
+
 #[test]
 fn response_bytes_reach_the_client_as_the_origin_sends_them() {
     let a = Sink::start();

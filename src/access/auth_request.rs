@@ -149,10 +149,7 @@ pub async fn run<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>) {
     sub.redirects = 1;
     let mut resp = crate::handler::route(&mut sub, None);
     if matches!(resp.body, Body::Proxy) {
-        let mut client = crate::proxy::request_body::Client {
-            sock: None,
-            body: crate::proxy::request_body::ReqBody::Buffered(crate::connection::spool::Spooled::Memory(Vec::new())),
-        };
+        let mut client = crate::proxy::request_body::Client::detached();
         resp = Box::pin(crate::proxy::respond(w, &mut sub, &mut client)).await;
     }
     let answer = Answer {

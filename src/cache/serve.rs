@@ -473,10 +473,7 @@ pub async fn refresh_after(w: &crate::worker::WorkerCtx, ctx: &mut ReqCtx<'_, '_
         return;
     }
     c.refilling = true;
-    let mut client = crate::proxy::request_body::Client {
-        sock: None,
-        body: crate::proxy::request_body::ReqBody::Buffered(crate::connection::spool::Spooled::Memory(Vec::new())),
-    };
+    let mut client = crate::proxy::request_body::Client::detached();
     let mut resp = crate::proxy::respond(w, ctx, &mut client).await;
     let up = match &mut resp.body {
         crate::http::response::Body::Upstream(up) => Some(&mut **up),

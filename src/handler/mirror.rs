@@ -140,10 +140,7 @@ async fn run(w: Rc<WorkerCtx>, copy: Copy, uri: Vec<u8>) {
     let resp = super::route(&mut sub, None);
     if matches!(resp.body, Body::Proxy) {
         // The copy carries no body (sent with Content-Length: 0).
-        let mut client = crate::proxy::request_body::Client {
-            sock: None,
-            body: crate::proxy::request_body::ReqBody::Buffered(crate::connection::spool::Spooled::Memory(Vec::new())),
-        };
+        let mut client = crate::proxy::request_body::Client::detached();
         let resp = Box::pin(crate::proxy::respond(&w, &mut sub, &mut client)).await;
         crate::proxy::drain(&w, resp.body).await;
     }

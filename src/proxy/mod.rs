@@ -35,7 +35,7 @@ use errors::{log_timeout, log_upstream, os_error, upstream_suffix};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use request_body::{Client, ReqBody, SendError, SendFraming};
+use request_body::{Client, ClientLeft, ReqBody, SendError, SendFraming};
 use upstream_tls::UpStream;
 
 use crate::config::proxy::{Pass, Protocol, ProxyPass, Redirect, Upstream, UpstreamConf};
@@ -178,7 +178,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             _ = client.gone(), if !conf.ignore_client_abort => None,
         };
         match waited {
-            None => return client_closed(ctx, "while waiting in the upstream queue", None),
+            None => return client_closed(ctx, client.left, "while waiting in the upstream queue", None),
             Some(Ok(s)) => slot = s,
             Some(Err(why)) => {
                 if let (crate::upstream::queue::Refused::TimedOut, Some(s)) = (&why, &stats) {
@@ -261,7 +261,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             }
             Attempt::Gone(when) => {
                 let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
-                return client_closed(ctx, when, Some(&u.peers[peer].name));
+                return client_closed(ctx, client.left, when, Some(&u.peers[peer].name));
             }
             Attempt::Client(e) => {
                 // Not the peer's fault: its slot is freed as a success.
@@ -330,21 +330,37 @@ fn stale<'c>(
     Some(crate::cache::deliver::from_file(ctx, s.found))
 }
 
-/// nginx's 499: the client closed the connection before the origin
-/// answered; the origin connection is closed too (its request abandoned).
-fn client_closed<'c>(ctx: &mut ReqCtx<'c, '_>, when: &str, peer: Option<&str>) -> Response<'c> {
+/// nginx's 499: the client closed the connection (or reset its HTTP/2
+/// stream) before the origin answered; the origin connection is closed too
+/// (its request abandoned). The error-log line is nginx's for each way of
+/// leaving; an HTTP/2 connection's end is logged by the connection.
+fn client_closed<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    left: Option<ClientLeft>,
+    when: &str,
+    peer: Option<&str>,
+) -> Response<'c> {
     let suffix = match peer {
         Some(p) => upstream_suffix(ctx, p),
         None => ctx.log_suffix(),
     };
-    log_to!(
-        ctx.conf.error_log,
-        Level::Info,
-        "*{} epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too {}, {}",
-        ctx.conn.id,
-        when,
-        suffix
-    );
+    let how = match left {
+        Some(ClientLeft::Ended) => None,
+        Some(ClientLeft::Reset(h2::Reason::CANCEL, id)) => Some(format!("client canceled stream {id}")),
+        Some(ClientLeft::Reset(h2::Reason::INTERNAL_ERROR, id)) => {
+            Some(format!("client terminated stream {id} due to internal error"))
+        }
+        Some(ClientLeft::Reset(reason, id)) => {
+            Some(format!("client terminated stream {id} with status {}", u32::from(reason)))
+        }
+        Some(ClientLeft::Closed) | None => Some(
+            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too"
+                .to_string(),
+        ),
+    };
+    if let Some(how) = how {
+        log_to!(ctx.conf.error_log, Level::Info, "*{} {} {}, {}", ctx.conn.id, how, when, suffix);
+    }
     let mut r = Response::new(499);
     r.close = true;
     r

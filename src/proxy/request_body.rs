@@ -23,27 +23,71 @@ pub enum ReqBody {
     Streamed(ClientBody),
 }
 
-/// The client's side of a proxied request: its body, and its connection
-/// (HTTP/1), which a streamed body is read from and which is watched for
-/// the client leaving while the origin works (nginx's
-/// `proxy_ignore_client_abort off`).
+/// The client's side of a proxied request: its body, and what is watched
+/// for the client leaving while the origin works (nginx's
+/// `proxy_ignore_client_abort off`): its HTTP/1 connection, which a
+/// streamed body is also read from, or its HTTP/2 stream.
 pub struct Client<'s> {
     pub sock: Option<&'s mut Sock>,
+    /// An HTTP/2 stream: a RST_STREAM from the client, or the end of its
+    /// connection, means it left (nginx sets `error` on the stream's fake
+    /// connection and the upstream's broken-connection check sees it).
+    pub stream: Option<&'s mut h2::server::SendResponse<bytes::Bytes>>,
     pub body: ReqBody,
+    /// How the client left, once `gone` saw it.
+    pub left: Option<ClientLeft>,
 }
 
-impl Client<'_> {
+/// How a client left, for nginx's wording of the error-log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientLeft {
+    /// An HTTP/1 connection closed.
+    Closed,
+    /// An HTTP/2 stream reset by the client: its reason and stream id.
+    Reset(h2::Reason, u32),
+    /// An HTTP/2 stream whose connection ended (logged by the connection).
+    Ended,
+}
+
+impl<'s> Client<'s> {
+    /// An HTTP/1 client: its connection and its body.
+    pub fn h1(sock: &'s mut Sock, body: ReqBody) -> Self {
+        Client { sock: Some(sock), stream: None, body, left: None }
+    }
+
+    /// An HTTP/2 stream and its body, already read whole.
+    pub fn h2(stream: &'s mut h2::server::SendResponse<bytes::Bytes>, body: Spooled) -> Self {
+        Client { sock: None, stream: Some(stream), body: ReqBody::Buffered(body), left: None }
+    }
+
+    /// No body and nobody to watch: requests sluice makes on its own
+    /// (cache refreshes, auth_request, mirrors), which no client can abort.
+    pub fn detached() -> Self {
+        Client { sock: None, stream: None, body: ReqBody::Buffered(Spooled::Memory(Vec::new())), left: None }
+    }
+
     /// Some of a streamed body went to an origin: no other peer can have it.
     pub fn body_spent(&self) -> bool {
         matches!(&self.body, ReqBody::Streamed(c) if c.started)
     }
 
-    /// Resolves when the client has closed its connection.
+    /// Resolves when the client has closed its connection or reset its
+    /// stream, noting how in `left`.
     pub async fn gone(&mut self) {
-        match self.sock.as_deref_mut() {
-            Some(s) => s.peer_closed().await,
-            None => std::future::pending().await,
+        if let Some(s) = self.sock.as_deref_mut() {
+            s.peer_closed().await;
+            self.left = Some(ClientLeft::Closed);
+            return;
         }
+        if let Some(r) = self.stream.as_deref_mut() {
+            let id = u32::from(r.stream_id());
+            self.left = Some(match std::future::poll_fn(|cx| r.poll_reset(cx)).await {
+                Ok(reason) => ClientLeft::Reset(reason, id),
+                Err(_) => ClientLeft::Ended,
+            });
+            return;
+        }
+        std::future::pending().await
     }
 }
 

@@ -81,7 +81,7 @@ pub async fn respond<'c>(
             _ => None,
         };
         let c = ClientBody::new(initial, length, conf.client_max_body_size, conf.client_body_timeout);
-        let mut client = Client { sock: Some(stream), body: ReqBody::Streamed(c) };
+        let mut client = Client::h1(stream, ReqBody::Streamed(c));
         let mut resp = crate::proxy::respond(w, ctx, &mut client).await;
         taken.used = initial.len();
         if let ReqBody::Streamed(c) = client.body {
@@ -107,7 +107,7 @@ pub async fn respond<'c>(
             taken.used = b.used;
             taken.extra = b.extra;
             ctx.body_read = b.raw;
-            let mut client = Client { sock: Some(stream), body: ReqBody::Buffered(b.data) };
+            let mut client = Client::h1(stream, ReqBody::Buffered(b.data));
             (crate::proxy::respond(w, ctx, &mut client).await, taken)
         }
         Err(e) => (refuse(ctx, e), taken),

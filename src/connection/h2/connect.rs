@@ -86,10 +86,8 @@ pub async fn run<'c>(
         return Outcome::Respond(crate::handler::finish_error(ctx, 500));
     };
     ctx.websocket_key = Some(key.clone());
-    let mut client = crate::proxy::request_body::Client {
-        sock: None,
-        body: crate::proxy::request_body::ReqBody::Buffered(crate::connection::spool::Spooled::Memory(Vec::new())),
-    };
+    let mut client =
+        crate::proxy::request_body::Client::h2(respond, crate::connection::spool::Spooled::Memory(Vec::new()));
     let mut resp = crate::proxy::respond(w, ctx, &mut client).await;
     let switched = resp.status == 101 && matches!(resp.body, Body::Upstream(_));
     if !switched {

@@ -168,7 +168,21 @@ where
                 }
                 break;
             }
-            None => break,
+            None => {
+                // nginx's line for a peer that closed with streams open;
+                // their 499s name no cause of their own.
+                if shared.active.get() > 0 {
+                    log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} client prematurely closed connection while processing HTTP/2 connection, client: {}, server: {}",
+                        info.id,
+                        info.peer.ip(),
+                        g.addr
+                    );
+                }
+                break;
+            }
         };
         if shared.resets.get() > RESET_FLOOR && shared.resets.get() > shared.completed.get() {
             log_to!(
@@ -412,10 +426,9 @@ async fn stream(
         };
         resp = match read {
             Discard::Done => {
-                use crate::proxy::request_body::{Client, ReqBody};
                 let data = spool.finish();
                 ctx.body_read = data.len();
-                let mut client = Client { sock: None, body: ReqBody::Buffered(data) };
+                let mut client = crate::proxy::request_body::Client::h2(respond, data);
                 crate::proxy::respond(&w, &mut ctx, &mut client).await
             }
             Discard::TooLarge(n) => {
