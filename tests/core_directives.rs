@@ -4,7 +4,8 @@
 //! `chunked_transfer_encoding`, `underscores_in_headers`,
 //! `ignore_invalid_headers`), the proxy's request-shaping directives
 //! (`proxy_method`, `proxy_set_body`, `proxy_pass_request_headers`,
-//! `proxy_pass_request_body`), and the tuning directives sluice accepts.
+//! `proxy_pass_request_body`), the tuning directives sluice accepts, and
+//! `listen`'s socket options as the kernel reports them (`ss`).
 //! With SLUICE_TEST_NGINX=1 the same tests run against Debian's nginx.
 
 mod common;
@@ -269,4 +270,39 @@ fn merge_slashes_off_keeps_empty_segments() {
     assert_eq!(uri(s.ports[1], "/x/./y//z"), "/x/y//z\n");
     assert_eq!(uri(s.ports[1], "/x//../y"), "/x/y\n");
     assert_eq!(uri(s.ports[0], "/x//../y"), "/y\n");
+}
+
+/// `listen`'s socket options reach the connections the server accepts, as
+/// the kernel reports them for the server's side (`ss`): the receive
+/// buffer (doubled by the kernel) and the keepalive timer.
+#[test]
+fn listen_socket_options_reach_accepted_connections() {
+    let s = builder()
+        .http(
+            "server { listen 127.0.0.1:{port} rcvbuf=96k so_keepalive=30m::7 fastopen=16; location / { return 204; } }",
+        )
+        .start();
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+    // Half a request: accepted (data arrived) and held open.
+    std::io::Write::write_all(&mut c, b"GET / HTTP/1.1\r\n").expect("write");
+    let filter = format!("( sport = :{} )", s.port);
+    let mut out = String::new();
+    for _ in 0..50 {
+        let o = std::process::Command::new("ss")
+            .args(["-tnmoiH", "state", "established", &filter])
+            .output()
+            .expect("run ss (iproute2)");
+        out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if out.contains("timer:") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(out.contains(&format!(",rb{},", 2 * 96 * 1024)), "no rcvbuf=96k on the accepted socket: {out}");
+    // The first keepalive probe is due 30 minutes after the last packet.
+    assert!(
+        out.contains("timer:(keepalive,29min") || out.contains("timer:(keepalive,30min"),
+        "no 30m keepalive timer on the accepted socket: {out}"
+    );
+    drop(c);
 }

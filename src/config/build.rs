@@ -120,6 +120,7 @@ pub struct ListenSpec {
     pub backlog: Option<i32>,
     /// `notsent_lowat=SIZE|off` (sluice's own): Some(0) for off.
     pub notsent_lowat: Option<u32>,
+    pub sock: super::model::SockOpts,
     pub reuseport: bool,
     /// `deferred`: counts as a listen option (given once per address);
     /// every listener defers accepting anyway (`listener::tune`).
@@ -139,6 +140,7 @@ impl ListenSpec {
             default_server: false,
             backlog: None,
             notsent_lowat: None,
+            sock: Default::default(),
             reuseport: false,
             deferred: false,
             ssl: false,

@@ -24,6 +24,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         addr: std::net::SocketAddr,
         backlog: Option<i32>,
         notsent_lowat: Option<u32>,
+        sock: super::model::SockOpts,
         reuseport: bool,
         ssl: bool,
         http2: bool,
@@ -45,6 +46,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     addr: spec.addr,
                     backlog: None,
                     notsent_lowat: None,
+                    sock: Default::default(),
                     reuseport: false,
                     ssl: false,
                     http2: false,
@@ -67,7 +69,11 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         g.http2 |= spec.http2;
         g.proxy_protocol |= spec.proxy_protocol;
         g.members.push((server.clone(), sl.server_span.clone()));
-        let has_opts = spec.backlog.is_some() || spec.notsent_lowat.is_some() || spec.reuseport || spec.deferred;
+        let has_opts = spec.backlog.is_some()
+            || spec.notsent_lowat.is_some()
+            || spec.sock != Default::default()
+            || spec.reuseport
+            || spec.deferred;
         if has_opts {
             if g.opts_set {
                 return Err(ConfError::at(format!("duplicate listen options for {}", spec.addr), &spec.span));
@@ -75,6 +81,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             g.opts_set = true;
             g.backlog = spec.backlog;
             g.notsent_lowat = spec.notsent_lowat;
+            g.sock = spec.sock;
             g.reuseport = spec.reuseport;
         }
         if spec.default_server {
@@ -119,6 +126,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 addr: g.addr,
                 backlog: g.backlog.unwrap_or(DEFAULT_BACKLOG),
                 notsent_lowat: g.notsent_lowat.unwrap_or(if g.ssl { 0 } else { DEFAULT_NOTSENT_LOWAT }),
+                sock: g.sock,
                 reuseport: g.reuseport || reuse_port_all,
                 ssl: g.ssl,
                 http2: g.http2,

@@ -88,6 +88,8 @@ pub struct ListenGroup {
     /// TCP_NOTSENT_LOWAT set on the listener (accepted sockets inherit
     /// it); 0 leaves the kernel's default.
     pub notsent_lowat: u32,
+    /// `rcvbuf=`, `sndbuf=`, `fastopen=`, `so_keepalive=`.
+    pub sock: SockOpts,
     pub reuseport: bool,
     /// TLS on this address (any server's `listen ... ssl` or `ssl on`, as
     /// nginx applies listen flags to the whole address).
@@ -98,6 +100,27 @@ pub struct ListenGroup {
     pub proxy_protocol: bool,
     pub default_server: Arc<Server>,
     pub names: ServerNames,
+}
+
+/// nginx's `listen` socket options: set on the listening socket, which
+/// accepted connections inherit them from (no cost per connection), and
+/// set again on a live socket at reload. None (0 for the keepalive
+/// timings) leaves what the socket has: the kernel's default, or an
+/// earlier configuration's value, as nginx does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockOpts {
+    /// SO_RCVBUF and SO_SNDBUF, in bytes (the kernel doubles them).
+    pub rcvbuf: Option<i32>,
+    pub sndbuf: Option<i32>,
+    /// TCP_FASTOPEN: the queue of connections that carried data in their
+    /// SYN (used only when sysctl net.ipv4.tcp_fastopen allows servers).
+    pub fastopen: Option<i32>,
+    /// SO_KEEPALIVE on or off.
+    pub keepalive: Option<bool>,
+    /// TCP_KEEPIDLE and TCP_KEEPINTVL in seconds, TCP_KEEPCNT.
+    pub keep_idle: u32,
+    pub keep_intvl: u32,
+    pub keep_cnt: u32,
 }
 
 #[derive(Default)]

@@ -3,12 +3,15 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
 use super::build::{Ctx, ListenSpec, ServerBuild};
+use super::model::SockOpts;
 use super::parser::{ConfError, Directive};
 use super::set_main::arg;
 use super::table::R;
 use super::value;
 
-/// `listen [addr:]port [default_server] [backlog=N] [reuseport] [notsent_lowat=SIZE|off] ...`
+/// `listen [addr:]port [default_server] [backlog=N] [rcvbuf=SIZE] [sndbuf=SIZE]
+/// [fastopen=N] [so_keepalive=on|off|[idle]:[intvl]:[cnt]] [reuseport]
+/// [notsent_lowat=SIZE|off] ...`
 pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     let raw = arg(d, 0);
     let addr = parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
@@ -35,30 +38,26 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                 } else if let Some(v) = p.strip_prefix("backlog=") {
                     match value::parse_number(v) {
                         Some(n) if n > 0 && n <= i32::MAX as u64 => spec.backlog = Some(n as i32),
-                        _ => return Err(ConfError::at(format!("invalid backlog \"{}\"", v), &d.span)),
+                        _ => return Err(ConfError::at(format!("invalid backlog \"{}\"", p), &d.span)),
                     }
                 } else if let Some(v) = p.strip_prefix("notsent_lowat=") {
                     spec.notsent_lowat = Some(match v {
                         "off" => 0,
                         _ => match value::parse_size(v) {
                             Some(n) if n > 0 && n <= i32::MAX as u64 => n as u32,
-                            _ => return Err(ConfError::at(format!("invalid notsent_lowat \"{}\"", v), &d.span)),
+                            _ => return Err(ConfError::at(format!("invalid notsent_lowat \"{}\"", p), &d.span)),
                         },
                     });
                 } else if let Some(v) = p.strip_prefix("ipv6only=") {
                     if v != "on" && v != "off" {
                         return Err(ConfError::at(format!("invalid ipv6only flags \"{}\"", v), &d.span));
                     }
-                } else if p.starts_with("rcvbuf=")
-                    || p.starts_with("sndbuf=")
-                    || p.starts_with("fastopen=")
-                    || p.starts_with("so_keepalive=")
-                    || p.starts_with("accept_filter=")
-                    || p == "setfib"
-                {
-                    let name = p.split('=').next().unwrap_or(p);
+                } else if let Some(set) = sock_opt(p, &mut spec.sock) {
+                    set.map_err(|m| ConfError::at(m, &d.span))?;
+                } else if p.starts_with("accept_filter=") {
+                    // FreeBSD's; nginx on Linux refuses it with this line.
                     return Err(ConfError::at(
-                        format!("the \"{}\" parameter of the \"listen\" directive is not supported yet", name),
+                        format!("accept filters \"{}\" are not supported on this platform, ignored", p),
                         &d.span,
                     ));
                 } else {
@@ -69,6 +68,65 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     }
     s.listens.push(spec);
     Ok(())
+}
+
+/// The socket options `listen` passes to the listening socket, with
+/// nginx's grammar and error lines: None if `p` is not one of them.
+fn sock_opt(p: &str, o: &mut SockOpts) -> Option<Result<(), String>> {
+    // ngx_parse_size: k and m only. nginx keeps it in an int, so larger
+    // values pass; the kernel caps the buffers at net.core.[rw]mem_max.
+    let size = |v: &str| match v.ends_with(['g', 'G']) {
+        true => None,
+        false => value::parse_size(v).map(|n| n.min(i32::MAX as u64) as i32),
+    };
+    if let Some(v) = p.strip_prefix("rcvbuf=") {
+        o.rcvbuf = size(v);
+        return Some(o.rcvbuf.map(|_| ()).ok_or_else(|| format!("invalid rcvbuf \"{}\"", p)));
+    }
+    if let Some(v) = p.strip_prefix("sndbuf=") {
+        o.sndbuf = size(v);
+        return Some(o.sndbuf.map(|_| ()).ok_or_else(|| format!("invalid sndbuf \"{}\"", p)));
+    }
+    if let Some(v) = p.strip_prefix("fastopen=") {
+        // nginx stores ngx_atoi's result in an int; larger values pass.
+        o.fastopen = value::parse_number(v).map(|n| n.min(i32::MAX as u64) as i32);
+        return Some(o.fastopen.map(|_| ()).ok_or_else(|| format!("invalid fastopen \"{}\"", p)));
+    }
+    let v = p.strip_prefix("so_keepalive=")?;
+    Some(keepalive(v, o).ok_or_else(|| format!("invalid so_keepalive value: \"{}\"", v)))
+}
+
+/// `on`, `off`, or `[idle]:[intvl]:[cnt]` (times in seconds, with nginx's
+/// units but not `ms`; at least one part not zero): keepalive on with the
+/// parts given, the kernel's values for the others.
+fn keepalive(v: &str, o: &mut SockOpts) -> Option<()> {
+    match v {
+        "on" => o.keepalive = Some(true),
+        "off" => o.keepalive = Some(false),
+        _ => {
+            let mut parts = v.splitn(3, ':');
+            let secs = |s: &str| -> Option<u32> {
+                if s.is_empty() {
+                    return Some(0);
+                }
+                if s.contains("ms") {
+                    return None;
+                }
+                u32::try_from(value::parse_time(s)?.as_secs()).ok()
+            };
+            o.keep_idle = secs(parts.next().unwrap_or(""))?;
+            o.keep_intvl = secs(parts.next().unwrap_or(""))?;
+            o.keep_cnt = match parts.next().unwrap_or("") {
+                "" => 0,
+                c => u32::try_from(value::parse_number(c)?).ok()?,
+            };
+            if o.keep_idle == 0 && o.keep_intvl == 0 && o.keep_cnt == 0 {
+                return None;
+            }
+            o.keepalive = Some(true);
+        }
+    }
+    Some(())
 }
 
 /// nginx's forms: `80`, `*:80`, `127.0.0.1`, `127.0.0.1:80`, `[::1]:80`,

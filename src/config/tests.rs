@@ -157,16 +157,72 @@ fn listen_notsent_lowat() {
     assert_eq!(lowat("notsent_lowat=off"), 0);
     assert_eq!(
         err("events {} http { server { listen 127.0.0.1:1 notsent_lowat=0; } }"),
-        "invalid notsent_lowat \"0\" in /etc/t.conf:1"
+        "invalid notsent_lowat \"notsent_lowat=0\" in /etc/t.conf:1"
     );
     assert_eq!(
         err("events {} http { server { listen 127.0.0.1:1 notsent_lowat=lots; } }"),
-        "invalid notsent_lowat \"lots\" in /etc/t.conf:1"
+        "invalid notsent_lowat \"notsent_lowat=lots\" in /etc/t.conf:1"
     );
     // An option of the address: given once, like backlog.
     assert_eq!(
         err(
             "events {} http { server { listen 127.0.0.1:1 notsent_lowat=1m; } server { listen 127.0.0.1:1 backlog=9; server_name b; } }"
+        ),
+        "duplicate listen options for 127.0.0.1:1 in /etc/t.conf:1"
+    );
+}
+
+/// nginx's socket options of `listen`, with the values and error lines
+/// nginx 1.22 gives for the same text.
+#[test]
+fn listen_socket_options() {
+    use super::model::SockOpts;
+    let conf = |p: &str| format!("events {{}} http {{ server {{ listen 127.0.0.1:1 {p}; }} }}");
+    let opts = |p: &str| try_load(&conf(p)).unwrap().http.listens[0].sock;
+    assert_eq!(opts(""), SockOpts::default());
+    assert_eq!(
+        opts("rcvbuf=64k sndbuf=2047m fastopen=256 so_keepalive=off"),
+        SockOpts {
+            rcvbuf: Some(64 * 1024),
+            sndbuf: Some(2047 << 20),
+            fastopen: Some(256),
+            keepalive: Some(false),
+            ..SockOpts::default()
+        }
+    );
+    assert_eq!(opts("rcvbuf=0").rcvbuf, Some(0));
+    assert_eq!(opts("rcvbuf=4096m").rcvbuf, Some(i32::MAX), "the kernel's maximum");
+    assert_eq!(opts("fastopen=2147483648").fastopen, Some(i32::MAX), "nginx takes it into an int");
+    assert_eq!(opts("so_keepalive=on").keepalive, Some(true));
+    let k = opts("so_keepalive=1h30m::10");
+    assert_eq!((k.keepalive, k.keep_idle, k.keep_intvl, k.keep_cnt), (Some(true), 5400, 0, 10));
+    let k = opts("so_keepalive=:5s:");
+    assert_eq!((k.keepalive, k.keep_idle, k.keep_intvl, k.keep_cnt), (Some(true), 0, 5, 0));
+    for (p, e) in [
+        ("rcvbuf=abc", "invalid rcvbuf \"rcvbuf=abc\""),
+        ("rcvbuf=1g", "invalid rcvbuf \"rcvbuf=1g\""),
+        ("sndbuf=1q", "invalid sndbuf \"sndbuf=1q\""),
+        ("fastopen=x", "invalid fastopen \"fastopen=x\""),
+        ("fastopen=-1", "invalid fastopen \"fastopen=-1\""),
+        ("so_keepalive=x", "invalid so_keepalive value: \"x\""),
+        ("so_keepalive=ON", "invalid so_keepalive value: \"ON\""),
+        ("so_keepalive=0::", "invalid so_keepalive value: \"0::\""),
+        ("so_keepalive=::", "invalid so_keepalive value: \"::\""),
+        ("so_keepalive=1ms::", "invalid so_keepalive value: \"1ms::\""),
+        ("so_keepalive=1:2:3:4", "invalid so_keepalive value: \"1:2:3:4\""),
+        ("backlog=x", "invalid backlog \"backlog=x\""),
+        ("setfib=1", "invalid parameter \"setfib=1\""),
+        (
+            "accept_filter=dataready",
+            "accept filters \"accept_filter=dataready\" are not supported on this platform, ignored",
+        ),
+    ] {
+        assert_eq!(err(&conf(p)), format!("{e} in /etc/t.conf:1"), "{p}");
+    }
+    // Options of the address: given once.
+    assert_eq!(
+        err(
+            "events {} http { server { listen 127.0.0.1:1 rcvbuf=1m; } server { listen 127.0.0.1:1 so_keepalive=on; server_name b; } }"
         ),
         "duplicate listen options for 127.0.0.1:1 in /etc/t.conf:1"
     );

@@ -13,6 +13,7 @@ use std::net::{SocketAddr, TcpListener};
 use socket2::{Domain, Socket, Type};
 
 use crate::config::Config;
+use crate::config::model::SockOpts;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
@@ -43,6 +44,7 @@ pub fn covered_by_wildcard(cfg: &Config, addr: SocketAddr) -> bool {
 struct Opts {
     backlog: i32,
     notsent_lowat: u32,
+    sock: SockOpts,
 }
 
 fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
@@ -56,7 +58,7 @@ fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
             out.push((
                 Key { addr: g.addr, reuseport: g.reuseport, index },
                 gi,
-                Opts { backlog: g.backlog, notsent_lowat: g.notsent_lowat },
+                Opts { backlog: g.backlog, notsent_lowat: g.notsent_lowat, sock: g.sock },
             ));
         }
     }
@@ -117,7 +119,41 @@ fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
 /// listeners keep the kernel's default (see `DEFAULT_NOTSENT_LOWAT`).
 fn tune(l: &TcpListener, o: Opts) -> io::Result<()> {
     set_tcp_int(l, libc::TCP_DEFER_ACCEPT, 1)?;
-    set_notsent_lowat(l, o.notsent_lowat)
+    set_notsent_lowat(l, o.notsent_lowat)?;
+    set_sock_opts(l, &o.sock)
+}
+
+/// `listen`'s rcvbuf=, sndbuf=, fastopen= and so_keepalive=, set on the
+/// listener as nginx sets them; accepted sockets inherit all of them. An
+/// error names the option and its value.
+fn set_sock_opts(l: &TcpListener, o: &SockOpts) -> io::Result<()> {
+    let named = |what: &str, v: i64, r: io::Result<()>| {
+        r.map_err(|e| io::Error::new(e.kind(), format!("setsockopt({what}, {v}) failed: {e}")))
+    };
+    let s = socket2::SockRef::from(l);
+    if let Some(n) = o.rcvbuf {
+        named("SO_RCVBUF", n.into(), s.set_recv_buffer_size(n.max(0) as usize))?;
+    }
+    if let Some(n) = o.sndbuf {
+        named("SO_SNDBUF", n.into(), s.set_send_buffer_size(n.max(0) as usize))?;
+    }
+    if let Some(on) = o.keepalive {
+        named("SO_KEEPALIVE", on.into(), s.set_keepalive(on))?;
+    }
+    for (what, opt, v) in [
+        ("TCP_KEEPIDLE", libc::TCP_KEEPIDLE, o.keep_idle),
+        ("TCP_KEEPINTVL", libc::TCP_KEEPINTVL, o.keep_intvl),
+        ("TCP_KEEPCNT", libc::TCP_KEEPCNT, o.keep_cnt),
+    ] {
+        if v > 0 {
+            let v = v.min(i32::MAX as u32) as libc::c_int;
+            named(what, v.into(), set_tcp_int(l, opt, v))?;
+        }
+    }
+    if let Some(n) = o.fastopen {
+        named("TCP_FASTOPEN", n.into(), set_tcp_int(l, libc::TCP_FASTOPEN, n))?;
+    }
+    Ok(())
 }
 
 fn set_notsent_lowat(l: &TcpListener, bytes: u32) -> io::Result<()> {
@@ -127,7 +163,8 @@ fn set_notsent_lowat(l: &TcpListener, bytes: u32) -> io::Result<()> {
 }
 
 /// An IPPROTO_TCP option of int type; neither socket2 nor rustix wraps
-/// TCP_DEFER_ACCEPT or TCP_NOTSENT_LOWAT.
+/// TCP_DEFER_ACCEPT or TCP_NOTSENT_LOWAT (socket2 wraps the keepalive
+/// timings only behind a feature, and TCP_FASTOPEN not at all).
 fn set_tcp_int(l: &TcpListener, opt: libc::c_int, v: libc::c_int) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: the descriptor is an open socket owned by `l` for the whole
@@ -169,10 +206,12 @@ impl ListenerSet {
                 Some((_, l)) => {
                     let dup =
                         l.try_clone().map_err(|e| format!("dup() of listener {} failed ({})", k.addr, os_error(&e)))?;
-                    // A changed backlog or notsent_lowat takes effect on the
-                    // live socket (for connections accepted from now on).
+                    // A changed backlog, notsent_lowat or socket option
+                    // takes effect on the live socket (for connections
+                    // accepted from now on), as nginx sets them again.
                     let _ = socket2::SockRef::from(&dup).listen(opts.backlog);
                     let _ = set_notsent_lowat(&dup, opts.notsent_lowat);
+                    let _ = set_sock_opts(&dup, &opts.sock);
                     dup
                 }
                 None => bind(&k, opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
@@ -207,22 +246,38 @@ mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
 
-    fn notsent_lowat(s: &impl AsRawFd) -> libc::c_int {
+    fn get_int(s: &impl AsRawFd, level: libc::c_int, opt: libc::c_int) -> libc::c_int {
         let mut v: libc::c_int = -1;
         let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: an open socket for the call; the kernel writes at most
         // `len` bytes into the c_int on the stack and stores the length.
         let r = unsafe {
-            libc::getsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NOTSENT_LOWAT,
-                (&mut v as *mut libc::c_int).cast::<libc::c_void>(),
-                &mut len,
-            )
+            libc::getsockopt(s.as_raw_fd(), level, opt, (&mut v as *mut libc::c_int).cast::<libc::c_void>(), &mut len)
         };
         assert_eq!(r, 0, "getsockopt: {}", io::Error::last_os_error());
         v
+    }
+
+    fn notsent_lowat(s: &impl AsRawFd) -> libc::c_int {
+        get_int(s, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT)
+    }
+
+    /// A connection `l` accepted: the client speaks first, so deferred
+    /// accept hands it over at once.
+    fn accept_one(l: &TcpListener) -> std::net::TcpStream {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        c.write_all(b"G").expect("write");
+        let (a, _) = l.accept().expect("accept");
+        a
+    }
+
+    /// A blocking listener with `o` on a free loopback port.
+    fn listener(o: Opts) -> TcpListener {
+        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0 };
+        let l = bind(&key, o).expect("bind");
+        l.set_nonblocking(false).expect("blocking");
+        l
     }
 
     /// What the worker serves on is the accepted socket: it must carry the
@@ -230,17 +285,49 @@ mod tests {
     /// connections accepted after it.
     #[test]
     fn accepted_sockets_inherit_notsent_lowat() {
-        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0 };
-        let l = bind(&key, Opts { backlog: 16, notsent_lowat: 16384 }).expect("bind");
-        l.set_nonblocking(false).expect("blocking");
-        let addr = l.local_addr().expect("addr");
-        let _c = std::net::TcpStream::connect(addr).expect("connect");
-        let (a, _) = l.accept().expect("accept");
+        let l = listener(Opts { backlog: 16, notsent_lowat: 16384, sock: SockOpts::default() });
+        let a = accept_one(&l);
         assert_eq!(notsent_lowat(&a), 16384);
         set_notsent_lowat(&l, 0).expect("off");
-        let _c2 = std::net::TcpStream::connect(addr).expect("connect");
-        let (b, _) = l.accept().expect("accept");
+        let b = accept_one(&l);
         assert_eq!(notsent_lowat(&b), 0, "off leaves the kernel's default");
         assert_eq!(notsent_lowat(&a), 16384, "an open connection keeps its value");
+    }
+
+    /// rcvbuf=, sndbuf=, so_keepalive= reach accepted connections (the
+    /// kernel doubles the buffer sizes it is given); fastopen= is the
+    /// listener's own. A reload's changed values reach later connections.
+    #[test]
+    fn accepted_sockets_inherit_the_listen_socket_options() {
+        let sock = SockOpts {
+            rcvbuf: Some(96 * 1024),
+            sndbuf: Some(48 * 1024),
+            fastopen: Some(64),
+            keepalive: Some(true),
+            keep_idle: 1800,
+            keep_intvl: 0,
+            keep_cnt: 7,
+        };
+        let l = listener(Opts { backlog: 16, notsent_lowat: 0, sock });
+        let default_intvl = {
+            let plain = listener(Opts { backlog: 16, notsent_lowat: 0, sock: SockOpts::default() });
+            let p = accept_one(&plain);
+            assert_eq!(get_int(&p, libc::SOL_SOCKET, libc::SO_KEEPALIVE), 0, "off unless asked for");
+            get_int(&p, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL)
+        };
+        let a = accept_one(&l);
+        assert_eq!(get_int(&a, libc::SOL_SOCKET, libc::SO_RCVBUF), 2 * 96 * 1024);
+        assert_eq!(get_int(&a, libc::SOL_SOCKET, libc::SO_SNDBUF), 2 * 48 * 1024);
+        assert_eq!(get_int(&a, libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+        assert_eq!(get_int(&a, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE), 1800);
+        assert_eq!(get_int(&a, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL), default_intvl, "the kernel's");
+        assert_eq!(get_int(&a, libc::IPPROTO_TCP, libc::TCP_KEEPCNT), 7);
+        assert_eq!(get_int(&l, libc::IPPROTO_TCP, libc::TCP_FASTOPEN), 64);
+        let reloaded = SockOpts { rcvbuf: Some(64 * 1024), keepalive: Some(false), ..SockOpts::default() };
+        set_sock_opts(&l, &reloaded).expect("reload");
+        let b = accept_one(&l);
+        assert_eq!(get_int(&b, libc::SOL_SOCKET, libc::SO_RCVBUF), 2 * 64 * 1024);
+        assert_eq!(get_int(&b, libc::SOL_SOCKET, libc::SO_KEEPALIVE), 0, "so_keepalive=off");
+        assert_eq!(get_int(&a, libc::SOL_SOCKET, libc::SO_RCVBUF), 2 * 96 * 1024, "an open connection keeps its own");
     }
 }
