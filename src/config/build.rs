@@ -246,7 +246,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         core: Default::default(),
         access: Default::default(),
         check_status: None,
-        autoindex: false,
+        autoindex: Default::default(),
         error_pages: Vec::new(),
         add_headers: Vec::new(),
         expires: None,

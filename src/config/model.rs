@@ -200,7 +200,7 @@ pub struct LocConf {
     pub access: crate::access::AccessConf,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
-    pub autoindex: bool,
+    pub autoindex: crate::handler::autoindex::AutoindexConf,
     pub error_pages: Vec<Arc<ErrorPage>>,
     pub add_headers: Vec<AddHeader>,
     pub expires: Option<Expires>,

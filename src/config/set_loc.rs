@@ -166,7 +166,6 @@ flag_setter!(sendfile, sendfile);
 flag_setter!(tcp_nopush, tcp_nopush);
 flag_setter!(tcp_nodelay, tcp_nodelay);
 flag_setter!(etag, etag);
-flag_setter!(autoindex, autoindex);
 flag_setter!(open_file_cache_errors, open_file_cache_errors);
 flag_setter!(log_not_found, log_not_found);
 

@@ -210,7 +210,8 @@ fn push_ip(out: &mut Vec<u8>, ip: std::net::IpAddr) {
     }
 }
 
-fn query_arg<'q>(args: &'q [u8], name: &str) -> Option<&'q [u8]> {
+/// The raw value of argument `name` (case-insensitive, as `$arg_name`).
+pub(crate) fn query_arg<'q>(args: &'q [u8], name: &str) -> Option<&'q [u8]> {
     args.split(|&b| b == b'&').find_map(|kv| {
         let (k, v) = match kv.iter().position(|&b| b == b'=') {
             Some(i) => (&kv[..i], &kv[i + 1..]),

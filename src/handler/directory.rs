@@ -1,16 +1,12 @@
 //! Requests for a directory (URI ending in `/`): nginx's index module
-//! (first existing index file, by internal redirect), then autoindex, else
+//! (first existing index file, by internal redirect), then `autoindex`, else
 //! 403 for an existing directory and 404 for a missing one.
-
-use std::borrow::Cow;
 
 use super::ctx::{ReqCtx, Vars};
 use super::open_cache::OpenError;
 use super::static_file::{map_path, open_logged};
 use super::{Step, error};
-use crate::handler::autoindex_html::{self, Entry};
 use crate::http::request::Method;
-use crate::http::response::{Body, Response};
 use crate::log::error::Level;
 use crate::log_req;
 
@@ -46,11 +42,10 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         Ok(_) => return Step::Done(error(ctx, 404)),
         Err(e) => return Step::Done(error(ctx, e.status())),
     }
-    if conf.autoindex {
-        if !matches!(ctx.req.method(), Method::Get | Method::Head) {
-            return Step::Done(error(ctx, 405));
-        }
-        return Step::Done(autoindex(ctx, &dir));
+    // A POST (the only other method that gets here) is not listed: nginx's
+    // autoindex declines it and the directory is forbidden.
+    if conf.autoindex.on && matches!(ctx.req.method(), Method::Get | Method::Head) {
+        return Step::Done(super::autoindex::serve(ctx, &dir));
     }
     log_req!(ctx, Level::Error, "directory index of \"{}\" is forbidden", String::from_utf8_lossy(&dir));
     Step::Done(error(ctx, 403))
@@ -59,35 +54,4 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
 fn bytes_path(b: &[u8]) -> &std::path::Path {
     use std::os::unix::ffi::OsStrExt;
     std::path::Path::new(std::ffi::OsStr::from_bytes(b))
-}
-
-fn autoindex<'c>(ctx: &ReqCtx<'c, '_>, dir: &[u8]) -> Response<'c> {
-    use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::fs::MetadataExt;
-    let rd = match std::fs::read_dir(bytes_path(dir)) {
-        Ok(rd) => rd,
-        Err(e) => {
-            log_req!(
-                ctx,
-                Level::Error,
-                "opendir() \"{}\" failed ({})",
-                String::from_utf8_lossy(dir),
-                crate::process::signal::os_error(&e)
-            );
-            return error(ctx, if e.kind() == std::io::ErrorKind::PermissionDenied { 403 } else { 500 });
-        }
-    };
-    let mut entries = Vec::new();
-    for ent in rd.flatten() {
-        let name = ent.file_name().as_bytes().to_vec();
-        // stat follows symlinks, as nginx's listing does.
-        let Ok(meta) = std::fs::metadata(ent.path()) else { continue };
-        entries.push(Entry { name, is_dir: meta.is_dir(), size: meta.len(), mtime: meta.mtime().max(0) as u64 });
-    }
-    let mut body = Vec::with_capacity(256 + entries.len() * 120);
-    autoindex_html::render(&ctx.req.path, &mut entries, &mut body);
-    let mut r = Response::new(200);
-    r.content_type = Some(Cow::Borrowed("text/html"));
-    r.body = Body::Owned(body);
-    r
 }

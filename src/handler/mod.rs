@@ -4,7 +4,7 @@
 //! `error_page` and the header filters. Internal redirects (index,
 //! try_files fallback, error_page) loop back to the location match.
 
-pub mod autoindex_html;
+pub mod autoindex;
 pub mod ctx;
 pub mod directory;
 pub mod empty_gif;

@@ -1,6 +1,5 @@
-//! nginx's autoindex HTML page (`autoindex_format html`, `autoindex_exact_size
-//! on`), byte-identical to nginx 1.22.1's `ngx_http_autoindex_html`,
-//! including its quirks:
+//! nginx's autoindex HTML page (`autoindex_format html`), byte-identical to
+//! nginx 1.22.1's `ngx_http_autoindex_html`, including its quirks:
 //!
 //! * Columns are counted in bytes unless the response charset is utf-8, in
 //!   which case (valid) UTF-8 names are counted and cut in characters. With
@@ -12,34 +11,39 @@
 //!   unescaped width.
 //! * hrefs use URI-component escaping (`&` -> `%26`); title and h1 are the
 //!   decoded URI, HTML-escaped only.
+//! * `autoindex_exact_size off` rounds sizes to K, M and G (1024-based,
+//!   half up) only from 10000 bytes on; `autoindex_localtime on` shifts
+//!   times by the current UTC offset in whole minutes, as nginx's cached
+//!   `gmtoff`.
 
+use super::Entry;
 use crate::http::date::{MONTHS, Tm, push_u64, push_year, push2};
 use crate::http::uri::escape_uri_component;
-
-pub struct Entry {
-    /// Raw file name bytes.
-    pub name: Vec<u8>,
-    pub is_dir: bool,
-    pub size: u64,
-    pub mtime: u64,
-}
 
 /// NGX_HTTP_AUTOINDEX_NAME_LEN
 const NAME_LEN: usize = 50;
 
-/// `uri` is the decoded request path. Hidden entries are removed from
-/// `entries` and the rest sorted in place (directories first, then bytewise
-/// like strcmp). Renders with nginx's defaults: no charset, GMT times.
-pub fn render(uri: &[u8], entries: &mut Vec<Entry>, out: &mut Vec<u8>) {
-    render_with(uri, entries, false, 0, out);
+/// How the page is laid out beyond nginx's defaults.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Style {
+    /// The response charset is utf-8 (nginx's `charset utf-8;`), which
+    /// switches name widths from bytes to characters.
+    pub utf8_charset: bool,
+    /// Non-zero only for `autoindex_localtime on`.
+    pub utc_offset_secs: i32,
+    /// `autoindex_exact_size off`.
+    pub rounded_sizes: bool,
 }
 
-/// `utf8_charset`: the response charset is utf-8 (nginx's `charset utf-8;`),
-/// which switches name widths from bytes to characters.
-/// `utc_offset_secs`: non-zero only for `autoindex_localtime on`.
-pub fn render_with(uri: &[u8], entries: &mut Vec<Entry>, utf8_charset: bool, utc_offset_secs: i32, out: &mut Vec<u8>) {
-    entries.retain(|e| e.name.first() != Some(&b'.'));
-    entries.sort_unstable_by(|a, b| b.is_dir.cmp(&a.is_dir).then_with(|| a.name.cmp(&b.name)));
+/// `uri` is the decoded request path; `entries` are made `listable` first.
+/// Renders with nginx's defaults: no charset, GMT times, exact sizes.
+pub fn render(uri: &[u8], entries: &mut Vec<Entry>, out: &mut Vec<u8>) {
+    render_with(uri, entries, Style::default(), out);
+}
+
+pub fn render_with(uri: &[u8], entries: &mut Vec<Entry>, style: Style, out: &mut Vec<u8>) {
+    super::listable(entries);
+    let Style { utf8_charset, utc_offset_secs, rounded_sizes } = style;
 
     // Escaping may grow names up to 3x; the fixed part of a line is ~110 bytes.
     let estimate = 200 + uri.len() * 2 + entries.iter().map(|e| e.name.len() * 4 + 120).sum::<usize>();
@@ -92,7 +96,9 @@ pub fn render_with(uri: &[u8], entries: &mut Vec<Entry>, utf8_charset: bool, utc
         push2(out, tm.min);
         out.push(b' ');
 
-        if e.is_dir {
+        if rounded_sizes {
+            push_rounded(out, e);
+        } else if e.is_dir {
             out.extend_from_slice(b"                  -");
         } else {
             let digits = dec_len(e.size);
@@ -105,6 +111,32 @@ pub fn render_with(uri: &[u8], entries: &mut Vec<Entry>, utf8_charset: bool, utc
     out.extend_from_slice(b"</pre><hr></body>\r\n</html>\r\n");
 }
 
+/// `autoindex_exact_size off`: nginx's `%6i%c` with K, M or G rounded
+/// half up, or ` %6i` for sizes under 10000 bytes; `-` for a directory.
+fn push_rounded(out: &mut Vec<u8>, e: &Entry) {
+    const K: u64 = 1024;
+    if e.is_dir {
+        out.extend_from_slice(b"      -");
+        return;
+    }
+    let n = e.size;
+    let (size, scale) = if n > K * K * K - 1 {
+        (n / (K * K * K) + u64::from(n % (K * K * K) > K * K * K / 2 - 1), Some(b'G'))
+    } else if n > K * K - 1 {
+        (n / (K * K) + u64::from(n % (K * K) > K * K / 2 - 1), Some(b'M'))
+    } else if n > 9999 {
+        (n / K + u64::from(n % K > K / 2 - 1), Some(b'K'))
+    } else {
+        (n, None)
+    };
+    if scale.is_none() {
+        out.push(b' ');
+    }
+    out.resize(out.len() + 6usize.saturating_sub(dec_len(size)), b' ');
+    push_u64(out, size);
+    out.extend(scale);
+}
+
 fn dec_len(mut n: u64) -> usize {
     let mut l = 1;
     while n >= 10 {
@@ -115,7 +147,7 @@ fn dec_len(mut n: u64) -> usize {
 }
 
 /// ngx_escape_html: only these four characters.
-fn escape_html(s: &[u8], out: &mut Vec<u8>) {
+pub(super) fn escape_html(s: &[u8], out: &mut Vec<u8>) {
     let mut plain = 0;
     for (i, &b) in s.iter().enumerate() {
         let rep: &[u8] = match b {
@@ -211,7 +243,7 @@ mod tests {
 
     fn render_str(uri: &[u8], entries: &mut Vec<Entry>, utf8: bool) -> String {
         let mut out = Vec::new();
-        render_with(uri, entries, utf8, 0, &mut out);
+        render_with(uri, entries, Style { utf8_charset: utf8, ..Style::default() }, &mut out);
         String::from_utf8_lossy(&out).into_owned()
     }
 
@@ -341,7 +373,7 @@ mod tests {
     fn localtime_and_sizes() {
         let mut entries = vec![f(b"x", u64::MAX, 0), f(b"y", 1_234_567_890_123_456_789, 0)];
         let mut out = Vec::new();
-        render_with(b"/", &mut entries, false, -(5 * 3600 + 30 * 60), &mut out);
+        render_with(b"/", &mut entries, Style { utc_offset_secs: -(5 * 3600 + 30 * 60), ..Style::default() }, &mut out);
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains(
             "<a href=\"x\">x</a>                                                  31-Dec-1969 18:30 18446744073709551615\r\n"
@@ -349,6 +381,56 @@ mod tests {
         assert!(s.contains(
             "<a href=\"y\">y</a>                                                  31-Dec-1969 18:30 1234567890123456789\r\n"
         ));
+    }
+
+    /// `autoindex_exact_size off` and `autoindex_localtime on` (UTC+5:30),
+    /// lines copied from nginx 1.22.1's output for the same files.
+    #[test]
+    fn rounded_sizes_and_localtime_match_nginx() {
+        let sizes: [(&[u8], u64); 13] = [
+            (b"g1", (1 << 30) - 1),
+            (b"g2", 1 << 30),
+            (b"g3", 3 << 29),
+            (b"g4", 5_000_000_000_000),
+            (b"m1", (1 << 20) - 1),
+            (b"m2", 1 << 20),
+            (b"m3", 3 << 19),
+            (b"m4", (3 << 19) - 1),
+            (b"s10000", 10000),
+            (b"s10751", 10751),
+            (b"s10752", 10752),
+            (b"s9999", 9999),
+            (b"zero", 0),
+        ];
+        let mut entries: Vec<Entry> = sizes.iter().map(|(n, s)| f(n, *s, T)).collect();
+        entries.push(d(b"sub dir", T));
+        let mut out = Vec::new();
+        let style = Style { utc_offset_secs: 5 * 3600 + 30 * 60, rounded_sizes: true, ..Style::default() };
+        render_with(b"/h/", &mut entries, style, &mut out);
+        let pad = |name: &str| " ".repeat(50 - name.len());
+        let mut want = String::from(
+            "<html>\r\n<head><title>Index of /h/</title></head>\r\n<body>\r\n<h1>Index of /h/</h1><hr><pre><a href=\"../\">../</a>\r\n",
+        );
+        want.push_str(&format!("<a href=\"sub%20dir/\">sub dir/</a>{} 22-Nov-2026 19:36       -\r\n", pad("sub dir/")));
+        for (name, shown) in [
+            ("g1", "  1024M"),
+            ("g2", "     1G"),
+            ("g3", "     2G"),
+            ("g4", "  4657G"),
+            ("m1", "  1024K"),
+            ("m2", "     1M"),
+            ("m3", "     2M"),
+            ("m4", "     1M"),
+            ("s10000", "    10K"),
+            ("s10751", "    10K"),
+            ("s10752", "    11K"),
+            ("s9999", "   9999"),
+            ("zero", "      0"),
+        ] {
+            want.push_str(&format!("<a href=\"{name}\">{name}</a>{} 22-Nov-2026 19:36 {shown}\r\n", pad(name)));
+        }
+        want.push_str(FOOT);
+        assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 
     #[test]

@@ -1,0 +1,112 @@
+//! autoindex beyond the default page: `autoindex_format json|jsonp|xml`,
+//! `autoindex_exact_size off`, the jsonp callback check, and a POST to a
+//! listed directory. The byte-exact layouts are unit-tested in
+//! src/handler/autoindex/ against nginx's output; here a real server
+//! answers real requests. With SLUICE_TEST_NGINX=1 the same checks run
+//! against Debian's nginx.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::*;
+
+/// 2026-11-22 14:06:00 UTC.
+const T: u64 = 1_795_356_360;
+
+fn server() -> TestServer {
+    let s = builder()
+        .http(
+            r#"server {
+                listen 127.0.0.1:{port};
+                root html;
+                location /d/ { autoindex on; autoindex_exact_size off; }
+                location /j/ { alias html/d/; autoindex on; autoindex_format json; }
+                location /p/ { alias html/d/; autoindex on; autoindex_format jsonp; }
+                location /x/ { alias html/d/; autoindex on; autoindex_format xml; }
+            }"#,
+        )
+        .file("html/d/q\"uo\\te<&>.txt", "abc")
+        .file("html/d/big.bin", vec![0u8; 20_000])
+        .file("html/d/sub/x", "x")
+        .file("html/d/.hidden", "h")
+        .start();
+    for f in ["q\"uo\\te<&>.txt", "big.bin", "sub", ".hidden"] {
+        let file = std::fs::File::open(s.path(&format!("html/d/{f}"))).expect("open");
+        file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(T)).expect("set mtime");
+    }
+    s
+}
+
+const GMT: &str = "Sun, 22 Nov 2026 14:06:00 GMT";
+
+#[test]
+fn json_lists_names_types_times_and_sizes() {
+    let s = server();
+    let r = s.get("/j/");
+    assert_eq!((r.status, r.must("Content-Type")), (200, "application/json"));
+    let want = format!(
+        "[\r\n{{ \"name\":\"sub\", \"type\":\"directory\", \"mtime\":\"{GMT}\" }},\r\n\
+         {{ \"name\":\"big.bin\", \"type\":\"file\", \"mtime\":\"{GMT}\", \"size\":20000 }},\r\n\
+         {{ \"name\":\"q\\\"uo\\\\te<&>.txt\", \"type\":\"file\", \"mtime\":\"{GMT}\", \"size\":3 }}\r\n]"
+    );
+    assert_eq!(r.text(), want);
+    let v: serde_json::Value = serde_json::from_slice(&r.body).expect("valid JSON");
+    assert_eq!(v[2]["name"], "q\"uo\\te<&>.txt");
+}
+
+#[test]
+fn jsonp_wraps_the_json_in_the_callback_and_checks_its_name() {
+    let mut s = server();
+    let json = s.get("/j/").text();
+    let r = s.get("/p/?callback=my.cb_1");
+    assert_eq!((r.status, r.must("Content-Type")), (200, "application/javascript"));
+    assert_eq!(r.text(), format!("/* callback */\r\nmy.cb_1({json});"));
+    // No callback: plain JSON.
+    let r = s.get("/p/");
+    assert_eq!((r.status, r.must("Content-Type"), r.text()), (200, "application/json", json.clone()));
+    for bad in ["x-y", "%41", &"a".repeat(129)] {
+        assert_eq!(s.get(&format!("/p/?callback={bad}")).status, 400, "callback={bad}");
+    }
+    assert!(s.quit().success());
+    let log = s.error_log();
+    assert!(log.contains("[info]") && log.contains("client sent invalid callback name: \"x-y\""), "{log}");
+    assert!(log.contains("client sent too long callback name: \"aaaa"), "{log}");
+}
+
+#[test]
+fn xml_lists_directories_and_files_with_utc_times() {
+    let s = server();
+    let r = s.get("/x/");
+    assert_eq!((r.status, r.must("Content-Type")), (200, "text/xml; charset=utf-8"));
+    assert_eq!(
+        r.text(),
+        "<?xml version=\"1.0\"?>\r\n<list>\r\n\
+         <directory mtime=\"2026-11-22T14:06:00Z\">sub</directory>\r\n\
+         <file mtime=\"2026-11-22T14:06:00Z\" size=\"20000\">big.bin</file>\r\n\
+         <file mtime=\"2026-11-22T14:06:00Z\" size=\"3\">q&quot;uo\\te&lt;&amp;&gt;.txt</file>\r\n\
+         </list>\r\n"
+    );
+}
+
+#[test]
+fn html_with_rounded_sizes_and_a_post_to_a_listed_directory() {
+    let mut s = server();
+    let r = s.get("/d/");
+    assert_eq!((r.status, r.must("Content-Type")), (200, "text/html"));
+    let t = r.text();
+    let pad = |shown: &str| " ".repeat(50 - shown.len());
+    assert!(t.contains(&format!("<a href=\"sub/\">sub/</a>{} 22-Nov-2026 14:06       -\r\n", pad("sub/"))), "{t}");
+    assert!(
+        t.contains(&format!("<a href=\"big.bin\">big.bin</a>{} 22-Nov-2026 14:06     20K\r\n", pad("big.bin"))),
+        "{t}"
+    );
+    assert!(t.contains(" 22-Nov-2026 14:06       3\r\n"), "{t}");
+    // nginx's autoindex declines a POST: the directory is forbidden.
+    let r = request(s.port, "POST /d/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 403);
+    let r = request(s.port, "DELETE /d/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 405);
+    assert!(s.quit().success());
+    assert!(s.error_log().contains("is forbidden"), "{}", s.error_log());
+}
