@@ -374,3 +374,69 @@ fn closed_444_and_head_are_logged() {
     assert!(log.contains("\"GET /close HTTP/1.1\" 444 0 "), "{log}");
     assert!(log.contains("\"HEAD /h HTTP/1.1\" 200 0 "), "{log}");
 }
+
+/// `access_log` with variables in its path: a file per rendered path,
+/// written per line; no line while the request's root is missing; nginx's
+/// lines for a file that cannot be opened; buffering refused.
+#[test]
+fn variables_in_the_path_pick_the_file_per_request() {
+    let mut s = builder()
+        .http(
+            "server { listen 127.0.0.1:{port}; root html;\n\
+               access_log logs/$host.log;\n\
+               location / { return 200 x; }\n\
+               location /noroot/ { root nothere; return 200 y; }\n\
+               location /abs/ { access_log {prefix}/logs/abs-$arg_n.log; return 200 a; }\n\
+               location /nodir/ { access_log logs/none/$host.log; return 200 n; } }",
+        )
+        .file("html/.keep", "")
+        .start();
+    // nginx's workers run as nobody here: let them create the files.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(s.path("logs"), fs::Permissions::from_mode(0o777)).expect("chmod logs");
+    let get = |host: &str, path: &str| {
+        request(s.port, &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")).status
+    };
+    assert_eq!(get("a.example", "/one"), 200);
+    assert_eq!(get("b.example", "/two"), 200);
+    assert_eq!(get("a.example", "/three"), 200);
+    assert_eq!(get("c.example", "/noroot/"), 200);
+    assert_eq!(get("d.example", "/abs/?n=7"), 200);
+    assert_eq!(get("e.example", "/nodir/"), 200);
+    assert!(s.quit().success());
+    let read = |name: &str| fs::read_to_string(s.path(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let a = read("logs/a.example.log");
+    assert_eq!(a.lines().count(), 2, "{a}");
+    assert!(a.contains("\"GET /one HTTP/1.1\" 200 1 ") && a.contains("\"GET /three HTTP/1.1\" 200 1 "), "{a}");
+    assert!(read("logs/b.example.log").contains("\"GET /two HTTP/1.1\" 200 1 "));
+    assert!(read("logs/abs-7.log").contains("\"GET /abs/?n=7 HTTP/1.1\" 200 1 "));
+    assert!(!s.path("logs/c.example.log").exists(), "a line logged while the root is missing");
+    let log = s.error_log();
+    let root = s.path("nothere").display().to_string();
+    let line = line_with(
+        &log,
+        &format!("testing \"{root}\" existence failed (2: No such file or directory) while logging request"),
+    );
+    assert!(line.contains("[error]") && line.contains("request: \"GET /noroot/ HTTP/1.1\""), "{line}");
+    let file = s.path("logs/none/e.example.log").display().to_string();
+    let line =
+        line_with(&log, &format!("open() \"{file}\" failed (2: No such file or directory) while logging request"));
+    assert!(line.contains("[crit]"), "{line}");
+
+    for (params, why) in [
+        ("combined buffer=4k", "buffered logs cannot have variables in name".to_string()),
+        ("combined gzip", "buffered logs cannot have variables in name".to_string()),
+        (
+            "combined flush=1s",
+            format!("no buffer is defined for access_log \"{}\"", s.path("logs/$host.log").display()),
+        ),
+    ] {
+        let t = builder()
+            .http(&format!("server {{ listen 127.0.0.1:{{port}}; access_log logs/$host.log {params}; }}"))
+            .prepare();
+        let out = t.run(&["-t"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        let want = why.replace(&s.path("").display().to_string(), &t.path("").display().to_string());
+        assert!(!out.status.success() && err.contains(&want), "{params}: {err}");
+    }
+}

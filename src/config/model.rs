@@ -412,12 +412,14 @@ pub struct AccessLogRef {
     pub cond: Option<Arc<crate::variables::Template>>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum LogDest {
     /// An index into `HttpConf::access_log_files`.
     File(usize),
     /// An index into `HttpConf::access_log_syslog`.
     Syslog(usize),
+    /// A path with variables, opened for each line.
+    Dynamic(Arc<crate::log::access_path::DynamicPath>),
 }
 
 #[derive(Clone, Debug, PartialEq)]

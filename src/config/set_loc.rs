@@ -148,6 +148,20 @@ pub fn access_log(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
             ctx.log_syslog.push(Arc::new(peer));
             LogDest::Syslog(ctx.log_syslog.len() - 1)
         }
+        None if path.contains('$') => {
+            if buffer.is_some() || gzip.is_some() {
+                return Err(ConfError::at("buffered logs cannot have variables in name", &d.span));
+            }
+            if flush.is_some() {
+                let full = ctx.path(path);
+                return Err(ConfError::at(
+                    format!("no buffer is defined for access_log \"{}\"", full.display()),
+                    &d.span,
+                ));
+            }
+            let template = crate::variables::Template::compile(path).map_err(|e| ConfError::at(e, &d.span))?;
+            LogDest::Dynamic(Arc::new(crate::log::access_path::DynamicPath { template, prefix: ctx.prefix.clone() }))
+        }
         None => LogDest::File(ctx.log_file(path, buffer, flush, gzip)),
     };
     c.access_log.get_or_insert_with(Vec::new).push(AccessLogRef { dest, format, cond });

@@ -562,7 +562,7 @@ impl VarSource for Vars<'_, '_, '_> {
 
 /// `$document_root`: the root (rendered when it has variables); with
 /// `alias`, the alias path, as nginx gives it.
-fn document_root(ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
+pub(crate) fn document_root(ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
     match &ctx.conf.root.template {
         Some(t) => t.render(&Vars::request(ctx), out),
         None => out.extend_from_slice(ctx.conf.root.path.as_bytes()),

@@ -12,7 +12,6 @@ use std::io::Write;
 
 use crate::config::model::{AccessLogFile, AccessLogRef, LogDest};
 use crate::log::syslog::{AccessSender, Peer};
-use crate::variables::VarSource;
 
 struct Writer {
     file: File,
@@ -71,7 +70,7 @@ impl AccessLogs {
         AccessLogs { writers, syslog, scratch: Vec::new() }
     }
 
-    pub fn log(&mut self, refs: &[AccessLogRef], vars: &dyn VarSource) {
+    pub fn log(&mut self, refs: &[AccessLogRef], vars: &crate::handler::ctx::Vars<'_, '_, '_>) {
         for r in refs {
             if let Some(cond) = &r.cond {
                 // nginx's `if=`: skipped when the value is empty or "0".
@@ -81,10 +80,16 @@ impl AccessLogs {
                     continue;
                 }
             }
-            let i = match r.dest {
-                LogDest::File(i) => i,
+            let i = match &r.dest {
+                LogDest::File(i) => *i,
+                LogDest::Dynamic(d) => {
+                    let mut line = Vec::new();
+                    r.format.render(vars, &mut self.scratch, &mut line);
+                    d.write(vars, &line);
+                    continue;
+                }
                 LogDest::Syslog(i) => {
-                    if let Some(s) = self.syslog.get_mut(i) {
+                    if let Some(s) = self.syslog.get_mut(*i) {
                         s.begin();
                         r.format.render(vars, &mut self.scratch, &mut s.buf);
                         s.finish();

@@ -1,7 +1,9 @@
-//! Logging: the per-worker buffered access log with `log_format`, and the
-//! error logs of each configuration level, to files or syslog.
+//! Logging: the per-worker buffered access log with `log_format` (and,
+//! unbuffered, logs whose path has variables), and the error logs of each
+//! configuration level, to files or syslog.
 
 pub mod access;
+pub mod access_path;
 pub mod error;
 pub mod error_file;
 pub mod format;
