@@ -1,6 +1,7 @@
-//! autoindex beyond the default page: `autoindex_format json|jsonp|xml`,
-//! `autoindex_exact_size off`, the jsonp callback check, and a POST to a
-//! listed directory. The byte-exact layouts are unit-tested in
+//! Directory requests: autoindex beyond the default page
+//! (`autoindex_format json|jsonp|xml`, `autoindex_exact_size off`, the
+//! jsonp callback check, a POST to a listed directory), and the index
+//! module's answers and error-log lines for a directory that is missing. The byte-exact layouts are unit-tested in
 //! src/handler/autoindex/ against nginx's output; here a real server
 //! answers real requests. With SLUICE_TEST_NGINX=1 the same checks run
 //! against Debian's nginx.
@@ -109,4 +110,36 @@ fn html_with_rounded_sizes_and_a_post_to_a_listed_directory() {
     assert_eq!(r.status, 405);
     assert!(s.quit().success());
     assert!(s.error_log().contains("is forbidden"), "{}", s.error_log());
+}
+
+/// nginx's index module tests the directory at the first missing index
+/// file and reports a missing one under that file's name.
+#[test]
+fn a_missing_directory_is_reported_under_its_first_index_file() {
+    let mut s = builder()
+        .http(
+            "access_log off;\n\
+             server { listen 127.0.0.1:{port}; root html;\n\
+               location /q/ { log_not_found off; }\n\
+               location /two/ { index a.html b.html; } }",
+        )
+        .file("html/file.txt", "f")
+        .file("html/empty/.keep", "")
+        .start();
+    for (path, status) in [("/missing/", 404), ("/file.txt/", 404), ("/empty/", 403), ("/q/", 404), ("/two/", 404)] {
+        assert_eq!(s.get(path).status, status, "{path}");
+    }
+    assert!(s.quit().success());
+    let log = s.error_log();
+    let html = s.path("html").display().to_string();
+    for (line, request) in [
+        (format!("\"{html}/missing/index.html\" is not found (2: No such file or directory)"), "/missing/"),
+        (format!("\"{html}/file.txt/index.html\" is not found (20: Not a directory)"), "/file.txt/"),
+        (format!("directory index of \"{html}/empty/\" is forbidden"), "/empty/"),
+        (format!("\"{html}/two/a.html\" is not found (2: No such file or directory)"), "/two/"),
+    ] {
+        let l = line_with(&log, &line);
+        assert!(l.contains("[error]") && l.contains(&format!("request: \"GET {request} HTTP/1.1\"")), "{l}");
+    }
+    assert!(!log.contains("GET /q/"), "log_not_found off: {log}");
 }

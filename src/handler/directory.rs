@@ -17,6 +17,9 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     // The index module's redirect keeps the request's arguments.
     let args = || ctx.req.args.as_deref().map(<[u8]>::to_vec);
+    let mut dir = Vec::new();
+    map_path(ctx, &ctx.req.path, &mut dir);
+    let mut dir_tested = false;
     for idx in &conf.index {
         let name = idx.render_to_vec(&Vars::request(ctx));
         if name.starts_with(b"/") {
@@ -28,15 +31,24 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         map_path(ctx, &uri, &mut path);
         match super::open_cache::open_for(ctx, bytes_path(&path)) {
             Ok(f) if !f.is_dir => return Step::Redirect(uri, args()),
-            Ok(_) | Err(OpenError::NotFound) | Err(OpenError::NotDir) => {}
+            Ok(_) => {}
+            // nginx's index module: the directory is tested once, at the
+            // first missing index file, and a missing one is reported
+            // under that file's name.
+            Err(OpenError::NotFound) if !dir_tested => {
+                dir_tested = true;
+                if let Err(OpenError::NotFound) = super::open_cache::open_for(ctx, bytes_path(&dir)) {
+                    return Step::Done(index_error(ctx, &path, OpenError::NotFound));
+                }
+            }
+            Err(OpenError::NotFound) => {}
+            Err(e @ (OpenError::NotDir | OpenError::Forbidden)) => return Step::Done(index_error(ctx, &path, e)),
             Err(e) => {
-                super::static_file::log_open_failed(ctx, Level::Error, &path, e);
-                return Step::Done(error(ctx, e.status()));
+                super::static_file::log_open_failed(ctx, Level::Crit, &path, e);
+                return Step::Done(error(ctx, 500));
             }
         }
     }
-    let mut dir = Vec::new();
-    map_path(ctx, &ctx.req.path, &mut dir);
     match open_logged(ctx, &dir) {
         Ok(f) if f.is_dir => {}
         Ok(_) => return Step::Done(error(ctx, 404)),
@@ -49,6 +61,19 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     log_req!(ctx, Level::Error, "directory index of \"{}\" is forbidden", String::from_utf8_lossy(&dir));
     Step::Done(error(ctx, 403))
+}
+
+/// nginx's `ngx_http_index_error`: an index file (or its directory) that
+/// cannot be reached is 403 when forbidden, else 404, logged as
+/// `"PATH" is forbidden|is not found (ERRNO: TEXT)` (not found only with
+/// `log_not_found`).
+fn index_error<'c>(ctx: &ReqCtx<'c, '_>, path: &[u8], e: OpenError) -> crate::http::response::Response<'c> {
+    let what = if e == OpenError::Forbidden { "is forbidden" } else { "is not found" };
+    if e == OpenError::Forbidden || ctx.conf.log_not_found {
+        let (n, text) = (e.errno(), crate::process::signal::strerror(e.errno()));
+        log_req!(ctx, Level::Error, "\"{}\" {} ({}: {})", String::from_utf8_lossy(path), what, n, text);
+    }
+    error(ctx, if e == OpenError::Forbidden { 403 } else { 404 })
 }
 
 fn bytes_path(b: &[u8]) -> &std::path::Path {
