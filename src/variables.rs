@@ -68,6 +68,8 @@ pub enum Var {
     Version,
     /// `$invalid_referer` (`valid_referers`).
     InvalidReferer,
+    SecureLink,
+    SecureLinkExpires,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
     Capture(usize),
@@ -195,6 +197,8 @@ impl Var {
             "request_scheme" => Var::Scheme,
             "nginx_version" | "sluice_version" => Var::Version,
             "invalid_referer" => Var::InvalidReferer,
+            "secure_link" => Var::SecureLink,
+            "secure_link_expires" => Var::SecureLinkExpires,
             _ => {
                 let header = |rest: &str| rest.replace('_', "-");
                 if let Some(rest) = lower.strip_prefix("http_") {

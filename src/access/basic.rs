@@ -48,16 +48,25 @@ pub fn decode(header: &[u8]) -> Option<Credentials> {
 /// follows is ignored), a length that leaves no lone sextet, padding bits
 /// not checked.
 pub fn decode_base64(src: &[u8]) -> Option<Vec<u8>> {
-    fn val(c: u8) -> Option<u8> {
+    decode_alphabet(src, *b"+/")
+}
+
+/// ngx_decode_base64url: the same with `-` and `_` for `+` and `/`.
+pub fn decode_base64url(src: &[u8]) -> Option<Vec<u8>> {
+    decode_alphabet(src, *b"-_")
+}
+
+fn decode_alphabet(src: &[u8], [c62, c63]: [u8; 2]) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u8> {
         Some(match c {
             b'A'..=b'Z' => c - b'A',
             b'a'..=b'z' => c - b'a' + 26,
             b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
+            _ if c == c62 => 62,
+            _ if c == c63 => 63,
             _ => return None,
         })
-    }
+    };
     let len = src.iter().position(|&c| c == b'=').unwrap_or(src.len());
     let vals: Vec<u8> = src[..len].iter().map(|&c| val(c)).collect::<Option<_>>()?;
     if vals.len() % 4 == 1 {

@@ -28,6 +28,7 @@ pub mod basic;
 pub mod crypt;
 pub mod referer;
 pub mod rules;
+pub mod secure_link;
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -63,6 +64,8 @@ pub struct AccessConf {
     pub referers: Option<Arc<referer::ValidReferers>>,
     /// `auth_request`, `auth_request_set`.
     pub auth_request: auth_request::AuthRequestConf,
+    /// `secure_link`, `secure_link_md5`, `secure_link_secret`.
+    pub secure_link: secure_link::SecureLinkConf,
 }
 
 /// `auth_basic_user_file`: the path, with variables or not; a relative
@@ -84,6 +87,9 @@ pub static DIRECTIVES: &[Cmd] = &[
     // nginx's hash sizing for the names; sluice's tables need none.
     cmd("referer_hash_max_size", SRV | LOC, 1, 1, Set::Noop),
     cmd("referer_hash_bucket_size", SRV | LOC, 1, 1, Set::Noop),
+    cmd("secure_link", HSL, 1, 1, Set::Loc(secure_link::secure_link)),
+    cmd("secure_link_md5", HSL, 1, 1, Set::Loc(secure_link::secure_link_md5)),
+    cmd("secure_link_secret", HSL, 1, 1, Set::Loc(secure_link::secure_link_secret)),
 ];
 
 fn allow(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {

@@ -318,6 +318,8 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.metrics.page = None;
     c.core.internal = false;
     c.access.own_rules = false;
+    c.access.secure_link.own_link = false;
+    c.access.secure_link.own_secret = false;
     c.check_status = None;
     c.limit_except = None;
     c.proxy.pass = None;

@@ -7,7 +7,9 @@ use crate::access::{basic, crypt, rules};
 
 /// `Authorization` values: a decoded header has a non-empty user without
 /// `:`, and encoding what was decoded decodes to the same again; the
-/// base64 decoder takes its own output's encoding back.
+/// base64 decoder takes its own output's encoding back, and so does the
+/// base64url one of `secure_link` checksums, whose other parsers
+/// (`secure_link::fuzz`) run on the same bytes.
 pub fn authorization(data: &[u8]) {
     if let Some(c) = basic::decode(data) {
         assert!(!c.user.is_empty() && !c.user.contains(&b':'), "{}", show(data));
@@ -21,6 +23,11 @@ pub fn authorization(data: &[u8]) {
         let enc = crate::proxy::websocket::base64(&raw);
         assert_eq!(basic::decode_base64(enc.as_bytes()).as_deref(), Some(&raw[..]), "{}", show(data));
     }
+    if let Some(raw) = basic::decode_base64url(data) {
+        let enc = crate::proxy::websocket::base64(&raw).replace('+', "-").replace('/', "_");
+        assert_eq!(basic::decode_base64url(enc.as_bytes()).as_deref(), Some(&raw[..]), "{}", show(data));
+    }
+    crate::access::secure_link::fuzz(data);
 }
 
 /// A password file: the input's first line is the user name (and the

@@ -532,6 +532,8 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.push(b'1')
                 }
             }
+            Var::SecureLink => out.extend(crate::access::secure_link::value(ctx).unwrap_or_default()),
+            Var::SecureLinkExpires => out.extend(crate::access::secure_link::expires(ctx).unwrap_or_default()),
             Var::Capture(n) => {
                 if ctx.captures.is_empty() {
                     if let Some((nums, _)) = server_captures(ctx)
