@@ -306,3 +306,30 @@ fn listen_socket_options_reach_accepted_connections() {
     );
     drop(c);
 }
+
+/// `expires @time`: Expires is the next time the server's local clock
+/// shows that time of day, and max-age counts the seconds until then.
+#[test]
+fn expires_at_a_time_of_day() {
+    let s = builder()
+        .http(
+            "map $arg_e $e { default off; a @23h59m59s; }\n\
+             server { listen 127.0.0.1:{port}; location / { expires @10h30m; return 200 x; }\n\
+                      location /v/ { expires $e; return 200 v; } }",
+        )
+        .start();
+    for (path, secs) in [("/", 10 * 3600 + 30 * 60), ("/v/?e=a", 86399)] {
+        let r = raw(s.port, &format!("GET {path} HTTP/1.1\r\nHost: x\r\n"));
+        assert_eq!(r.status, 200);
+        let expires = chrono::DateTime::parse_from_rfc2822(r.must("Expires")).expect("Expires is a date").timestamp();
+        let date = chrono::DateTime::parse_from_rfc2822(r.must("Date")).expect("Date").timestamp();
+        let max_age: i64 = r.must("Cache-Control").strip_prefix("max-age=").expect("max-age").parse().expect("n");
+        assert!((expires - date - max_age).abs() <= 1, "{path}: {}", r.head);
+        assert!(max_age > 0 && max_age <= 86400 + 3600, "{path}: {}", r.head);
+        use chrono::Timelike;
+        let local = chrono::DateTime::from_timestamp(expires, 0).expect("ts").with_timezone(&chrono::Local);
+        assert_eq!(local.num_seconds_from_midnight() as i64, secs, "{path}: {}", r.head);
+    }
+    let r = raw(s.port, "GET /v/ HTTP/1.1\r\nHost: x\r\n");
+    assert!(r.header("Expires").is_none(), "{}", r.head);
+}

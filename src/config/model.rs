@@ -402,6 +402,9 @@ pub enum Expires {
     Access(i64),
     /// Relative to the file's modification time.
     Modified(i64),
+    /// `@time`: the next time the local clock shows this many seconds
+    /// after midnight.
+    Daily(i64),
 }
 
 #[derive(Clone)]

@@ -481,30 +481,37 @@ pub fn expires(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         c.expires = None;
         return Ok(());
     }
-    if v.trim_start_matches(['+', '-']).starts_with('@') {
-        return Err(ConfError::at("\"expires @time\" is not supported yet", &d.span));
-    }
-    c.expires = Some(parse_expires(v, modified).ok_or_else(|| invalid(d, v))?);
+    let e = parse_expires(v, modified).map_err(|why| ConfError::at(format!("\"expires\" directive {why}"), &d.span))?;
+    c.expires = Some(e);
     c.expires_var = None;
     Ok(())
 }
 
-/// nginx's `ngx_http_parse_expires` without `@time`: `off`, `epoch`,
-/// `max`, or a signed time, from now or (`modified`) from the file's
-/// modification time.
-pub fn parse_expires(v: &str, modified: bool) -> Option<Expires> {
-    Some(match v {
+/// nginx's `ngx_http_parse_expires`: `off`, `epoch`, `max`, a signed time
+/// from now or (`modified`) from the file's modification time, or `@` and
+/// a time of day; Err is nginx's wording.
+pub fn parse_expires(v: &str, modified: bool) -> Result<Expires, &'static str> {
+    Ok(match v {
         "off" if !modified => Expires::Off,
         "epoch" if !modified => Expires::Epoch,
         "max" if !modified => Expires::Max,
         _ => {
-            let (neg, t) = match v.strip_prefix('-') {
-                Some(t) => (true, t),
-                None => (false, v.strip_prefix('+').unwrap_or(v)),
+            let secs = |t: &str| value::parse_time(t).map(|d| d.as_secs() as i64).ok_or("invalid value");
+            if let Some(t) = v.strip_prefix('@') {
+                if modified {
+                    return Err("daily time cannot be used with \"modified\" parameter");
+                }
+                let s = secs(t)?;
+                if s > 24 * 60 * 60 {
+                    return Err("daily time value must be less than 24 hours");
+                }
+                return Ok(Expires::Daily(s));
+            }
+            let s = match v.strip_prefix('-') {
+                Some(t) => -secs(t)?,
+                None => secs(v.strip_prefix('+').unwrap_or(v))?,
             };
-            let secs = value::parse_time(t)?.as_secs() as i64;
-            let secs = if neg { -secs } else { secs };
-            if modified { Expires::Modified(secs) } else { Expires::Access(secs) }
+            if modified { Expires::Modified(s) } else { Expires::Access(s) }
         }
     })
 }

@@ -229,6 +229,26 @@ fn listen_socket_options() {
 }
 
 #[test]
+fn expires_values_and_nginx_errors() {
+    use super::model::Expires;
+    let conf = |v: &str| format!("events {{}} http {{ server {{ listen 127.0.0.1:1; expires {v}; }} }}");
+    let e = |v: &str| try_load(&conf(v)).unwrap().http.listens[0].default_server.conf.expires;
+    assert_eq!(e("@10h30m"), Some(Expires::Daily(37800)));
+    assert_eq!(e("@24h"), Some(Expires::Daily(86400)));
+    assert_eq!(e("-1h"), Some(Expires::Access(-3600)));
+    assert_eq!(e("modified +1d"), Some(Expires::Modified(86400)));
+    for (v, why) in [
+        ("@25h", "daily time value must be less than 24 hours"),
+        ("modified @10h", "daily time cannot be used with \"modified\" parameter"),
+        ("@x", "invalid value"),
+        ("+@10h", "invalid value"),
+        ("junk", "invalid value"),
+    ] {
+        assert_eq!(err(&conf(v)), format!("\"expires\" directive {why} in /etc/t.conf:1"), "{v}");
+    }
+}
+
+#[test]
 fn error_log_per_level() {
     use crate::log::error::{ErrorLog, Level};
     fn targets(l: &ErrorLog) -> Vec<(String, Level)> {

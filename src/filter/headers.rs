@@ -33,6 +33,10 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
             return;
         }
         Expires::Access(t) => (now + t, t),
+        Expires::Daily(t) => {
+            let Some(at) = next_time(now, t) else { return };
+            (at, at - now)
+        }
         Expires::Modified(t) => {
             let Some(lm) = resp.last_modified else { return };
             let at = lm as i64 + t;
@@ -50,6 +54,22 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
     resp.headers.push((Cow::Borrowed("Cache-Control"), cc.into()));
 }
 
+/// nginx's `ngx_next_time`: today at `secs` after local midnight if that
+/// is still ahead of `now`, else the same time tomorrow (in local time,
+/// so across a DST change the day is 23 or 25 hours long).
+fn next_time(now: i64, secs: i64) -> Option<i64> {
+    use chrono::{Duration, Local, TimeZone};
+    let today = Local.timestamp_opt(now, 0).single()?.date_naive();
+    let at = |day: chrono::NaiveDate| {
+        let t = day.and_hms_opt(0, 0, 0)? + Duration::seconds(secs);
+        Local.from_local_datetime(&t).earliest().map(|d| d.timestamp())
+    };
+    match at(today)? {
+        t if t > now => Some(t),
+        _ => at(today.succ_opt()?),
+    }
+}
+
 pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     let conf = ctx.conf;
     let ok = applies(resp.status);
@@ -61,8 +81,8 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
         let text = String::from_utf8_lossy(&v);
         // A value this build cannot parse (nginx: an error) sets nothing.
         match crate::config::set_loc::parse_expires(text.trim(), *modified) {
-            Some(e) => expires(e, resp),
-            None => crate::log_req!(ctx, crate::log::error::Level::Error, "invalid \"expires\" value \"{}\"", text),
+            Ok(e) => expires(e, resp),
+            Err(_) => crate::log_req!(ctx, crate::log::error::Level::Error, "invalid \"expires\" value \"{}\"", text),
         }
     }
     if conf.add_headers.is_empty() {
