@@ -140,6 +140,22 @@ fn keepalive_requests_limit_closes_nth_response() {
     assert!(c.closed_within(Duration::from_secs(3)));
 }
 
+/// `keepalive_time`: a connection open longer takes no more requests; the
+/// response that finds it so says `Connection: close`.
+#[test]
+fn keepalive_time_closes_a_connection_open_too_long() {
+    let s =
+        builder().http("keepalive_time 1s;\nserver { listen 127.0.0.1:{port}; location / { return 200 x; } }").start();
+    let mut c = s.connect();
+    c.send(GET_R);
+    assert_eq!(c.read_response().must("Connection"), "keep-alive");
+    std::thread::sleep(Duration::from_millis(2100));
+    c.send(GET_R);
+    let r = c.read_response();
+    assert_eq!((r.text().as_str(), r.must("Connection")), ("x", "close"));
+    assert!(c.closed_within(Duration::from_secs(3)));
+}
+
 #[test]
 fn content_length_body_on_static_get_keeps_framing() {
     let s = server();

@@ -262,6 +262,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         keepalive_timeout: Duration::from_secs(75),
         keepalive_header: None,
         keepalive_requests: 1000,
+        keepalive_time: Duration::from_secs(3600),
         server_tokens: true,
         client_header_buffer_size: 1024,
         large_client_header_buffers: (4, 8192),

@@ -311,6 +311,32 @@ fn buffers(_: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+/// zlib's `gzip_window` and `gzip_hash` (window and hash memory): checked
+/// with nginx's messages and not used, as zlib-rs's defaults (the largest
+/// window, memLevel 8, nginx's own defaults) serve every response.
+fn zlib_memory(_: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let (max, allowed) = match d.name.as_str() {
+        "gzip_window" => (32 * 1024, "512, 1k, 2k, 4k, 8k, 16k, or 32k"),
+        _ => (128 * 1024, "512, 1k, 2k, 4k, 8k, 16k, 32k, 64k, or 128k"),
+    };
+    match value::parse_size(arg(d, 0)) {
+        Some(n) if n.is_power_of_two() && (512..=max).contains(&n) => Ok(()),
+        _ => Err(ConfError::at(format!("\"{}\" directive must be {allowed}", d.name), &d.span)),
+    }
+}
+
+/// `gzip_no_buffer` (a flag) and `postpone_gzipping` (a size): nginx
+/// tuning of when output is gzipped; checked, not used (sluice compresses
+/// each piece of body as it comes).
+fn gzip_timing(_: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    if d.name == "gzip_no_buffer" {
+        flag(d)?;
+    } else if value::parse_size(arg(d, 0)).is_none() {
+        return Err(ConfError::at(format!("\"{}\" directive invalid value", d.name), &d.span));
+    }
+    Ok(())
+}
+
 fn brotli_window(l: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
     let n = value::parse_size(v).ok_or_else(|| invalid(d, v))?;
@@ -366,6 +392,10 @@ pub static TABLE: &[Cmd] = &[
     list(cmd("gzip_proxied", HSL, 1, usize::MAX, Set::Loc(gzip_proxied)), reset_proxied),
     list(cmd("gzip_disable", HSL, 1, usize::MAX, Set::Loc(gzip_disable)), reset_disable),
     cmd("gzip_http_version", HSL, 1, 1, Set::Loc(gzip_http_version)),
+    cmd("gzip_window", HSL, 1, 1, Set::Loc(zlib_memory)),
+    cmd("gzip_hash", HSL, 1, 1, Set::Loc(zlib_memory)),
+    cmd("gzip_no_buffer", HSL, 1, 1, Set::Loc(gzip_timing)),
+    cmd("postpone_gzipping", HSL, 1, 1, Set::Loc(gzip_timing)),
     // ngx_brotli
     cmd("brotli", HSL, 1, 1, Set::Loc(on)),
     cmd("brotli_comp_level", HSL, 1, 1, Set::Loc(comp_level)),

@@ -222,6 +222,8 @@ pub struct LocConf {
     pub keepalive_timeout: Duration,
     pub keepalive_header: Option<Duration>,
     pub keepalive_requests: u64,
+    /// `keepalive_time`: no new request on a connection open this long.
+    pub keepalive_time: Duration,
     pub server_tokens: bool,
     pub client_header_buffer_size: usize,
     pub large_client_header_buffers: (usize, usize),

@@ -224,6 +224,12 @@ pub fn keepalive_requests(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+pub fn keepalive_time(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.keepalive_time = value::parse_time(arg(d, 0))
+        .ok_or_else(|| ConfError::at("\"keepalive_time\" directive invalid value", &d.span))?;
+    Ok(())
+}
+
 pub fn client_header_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let n = size(d, 0)?;
     if n == 0 {

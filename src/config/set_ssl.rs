@@ -282,6 +282,24 @@ pub fn http2_body_preread_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R
     Ok(())
 }
 
+/// HTTP/2 directives nginx keeps only to warn about: ignored with its
+/// warning. Server push is gone from browsers and from nginx 1.25.1,
+/// whose wording `http2_push` and `http2_push_preload` get; the header
+/// size limits and `http2_recv_timeout` were replaced in nginx 1.19.7.
+pub fn http2_obsolete(d: &Directive, ctx: &mut Ctx) -> R {
+    let instead = match d.name.as_str() {
+        "http2_max_field_size" | "http2_max_header_size" => Some("large_client_header_buffers"),
+        "http2_recv_timeout" => Some("client_header_timeout"),
+        _ => None,
+    };
+    let why = match instead {
+        Some(new) => format!("the \"{}\" directive is obsolete, use the \"{new}\" directive instead", d.name),
+        None => format!("the \"{}\" directive is obsolete, ignored", d.name),
+    };
+    ctx.warnings.push(ConfError::at(why, &d.span).to_string());
+    Ok(())
+}
+
 /// Obsolete in nginx since 1.19.7, where it became `keepalive_timeout`.
 pub fn http2_idle_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);

@@ -115,6 +115,7 @@ pub static CORE: &[Cmd] = &[
     cmd("tcp_nopush", HSL, 1, 1, Set::Loc(set_loc::tcp_nopush)),
     cmd("tcp_nodelay", HSL, 1, 1, Set::Loc(set_loc::tcp_nodelay)),
     cmd("keepalive_timeout", HSL, 1, 2, Set::Loc(set_loc::keepalive_timeout)),
+    cmd("keepalive_time", HSL, 1, 1, Set::Loc(set_loc::keepalive_time)),
     cmd("keepalive_requests", HSL, 1, 1, Set::Loc(set_loc::keepalive_requests)),
     cmd("server_tokens", HSL, 1, 1, Set::Loc(set_loc::server_tokens)),
     cmd("client_header_buffer_size", HTTP | SRV, 1, 1, Set::Loc(set_loc::client_header_buffer_size)),
@@ -195,6 +196,11 @@ pub static CORE: &[Cmd] = &[
     cmd("http2_chunk_size", HSL, 1, 1, Set::Loc(set_ssl::http2_chunk_size)),
     cmd("http2_body_preread_size", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_body_preread_size)),
     cmd("http2_idle_timeout", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_idle_timeout)),
+    cmd("http2_push", HSL, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
+    cmd("http2_push_preload", HSL, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
+    cmd("http2_max_field_size", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
+    cmd("http2_max_header_size", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
+    cmd("http2_recv_timeout", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
     // reverse proxy (the `upstream` block's own directives are parsed by
     // config::upstream_block)
     block("upstream", HTTP, 1, 1),

@@ -248,6 +248,42 @@ fn expires_values_and_nginx_errors() {
     }
 }
 
+/// Tuning directives nginx has that change nothing here: checked with
+/// nginx's messages; the obsolete HTTP/2 ones warn as nginx does.
+#[test]
+fn checked_tuning_and_obsolete_http2_directives() {
+    let conf = |d: &str| format!("events {{}} http {{ server {{ listen 127.0.0.1:1; {d} }} }}");
+    for ok in
+        ["gzip_window 32k;", "gzip_hash 512;", "gzip_no_buffer on;", "postpone_gzipping 1k;", "keepalive_time 10m;"]
+    {
+        assert!(try_load(&conf(ok)).is_ok(), "{ok}");
+    }
+    for (bad, why) in [
+        ("gzip_window 15;", "\"gzip_window\" directive must be 512, 1k, 2k, 4k, 8k, 16k, or 32k"),
+        ("gzip_hash 256k;", "\"gzip_hash\" directive must be 512, 1k, 2k, 4k, 8k, 16k, 32k, 64k, or 128k"),
+        (
+            "gzip_no_buffer maybe;",
+            "invalid value \"maybe\" in \"gzip_no_buffer\" directive, it must be \"on\" or \"off\"",
+        ),
+        ("postpone_gzipping x;", "\"postpone_gzipping\" directive invalid value"),
+        ("keepalive_time x;", "\"keepalive_time\" directive invalid value"),
+    ] {
+        assert_eq!(err(&conf(bad)), format!("{why} in /etc/t.conf:1"), "{bad}");
+    }
+    let cfg =
+        try_load(&conf("http2_push_preload on; http2_push /a.css; http2_max_field_size 8k; http2_recv_timeout 3s;"))
+            .unwrap();
+    assert_eq!(
+        cfg.warnings,
+        [
+            "the \"http2_push_preload\" directive is obsolete, ignored in /etc/t.conf:1",
+            "the \"http2_push\" directive is obsolete, ignored in /etc/t.conf:1",
+            "the \"http2_max_field_size\" directive is obsolete, use the \"large_client_header_buffers\" directive instead in /etc/t.conf:1",
+            "the \"http2_recv_timeout\" directive is obsolete, use the \"client_header_timeout\" directive instead in /etc/t.conf:1",
+        ]
+    );
+}
+
 #[test]
 fn error_log_per_level() {
     use crate::log::error::{ErrorLog, Level};

@@ -29,6 +29,9 @@ pub struct ConnInfo {
     pub plain_on_tls: bool,
     /// What a PROXY protocol header said (`listen ... proxy_protocol`).
     pub proxy_protocol: Option<std::rc::Rc<crate::connection::proxy_protocol::ProxyAddrs>>,
+    /// When the connection was accepted, in Unix seconds (for
+    /// `keepalive_time`; 4 bytes, in what was padding).
+    pub started: u32,
 }
 
 impl ConnInfo {
@@ -43,7 +46,14 @@ impl ConnInfo {
             pipelined: false,
             plain_on_tls: false,
             proxy_protocol: None,
+            started: crate::clock::now_secs() as u32,
         }
+    }
+
+    /// `keepalive_time`: the connection may take no more requests once it
+    /// has been open this long (nginx's check, in whole seconds here).
+    pub fn past_keepalive_time(&self, limit: std::time::Duration) -> bool {
+        u64::from((crate::clock::now_secs() as u32).wrapping_sub(self.started)) >= limit.as_secs()
     }
 }
 

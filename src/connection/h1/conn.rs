@@ -356,6 +356,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         && !w.draining.get()
         && !conf.keepalive_timeout.is_zero()
         && info.requests < conf.keepalive_requests
+        && !info.past_keepalive_time(conf.keepalive_time)
         && (resp.body.known_len().is_some() || chunked);
     let has_body = head.body != BodyKind::None;
     out.closing = !keep_alive;

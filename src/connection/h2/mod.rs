@@ -214,7 +214,7 @@ where
         if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
             tokio::task::spawn_local(crate::clock::per_poll(fut));
         }
-        if !closing && requests >= conf.keepalive_requests {
+        if !closing && (requests >= conf.keepalive_requests || info.past_keepalive_time(conf.keepalive_time)) {
             conn.graceful_shutdown();
             closing = true;
         }
