@@ -133,3 +133,60 @@ fn proxy_pass_with_variables() {
     });
     checks.finish();
 }
+
+/// `proxy_bind`: connections to the origin come from the given local
+/// address, fixed or from variables; one the kernel refuses to bind is a
+/// 500 with nginx's `[crit] bind(...) failed` line.
+#[test]
+fn proxy_bind_picks_the_local_address() {
+    let o = echo();
+    let s = proxy(
+        r#"
+            server {
+                listen 127.0.0.1:{port};
+                location /fixed/ { proxy_bind 127.0.0.2; proxy_pass http://127.0.0.1:%A%; }
+                location /var/ { proxy_bind $arg_ip; proxy_pass http://127.0.0.1:%A%; }
+                location /nonlocal/ { proxy_bind 192.0.2.1; proxy_pass http://127.0.0.1:%A%; }
+                location /plain/ { proxy_pass http://127.0.0.1:%A%; }
+            }"#,
+        &[("%A%", o.port)],
+    );
+    let from = |path: &str| {
+        let r = s.get(path);
+        assert_eq!(r.status, 200, "{path}");
+        o.last().peer.expect("peer address").ip().to_string()
+    };
+    let mut checks = Checks::new();
+    checks.run("a fixed address", || assert_eq!(from("/fixed/a"), "127.0.0.2"));
+    checks.run("an address from a variable", || assert_eq!(from("/var/b?ip=127.0.0.3"), "127.0.0.3"));
+    checks.run("an empty value binds nothing", || assert_eq!(from("/var/c"), "127.0.0.1"));
+    checks.run("no proxy_bind", || assert_eq!(from("/plain/d"), "127.0.0.1"));
+    checks.run("a value that is no address is logged and left out", || {
+        assert_eq!(from("/var/e?ip=nonsense"), "127.0.0.1");
+        s.wait_error_log("invalid local address \"nonsense\"");
+    });
+    checks.run("an address not on this host is a 500", || {
+        let n = o.count();
+        assert_eq!(s.get("/nonlocal/f").status, 500);
+        let log = s.wait_error_log("bind(192.0.2.1) failed (99: Cannot assign requested address)");
+        let line = line_with(&log, "bind(192.0.2.1) failed");
+        assert!(line.contains("[crit]") && line.contains("while connecting to upstream"), "{line}");
+        assert_eq!(o.count(), n, "the origin was reached");
+    });
+    checks.finish();
+    for (conf, why) in [
+        ("proxy_bind nowhere;", "invalid address \"nowhere\""),
+        (
+            "proxy_bind 127.0.0.2 transparent;",
+            "the \"transparent\" parameter of the \"proxy_bind\" directive is not supported",
+        ),
+    ] {
+        if prog() == "nginx" && why.contains("transparent") {
+            continue; // nginx has it
+        }
+        let t = builder().http(&format!("server {{ listen 127.0.0.1:{{port}}; location / {{ {conf} }} }}")).prepare();
+        let out = t.run(&["-t"]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success() && err.contains(why), "{conf}: {err}");
+    }
+}

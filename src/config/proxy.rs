@@ -200,6 +200,8 @@ pub struct UpstreamConf {
     /// `*_cache*`: the cache engine is shared; each module has its own
     /// settings for it, as nginx's proxy and fastcgi modules do.
     pub cache: crate::cache::conf::CacheConf,
+    /// `*_bind`: the local address of connections to origins.
+    pub bind: Option<std::sync::Arc<crate::upstream::bind::Bind>>,
 }
 
 impl UpstreamConf {
@@ -223,6 +225,7 @@ impl UpstreamConf {
             ignore_client_abort: false,
             intercept_errors: false,
             cache: Default::default(),
+            bind: None,
         }
     }
 }
@@ -622,6 +625,11 @@ pub mod shared {
         u.intercept_errors = flag(d)?;
         Ok(())
     }
+
+    pub fn bind(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.bind = crate::upstream::bind::parse(d)?;
+        Ok(())
+    }
 }
 
 /// The `LocConf` setters of the shared upstream settings for a module
@@ -677,6 +685,9 @@ macro_rules! upstream_directives {
             }
             pub fn intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::intercept_errors(&mut c.$field.up, d)
+            }
+            pub fn bind(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::bind(&mut c.$field.up, d)
             }
             pub fn buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 b::buffering(&mut c.$field.up, d)

@@ -40,6 +40,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("fastcgi_max_temp_file_size", HSL, 1, 1, Set::Loc(up::max_temp_file_size)),
     cmd("fastcgi_temp_path", HSL, 1, 4, Set::Loc(up::temp_path)),
     cmd("fastcgi_intercept_errors", HSL, 1, 1, Set::Loc(up::intercept_errors)),
+    cmd("fastcgi_bind", HSL, 1, 2, Set::Loc(up::bind)),
     cmd("fastcgi_ignore_client_abort", HSL, 1, 1, Set::Loc(up::ignore_client_abort)),
     list(cmd("fastcgi_hide_header", HSL, 1, 1, Set::Loc(up::hide_header)), up::reset_hide_headers),
     list(cmd("fastcgi_pass_header", HSL, 1, 1, Set::Loc(up::pass_header)), up::reset_pass_headers),

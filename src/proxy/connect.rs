@@ -14,10 +14,15 @@ pub(super) enum Connected {
     Unix(tokio::net::UnixStream),
 }
 
-pub(super) async fn connect(p: &crate::config::proxy::PeerConf) -> std::io::Result<Connected> {
-    match &p.unix {
-        Some(path) => tokio::net::UnixStream::connect(path).await.map(Connected::Unix),
-        None => TcpStream::connect(p.addr).await.map(Connected::Tcp),
+/// `bound`: a socket already bound to the `*_bind` address.
+pub(super) async fn connect(
+    p: &crate::config::proxy::PeerConf,
+    bound: Option<tokio::net::TcpSocket>,
+) -> std::io::Result<Connected> {
+    match (&p.unix, bound) {
+        (Some(path), _) => tokio::net::UnixStream::connect(path).await.map(Connected::Unix),
+        (None, Some(s)) => s.connect(p.addr).await.map(Connected::Tcp),
+        (None, None) => TcpStream::connect(p.addr).await.map(Connected::Tcp),
     }
 }
 

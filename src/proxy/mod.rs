@@ -70,6 +70,9 @@ enum Attempt {
     /// another try, and whether the request reached the origin (a request
     /// never sent may go elsewhere whatever its method, as in nginx).
     Failed { status: u16, next: bool, sent: bool },
+    /// No connection could be made from the `*_bind` address: nginx's 500,
+    /// not counted against the peer.
+    Bind(String),
     /// A streamed request body failed on the client's side.
     Client(crate::connection::body::BodyError),
     /// The client closed its connection while the origin worked.
@@ -263,6 +266,17 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                 let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
                 return client_closed(ctx, client.left, when, Some(&u.peers[peer].name));
             }
+            Attempt::Bind(why) => {
+                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
+                let suffix = upstream_suffix(ctx, &u.peers[peer].name);
+                log_to!(
+                    ctx.conf.error_log,
+                    Level::Crit,
+                    "*{} {why} while connecting to upstream, {suffix}",
+                    ctx.conn.id
+                );
+                return crate::handler::finish_error(ctx, 500);
+            }
             Attempt::Client(e) => {
                 // Not the peer's fault: its slot is freed as a success.
                 let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
@@ -445,9 +459,17 @@ async fn attempt(
     let pp = lc_proxy_protocol(ctx);
     let idle = if pp { None } else { w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0) };
     let reused = idle.is_some();
+    let bind = conf.bind.as_deref().filter(|_| idle.is_none() && p.unix.is_none());
+    let bound = match bind.and_then(|b| crate::upstream::bind::local(ctx, b)) {
+        Some(local) => match crate::upstream::bind::socket(p.addr, local) {
+            Ok(s) => Some(s),
+            Err(why) => return Attempt::Bind(why),
+        },
+        None => None,
+    };
     let (mut stream, requests) = match idle {
         Some(s) => s,
-        None => match crate::clock::timeout(conf.connect_timeout, connect(p)).await {
+        None => match crate::clock::timeout(conf.connect_timeout, connect(p, bound)).await {
             Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), 0),
             Ok(Ok(Connected::Tcp(mut s))) => {
                 let _ = s.set_nodelay(true);

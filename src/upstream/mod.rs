@@ -1,5 +1,6 @@
 //! The reverse proxy's upstream side: `upstream` blocks and the choice of a peer for each request.
 
 pub mod balance;
+pub mod bind;
 pub mod check;
 pub mod queue;

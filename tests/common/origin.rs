@@ -24,6 +24,8 @@ pub struct Req {
     /// Request line and header lines, without the final empty line.
     pub head: String,
     pub body: Vec<u8>,
+    /// The address the request came from (what `proxy_bind` chooses).
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl Req {
@@ -283,9 +285,10 @@ fn serve(mut s: TcpStream, conn: usize, sh: &Shared) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = s.set_nodelay(true);
     let mut buf = Vec::new();
+    let peer = s.peer_addr().ok();
     for nth in 0.. {
         let Some((head, body)) = read_request(&mut s, &mut buf) else { return };
-        let req = Req { conn, nth, head, body };
+        let req = Req { conn, nth, head, body, peer };
         sh.reqs.lock().unwrap().push(req.clone());
         let reply = (sh.handler)(&req);
         let head_only = req.method() == "HEAD";
