@@ -239,10 +239,7 @@ fn tuning_directives_are_accepted_and_checked() {
         ("sendfile_max_chunk lots;", "\"sendfile_max_chunk\" directive invalid value"),
         ("keepalive_disable opera;", "invalid value \"opera\""),
     ] {
-        let t = builder().http(&format!("server {{ listen 127.0.0.1:{{port}}; {bad} }}")).prepare();
-        let out = t.run(&["-t"]);
-        let err = stderr_of(&out);
-        assert!(!out.status.success() && err.contains(why), "{bad}: {err}");
+        assert_refused(&format!("server {{ listen 127.0.0.1:{{port}}; {bad} }}"), why);
     }
 }
 

@@ -105,14 +105,8 @@ fn the_two_forms_do_not_mix_at_one_level() {
         "location /a/ { secure_link $arg_md5; secure_link_secret x; }",
         "location /a/ { secure_link_secret x; secure_link_md5 y; }",
     ] {
-        let t = builder().http(&format!("server {{ listen 127.0.0.1:{{port}}; {conf} }}")).prepare();
-        let out = t.run(&["-t"]);
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(
-            !out.status.success()
-                && err.contains("\"secure_link_secret\" cannot be mixed with \"secure_link\" and \"secure_link_md5\""),
-            "{conf}: {err}"
-        );
+        let why = "\"secure_link_secret\" cannot be mixed with \"secure_link\" and \"secure_link_md5\"";
+        assert_refused(&format!("server {{ listen 127.0.0.1:{{port}}; {conf} }}"), why);
     }
     // Across levels they do: the inner level's form replaces the outer's.
     let t = builder()

@@ -265,6 +265,8 @@ pub struct ProxyConf {
     pub set_body: Option<Template>,
     /// What the upstream core reads (shared with `fastcgi_*`).
     pub up: UpstreamConf,
+    /// `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`.
+    pub cookie: crate::proxy::cookie::CookieConf,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -292,6 +294,7 @@ impl Default for ProxyConf {
             pass_request_body: true,
             set_body: None,
             up: UpstreamConf::default(),
+            cookie: Default::default(),
         }
     }
 }

@@ -241,6 +241,18 @@ pub static CORE: &[Cmd] = &[
     cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_up::intercept_errors)),
     cmd("proxy_bind", HSL, 1, 2, Set::Loc(proxy::proxy_up::bind)),
     multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),
+    list(
+        cmd("proxy_cookie_domain", HSL, 1, 2, Set::Loc(crate::proxy::cookie::proxy_cookie_domain)),
+        crate::proxy::cookie::reset_domain,
+    ),
+    list(
+        cmd("proxy_cookie_path", HSL, 1, 2, Set::Loc(crate::proxy::cookie::proxy_cookie_path)),
+        crate::proxy::cookie::reset_path,
+    ),
+    list(
+        cmd("proxy_cookie_flags", HSL, 1, 9, Set::Loc(crate::proxy::cookie::proxy_cookie_flags)),
+        crate::proxy::cookie::reset_flags,
+    ),
     cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),
     cmd("proxy_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_trusted_certificate)),
     cmd("proxy_ssl_server_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_server_name)),

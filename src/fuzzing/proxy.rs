@@ -41,8 +41,10 @@ thread_local! {
 /// not depend on bytes after the head, nor on the room for fields beyond
 /// what the head has (one slot fewer and it declines); and the proxy's
 /// whole head reader (`response_head::parse_response`, scanner then
-/// httparse) does not panic.
+/// httparse) does not panic, and neither does the rewriting of the
+/// Set-Cookie values such a head carries (`proxy::cookie::fuzz`).
 pub fn head_scan(data: &[u8]) {
+    crate::proxy::cookie::fuzz(data);
     CONF.with(|conf| {
         let _ = response_head::parse_response(data, false, &conf.up);
         let _ = response_head::parse_response(data, true, &conf.up);

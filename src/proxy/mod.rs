@@ -19,6 +19,7 @@ mod accel;
 pub mod ahead;
 pub mod body;
 mod connect;
+pub mod cookie;
 pub mod dynamic;
 mod errors;
 mod finish;
@@ -748,6 +749,11 @@ fn build_response<'c>(
         match pass.protocol {
             Protocol::Http if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") => {
                 *v = rewrite_location(ctx, pass, v).into();
+            }
+            Protocol::Http if n.eq_ignore_ascii_case("set-cookie") && ctx.conf.proxy.cookie.active() => {
+                if let Some(new) = cookie::rewrite(ctx, v) {
+                    *v = new.into();
+                }
             }
             // FastCGI's Location goes as the script wrote it (nginx keeps
             // an upstream's relative Location relative too).

@@ -490,6 +490,15 @@ pub fn sluice(args: &[&str], cwd: &Path) -> Output {
 pub fn stderr_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// `-t` on a configuration whose `http` block holds `http`: refused by
+/// the server under test (sluice or nginx), saying `why`.
+pub fn assert_refused(http: &str, why: &str) {
+    let t = builder().http(http).prepare();
+    let out = t.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert!(!out.status.success() && err.contains(why), "{http}\nwanted: {why}\ngot: {err}");
+}
 pub fn stdout_of(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
