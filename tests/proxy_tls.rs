@@ -92,3 +92,55 @@ fn trusted_certificate_file_is_checked_by_t() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot load certificate \"/nonexistent/ca.pem\""), "{err}");
 }
+
+/// `proxy_ssl_certificate`: an origin that requires a client certificate
+/// gets ours, and sees who we are; without it the origin refuses (its
+/// 400 passes through). A certificate without its key is refused by -t.
+#[test]
+fn client_certificate_for_origins_that_ask() {
+    let s = builder()
+        .tls_files()
+        .ports(2)
+        .http(
+            "server {\n\
+               listen 127.0.0.1:{port1} ssl;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n\
+               ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               ssl_verify_client on;\n\
+               ssl_client_certificate tls/ca.crt;\n\
+               location / { return 200 \"client verified\\n\"; }\n\
+             }\n\
+             server {\n\
+               listen 127.0.0.1:{port0};\n\
+               proxy_ssl_session_reuse off;\n\
+               location /mtls/ {\n\
+                 proxy_pass https://127.0.0.1:{port1}/;\n\
+                 proxy_ssl_certificate tls/client.crt;\n\
+                 proxy_ssl_certificate_key tls/client.key;\n\
+               }\n\
+               location /none/ { proxy_pass https://127.0.0.1:{port1}/; }\n\
+             }",
+        )
+        .start();
+    let p = s.ports[0];
+    // (nginx resumes one location's TLS session in another, client
+    // certificate or not, unless proxy_ssl_session_reuse is off; sluice
+    // keeps a session cache per client configuration.)
+    let r = request(p, "GET /none/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("No required SSL certificate was sent"), "{}", r.text());
+    let r = request(p, "GET /mtls/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "client verified\n"), "{}", s.error_log());
+
+    let t = builder()
+        .tls_files()
+        .http(
+            "server { listen 127.0.0.1:{port}; location / { proxy_pass https://127.0.0.1:1; \
+             proxy_ssl_certificate tls/client.crt; } }",
+        )
+        .prepare();
+    let out = t.run(&["-t"]);
+    let err = stderr_of(&out);
+    let why = "no \"proxy_ssl_certificate_key\" is defined for certificate \"tls/client.crt\"";
+    assert!(!out.status.success() && err.contains(why), "{err}");
+}

@@ -250,6 +250,10 @@ pub struct ProxyConf {
     pub proxy_protocol: bool,
     pub ssl_verify: bool,
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,
+    /// `proxy_ssl_certificate` (resolved, and as written for messages)
+    /// and `_key`: the certificate sluice shows an origin that asks.
+    pub ssl_certificate: Option<(std::path::PathBuf, Arc<str>)>,
+    pub ssl_certificate_key: Option<std::path::PathBuf>,
     pub ssl_server_name: bool,
     /// `proxy_ssl_name`; None: the host of `$proxy_host`.
     pub ssl_name: Option<String>,
@@ -286,6 +290,8 @@ impl Default for ProxyConf {
             proxy_protocol: false,
             ssl_verify: false,
             ssl_trusted_certificate: None,
+            ssl_certificate: None,
+            ssl_certificate_key: None,
             ssl_server_name: false,
             ssl_name: None,
             redirect: Redirect::Default,
@@ -535,6 +541,47 @@ pub fn proxy_ssl_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         return Err(ConfError::at("variables in \"proxy_ssl_name\" are not supported yet", &d.span));
     }
     c.proxy.ssl_name = (v != "$proxy_host").then(|| v.to_string());
+    Ok(())
+}
+
+/// `proxy_ssl_certificate`: loaded here so `-t` reports a missing or bad
+/// file; paired with its key once the location is complete
+/// (`check_client_certificate`).
+pub fn proxy_ssl_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    if v.contains('$') {
+        return Err(ConfError::at("variables in \"proxy_ssl_certificate\" are not supported yet", &d.span));
+    }
+    let p = ctx.conf_path(v);
+    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
+    c.proxy.ssl_certificate = Some((p, Arc::from(v)));
+    Ok(())
+}
+
+pub fn proxy_ssl_certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    if v.contains('$') {
+        return Err(ConfError::at("variables in \"proxy_ssl_certificate_key\" are not supported yet", &d.span));
+    }
+    c.proxy.ssl_certificate_key = Some(ctx.conf_path(v));
+    Ok(())
+}
+
+/// A location proxying to `https://` with a client certificate needs its
+/// key, and the pair must load and match (nginx checks at the same point,
+/// for TLS origins only).
+pub fn check_client_certificate(c: &LocConf, at: &crate::config::parser::Span) -> R {
+    let (Some(Pass::Fixed(p)), Some(cert)) = (&c.proxy.pass, &c.proxy.ssl_certificate) else { return Ok(()) };
+    if !p.tls {
+        return Ok(());
+    }
+    let (cert, written) = cert;
+    let Some(key) = &c.proxy.ssl_certificate_key else {
+        let why = format!("no \"proxy_ssl_certificate_key\" is defined for certificate \"{written}\"");
+        return Err(ConfError::at(why, at));
+    };
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    crate::tls::certs::load_pair(&provider, cert, key, None).map_err(|m| ConfError::at(m, at))?;
     Ok(())
 }
 

@@ -255,6 +255,8 @@ pub static CORE: &[Cmd] = &[
     ),
     cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),
     cmd("proxy_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_trusted_certificate)),
+    cmd("proxy_ssl_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_certificate)),
+    cmd("proxy_ssl_certificate_key", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_certificate_key)),
     cmd("proxy_ssl_server_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_server_name)),
     cmd("proxy_ssl_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_name)),
     // rustls's defaults (TLS 1.2 and 1.3, its cipher suites, resumption)

@@ -45,6 +45,7 @@ pub(super) async fn tls_connect(
         verify: conf.ssl_verify,
         trusted: conf.ssl_trusted_certificate.clone(),
         sni: conf.ssl_server_name,
+        client_cert: conf.ssl_certificate.as_ref().map(|(p, _)| p.clone()).zip(conf.ssl_certificate_key.clone()),
     };
     let cfg = w.tls_clients.borrow_mut().get(&key)?;
     let name = conf.ssl_name.as_deref().unwrap_or(&pass.proxy_host);

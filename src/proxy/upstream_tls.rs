@@ -122,6 +122,8 @@ pub struct Key {
     pub verify: bool,
     pub trusted: Option<PathBuf>,
     pub sni: bool,
+    /// `proxy_ssl_certificate` and its key.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 /// Builds a client configuration (also used by `-t` to check the trusted
@@ -131,15 +133,22 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?;
-    let mut cfg = if k.verify {
+    let builder = if k.verify {
         let path = k.trusted.as_ref().ok_or("no proxy_ssl_trusted_certificate for proxy_ssl_verify")?;
         let mut roots = rustls::RootCertStore::empty();
         for c in crate::tls::certs::load_chain(path)? {
             roots.add(c).map_err(|e| format!("invalid certificate in \"{}\": {}", path.display(), e))?;
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder.with_root_certificates(roots)
     } else {
-        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider))).with_no_client_auth()
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider.clone())))
+    };
+    let mut cfg = match &k.client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let ck = crate::tls::certs::load_pair(&provider, cert, key, None)?;
+            builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)))
+        }
     };
     cfg.enable_sni = k.sni;
     Ok(Arc::new(cfg))
