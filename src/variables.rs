@@ -69,6 +69,7 @@ pub enum Var {
     /// `$invalid_referer` (`valid_referers`).
     InvalidReferer,
     SecureLink,
+    SslClientVerify,
     SecureLinkExpires,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
@@ -163,6 +164,7 @@ impl Var {
             "ssl_cipher" => Var::SslCipher,
             "ssl_server_name" => Var::SslServerName,
             "ssl_session_reused" => Var::SslSessionReused,
+            "ssl_client_verify" => Var::SslClientVerify,
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "upstream_addr" => Var::UpstreamAddr,

@@ -573,3 +573,32 @@ fn silent_client_is_closed_after_client_header_timeout() {
     }
     checks.finish();
 }
+
+/// `$ssl_client_verify`, and `optional_no_ca`: a certificate no trusted
+/// CA signed is no 400 there, only FAILED in the variable.
+#[test]
+fn ssl_client_verify_variable() {
+    let ret = "location / { return 200 \"$ssl_client_verify\\n\"; }";
+    let (cert, key) = ("client", "client");
+    for mode in ["optional", "optional_no_ca"] {
+        let s =
+            a_server("", &format!("ssl_verify_client {mode};\n  ssl_client_certificate tls/ca.crt;\n  {ret}")).start();
+        let url = format!("https://a.test:{}/", s.port);
+        let with = |name: &str| {
+            let (c, k) = (tls_path(&s, &format!("{name}.crt")), tls_path(&s, &format!("{name}.key")));
+            fetch(&s, &url, &["--cert", &c, "--key", &k])
+        };
+        let f = fetch(&s, &url, &[]);
+        assert_eq!((f.status, f.text().as_str()), (200, "NONE\n"), "{mode}: without a certificate");
+        let f = with(cert);
+        assert_eq!((f.status, f.text().as_str()), (200, "SUCCESS\n"), "{mode}: with {key}.crt");
+        let f = with("rogue");
+        if mode == "optional" {
+            assert_eq!(f.status, 400, "{mode}: a self-signed certificate");
+            let log = s.wait_error_log("client SSL certificate verify error");
+            assert!(log.contains("client SSL certificate verify error: (18:self-signed certificate)"), "{log}");
+        } else {
+            assert_eq!((f.status, f.text().as_str()), (200, "FAILED:self-signed certificate\n"), "{mode}: self-signed");
+        }
+    }
+}

@@ -470,6 +470,12 @@ impl VarSource for Vars<'_, '_, '_> {
                     }
                 }
             }
+            // Empty on a plain connection, as nginx's SSL variables.
+            Var::SslClientVerify => {
+                if let Some(t) = &ctx.conn.tls {
+                    out.extend_from_slice(t.client_verify().as_bytes())
+                }
+            }
             Var::SslSessionReused => {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
             }

@@ -59,7 +59,7 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
 /// none with 400 "No required SSL certificate was sent" (496).
 pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
     let t = ctx.conn.tls.as_ref()?;
-    if let Some(e) = &t.cert_error {
+    if let Some(e) = t.cert_error.as_ref().filter(|_| !t.cert_error_tolerated) {
         log_req!(ctx, Level::Info, "client SSL certificate verify error: ({}) while reading client request headers", e);
         return Some(495);
     }

@@ -60,9 +60,65 @@ impl ClientCertVerifier for Deferred {
     }
 }
 
+/// Why a client certificate failed, as OpenSSL's verify result names it
+/// (nginx logs `(CODE:TEXT)` and gives TEXT in `$ssl_client_verify`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyError {
+    pub code: u32,
+    pub text: String,
+}
+
+impl VerifyError {
+    /// The chain does not lead to a CA we know (the only failures that
+    /// `ssl_verify_client optional_no_ca` lets through, as nginx's
+    /// `ngx_ssl_verify_error_optional`).
+    pub fn issuer_only(&self) -> bool {
+        matches!(self.code, 2 | 18 | 19 | 20 | 21)
+    }
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.code, self.text)
+    }
+}
+
 /// The post-handshake check: Err with the reason when the chain does not
-/// lead to a trusted CA.
-pub fn check(inner: &dyn ClientCertVerifier, chain: &[CertificateDer<'_>]) -> Result<(), String> {
+/// lead to a trusted CA (or is expired, or otherwise invalid).
+pub fn check(inner: &dyn ClientCertVerifier, chain: &[CertificateDer<'_>]) -> Result<(), VerifyError> {
     let Some((leaf, rest)) = chain.split_first() else { return Ok(()) };
-    inner.verify_client_cert(leaf, rest, UnixTime::now()).map(|_| ()).map_err(|e| e.to_string())
+    let now = UnixTime::now();
+    inner.verify_client_cert(leaf, rest, now).map(|_| ()).map_err(|e| {
+        // OpenSSL's first complaint about a lone untrusted certificate
+        // that issued itself (webpki may find another first, such as a CA
+        // certificate used by a client).
+        if rest.is_empty() && self_issued(leaf) {
+            return VerifyError { code: 18, text: "self-signed certificate".into() };
+        }
+        openssl_reason(&e)
+    })
+}
+
+/// Subject and issuer are the same name (parsed by webpki, as rustls does).
+fn self_issued(leaf: &CertificateDer<'_>) -> bool {
+    webpki::EndEntityCert::try_from(leaf).is_ok_and(|c| c.subject() == c.issuer())
+}
+
+/// rustls's certificate errors in OpenSSL's X509_V_ERR codes and words.
+fn openssl_reason(e: &Error) -> VerifyError {
+    use rustls::CertificateError as C;
+    let (code, text) = match e {
+        Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => (20, "unable to get local issuer certificate"),
+            C::Expired | C::ExpiredContext { .. } => (10, "certificate has expired"),
+            C::NotValidYet | C::NotValidYetContext { .. } => (9, "certificate is not yet valid"),
+            C::BadSignature => (7, "certificate signature failure"),
+            C::Revoked => (23, "certificate revoked"),
+            C::InvalidPurpose | C::InvalidPurposeContext { .. } => (26, "unsupported certificate purpose"),
+            C::BadEncoding => (4, "unable to decode issuer public key"),
+            _ => (1, "unspecified certificate verification error"),
+        },
+        _ => (1, "unspecified certificate verification error"),
+    };
+    VerifyError { code, text: text.to_string() }
 }

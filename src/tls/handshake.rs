@@ -26,8 +26,21 @@ pub struct TlsInfo {
     pub resumed: bool,
     pub has_client_cert: bool,
     pub require_client_cert: bool,
-    /// The client's certificate failed verification (nginx's 495).
-    pub cert_error: Option<String>,
+    /// The client's certificate failed verification: nginx's 495 unless
+    /// `optional_no_ca` tolerates it; `$ssl_client_verify` names it.
+    pub cert_error: Option<super::client_verify::VerifyError>,
+    pub cert_error_tolerated: bool,
+}
+
+impl TlsInfo {
+    /// `$ssl_client_verify`: NONE, SUCCESS or FAILED:reason.
+    pub fn client_verify(&self) -> std::borrow::Cow<'static, str> {
+        match (&self.cert_error, self.has_client_cert) {
+            (_, false) => "NONE".into(),
+            (None, true) => "SUCCESS".into(),
+            (Some(e), true) => format!("FAILED:{}", e.text).into(),
+        }
+    }
 }
 
 /// Runs the handshake; None when it failed (logged at info, as nginx does).
@@ -100,6 +113,7 @@ pub async fn accept(
             resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
             has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
             require_client_cert: tls.require_client_cert,
+            cert_error_tolerated: tls.no_ca && cert_error.as_ref().is_some_and(|e| e.issuer_only()),
             cert_error,
         };
         Some((stream, info))

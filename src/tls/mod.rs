@@ -28,6 +28,8 @@ pub struct ServerTls {
     /// `ssl_verify_client on`: a request without a client certificate gets
     /// nginx's 400 "No required SSL certificate was sent".
     pub require_client_cert: bool,
+    /// `ssl_verify_client optional_no_ca`: an unknown issuer is no error.
+    pub no_ca: bool,
     /// Checks a client's chain after the handshake (`ssl_verify_client`).
     pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
 }
@@ -127,6 +129,7 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
                 with_h2: None,
                 h1_only: None,
                 require_client_cert: false,
+                no_ca: false,
                 client_verifier: None,
             })
         }));
@@ -223,6 +226,7 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
         with_h2: Some(Arc::new(cfg)),
         h1_only: Some(Arc::new(h1)),
         require_client_cert: ssl.verify_client == VerifyClient::On,
+        no_ca: ssl.verify_client == VerifyClient::OptionalNoCa,
         client_verifier,
     })))
 }
