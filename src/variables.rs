@@ -70,6 +70,9 @@ pub enum Var {
     InvalidReferer,
     SecureLink,
     SslClientVerify,
+    /// `$ssl_client_s_dn`, `_i_dn`, `_serial`, `_fingerprint`, `_raw_cert`,
+    /// `_escaped_cert`.
+    SslClient(ClientCertVar),
     SecureLinkExpires,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
@@ -165,6 +168,12 @@ impl Var {
             "ssl_server_name" => Var::SslServerName,
             "ssl_session_reused" => Var::SslSessionReused,
             "ssl_client_verify" => Var::SslClientVerify,
+            "ssl_client_s_dn" => Var::SslClient(ClientCertVar::SubjectDn),
+            "ssl_client_i_dn" => Var::SslClient(ClientCertVar::IssuerDn),
+            "ssl_client_serial" => Var::SslClient(ClientCertVar::Serial),
+            "ssl_client_fingerprint" => Var::SslClient(ClientCertVar::Fingerprint),
+            "ssl_client_raw_cert" => Var::SslClient(ClientCertVar::RawCert),
+            "ssl_client_escaped_cert" => Var::SslClient(ClientCertVar::EscapedCert),
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "upstream_addr" => Var::UpstreamAddr,
@@ -228,6 +237,16 @@ fn block_var(name: &str) -> Option<Var> {
         .map(Var::Map)
         .or_else(|| crate::config::geo::lookup_var(name).map(Var::Geo))
         .or_else(|| crate::config::split_clients::lookup_var(name).map(Var::Split))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCertVar {
+    SubjectDn,
+    IssuerDn,
+    Serial,
+    Fingerprint,
+    RawCert,
+    EscapedCert,
 }
 
 #[derive(Clone, Debug, PartialEq)]

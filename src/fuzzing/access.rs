@@ -34,8 +34,11 @@ pub fn authorization(data: &[u8]) {
 /// password), the rest the file. A password found lies inside the file,
 /// holds no CR, LF or `:`, and follows `user:`; checking it never panics
 /// (formats whose cost the file chooses, bcrypt and SHA-crypt rounds, are
-/// skipped to keep runs fast).
+/// skipped to keep runs fast). The same bytes go through the client
+/// certificate's name formatting (`tls::client_cert::fuzz`), the other
+/// client credential read here.
 pub fn htpasswd(data: &[u8]) {
+    crate::tls::client_cert::fuzz(data);
     let (user, file) = match data.iter().position(|&b| b == b'\n') {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, &b""[..]),

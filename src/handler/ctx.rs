@@ -476,6 +476,11 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(t.client_verify().as_bytes())
                 }
             }
+            Var::SslClient(which) => {
+                if let Some(c) = ctx.conn.tls.as_ref().and_then(|t| t.client_cert.as_ref()) {
+                    client_cert_var(c, *which, out)
+                }
+            }
             Var::SslSessionReused => {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
             }
@@ -575,6 +580,32 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             }
         }
+    }
+}
+
+/// The client certificate's variables (`tls::client_cert`); empty when
+/// the certificate cannot be read.
+fn client_cert_var(
+    c: &rustls_pki_types::CertificateDer<'_>,
+    which: crate::variables::ClientCertVar,
+    out: &mut Vec<u8>,
+) {
+    use crate::tls::client_cert as cc;
+    use crate::variables::ClientCertVar as V;
+    match which {
+        V::SubjectDn | V::IssuerDn | V::Serial => {
+            if let Some(n) = cc::names(c) {
+                let v = match which {
+                    V::SubjectDn => n.subject,
+                    V::IssuerDn => n.issuer,
+                    _ => n.serial,
+                };
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+        V::Fingerprint => out.extend_from_slice(cc::fingerprint(c).as_bytes()),
+        V::RawCert => out.extend_from_slice(cc::pem(c).as_bytes()),
+        V::EscapedCert => crate::http::uri::escape_uri_component(cc::pem(c).as_bytes(), out),
     }
 }
 

@@ -30,6 +30,8 @@ pub struct TlsInfo {
     /// `optional_no_ca` tolerates it; `$ssl_client_verify` names it.
     pub cert_error: Option<super::client_verify::VerifyError>,
     pub cert_error_tolerated: bool,
+    /// The client's certificate, for `$ssl_client_s_dn` and the like.
+    pub client_cert: Option<rustls_pki_types::CertificateDer<'static>>,
 }
 
 impl TlsInfo {
@@ -114,6 +116,7 @@ pub async fn accept(
             has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
             require_client_cert: tls.require_client_cert,
             cert_error_tolerated: tls.no_ca && cert_error.as_ref().is_some_and(|e| e.issuer_only()),
+            client_cert: conn.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned()),
             cert_error,
         };
         Some((stream, info))

@@ -72,14 +72,14 @@ struct Ca {
 static CA: OnceLock<Ca> = OnceLock::new();
 static LEAVES: Mutex<Option<HashMap<String, CertKey>>> = Mutex::new(None);
 
-fn openssl(args: &[&str], cwd: &Path) {
+pub fn openssl(args: &[&str], cwd: &Path) {
     let mut c = Command::new("openssl");
     c.args(args).current_dir(cwd);
     let o = run_bounded(c, Duration::from_secs(30));
     assert!(o.status.success(), "openssl {args:?} failed:\n{}", String::from_utf8_lossy(&o.stderr));
 }
 
-fn genkey(kind: KeyKind, out: &str, cwd: &Path) {
+pub fn genkey(kind: KeyKind, out: &str, cwd: &Path) {
     match kind {
         KeyKind::Ecdsa => {
             openssl(&["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", out], cwd)

@@ -1,0 +1,250 @@
+//! The client certificate's variables, as nginx (OpenSSL) formats them:
+//! `$ssl_client_s_dn` and `$ssl_client_i_dn` (RFC 2253: the last RDN
+//! first, `,` between RDNs and `+` inside one, short attribute names,
+//! `\,` `\+` `\"` `\\` `\<` `\>` `\;` and a leading `#`/space or a trailing
+//! space escaped, control and non-ASCII bytes as `\XX` of their UTF-8;
+//! unknown attributes and string types as `OID=#` and the DER in hex),
+//! `$ssl_client_serial` (upper-case hex), `$ssl_client_fingerprint` (SHA-1
+//! of the DER, lower-case hex), `$ssl_client_raw_cert` (PEM) and
+//! `$ssl_client_escaped_cert` (PEM, URI-escaped).
+//!
+//! The certificate is parsed by webpki (rustls's own parser); the names'
+//! DER is walked here with every length checked against what is left.
+
+use rustls_pki_types::CertificateDer;
+
+/// One DER element: tag, contents, what follows.
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        (rest[..n].iter().fold(0usize, |l, &b| l << 8 | usize::from(b)), &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
+
+/// An OID's dotted form.
+fn oid(der: &[u8]) -> Option<String> {
+    let (&first, rest) = der.split_first()?;
+    let mut out = format!("{}.{}", first / 40, first % 40);
+    let mut n: u64 = 0;
+    for &b in rest {
+        n = n.checked_mul(128)? | u64::from(b & 0x7f);
+        if b & 0x80 == 0 {
+            out.push_str(&format!(".{n}"));
+            n = 0;
+        }
+    }
+    Some(out)
+}
+
+/// OpenSSL's short names for the attributes certificates use.
+fn short_name(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.4" => "SN",
+        "2.5.4.5" => "serialNumber",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.9" => "street",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "2.5.4.12" => "title",
+        "2.5.4.13" => "description",
+        "2.5.4.15" => "businessCategory",
+        "2.5.4.17" => "postalCode",
+        "2.5.4.41" => "name",
+        "2.5.4.42" => "GN",
+        "2.5.4.43" => "initials",
+        "2.5.4.44" => "generationQualifier",
+        "2.5.4.46" => "dnQualifier",
+        "2.5.4.65" => "pseudonym",
+        "2.5.4.97" => "organizationIdentifier",
+        "1.2.840.113549.1.9.1" => "emailAddress",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "1.3.6.1.4.1.311.60.2.1.1" => "jurisdictionL",
+        "1.3.6.1.4.1.311.60.2.1.2" => "jurisdictionST",
+        "1.3.6.1.4.1.311.60.2.1.3" => "jurisdictionC",
+        _ => return None,
+    })
+}
+
+fn hex_upper(bytes: &[u8], out: &mut String) {
+    for b in bytes {
+        out.push_str(&format!("{b:02X}"));
+    }
+}
+
+/// A string value in UTF-8 (None: a type OpenSSL dumps as DER).
+fn text(tag: u8, v: &[u8]) -> Option<String> {
+    match tag {
+        // UTF8String, NumericString, PrintableString, IA5String, VisibleString
+        0x0c | 0x12 | 0x13 | 0x16 | 0x1a => Some(String::from_utf8_lossy(v).into_owned()),
+        // T61String: OpenSSL reads it as Latin-1.
+        0x14 => Some(v.iter().map(|&b| char::from(b)).collect()),
+        // BMPString (UCS-2) and UniversalString (UCS-4), big-endian.
+        0x1e if v.len().is_multiple_of(2) => {
+            char::decode_utf16(v.chunks(2).map(|c| u16::from(c[0]) << 8 | u16::from(c[1])))
+                .collect::<Result<String, _>>()
+                .ok()
+        }
+        0x1c if v.len().is_multiple_of(4) => v
+            .chunks(4)
+            .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
+            .collect::<Option<String>>(),
+        _ => None,
+    }
+}
+
+/// RFC 2253 escaping of one value, as OpenSSL's ASN1_STRFLGS_RFC2253.
+fn escape(v: &str, out: &mut String) {
+    let bytes = v.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        let edge = (i == 0 && (b == b'#' || b == b' ')) || (i + 1 == bytes.len() && b == b' ');
+        if edge || b",+\"\\<>;".contains(&b) {
+            out.push('\\');
+            out.push(char::from(b));
+        } else if !(0x20..0x7f).contains(&b) {
+            out.push_str(&format!("\\{b:02X}"));
+        } else {
+            out.push(char::from(b));
+        }
+    }
+}
+
+/// A Name's contents (webpki's `subject()`/`issuer()`) as RFC 2253.
+pub fn rfc2253(name: &[u8]) -> Option<String> {
+    // Every attribute with the number of its RDN, in DER order.
+    let mut entries: Vec<(usize, String)> = Vec::new();
+    let mut rest = name;
+    let mut set_no = 0;
+    while !rest.is_empty() {
+        let (tag, set, after) = tlv(rest)?;
+        if tag != 0x31 {
+            return None;
+        }
+        rest = after;
+        set_no += 1;
+        let mut inner = set;
+        while !inner.is_empty() {
+            let (tag, atv, after) = tlv(inner)?;
+            if tag != 0x30 {
+                return None;
+            }
+            inner = after;
+            let (otag, oid_der, value) = tlv(atv)?;
+            if otag != 0x06 {
+                return None;
+            }
+            let dotted = oid(oid_der)?;
+            let (vtag, v, _) = tlv(value)?;
+            let mut s = String::new();
+            match (short_name(&dotted), text(vtag, v)) {
+                (Some(sn), Some(t)) => {
+                    s.push_str(sn);
+                    s.push('=');
+                    escape(&t, &mut s);
+                }
+                (sn, _) => {
+                    s.push_str(sn.unwrap_or(&dotted));
+                    s.push_str("=#");
+                    hex_upper(&value[..value.len() - tlv(value).map_or(0, |(_, _, r)| r.len())], &mut s);
+                }
+            }
+            entries.push((set_no, s));
+        }
+    }
+    // OpenSSL's XN_FLAG_DN_REV reverses the attributes one by one, so a
+    // multi-valued RDN's order flips too.
+    let mut out = String::new();
+    let mut prev = None;
+    for (set, s) in entries.iter().rev() {
+        if let Some(p) = prev {
+            out.push(if p == *set { '+' } else { ',' });
+        }
+        out.push_str(s);
+        prev = Some(*set);
+    }
+    Some(out)
+}
+
+/// The values of one client certificate that the variables read.
+pub struct Names {
+    pub subject: String,
+    pub issuer: String,
+    pub serial: String,
+}
+
+pub fn names(cert: &CertificateDer<'_>) -> Option<Names> {
+    let c = webpki::EndEntityCert::try_from(cert).ok()?;
+    let mut serial = String::new();
+    let s = c.serial();
+    // DER's sign byte is not part of the number OpenSSL prints.
+    let s = if s.len() > 1 && s[0] == 0 { &s[1..] } else { s };
+    hex_upper(s, &mut serial);
+    Some(Names { subject: rfc2253(c.subject())?, issuer: rfc2253(c.issuer())?, serial })
+}
+
+/// SHA-1 of the DER, lower-case hex (`$ssl_client_fingerprint`).
+pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, cert.as_ref());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The certificate in PEM (`$ssl_client_raw_cert`).
+pub fn pem(cert: &CertificateDer<'_>) -> String {
+    let b64 = crate::proxy::websocket::base64(cert.as_ref());
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// For the `htpasswd` fuzz target (client credentials): a name's DER
+/// never panics the formatter, and what it gives has no raw control byte.
+pub fn fuzz(data: &[u8]) {
+    if let Some(s) = rfc2253(data) {
+        assert!(!s.bytes().any(|b| b < 0x20), "{s:?}");
+    }
+    let _ = names(&CertificateDer::from(data));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_as_openssl_rfc2253() {
+        let mut s = String::new();
+        escape(" a,b+c\"d\\e<f>g;h#\u{fc}\u{1} ", &mut s);
+        assert_eq!(s, "\\ a\\,b\\+c\\\"d\\\\e\\<f\\>g\\;h#\\C3\\BC\\01\\ ");
+        let mut s = String::new();
+        escape("#x", &mut s);
+        assert_eq!(s, "\\#x");
+    }
+
+    #[test]
+    fn names_in_reverse_with_multi_valued_rdns() {
+        // C=DE, O=Ex, OU=a + CN=b (UTF8), 1.2.3=PrintableString ""
+        let der: &[u8] = &[
+            0x31, 0x0b, 0x30, 0x09, 0x06, 0x03, 0x55, 0x04, 0x06, 0x13, 0x02, b'D', b'E', //
+            0x31, 0x0b, 0x30, 0x09, 0x06, 0x03, 0x55, 0x04, 0x0a, 0x0c, 0x02, b'E', b'x', //
+            0x31, 0x14, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x0b, 0x0c, 0x01, b'a', //
+            0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x01, b'b', //
+            0x31, 0x08, 0x30, 0x06, 0x06, 0x02, 0x2a, 0x03, 0x13, 0x00,
+        ];
+        assert_eq!(rfc2253(der).as_deref(), Some("1.2.3=#1300,CN=b+OU=a,O=Ex,C=DE"));
+        assert_eq!(rfc2253(&der[..10]), None, "cut short");
+    }
+}

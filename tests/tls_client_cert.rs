@@ -1,0 +1,96 @@
+//! The client certificate's variables (`$ssl_client_s_dn`, `_i_dn`,
+//! `_serial`, `_fingerprint`, `_raw_cert`, `_escaped_cert`) against what
+//! the `openssl x509` command prints for the same certificate (nginx's
+//! formats are OpenSSL's), for a certificate whose subject needs RFC 2253
+//! escaping and has a multi-valued RDN. With SLUICE_TEST_NGINX=1 the same
+//! checks run against nginx.
+
+mod common;
+
+use std::process::Command;
+
+use common::tls::*;
+use common::*;
+
+/// Signs a client certificate with the test CA; returns the directory
+/// holding `c.crt` and `c.key`.
+fn odd_client(s: &TestServer) -> std::path::PathBuf {
+    let dir = temp_dir("odd-client");
+    std::fs::write(dir.join("ca.key"), ca_key_pem()).expect("ca key");
+    std::fs::copy(tls_path(s, "ca.crt"), dir.join("ca.crt")).expect("ca");
+    std::fs::write(dir.join("x.cnf"), "[v3]\nbasicConstraints = CA:FALSE\nextendedKeyUsage = clientAuth\n")
+        .expect("cnf");
+    genkey(KeyKind::Ecdsa, "c.key", &dir);
+    let subj = "/C=DE/O=Ex, Inc./OU=a+CN=b \u{fc} <x>/emailAddress=m@example.com";
+    openssl(&["req", "-new", "-key", "c.key", "-utf8", "-multivalue-rdn", "-subj", subj, "-out", "c.csr"], &dir);
+    openssl(
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "c.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-days",
+            "2",
+            "-set_serial",
+            "0x00ab12",
+            "-extfile",
+            "x.cnf",
+            "-extensions",
+            "v3",
+            "-out",
+            "c.crt",
+        ],
+        &dir,
+    );
+    dir
+}
+
+/// What `openssl x509 -noout ARGS` prints after `prefix=`.
+fn x509(dir: &std::path::Path, args: &[&str]) -> String {
+    let o = Command::new("openssl").args(["x509", "-in", "c.crt", "-noout"]).args(args).current_dir(dir).output();
+    let out = String::from_utf8_lossy(&o.expect("openssl").stdout).trim().to_string();
+    out.split_once('=').map(|(_, v)| v.to_string()).unwrap_or(out)
+}
+
+#[test]
+fn client_certificate_variables_as_openssl_prints_them() {
+    let s = builder()
+        .tls_files()
+        .http(
+            "server {\n  listen 127.0.0.1:{port} ssl;\n  server_name a.test;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n  ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               ssl_verify_client on;\n  ssl_client_certificate tls/ca.crt;\n\
+               location /dn { return 200 \"$ssl_client_s_dn\\n$ssl_client_i_dn\\n$ssl_client_serial\\n$ssl_client_fingerprint\\n\"; }\n\
+               location /raw { return 200 \"$ssl_client_raw_cert\"; }\n\
+               location /esc { return 200 \"$ssl_client_escaped_cert\"; }\n}",
+        )
+        .start();
+    let dir = odd_client(&s);
+    let (c, k) = (dir.join("c.crt").display().to_string(), dir.join("c.key").display().to_string());
+    let get = |path: &str| {
+        let f = fetch(&s, &format!("https://a.test:{}{path}", s.port), &["--cert", &c, "--key", &k]);
+        assert_eq!(f.status, 200, "{path}: {}", f.text());
+        f.text()
+    };
+    let fp = x509(&dir, &["-fingerprint", "-sha1"]).replace(':', "").to_lowercase();
+    let want = format!(
+        "{}\n{}\n{}\n{fp}\n",
+        x509(&dir, &["-subject", "-nameopt", "RFC2253"]),
+        x509(&dir, &["-issuer", "-nameopt", "RFC2253"]),
+        x509(&dir, &["-serial"]),
+    );
+    assert_eq!(get("/dn"), want);
+    assert!(want.starts_with("emailAddress=m@example.com,CN=b \\C3\\BC \\<x\\>+OU=a,O=Ex\\, Inc.,C=DE\n"), "{want}");
+    let pem = std::fs::read_to_string(dir.join("c.crt")).expect("crt");
+    assert_eq!(get("/raw"), pem);
+    let esc = get("/esc");
+    assert!(
+        esc.starts_with("-----BEGIN%20CERTIFICATE-----%0A") && esc.ends_with("-----END%20CERTIFICATE-----%0A"),
+        "{esc}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
