@@ -70,8 +70,8 @@ pub enum Var {
     InvalidReferer,
     SecureLink,
     SslClientVerify,
-    /// `$ssl_client_s_dn`, `_i_dn`, `_serial`, `_fingerprint`, `_raw_cert`,
-    /// `_escaped_cert`.
+    /// `$ssl_client_s_dn`, `_i_dn`, `_serial`, `_fingerprint`, `_cert`,
+    /// `_raw_cert`, `_escaped_cert`, `_v_start`, `_v_end`, `_v_remain`.
     SslClient(ClientCertVar),
     SecureLinkExpires,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
@@ -174,6 +174,10 @@ impl Var {
             "ssl_client_fingerprint" => Var::SslClient(ClientCertVar::Fingerprint),
             "ssl_client_raw_cert" => Var::SslClient(ClientCertVar::RawCert),
             "ssl_client_escaped_cert" => Var::SslClient(ClientCertVar::EscapedCert),
+            "ssl_client_cert" => Var::SslClient(ClientCertVar::Cert),
+            "ssl_client_v_start" => Var::SslClient(ClientCertVar::Start),
+            "ssl_client_v_end" => Var::SslClient(ClientCertVar::End),
+            "ssl_client_v_remain" => Var::SslClient(ClientCertVar::Remain),
             "proxy_host" => Var::ProxyHost,
             "proxy_add_x_forwarded_for" => Var::ProxyAddXForwardedFor,
             "upstream_addr" => Var::UpstreamAddr,
@@ -247,6 +251,10 @@ pub enum ClientCertVar {
     Fingerprint,
     RawCert,
     EscapedCert,
+    Cert,
+    Start,
+    End,
+    Remain,
 }
 
 #[derive(Clone, Debug, PartialEq)]

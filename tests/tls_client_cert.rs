@@ -1,5 +1,6 @@
 //! The client certificate's variables (`$ssl_client_s_dn`, `_i_dn`,
-//! `_serial`, `_fingerprint`, `_raw_cert`, `_escaped_cert`) against what
+//! `_serial`, `_fingerprint`, `_cert`, `_raw_cert`, `_escaped_cert`,
+//! `_v_start`, `_v_end`, `_v_remain`) against what
 //! the `openssl x509` command prints for the same certificate (nginx's
 //! formats are OpenSSL's), for a certificate whose subject needs RFC 2253
 //! escaping and has a multi-valued RDN. With SLUICE_TEST_NGINX=1 the same
@@ -66,6 +67,8 @@ fn client_certificate_variables_as_openssl_prints_them() {
                ssl_verify_client on;\n  ssl_client_certificate tls/ca.crt;\n\
                location /dn { return 200 \"$ssl_client_s_dn\\n$ssl_client_i_dn\\n$ssl_client_serial\\n$ssl_client_fingerprint\\n\"; }\n\
                location /raw { return 200 \"$ssl_client_raw_cert\"; }\n\
+               location /cert { return 200 \"$ssl_client_cert\"; }\n\
+               location /v { return 200 \"$ssl_client_v_start\\n$ssl_client_v_end\\n$ssl_client_v_remain\\n\"; }\n\
                location /esc { return 200 \"$ssl_client_escaped_cert\"; }\n}",
         )
         .start();
@@ -87,6 +90,12 @@ fn client_certificate_variables_as_openssl_prints_them() {
     assert!(want.starts_with("emailAddress=m@example.com,CN=b \\C3\\BC \\<x\\>+OU=a,O=Ex\\, Inc.,C=DE\n"), "{want}");
     let pem = std::fs::read_to_string(dir.join("c.crt")).expect("crt");
     assert_eq!(get("/raw"), pem);
+    assert_eq!(get("/cert"), pem.trim_end().replace('\n', "\n\t"));
+    let dates = format!("{}\n{}\n", x509(&dir, &["-startdate"]), x509(&dir, &["-enddate"]));
+    let v = get("/v");
+    // Issued for 2 days just now: 2 whole days left in the same second,
+    // else 1.
+    assert!(v == format!("{dates}2\n") || v == format!("{dates}1\n"), "{v}");
     let esc = get("/esc");
     assert!(
         esc.starts_with("-----BEGIN%20CERTIFICATE-----%0A") && esc.ends_with("-----END%20CERTIFICATE-----%0A"),

@@ -606,6 +606,19 @@ fn client_cert_var(
         V::Fingerprint => out.extend_from_slice(cc::fingerprint(c).as_bytes()),
         V::RawCert => out.extend_from_slice(cc::pem(c).as_bytes()),
         V::EscapedCert => crate::http::uri::escape_uri_component(cc::pem(c).as_bytes(), out),
+        V::Cert => out.extend_from_slice(cc::folded_pem(c).as_bytes()),
+        V::Start | V::End | V::Remain => {
+            let Some((start, end)) = cc::validity(c) else { return };
+            match which {
+                V::Start => out.extend_from_slice(start.text.as_bytes()),
+                V::End => out.extend_from_slice(end.text.as_bytes()),
+                // nginx: whole days left, 0 within the last day.
+                _ => {
+                    let left = end.unix - crate::clock::now_secs() as i64;
+                    push_u64(out, if left < 86400 { 0 } else { (left / 86400) as u64 })
+                }
+            }
+        }
     }
 }
 

@@ -5,8 +5,9 @@
 //! space escaped, control and non-ASCII bytes as `\XX` of their UTF-8;
 //! unknown attributes and string types as `OID=#` and the DER in hex),
 //! `$ssl_client_serial` (upper-case hex), `$ssl_client_fingerprint` (SHA-1
-//! of the DER, lower-case hex), `$ssl_client_raw_cert` (PEM) and
-//! `$ssl_client_escaped_cert` (PEM, URI-escaped).
+//! of the DER, lower-case hex), `$ssl_client_raw_cert` (PEM),
+//! `$ssl_client_escaped_cert` (PEM, URI-escaped), `$ssl_client_cert` (PEM
+//! folded with tabs) and the validity (`_v_start`, `_v_end`, `_v_remain`).
 //!
 //! The certificate is parsed by webpki (rustls's own parser); the names'
 //! DER is walked here with every length checked against what is left.
@@ -199,6 +200,64 @@ pub fn fingerprint(cert: &CertificateDer<'_>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A certificate time as OpenSSL's ASN1_TIME_print writes it
+/// (`Nov  5 14:06:00 2026 GMT`), and in Unix seconds.
+pub struct CertTime {
+    pub text: String,
+    pub unix: i64,
+}
+
+/// notBefore and notAfter: the TBSCertificate's fields up to its validity
+/// are skipped (version, serial, signature algorithm, issuer).
+pub fn validity(cert: &CertificateDer<'_>) -> Option<(CertTime, CertTime)> {
+    let (_, c, _) = tlv(cert.as_ref()).filter(|(t, _, _)| *t == 0x30)?;
+    let (_, tbs, _) = tlv(c).filter(|(t, _, _)| *t == 0x30)?;
+    let mut rest = tbs;
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    for want in [0x02, 0x30, 0x30] {
+        let (tag, _, after) = tlv(rest)?;
+        if tag != want {
+            return None;
+        }
+        rest = after;
+    }
+    let (_, v, _) = tlv(rest).filter(|(t, _, _)| *t == 0x30)?;
+    let (t1, a, after) = tlv(v)?;
+    let (t2, b, _) = tlv(after)?;
+    Some((cert_time(t1, a)?, cert_time(t2, b)?))
+}
+
+fn cert_time(tag: u8, v: &[u8]) -> Option<CertTime> {
+    let digits = v.strip_suffix(b"Z")?;
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<u32> { std::str::from_utf8(digits.get(r)?).ok()?.parse().ok() };
+    let (year, at) = match (tag, digits.len()) {
+        // UTCTime: YYMMDDHHMMSS, years 50-99 in the 1900s.
+        (0x17, 12) => (num(0..2).map(|y| if y >= 50 { 1900 + y } else { 2000 + y })?, 2),
+        // GeneralizedTime: YYYYMMDDHHMMSS.
+        (0x18, 14) => (num(0..4)?, 4),
+        _ => return None,
+    };
+    let (mon, day) = (num(at..at + 2)?, num(at + 2..at + 4)?);
+    let (h, m, s) = (num(at + 4..at + 6)?, num(at + 6..at + 8)?, num(at + 8..at + 10)?);
+    let date = chrono::NaiveDate::from_ymd_opt(i32::try_from(year).ok()?, mon, day)?;
+    let unix = date.and_hms_opt(h, m, s)?.and_utc().timestamp();
+    let month: &[u8] = *crate::http::date::MONTHS.get(usize::try_from(mon).ok()?.checked_sub(1)?)?;
+    let name = std::str::from_utf8(month).ok()?;
+    Some(CertTime { text: format!("{name} {day:2} {h:02}:{m:02}:{s:02} {year} GMT"), unix })
+}
+
+/// nginx's `$ssl_client_cert`: the PEM without its last line end, every
+/// other line end followed by a tab (a header value that folds).
+pub fn folded_pem(cert: &CertificateDer<'_>) -> String {
+    let pem = pem(cert);
+    pem.strip_suffix('\n').unwrap_or(&pem).replace('\n', "\n\t")
+}
+
 /// The certificate in PEM (`$ssl_client_raw_cert`).
 pub fn pem(cert: &CertificateDer<'_>) -> String {
     let b64 = crate::proxy::websocket::base64(cert.as_ref());
@@ -218,6 +277,7 @@ pub fn fuzz(data: &[u8]) {
         assert!(!s.bytes().any(|b| b < 0x20), "{s:?}");
     }
     let _ = names(&CertificateDer::from(data));
+    let _ = validity(&CertificateDer::from(data));
 }
 
 #[cfg(test)]
