@@ -175,6 +175,8 @@ impl Var {
             "ssl_client_raw_cert" => Var::SslClient(ClientCertVar::RawCert),
             "ssl_client_escaped_cert" => Var::SslClient(ClientCertVar::EscapedCert),
             "ssl_client_cert" => Var::SslClient(ClientCertVar::Cert),
+            "ssl_client_s_dn_legacy" => Var::SslClient(ClientCertVar::SubjectDnLegacy),
+            "ssl_client_i_dn_legacy" => Var::SslClient(ClientCertVar::IssuerDnLegacy),
             "ssl_client_v_start" => Var::SslClient(ClientCertVar::Start),
             "ssl_client_v_end" => Var::SslClient(ClientCertVar::End),
             "ssl_client_v_remain" => Var::SslClient(ClientCertVar::Remain),
@@ -247,6 +249,8 @@ fn block_var(name: &str) -> Option<Var> {
 pub enum ClientCertVar {
     SubjectDn,
     IssuerDn,
+    SubjectDnLegacy,
+    IssuerDnLegacy,
     Serial,
     Fingerprint,
     RawCert,

@@ -1,6 +1,6 @@
 //! The client certificate's variables (`$ssl_client_s_dn`, `_i_dn`,
-//! `_serial`, `_fingerprint`, `_cert`, `_raw_cert`, `_escaped_cert`,
-//! `_v_start`, `_v_end`, `_v_remain`) against what
+//! `_s_dn_legacy`, `_i_dn_legacy`, `_serial`, `_fingerprint`, `_cert`,
+//! `_raw_cert`, `_escaped_cert`, `_v_start`, `_v_end`, `_v_remain`) against what
 //! the `openssl x509` command prints for the same certificate (nginx's
 //! formats are OpenSSL's), for a certificate whose subject needs RFC 2253
 //! escaping and has a multi-valued RDN. With SLUICE_TEST_NGINX=1 the same
@@ -68,6 +68,7 @@ fn client_certificate_variables_as_openssl_prints_them() {
                location /dn { return 200 \"$ssl_client_s_dn\\n$ssl_client_i_dn\\n$ssl_client_serial\\n$ssl_client_fingerprint\\n\"; }\n\
                location /raw { return 200 \"$ssl_client_raw_cert\"; }\n\
                location /cert { return 200 \"$ssl_client_cert\"; }\n\
+               location /legacy { return 200 \"$ssl_client_s_dn_legacy\\n$ssl_client_i_dn_legacy\\n\"; }\n\
                location /v { return 200 \"$ssl_client_v_start\\n$ssl_client_v_end\\n$ssl_client_v_remain\\n\"; }\n\
                location /esc { return 200 \"$ssl_client_escaped_cert\"; }\n}",
         )
@@ -79,6 +80,11 @@ fn client_certificate_variables_as_openssl_prints_them() {
         assert_eq!(f.status, 200, "{path}: {}", f.text());
         f.text()
     };
+    // nginx 1.22.1's output for this certificate (OpenSSL's oneline form).
+    assert_eq!(
+        get("/legacy"),
+        "/C=DE/O=Ex, Inc./OU=a+CN=b \\xC3\\xBC <x>/emailAddress=m@example.com\n/CN=sluice test CA\n"
+    );
     let fp = x509(&dir, &["-fingerprint", "-sha1"]).replace(':', "").to_lowercase();
     let want = format!(
         "{}\n{}\n{}\n{fp}\n",

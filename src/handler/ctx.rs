@@ -593,11 +593,13 @@ fn client_cert_var(
     use crate::tls::client_cert as cc;
     use crate::variables::ClientCertVar as V;
     match which {
-        V::SubjectDn | V::IssuerDn | V::Serial => {
+        V::SubjectDn | V::IssuerDn | V::SubjectDnLegacy | V::IssuerDnLegacy | V::Serial => {
             if let Some(n) = cc::names(c) {
                 let v = match which {
                     V::SubjectDn => n.subject,
                     V::IssuerDn => n.issuer,
+                    V::SubjectDnLegacy => n.subject_legacy,
+                    V::IssuerDnLegacy => n.issuer_legacy,
                     _ => n.serial,
                 };
                 out.extend_from_slice(v.as_bytes());

@@ -122,9 +122,19 @@ fn escape(v: &str, out: &mut String) {
 }
 
 /// A Name's contents (webpki's `subject()`/`issuer()`) as RFC 2253.
-pub fn rfc2253(name: &[u8]) -> Option<String> {
-    // Every attribute with the number of its RDN, in DER order.
-    let mut entries: Vec<(usize, String)> = Vec::new();
+/// One attribute of a Name: its RDN's number, OID, value's tag and
+/// contents, and the value's whole DER.
+struct Attr<'a> {
+    set: usize,
+    oid: String,
+    tag: u8,
+    value: &'a [u8],
+    der: &'a [u8],
+}
+
+/// A Name's attributes in DER order (None: not a well-formed Name).
+fn attrs(name: &[u8]) -> Option<Vec<Attr<'_>>> {
+    let mut out = Vec::new();
     let mut rest = name;
     let mut set_no = 0;
     while !rest.is_empty() {
@@ -145,36 +155,80 @@ pub fn rfc2253(name: &[u8]) -> Option<String> {
             if otag != 0x06 {
                 return None;
             }
-            let dotted = oid(oid_der)?;
-            let (vtag, v, _) = tlv(value)?;
-            let mut s = String::new();
-            match (short_name(&dotted), text(vtag, v)) {
-                (Some(sn), Some(t)) => {
-                    s.push_str(sn);
-                    s.push('=');
-                    escape(&t, &mut s);
-                }
-                (sn, _) => {
-                    s.push_str(sn.unwrap_or(&dotted));
-                    s.push_str("=#");
-                    hex_upper(&value[..value.len() - tlv(value).map_or(0, |(_, _, r)| r.len())], &mut s);
-                }
-            }
-            entries.push((set_no, s));
+            let (vtag, v, tail) = tlv(value)?;
+            let der = &value[..value.len() - tail.len()];
+            out.push(Attr { set: set_no, oid: oid(oid_der)?, tag: vtag, value: v, der });
         }
-    }
-    // OpenSSL's XN_FLAG_DN_REV reverses the attributes one by one, so a
-    // multi-valued RDN's order flips too.
-    let mut out = String::new();
-    let mut prev = None;
-    for (set, s) in entries.iter().rev() {
-        if let Some(p) = prev {
-            out.push(if p == *set { '+' } else { ',' });
-        }
-        out.push_str(s);
-        prev = Some(*set);
     }
     Some(out)
+}
+
+/// Joins formatted attributes: `between_sets` between RDNs, `+` inside one.
+fn join_attrs(parts: impl Iterator<Item = (usize, String)>, between_sets: &str, lead: &str) -> String {
+    let mut out = String::new();
+    let mut prev = None;
+    for (set, s) in parts {
+        match prev {
+            Some(p) if p == set => out.push('+'),
+            Some(_) => out.push_str(between_sets),
+            None => out.push_str(lead),
+        }
+        out.push_str(&s);
+        prev = Some(set);
+    }
+    out
+}
+
+pub fn rfc2253(name: &[u8]) -> Option<String> {
+    let parts = attrs(name)?.into_iter().map(|a| {
+        let mut s = String::new();
+        match (short_name(&a.oid), text(a.tag, a.value)) {
+            (Some(sn), Some(t)) => {
+                s.push_str(sn);
+                s.push('=');
+                escape(&t, &mut s);
+            }
+            (sn, _) => {
+                s.push_str(sn.unwrap_or(&a.oid));
+                s.push_str("=#");
+                hex_upper(a.der, &mut s);
+            }
+        }
+        (a.set, s)
+    });
+    // OpenSSL's XN_FLAG_DN_REV reverses the attributes one by one, so a
+    // multi-valued RDN's order flips too.
+    Some(join_attrs(parts.collect::<Vec<_>>().into_iter().rev(), ",", ""))
+}
+
+/// `$ssl_client_s_dn_legacy`: OpenSSL's X509_NAME_oneline (`/C=DE/O=Ex`),
+/// in DER order, the value's bytes as they are, those outside printable
+/// ASCII as `\xXX`; a BMPString or UniversalString of Latin-1 only is
+/// narrowed to its low bytes first, as OpenSSL does.
+pub fn oneline(name: &[u8]) -> Option<String> {
+    let parts = attrs(name)?.into_iter().map(|a| {
+        let mut s = String::from(short_name(&a.oid).unwrap_or(&a.oid));
+        s.push('=');
+        let width = match a.tag {
+            0x1e => 2,
+            0x1c => 4,
+            _ => 1,
+        };
+        let narrow = width > 1
+            && a.value.len() % width == 0
+            && a.value.chunks(width).all(|c| c[..width - 1].iter().all(|&b| b == 0));
+        let bytes: Vec<u8> =
+            if narrow { a.value.chunks(width).map(|c| c[width - 1]).collect() } else { a.value.to_vec() };
+        for b in bytes {
+            if (0x20..=0x7e).contains(&b) {
+                s.push(char::from(b));
+            } else {
+                s.push_str(&format!("\\x{b:02X}"));
+            }
+        }
+        (a.set, s)
+    });
+    Some(join_attrs(parts, "/", "/"))
 }
 
 /// The values of one client certificate that the variables read.
@@ -182,6 +236,8 @@ pub struct Names {
     pub subject: String,
     pub issuer: String,
     pub serial: String,
+    pub subject_legacy: String,
+    pub issuer_legacy: String,
 }
 
 pub fn names(cert: &CertificateDer<'_>) -> Option<Names> {
@@ -191,7 +247,13 @@ pub fn names(cert: &CertificateDer<'_>) -> Option<Names> {
     // DER's sign byte is not part of the number OpenSSL prints.
     let s = if s.len() > 1 && s[0] == 0 { &s[1..] } else { s };
     hex_upper(s, &mut serial);
-    Some(Names { subject: rfc2253(c.subject())?, issuer: rfc2253(c.issuer())?, serial })
+    Some(Names {
+        subject: rfc2253(c.subject())?,
+        issuer: rfc2253(c.issuer())?,
+        serial,
+        subject_legacy: oneline(c.subject())?,
+        issuer_legacy: oneline(c.issuer())?,
+    })
 }
 
 /// SHA-1 of the DER, lower-case hex (`$ssl_client_fingerprint`).
@@ -275,6 +337,9 @@ pub fn pem(cert: &CertificateDer<'_>) -> String {
 pub fn fuzz(data: &[u8]) {
     if let Some(s) = rfc2253(data) {
         assert!(!s.bytes().any(|b| b < 0x20), "{s:?}");
+    }
+    if let Some(s) = oneline(data) {
+        assert!(s.bytes().all(|b| (0x20..=0x7e).contains(&b)), "{s:?}");
     }
     let _ = names(&CertificateDer::from(data));
     let _ = validity(&CertificateDer::from(data));
