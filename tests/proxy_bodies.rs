@@ -508,9 +508,9 @@ fn a_client_that_leaves_while_the_origin_works_abandons_the_origin_request() {
 }
 
 /// The same over HTTP/2: a stream the client resets while the origin works,
-/// or a connection it closes, is a 499 with nginx's error-log line for
-/// each, and the origin request is abandoned; the connection's other
-/// streams go on.
+/// or a connection it closes or resets, is a 499 with nginx's error-log
+/// line for each, and the origin request is abandoned; the connection's
+/// other streams go on.
 #[test]
 fn an_h2_client_that_leaves_while_the_origin_works_abandons_the_origin_request() {
     let a = Sink::start();
@@ -553,6 +553,15 @@ fn an_h2_client_that_leaves_while_the_origin_works_abandons_the_origin_request()
         abandoned_with_499("/slow/close", 3);
         s.wait_error_log("client prematurely closed connection while processing HTTP/2 connection, client: 127.0.0.1");
         drop(c);
+    });
+    checks.run("connection reset: 499, origin connection closed, nginx's recv() line", || {
+        let c = at_origin("/slow/rst");
+        socket2::SockRef::from(&c.stream).set_linger(Some(Duration::ZERO)).expect("linger");
+        drop(c);
+        abandoned_with_499("/slow/rst", 4);
+        s.wait_error_log(
+            "recv() failed (104: Connection reset by peer) while processing HTTP/2 connection, client: 127.0.0.1",
+        );
     });
     checks.finish();
 }

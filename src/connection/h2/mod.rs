@@ -156,15 +156,27 @@ where
         let (req, respond) = match accepted {
             Some(Ok(s)) => s,
             Some(Err(e)) => {
-                if !e.is_io() || e.get_io().is_some_and(|io| io.kind() != std::io::ErrorKind::ConnectionReset) {
-                    log_to!(
+                // A reset is nginx's failed recv(); anything else the h2
+                // layer's own words.
+                // (h2 keeps the kind only: the errno is ECONNRESET's.)
+                match e.get_io().filter(|io| io.kind() == std::io::ErrorKind::ConnectionReset) {
+                    Some(_) => log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} recv() failed ({}) while processing HTTP/2 connection, client: {}, server: {}",
+                        info.id,
+                        crate::process::signal::os_error(&std::io::Error::from_raw_os_error(libc::ECONNRESET)),
+                        info.peer.ip(),
+                        g.addr
+                    ),
+                    None => log_to!(
                         conf.error_log,
                         Level::Info,
                         "*{} HTTP/2 connection error ({}), client: {}",
                         info.id,
                         e,
                         info.peer.ip()
-                    );
+                    ),
                 }
                 break;
             }
