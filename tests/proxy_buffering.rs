@@ -342,3 +342,37 @@ fn a_failing_temp_file_cuts_the_response_with_a_crit_line() {
     let log = s.wait_error_log("[crit]");
     assert!(log.contains("open() a temporary file in") && log.contains("while reading upstream"), "{log}");
 }
+
+/// `proxy_limit_rate`: the origin is read at most the rate's bytes per
+/// second of the body (nginx: rate × (whole seconds + 1) so far), so
+/// 300 KB at 100k takes about two seconds; the body arrives whole. Without
+/// buffering the limit does not apply, as in nginx.
+#[test]
+fn proxy_limit_rate_paces_reading_the_origin() {
+    let data = body(300 * 1024);
+    let (o, _) = big_origin(data.clone(), &[]);
+    let s = builder()
+        .http(&common::origin::sub(
+            "server { listen 127.0.0.1:{port};\n\
+               location /limited/ { proxy_pass http://127.0.0.1:%O%/; proxy_limit_rate 100k; }\n\
+               location /unbuffered/ { proxy_pass http://127.0.0.1:%O%/; proxy_limit_rate 100k; proxy_buffering off; }\n\
+               location /free/ { proxy_pass http://127.0.0.1:%O%/; } }",
+            &[("%O%", o.port)],
+        ))
+        .start();
+    let timed = |path: &str| {
+        let t = Instant::now();
+        let mut c = slow_get(s.port, path);
+        let (head, got) = read_all(&mut c);
+        assert!(head.starts_with("HTTP/1.1 200"), "{path}: {head}");
+        assert_eq!(checksum(&got), checksum(&data), "{path}: body");
+        t.elapsed()
+    };
+    let limited = timed("/limited/big");
+    assert!(limited >= Duration::from_millis(1800) && limited < Duration::from_secs(5), "limited: {limited:?}");
+    let free = timed("/free/big");
+    assert!(free < Duration::from_millis(800), "no limit: {free:?}");
+    let unbuffered = timed("/unbuffered/big");
+    assert!(unbuffered < Duration::from_millis(800), "unbuffered: {unbuffered:?}");
+    assert_refused("server { listen 127.0.0.1:{port}; proxy_limit_rate fast; }", "\"proxy_limit_rate\" directive invalid value");
+}

@@ -202,6 +202,9 @@ pub struct UpstreamConf {
     pub cache: crate::cache::conf::CacheConf,
     /// `*_bind`: the local address of connections to origins.
     pub bind: Option<std::sync::Arc<crate::upstream::bind::Bind>>,
+    /// `*_limit_rate`: bytes per second read from the origin (buffered
+    /// responses; 0: no limit).
+    pub limit_rate: u64,
 }
 
 impl UpstreamConf {
@@ -226,6 +229,7 @@ impl UpstreamConf {
             intercept_errors: false,
             cache: Default::default(),
             bind: None,
+            limit_rate: 0,
         }
     }
 }
@@ -680,6 +684,13 @@ pub mod shared {
         u.bind = crate::upstream::bind::parse(d)?;
         Ok(())
     }
+
+    pub fn limit_rate(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.limit_rate = crate::config::value::parse_size(arg(d, 0)).ok_or_else(|| {
+            crate::config::parser::ConfError::at(format!("\"{}\" directive invalid value", d.name), &d.span)
+        })?;
+        Ok(())
+    }
 }
 
 /// The `LocConf` setters of the shared upstream settings for a module
@@ -738,6 +749,9 @@ macro_rules! upstream_directives {
             }
             pub fn bind(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::bind(&mut c.$field.up, d)
+            }
+            pub fn limit_rate(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::limit_rate(&mut c.$field.up, d)
             }
             pub fn buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 b::buffering(&mut c.$field.up, d)

@@ -52,6 +52,9 @@ pub struct UpstreamBody {
     /// nginx counts them: `$upstream_response_length`, and with the head
     /// `$upstream_bytes_received`.
     pub raw_len: u64,
+    /// `proxy_limit_rate` (buffered responses only): bytes per second, and
+    /// when reading the body began.
+    pub limit_rate: Option<(u64, std::time::Instant)>,
 }
 
 #[derive(Debug)]
@@ -100,6 +103,7 @@ impl UpstreamBody {
             passed: 0,
             handed_off: false,
             raw_len,
+            limit_rate: None,
         }
     }
 
@@ -241,8 +245,11 @@ impl UpstreamBody {
     /// One read of at most `want` bytes from the origin into the raw
     /// buffer; Ok(false) when the origin closed where that ends the body
     /// (its connection is then released).
-    pub(super) async fn read_more(&mut self, w: &WorkerCtx, want: usize) -> Result<bool, BodyError> {
+    pub(super) async fn read_more(&mut self, w: &WorkerCtx, mut want: usize) -> Result<bool, BodyError> {
         use bytes::BufMut;
+        if let Some((rate, start)) = self.limit_rate {
+            want = want.min(self.rate_allows(rate, start).await);
+        }
         let Some(s) = self.stream.as_mut() else { return Err(BodyError::Truncated) };
         self.read_since_head = true;
         self.buf.reserve(want);
@@ -263,6 +270,21 @@ impl UpstreamBody {
                 self.raw_len += n as u64;
                 Ok(true)
             }
+        }
+    }
+
+    /// nginx's pipe limit: by the end of second S of the body, `rate` ×
+    /// (S + 1) bytes may have been read; over that, wait until the budget
+    /// allows more. Returns how much may be read now.
+    async fn rate_allows(&self, rate: u64, start: std::time::Instant) -> usize {
+        loop {
+            let secs = crate::clock::mono().saturating_duration_since(start).as_secs();
+            let allowed = i128::from(rate) * i128::from(secs + 1) - i128::from(self.raw_len);
+            if allowed > 0 {
+                return usize::try_from(allowed).unwrap_or(usize::MAX);
+            }
+            let ms = u64::try_from(-allowed * 1000 / i128::from(rate)).unwrap_or(u64::MAX / 2) + 1;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
         }
     }
 }

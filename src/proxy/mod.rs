@@ -764,6 +764,7 @@ fn build_response<'c>(
     let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
     body.release = Some(release);
     body.buffering = head.accel_buffering.unwrap_or(conf.buffering);
+    body.limit_rate = (body.buffering && conf.limit_rate > 0).then(|| (conf.limit_rate, crate::clock::mono()));
     if conf.intercept_errors && resp.status >= 300 && crate::handler::has_error_page(ctx, resp.status) {
         // The origin's body is not wanted: its connection is not reusable
         // unless read to the end, so it is closed; the peer answered, so it
