@@ -70,6 +70,8 @@ pub enum Var {
     InvalidReferer,
     SecureLink,
     SslClientVerify,
+    /// `$gzip_ratio`, `$brotli_ratio`, `$zstd_ratio`.
+    CompressRatio(crate::filter::compress::negotiate::Coding),
     /// `$ssl_client_s_dn`, `_i_dn`, `_serial`, `_fingerprint`, `_cert`,
     /// `_raw_cert`, `_escaped_cert`, `_v_start`, `_v_end`, `_v_remain`.
     SslClient(ClientCertVar),
@@ -168,6 +170,9 @@ impl Var {
             "ssl_server_name" => Var::SslServerName,
             "ssl_session_reused" => Var::SslSessionReused,
             "ssl_client_verify" => Var::SslClientVerify,
+            "gzip_ratio" => Var::CompressRatio(crate::filter::compress::negotiate::Coding::Gzip),
+            "brotli_ratio" => Var::CompressRatio(crate::filter::compress::negotiate::Coding::Br),
+            "zstd_ratio" => Var::CompressRatio(crate::filter::compress::negotiate::Coding::Zstd),
             "ssl_client_s_dn" => Var::SslClient(ClientCertVar::SubjectDn),
             "ssl_client_i_dn" => Var::SslClient(ClientCertVar::IssuerDn),
             "ssl_client_serial" => Var::SslClient(ClientCertVar::Serial),

@@ -374,5 +374,8 @@ fn proxy_limit_rate_paces_reading_the_origin() {
     assert!(free < Duration::from_millis(800), "no limit: {free:?}");
     let unbuffered = timed("/unbuffered/big");
     assert!(unbuffered < Duration::from_millis(800), "unbuffered: {unbuffered:?}");
-    assert_refused("server { listen 127.0.0.1:{port}; proxy_limit_rate fast; }", "\"proxy_limit_rate\" directive invalid value");
+    assert_refused(
+        "server { listen 127.0.0.1:{port}; proxy_limit_rate fast; }",
+        "\"proxy_limit_rate\" directive invalid value",
+    );
 }

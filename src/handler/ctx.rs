@@ -476,9 +476,17 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(t.client_verify().as_bytes())
                 }
             }
+            Var::CompressRatio(want) => {
+                if let Some(crate::http::response::Body::Compressed(z)) = self.resp.map(|r| &r.body)
+                    && let Some((c, zin, zout)) = z.totals()
+                    && c == *want
+                {
+                    crate::filter::compress::stream::push_ratio(zin, zout, out)
+                }
+            }
             Var::SslClient(which) => {
                 if let Some(c) = ctx.conn.tls.as_ref().and_then(|t| t.client_cert.as_ref()) {
-                    client_cert_var(c, *which, out)
+                    crate::tls::client_cert::var(c, *which, out)
                 }
             }
             Var::SslSessionReused => {
@@ -577,47 +585,6 @@ impl VarSource for Vars<'_, '_, '_> {
                 });
                 if let Some(v) = v {
                     out.extend_from_slice(&v);
-                }
-            }
-        }
-    }
-}
-
-/// The client certificate's variables (`tls::client_cert`); empty when
-/// the certificate cannot be read.
-fn client_cert_var(
-    c: &rustls_pki_types::CertificateDer<'_>,
-    which: crate::variables::ClientCertVar,
-    out: &mut Vec<u8>,
-) {
-    use crate::tls::client_cert as cc;
-    use crate::variables::ClientCertVar as V;
-    match which {
-        V::SubjectDn | V::IssuerDn | V::SubjectDnLegacy | V::IssuerDnLegacy | V::Serial => {
-            if let Some(n) = cc::names(c) {
-                let v = match which {
-                    V::SubjectDn => n.subject,
-                    V::IssuerDn => n.issuer,
-                    V::SubjectDnLegacy => n.subject_legacy,
-                    V::IssuerDnLegacy => n.issuer_legacy,
-                    _ => n.serial,
-                };
-                out.extend_from_slice(v.as_bytes());
-            }
-        }
-        V::Fingerprint => out.extend_from_slice(cc::fingerprint(c).as_bytes()),
-        V::RawCert => out.extend_from_slice(cc::pem(c).as_bytes()),
-        V::EscapedCert => crate::http::uri::escape_uri_component(cc::pem(c).as_bytes(), out),
-        V::Cert => out.extend_from_slice(cc::folded_pem(c).as_bytes()),
-        V::Start | V::End | V::Remain => {
-            let Some((start, end)) = cc::validity(c) else { return };
-            match which {
-                V::Start => out.extend_from_slice(start.text.as_bytes()),
-                V::End => out.extend_from_slice(end.text.as_bytes()),
-                // nginx: whole days left, 0 within the last day.
-                _ => {
-                    let left = end.unix - crate::clock::now_secs() as i64;
-                    push_u64(out, if left < 86400 { 0 } else { (left / 86400) as u64 })
                 }
             }
         }

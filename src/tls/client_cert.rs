@@ -332,6 +332,41 @@ pub fn pem(cert: &CertificateDer<'_>) -> String {
     out
 }
 
+/// One of the certificate's variables; nothing when it cannot be read.
+pub fn var(c: &CertificateDer<'_>, which: crate::variables::ClientCertVar, out: &mut Vec<u8>) {
+    use crate::variables::ClientCertVar as V;
+    match which {
+        V::SubjectDn | V::IssuerDn | V::SubjectDnLegacy | V::IssuerDnLegacy | V::Serial => {
+            if let Some(n) = names(c) {
+                let v = match which {
+                    V::SubjectDn => n.subject,
+                    V::IssuerDn => n.issuer,
+                    V::SubjectDnLegacy => n.subject_legacy,
+                    V::IssuerDnLegacy => n.issuer_legacy,
+                    _ => n.serial,
+                };
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+        V::Fingerprint => out.extend_from_slice(fingerprint(c).as_bytes()),
+        V::RawCert => out.extend_from_slice(pem(c).as_bytes()),
+        V::EscapedCert => crate::http::uri::escape_uri_component(pem(c).as_bytes(), out),
+        V::Cert => out.extend_from_slice(folded_pem(c).as_bytes()),
+        V::Start | V::End | V::Remain => {
+            let Some((start, end)) = validity(c) else { return };
+            match which {
+                V::Start => out.extend_from_slice(start.text.as_bytes()),
+                V::End => out.extend_from_slice(end.text.as_bytes()),
+                // nginx: whole days left, 0 within the last day.
+                _ => {
+                    let left = end.unix - crate::clock::now_secs() as i64;
+                    crate::http::date::push_u64(out, if left < 86400 { 0 } else { (left / 86400) as u64 })
+                }
+            }
+        }
+    }
+}
+
 /// For the `htpasswd` fuzz target (client credentials): a name's DER
 /// never panics the formatter, and what it gives has no raw control byte.
 pub fn fuzz(data: &[u8]) {

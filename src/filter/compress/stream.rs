@@ -39,6 +39,10 @@ pub struct Compressed {
     flush_each: bool,
     /// A file's piece or an origin's piece before it is compressed.
     scratch: Vec<u8>,
+    /// Bytes into the encoder and out of it (header and trailer
+    /// included), for `$gzip_ratio` and its kin.
+    zin: u64,
+    zout: u64,
 }
 
 #[derive(Debug)]
@@ -65,7 +69,16 @@ impl Compressed {
             window,
             flush_each,
             scratch: Vec::new(),
+            zin: 0,
+            zout: 0,
         }
+    }
+
+    /// The coding and its bytes in and out, once the whole body went
+    /// through (nginx's ratio exists only then).
+    pub fn totals(&self) -> Option<(Coding, u64, u64)> {
+        let c = self.coding?;
+        (self.done && self.zout > 0).then_some((c, self.zin, self.zout))
     }
 
     /// A body that only goes through the sub filter (compression may be
@@ -94,7 +107,7 @@ impl Compressed {
     /// `max` bytes of the inner body per step; Ok(false) once the stream
     /// has ended (its last bytes may come with that same call).
     pub async fn next(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, StreamError> {
-        let Compressed { coding, sub, inner, pos, enc, done, level, window, flush_each, scratch } = self;
+        let Compressed { coding, sub, inner, pos, enc, done, level, window, flush_each, scratch, zin, zout } = self;
         loop {
             if *done {
                 return Ok(false);
@@ -108,22 +121,22 @@ impl Compressed {
             };
             let before = out.len();
             let eof = match inner {
-                Body::Static(b) => feed_slice(e, sub, b, pos, max, out)?,
-                Body::Owned(b) => feed_slice(e, sub, b, pos, max, out)?,
-                Body::Shared(b) => feed_slice(e, sub, b, pos, max, out)?,
+                Body::Static(b) => feed_slice(e, sub, b, pos, max, out, zin)?,
+                Body::Owned(b) => feed_slice(e, sub, b, pos, max, out, zin)?,
+                Body::Shared(b) => feed_slice(e, sub, b, pos, max, out, zin)?,
                 Body::File { file, offset, len } => {
                     let n = (*len - *pos).min(max as u64);
                     if n > 0 {
                         let at = *offset + *pos;
                         match file.cached_bytes(at, n) {
-                            Some(b) => put(e, sub, b, out)?,
+                            Some(b) => put(e, sub, b, out, zin)?,
                             None => {
                                 let Some(f) = file.file.as_ref() else {
                                     return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
                                 };
                                 scratch.clear();
                                 crate::connection::io::pread_into(f, at, n, scratch).map_err(StreamError::Read)?;
-                                put(e, sub, scratch, out)?;
+                                put(e, sub, scratch, out, zin)?;
                             }
                         }
                         *pos += n;
@@ -133,7 +146,7 @@ impl Compressed {
                 Body::Upstream(up) => {
                     scratch.clear();
                     let more = up.next(w, scratch, max).await.map_err(StreamError::Upstream)?;
-                    put(e, sub, scratch, out)?;
+                    put(e, sub, scratch, out, zin)?;
                     if more && *flush_each && !scratch.is_empty() {
                         e.flush(out).map_err(StreamError::Encode)?;
                     }
@@ -147,14 +160,17 @@ impl Compressed {
                     if let Some(r) = sub {
                         let mut held = Vec::new();
                         r.finish(&mut held);
+                        *zin += held.len() as u64;
                         e.write(&held, out).map_err(StreamError::Encode)?;
                     }
                     e.finish(out).map_err(StreamError::Encode)?;
                 }
                 *scratch = Vec::new();
+                *zout += (out.len() - before) as u64;
                 return Ok(false);
             }
             if out.len() > before {
+                *zout += (out.len() - before) as u64;
                 return Ok(true);
             }
         }
@@ -170,15 +186,40 @@ impl Compressed {
     }
 }
 
-/// A piece through the sub filter (if any), then the encoder.
-fn put(e: &mut Encoder, sub: &mut Option<Box<Replacer>>, input: &[u8], out: &mut Vec<u8>) -> Result<(), StreamError> {
+/// nginx's `$gzip_ratio`: in / out with two decimals, the third rounding
+/// half up (2.125 is 2.13).
+pub fn push_ratio(zin: u64, zout: u64, out: &mut Vec<u8>) {
+    let (mut int, mut frac) = (zin / zout, zin * 100 / zout % 100);
+    if zin * 1000 / zout % 10 > 4 {
+        frac += 1;
+        if frac > 99 {
+            int += 1;
+            frac = 0;
+        }
+    }
+    out.extend_from_slice(format!("{int}.{frac:02}").as_bytes());
+}
+
+/// A piece through the sub filter (if any), then the encoder; `zin`
+/// counts what the encoder took.
+fn put(
+    e: &mut Encoder,
+    sub: &mut Option<Box<Replacer>>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    zin: &mut u64,
+) -> Result<(), StreamError> {
     match sub {
         Some(r) => {
             let mut replaced = Vec::with_capacity(input.len());
             r.feed(input, &mut replaced);
+            *zin += replaced.len() as u64;
             e.write(&replaced, out)
         }
-        None => e.write(input, out),
+        None => {
+            *zin += input.len() as u64;
+            e.write(input, out)
+        }
     }
     .map_err(StreamError::Encode)
 }
@@ -191,10 +232,11 @@ fn feed_slice(
     pos: &mut u64,
     max: usize,
     out: &mut Vec<u8>,
+    zin: &mut u64,
 ) -> Result<bool, StreamError> {
     let start = (*pos as usize).min(b.len());
     let end = start + (b.len() - start).min(max);
-    put(e, sub, &b[start..end], out)?;
+    put(e, sub, &b[start..end], out, zin)?;
     *pos = end as u64;
     Ok(end == b.len())
 }
@@ -219,5 +261,21 @@ pub fn log_error(ctx: &ReqCtx<'_, '_>, e: &StreamError) {
                 e
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod ratio_tests {
+    #[test]
+    fn ratio_rounds_the_third_decimal_half_up() {
+        let r = |a, b| {
+            let mut v = Vec::new();
+            super::push_ratio(a, b, &mut v);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(r(2125, 1000), "2.13");
+        assert_eq!(r(2124, 1000), "2.12");
+        assert_eq!(r(1999, 1000), "2.00");
+        assert_eq!(r(1000, 3000), "0.33");
     }
 }
