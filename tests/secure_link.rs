@@ -48,6 +48,15 @@ fn hex_md5(text: &str) -> String {
     md5::Md5::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// `url` answers `status`, and `body` when one is given.
+fn expect(s: &TestServer, url: &str, status: u16, body: Option<&str>) {
+    let r = s.get(url);
+    assert_eq!(r.status, status, "{url}");
+    if let Some(b) = body {
+        assert_eq!(r.text(), b, "{url}");
+    }
+}
+
 #[test]
 fn checksums_and_expiry_decide_the_variable() {
     let s = builder().http(HTTP).start();
@@ -69,11 +78,7 @@ fn checksums_and_expiry_decide_the_variable() {
         (format!("/n/x?md5={}+", &n[..21]), 200, Some("[][]\n")),
         ("/none/".to_string(), 200, Some("[][]\n")),
     ] {
-        let r = s.get(&url);
-        assert_eq!(r.status, status, "{url}");
-        if let Some(b) = body {
-            assert_eq!(r.text(), b, "{url}");
-        }
+        expect(&s, &url, status, body);
     }
 }
 
@@ -91,11 +96,7 @@ fn the_old_form_checks_a_hex_hash_in_the_path() {
         (format!("/p/{h}/"), 403, None),
         (format!("/p/x/{h}/dl/file.zip"), 403, None),
     ] {
-        let r = s.get(&url);
-        assert_eq!(r.status, status, "{url}");
-        if let Some(b) = body {
-            assert_eq!(r.text(), b, "{url}");
-        }
+        expect(&s, &url, status, body);
     }
 }
 
