@@ -20,6 +20,30 @@ pub fn local_offset() -> i32 {
     chrono::Local::now().offset().fix().local_minus_utc()
 }
 
+/// The local time at Unix second `secs`: the offset from UTC in seconds
+/// and the zone's abbreviation ("UTC", "EST"), for `$date_local`, whose
+/// `%Z` chrono cannot give. localtime_r through libc, in one small
+/// wrapper: it fills the `tm` this frame owns, and `tm_zone` points into
+/// the C library's static zone data, copied out at once.
+pub fn local_zone(secs: i64) -> (i64, String) {
+    let t: libc::time_t = secs;
+    // SAFETY: libc::tm is plain integers and a pointer; zeroed is valid.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r is the
+    // thread-safe form and writes only `tm`.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return (0, "UTC".into());
+    }
+    let zone = if tm.tm_zone.is_null() {
+        String::new()
+    } else {
+        // SAFETY: a non-null tm_zone is a NUL-terminated string in the C
+        // library's zone tables, alive for the process.
+        unsafe { std::ffi::CStr::from_ptr(tm.tm_zone) }.to_string_lossy().into_owned()
+    };
+    (tm.tm_gmtoff, zone)
+}
+
 #[derive(Clone, Copy)]
 struct Cached {
     secs: u64,

@@ -100,6 +100,24 @@ pub enum Var {
     UpstreamBytesReceived,
     /// `p` for a request that was pipelined, else `.`.
     Pipe,
+    /// Seconds (with milliseconds) since the connection was accepted.
+    ConnectionTime,
+    /// `OK` once the whole response went out, else empty.
+    RequestCompletion,
+    /// `1` for a User-Agent with "MSIE " (the browser module's test).
+    Msie,
+    /// The SSI module's `$date_gmt` (true) and `$date_local` (false).
+    Date(bool),
+    /// The port of the `proxy_pass` target.
+    ProxyPort,
+    /// `$tcpinfo_rtt`, `_rttvar`, `_snd_cwnd`, `_rcv_space`: which one.
+    Tcpinfo(crate::connection::tcpinfo::Field),
+    SslAlpnProtocol,
+    SslCurve,
+    /// Always empty: sluice accepts no TLS early data.
+    SslEarlyData,
+    /// A cookie of the origin's `Set-Cookie` headers.
+    UpstreamCookie(String),
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
     /// A variable defined by a `geo` block.
@@ -128,7 +146,8 @@ impl Var {
     pub fn empty_is_value(&self) -> bool {
         // A `set` variable is empty once set to "" (or read unset, with the
         // warning), where nginx logs nothing rather than `-`.
-        matches!(self, Var::Http2 | Var::Https) || matches!(self, Var::Set(sv) if sv.fallback.is_none())
+        matches!(self, Var::Http2 | Var::Https | Var::RequestCompletion | Var::Msie)
+            || matches!(self, Var::Set(sv) if sv.fallback.is_none())
     }
 
     pub fn from_name(name: &str) -> Option<Var> {
@@ -196,6 +215,19 @@ impl Var {
             "upstream_response_length" => Var::UpstreamResponseLength,
             "upstream_bytes_received" => Var::UpstreamBytesReceived,
             "pipe" => Var::Pipe,
+            "connection_time" => Var::ConnectionTime,
+            "request_completion" => Var::RequestCompletion,
+            "msie" => Var::Msie,
+            "date_gmt" => Var::Date(true),
+            "date_local" => Var::Date(false),
+            "proxy_port" => Var::ProxyPort,
+            "tcpinfo_rtt" => Var::Tcpinfo(crate::connection::tcpinfo::Field::Rtt),
+            "tcpinfo_rttvar" => Var::Tcpinfo(crate::connection::tcpinfo::Field::RttVar),
+            "tcpinfo_snd_cwnd" => Var::Tcpinfo(crate::connection::tcpinfo::Field::SndCwnd),
+            "tcpinfo_rcv_space" => Var::Tcpinfo(crate::connection::tcpinfo::Field::RcvSpace),
+            "ssl_alpn_protocol" => Var::SslAlpnProtocol,
+            "ssl_curve" => Var::SslCurve,
+            "ssl_early_data" => Var::SslEarlyData,
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,
@@ -229,6 +261,8 @@ impl Var {
                     Var::SentHttp(header(rest))
                 } else if let Some(rest) = lower.strip_prefix("upstream_http_") {
                     Var::UpstreamHttp(header(rest))
+                } else if let Some(rest) = name.strip_prefix("upstream_cookie_") {
+                    Var::UpstreamCookie(rest.to_string())
                 } else if let Some(rest) = name.strip_prefix("arg_") {
                     Var::Arg(rest.to_string())
                 } else if let Some(rest) = name.strip_prefix("cookie_") {

@@ -603,3 +603,44 @@ fn limit_except_configuration_errors() {
         assert!(!out.status.success() && err.contains(msg), "{conf}: {err}");
     }
 }
+
+/// `auth_delay`: a 401 of the access phase (no password, a wrong one, or
+/// `satisfy any` ending in 401) is held back, with nginx's info line; a
+/// right password and a 403 are not.
+#[test]
+fn auth_delay_holds_back_unauthorized_answers() {
+    let s = builder()
+        .http(
+            r#"server {
+                listen 127.0.0.1:{port};
+                root {prefix}/html;
+                auth_basic "R";
+                auth_basic_user_file pw;
+                auth_delay 600ms;
+                location /deny/ { auth_basic off; deny all; }
+            }"#,
+        )
+        .file("conf/pw", "u:{PLAIN}p\n")
+        .file("html/index.html", "in\n")
+        .file("html/deny/index.html", "x\n")
+        .start();
+    let timed = |headers: &[&str], path: &str| {
+        let t = std::time::Instant::now();
+        let r = s.get_with(path, headers);
+        (r.status, t.elapsed())
+    };
+    let delay = std::time::Duration::from_millis(600);
+    let (status, took) = timed(&[], "/");
+    assert!(status == 401 && took >= delay, "{status} after {took:?}");
+    let bad = basic("u", "wrong");
+    let (status, took) = timed(&[&bad], "/");
+    assert!(status == 401 && took >= delay, "{status} after {took:?}");
+    let good = basic("u", "p");
+    let (status, took) = timed(&[&good], "/");
+    assert!(status == 200 && took < delay, "{status} after {took:?}");
+    let (status, took) = timed(&[], "/deny/");
+    assert!(status == 403 && took < delay, "{status} after {took:?}");
+    let log = s.wait_error_log("delaying unauthorized request");
+    assert_eq!(lines_with(&log, "delaying unauthorized request").len(), 2, "{log}");
+    assert!(lines_with(&log, "delaying unauthorized request").iter().all(|l| l.contains("[info]")), "{log}");
+}

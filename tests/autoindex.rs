@@ -1,7 +1,8 @@
 //! Directory requests: autoindex beyond the default page
 //! (`autoindex_format json|jsonp|xml`, `autoindex_exact_size off`, the
 //! jsonp callback check, a POST to a listed directory), and the index
-//! module's answers and error-log lines for a directory that is missing. The byte-exact layouts are unit-tested in
+//! module's answers and error-log lines for a directory that is missing,
+//! and `random_index`. The byte-exact layouts are unit-tested in
 //! src/handler/autoindex/ against nginx's output; here a real server
 //! answers real requests. With SLUICE_TEST_NGINX=1 the same checks run
 //! against Debian's nginx.
@@ -142,4 +143,46 @@ fn a_missing_directory_is_reported_under_its_first_index_file() {
         assert!(l.contains("[error]") && l.contains(&format!("request: \"GET {request} HTTP/1.1\"")), "{l}");
     }
     assert!(!log.contains("GET /q/"), "log_not_found off: {log}");
+}
+
+/// `random_index on`: a random regular file of the directory (no dotfile,
+/// no subdirectory, a symbolic link by its target), the request's
+/// arguments kept; nothing to pick leaves the directory to the index
+/// module; a missing directory is nginx's `opendir()` 404.
+#[test]
+fn random_index_picks_a_file_of_the_directory() {
+    let s = builder()
+        .http(
+            "server { listen 127.0.0.1:{port}; root html;\n\
+               location /r/ { random_index on; }\n\
+               location /e/ { random_index on; }\n\
+               location /lnk/ { random_index on; }\n\
+               location /nope/ { random_index on; }\n\
+               location = /r/a.txt { return 200 \"a $args\\n\"; }\n}",
+        )
+        .file("html/r/a.txt", "unused")
+        .file("html/r/b.txt", "b\n")
+        .file("html/r/.hidden", "hidden\n")
+        .file("html/r/d/x", "in a subdirectory\n")
+        .file("html/e/.dot", "x\n")
+        .file("html/e/sub/f", "x\n")
+        .start();
+    std::fs::create_dir_all(s.path("html/lnk")).expect("dir");
+    std::os::unix::fs::symlink("/nonexistent-target", s.path("html/lnk/dangling")).expect("link");
+    std::os::unix::fs::symlink(s.path("html/r/b.txt"), s.path("html/lnk/good")).expect("link");
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let r = s.get("/r/?k=v");
+        assert_eq!(r.status, 200);
+        seen.insert(r.text());
+    }
+    let want: std::collections::BTreeSet<String> = ["a k=v\n".to_string(), "b\n".to_string()].into();
+    assert_eq!(seen, want);
+    // Only a dotfile and a subdirectory: the index module, then 403.
+    assert_eq!(s.get("/e/").status, 403);
+    assert_eq!(s.get("/lnk/").text(), "b\n");
+    assert_eq!(s.get("/nope/").status, 404);
+    let log = s.wait_error_log("opendir()");
+    let root = s.path("html").display().to_string();
+    assert!(log.contains(&format!("opendir() \"{root}/nope\" failed (2: No such file or directory)")), "{log}");
 }

@@ -66,6 +66,9 @@ pub struct AccessConf {
     pub auth_request: auth_request::AuthRequestConf,
     /// `secure_link`, `secure_link_md5`, `secure_link_secret`.
     pub secure_link: secure_link::SecureLinkConf,
+    /// `auth_delay`: a 401 from this phase is held back this long, so
+    /// a wrong password costs as much time as a right one is worth.
+    pub auth_delay: std::time::Duration,
 }
 
 /// `auth_basic_user_file`: the path, with variables or not; a relative
@@ -81,6 +84,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     multi(cmd("allow", HSL | LMT, 1, 1, Set::Loc(allow))),
     multi(cmd("deny", HSL | LMT, 1, 1, Set::Loc(deny))),
     cmd("satisfy", HSL, 1, 1, Set::Loc(satisfy)),
+    cmd("auth_delay", HSL, 1, 1, Set::Loc(auth_delay)),
     cmd("auth_basic", HSL | LMT, 1, 1, Set::Loc(auth_basic)),
     cmd("auth_basic_user_file", HSL | LMT, 1, 1, Set::Loc(auth_basic_user_file)),
     list(cmd("valid_referers", SRV | LOC, 1, MANY, Set::Loc(referer::valid_referers)), referer::reset),
@@ -112,6 +116,13 @@ fn rule(c: &mut LocConf, d: &Directive, ctx: &mut Ctx, deny: bool) -> R {
         a.own_rules = true;
     }
     Arc::make_mut(&mut a.rules).push(parsed.target, deny);
+    Ok(())
+}
+
+fn auth_delay(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = d.args.first().map(|w| w.text.as_str()).unwrap_or("");
+    c.access.auth_delay = crate::config::value::parse_time(v)
+        .ok_or_else(|| ConfError::at("\"auth_delay\" directive invalid value", &d.span))?;
     Ok(())
 }
 
@@ -180,7 +191,7 @@ pub fn phase<'c>(ctx: &mut ReqCtx<'c, '_>) -> Option<Response<'c>> {
             Verdict::Admit if any => return None,
             Verdict::Admit => {}
             Verdict::Fail(status) => return Some(crate::handler::error(ctx, status)),
-            Verdict::Refuse(r) if !any => return Some(with_error_body(ctx, r)),
+            Verdict::Refuse(r) if !any => return Some(refusal(ctx, r)),
             Verdict::Refuse(r) => {
                 if refused.as_ref().is_none_or(|p| p.status != 401) {
                     refused = Some(r);
@@ -192,7 +203,18 @@ pub fn phase<'c>(ctx: &mut ReqCtx<'c, '_>) -> Option<Response<'c>> {
     if r.status == 403 {
         log_req!(ctx, Level::Error, "access forbidden by rule");
     }
-    Some(with_error_body(ctx, r))
+    Some(refusal(ctx, r))
+}
+
+/// The phase's refusal; a 401 waits out `auth_delay` first (the caller
+/// sees [`crate::handler::suspended`] and sleeps before answering).
+fn refusal<'c>(ctx: &mut ReqCtx<'c, '_>, r: Response<'static>) -> Response<'c> {
+    let delay = ctx.conf.access.auth_delay;
+    if r.status == 401 && !delay.is_zero() {
+        log_req!(ctx, Level::Info, "delaying unauthorized request");
+        ctx.auth_delay = Some(delay);
+    }
+    with_error_body(ctx, r)
 }
 
 /// A handler's refusal as nginx's generated error page, keeping the

@@ -62,6 +62,10 @@ pub struct Ctx {
     pub cache_zones: crate::cache::conf::Zones,
     /// `limit_req_zone` / `limit_conn_zone` zones by name (read first too).
     pub limit_zones: crate::limit::conf::Zones,
+    /// `thread_pool` names, and the pools `aio threads=NAME` asked for
+    /// (checked once the whole file is read: a pool may come later).
+    pub thread_pools: Vec<String>,
+    pub aio_pools: Vec<(String, ConfError)>,
 }
 
 impl Ctx {
@@ -218,6 +222,8 @@ fn default_main(prefix: &Path) -> MainConf {
         worker_processes: 1,
         cpu_affinity: CpuAffinity::None,
         rlimit_nofile: None,
+        rlimit_core: None,
+        working_directory: None,
         pid: prefix.join("logs/sluice.pid"),
         error_log: Arc::default(),
         daemon: true,
@@ -247,6 +253,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         access: Default::default(),
         check_status: None,
         autoindex: Default::default(),
+        random_index: false,
         error_pages: Vec::new(),
         add_headers: Vec::new(),
         expires: None,
@@ -370,6 +377,8 @@ pub fn build(
         user_set: false,
         cache_zones: Default::default(),
         limit_zones: Default::default(),
+        thread_pools: Vec::new(),
+        aio_pools: Vec::new(),
     };
     let mut main = default_main(prefix);
     let mut all: Vec<Directive> = cmdline.to_vec();
@@ -413,6 +422,10 @@ pub fn build(
             cache_zones: Vec::new(),
         },
     };
+    // nginx makes a pool named "default" when none is declared.
+    if let Some((_, e)) = ctx.aio_pools.iter().find(|(p, _)| p != "default" && !ctx.thread_pools.contains(p)) {
+        return Err(e.clone());
+    }
     Ok(Config {
         main,
         http,

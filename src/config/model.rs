@@ -40,6 +40,10 @@ pub struct MainConf {
     pub worker_processes: usize,
     pub cpu_affinity: CpuAffinity,
     pub rlimit_nofile: Option<u64>,
+    /// `worker_rlimit_core`.
+    pub rlimit_core: Option<u64>,
+    /// `working_directory`: the process changes into it.
+    pub working_directory: Option<std::path::PathBuf>,
     pub pid: PathBuf,
     /// The main level's logs: lines not about a request, and what http
     /// inherits.
@@ -201,6 +205,8 @@ pub struct LocConf {
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
     pub autoindex: crate::handler::autoindex::AutoindexConf,
+    /// `random_index on`.
+    pub random_index: bool,
     pub error_pages: Vec<Arc<ErrorPage>>,
     pub add_headers: Vec<AddHeader>,
     pub expires: Option<Expires>,

@@ -35,6 +35,9 @@ pub struct CoreFlags {
     /// `merge_slashes`: `//` in a request URI becomes `/` (server level,
     /// read from the address's default server when the URI is parsed).
     pub merge_slashes: bool,
+    /// `max_headers`: header lines a request may have (server level, read
+    /// with the other head limits).
+    pub max_headers: usize,
 }
 
 impl Default for CoreFlags {
@@ -50,6 +53,7 @@ impl Default for CoreFlags {
             underscores_in_headers: false,
             ignore_invalid_headers: true,
             merge_slashes: true,
+            max_headers: 1000,
         }
     }
 }
@@ -65,6 +69,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("underscores_in_headers", HTTP | SRV, 1, 1, Set::Loc(underscores_in_headers)),
     cmd("ignore_invalid_headers", HTTP | SRV, 1, 1, Set::Loc(ignore_invalid_headers)),
     cmd("merge_slashes", HTTP | SRV, 1, 1, Set::Loc(merge_slashes)),
+    cmd("max_headers", HTTP | SRV, 1, 1, Set::Loc(max_headers)),
     // Accepted: nginx's memory pools, hash sizing, and I/O paths sluice
     // does not have (values checked as nginx checks them).
     cmd("lingering_close", HSL, 1, 1, Set::Ctx(lingering_close)),
@@ -77,7 +82,12 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("directio", HSL, 1, 1, Set::Ctx(size_or_off)),
     cmd("directio_alignment", HSL, 1, 1, Set::Ctx(size)),
     cmd("read_ahead", HSL, 1, 1, Set::Ctx(size)),
-    cmd("send_lowat", HSL, 1, 1, Set::Ctx(size)),
+    cmd("send_lowat", HSL, 1, 1, Set::Ctx(lowat)),
+    cmd("proxy_send_lowat", HSL, 1, 1, Set::Ctx(lowat)),
+    cmd("fastcgi_send_lowat", HSL, 1, 1, Set::Ctx(lowat)),
+    cmd("open_file_cache_events", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("http2_pool_size", HTTP | SRV, 1, 1, Set::Ctx(http2_pool_size)),
+    cmd("http2_streams_index_size", HTTP | SRV, 1, 1, Set::Ctx(http2_streams_index_size)),
     cmd("variables_hash_max_size", HTTP, 1, 1, Set::Ctx(number)),
     cmd("variables_hash_bucket_size", HTTP, 1, 1, Set::Ctx(number)),
     cmd("map_hash_max_size", HTTP, 1, 1, Set::Ctx(number)),
@@ -144,6 +154,12 @@ pub fn ignore_invalid_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R 
     Ok(())
 }
 
+fn max_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let n = value::parse_number(arg(d, 0)).ok_or_else(|| slot_error(d, "invalid number"))?;
+    c.core.max_headers = usize::try_from(n).unwrap_or(usize::MAX);
+    Ok(())
+}
+
 fn merge_slashes(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.core.merge_slashes = flag(d)?;
     Ok(())
@@ -189,9 +205,16 @@ fn lingering_close(d: &Directive, _: &mut Ctx) -> R {
     one_of(d, &["off", "on", "always"])
 }
 
-/// `aio on|off|threads[=POOL]`.
-fn aio(d: &Directive, _: &mut Ctx) -> R {
+/// `aio on|off|threads[=POOL]`; a named pool must be declared by a
+/// `thread_pool` somewhere in the file.
+fn aio(d: &Directive, ctx: &mut Ctx) -> R {
     let v = arg(d, 0);
+    if let Some(pool) = v.strip_prefix("threads=")
+        && !pool.contains('$')
+    {
+        let e = ConfError::at(format!("unknown thread pool \"{pool}\""), &d.span);
+        ctx.aio_pools.push((pool.to_string(), e));
+    }
     if matches!(v, "on" | "off" | "threads") || v.starts_with("threads=") { Ok(()) } else { Err(bad_word(d, v)) }
 }
 
@@ -235,5 +258,33 @@ fn client_body_in_file_only(d: &Directive, _: &mut Ctx) -> R {
             &d.span,
         )),
         v => Err(invalid(d, v)),
+    }
+}
+
+/// `send_lowat`, `proxy_send_lowat`, `fastcgi_send_lowat`: SO_SNDLOWAT,
+/// which Linux does not let a program set; nginx built on Linux checks the
+/// size and warns, as this does.
+fn lowat(d: &Directive, ctx: &mut Ctx) -> R {
+    size(d, ctx)?;
+    ctx.warnings.push(ConfError::at(format!("\"{}\" is not supported, ignored", d.name), &d.span).to_string());
+    Ok(())
+}
+
+/// nginx's per-connection HTTP/2 memory pool; the h2 crate has its own
+/// allocation. nginx's lower bound is checked.
+fn http2_pool_size(d: &Directive, ctx: &mut Ctx) -> R {
+    size(d, ctx)?;
+    match value::parse_size(arg(d, 0)) {
+        Some(n) if n < 112 => Err(ConfError::at("the pool size must be no less than 112", &d.span)),
+        _ => Ok(()),
+    }
+}
+
+/// nginx's stream hash size; must be a power of two there.
+fn http2_streams_index_size(d: &Directive, ctx: &mut Ctx) -> R {
+    number(d, ctx)?;
+    match value::parse_number(arg(d, 0)) {
+        Some(n) if n.is_power_of_two() => Ok(()),
+        _ => Err(slot_error(d, "must be a power of two")),
     }
 }

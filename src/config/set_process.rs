@@ -1,9 +1,12 @@
 //! Main-context directives about the process that sluice's design answers
 //! differently (one process, workers as threads, modules compiled in):
 //! `load_module`, `master_process`, `worker_shutdown_timeout`, `env`,
-//! `pcre_jit`, `timer_resolution`, `worker_priority`. Each is accepted where
-//! nginx would run the configuration and honoured where sluice can;
-//! `docs/configuration.md` says which.
+//! `pcre_jit`, `timer_resolution`, `worker_priority`, `worker_rlimit_core`,
+//! `working_directory`, `lock_file`, `thread_pool`, `ssl_engine`, and the
+//! `events` block's `use`, `debug_connection`, `worker_aio_requests` and
+//! `epoll_events`. Each is accepted where nginx would run the
+//! configuration and honoured where sluice can; `docs/configuration.md`
+//! says which.
 
 use super::build::Ctx;
 use super::model::MainConf;
@@ -128,4 +131,95 @@ pub fn worker_priority(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
         .ok_or_else(|| ConfError::at("\"worker_priority\" directive invalid number", &d.span))? as i32;
     m.worker_priority = Some(if neg { -n } else { n });
     Ok(())
+}
+
+/// `worker_rlimit_core size`: the core file size limit, set for the
+/// process (`process::rlimits`), with core files allowed again after the
+/// workers drop to `user`.
+pub fn worker_rlimit_core(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    let n =
+        value::parse_size(v).ok_or_else(|| ConfError::at("\"worker_rlimit_core\" directive invalid value", &d.span))?;
+    m.rlimit_core = Some(n);
+    Ok(())
+}
+
+/// `working_directory path`: the process's directory (where core files
+/// go), as given: nginx resolves it against nothing either.
+pub fn working_directory(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    m.working_directory = Some(std::path::PathBuf::from(arg(d, 0)));
+    Ok(())
+}
+
+/// `ssl_engine device`: an OpenSSL engine (a hardware key store). sluice's
+/// TLS is rustls, which loads none; running without the engine would
+/// serve with keys the operator meant to keep in hardware, so refused.
+pub fn ssl_engine(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    Err(ConfError::at(
+        format!(
+            "ssl_engine \"{}\": sluice's TLS (rustls) cannot load OpenSSL engines; keep the key in a file \
+             (ssl_certificate_key) or remove the directive",
+            arg(d, 0)
+        ),
+        &d.span,
+    ))
+}
+
+/// `thread_pool name threads=N [max_queue=N]`: sluice reads files on its
+/// workers' event loops (sendfile), with no thread pools; the values are
+/// checked as nginx checks them and the name recorded for `aio threads=`.
+pub fn thread_pool(_: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let name = arg(d, 0);
+    if ctx.thread_pools.iter().any(|p| p == name) {
+        return Err(ConfError::at(format!("duplicate thread pool \"{name}\""), &d.span));
+    }
+    let mut threads = false;
+    for w in &d.args[1..] {
+        let t = w.text.as_str();
+        if let Some(n) = t.strip_prefix("threads=") {
+            if value::parse_number(n).is_none_or(|n| n == 0) {
+                return Err(ConfError::at(format!("invalid threads value \"{t}\""), &d.span));
+            }
+            threads = true;
+        } else if let Some(n) = t.strip_prefix("max_queue=")
+            && value::parse_number(n).is_none()
+        {
+            return Err(ConfError::at(format!("invalid max_queue value \"{t}\""), &d.span));
+        }
+    }
+    if !threads {
+        return Err(ConfError::at("\"thread_pool\" must have \"threads\" parameter", &d.span));
+    }
+    ctx.thread_pools.push(name.to_string());
+    Ok(())
+}
+
+/// `use method`: sluice runs on epoll (through tokio), the one method
+/// Debian's nginx has on Linux.
+pub fn use_events(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    match arg(d, 0) {
+        "epoll" => Ok(()),
+        v => Err(ConfError::at(format!("invalid event type \"{v}\""), &d.span)),
+    }
+}
+
+/// `debug_connection address | CIDR | unix: | hostname`: nginx writes
+/// debug-level lines for these clients. sluice writes almost none, so
+/// this only checks the value as nginx does (a name must resolve).
+pub fn debug_connection(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    if crate::cidr::Cidr::parse(v).is_some() {
+        return Ok(());
+    }
+    use std::net::ToSocketAddrs;
+    let resolves = !v.contains(['/', '[', ']']) && (v, 0).to_socket_addrs().is_ok_and(|mut a| a.next().is_some());
+    if resolves { Ok(()) } else { Err(ConfError::at(format!("host not found in debug_connection \"{v}\""), &d.span)) }
+}
+
+/// `worker_aio_requests`, `epoll_events`: sizes of nginx's own event
+/// arrays; checked numbers, no effect.
+pub fn events_number(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    value::parse_number(arg(d, 0))
+        .map(|_| ())
+        .ok_or_else(|| ConfError::at(format!("\"{}\" directive invalid number", d.name), &d.span))
 }

@@ -287,6 +287,9 @@ pub fn http2_body_preread_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R
 /// whose wording `http2_push` and `http2_push_preload` get; the header
 /// size limits and `http2_recv_timeout` were replaced in nginx 1.19.7.
 pub fn http2_obsolete(d: &Directive, ctx: &mut Ctx) -> R {
+    if d.name == "http2_max_concurrent_pushes" && super::value::parse_number(arg(d, 0)).is_none() {
+        return Err(ConfError::at(format!("\"{}\" directive invalid number", d.name), &d.span));
+    }
     let instead = match d.name.as_str() {
         "http2_max_field_size" | "http2_max_header_size" => Some("large_client_header_buffers"),
         "http2_recv_timeout" => Some("client_header_timeout"),

@@ -95,6 +95,12 @@ pub static CORE: &[Cmd] = &[
     cmd("pcre_jit", MAIN, 1, 1, Set::Main(set_process::pcre_jit)),
     cmd("timer_resolution", MAIN, 1, 1, Set::Main(set_process::timer_resolution)),
     cmd("worker_priority", MAIN, 1, 1, Set::Main(set_process::worker_priority)),
+    cmd("worker_rlimit_core", MAIN, 1, 1, Set::Main(set_process::worker_rlimit_core)),
+    cmd("working_directory", MAIN, 1, 1, Set::Main(set_process::working_directory)),
+    // nginx on Linux locks with atomics; the file is never created.
+    cmd("lock_file", MAIN, 1, 1, Set::Noop),
+    multi(cmd("thread_pool", MAIN, 2, MANY, Set::Main(set_process::thread_pool))),
+    cmd("ssl_engine", MAIN, 1, 1, Set::Main(set_process::ssl_engine)),
     block("events", MAIN, 0, 0),
     block("http", MAIN, 0, 0),
     // events
@@ -103,7 +109,10 @@ pub static CORE: &[Cmd] = &[
     cmd("accept_mutex", EVENTS, 1, 1, Set::Noop),
     cmd("accept_mutex_delay", EVENTS, 1, 1, Set::Noop),
     cmd("multi_accept", EVENTS, 1, 1, Set::Noop),
-    cmd("use", EVENTS, 1, 1, Set::Noop),
+    cmd("use", EVENTS, 1, 1, Set::Main(set_process::use_events)),
+    multi(cmd("debug_connection", EVENTS, 1, 1, Set::Main(set_process::debug_connection))),
+    cmd("worker_aio_requests", EVENTS, 1, 1, Set::Main(set_process::events_number)),
+    cmd("epoll_events", EVENTS, 1, 1, Set::Main(set_process::events_number)),
     // http
     block("server", HTTP, 0, 0),
     list(block("types", HSL, 0, 0), set_loc::reset_types),
@@ -201,6 +210,7 @@ pub static CORE: &[Cmd] = &[
     cmd("http2_max_field_size", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
     cmd("http2_max_header_size", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
     cmd("http2_recv_timeout", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
+    cmd("http2_max_concurrent_pushes", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::http2_obsolete)),
     // reverse proxy (the `upstream` block's own directives are parsed by
     // config::upstream_block)
     block("upstream", HTTP, 1, 1),
@@ -294,6 +304,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::handler::symlinks::DIRECTIVES,
     crate::handler::stub_status::DIRECTIVES,
     crate::handler::autoindex::DIRECTIVES,
+    crate::handler::random_index::DIRECTIVES,
     crate::metrics::DIRECTIVES,
     crate::filter::sub::DIRECTIVES,
     crate::access::DIRECTIVES,

@@ -10,6 +10,7 @@ pub mod mem;
 pub mod proxy_protocol;
 pub mod sock;
 pub mod spool;
+pub mod tcpinfo;
 
 use std::rc::Rc;
 use std::time::Duration;

@@ -105,6 +105,8 @@ fn confined(text: &str) -> bool {
             "proxy_pass" => arg0.is_none_or(pass_offline),
             // An upstream's peer; the `server {` block has no arguments.
             "server" => arg0.is_none_or(|a| a.starts_with("unix:") || literal_addr(a)),
+            // Anything but an address or CIDR is looked up as a host name.
+            "debug_connection" => arg0.is_none_or(|a| crate::cidr::Cidr::parse(a).is_some()),
             _ => true,
         };
         if !ok {

@@ -29,9 +29,13 @@ pub struct ConnInfo {
     pub plain_on_tls: bool,
     /// What a PROXY protocol header said (`listen ... proxy_protocol`).
     pub proxy_protocol: Option<std::rc::Rc<crate::connection::proxy_protocol::ProxyAddrs>>,
-    /// When the connection was accepted, in Unix seconds (for
-    /// `keepalive_time`; 4 bytes, in what was padding).
+    /// When the connection was accepted: the low 32 bits of the wall
+    /// clock in milliseconds, so differences are right for 49 days
+    /// (`keepalive_time`, `$connection_time`; 4 bytes, in what was padding).
     pub started: u32,
+    /// The client socket's descriptor, for `$tcpinfo_*` (-1: none, as for
+    /// the fuzzer's in-memory client).
+    pub fd: i32,
 }
 
 impl ConnInfo {
@@ -46,14 +50,20 @@ impl ConnInfo {
             pipelined: false,
             plain_on_tls: false,
             proxy_protocol: None,
-            started: crate::clock::now_secs() as u32,
+            started: crate::clock::unix_ms() as u32,
+            fd: -1,
         }
     }
 
+    /// Milliseconds since the connection was accepted.
+    pub fn age_ms(&self) -> u64 {
+        u64::from((crate::clock::unix_ms() as u32).wrapping_sub(self.started))
+    }
+
     /// `keepalive_time`: the connection may take no more requests once it
-    /// has been open this long (nginx's check, in whole seconds here).
+    /// has been open this long (nginx's check).
     pub fn past_keepalive_time(&self, limit: std::time::Duration) -> bool {
-        u64::from((crate::clock::now_secs() as u32).wrapping_sub(self.started)) >= limit.as_secs()
+        self.age_ms() > limit.as_millis() as u64
     }
 }
 
@@ -142,6 +152,8 @@ pub struct ReqCtx<'c, 'a> {
     pub request_id: std::cell::Cell<Option<[u8; 16]>>,
     /// limit_req / limit_conn / limit_rate state of the request.
     pub limit: crate::limit::Limits,
+    /// A 401 of the access phase waits this long first (`auth_delay`).
+    pub auth_delay: Option<std::time::Duration>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -163,11 +175,21 @@ pub struct Vars<'r, 'c, 'a> {
     pub body_bytes_sent: u64,
     pub request_time_ms: u64,
     pub request_length: u64,
+    /// The whole response went out (`$request_completion`).
+    pub complete: bool,
 }
 
 impl<'r, 'c, 'a> Vars<'r, 'c, 'a> {
     pub fn request(ctx: &'r ReqCtx<'c, 'a>) -> Self {
-        Vars { ctx, resp: None, bytes_sent: 0, body_bytes_sent: 0, request_time_ms: 0, request_length: 0 }
+        Vars {
+            ctx,
+            resp: None,
+            bytes_sent: 0,
+            body_bytes_sent: 0,
+            request_time_ms: 0,
+            request_length: 0,
+            complete: false,
+        }
     }
 }
 
@@ -246,6 +268,7 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::Http(name) => req.header(name).is_some(),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
             Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
+            Var::ProxyPort | Var::UpstreamCookie(_) => super::more_vars::found(self, var),
             _ => false,
         }
     }
@@ -411,6 +434,16 @@ impl VarSource for Vars<'_, '_, '_> {
                 push_list(out, &ctx.upstream.bytes_received, &ctx.upstream.groups, |out, n| push_u64(out, *n))
             }
             Var::Pipe => out.push(if ctx.conn.pipelined { b'p' } else { b'.' }),
+            Var::ConnectionTime
+            | Var::RequestCompletion
+            | Var::Msie
+            | Var::Date(_)
+            | Var::ProxyPort
+            | Var::Tcpinfo(_)
+            | Var::SslAlpnProtocol
+            | Var::SslCurve
+            | Var::SslEarlyData
+            | Var::UpstreamCookie(_) => super::more_vars::write(self, var, out),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
                 let xff: Vec<&[u8]> = if g.proxies.is_empty() {
@@ -642,6 +675,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             mirrored: false,
             auth: Default::default(),
             limit: Default::default(),
+            auth_delay: None,
         }
     }
 

@@ -15,6 +15,10 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if super::static_file::alias_refused(ctx) {
         return Step::Done(error(ctx, 500));
     }
+    // nginx's content phase asks random_index before the index module.
+    if let Some(step) = super::random_index::pick(ctx) {
+        return step;
+    }
     // The index module's redirect keeps the request's arguments.
     let args = || ctx.req.args.as_deref().map(<[u8]>::to_vec);
     let mut dir = Vec::new();

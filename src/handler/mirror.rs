@@ -107,6 +107,8 @@ pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>) {
                 http2: c.http2,
                 proxy_protocol: c.proxy_protocol.clone(),
                 requests: c.requests,
+                started: c.started,
+                fd: c.fd,
                 ..ConnInfo::new(c.peer, c.local, c.id)
             },
             realip: ctx.realip,

@@ -10,7 +10,9 @@ pub mod directory;
 pub mod empty_gif;
 pub mod error_page;
 pub mod mirror;
+mod more_vars;
 pub mod open_cache;
+pub mod random_index;
 pub mod ret;
 pub mod static_file;
 pub mod stub_status;
@@ -230,7 +232,9 @@ pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c
 /// The pipeline stopped for something asynchronous: a limit_req delay or
 /// an auth_request subrequest ([`complete`] waits for it and resumes).
 pub fn suspended(ctx: &ReqCtx<'_, '_>) -> bool {
-    ctx.limit.delay.is_some() || matches!(ctx.auth, crate::access::auth_request::State::Pending)
+    ctx.limit.delay.is_some()
+        || ctx.auth_delay.is_some()
+        || matches!(ctx.auth, crate::access::auth_request::State::Pending)
 }
 
 /// Finishes a request that [`suspended`]: waits out a delay or runs the
@@ -244,6 +248,11 @@ pub async fn complete<'c>(
     loop {
         if ctx.limit.delay.is_some() {
             resp = crate::limit::wait(ctx, resp).await;
+        } else if let Some(d) = ctx.auth_delay.take() {
+            // The 401 as it stood, then error_page and the filters.
+            tokio::time::sleep_until((crate::clock::mono() + d).into()).await;
+            crate::clock::mono_stale();
+            resp = finish(ctx, resp);
         } else if matches!(ctx.auth, crate::access::auth_request::State::Pending) {
             Box::pin(crate::access::auth_request::run(w, ctx)).await;
             resp = resume(ctx);

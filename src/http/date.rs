@@ -215,6 +215,26 @@ pub fn log_time_local(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     push_offset(out, off, false);
 }
 
+const WEEKDAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+/// `$date_gmt` and `$date_local` in the SSI module's default `timefmt`,
+/// `"%A, %d-%b-%Y %H:%M:%S %Z"`: `secs` already shifted to the zone whose
+/// abbreviation `zone` is ("GMT" for `$date_gmt`, as strftime names it).
+pub fn ssi_date(secs: i64, zone: &str, out: &mut Vec<u8>) {
+    let tm = Tm::from_unix(secs);
+    out.extend_from_slice(WEEKDAYS[usize::from(tm.wday)].as_bytes());
+    out.extend_from_slice(b", ");
+    push2(out, tm.mday);
+    out.push(b'-');
+    out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]);
+    out.push(b'-');
+    push_year(out, tm.year);
+    out.push(b' ');
+    push_hms(out, &tm);
+    out.push(b' ');
+    out.extend_from_slice(zone.as_bytes());
+}
+
 pub fn log_time_iso8601(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     let (secs, off) = local_secs(unix_secs, utc_offset_secs);
     let tm = Tm::from_unix(secs);
@@ -257,6 +277,14 @@ pub fn error_log_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn ssi_date_is_strftimes() {
+        let mut out = Vec::new();
+        // 2026-11-28 00:10:07 UTC, a Saturday (nginx printed this one).
+        ssi_date(1_795_824_607, "GMT", &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), "Saturday, 28-Nov-2026 00:10:07 GMT");
+    }
 
     fn hd(secs: u64) -> String {
         let mut b = [0u8; 29];

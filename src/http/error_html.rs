@@ -162,17 +162,7 @@ pub const MSIE_PADDING: &[u8] = b"<!-- a padding to disable MSIE and Chrome frie
 /// agent is neither MSIE, Opera nor Gecko. Callers should also require
 /// HTTP/1.0 or later, as nginx does.
 pub fn wants_msie_padding(user_agent: &[u8]) -> bool {
-    let find = |needle: &[u8]| memchr::memmem::find(user_agent, needle);
-    if find(b"Opera").is_some() {
-        return false;
-    }
-    // nginx requires at least the "MSIE x.y" digits after the marker.
-    if let Some(i) = find(b"MSIE ")
-        && i + 7 < user_agent.len()
-    {
-        return true;
-    }
-    find(b"Gecko/").is_none() && find(b"Chrome/").is_some()
+    super::user_agent::is_msie(user_agent) || super::user_agent::is_chrome(user_agent)
 }
 
 fn server_len(server_tokens: bool, version: &str) -> usize {

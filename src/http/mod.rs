@@ -10,3 +10,4 @@ pub mod range;
 pub mod request;
 pub mod response;
 pub mod uri;
+pub mod user_agent;

@@ -37,17 +37,6 @@ fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
         .collect()
 }
 
-fn raise_nofile(n: u64) {
-    let lim = rustix::process::Rlimit { current: Some(n), maximum: Some(n) };
-    if rustix::process::setrlimit(rustix::process::Resource::Nofile, lim).is_err() {
-        let cur = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-        let soft = rustix::process::Rlimit { current: Some(n.min(cur.maximum.unwrap_or(n))), maximum: cur.maximum };
-        if let Err(e) = rustix::process::setrlimit(rustix::process::Resource::Nofile, soft) {
-            log_error!(Level::Alert, "setrlimit(RLIMIT_NOFILE, {}) failed ({})", n, e);
-        }
-    }
-}
-
 /// Starts a worker generation (`reload`: replacing a running one), counted
 /// in `sluice_status` before any of its threads runs.
 fn start_generation(
@@ -124,9 +113,7 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
             }
         }
     };
-    if let Some(n) = cfg.main.rlimit_nofile {
-        raise_nofile(n);
-    }
+    super::rlimits::apply(&cfg.main);
     if let Err(e) = crate::log::error_file::open_all(&cfg.error_log_files) {
         eprintln!("sluice: [emerg] {e}");
         return 1;
@@ -311,6 +298,7 @@ impl Master {
             super::pidfile::remove(&self.current.cfg.main.pid);
         }
         crate::upstream::check::inherit(&self.current.cfg, &cfg);
+        super::rlimits::apply(&cfg.main);
         let cfg = Arc::new(cfg);
         let next = match start_generation(cfg, &listeners, &logs, true) {
             Ok(g) => g,

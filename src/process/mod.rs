@@ -7,6 +7,7 @@ pub mod default_conf;
 pub mod master;
 pub mod pidfile;
 mod prepare;
+pub mod rlimits;
 pub mod signal;
 
 use std::path::{Path, PathBuf};

@@ -23,6 +23,10 @@ pub struct TlsInfo {
     pub cipher: &'static str,
     pub server_name: Option<Box<str>>,
     pub h2: bool,
+    /// The protocol ALPN agreed on (`$ssl_alpn_protocol`): one of ours.
+    pub alpn: Option<&'static str>,
+    /// The key exchange group (`$ssl_curve`), in OpenSSL's name.
+    pub curve: Option<&'static str>,
     pub resumed: bool,
     pub has_client_cert: bool,
     pub require_client_cert: bool,
@@ -112,6 +116,16 @@ pub async fn accept(
             cipher: conn.negotiated_cipher_suite().map(|s| super::names::openssl_suite_name(s.suite())).unwrap_or(""),
             server_name: sni.map(String::into_boxed_str),
             h2: conn.alpn_protocol() == Some(b"h2"),
+            alpn: match conn.alpn_protocol() {
+                Some(b"h2") => Some("h2"),
+                Some(b"http/1.1") => Some("http/1.1"),
+                Some(b"http/1.0") => Some("http/1.0"),
+                _ => None,
+            },
+            curve: conn
+                .negotiated_key_exchange_group()
+                .map(|g| super::names::group_name(g.name()))
+                .filter(|n| !n.is_empty()),
             resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
             has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
             require_client_cert: tls.require_client_cert,

@@ -32,6 +32,23 @@ pub fn protocol_name(v: ProtocolVersion) -> &'static str {
     }
 }
 
+/// `$ssl_curve`: OpenSSL's short name of the key exchange group
+/// (`OBJ_nid2sn`, so P-256 is "prime256v1").
+pub fn group_name(g: rustls::NamedGroup) -> &'static str {
+    use rustls::NamedGroup as G;
+    match g {
+        G::X25519 => "X25519",
+        G::X448 => "X448",
+        G::secp256r1 => "prime256v1",
+        G::secp384r1 => "secp384r1",
+        G::secp521r1 => "secp521r1",
+        G::X25519MLKEM768 => "X25519MLKEM768",
+        G::secp256r1MLKEM768 => "SecP256r1MLKEM768",
+        G::MLKEM768 => "MLKEM768",
+        _ => "",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

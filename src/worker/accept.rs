@@ -164,7 +164,8 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         let group =
             if wildcard { w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group) } else { group };
         let guard = ConnGuard::new(w.clone());
-        let info = ConnInfo::new(peer, local, w.next_serial());
+        let info =
+            ConnInfo { fd: std::os::fd::AsRawFd::as_raw_fd(&stream), ..ConnInfo::new(peer, local, w.next_serial()) };
         // Boxed: a connection's future is ~4.5 KB, and tokio moves a task's
         // future by value when it spawns and when it finishes (callgrind:
         // six copies, ~3k instructions, per connection unboxed).

@@ -161,6 +161,9 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         log_error!(Level::Emerg, "worker {} does not serve: {}", spec.index, e);
         return;
     }
+    if spec.cfg.main.user.is_some() {
+        crate::process::rlimits::allow_core_dumps(&spec.cfg.main);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .on_thread_unpark(crate::clock::mono_stale)

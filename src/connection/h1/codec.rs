@@ -82,12 +82,14 @@ pub struct Limits {
     /// `ignore_invalid_headers`: a header whose name has characters other
     /// than letters, digits and `-` is dropped, as if not sent.
     pub ignore_invalid: bool,
+    /// `max_headers`: header lines allowed, not counting dropped ones.
+    pub max_lines: usize,
 }
 
 impl Limits {
     /// nginx's defaults around a header buffer size.
     pub const fn sized(line_max: usize, total_max: usize) -> Limits {
-        Limits { line_max, total_max, underscores: false, ignore_invalid: true }
+        Limits { line_max, total_max, underscores: false, ignore_invalid: true, max_lines: MAX_HEADER_LINES }
     }
 
     /// Whether a header line with this name is dropped (nginx's
@@ -109,10 +111,10 @@ fn range(buf: &[u8], part: &[u8]) -> std::ops::Range<usize> {
 
 const STACK_HEADERS: usize = 64;
 
-/// Header lines a request may have, not counting lines dropped as invalid
-/// (`ignore_invalid_headers`): observed from Debian's nginx 1.22.1
-/// (1.22.1-9+deb12u11), which answers a 1001st with 400 "client sent too
-/// many header lines" (found by tests/smuggling).
+/// Header lines a request may have by default (`max_headers`), not
+/// counting lines dropped as invalid (`ignore_invalid_headers`): Debian's
+/// nginx 1.22.1 (1.22.1-9+deb12u11) answers a 1001st with 400 "client sent
+/// too many header lines" (found by tests/smuggling).
 const MAX_HEADER_LINES: usize = 1000;
 
 fn config() -> httparse::ParserConfig {
@@ -366,7 +368,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         if limits.drops(name) {
             continue;
         }
-        if headers.len() == MAX_HEADER_LINES {
+        if headers.len() >= limits.max_lines {
             return Err(HeadError::Bad("client sent too many header lines"));
         }
         let v = h.value;

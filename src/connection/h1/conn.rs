@@ -172,6 +172,7 @@ pub(crate) fn limits(g: &ListenGroup) -> Limits {
     Limits {
         underscores: c.core.underscores_in_headers,
         ignore_invalid: c.core.ignore_invalid_headers,
+        max_lines: c.core.max_headers,
         ..Limits::sized(size, n * size)
     }
 }
@@ -342,7 +343,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     // 444: close without a response; so is a 408 of our own (a body read
     // timed out, or `return 408`), as nginx's ngx_http_terminate_request.
     if resp.status == 444 || resp.status == 499 || (resp.status == 408 && resp.is_error_page) {
-        log_request(w, &ctx, &resp, 0, 0, started);
+        log_request(w, &ctx, &resp, 0, 0, started, false);
         return Next::Close;
     }
     let conf = ctx.conf;
@@ -382,7 +383,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         // a two-way tunnel to the origin until either side closes.
         let head_bytes = out.wbuf.len() as u64;
         let ok = flush(&mut out, conf.send_timeout, false).await;
-        log_request(w, &ctx, &resp, if ok { head_bytes } else { 0 }, 0, started);
+        log_request(w, &ctx, &resp, if ok { head_bytes } else { 0 }, 0, started, ok);
         if let Body::Upstream(mut up) = std::mem::replace(&mut resp.body, Body::Empty) {
             if ok {
                 let client_early = rbuf[head_len..].to_vec();
@@ -414,7 +415,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
-    log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started);
+    log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started, sent_ok);
     // proxy_cache_background_update: the stale answer is out; refresh now.
     if ctx.cache.is_some() {
         drop(resp);
@@ -482,6 +483,7 @@ pub fn log_request(
     bytes_sent: u64,
     body_bytes_sent: u64,
     started: Instant,
+    complete: bool,
 ) {
     // sluice_status: every request's class and time (three relaxed adds
     // into this worker's counters); a status_zone and a cache lookup cost
@@ -506,6 +508,7 @@ pub fn log_request(
         body_bytes_sent,
         request_time_ms: ms,
         request_length: ctx.req.head.head_len as u64 + ctx.body_read,
+        complete,
     };
     w.logs.borrow_mut().log(refs, &vars);
 }
@@ -561,7 +564,7 @@ fn log_unanswered(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, s
     let ctx = ReqCtx::new(g, &g.default_server, error_request(rbuf, &head), info);
     let mut resp = crate::handler::error(&ctx, status);
     resp.close = true;
-    log_request(w, &ctx, &resp, 0, 0, started);
+    log_request(w, &ctx, &resp, 0, 0, started, false);
 }
 
 /// The request an unparsed head is logged as: its request line (as far as
@@ -597,5 +600,5 @@ pub(super) async fn send_error(
     }
     let ok = stream.write_all_flags(wbuf, ctx.conf.send_timeout, true).await.is_ok();
     wbuf.clear();
-    log_request(w, &ctx, &resp, if ok { hl + body_len } else { 0 }, if ok { body_len } else { 0 }, started);
+    log_request(w, &ctx, &resp, if ok { hl + body_len } else { 0 }, if ok { body_len } else { 0 }, started, ok);
 }

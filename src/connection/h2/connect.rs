@@ -139,7 +139,7 @@ pub async fn run<'c>(
     // gone either way (the tunnel took it).
     up.done = true;
     crate::proxy::release(w, &mut up);
-    super::log(w, ctx, &resp, sent, sent, started);
+    super::log(w, ctx, &resp, (sent, sent), started, !matches!(end, End::Failed));
     Outcome::Done(true)
 }
 

@@ -217,6 +217,8 @@ where
             tls: tls.clone(),
             http2: true,
             proxy_protocol: info.proxy_protocol.clone(),
+            started: info.started,
+            fd: info.fd,
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
         let mut fut: Pin<Box<dyn Future<Output = ()>>> =
@@ -315,7 +317,7 @@ fn log_panicked(
         host: std::borrow::Cow::Borrowed(b""),
     };
     let ctx = ReqCtx::new(g, &g.default_server, req, info);
-    log(w, &ctx, resp, body_bytes, body_bytes, started);
+    log(w, &ctx, resp, (body_bytes, body_bytes), started, true);
 }
 
 /// One stream: build the request, run the pipeline, send head and body,
@@ -462,7 +464,7 @@ async fn stream(
                 );
                 let r = crate::handler::error(&ctx, 408);
                 respond.send_reset(h2::Reason::PROTOCOL_ERROR);
-                log(&w, &ctx, &r, 0, 0, started);
+                log(&w, &ctx, &r, (0, 0), started, false);
                 finish(&shared, false);
                 return;
             }
@@ -476,7 +478,7 @@ async fn stream(
     }
     if resp.status == 444 {
         respond.send_reset(h2::Reason::CANCEL);
-        log(&w, &ctx, &resp, 0, 0, started);
+        log(&w, &ctx, &resp, (0, 0), started, false);
         finish(&shared, true);
         return;
     }
@@ -514,7 +516,7 @@ async fn stream(
     let ok = sent.is_ok();
     let body_bytes = sent.unwrap_or(0);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
-    log(&w, &ctx, &resp, body_bytes, body_bytes, started);
+    log(&w, &ctx, &resp, (body_bytes, body_bytes), started, ok);
     if ctx.cache.is_some() {
         drop(resp);
         crate::cache::serve::refresh_after(&w, &mut ctx).await;
@@ -765,6 +767,14 @@ async fn window(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64
 }
 
 /// The access log line of a stream: the same as HTTP/1's.
-fn log(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, bytes_sent: u64, body_bytes: u64, started: Instant) {
-    crate::connection::h1::conn::log_request(w, ctx, resp, bytes_sent, body_bytes, started);
+/// `complete`: the whole response went out (`$request_completion`).
+fn log(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    resp: &Response<'_>,
+    (bytes_sent, body_bytes): (u64, u64),
+    started: Instant,
+    complete: bool,
+) {
+    crate::connection::h1::conn::log_request(w, ctx, resp, bytes_sent, body_bytes, started, complete);
 }

@@ -160,7 +160,7 @@ pub fn weak_etag(e: &[u8]) -> Option<Vec<u8>> {
 /// headers either).
 pub fn gzip_allowed(ctx: &ReqCtx<'_, '_>, resp: Option<&Response<'_>>, conf: &CompressConf) -> bool {
     let ua = ctx.req.header("user-agent");
-    if conf.disable.msie6 && ua.is_some_and(is_msie6) {
+    if conf.disable.msie6 && ua.is_some_and(crate::http::user_agent::is_msie6) {
         return false;
     }
     match ctx.req.version() {
@@ -221,33 +221,9 @@ fn proxied_ok(ctx: &ReqCtx<'_, '_>, resp: Option<&Response<'_>>, p: u16) -> bool
     !(p & proxied::NO_ETAG != 0 && etag)
 }
 
-/// nginx's MSIE 4–6 test on User-Agent (`r->headers_in.msie6`): "MSIE 4.",
-/// "MSIE 5." or "MSIE 6." without "SV1" after it.
-pub fn is_msie6(ua: &[u8]) -> bool {
-    let Some(i) = memchr::memmem::find(ua, b"MSIE ") else { return false };
-    if i + 7 >= ua.len() || ua[i + 6] != b'.' {
-        return false;
-    }
-    match ua[i + 5] {
-        b'4' | b'5' => true,
-        b'6' => memchr::memmem::find(&ua[i + 8..], b"SV1").is_none(),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn msie6() {
-        assert!(is_msie6(b"Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1)"));
-        assert!(!is_msie6(b"Mozilla/4.0 (compatible; MSIE 6.0; Windows NT 5.1; SV1)"));
-        assert!(is_msie6(b"Mozilla/4.0 (compatible; MSIE 5.5; Windows 98)"));
-        assert!(!is_msie6(b"Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 6.0)"));
-        assert!(!is_msie6(b"curl/8.0"));
-        assert!(!is_msie6(b"MSIE 6."));
-    }
 
     #[test]
     fn weak_etags() {
