@@ -118,6 +118,8 @@ pub enum Var {
     SslEarlyData,
     /// A cookie of the origin's `Set-Cookie` headers.
     UpstreamCookie(String),
+    /// The request body, when it was read whole into memory for an origin.
+    RequestBody,
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
     /// A variable defined by a `geo` block.
@@ -228,6 +230,10 @@ impl Var {
             "ssl_alpn_protocol" => Var::SslAlpnProtocol,
             "ssl_curve" => Var::SslCurve,
             "ssl_early_data" => Var::SslEarlyData,
+            "request_body" => {
+                REQUEST_BODY_USED.store(true, std::sync::atomic::Ordering::Relaxed);
+                Var::RequestBody
+            }
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,
@@ -274,6 +280,16 @@ impl Var {
         };
         Some(v)
     }
+}
+
+/// Some template of some configuration loaded so far reads
+/// `$request_body`: only then does the proxy keep a copy of a body it read
+/// into memory (never cleared: a reload that drops the variable just
+/// keeps copying small bodies).
+static REQUEST_BODY_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn request_body_used() -> bool {
+    REQUEST_BODY_USED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A variable a `map`, `geo` or `split_clients` block defines.

@@ -185,3 +185,45 @@ fn alpn_and_curve_over_tls() {
         ["[-] alpn=[h2] curve=[X25519]", "[-] alpn=[http/1.1] curve=[X25519]", "[-] alpn=[-] curve=[X25519]"]
     );
 }
+
+/// `$request_body`: a body read whole into memory for the origin, in a
+/// proxied header and in the log; not found without a body, in a location
+/// that does not read it (`return`), or past the memory buffer (a temp
+/// file), as nginx.
+#[test]
+fn request_body_reaches_headers_and_the_log() {
+    let o = Origin::start(|r| Reply::ok(format!("xb=[{}]", r.header("x-body").unwrap_or("none"))));
+    let http = format!(
+        "{}\n{}",
+        "log_format b '$request_method $uri rb=[$request_body]';",
+        r#"
+        client_body_buffer_size 1k;
+        server {
+            listen 127.0.0.1:{port};
+            access_log logs/b.log b;
+            location /p { proxy_set_header X-Body $request_body; proxy_pass http://127.0.0.1:%O%; }
+            location /s { return 200 "[$request_body]"; }
+        }"#
+    );
+    let mut s = proxy(&http, &[("%O%", o.port)]);
+    let post = |path: &str, body: &str| {
+        let raw = format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        request(s.port, &raw).text()
+    };
+    assert_eq!(post("/p", "a=1&b=2"), "xb=[a=1&b=2]");
+    // An empty value sends no header at all.
+    assert_eq!(s.get("/p").text(), "xb=[none]");
+    let big = "x".repeat(8000);
+    assert_eq!(post("/p", &big), "xb=[none]");
+    assert_eq!(post("/s", "a=1"), "[]");
+    assert!(s.quit().success());
+    let log = read_lossy(&s.path("logs/b.log"));
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        ["POST /p rb=[a=1&b=2]", "GET /p rb=[-]", "POST /p rb=[-]", "POST /s rb=[-]"],
+        "{log}"
+    );
+}

@@ -154,6 +154,9 @@ pub struct ReqCtx<'c, 'a> {
     pub limit: crate::limit::Limits,
     /// A 401 of the access phase waits this long first (`auth_delay`).
     pub auth_delay: Option<std::time::Duration>,
+    /// `$request_body`: a copy of a body the proxy read whole into memory
+    /// (kept only when some template reads the variable).
+    pub request_body: Option<Vec<u8>>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -268,7 +271,7 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::Http(name) => req.header(name).is_some(),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
             Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
-            Var::ProxyPort | Var::UpstreamCookie(_) => super::more_vars::found(self, var),
+            Var::ProxyPort | Var::UpstreamCookie(_) | Var::RequestBody => super::more_vars::found(self, var),
             _ => false,
         }
     }
@@ -443,7 +446,8 @@ impl VarSource for Vars<'_, '_, '_> {
             | Var::SslAlpnProtocol
             | Var::SslCurve
             | Var::SslEarlyData
-            | Var::UpstreamCookie(_) => super::more_vars::write(self, var, out),
+            | Var::UpstreamCookie(_)
+            | Var::RequestBody => super::more_vars::write(self, var, out),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
                 let xff: Vec<&[u8]> = if g.proxies.is_empty() {
@@ -676,6 +680,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             auth: Default::default(),
             limit: Default::default(),
             auth_delay: None,
+            request_body: None,
         }
     }
 

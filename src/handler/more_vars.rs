@@ -1,8 +1,8 @@
 //! Variables that read the connection, the clock or the origin's answer
 //! rather than the request: `$connection_time`, `$request_completion`,
 //! `$msie`, `$date_gmt`/`$date_local`, `$proxy_port`, `$tcpinfo_*`,
-//! `$ssl_alpn_protocol`, `$ssl_curve`, `$ssl_early_data` and
-//! `$upstream_cookie_NAME`. Kept apart from `ctx`'s hot ones; each is
+//! `$ssl_alpn_protocol`, `$ssl_curve`, `$ssl_early_data`,
+//! `$upstream_cookie_NAME` and `$request_body`. Kept apart from `ctx`'s hot ones; each is
 //! computed only when a template asks.
 
 use super::ctx::{Vars, push_secs_ms, push_u64};
@@ -50,6 +50,11 @@ pub(super) fn write(v: &Vars<'_, '_, '_>, var: &Var, out: &mut Vec<u8>) {
                 out.extend_from_slice(c)
             }
         }
+        Var::RequestBody => {
+            if let Some(b) = &ctx.request_body {
+                out.extend_from_slice(b)
+            }
+        }
         _ => {}
     }
 }
@@ -60,6 +65,7 @@ pub(super) fn found(v: &Vars<'_, '_, '_>, var: &Var) -> bool {
     match var {
         Var::ProxyPort => proxy_port(v).is_some(),
         Var::UpstreamCookie(name) => upstream_cookie(v, name).is_some(),
+        Var::RequestBody => v.ctx.request_body.is_some(),
         _ => false,
     }
 }

@@ -114,6 +114,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     };
     ctx.proxy_pass = Some(pass.clone());
     ctx.upstream.begin();
+    request_body::keep_for_variable(ctx, &client.body);
     // The cache answers hits before any origin work (and may turn a HEAD
     // into a GET for the origin: proxy_cache_convert_head), with the
     // settings of the location's module (proxy_cache* or fastcgi_cache*).

@@ -367,3 +367,15 @@ async fn send_records(
         }
     }
 }
+
+/// nginx's `$request_body`: a body read whole into memory (not one in a
+/// temp file, not one streamed, not an empty one), copied into the
+/// request's context when some template reads the variable.
+pub fn keep_for_variable(ctx: &mut crate::handler::ctx::ReqCtx<'_, '_>, body: &ReqBody) {
+    if crate::variables::request_body_used()
+        && let ReqBody::Buffered(crate::connection::spool::Spooled::Memory(b)) = body
+        && !b.is_empty()
+    {
+        ctx.request_body = Some(b.clone());
+    }
+}
