@@ -31,5 +31,6 @@ pub mod rewrite;
 pub mod routing;
 pub mod tls;
 pub mod upstream;
+pub mod uwsgi;
 pub mod variables;
 pub mod worker;

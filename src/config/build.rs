@@ -302,6 +302,7 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..Default::default()
         },
         fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
+        uwsgi: crate::uwsgi::conf::UwsgiConf::new(prefix),
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),
@@ -332,6 +333,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.limit_except = None;
     c.proxy.pass = None;
     c.fastcgi.pass = None;
+    c.uwsgi.pass = None;
     c
 }
 

@@ -256,6 +256,8 @@ pub struct LocConf {
     pub compress: super::compress::CompressConf,
     /// `fastcgi_*` (the FastCGI module's settings).
     pub fastcgi: crate::fastcgi::conf::FastcgiConf,
+    /// `uwsgi_*` (`crate::uwsgi`).
+    pub uwsgi: crate::uwsgi::conf::UwsgiConf,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: crate::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.

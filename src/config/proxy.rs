@@ -117,6 +117,8 @@ pub enum Protocol {
     Http,
     /// `fastcgi_pass` (`crate::fastcgi`).
     FastCgi,
+    /// `uwsgi_pass` (`crate::uwsgi`).
+    Uwsgi,
 }
 
 /// `proxy_pass`, as written: settled at load time, or with variables.
@@ -414,6 +416,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         let tpl = Template::compile(raw).map_err(|e| ConfError::at(e, &d.span))?;
         c.proxy.pass = Some(Pass::Vars(Arc::new(tpl)));
         c.fastcgi.pass = None;
+        c.uwsgi.pass = None;
         return Ok(());
     }
     let url = split_url(raw).map_err(|m| ConfError::at(m, &d.span))?;
@@ -445,6 +448,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         protocol: Protocol::Http,
     })));
     c.fastcgi.pass = None;
+    c.uwsgi.pass = None;
     Ok(())
 }
 

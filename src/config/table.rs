@@ -298,6 +298,7 @@ pub static TABLES: &[&[Cmd]] = &[
     super::compress::TABLE,
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,
+    crate::uwsgi::conf::DIRECTIVES,
     crate::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::filter::charset::DIRECTIVES,

@@ -123,24 +123,29 @@ pub fn fastcgi_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     if c.fastcgi.pass.is_some() {
         return Err(ConfError::at("\"fastcgi_pass\" directive is duplicate", &d.span));
     }
+    // nginx takes an address without a scheme; `fastcgi://` is none.
+    if raw.contains("://") && !raw.contains('$') {
+        return Err(ConfError::at(format!("invalid host in upstream \"{}\"", raw), &d.span));
+    }
+    c.fastcgi.pass = Some(parse_pass(raw, d, ctx, Protocol::FastCgi)?);
+    c.proxy.pass = None;
+    c.uwsgi.pass = None;
+    Ok(())
+}
+
+/// The target of `fastcgi_pass` or `uwsgi_pass` (`raw` without a scheme):
+/// with variables, a template resolved per request; else an upstream
+/// block, or an address made into an implicit upstream.
+pub fn parse_pass(raw: &str, d: &Directive, ctx: &mut Ctx, protocol: Protocol) -> Result<Pass, ConfError> {
     if raw.contains('$') {
         let tpl = Template::compile(raw).map_err(|e| ConfError::at(e, &d.span))?;
-        c.fastcgi.pass = Some(Pass::Vars(Arc::new(tpl)));
-        c.proxy.pass = None;
-        return Ok(());
-    }
-    // nginx takes a URL without a scheme; `fastcgi://` is not one.
-    if raw.contains("://") {
-        return Err(ConfError::at(format!("invalid URL prefix in \"{}\"", raw), &d.span));
+        return Ok(Pass::Vars(Arc::new(tpl)));
     }
     let upstream = match ctx.upstreams.get(raw) {
         Some(u) => u.clone(),
         None => {
             if raw.is_empty() || raw == "unix:" {
-                return Err(ConfError::at(
-                    format!("no host in \"{}\" of the \"fastcgi_pass\" directive", raw),
-                    &d.span,
-                ));
+                return Err(ConfError::at(format!("no host in \"{}\" of the \"{}\" directive", raw, d.name), &d.span));
             }
             if !raw.starts_with("unix:") && !has_port(raw) {
                 // nginx: a name without a port must be an upstream block
@@ -154,9 +159,7 @@ pub fn fastcgi_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
             u
         }
     };
-    c.fastcgi.pass = Some(Pass::Fixed(Arc::new(target(upstream))));
-    c.proxy.pass = None;
-    Ok(())
+    Ok(Pass::Fixed(Arc::new(target(upstream, protocol))))
 }
 
 /// Whether `host:port` (or `[v6]:port`) names a port.
@@ -167,8 +170,8 @@ pub(crate) fn has_port(a: &str) -> bool {
     }
 }
 
-/// A FastCGI target on `upstream`.
-pub fn target(upstream: Arc<proxy::Upstream>) -> ProxyPass {
+/// A FastCGI (or uwsgi) target on `upstream`.
+pub fn target(upstream: Arc<proxy::Upstream>, protocol: Protocol) -> ProxyPass {
     ProxyPass {
         upstream,
         uri: None,
@@ -176,19 +179,25 @@ pub fn target(upstream: Arc<proxy::Upstream>) -> ProxyPass {
         tls: false,
         proxy_host: String::new(),
         location_len: 0,
-        protocol: Protocol::FastCgi,
+        protocol,
     }
 }
 
-pub fn fastcgi_param(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn fastcgi_param(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let p = parse_param(d, ctx)?;
+    c.fastcgi.params.push(p);
+    Ok(())
+}
+
+/// `fastcgi_param` / `uwsgi_param NAME VALUE [if_not_empty]`.
+pub fn parse_param(d: &Directive, _: &mut Ctx) -> Result<Param, ConfError> {
     let if_not_empty = match d.args.get(2).map(|w| w.text.as_str()) {
         None => false,
         Some("if_not_empty") => true,
         Some(v) => return Err(invalid(d, v)),
     };
     let value = Template::compile(arg(d, 1)).map_err(|e| ConfError::at(e, &d.span))?;
-    c.fastcgi.params.push(Param { name: arg(d, 0).as_bytes().to_vec(), value, if_not_empty });
-    Ok(())
+    Ok(Param { name: arg(d, 0).as_bytes().to_vec(), value, if_not_empty })
 }
 
 pub fn fastcgi_index(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {

@@ -71,38 +71,13 @@ pub fn path_info(ctx: &ReqCtx<'_, '_>) -> Vec<u8> {
 /// The request's start: BEGIN_REQUEST (with FCGI_KEEP_CONN when the
 /// connection is to be kept) and the PARAMS stream.
 pub fn request_head(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody, keep_conn: bool) -> Vec<u8> {
-    // nginx sets the length of a body it read whole (a chunked one too)
-    // for `$content_length`.
-    if ctx.req.header("content-length").is_none()
-        && let ReqBody::Buffered(b) = body
-        && !b.is_empty()
-    {
-        ctx.body_len = Some(b.len());
-    }
+    note_body_len(ctx, body);
     let ctx = &*ctx;
     let conf = &ctx.conf.fastcgi;
     let mut out = Vec::with_capacity(1024);
     record::begin_request(&mut out, keep_conn);
     let mut params = record::Params::default();
-    let vars = Vars::request(ctx);
-    let mut value = Vec::with_capacity(256);
-    for p in &conf.params {
-        value.clear();
-        p.value.render(&vars, &mut value);
-        if p.if_not_empty && value.is_empty() {
-            continue;
-        }
-        params.push(&p.name, &value);
-    }
-    if conf.pass_request_headers {
-        for (name, v) in merged_headers(ctx) {
-            // A param of the same name (fastcgi_param HTTP_HOST ...) wins.
-            if conf.params.iter().any(|p| p.name == name) {
-                continue;
-            }
-            params.push(&name, &v);
-        }
-    }
+    each_param(ctx, &conf.params, conf.pass_request_headers, |name, value| params.push(name, value));
     // fastcgi_cache_revalidate: the stored entry's validators, as nginx's
     // cache params (HTTP_IF_NONE_MATCH $upstream_cache_etag, ...).
     for (name, v) in ReqCache::validators(ctx) {
@@ -110,6 +85,46 @@ pub fn request_head(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody, keep_conn: bool) -
     }
     params.finish(&mut out);
     out
+}
+
+/// nginx sets the length of a body it read whole (a chunked one too) for
+/// `$content_length`, which the params pass on as CONTENT_LENGTH.
+pub(crate) fn note_body_len(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody) {
+    if ctx.req.header("content-length").is_none()
+        && let ReqBody::Buffered(b) = body
+        && !b.is_empty()
+    {
+        ctx.body_len = Some(b.len());
+    }
+}
+
+/// The variables a FastCGI or uwsgi application gets, in order: the
+/// `*_param`s (rendered, `if_not_empty` ones left out when empty), then,
+/// with `headers`, the request's headers as `HTTP_*` unless a param of
+/// the same name was given (`fastcgi_param HTTP_HOST ...` wins).
+pub(crate) fn each_param(
+    ctx: &ReqCtx<'_, '_>,
+    params: &[conf::Param],
+    headers: bool,
+    mut emit: impl FnMut(&[u8], &[u8]),
+) {
+    let vars = Vars::request(ctx);
+    let mut value = Vec::with_capacity(256);
+    for p in params {
+        value.clear();
+        p.value.render(&vars, &mut value);
+        if p.if_not_empty && value.is_empty() {
+            continue;
+        }
+        emit(&p.name, &value);
+    }
+    if headers {
+        for (name, v) in merged_headers(ctx) {
+            if !params.iter().any(|p| p.name == name) {
+                emit(&name, &v);
+            }
+        }
+    }
 }
 
 /// The request's headers as `HTTP_*` params: uppercase, `-` as `_`;
@@ -139,18 +154,23 @@ fn merged_headers(ctx: &ReqCtx<'_, '_>) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 /// A header's `HTTP_*` param name: uppercase, `-` as `_`.
-fn param_name(header: &[u8]) -> Vec<u8> {
+pub(crate) fn param_name(header: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(5 + header.len());
     key.extend_from_slice(b"HTTP_");
     key.extend(header.iter().map(|&b| if b == b'-' { b'_' } else { b.to_ascii_uppercase() }));
     key
 }
 
-/// `fastcgi_pass` with variables: the rendered value names an upstream
+/// `fastcgi_pass` (or `uwsgi_pass`) with variables: the rendered value names an upstream
 /// block, or is an address (`host:port` with an IP, `unix:/path`); any
 /// other name is nginx's "no resolver defined" 502 (or, without a port,
 /// its "no port in upstream" 500).
-pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Arc<ProxyPass>, u16> {
+pub fn resolve(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    tpl: &Template,
+    protocol: crate::config::proxy::Protocol,
+) -> Result<Arc<ProxyPass>, u16> {
     let rendered = tpl.render_to_vec(&Vars::request(ctx));
     let authority = String::from_utf8_lossy(&rendered).into_owned();
     let named = w.cfg.http.upstreams.iter().find(|u| !u.implicit && u.name == authority).cloned();
@@ -159,7 +179,8 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
         None if crate::proxy::dynamic::is_address(&authority) => {
             // Kept apart from a proxy_pass to the same address: a pool
             // holds connections of one protocol.
-            match w.proxy.borrow_mut().targets.get_as(&format!("fastcgi://{}", authority), &authority, false) {
+            let scheme = if protocol == crate::config::proxy::Protocol::Uwsgi { "uwsgi" } else { "fastcgi" };
+            match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, false) {
                 Ok(u) => u,
                 Err(why) => {
                     log_req!(ctx, Level::Error, "{} while handling request", why);
@@ -179,7 +200,7 @@ pub fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Result<Ar
             return Err(502);
         }
     };
-    Ok(Arc::new(conf::target(upstream)))
+    Ok(Arc::new(conf::target(upstream, protocol)))
 }
 
 #[cfg(test)]

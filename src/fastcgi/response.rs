@@ -230,20 +230,34 @@ impl Reader {
 
     /// The CGI head, once STDOUT holds all of it: its length and meaning.
     fn head(&self, conf: &UpstreamConf) -> Result<Option<(usize, ResponseHead)>, HeadError> {
-        let mut slots = [httparse::EMPTY_HEADER; 64];
-        let mut many;
-        let mut parsed = httparse::parse_headers(&self.stdout, &mut slots);
-        if matches!(parsed, Err(httparse::Error::TooManyHeaders)) {
-            many = vec![httparse::EMPTY_HEADER; self.stdout.len() / 4 + 1];
-            parsed = httparse::parse_headers(&self.stdout, &mut many);
-        }
-        let (len, fields) = match parsed {
-            Ok(httparse::Status::Complete((len, fields))) => (len, fields),
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(_) => return Err(HeadError::Invalid("upstream sent invalid header")),
-        };
-        interpret(fields, conf, self.ignore).map(|h| Some((len, h)))
+        cgi_head(&self.stdout, conf, self.ignore)
     }
+}
+
+/// A CGI head at the start of `buf` (uwsgi's answer without a status
+/// line): its length and meaning, None while it has not ended.
+pub fn parse_cgi_head(buf: &[u8], conf: &UpstreamConf) -> Result<Option<(usize, ResponseHead)>, HeadError> {
+    cgi_head(buf, conf, conf.cache.ignore)
+}
+
+fn cgi_head(
+    buf: &[u8],
+    conf: &UpstreamConf,
+    ignore: crate::cache::conf::Ignore,
+) -> Result<Option<(usize, ResponseHead)>, HeadError> {
+    let mut slots = [httparse::EMPTY_HEADER; 64];
+    let mut many;
+    let mut parsed = httparse::parse_headers(buf, &mut slots);
+    if matches!(parsed, Err(httparse::Error::TooManyHeaders)) {
+        many = vec![httparse::EMPTY_HEADER; buf.len() / 4 + 1];
+        parsed = httparse::parse_headers(buf, &mut many);
+    }
+    let (len, fields) = match parsed {
+        Ok(httparse::Status::Complete((len, fields))) => (len, fields),
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(HeadError::Invalid("upstream sent invalid header")),
+    };
+    interpret(fields, conf, ignore).map(|h| Some((len, h)))
 }
 
 /// Whether STDOUT, grown from `from` bytes (less two, for a line end

@@ -48,6 +48,13 @@ pub fn head_scan(data: &[u8]) {
     CONF.with(|conf| {
         let _ = response_head::parse_response(data, false, &conf.up);
         let _ = response_head::parse_response(data, true, &conf.up);
+        // uwsgi's answer: a status line or CGI lines, never kept alive,
+        // its head within what was read.
+        for head_request in [false, true] {
+            if let Ok(Some(h)) = crate::uwsgi::response::parse(data, head_request, &conf.up) {
+                assert!(!h.keep_alive && h.head_len <= data.len(), "uwsgi head: {}", show(data));
+            }
+        }
     });
     let Some((h, fields)) = scan(data, 32) else { return };
     let Some((rh, rfields)) = httparse_head(data) else {

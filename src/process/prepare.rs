@@ -56,9 +56,14 @@ pub fn temp_dirs(cfg: &Config) -> Result<(), String> {
     let Some(user) = &cfg.main.user else { return Ok(()) };
     let mut seen = HashSet::new();
     let confs = loc_confs(cfg);
-    let temps = confs
-        .iter()
-        .flat_map(|c| [&c.client_body_temp_path, &c.proxy.up.buffers.temp_path, &c.fastcgi.up.buffers.temp_path]);
+    let temps = confs.iter().flat_map(|c| {
+        [
+            &c.client_body_temp_path,
+            &c.proxy.up.buffers.temp_path,
+            &c.fastcgi.up.buffers.temp_path,
+            &c.uwsgi.up.buffers.temp_path,
+        ]
+    });
     let dirs = temps.chain(cfg.http.cache_zones.iter().map(|z| &z.path));
     for dir in dirs {
         if !seen.insert(dir.clone()) {

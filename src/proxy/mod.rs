@@ -25,6 +25,7 @@ mod errors;
 mod finish;
 pub mod head_scan;
 pub mod peers;
+mod protocol;
 pub mod request_body;
 pub mod response_head;
 pub mod upstream_tls;
@@ -33,6 +34,8 @@ pub mod wire;
 
 pub use errors::log_body_error;
 use errors::{log_timeout, log_upstream, os_error, upstream_suffix};
+use protocol::{HeadReader, handler_of};
+pub use protocol::{passes_body, up_conf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -80,17 +83,6 @@ enum Attempt {
     Gone(&'static str),
 }
 
-/// The shared upstream settings of the location's content handler:
-/// `fastcgi_*` under `fastcgi_pass`, else `proxy_*`.
-/// Whether a proxied request carries the client's body.
-pub fn passes_body(p: &crate::config::proxy::ProxyConf) -> bool {
-    p.pass_request_body && p.set_body.is_none()
-}
-
-pub fn up_conf(lc: &crate::config::model::LocConf) -> &UpstreamConf {
-    if lc.fastcgi.pass.is_some() { &lc.fastcgi.up } else { &lc.proxy.up }
-}
-
 fn method_idempotent(m: Method) -> bool {
     !matches!(m, Method::Post | Method::Other)
 }
@@ -99,12 +91,14 @@ fn method_idempotent(m: Method) -> bool {
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
     let lc: &'c crate::config::model::LocConf = ctx.conf;
-    let fastcgi = lc.fastcgi.pass.is_some();
-    let configured = if fastcgi { &lc.fastcgi.pass } else { &lc.proxy.pass };
+    let (configured, protocol) = handler_of(lc);
     let pass = match configured {
         Some(Pass::Fixed(p)) => p.clone(),
         Some(Pass::Vars(t)) => {
-            let resolved = if fastcgi { crate::fastcgi::resolve(w, ctx, t) } else { dynamic::resolve(w, ctx, t).await };
+            let resolved = match protocol {
+                Protocol::Http => dynamic::resolve(w, ctx, t).await,
+                other => crate::fastcgi::resolve(w, ctx, t, other),
+            };
             match resolved {
                 Ok(p) => p,
                 Err(status) => return crate::handler::finish_error(ctx, status),
@@ -130,10 +124,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     // `*_pass_request_body off` / `proxy_set_body`: the body read from the
     // client (always read whole for these, see connection/h1/upload) is
     // replaced.
-    let passed = match pass.protocol {
-        Protocol::Http => passes_body(&lc.proxy),
-        Protocol::FastCgi => lc.fastcgi.pass_request_body,
-    };
+    let passed = protocol::passes_body_of(lc, pass.protocol);
     if !passed && let ReqBody::Buffered(_) = client.body {
         let body = match (&lc.proxy.set_body, pass.protocol) {
             (Some(t), Protocol::Http) => t.render_to_vec(&crate::handler::ctx::Vars::request(ctx)),
@@ -141,21 +132,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         };
         client.body = ReqBody::Buffered(crate::connection::spool::Spooled::Memory(body));
     }
-    let (req, framing) = match pass.protocol {
-        Protocol::Http => {
-            let framing = match &client.body {
-                ReqBody::Buffered(b) if !b.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put) => {
-                    SendFraming::Length(b.len())
-                }
-                ReqBody::Buffered(_) => SendFraming::None,
-                ReqBody::Streamed(c) => c.framing(),
-            };
-            (Head::Http(wire::request_head(ctx, &pass, &lc.proxy, framing)), framing)
-        }
-        Protocol::FastCgi => {
-            let keep_conn = lc.fastcgi.keep_conn && u.keepalive > 0;
-            (Head::FastCgi(crate::fastcgi::request_head(ctx, &client.body, keep_conn)), SendFraming::Records)
-        }
+    let Some((req, framing)) = protocol::request_start(ctx, &pass, &client.body) else {
+        return crate::handler::finish_error(ctx, 500);
     };
     let head_request = ctx.req.method == Method::Head;
     let started = crate::clock::mono();
@@ -405,35 +383,12 @@ pub(crate) fn ms(t: Instant) -> u64 {
     crate::clock::since_ms(t)
 }
 
-/// The request's start, as the protocol writes it.
-enum Head {
-    Http(wire::RequestHead),
-    /// BEGIN_REQUEST and PARAMS records.
-    FastCgi(Vec<u8>),
-}
-
-impl Head {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Head::Http(h) => h,
-            Head::FastCgi(v) => v,
-        }
-    }
-}
-
 /// The request for the origin: its start, how its body is framed, and the
 /// protocol the response is read with.
 struct Sent<'a> {
     head: &'a [u8],
     framing: SendFraming,
     protocol: Protocol,
-}
-
-/// How the response head is read: HTTP's status line and fields, or
-/// FastCGI records whose STDOUT starts with CGI header lines.
-enum HeadReader {
-    Http { head_request: bool },
-    FastCgi(Box<crate::fastcgi::response::Reader>),
 }
 
 /// One try against one peer. A reused idle connection that turns out closed
@@ -527,15 +482,7 @@ async fn attempt(
     };
     let connect_ms = ms(t0);
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
-    let mut reader = match req.protocol {
-        Protocol::Http => HeadReader::Http { head_request },
-        Protocol::FastCgi => HeadReader::FastCgi(Box::new(crate::fastcgi::response::Reader::new(
-            ctx,
-            upstream_suffix(ctx, &p.name),
-            head_request,
-            lc.fastcgi.keep_conn && u.keepalive > 0,
-        ))),
-    };
+    let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
     let outcome = exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await;
     match outcome {
         Ok(head) => {
@@ -652,18 +599,9 @@ async fn exchange(
     let limit = conf.buffer_size.max(1024);
     loop {
         // Nothing to parse before the first read.
-        let parsed = match reader {
-            _ if buf.is_empty() => Ok(None),
-            HeadReader::Http { head_request } => response_head::parse_response(buf, *head_request, conf),
-            HeadReader::FastCgi(r) => r.parse(buf, conf),
-        };
+        let parsed = if buf.is_empty() { Ok(None) } else { reader.parse(buf, conf) };
         match parsed {
-            Ok(Some(h))
-                if h.status >= 100
-                    && h.status < 200
-                    && h.status != 101
-                    && matches!(reader, HeadReader::Http { .. }) =>
-            {
+            Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 && reader.http_shaped() => {
                 // Interim responses (100 Continue) are skipped.
                 buf.drain(..h.head_len);
                 continue;
@@ -671,7 +609,7 @@ async fn exchange(
             // A head that came whole in one read is held to the same bound
             // as one that came in pieces (the buffer, reused from a location
             // with a larger proxy_buffer_size, may hold more than `limit`).
-            Ok(Some(h)) if h.head_len > limit && matches!(reader, HeadReader::Http { .. }) => {
+            Ok(Some(h)) if h.head_len > limit && reader.http_shaped() => {
                 return Err(ExchangeError::Invalid("upstream sent too big header".into()));
             }
             Ok(Some(h)) => return Ok(h),

@@ -77,20 +77,9 @@ impl Fpm {
     }
 
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SIGTERM (fast shutdown) lets the master remove its socket.
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-            let t = Instant::now();
-            while t.elapsed() < Duration::from_secs(10) {
-                if c.try_wait().ok().flatten().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        // SIGTERM (fast shutdown) lets the master remove its socket.
+        if let Some(c) = self.child.take() {
+            terminate(c);
         }
     }
 }
@@ -114,4 +103,22 @@ pub fn with_params(b: ServerBuilder) -> ServerBuilder {
     b.file("conf/fastcgi_params", from("fastcgi_params"))
         .file("conf/fastcgi.conf", from("fastcgi.conf"))
         .file("conf/snippets/fastcgi-php.conf", from("snippets/fastcgi-php.conf"))
+}
+
+/// SIGTERM to a server's master, then up to 10 s for it to exit (killed
+/// after that).
+pub fn terminate(mut c: Child) {
+    // SAFETY: kill has no memory preconditions; the pid is our child's.
+    unsafe {
+        libc::kill(c.id() as i32, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if c.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }

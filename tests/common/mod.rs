@@ -27,6 +27,7 @@ pub mod origin;
 pub mod procs;
 mod server;
 pub mod tls;
+pub mod uwsgi;
 pub mod wordpress;
 
 pub use client::*;
