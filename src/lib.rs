@@ -29,6 +29,7 @@ pub mod realip;
 pub mod resolver;
 pub mod rewrite;
 pub mod routing;
+pub mod scgi;
 pub mod tls;
 pub mod upstream;
 pub mod uwsgi;

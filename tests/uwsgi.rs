@@ -10,40 +10,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::uwsgi::{Uwsgi, with_params};
+use common::uwsgi::{APP, Uwsgi, with_params};
 use common::*;
-
-const APP: &str = r#"
-import time
-
-def application(env, start_response):
-    path = env.get('PATH_INFO', '')
-    if path.startswith('/env'):
-        body = env['wsgi.input'].read()
-        skip = ('REMOTE_PORT', 'DOCUMENT_ROOT', 'SERVER_PORT')
-        keys = sorted(k for k in env if k.isupper() and k not in skip)
-        out = "".join("%s=%s\n" % (k, env[k]) for k in keys) + "BODY=%s\n" % body.decode()
-        start_response('200 OK', [('Content-Type', 'text/plain')])
-        return [out.encode()]
-    if path == '/status':
-        start_response('404 Not Here', [('Content-Type', 'text/plain'), ('X-App', 'wsgi'), ('Set-Cookie', 'a=1')])
-        return [b'nope\n']
-    if path == '/stream':
-        start_response('200 OK', [('Content-Type', 'text/plain')])
-        return (("part %d\n" % i).encode() for i in range(3))
-    if path == '/big':
-        data = b'0123456789abcdef' * 65536
-        start_response('200 OK', [('Content-Length', str(len(data)))])
-        return [data]
-    if path == '/size':
-        n = len(env['wsgi.input'].read())
-        start_response('200 OK', [('Content-Type', 'text/plain')])
-        return [("%d %s\n" % (n, env.get('CONTENT_LENGTH', '-'))).encode()]
-    if path == '/slow':
-        time.sleep(3)
-    start_response('200 OK', [('Content-Type', 'text/plain')])
-    return [b'ok\n']
-"#;
 
 fn server(u: &Uwsgi, extra: &str) -> TestServer {
     let http = format!(

@@ -302,7 +302,8 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..Default::default()
         },
         fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
-        uwsgi: crate::uwsgi::conf::UwsgiConf::new(prefix),
+        uwsgi: crate::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
+        scgi: crate::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),
@@ -331,9 +332,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.access.secure_link.own_secret = false;
     c.check_status = None;
     c.limit_except = None;
-    c.proxy.pass = None;
-    c.fastcgi.pass = None;
-    c.uwsgi.pass = None;
+    c.clear_handlers();
     c
 }
 

@@ -2,6 +2,7 @@
 //! directive table, and the builder that produces the validated model the
 //! workers run on.
 
+pub mod app_module;
 pub mod build;
 pub mod captures;
 pub mod compress;

@@ -258,6 +258,8 @@ pub struct LocConf {
     pub fastcgi: crate::fastcgi::conf::FastcgiConf,
     /// `uwsgi_*` (`crate::uwsgi`).
     pub uwsgi: crate::uwsgi::conf::UwsgiConf,
+    /// `scgi_*` (`crate::scgi`).
+    pub scgi: crate::scgi::conf::ScgiConf,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: crate::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.
@@ -335,6 +337,19 @@ pub struct Http2Conf {
     pub recv_buffer_size: usize,
     pub chunk_size: usize,
     pub body_preread_size: usize,
+}
+
+impl LocConf {
+    /// Drops the inherited content handlers that come from an upstream, as
+    /// a new `proxy_pass`, `fastcgi_pass`, `uwsgi_pass` or `scgi_pass`
+    /// replaces whichever of them was set (the last one wins, as nginx's
+    /// `clcf->handler`).
+    pub fn clear_handlers(&mut self) {
+        self.proxy.pass = None;
+        self.fastcgi.pass = None;
+        self.uwsgi.pass = None;
+        self.scgi.pass = None;
+    }
 }
 
 impl Default for Http2Conf {

@@ -119,6 +119,8 @@ pub enum Protocol {
     FastCgi,
     /// `uwsgi_pass` (`crate::uwsgi`).
     Uwsgi,
+    /// `scgi_pass` (`crate::scgi`).
+    Scgi,
 }
 
 /// `proxy_pass`, as written: settled at load time, or with variables.
@@ -414,9 +416,8 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let raw = arg(d, 0);
     if raw.contains('$') {
         let tpl = Template::compile(raw).map_err(|e| ConfError::at(e, &d.span))?;
+        c.clear_handlers();
         c.proxy.pass = Some(Pass::Vars(Arc::new(tpl)));
-        c.fastcgi.pass = None;
-        c.uwsgi.pass = None;
         return Ok(());
     }
     let url = split_url(raw).map_err(|m| ConfError::at(m, &d.span))?;
@@ -438,6 +439,7 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         }
     };
     let proxy_host = proxy_host(url.authority, url.tls);
+    c.clear_handlers();
     c.proxy.pass = Some(Pass::Fixed(Arc::new(ProxyPass {
         upstream,
         uri: url.uri,
@@ -447,8 +449,6 @@ pub fn proxy_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         location_len: ctx.location_len,
         protocol: Protocol::Http,
     })));
-    c.fastcgi.pass = None;
-    c.uwsgi.pass = None;
     Ok(())
 }
 

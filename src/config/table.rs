@@ -299,6 +299,8 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,
     crate::uwsgi::conf::DIRECTIVES,
+    crate::uwsgi::conf::MODIFIERS,
+    crate::scgi::conf::DIRECTIVES,
     crate::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::filter::charset::DIRECTIVES,

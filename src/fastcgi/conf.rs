@@ -127,9 +127,9 @@ pub fn fastcgi_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     if raw.contains("://") && !raw.contains('$') {
         return Err(ConfError::at(format!("invalid host in upstream \"{}\"", raw), &d.span));
     }
-    c.fastcgi.pass = Some(parse_pass(raw, d, ctx, Protocol::FastCgi)?);
-    c.proxy.pass = None;
-    c.uwsgi.pass = None;
+    let pass = parse_pass(raw, d, ctx, Protocol::FastCgi)?;
+    c.clear_handlers();
+    c.fastcgi.pass = Some(pass);
     Ok(())
 }
 

@@ -179,7 +179,11 @@ pub fn resolve(
         None if crate::proxy::dynamic::is_address(&authority) => {
             // Kept apart from a proxy_pass to the same address: a pool
             // holds connections of one protocol.
-            let scheme = if protocol == crate::config::proxy::Protocol::Uwsgi { "uwsgi" } else { "fastcgi" };
+            let scheme = match protocol {
+                crate::config::proxy::Protocol::Uwsgi => "uwsgi",
+                crate::config::proxy::Protocol::Scgi => "scgi",
+                _ => "fastcgi",
+            };
             match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, false) {
                 Ok(u) => u,
                 Err(why) => {

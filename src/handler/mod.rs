@@ -366,7 +366,7 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
             return Step::Done(crate::cache::purge::separate(ctx, zone, key));
         }
     }
-    if conf.proxy.pass.is_some() || conf.fastcgi.pass.is_some() || conf.uwsgi.pass.is_some() {
+    if crate::proxy::has_handler(conf) {
         let mut r = Response::new(200);
         r.body = crate::http::response::Body::Proxy;
         return Step::Done(r);

@@ -62,6 +62,7 @@ pub fn temp_dirs(cfg: &Config) -> Result<(), String> {
             &c.proxy.up.buffers.temp_path,
             &c.fastcgi.up.buffers.temp_path,
             &c.uwsgi.up.buffers.temp_path,
+            &c.scgi.up.buffers.temp_path,
         ]
     });
     let dirs = temps.chain(cfg.http.cache_zones.iter().map(|z| &z.path));

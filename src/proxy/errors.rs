@@ -71,6 +71,7 @@ fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
     let scheme = match &ctx.proxy_pass {
         Some(p) if p.protocol == Protocol::FastCgi => "fastcgi",
         Some(p) if p.protocol == Protocol::Uwsgi => "uwsgi",
+        Some(p) if p.protocol == Protocol::Scgi => "scgi",
         Some(p) if p.tls => "https",
         _ => "http",
     };

@@ -35,7 +35,7 @@ pub mod wire;
 pub use errors::log_body_error;
 use errors::{log_timeout, log_upstream, os_error, upstream_suffix};
 use protocol::{HeadReader, handler_of};
-pub use protocol::{passes_body, up_conf};
+pub use protocol::{has_handler, passes_body, passes_body_of, protocol_of, up_conf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,8 @@
 //! ([`Protocol`]): which handler a location has, whether its request
 //! carries the client's body, how the request starts ([`request_start`])
 //! and how the response head is read ([`HeadReader`]). HTTP is the
-//! proxy's (`wire`, `response_head`), FastCGI and uwsgi their modules'.
+//! proxy's (`wire`, `response_head`), FastCGI, uwsgi and SCGI their
+//! modules' (SCGI's answer is read as uwsgi's).
 
 use super::request_body::{ReqBody, SendFraming};
 use super::{response_head, wire};
@@ -23,7 +24,18 @@ pub fn passes_body_of(lc: &LocConf, protocol: Protocol) -> bool {
         Protocol::Http => passes_body(&lc.proxy),
         Protocol::FastCgi => lc.fastcgi.pass_request_body,
         Protocol::Uwsgi => lc.uwsgi.pass_request_body,
+        Protocol::Scgi => lc.scgi.pass_request_body,
     }
+}
+
+/// The protocol of the location's upstream handler (HTTP without one).
+pub fn protocol_of(lc: &LocConf) -> Protocol {
+    handler_of(lc).1
+}
+
+/// Whether the location's content comes from an upstream.
+pub fn has_handler(lc: &LocConf) -> bool {
+    handler_of(lc).0.is_some()
 }
 
 /// The shared upstream settings of the location's content handler:
@@ -33,6 +45,7 @@ pub fn up_conf(lc: &LocConf) -> &UpstreamConf {
     match handler_of(lc).1 {
         Protocol::FastCgi => &lc.fastcgi.up,
         Protocol::Uwsgi => &lc.uwsgi.up,
+        Protocol::Scgi => &lc.scgi.up,
         Protocol::Http => &lc.proxy.up,
     }
 }
@@ -43,6 +56,8 @@ pub fn handler_of(lc: &LocConf) -> (&Option<Pass>, Protocol) {
         (&lc.fastcgi.pass, Protocol::FastCgi)
     } else if lc.uwsgi.pass.is_some() {
         (&lc.uwsgi.pass, Protocol::Uwsgi)
+    } else if lc.scgi.pass.is_some() {
+        (&lc.scgi.pass, Protocol::Scgi)
     } else {
         (&lc.proxy.pass, Protocol::Http)
     }
@@ -85,15 +100,18 @@ pub fn request_start(ctx: &mut ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody)
         }
         // The body follows the packet as it is (a chunked one was read
         // whole: see connection/h1/upload).
-        Protocol::Uwsgi => {
-            let framing = match body {
-                ReqBody::Buffered(b) if b.is_empty() => SendFraming::None,
-                ReqBody::Buffered(b) => SendFraming::Length(b.len()),
-                ReqBody::Streamed(c) => c.framing(),
-            };
-            (Head::Binary(crate::uwsgi::request_head(ctx, body)?), framing)
-        }
+        Protocol::Uwsgi => (Head::Binary(crate::uwsgi::request_head(ctx, body)?), raw_framing(body)),
+        Protocol::Scgi => (Head::Binary(crate::scgi::request_head(ctx, body)), raw_framing(body)),
     })
+}
+
+/// A body sent as it is after the request's start: its length, if any.
+fn raw_framing(body: &ReqBody) -> SendFraming {
+    match body {
+        ReqBody::Buffered(b) if b.is_empty() => SendFraming::None,
+        ReqBody::Buffered(b) => SendFraming::Length(b.len()),
+        ReqBody::Streamed(c) => c.framing(),
+    }
 }
 
 /// How the response head is read: HTTP's status line and fields, FastCGI
@@ -122,7 +140,7 @@ impl HeadReader {
                 head_request,
                 ctx.conf.fastcgi.keep_conn && u.keepalive > 0,
             ))),
-            Protocol::Uwsgi => HeadReader::Uwsgi { head_request },
+            Protocol::Uwsgi | Protocol::Scgi => HeadReader::Uwsgi { head_request },
         }
     }
 

@@ -55,23 +55,18 @@ pub async fn respond<'c>(
     }
     // A chunked body is buffered for an HTTP/1.0 origin; FastCGI's records
     // carry it as it comes (without CONTENT_LENGTH, as nginx sends it).
-    let fastcgi = conf.fastcgi.pass.is_some();
-    let uwsgi = conf.uwsgi.pass.is_some();
+    let protocol = crate::proxy::protocol_of(conf);
+    let fastcgi = protocol == crate::config::proxy::Protocol::FastCgi;
+    // uwsgi and SCGI have no framing of their own: the length must be known.
+    let sized = matches!(protocol, crate::config::proxy::Protocol::Uwsgi | crate::config::proxy::Protocol::Scgi);
     // A body that is not passed on (`*_pass_request_body off`,
     // `proxy_set_body`) is read whole first, then left behind.
-    let passed = if fastcgi {
-        conf.fastcgi.pass_request_body
-    } else if uwsgi {
-        conf.uwsgi.pass_request_body
-    } else {
-        crate::proxy::passes_body(&conf.proxy)
-    };
+    let passed = crate::proxy::passes_body_of(conf, protocol);
     let stream_it = !crate::proxy::up_conf(conf).request_buffering
         && passed
         && match head.body {
             BodyKind::Length(_) => true,
-            // uwsgi has no framing of its own: its CONTENT_LENGTH must be known.
-            BodyKind::Chunked => !uwsgi && (conf.proxy.http_version_11 || fastcgi),
+            BodyKind::Chunked => !sized && (conf.proxy.http_version_11 || fastcgi),
             BodyKind::None => false,
         };
     if stream_it {
