@@ -109,3 +109,49 @@ fn client_certificate_variables_as_openssl_prints_them() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ssl_crl`: a revoked client certificate is nginx's 400 with
+/// `FAILED:certificate revoked`; a good one passes; an expired CRL fails
+/// every certificate it should vouch for (`CRL has expired`).
+#[test]
+fn a_revoked_client_certificate_is_refused() {
+    let good = issue(KeyKind::Ecdsa, &["good.client"], true);
+    let bad = issue(KeyKind::Ecdsa, &["revoked.client"], true);
+    let conf = |crl: &std::path::Path| {
+        format!(
+            "server {{\n  listen 127.0.0.1:{{port}} ssl;\n  server_name a.test;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n  ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               ssl_verify_client optional;\n  ssl_client_certificate tls/ca.crt;\n  ssl_crl {};\n\
+               location / {{ return 200 \"$ssl_client_verify\\n\"; }}\n}}",
+            crl.display()
+        )
+    };
+    let fresh = crl_revoking(&bad.cert, 2);
+    let expired = crl_revoking(&bad.cert, 0);
+    let s = builder().tls_files().http(&conf(&fresh)).start();
+    let dir = temp_dir("crl-clients");
+    let files = |name: &str, ck: &CertKey| {
+        std::fs::write(dir.join(format!("{name}.crt")), &ck.cert).expect("crt");
+        std::fs::write(dir.join(format!("{name}.key")), &ck.key).expect("key");
+        (dir.join(format!("{name}.crt")).display().to_string(), dir.join(format!("{name}.key")).display().to_string())
+    };
+    let (gc, gk) = files("good", &good);
+    let (bc, bk) = files("bad", &bad);
+    let url = format!("https://a.test:{}/", s.port);
+    let ok = fetch(&s, &url, &["--cert", &gc, "--key", &gk]);
+    assert_eq!((ok.status, ok.text().as_str()), (200, "SUCCESS\n"));
+    let refused = fetch(&s, &url, &["--cert", &bc, "--key", &bk]);
+    assert_eq!(refused.status, 400);
+    assert!(refused.text().contains("The SSL certificate error"), "{}", refused.text());
+    let log = s.wait_error_log("certificate revoked");
+    assert!(log.contains("client SSL certificate verify error: (23:certificate revoked)"), "{log}");
+    // An expired CRL: nothing under it verifies.
+    let s2 = builder().tls_files().http(&conf(&expired)).start();
+    let url2 = format!("https://a.test:{}/", s2.port);
+    assert_eq!(fetch(&s2, &url2, &["--cert", &gc, "--key", &gk]).status, 400);
+    let log = s2.wait_error_log("CRL has expired");
+    assert!(log.contains("(12:CRL has expired)"), "{log}");
+    // Without a certificate: not checked (optional).
+    assert_eq!(fetch(&s2, &url2, &[]).text(), "NONE\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -303,6 +303,8 @@ pub struct SslConf {
     pub stapling_file: Option<(PathBuf, Span)>,
     pub reject_handshake: bool,
     pub client_certificate: Option<(PathBuf, Span)>,
+    /// `ssl_crl`: revoked client certificates (PEM CRLs).
+    pub crl: Option<(PathBuf, Span)>,
     pub verify_client: VerifyClient,
     pub verify_depth: u32,
 }

@@ -258,6 +258,8 @@ pub struct ProxyConf {
     pub proxy_protocol: bool,
     pub ssl_verify: bool,
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,
+    /// `proxy_ssl_crl`: revoked origin certificates (PEM CRLs).
+    pub ssl_crl: Option<std::path::PathBuf>,
     /// `proxy_ssl_certificate` (resolved, and as written for messages)
     /// and `_key`: the certificate sluice shows an origin that asks.
     pub ssl_certificate: Option<(std::path::PathBuf, Arc<str>)>,
@@ -298,6 +300,7 @@ impl Default for ProxyConf {
             proxy_protocol: false,
             ssl_verify: false,
             ssl_trusted_certificate: None,
+            ssl_crl: None,
             ssl_certificate: None,
             ssl_certificate_key: None,
             ssl_server_name: false,
@@ -594,6 +597,13 @@ pub fn check_client_certificate(c: &LocConf, at: &crate::config::parser::Span) -
 }
 
 /// Loaded here too, so `-t` reports a missing or bad file.
+pub fn proxy_ssl_crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let p = ctx.conf_path(arg(d, 0));
+    crate::tls::certs::load_crls(&p).map_err(|m| ConfError::at(m, &d.span))?;
+    c.proxy.ssl_crl = Some(p);
+    Ok(())
+}
+
 pub fn proxy_ssl_trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let p = ctx.conf_path(arg(d, 0));
     crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;

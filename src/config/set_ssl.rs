@@ -224,6 +224,11 @@ pub fn reject_handshake(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+pub fn crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.ssl.crl = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
+    Ok(())
+}
+
 pub fn client_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     c.ssl.client_certificate = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())

@@ -180,6 +180,7 @@ pub static CORE: &[Cmd] = &[
     cmd("ssl_stapling_verify", HTTP | SRV, 1, 1, Set::Noop),
     cmd("ssl_reject_handshake", HTTP | SRV, 1, 1, Set::Loc(set_ssl::reject_handshake)),
     cmd("ssl_client_certificate", HTTP | SRV, 1, 1, Set::Loc(set_ssl::client_certificate)),
+    cmd("ssl_crl", HTTP | SRV, 1, 1, Set::Loc(set_ssl::crl)),
     cmd("ssl_verify_client", HTTP | SRV, 1, 1, Set::Loc(set_ssl::verify_client)),
     cmd("ssl_verify_depth", HTTP | SRV, 1, 1, Set::Loc(set_ssl::verify_depth)),
     // OpenSSL knobs with no rustls counterpart (no DHE suites; record sizes
@@ -266,6 +267,7 @@ pub static CORE: &[Cmd] = &[
     ),
     cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),
     cmd("proxy_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_trusted_certificate)),
+    cmd("proxy_ssl_crl", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_crl)),
     cmd("proxy_ssl_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_certificate)),
     cmd("proxy_ssl_certificate_key", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_certificate_key)),
     cmd("proxy_ssl_server_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_server_name)),

@@ -44,6 +44,7 @@ pub(super) async fn tls_connect(
     let key = upstream_tls::Key {
         verify: conf.ssl_verify,
         trusted: conf.ssl_trusted_certificate.clone(),
+        crl: conf.ssl_crl.clone(),
         sni: conf.ssl_server_name,
         client_cert: conf.ssl_certificate.as_ref().map(|(p, _)| p.clone()).zip(conf.ssl_certificate_key.clone()),
     };
@@ -53,7 +54,7 @@ pub(super) async fn tls_connect(
     let connector = tokio_rustls::TlsConnector::from(cfg);
     match crate::clock::timeout(connect_timeout, connector.connect(server_name, tcp)).await {
         Ok(Ok(t)) => Ok(t),
-        Ok(Err(e)) => Err(format!("SSL_do_handshake() failed ({})", e)),
+        Ok(Err(e)) => Err(upstream_tls::handshake_error(&e, name)),
         Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
     }
 }

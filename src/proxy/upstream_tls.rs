@@ -121,6 +121,8 @@ impl ServerCertVerifier for NoVerify {
 pub struct Key {
     pub verify: bool,
     pub trusted: Option<PathBuf>,
+    /// `proxy_ssl_crl`.
+    pub crl: Option<PathBuf>,
     pub sni: bool,
     /// `proxy_ssl_certificate` and its key.
     pub client_cert: Option<(PathBuf, PathBuf)>,
@@ -139,7 +141,12 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
         for c in crate::tls::certs::load_chain(path)? {
             roots.add(c).map_err(|e| format!("invalid certificate in \"{}\": {}", path.display(), e))?;
         }
-        builder.with_root_certificates(roots)
+        let mut vb = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+        // OpenSSL's CRL_CHECK_ALL, as nginx sets it with proxy_ssl_crl.
+        if let Some(crl) = &k.crl {
+            vb = vb.with_crls(crate::tls::certs::load_crls(crl)?).enforce_revocation_expiration();
+        }
+        builder.with_webpki_verifier(vb.build().map_err(|e| e.to_string())?)
     } else {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider.clone())))
     };
@@ -152,6 +159,32 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
     };
     cfg.enable_sni = k.sni;
     Ok(Arc::new(cfg))
+}
+
+/// A failed handshake in nginx's words: a certificate that does not
+/// verify is `upstream SSL certificate verify error: (CODE:TEXT)` (OpenSSL's
+/// reasons), one for another name `upstream SSL certificate does not match
+/// "NAME"`; anything else `SSL_do_handshake() failed (...)`.
+pub fn handshake_error(e: &std::io::Error, name: &str) -> String {
+    let tls = e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match tls {
+        Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+        )) => format!("upstream SSL certificate does not match \"{}\"", server_name_text(name)),
+        Some(err @ rustls::Error::InvalidCertificate(_)) => {
+            format!("upstream SSL certificate verify error: ({})", crate::tls::client_verify::openssl_reason(err))
+        }
+        _ => format!("SSL_do_handshake() failed ({})", e),
+    }
+}
+
+/// The host part of a `proxy_ssl_name` or `$proxy_host`.
+fn server_name_text(name: &str) -> &str {
+    if let Some(v6) = name.strip_prefix('[') {
+        v6.split(']').next().unwrap_or(v6)
+    } else {
+        name.rsplit_once(':').map(|(h, _)| h).unwrap_or(name)
+    }
 }
 
 /// Client configurations of one worker, built on first use.
@@ -172,10 +205,5 @@ impl Clients {
 /// The name to present and verify: `proxy_ssl_name`, else the host part
 /// of `$proxy_host`.
 pub fn server_name(name: &str) -> Option<ServerName<'static>> {
-    let host = if let Some(v6) = name.strip_prefix('[') {
-        v6.split(']').next().unwrap_or(v6)
-    } else {
-        name.rsplit_once(':').map(|(h, _)| h).unwrap_or(name)
-    };
-    ServerName::try_from(host.to_string()).ok()
+    ServerName::try_from(server_name_text(name).to_string()).ok()
 }

@@ -36,6 +36,19 @@ pub fn load_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(chain)
 }
 
+/// `ssl_crl`: the PEM certificate revocation lists in `path`.
+pub fn load_crls(path: &Path) -> Result<Vec<rustls_pki_types::CertificateRevocationListDer<'static>>, String> {
+    use rustls_pki_types::pem::PemObject;
+    let crls: Vec<_> = rustls_pki_types::CertificateRevocationListDer::pem_file_iter(path)
+        .map_err(|e| format!("cannot load CRL \"{}\": {}", path.display(), io_reason(&e)))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("cannot load CRL \"{}\": {}", path.display(), io_reason(&e)))?;
+    if crls.is_empty() {
+        return Err(format!("cannot load CRL \"{}\": no CRL found in the file", path.display()));
+    }
+    Ok(crls)
+}
+
 /// Loads one `ssl_certificate` + `ssl_certificate_key` pair (and the OCSP
 /// response to staple, if any) and checks that the key matches.
 pub fn load_pair(

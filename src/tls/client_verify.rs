@@ -105,7 +105,7 @@ fn self_issued(leaf: &CertificateDer<'_>) -> bool {
 }
 
 /// rustls's certificate errors in OpenSSL's X509_V_ERR codes and words.
-fn openssl_reason(e: &Error) -> VerifyError {
+pub(crate) fn openssl_reason(e: &Error) -> VerifyError {
     use rustls::CertificateError as C;
     let (code, text) = match e {
         Error::InvalidCertificate(c) => match c {
@@ -114,6 +114,8 @@ fn openssl_reason(e: &Error) -> VerifyError {
             C::NotValidYet | C::NotValidYetContext { .. } => (9, "certificate is not yet valid"),
             C::BadSignature => (7, "certificate signature failure"),
             C::Revoked => (23, "certificate revoked"),
+            C::UnknownRevocationStatus => (3, "unable to get certificate CRL"),
+            C::ExpiredRevocationList | C::ExpiredRevocationListContext { .. } => (12, "CRL has expired"),
             C::InvalidPurpose | C::InvalidPurposeContext { .. } => (26, "unsupported certificate purpose"),
             C::BadEncoding => (4, "unable to decode issuer public key"),
             _ => (1, "unspecified certificate verification error"),

@@ -187,8 +187,15 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
             // Optional at the TLS level and checked after the handshake:
             // nginx completes it and answers 400 to a request without a
             // certificate (with `on`) or with one that fails verification.
-            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-                .allow_unauthenticated()
+            let mut vb =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).allow_unauthenticated();
+            // OpenSSL's CRL_CHECK_ALL, as nginx sets it: every certificate
+            // of the chain under a CA needs its issuer's CRL, and an
+            // expired CRL fails the check.
+            if let Some((path, span)) = &ssl.crl {
+                vb = vb.with_crls(certs::load_crls(path).map_err(|m| err(m, span))?).enforce_revocation_expiration();
+            }
+            let v = vb
                 .build()
                 .map_err(|e| err(format!("cannot use \"{}\" for client verification: {}", ca.display(), e), span))?;
             client_verifier = Some(v.clone());

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -171,6 +171,47 @@ pub fn issue(kind: KeyKind, names: &[&str], client: bool) -> CertKey {
     let _ = fs::remove_dir_all(&dir);
     cache.insert(id, ck.clone());
     ck
+}
+
+/// A CRL signed by the test CA revoking the certificate in `revoked`
+/// (PEM); `days` of validity (0: expired an hour ago).
+pub fn crl_revoking(revoked: &[u8], days: i32) -> PathBuf {
+    let dir = temp_dir("crl");
+    fs::write(dir.join("ca.key"), ca_key_pem()).expect("ca key");
+    fs::write(dir.join("ca.crt"), ca_pem()).expect("ca");
+    fs::write(dir.join("r.crt"), revoked).expect("revoked");
+    let out = Command::new("openssl")
+        .args(["x509", "-in", "r.crt", "-noout", "-serial", "-subject", "-enddate", "-nameopt", "compat"])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let field = |k: &str| text.lines().find_map(|l| l.strip_prefix(k)).unwrap_or("").trim().to_string();
+    // index.txt: status, expiry, revocation time, serial, file, subject.
+    let line = format!("R\t491231235959Z\t250101000000Z\t{}\tunknown\t{}\n", field("serial="), field("subject="));
+    fs::write(dir.join("index.txt"), line).expect("index");
+    fs::write(dir.join("crlnumber"), "01\n").expect("crlnumber");
+    fs::write(
+        dir.join("ca.cnf"),
+        "[ca]\ndefault_ca = d\n[d]\ndatabase = index.txt\ncrlnumber = crlnumber\ndefault_md = sha256\n",
+    )
+    .expect("cnf");
+    let mut args =
+        vec!["ca", "-gencrl", "-config", "ca.cnf", "-keyfile", "ca.key", "-cert", "ca.crt", "-out", "crl.pem"];
+    let hours;
+    if days > 0 {
+        hours = format!("{}", days * 24);
+    } else {
+        // Already past its next update: openssl takes no negative hours,
+        // so the CRL is dated in the past with -crl_lastupdate/-crl_nextupdate.
+        hours = String::new();
+        args.extend(["-crl_lastupdate", "20250101000000Z", "-crl_nextupdate", "20250102000000Z"]);
+    }
+    if !hours.is_empty() {
+        args.extend(["-crlhours", &hours]);
+    }
+    openssl(&args, &dir);
+    dir.join("crl.pem")
 }
 
 /// A self-signed client certificate (not from the test CA).
