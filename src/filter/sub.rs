@@ -172,7 +172,12 @@ impl Replacer {
                         break;
                     }
                 } else if !last && pat[..rest.len()].eq_ignore_ascii_case(rest) {
+                    // An earlier pattern wins a position: one that may
+                    // still match here is waited for, even if a later one
+                    // already matches (else the answer would depend on
+                    // where the body was split).
                     partial = true;
+                    break;
                 }
             }
             if let Some(i) = matched {
@@ -210,6 +215,17 @@ mod tests {
         }
         r.finish(&mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn an_earlier_pattern_wins_however_the_body_is_split() {
+        // "zy" is listed first: it wins over "z" where both match, also
+        // when a piece ends between "z" and "y" (found by the sub_filter
+        // fuzz target; fuzz/regressions/sub_filter/prefix-pattern-split).
+        let pairs = [("zy", "<1>"), ("z", "<2>")];
+        for piece in 1..6 {
+            assert_eq!(run(&pairs, false, "a|Zy|z|zzy", piece), "a|<1>|<2>|<2><1>", "pieces of {piece}");
+        }
     }
 
     #[test]
