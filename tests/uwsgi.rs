@@ -151,3 +151,42 @@ fn configuration_errors_as_nginx() {
     let out = t.run(&["-t"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
 }
+
+/// `uwsgi_cache` and `scgi_cache`: the proxy's cache engine under the
+/// application-server modules' names; a second request is a HIT the
+/// application never sees, and a zone without a key is nginx's warning.
+#[test]
+fn responses_are_cached_under_uwsgi_cache_and_scgi_cache() {
+    let u = Uwsgi::start(APP, true);
+    let sc = Uwsgi::start_scgi(APP, true);
+    let s = with_params(builder())
+        .http(&format!(
+            "uwsgi_cache_path {{prefix}}/uc keys_zone=u:1m;\n\
+             scgi_cache_path {{prefix}}/sc keys_zone=s:1m;\n\
+             server {{ listen 127.0.0.1:{{port}};\n\
+               location /count {{ include uwsgi_params; uwsgi_cache u; uwsgi_cache_key $request_uri; \
+                 uwsgi_cache_valid 200 1m; add_header X-Cache $upstream_cache_status; uwsgi_pass {}; }}\n\
+               location /s/ {{ include scgi_params; scgi_param PATH_INFO /count; scgi_cache s; \
+                 scgi_cache_key $request_uri; scgi_cache_valid 200 1m; add_header X-Cache $upstream_cache_status; \
+                 scgi_pass {}; }} }}",
+            u.addr, sc.addr
+        ))
+        .start();
+    let first = s.get("/count");
+    assert_eq!((first.text().as_str(), first.header("x-cache")), ("1 GET\n", Some("MISS")));
+    let second = s.get("/count");
+    assert_eq!((second.text().as_str(), second.header("x-cache")), ("1 GET\n", Some("HIT")));
+    let first = s.get("/s/a");
+    assert_eq!((first.text().as_str(), first.header("x-cache")), ("1 GET\n", Some("MISS")));
+    let second = s.get("/s/a");
+    assert_eq!((second.text().as_str(), second.header("x-cache")), ("1 GET\n", Some("HIT")));
+    let t = with_params(builder())
+        .http(
+            "uwsgi_cache_path uc keys_zone=u:1m;\n\
+               server { listen 127.0.0.1:{port}; location / { uwsgi_cache u; uwsgi_pass 127.0.0.1:9; } }",
+        )
+        .prepare();
+    let out = t.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert!(out.status.success() && err.contains("no \"uwsgi_cache_key\" for \"uwsgi_cache\""), "{err}");
+}

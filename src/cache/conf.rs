@@ -95,6 +95,9 @@ cache_directives!(
 // as HEAD (and, with the usual key, is stored under the GET's key: the
 // reason nginx's docs put $request_method in fastcgi_cache_key).
 cache_directives!(FASTCGI, fastcgi, fastcgi, "fastcgi", []);
+// uwsgi and SCGI have none either.
+cache_directives!(UWSGI, uwsgi, uwsgi, "uwsgi", []);
+cache_directives!(SCGI, scgi, scgi, "scgi", []);
 
 /// One `proxy_cache_path`: a named zone.
 #[derive(Debug)]
@@ -560,12 +563,16 @@ pub fn of(lc: &LocConf) -> &CacheConf {
 /// key (every response of the location shares one entry), and so does
 /// sluice.
 pub fn check_level(l: &mut LocConf, dirs: &[Directive], ctx: &mut Ctx) {
-    let c = &mut l.fastcgi.up.cache;
-    if c.zone.is_none() || c.key.is_some() {
-        return;
+    let modules =
+        [("fastcgi", &mut l.fastcgi.up.cache), ("uwsgi", &mut l.uwsgi.up.cache), ("scgi", &mut l.scgi.up.cache)];
+    for (p, c) in modules {
+        if c.zone.is_none() || c.key.is_some() {
+            continue;
+        }
+        let name = format!("{p}_cache");
+        if let Some(d) = dirs.iter().find(|d| d.name == name).or(dirs.first()) {
+            ctx.warnings.push(ConfError::at(format!("no \"{p}_cache_key\" for \"{name}\""), &d.span).to_string());
+        }
+        c.key = Some(Arc::new(Template { parts: Vec::new() }));
     }
-    if let Some(d) = dirs.iter().find(|d| d.name == "fastcgi_cache").or(dirs.first()) {
-        ctx.warnings.push(ConfError::at("no \"fastcgi_cache_key\" for \"fastcgi_cache\"", &d.span).to_string());
-    }
-    c.key = Some(Arc::new(Template { parts: Vec::new() }));
 }

@@ -36,7 +36,12 @@ impl AppConf {
             pass_request_body: true,
             modifier1: 0,
             modifier2: 0,
-            up: UpstreamConf::new(prefix.join(temp)),
+            // nginx has no uwsgi_/scgi_cache_convert_head: a HEAD reaches
+            // the application as HEAD.
+            up: UpstreamConf {
+                cache: crate::cache::conf::CacheConf { convert_head: false, ..Default::default() },
+                ..UpstreamConf::new(prefix.join(temp))
+            },
         }
     }
 }

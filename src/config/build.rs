@@ -474,7 +474,8 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     }
     // Cache zones too: `proxy_cache` anywhere in http may name one.
     let zone_dir = |d: &Directive| {
-        d.name == "proxy_cache_path" || d.name == "fastcgi_cache_path" || crate::limit::conf::is_zone(&d.name)
+        matches!(d.name.as_str(), "proxy_cache_path" | "fastcgi_cache_path" | "uwsgi_cache_path" | "scgi_cache_path")
+            || crate::limit::conf::is_zone(&d.name)
     };
     for d in dirs.iter().filter(|d| zone_dir(d)) {
         let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;

@@ -297,6 +297,8 @@ pub static TABLES: &[&[Cmd]] = &[
     super::set_core::DIRECTIVES,
     crate::cache::conf::PROXY,
     crate::cache::conf::FASTCGI,
+    crate::cache::conf::UWSGI,
+    crate::cache::conf::SCGI,
     super::compress::TABLE,
     crate::rewrite::DIRECTIVES,
     crate::fastcgi::conf::DIRECTIVES,

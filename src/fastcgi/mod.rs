@@ -78,11 +78,6 @@ pub fn request_head(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody, keep_conn: bool) -
     record::begin_request(&mut out, keep_conn);
     let mut params = record::Params::default();
     each_param(ctx, &conf.params, conf.pass_request_headers, |name, value| params.push(name, value));
-    // fastcgi_cache_revalidate: the stored entry's validators, as nginx's
-    // cache params (HTTP_IF_NONE_MATCH $upstream_cache_etag, ...).
-    for (name, v) in ReqCache::validators(ctx) {
-        params.push(&param_name(name.as_bytes()), v);
-    }
     params.finish(&mut out);
     out
 }
@@ -98,10 +93,12 @@ pub(crate) fn note_body_len(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody) {
     }
 }
 
-/// The variables a FastCGI or uwsgi application gets, in order: the
-/// `*_param`s (rendered, `if_not_empty` ones left out when empty), then,
-/// with `headers`, the request's headers as `HTTP_*` unless a param of
-/// the same name was given (`fastcgi_param HTTP_HOST ...` wins).
+/// The variables a FastCGI, uwsgi or SCGI application gets, in order:
+/// the `*_param`s (rendered, `if_not_empty` ones left out when empty),
+/// then, with `headers`, the request's headers as `HTTP_*` unless a param
+/// of the same name was given (`fastcgi_param HTTP_HOST ...` wins), then
+/// for `*_cache_revalidate` the stored entry's validators, as nginx's
+/// cache params (`HTTP_IF_NONE_MATCH $upstream_cache_etag`, ...).
 pub(crate) fn each_param(
     ctx: &ReqCtx<'_, '_>,
     params: &[conf::Param],
@@ -124,6 +121,9 @@ pub(crate) fn each_param(
                 emit(&name, &v);
             }
         }
+    }
+    for (name, v) in ReqCache::validators(ctx) {
+        emit(&param_name(name.as_bytes()), v);
     }
 }
 

@@ -15,8 +15,14 @@ use super::*;
 pub const APP: &str = r#"
 import time
 
+COUNT = [0]
+
 def application(env, start_response):
     path = env.get('PATH_INFO', '')
+    if path == '/count':
+        COUNT[0] += 1
+        start_response('200 OK', [('Content-Type', 'text/plain')])
+        return [("%d %s\n" % (COUNT[0], env['REQUEST_METHOD'])).encode()]
     if path.startswith('/env'):
         body = env['wsgi.input'].read()
         skip = ('REMOTE_PORT', 'DOCUMENT_ROOT', 'SERVER_PORT')
