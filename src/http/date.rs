@@ -32,6 +32,16 @@ pub(crate) struct Tm {
 }
 
 impl Tm {
+    /// `DD<sep>Mon<sep>YYYY`, the day-month-year of the access log
+    /// (`/`), the SSI dates and autoindex's listing (`-`).
+    pub(crate) fn push_dmy(&self, sep: u8, out: &mut Vec<u8>) {
+        push2(out, self.mday);
+        out.push(sep);
+        out.extend_from_slice(MONTHS[usize::from(self.mon - 1)]);
+        out.push(sep);
+        push_year(out, self.year);
+    }
+
     /// Signed input so that local times just before the epoch (negative UTC
     /// offsets applied to tiny timestamps) still format sensibly.
     pub(crate) fn from_unix(secs: i64) -> Tm {
@@ -204,11 +214,7 @@ fn push_hms(out: &mut Vec<u8>, tm: &Tm) {
 pub fn log_time_local(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     let (secs, off) = local_secs(unix_secs, utc_offset_secs);
     let tm = Tm::from_unix(secs);
-    push2(out, tm.mday);
-    out.push(b'/');
-    out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]);
-    out.push(b'/');
-    push_year(out, tm.year);
+    tm.push_dmy(b'/', out);
     out.push(b':');
     push_hms(out, &tm);
     out.push(b' ');
@@ -224,11 +230,7 @@ pub fn ssi_date(secs: i64, zone: &str, out: &mut Vec<u8>) {
     let tm = Tm::from_unix(secs);
     out.extend_from_slice(WEEKDAYS[usize::from(tm.wday)].as_bytes());
     out.extend_from_slice(b", ");
-    push2(out, tm.mday);
-    out.push(b'-');
-    out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]);
-    out.push(b'-');
-    push_year(out, tm.year);
+    tm.push_dmy(b'-', out);
     out.push(b' ');
     push_hms(out, &tm);
     out.push(b' ');

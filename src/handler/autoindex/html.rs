@@ -17,7 +17,7 @@
 //!   `gmtoff`.
 
 use super::Entry;
-use crate::http::date::{MONTHS, Tm, push_u64, push_year, push2};
+use crate::http::date::{Tm, push_u64, push2};
 use crate::http::uri::escape_uri_component;
 
 /// NGX_HTTP_AUTOINDEX_NAME_LEN
@@ -85,11 +85,7 @@ pub fn render_with(uri: &[u8], entries: &mut Vec<Entry>, style: Style, out: &mut
 
         let secs = i64::try_from(e.mtime).unwrap_or(i64::MAX).saturating_add(offset);
         let tm = Tm::from_unix(secs);
-        push2(out, tm.mday);
-        out.push(b'-');
-        out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]);
-        out.push(b'-');
-        push_year(out, tm.year);
+        tm.push_dmy(b'-', out);
         out.push(b' ');
         push2(out, tm.hour);
         out.push(b':');
