@@ -21,8 +21,19 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 /// Every input of every target in `sluice::fuzzing::TARGETS` (so a new
 /// target is replayed without touching this file), and no directory that
 /// matches no target (a misspelt one would never be replayed).
+/// The config targets load under `<tmp>/sluice-fuzz-config/`, made on
+/// first use; the replay removes it when it ends, passed or failed.
+struct RemoveFuzzPrefix;
+
+impl Drop for RemoveFuzzPrefix {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join("sluice-fuzz-config"));
+    }
+}
+
 #[test]
 fn every_checked_in_input_passes_its_target() {
+    let _cleanup = RemoveFuzzPrefix;
     let mut failed = Vec::new();
     let mut counts = Vec::new();
     for (target, entry) in sluice::fuzzing::TARGETS {

@@ -8,7 +8,10 @@
 //!
 //! Environment:
 //! - `SLUICE_TEST_KEEP=1` keeps each server's temporary prefix (config,
-//!   logs, stderr.txt) for inspection.
+//!   logs, stderr.txt) and every other `temp_dir` for inspection.
+//!   Otherwise each test binary removes every `temp_dir` it made when it
+//!   exits, whether its tests passed or failed; a failed test prints the
+//!   folder of its server.
 //! - `SLUICE_TEST_NGINX=1` runs every server as /usr/sbin/nginx with the
 //!   same config: a check that the expected answers are nginx's. Only
 //!   sluice-specific texts (Server header, "sluice:" prefixes, Tengine's
@@ -67,14 +70,36 @@ pub fn prog() -> &'static str {
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 static USED_PORTS: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
-/// A fresh, empty directory under the system temp dir.
+/// Every `temp_dir` this test binary made, removed when it exits.
+static MADE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// A fresh, empty directory under the system temp dir, removed when the
+/// test binary exits (passed or failed) unless `SLUICE_TEST_KEEP` is set.
 pub fn temp_dir(tag: &str) -> PathBuf {
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
     let dir = std::env::temp_dir().join(format!("sluice-it-{tag}-{}-{n}-{nanos}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if made.is_empty() && std::env::var_os("SLUICE_TEST_KEEP").is_none() {
+        // SAFETY: atexit only records a plain extern "C" function taking
+        // nothing; remove_made does not panic (it locks, ignoring poison,
+        // and ignores removal errors).
+        unsafe { libc::atexit(remove_made) };
+    }
+    made.push(dir.clone());
     dir
+}
+
+/// Run by libc's exit: libtest ends with `exit` whether tests passed or
+/// failed, so folders left by a failed test's assertions go too. A test
+/// killed by a signal leaves its folders, as any process would.
+extern "C" fn remove_made() {
+    let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+    for d in made {
+        let _ = fs::remove_dir_all(d);
+    }
 }
 
 fn rand_u64() -> u64 {
