@@ -1,5 +1,5 @@
-//! nginx's command line: `-c FILE`, `-p PREFIX`, `-t`, `-T`, `-q`,
-//! `-s SIGNAL`, `-g DIRECTIVES`, `-v`, `-V`, `-h`, with nginx's parsing
+//! nginx's command line: `-c FILE`, `-p PREFIX`, `-e FILE`, `-t`, `-T`,
+//! `-q`, `-s SIGNAL`, `-g DIRECTIVES`, `-v`, `-V`, `-h`, with nginx's parsing
 //! (flags may be grouped, values may be attached: `-tq`, `-cfile`).
 
 use std::path::PathBuf;
@@ -15,6 +15,10 @@ pub struct Cli {
     pub signal: Option<String>,
     pub prefix: Option<PathBuf>,
     pub conf: Option<PathBuf>,
+    /// `-e FILE` (nginx 1.19.5+): the error log used before the
+    /// configuration's `error_log` applies, and the main level's when it
+    /// names none; `stderr` is standard error.
+    pub error_log: Option<String>,
     pub globals: Option<String>,
 }
 
@@ -22,7 +26,8 @@ pub struct Cli {
 /// as nginx prints its own.
 pub fn usage() -> String {
     format!(
-        "Usage: sluice [-?hvVtTq] [-s signal] [-p prefix] [-c filename] [-g directives]
+        "Usage: sluice [-?hvVtTq] [-s signal] [-p prefix]
+              [-e filename] [-c filename] [-g directives]
 
 Options:
   -?,-h         : this help
@@ -33,6 +38,7 @@ Options:
   -q            : suppress non-error messages during configuration testing
   -s signal     : send signal to the master process: stop, quit, reopen, reload
   -p prefix     : set prefix path (default: {})
+  -e filename   : set error log file (default: logs/error.log)
   -c filename   : set configuration file (default: {})
   -g directives : set global directives out of configuration file
 
@@ -73,7 +79,7 @@ pub fn parse(args: &[String]) -> Result<Cli, String> {
                     cli.dump = true;
                 }
                 'q' => cli.quiet = true,
-                'c' | 'p' | 'g' | 's' => {
+                'c' | 'p' | 'e' | 'g' | 's' => {
                     let value: String = if j < chars.len() {
                         let v: String = chars[j..].iter().collect();
                         j = chars.len();
@@ -84,7 +90,7 @@ pub fn parse(args: &[String]) -> Result<Cli, String> {
                             Some(v) => v.clone(),
                             None => {
                                 let what = match c {
-                                    'c' => "file name",
+                                    'c' | 'e' => "file name",
                                     'p' => "directory name",
                                     'g' => "parameter",
                                     _ => "parameter",
@@ -96,6 +102,7 @@ pub fn parse(args: &[String]) -> Result<Cli, String> {
                     match c {
                         'c' => cli.conf = Some(PathBuf::from(value)),
                         'p' => cli.prefix = Some(PathBuf::from(value)),
+                        'e' => cli.error_log = Some(value),
                         'g' => cli.globals = Some(value),
                         _ => {
                             if !matches!(value.as_str(), "stop" | "quit" | "reopen" | "reload") {
@@ -131,12 +138,17 @@ mod tests {
         let c = p(&["-s", "reload"]).unwrap();
         assert_eq!(c.signal.as_deref(), Some("reload"));
         assert!(p(&["-T"]).unwrap().dump);
+        // nginx-tests' own command line.
+        let c = p(&["-p", "/t/", "-c", "nginx.conf", "-e", "error.log", "-g", "pid /t/nginx.pid;"]).unwrap();
+        assert_eq!(c.error_log.as_deref(), Some("error.log"));
+        assert_eq!(p(&["-estderr"]).unwrap().error_log.as_deref(), Some("stderr"));
     }
 
     #[test]
     fn errors() {
         assert_eq!(p(&["-s", "bogus"]).unwrap_err(), "invalid option: \"-s bogus\"");
         assert_eq!(p(&["-c"]).unwrap_err(), "option \"-c\" requires file name");
+        assert_eq!(p(&["-e"]).unwrap_err(), "option \"-e\" requires file name");
         assert_eq!(p(&["-x"]).unwrap_err(), "invalid option: \"x\"");
         assert_eq!(p(&["file"]).unwrap_err(), "invalid option: \"file\"");
     }

@@ -386,7 +386,7 @@ impl Template {
                 Var::from_name(name)
                     .or_else(|| block_var(name))
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())))
-                    .ok_or_else(|| format!("unknown \"{name}\" variable"))?
+                    .ok_or_else(|| unknown_variable(name))?
             };
             if !lit.is_empty() {
                 parts.push(Part::Lit(std::mem::take(&mut lit)));
@@ -434,6 +434,13 @@ impl Template {
         self.render(src, &mut out);
         out
     }
+}
+
+/// nginx's `unknown "NAME" variable`, naming the module that owns it when
+/// the configuration loads one sluice does not have.
+pub fn unknown_variable(name: &str) -> String {
+    let hint = crate::config::dynamic_modules::variable_hint(name).unwrap_or_default();
+    format!("unknown \"{name}\" variable{hint}")
 }
 
 #[cfg(test)]

@@ -227,13 +227,76 @@ fn version_flags() {
     let dir = temp_dir("ver");
     let out = sluice(&["-v"], &dir);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(stderr_of(&out), "sluice version: sluice/0.1.0\n");
+    assert_eq!(stderr_of(&out), "sluice version: sluice/0.1.0\nnginx version: nginx/1.26.3\n");
     let out = sluice(&["-V"], &dir);
     assert_eq!(out.status.code(), Some(0));
     let err = stderr_of(&out);
-    assert!(err.starts_with("sluice version: sluice/0.1.0\n"), "{err}");
-    assert!(err.lines().count() > 1, "-V should add build details: {err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines[0], "sluice version: sluice/0.1.0", "{err}");
+    assert_eq!(lines[1], "nginx version: nginx/1.26.3", "{err}");
+    assert!(lines[2].starts_with("built by rustc "), "{err}");
+    assert!(lines[3].starts_with("built with OpenSSL 1.1.1 (compatible; AWS-LC"), "{err}");
+    assert_eq!(lines[4], "TLS SNI support enabled", "{err}");
+    let args = lines[5].strip_prefix("configure arguments: ").unwrap_or_else(|| panic!("{err}"));
+    let args: Vec<&str> = args.split(' ').collect();
+    // Modules sluice has, named with nginx's flags; default modules it
+    // lacks, named as left out; nothing it lacks as present.
+    for want in [
+        "--with-http_ssl_module",
+        "--with-http_v2_module",
+        "--with-http_realip_module",
+        "--with-http_sub_module",
+        "--with-http_auth_request_module",
+        "--with-http_gzip_static_module",
+        "--with-http_secure_link_module",
+        "--with-http_stub_status_module",
+    ] {
+        assert!(args.contains(&want), "{want} missing: {err}");
+    }
+    for lacking in
+        ["--with-http_v3_module", "--with-http_slice_module", "--with-http_dav_module", "--with-stream", "--with-mail"]
+    {
+        assert!(!args.contains(&lacking), "{lacking} named: {err}");
+    }
+    for without in ["--without-http_ssi_module", "--without-http_grpc_module", "--without-http_memcached_module"] {
+        assert!(args.contains(&without), "{without} missing: {err}");
+    }
+    assert!(!args.iter().any(|a| a.starts_with("--without-http_proxy")), "{err}");
+    assert_eq!(lines.len(), 6, "{err}");
     let _ = fs::remove_dir_all(dir);
+}
+
+/// `-e FILE`: nginx's early error log, and the main level's log when the
+/// configuration names none (nginx's test suite starts every server with
+/// `-e error.log`).
+#[test]
+fn dash_e_sets_the_error_log() {
+    let conf =
+        "daemon off;\npid logs/sluice.pid;\nevents {}\nhttp { server { listen 127.0.0.1:{port}; root html; } }\n";
+    let s = builder().whole(conf).arg("-e").arg("early.log").start();
+    assert_eq!(s.get("/missing.html").status, 404);
+    let log = wait_contains(&s.path("early.log"), "missing.html", LOG_WAIT);
+    assert!(log.contains("[error]") && log.contains("open() \"") && log.contains("No such file"), "{log}");
+    assert!(!s.path("logs/error.log").exists(), "the compiled-in default was opened as well");
+    drop(s);
+    // A refused configuration's [emerg] goes to stderr and to the -e file.
+    let t = builder().whole("events {}\nhttp { bogus_directive; }\n").prepare();
+    let out = t.run(&["-t", "-e", "logs/early.log"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("[emerg] unknown directive \"bogus_directive\""), "{}", stderr_of(&out));
+    let log = read_lossy(&t.path("logs/early.log"));
+    let line = line_with(&log, "bogus_directive");
+    assert!(line.contains(" [emerg] ") && line.contains("#"), "{log}");
+    // `-e stderr`, and `-e` without a file name.
+    let out = t.run(&["-t", "-e", "stderr"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = t.run(&["-e"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).starts_with(&format!("{}: option \"-e\" requires file name\n", prog())),
+        "{}",
+        stderr_of(&out)
+    );
 }
 
 #[test]

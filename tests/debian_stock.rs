@@ -14,6 +14,48 @@ use common::*;
 
 const ETC: &str = "/etc/nginx";
 
+/// The `modules-enabled` file and module of each of Debian 12's
+/// `libnginx-mod-*` packages that `nginx-full` and `nginx-extras` pull in,
+/// and of the brotli packages that scripts/test-all installs.
+const DEBIAN_MODULES: &[(&str, &str)] = &[
+    ("10-mod-http-ndk.conf", "ndk_http_module"),
+    ("50-mod-http-auth-pam.conf", "ngx_http_auth_pam_module"),
+    ("50-mod-http-brotli-filter.conf", "ngx_http_brotli_filter_module"),
+    ("50-mod-http-brotli-static.conf", "ngx_http_brotli_static_module"),
+    ("50-mod-http-cache-purge.conf", "ngx_http_cache_purge_module"),
+    ("50-mod-http-dav-ext.conf", "ngx_http_dav_ext_module"),
+    ("50-mod-http-echo.conf", "ngx_http_echo_module"),
+    ("50-mod-http-fancyindex.conf", "ngx_http_fancyindex_module"),
+    ("50-mod-http-geoip.conf", "ngx_http_geoip_module"),
+    ("50-mod-http-geoip2.conf", "ngx_http_geoip2_module"),
+    ("50-mod-http-headers-more-filter.conf", "ngx_http_headers_more_filter_module"),
+    ("50-mod-http-image-filter.conf", "ngx_http_image_filter_module"),
+    ("50-mod-http-lua.conf", "ngx_http_lua_module"),
+    ("50-mod-http-perl.conf", "ngx_http_perl_module"),
+    ("50-mod-http-subs-filter.conf", "ngx_http_subs_filter_module"),
+    ("50-mod-http-uploadprogress.conf", "ngx_http_uploadprogress_module"),
+    ("50-mod-http-upstream-fair.conf", "ngx_http_upstream_fair_module"),
+    ("50-mod-http-xslt-filter.conf", "ngx_http_xslt_filter_module"),
+    ("50-mod-mail.conf", "ngx_mail_module"),
+    ("50-mod-nchan.conf", "ngx_nchan_module"),
+    ("50-mod-stream.conf", "ngx_stream_module"),
+    ("70-mod-stream-geoip.conf", "ngx_stream_geoip_module"),
+    ("70-mod-stream-geoip2.conf", "ngx_stream_geoip2_module"),
+];
+
+/// The modules of that list sluice has built in (a notice, not a warning).
+const BUILT_IN: &[&str] = &[
+    "ngx_http_brotli_filter_module",
+    "ngx_http_brotli_static_module",
+    "ngx_http_zstd_filter_module",
+    "ngx_http_zstd_static_module",
+    "ngx_http_cache_purge_module",
+];
+
+fn nginx_mode() -> bool {
+    std::env::var_os("SLUICE_TEST_NGINX").is_some()
+}
+
 fn read(p: &str) -> Option<String> {
     fs::read_to_string(p).ok()
 }
@@ -49,15 +91,15 @@ fn stock() -> Option<ServerBuilder> {
         .conf_file("etc/nginx/mime.types", &mime)
         .file("etc/nginx/conf.d/.keep", "")
         .file("html/index.nginx-debian.html", index);
-    if let Ok(dir) = fs::read_dir(format!("{ETC}/modules-enabled")) {
-        for e in dir.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            // fs::read_to_string follows Debian's symlinks to
-            // /usr/share/nginx/modules-available.
-            if let (true, Ok(text)) = (name.ends_with(".conf"), fs::read_to_string(e.path())) {
-                b = b.conf_file(&format!("etc/nginx/modules-enabled/{name}"), &paths(&text));
-            }
+    // Every module package's modules-enabled line, as on a machine with
+    // nginx-full and nginx-extras, whatever this machine has installed.
+    // nginx can only start with the ones whose file is here.
+    for (file, module) in DEBIAN_MODULES {
+        let so = format!("/usr/lib/nginx/modules/{module}.so");
+        if nginx_mode() && !Path::new(&so).exists() {
+            continue;
         }
+        b = b.conf_file(&format!("etc/nginx/modules-enabled/{file}"), &format!("load_module {so};\n"));
     }
     let b = b.file("etc/nginx/modules-enabled/.keep", "");
     Some(b)
@@ -74,14 +116,21 @@ fn stock_config_passes_t_and_serves_the_default_site() {
     let err = stderr_of(&out);
     assert!(out.status.success(), "-t failed:\n{err}");
     assert!(err.contains("test is successful"), "{err}");
-    if std::env::var_os("SLUICE_TEST_NGINX").is_none() {
-        // Debian's `ssl_protocols TLSv1 TLSv1.1 TLSv1.2 TLSv1.3`: one
-        // warning, nothing else.
+    if !nginx_mode() {
+        // Debian's `ssl_protocols TLSv1 TLSv1.1 TLSv1.2 TLSv1.3` warns
+        // once; each module sluice lacks warns once, naming it; each
+        // built-in one gets a notice.
         let warns: Vec<&str> = err.lines().filter(|l| l.contains("[warn]")).collect();
-        assert_eq!(warns.len(), 1, "{err}");
-        assert!(warns[0].contains("\"ssl_protocols\": TLSv1 TLSv1.1 not offered"), "{err}");
-        let modules = fs::read_dir(t.path("etc/nginx/modules-enabled")).map(|d| d.count()).unwrap_or(1) - 1;
-        assert_eq!(err.lines().filter(|l| l.contains("[notice] load_module")).count(), modules, "{err}");
+        let missing: Vec<&str> = DEBIAN_MODULES.iter().map(|(_, m)| *m).filter(|m| !BUILT_IN.contains(m)).collect();
+        assert_eq!(warns.len(), 1 + missing.len(), "{err}");
+        assert!(warns.iter().any(|w| w.contains("\"ssl_protocols\": TLSv1 TLSv1.1 not offered")), "{err}");
+        for m in &missing {
+            let w = line_with(&err, &format!("sluice has no module \"{m}\""));
+            assert!(w.contains("[warn] load_module \"/usr/lib/nginx/modules/"), "{w}");
+            assert!(w.contains("; not loaded, its directives") && w.contains("modules-enabled/"), "{w}");
+        }
+        let notices = err.lines().filter(|l| l.contains("[notice] load_module")).count();
+        assert_eq!(notices, DEBIAN_MODULES.len() - missing.len(), "{err}");
     }
     drop(t);
 
@@ -129,32 +178,89 @@ fn test_main(main: &str) -> (bool, String) {
 }
 
 #[test]
-fn load_module_built_in_or_a_clear_error() {
-    // A module nobody has: both refuse it, sluice naming it.
-    let (ok, err) = test_main("load_module /usr/lib/nginx/modules/ngx_http_geoip_module.so;");
-    assert!(!ok, "{err}");
-    if std::env::var_os("SLUICE_TEST_NGINX").is_some() {
+fn load_module_built_in_or_a_warning() {
+    if nginx_mode() {
+        println!("note: skipped in nginx mode: nginx loads the shared objects themselves");
         return;
     }
+    // nginx's own module that sluice lacks: one warning naming it.
+    let (ok, err) = test_main("load_module /usr/lib/nginx/modules/ngx_http_geoip_module.so;");
+    assert!(ok, "{err}");
+    let w = line_with(&err, "load_module");
     assert!(
-        err.contains("load_module \"/usr/lib/nginx/modules/ngx_http_geoip_module.so\": sluice has no module \"ngx_http_geoip_module\" (GeoIP, libnginx-mod-http-geoip)"),
-        "{err}"
+        w.contains("[warn] load_module \"/usr/lib/nginx/modules/ngx_http_geoip_module.so\": sluice has no module \"ngx_http_geoip_module\" (GeoIP, libnginx-mod-http-geoip); not loaded, its directives and variables are refused in "),
+        "{w}"
     );
     let (ok, err) = test_main("load_module modules/ngx_foo_module.so;");
-    assert!(!ok && err.contains("sluice has no module \"ngx_foo_module\" and cannot load"), "{err}");
+    assert!(ok && err.contains("[warn] load_module \"modules/ngx_foo_module.so\": sluice has no module \"ngx_foo_module\"; not loaded, its directives are unknown to sluice in "), "{err}");
     // Built in: accepted with a notice, whether or not the file exists.
-    for m in [
-        "ngx_http_brotli_filter_module",
-        "ngx_http_brotli_static_module",
-        "ngx_http_zstd_filter_module",
-        "ngx_http_zstd_static_module",
-        "ngx_http_cache_purge_module",
-    ] {
+    for m in BUILT_IN {
         let (ok, err) = test_main(&format!("load_module modules/{m}.so;"));
         assert!(ok, "{m}: {err}");
         let line = line_with(&err, "load_module");
         assert!(line.contains("[notice]") && line.contains(&format!("{m} is built into sluice")), "{line}");
     }
+}
+
+/// `-t` of a configuration that loads `modules` and has `http` as its http
+/// block; returns (success, stderr, the config's path).
+fn test_loaded(modules: &[&str], http: &str) -> (bool, String, String) {
+    let main: String = modules.iter().map(|m| format!("load_module /usr/lib/nginx/modules/{m}.so;\n")).collect();
+    let t = builder().main(&main).http(http).prepare();
+    let out = t.run(&["-t"]);
+    (out.status.success(), stderr_of(&out), t.conf_path().display().to_string())
+}
+
+#[test]
+fn a_missing_modules_directives_and_variables_are_refused_by_name() {
+    if nginx_mode() {
+        println!("note: skipped in nginx mode: nginx has these modules");
+        return;
+    }
+    let geoip = "ngx_http_geoip_module";
+    let image = "ngx_http_image_filter_module";
+    // The builder's main context starts with daemon, pid and error_log:
+    // the first load_module is on line 4.
+    let at = |conf: &str| format!("(load_module in {conf}:4)");
+    // A directive of a loaded module: refused at its line, naming the
+    // module and where it was loaded.
+    let (ok, err, conf) =
+        test_loaded(&[geoip], "geoip_country /usr/share/GeoIP/GeoIP.dat;\nserver { listen 127.0.0.1:{port}; }");
+    assert!(!ok, "{err}");
+    let want = format!(
+        "[emerg] unknown directive \"geoip_country\": a directive of module \"{geoip}\" (GeoIP, libnginx-mod-http-geoip), which sluice does not have {} in {conf}:",
+        at(&conf)
+    );
+    assert!(err.contains(&want), "want {want:?} in:\n{err}");
+    assert!(err.contains("test failed"), "{err}");
+    let (ok, err, conf) =
+        test_loaded(&[image], "server { listen 127.0.0.1:{port}; location /img/ { image_filter resize 100 100; } }");
+    assert!(!ok, "{err}");
+    assert!(err.contains(&format!("unknown directive \"image_filter\": a directive of module \"{image}\" (the image filter, libnginx-mod-http-image-filter), which sluice does not have {}", at(&conf))), "{err}");
+    // A variable of a loaded module.
+    let (ok, err, conf) = test_loaded(
+        &[image, geoip],
+        "server { listen 127.0.0.1:{port}; location / { return 200 $geoip_country_code; } }",
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(&format!("unknown \"geoip_country_code\" variable: a variable of module \"{geoip}\" (GeoIP, libnginx-mod-http-geoip), which sluice does not have (load_module in {conf}:5)")),
+        "{err}"
+    );
+    // Not loaded: nginx's plain message.
+    let (ok, err, _) = test_loaded(&[], "geoip_country /x.dat;\nserver { listen 127.0.0.1:{port}; }");
+    assert!(!ok && err.contains("[emerg] unknown directive \"geoip_country\" in "), "{err}");
+    // A third-party module's directive: sluice cannot tell which loaded
+    // module owns it, so it names the candidates.
+    let (ok, err, conf) = test_loaded(
+        &["ngx_http_headers_more_filter_module"],
+        "more_set_headers 'X: y';\nserver { listen 127.0.0.1:{port}; }",
+    );
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains(&format!("unknown directive \"more_set_headers\" (perhaps of a module sluice does not have: \"ngx_http_headers_more_filter_module\" {})", at(&conf))),
+        "{err}"
+    );
 }
 
 #[test]

@@ -602,3 +602,51 @@ fn ssl_client_verify_variable() {
         }
     }
 }
+
+/// A version 1 certificate, as `openssl req -x509` makes from a
+/// configuration without extensions (nginx's test suite makes all of its
+/// certificates that way): it loads and serves. The key of another
+/// certificate is still refused with nginx's "key values mismatch".
+#[test]
+fn version_1_certificates_load() {
+    let dir = temp_dir("v1-cert");
+    std::fs::write(
+        dir.join("openssl.conf"),
+        "[ req ]\ndefault_bits = 2048\nencrypt_key = no\ndistinguished_name = req_distinguished_name\n[ req_distinguished_name ]\n",
+    )
+    .unwrap();
+    for name in ["localhost", "other"] {
+        openssl(
+            &["req", "-x509", "-new", "-config", "openssl.conf", "-subj", &format!("/CN={name}/")]
+                .into_iter()
+                .chain(["-out", &format!("{name}.crt"), "-keyout", &format!("{name}.key")])
+                .collect::<Vec<_>>(),
+            &dir,
+        );
+    }
+    let text = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(&dir).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(text(&["x509", "-in", "localhost.crt", "-noout", "-text"]).contains("Version: 1 (0x0)"));
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let server = |key: &str| {
+        builder().file("conf/v1/localhost.crt", read("localhost.crt")).file("conf/v1/localhost.key", read(key)).http(
+            "server { listen 127.0.0.1:{port} ssl; ssl_certificate v1/localhost.crt; \
+                 ssl_certificate_key v1/localhost.key; location / { return 200 \"v1 ok\\n\"; } }",
+        )
+    };
+    let s = server("localhost.key").start();
+    let out = curl(&["-sk", &format!("https://127.0.0.1:{}/", s.port)]);
+    assert_eq!(out.text(), "v1 ok\n");
+    drop(s);
+    let t = server("other.key").prepare();
+    let out = t.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    if !nginx_mode() {
+        assert!(err.contains("does not match certificate") && err.contains("(key values mismatch)"), "{err}");
+    } else {
+        assert!(err.contains("key values mismatch"), "{err}");
+    }
+}

@@ -356,6 +356,7 @@ pub fn build(
     files: Vec<ConfigFile>,
     prefix: &Path,
     conf_file: &Path,
+    default_error_log: Option<&str>,
 ) -> Result<Config, ConfError> {
     let mut ctx = Ctx {
         prefix: prefix.to_path_buf(),
@@ -382,12 +383,14 @@ pub fn build(
         aio_pools: Vec::new(),
     };
     let mut main = default_main(prefix);
+    super::dynamic_modules::reset();
     let mut all: Vec<Directive> = cmdline.to_vec();
     all.extend_from_slice(dirs);
     let blocks = apply_level(&all, MAIN, &mut ctx, &mut main, None, None)?;
-    // nginx's compiled-in main log, unless the main level names its own.
+    // nginx's compiled-in main log (or `-e`'s), unless the main level
+    // names its own.
     if !ctx.error_log_set {
-        let file = ctx.error_log_file("logs/error.log");
+        let file = ctx.error_log_file(default_error_log.unwrap_or("logs/error.log"));
         Arc::make_mut(&mut main.error_log).add(file, Level::Error);
     }
     if main.user.is_none() && !ctx.user_set && crate::worker::credentials::is_root() {

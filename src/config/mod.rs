@@ -6,6 +6,7 @@ pub mod app_module;
 pub mod build;
 pub mod captures;
 pub mod compress;
+pub mod dynamic_modules;
 pub mod geo;
 pub mod lexer;
 pub mod limit_except;
@@ -47,6 +48,9 @@ pub struct LoadOptions {
     pub source: Source,
     /// `-g "directives;"`
     pub globals: Option<String>,
+    /// `-e FILE`: the main error log when the configuration names none
+    /// (nginx's compiled-in `logs/error.log` otherwise).
+    pub error_log: Option<String>,
 }
 
 pub fn load(opts: &LoadOptions) -> Result<Config, ConfError> {
@@ -62,7 +66,7 @@ pub fn load(opts: &LoadOptions) -> Result<Config, ConfError> {
         Some(g) => parser::parse_str(g, Path::new("command line"), &conf_dir)?.directives,
         None => Vec::new(),
     };
-    build::build(&cmdline, &parsed.directives, parsed.files, &opts.prefix, &conf_file)
+    build::build(&cmdline, &parsed.directives, parsed.files, &opts.prefix, &conf_file, opts.error_log.as_deref())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Main-context directives about the process that sluice's design answers
 //! differently (one process, workers as threads, modules compiled in):
-//! `load_module`, `master_process`, `worker_shutdown_timeout`, `env`,
+//! `master_process`, `worker_shutdown_timeout`, `env`,
 //! `pcre_jit`, `timer_resolution`, `worker_priority`, `worker_rlimit_core`,
 //! `working_directory`, `lock_file`, `thread_pool`, `ssl_engine`, and the
 //! `events` block's `use`, `debug_connection`, `worker_aio_requests` and
@@ -14,70 +14,6 @@ use super::parser::{ConfError, Directive};
 use super::set_main::{arg, flag, invalid};
 use super::table::R;
 use super::value;
-
-/// nginx dynamic modules whose features sluice has compiled in.
-const BUILT_IN: &[&str] = &[
-    "ngx_http_brotli_filter_module",
-    "ngx_http_brotli_static_module",
-    "ngx_http_zstd_filter_module",
-    "ngx_http_zstd_static_module",
-    "ngx_http_cache_purge_module",
-];
-
-/// The module files Debian's `libnginx-mod-*` packages install, and what
-/// they are, for the error naming one sluice lacks.
-const DEBIAN: &[(&str, &str)] = &[
-    ("ndk_http_module", "the Nginx Development Kit, libnginx-mod-http-ndk"),
-    ("ngx_http_auth_pam_module", "PAM authentication, libnginx-mod-http-auth-pam"),
-    ("ngx_http_dav_ext_module", "WebDAV extensions, libnginx-mod-http-dav-ext"),
-    ("ngx_http_echo_module", "echo, libnginx-mod-http-echo"),
-    ("ngx_http_fancyindex_module", "fancy indexes, libnginx-mod-http-fancyindex"),
-    ("ngx_http_geoip_module", "GeoIP, libnginx-mod-http-geoip"),
-    ("ngx_http_geoip2_module", "GeoIP2, libnginx-mod-http-geoip2"),
-    ("ngx_http_headers_more_filter_module", "headers-more, libnginx-mod-http-headers-more-filter"),
-    ("ngx_http_image_filter_module", "the image filter, libnginx-mod-http-image-filter"),
-    ("ngx_http_js_module", "njs, libnginx-mod-http-js"),
-    ("ngx_http_lua_module", "Lua, libnginx-mod-http-lua"),
-    ("ngx_http_memc_module", "memc, libnginx-mod-http-memc"),
-    ("ngx_http_modsecurity_module", "ModSecurity, libnginx-mod-http-modsecurity"),
-    ("ngx_http_perl_module", "embedded Perl, libnginx-mod-http-perl"),
-    ("ngx_http_set_misc_module", "set-misc, libnginx-mod-http-set-misc"),
-    ("ngx_http_srcache_filter_module", "srcache, libnginx-mod-http-srcache-filter"),
-    ("ngx_http_subs_filter_module", "the substitution filter, libnginx-mod-http-subs-filter"),
-    ("ngx_http_uploadprogress_module", "upload progress, libnginx-mod-http-uploadprogress"),
-    ("ngx_http_upstream_fair_module", "the fair balancer, libnginx-mod-http-upstream-fair"),
-    ("ngx_http_xslt_filter_module", "the XSLT filter, libnginx-mod-http-xslt-filter"),
-    ("ngx_mail_module", "the mail proxy, libnginx-mod-mail"),
-    ("ngx_nchan_module", "nchan, libnginx-mod-nchan"),
-    ("ngx_rtmp_module", "RTMP, libnginx-mod-rtmp"),
-    ("ngx_stream_module", "the stream (TCP/UDP) proxy, libnginx-mod-stream"),
-    ("ngx_stream_geoip_module", "stream GeoIP, libnginx-mod-stream-geoip"),
-    ("ngx_stream_geoip2_module", "stream GeoIP2, libnginx-mod-stream-geoip2"),
-    ("ngx_stream_js_module", "stream njs, libnginx-mod-stream-js"),
-];
-
-/// `load_module file`: sluice loads no shared objects. A module it has
-/// built in is accepted with a notice (the file need not exist); any other
-/// is an error naming it.
-pub fn load_module(_: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let file = arg(d, 0);
-    let base = file.rsplit('/').next().unwrap_or(file);
-    let name = base.strip_suffix(".so").unwrap_or(base);
-    if BUILT_IN.contains(&name) {
-        let msg = format!("load_module \"{file}\": {name} is built into sluice, nothing to load");
-        ctx.notices.push(ConfError::at(msg, &d.span).to_string());
-        return Ok(());
-    }
-    let what = DEBIAN.iter().find(|(n, _)| *n == name).map(|(_, w)| format!(" ({w})")).unwrap_or_default();
-    Err(ConfError::at(
-        format!(
-            "load_module \"{file}\": sluice has no module \"{name}\"{what} and cannot load nginx's dynamic modules; \
-             its built-in ones are {}",
-            BUILT_IN.join(", ")
-        ),
-        &d.span,
-    ))
-}
 
 /// `master_process on|off`: sluice always runs one process whose main
 /// thread supervises the workers; `off` changes nothing (documented).

@@ -88,7 +88,7 @@ pub static CORE: &[Cmd] = &[
     list(cmd("error_log", MAIN | HSL, 1, 2, Set::Any(set_main::error_log)), set_main::reset_error_log),
     cmd("daemon", MAIN, 1, 1, Set::Main(set_main::daemon)),
     cmd("user", MAIN, 1, 2, Set::Main(set_main::user)),
-    multi(cmd("load_module", MAIN, 1, 1, Set::Main(set_process::load_module))),
+    multi(cmd("load_module", MAIN, 1, 1, Set::Main(super::dynamic_modules::load_module))),
     cmd("master_process", MAIN, 1, 1, Set::Main(set_process::master_process)),
     cmd("worker_shutdown_timeout", MAIN, 1, 1, Set::Main(set_process::worker_shutdown_timeout)),
     multi(cmd("env", MAIN, 1, 1, Set::Main(set_process::env))),
@@ -325,8 +325,11 @@ pub fn lookup(name: &str) -> Option<&'static Cmd> {
 }
 
 pub fn unknown(d: &Directive) -> ConfError {
-    let hint =
-        if KNOWN_NGINX.contains(&d.name.as_str()) { " (an nginx directive sluice does not support yet)" } else { "" };
+    let hint = match super::dynamic_modules::directive_hint(&d.name) {
+        Some(h) => h,
+        None if KNOWN_NGINX.contains(&d.name.as_str()) => " (an nginx directive sluice does not support yet)".into(),
+        None => String::new(),
+    };
     ConfError::at(format!("unknown directive \"{}\"{}", d.name, hint), &d.span)
 }
 

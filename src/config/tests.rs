@@ -8,6 +8,7 @@ fn try_load(text: &str) -> Result<Config, String> {
         prefix: "/srv/p".into(),
         source: Source::Text { name: "/etc/t.conf".into(), text: text.into() },
         globals: None,
+        error_log: None,
     })
     .map_err(|e| e.to_string())
 }

@@ -130,6 +130,7 @@ pub fn config(data: &[u8]) {
         prefix: prefix.to_path_buf(),
         source: Source::Text { name: name.clone(), text: text.into_owned() },
         globals: None,
+        error_log: None,
     };
     if let Err(e) = crate::config::load(&opts)
         && e.file.as_deref() == Some(name.as_path())

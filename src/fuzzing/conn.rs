@@ -100,6 +100,7 @@ fn world() -> Option<World> {
         prefix: super::config::prefix().to_path_buf(),
         source: Source::Text { name: super::config::prefix().join("conf/h1_conn.conf"), text: CONF.into() },
         globals: None,
+        error_log: None,
     };
     let cfg: Config = match crate::config::load(&opts) {
         Ok(c) => c,

@@ -158,6 +158,17 @@ pub fn write(level: Level, msg: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Appends one line in the error log's format to `path`: what nginx
+/// writes to the `-e` log before a configuration runs (a refused
+/// configuration's `[emerg]`, load-time warnings). A file that cannot be
+/// opened is ignored: the same line went to stderr.
+pub fn append_line(path: &std::path::Path, level: Level, msg: std::fmt::Arguments<'_>) {
+    let line = format_line(level, msg);
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(&line);
+    }
+}
+
 /// `log_error!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring")`:
 /// a line for the main level's logs (startup, reload, workers, health
 /// checks): no request to attribute it to.

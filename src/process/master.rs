@@ -99,7 +99,7 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
+            super::emerg(&opts, &e);
             return 1;
         }
     };
@@ -108,32 +108,32 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
         match install_signals() {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("sluice: [emerg] could not install signal handlers ({e})");
+                super::emerg(&opts, format_args!("could not install signal handlers ({e})"));
                 return 1;
             }
         }
     };
     super::rlimits::apply(&cfg.main);
     if let Err(e) = crate::log::error_file::open_all(&cfg.error_log_files) {
-        eprintln!("sluice: [emerg] {e}");
+        super::emerg(&opts, &e);
         return 1;
     }
     crate::log::error::install(cfg.main.error_log.clone());
     if let Err(e) = super::prepare::check_roots(&cfg) {
-        eprintln!("sluice: [emerg] {e}");
+        super::emerg(&opts, &e);
         return 1;
     }
     let logs = match open_access_logs(&cfg) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
+            super::emerg(&opts, &e);
             return 1;
         }
     };
     // The pid file is complete before any socket accepts, so whoever sees
     // the port open can signal us; it is removed again if binding fails.
     if let Err(e) = super::pidfile::write(&cfg.main.pid) {
-        eprintln!("sluice: [emerg] {e}");
+        super::emerg(&opts, &e);
         return 1;
     }
     // The temporary and cache directories exist before any socket accepts
@@ -141,14 +141,14 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     // that finds the port open finds the server ready, and nothing made
     // in the directories' place meanwhile can stop the start-up.
     if let Err(e) = super::prepare::temp_dirs(&cfg) {
-        eprintln!("sluice: [emerg] {e}");
+        super::emerg(&opts, &e);
         super::pidfile::remove(&cfg.main.pid);
         return 1;
     }
     let listeners = match ListenerSet::default().prepare(&cfg) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
+            super::emerg(&opts, &e);
             super::pidfile::remove(&cfg.main.pid);
             return 1;
         }
@@ -159,7 +159,7 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     let current = match start_generation(cfg, &listeners, &logs, false) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
+            super::emerg(&opts, &e);
             super::pidfile::remove(&pid_path);
             return 1;
         }

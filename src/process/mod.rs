@@ -2,6 +2,7 @@
 //! running instance, daemonizing, and the master that owns listeners and
 //! worker generations.
 
+pub mod build_info;
 pub mod daemon;
 pub mod default_conf;
 pub mod master;
@@ -15,6 +16,7 @@ use std::sync::OnceLock;
 
 use crate::cli::{self, Cli};
 use crate::config::{self, LoadOptions, Source};
+use crate::log::error::Level;
 
 pub const DEFAULT_PREFIX: &str = match option_env!("SLUICE_PREFIX") {
     Some(p) => p,
@@ -54,17 +56,27 @@ pub fn load_options(cli: &Cli) -> LoadOptions {
             if p.exists() { Source::File(p) } else { default_conf::source() }
         }
     };
-    LoadOptions { prefix, source, globals: cli.globals.clone() }
+    LoadOptions { prefix, source, globals: cli.globals.clone(), error_log: cli.error_log.clone() }
 }
 
-fn version_text(full: bool) -> String {
-    let mut s = format!("sluice version: sluice/{}\n", env!("CARGO_PKG_VERSION"));
-    if full {
-        s.push_str("built with rustc; HTTP/1.1 (own codec on httparse), HTTP/2 (h2), TLS (rustls, aws-lc-rs)\n");
-        s.push_str(&format!("default prefix: {DEFAULT_PREFIX}\n"));
-        s.push_str(&format!("default configuration file: {DEFAULT_CONF}\n"));
+/// The file given by `-e` (relative to the prefix), which gets the lines
+/// printed before a configuration runs, as nginx's early log does; None
+/// without `-e` or with `-e stderr`.
+fn early_log(opts: &LoadOptions) -> Option<PathBuf> {
+    match opts.error_log.as_deref() {
+        None | Some("stderr") => None,
+        Some(p) if Path::new(p).is_absolute() => Some(PathBuf::from(p)),
+        Some(p) => Some(opts.prefix.join(p)),
     }
-    s
+}
+
+/// An `[emerg]` before or while a configuration starts: on stderr, and in
+/// the `-e` log as nginx writes it there.
+pub(crate) fn emerg(opts: &LoadOptions, msg: impl std::fmt::Display) {
+    eprintln!("sluice: [emerg] {msg}");
+    if let Some(p) = early_log(opts) {
+        crate::log::error::append_line(&p, Level::Emerg, format_args!("{msg}"));
+    }
 }
 
 /// The whole program; returns the exit code.
@@ -79,7 +91,7 @@ pub fn main_entry(args: &[String]) -> i32 {
         }
     };
     if cli.version {
-        eprint!("{}", version_text(cli.version_full));
+        eprint!("{}", build_info::version_text(cli.version_full));
     }
     if cli.help {
         eprint!("{}", cli::usage());
@@ -93,10 +105,11 @@ pub fn main_entry(args: &[String]) -> i32 {
         Source::File(p) => p.display().to_string(),
         Source::Text { name, .. } => name.display().to_string(),
     };
+    let early = early_log(&opts);
     let cfg = match config::load(&opts) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("sluice: [emerg] {e}");
+            emerg(&opts, &e);
             if cli.test {
                 eprintln!("sluice: configuration file {name} test failed");
             }
@@ -111,6 +124,9 @@ pub fn main_entry(args: &[String]) -> i32 {
         }
         for w in &cfg.warnings {
             eprintln!("sluice: [warn] {w}");
+            if let Some(p) = &early {
+                crate::log::error::append_line(p, Level::Warn, format_args!("{w}"));
+            }
         }
     }
     if cli.test {
@@ -119,7 +135,7 @@ pub fn main_entry(args: &[String]) -> i32 {
             eprintln!("sluice: the configuration file {name} syntax is ok");
         }
         if let Err(e) = prepare::check_roots(&cfg).and_then(|()| prepare::log_files(&cfg)) {
-            eprintln!("sluice: [emerg] {e}");
+            emerg(&opts, &e);
             eprintln!("sluice: configuration file {name} test failed");
             return 1;
         }

@@ -239,7 +239,7 @@ fn condition(d: &Directive) -> Result<Cond, ConfError> {
 fn variable(d: &Directive, w: &str) -> Result<Template, ConfError> {
     let name = &w[1..];
     if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(ConfError::at(format!("unknown \"{}\" variable", name), &d.span));
+        return Err(ConfError::at(crate::variables::unknown_variable(name), &d.span));
     }
     compile(d, w)
 }

@@ -71,6 +71,7 @@ mod tests {
             prefix: "/tmp".into(),
             source: Source::Text { name: "/tmp/test.conf".into(), text },
             globals: None,
+            error_log: None,
         })
         .unwrap_or_else(|e| panic!("{e}"))
     }

@@ -114,6 +114,7 @@ mod tests {
             prefix: "/tmp".into(),
             source: Source::Text { name: "/tmp/t.conf".into(), text: text.into() },
             globals: None,
+            error_log: None,
         })
         .unwrap();
         let g = &cfg.http.listens[0];

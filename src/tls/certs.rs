@@ -64,17 +64,21 @@ pub fn load_pair(
         .key_provider
         .load_private_key(der)
         .map_err(|e| format!("cannot load certificate key \"{}\": {}", key.display(), e))?;
-    let mut ck = CertifiedKey::new(chain, signing);
-    match ck.keys_match() {
-        Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => {}
-        Err(_) => {
-            return Err(format!(
-                "certificate key \"{}\" does not match certificate \"{}\" (key values mismatch)",
-                key.display(),
-                cert.display()
-            ));
-        }
+    // rustls's own check (`keys_match`) parses the certificate with
+    // webpki, which refuses version 1 certificates, so the public keys are
+    // compared here: nginx accepts any version (`openssl req -x509`
+    // without extensions makes version 1, as nginx's test suite does).
+    let Some(cert_spki) = chain.first().and_then(super::client_cert::spki) else {
+        return Err(format!("cannot load certificate \"{}\": not a valid X.509 certificate", cert.display()));
+    };
+    if signing.public_key().is_some_and(|k| k.as_ref() != cert_spki) {
+        return Err(format!(
+            "certificate key \"{}\" does not match certificate \"{}\" (key values mismatch)",
+            key.display(),
+            cert.display()
+        ));
     }
+    let mut ck = CertifiedKey::new(chain, signing);
     if let Some(p) = ocsp {
         ck.ocsp = Some(std::fs::read(p).map_err(|e| format!("cannot open stapling file \"{}\": {}", p.display(), e))?);
     }

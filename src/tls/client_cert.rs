@@ -269,26 +269,42 @@ pub struct CertTime {
     pub unix: i64,
 }
 
-/// notBefore and notAfter: the TBSCertificate's fields up to its validity
-/// are skipped (version, serial, signature algorithm, issuer).
-pub fn validity(cert: &CertificateDer<'_>) -> Option<(CertTime, CertTime)> {
-    let (_, c, _) = tlv(cert.as_ref()).filter(|(t, _, _)| *t == 0x30)?;
+/// One DER element as (tag, contents, the whole element).
+type Field<'a> = (u8, &'a [u8], &'a [u8]);
+
+/// The TBSCertificate's first six fields after the optional version
+/// (serial, signature algorithm, issuer, validity, subject,
+/// subjectPublicKeyInfo), each as (tag, contents, whole element). A
+/// version 1 certificate has no version field, which is why this walk is
+/// here and not webpki's: webpki parses version 3 only.
+fn tbs_fields(cert: &[u8]) -> Option<[Field<'_>; 6]> {
+    let (_, c, _) = tlv(cert).filter(|(t, _, _)| *t == 0x30)?;
     let (_, tbs, _) = tlv(c).filter(|(t, _, _)| *t == 0x30)?;
     let mut rest = tbs;
     if rest.first() == Some(&0xa0) {
         rest = tlv(rest)?.2;
     }
-    for want in [0x02, 0x30, 0x30] {
-        let (tag, _, after) = tlv(rest)?;
-        if tag != want {
-            return None;
-        }
+    let mut out = [(0u8, &[][..], &[][..]); 6];
+    for (slot, want) in out.iter_mut().zip([0x02, 0x30, 0x30, 0x30, 0x30, 0x30]) {
+        let (tag, v, after) = tlv(rest).filter(|(t, _, _)| *t == want)?;
+        *slot = (tag, v, &rest[..rest.len() - after.len()]);
         rest = after;
     }
-    let (_, v, _) = tlv(rest).filter(|(t, _, _)| *t == 0x30)?;
+    Some(out)
+}
+
+/// notBefore and notAfter.
+pub fn validity(cert: &CertificateDer<'_>) -> Option<(CertTime, CertTime)> {
+    let (_, v, _) = tbs_fields(cert.as_ref())?[3];
     let (t1, a, after) = tlv(v)?;
     let (t2, b, _) = tlv(after)?;
     Some((cert_time(t1, a)?, cert_time(t2, b)?))
+}
+
+/// The subjectPublicKeyInfo element, whole (what a private key's public
+/// half is compared with), of any certificate version.
+pub fn spki<'a>(cert: &'a CertificateDer<'_>) -> Option<&'a [u8]> {
+    Some(tbs_fields(cert.as_ref())?[5].2)
 }
 
 fn cert_time(tag: u8, v: &[u8]) -> Option<CertTime> {
@@ -378,6 +394,11 @@ pub fn fuzz(data: &[u8]) {
     }
     let _ = names(&CertificateDer::from(data));
     let _ = validity(&CertificateDer::from(data));
+    let der = CertificateDer::from(data);
+    if let Some(k) = spki(&der) {
+        // The element lies inside the input and is one whole SEQUENCE.
+        assert!(k.len() >= 2 && k[0] == 0x30 && data.windows(k.len()).any(|w| w == k));
+    }
 }
 
 #[cfg(test)]
