@@ -130,7 +130,7 @@ impl Regex {
                 (Engine::Pcre(re), n)
             }
         };
-        let set_slots = names.iter().filter_map(|(_, n)| crate::rewrite::vars::slot(n)).collect();
+        let set_slots = names.iter().filter_map(|(_, n)| crate::http::rewrite::vars::slot(n)).collect();
         Ok(Regex { text: pattern.to_string(), caseless, engine, names, set_slots })
     }
 

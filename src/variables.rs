@@ -71,7 +71,7 @@ pub enum Var {
     SecureLink,
     SslClientVerify,
     /// `$gzip_ratio`, `$brotli_ratio`, `$zstd_ratio`.
-    CompressRatio(crate::filter::compress::negotiate::Coding),
+    CompressRatio(crate::http::filter::compress::negotiate::Coding),
     /// `$ssl_client_s_dn`, `_i_dn`, `_serial`, `_fingerprint`, `_cert`,
     /// `_raw_cert`, `_escaped_cert`, `_v_start`, `_v_end`, `_v_remain`.
     SslClient(ClientCertVar),
@@ -111,7 +111,7 @@ pub enum Var {
     /// The port of the `proxy_pass` target.
     ProxyPort,
     /// `$tcpinfo_rtt`, `_rttvar`, `_snd_cwnd`, `_rcv_space`: which one.
-    Tcpinfo(crate::connection::tcpinfo::Field),
+    Tcpinfo(crate::http::connection::tcpinfo::Field),
     SslAlpnProtocol,
     SslCurve,
     /// Always empty: sluice accepts no TLS early data.
@@ -191,9 +191,9 @@ impl Var {
             "ssl_server_name" => Var::SslServerName,
             "ssl_session_reused" => Var::SslSessionReused,
             "ssl_client_verify" => Var::SslClientVerify,
-            "gzip_ratio" => Var::CompressRatio(crate::filter::compress::negotiate::Coding::Gzip),
-            "brotli_ratio" => Var::CompressRatio(crate::filter::compress::negotiate::Coding::Br),
-            "zstd_ratio" => Var::CompressRatio(crate::filter::compress::negotiate::Coding::Zstd),
+            "gzip_ratio" => Var::CompressRatio(crate::http::filter::compress::negotiate::Coding::Gzip),
+            "brotli_ratio" => Var::CompressRatio(crate::http::filter::compress::negotiate::Coding::Br),
+            "zstd_ratio" => Var::CompressRatio(crate::http::filter::compress::negotiate::Coding::Zstd),
             "ssl_client_s_dn" => Var::SslClient(ClientCertVar::SubjectDn),
             "ssl_client_i_dn" => Var::SslClient(ClientCertVar::IssuerDn),
             "ssl_client_serial" => Var::SslClient(ClientCertVar::Serial),
@@ -223,10 +223,10 @@ impl Var {
             "date_gmt" => Var::Date(true),
             "date_local" => Var::Date(false),
             "proxy_port" => Var::ProxyPort,
-            "tcpinfo_rtt" => Var::Tcpinfo(crate::connection::tcpinfo::Field::Rtt),
-            "tcpinfo_rttvar" => Var::Tcpinfo(crate::connection::tcpinfo::Field::RttVar),
-            "tcpinfo_snd_cwnd" => Var::Tcpinfo(crate::connection::tcpinfo::Field::SndCwnd),
-            "tcpinfo_rcv_space" => Var::Tcpinfo(crate::connection::tcpinfo::Field::RcvSpace),
+            "tcpinfo_rtt" => Var::Tcpinfo(crate::http::connection::tcpinfo::Field::Rtt),
+            "tcpinfo_rttvar" => Var::Tcpinfo(crate::http::connection::tcpinfo::Field::RttVar),
+            "tcpinfo_snd_cwnd" => Var::Tcpinfo(crate::http::connection::tcpinfo::Field::SndCwnd),
+            "tcpinfo_rcv_space" => Var::Tcpinfo(crate::http::connection::tcpinfo::Field::RcvSpace),
             "ssl_alpn_protocol" => Var::SslAlpnProtocol,
             "ssl_curve" => Var::SslCurve,
             "ssl_early_data" => Var::SslEarlyData,
@@ -378,7 +378,7 @@ impl Template {
             } else if name.eq_ignore_ascii_case("limit_rate") {
                 // Reads what `set $limit_rate` wrote, as a number.
                 Var::LimitRate
-            } else if let Some(slot) = crate::rewrite::vars::slot(name) {
+            } else if let Some(slot) = crate::http::rewrite::vars::slot(name) {
                 let fallback = block_var(name)
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())));
                 Var::Set(std::sync::Arc::new(SetVar { slot, name: name.to_ascii_lowercase(), fallback }))

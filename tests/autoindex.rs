@@ -3,7 +3,7 @@
 //! jsonp callback check, a POST to a listed directory), and the index
 //! module's answers and error-log lines for a directory that is missing,
 //! and `random_index`. The byte-exact layouts are unit-tested in
-//! src/handler/autoindex/ against nginx's output; here a real server
+//! src/http/handler/autoindex/ against nginx's output; here a real server
 //! answers real requests. With SLUICE_TEST_NGINX=1 the same checks run
 //! against Debian's nginx.
 

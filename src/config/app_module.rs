@@ -8,7 +8,7 @@
 //! own (uwsgi's modifiers) in a table of its own.
 
 use crate::config::proxy::{Pass, UpstreamConf};
-use crate::fastcgi::conf::Param;
+use crate::http::fastcgi::conf::Param;
 
 /// The per-location settings of an application-server module.
 #[derive(Clone)]
@@ -39,7 +39,7 @@ impl AppConf {
             // nginx has no uwsgi_/scgi_cache_convert_head: a HEAD reaches
             // the application as HEAD.
             up: UpstreamConf {
-                cache: crate::cache::conf::CacheConf { convert_head: false, ..Default::default() },
+                cache: crate::http::cache::conf::CacheConf { convert_head: false, ..Default::default() },
                 ..UpstreamConf::new(prefix.join(temp))
             },
         }
@@ -112,14 +112,14 @@ macro_rules! app_directives {
                 if raw.contains("://") && !raw.contains('$') {
                     return Err(ConfError::at(format!("invalid host in upstream \"{written}\""), &d.span));
                 }
-                let pass = $crate::fastcgi::conf::parse_pass(raw, d, ctx, $protocol)?;
+                let pass = $crate::http::fastcgi::conf::parse_pass(raw, d, ctx, $protocol)?;
                 c.clear_handlers();
                 c.$field.pass = Some(pass);
                 Ok(())
             }
 
             pub fn param(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-                let p = $crate::fastcgi::conf::parse_param(d, ctx)?;
+                let p = $crate::http::fastcgi::conf::parse_param(d, ctx)?;
                 c.$field.params.push(p);
                 Ok(())
             }

@@ -59,9 +59,9 @@ pub struct Ctx {
     pub user_set: bool,
     /// `proxy_cache_path` zones by name (defined before any server is
     /// built, so a location may use one defined later in `http`).
-    pub cache_zones: crate::cache::conf::Zones,
+    pub cache_zones: crate::http::cache::conf::Zones,
     /// `limit_req_zone` / `limit_conn_zone` zones by name (read first too).
-    pub limit_zones: crate::limit::conf::Zones,
+    pub limit_zones: crate::http::limit::conf::Zones,
     /// `thread_pool` names, and the pools `aio threads=NAME` asked for
     /// (checked once the whole file is read: a pool may come later).
     pub thread_pools: Vec<String>,
@@ -209,9 +209,9 @@ fn apply_level<'d>(
     }
     if let Some(l) = loc {
         super::proxy_buffers::check(l, dirs)?;
-        crate::access::referer::check_level(l)?;
+        crate::http::access::referer::check_level(l)?;
         if level != HTTP {
-            crate::cache::conf::check_level(l, dirs, ctx);
+            crate::http::cache::conf::check_level(l, dirs, ctx);
         }
     }
     Ok(children)
@@ -301,9 +301,9 @@ fn default_loc(prefix: &Path) -> LocConf {
             up: super::proxy::UpstreamConf::new(prefix.join("proxy_temp")),
             ..Default::default()
         },
-        fastcgi: crate::fastcgi::conf::FastcgiConf::new(prefix),
-        uwsgi: crate::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
-        scgi: crate::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
+        fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix),
+        uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
+        scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),
@@ -450,9 +450,9 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     super::captures::reset();
     super::captures::declare_all(dirs);
     // `set` declares its variables for every template, maps included.
-    crate::rewrite::vars::reset();
-    crate::rewrite::vars::declare_all(dirs);
-    conf.limit.rate.set_slot = crate::rewrite::vars::slot("limit_rate");
+    crate::http::rewrite::vars::reset();
+    crate::http::rewrite::vars::declare_all(dirs);
+    conf.limit.rate.set_slot = crate::http::rewrite::vars::slot("limit_rate");
     super::geo::reset();
     super::split_clients::reset();
     for d in dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())) {
@@ -478,7 +478,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     // Cache zones too: `proxy_cache` anywhere in http may name one.
     let zone_dir = |d: &Directive| {
         matches!(d.name.as_str(), "proxy_cache_path" | "fastcgi_cache_path" | "uwsgi_cache_path" | "scgi_cache_path")
-            || crate::limit::conf::is_zone(&d.name)
+            || crate::http::limit::conf::is_zone(&d.name)
     };
     for d in dirs.iter().filter(|d| zone_dir(d)) {
         let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
@@ -540,7 +540,7 @@ fn build_server(
     let children = apply_level(dirs, SRV, ctx, main, Some(&mut conf), Some(&mut sb))?;
     // Server-level rewrite directives run before location matching; the
     // server's own settings (used when no location matches) have none.
-    let rewrite = crate::rewrite::compile::level(dirs, false, &conf, ctx, main)?;
+    let rewrite = crate::http::rewrite::compile::level(dirs, false, &conf, ctx, main)?;
     let (locations, named) = location::build_all(&children, &conf, None, ctx, main)?;
     if sb.listens.is_empty() {
         let port = if rustix::process::geteuid().is_root() { 80 } else { 8000 };

@@ -13,7 +13,7 @@ use super::parser::{ConfError, Directive};
 use super::set_main::{arg, flag, invalid, number};
 use super::table::{Cmd, HSL, R, Set, cmd, list};
 use super::value;
-use crate::filter::compress::negotiate::Coding;
+use crate::http::filter::compress::negotiate::Coding;
 
 /// `gzip_proxied` flags (nginx's `NGX_HTTP_GZIP_PROXIED_*`).
 pub mod proxied {

@@ -85,7 +85,7 @@ impl GeoDef {
         }
         if !self.proxies.is_empty()
             && !xff.is_empty()
-            && let Some(a) = crate::realip::forwarded(client, xff, &self.proxies, self.proxy_recursive)
+            && let Some(a) = crate::http::realip::forwarded(client, xff, &self.proxies, self.proxy_recursive)
         {
             return a.ip();
         }

@@ -81,7 +81,7 @@ pub struct HttpConf {
     /// Every upstream (blocks and implicit ones), by `Upstream::index`.
     pub upstreams: Vec<Arc<super::proxy::Upstream>>,
     /// `proxy_cache_path` zones (their directories are prepared at start).
-    pub cache_zones: Vec<Arc<crate::cache::conf::ZoneConf>>,
+    pub cache_zones: Vec<Arc<crate::http::cache::conf::ZoneConf>>,
 }
 
 /// Every server block that listens on one address, with the lookup tables
@@ -144,7 +144,7 @@ pub struct Server {
     /// Server-level rewrite directives (`rewrite`, `return`, `set`, `if`...):
     /// run before location matching, and again after each internal
     /// redirect, as nginx's server rewrite phase.
-    pub rewrite: Option<Arc<crate::rewrite::Script>>,
+    pub rewrite: Option<Arc<crate::http::rewrite::Script>>,
     pub locations: Locations,
     pub named: HashMap<String, Arc<Location>>,
     /// The server's TLS settings, built when it has certificates (or
@@ -189,7 +189,7 @@ pub struct LocConf {
     pub index: Vec<Template>,
     pub try_files: Option<TryFiles>,
     /// The rewrite module: this level's script and its two flags.
-    pub rewrite: crate::rewrite::RewriteConf,
+    pub rewrite: crate::http::rewrite::RewriteConf,
     /// The location's name as nginx prints it in messages (its path,
     /// regex or `@name`; an `if` block's is its location's).
     pub location_name: Arc<str>,
@@ -201,10 +201,10 @@ pub struct LocConf {
     /// nginx core settings for requests and redirects (`internal`, ...).
     pub core: super::set_core::CoreFlags,
     /// The access phase: allow/deny, satisfy, auth_basic, valid_referers.
-    pub access: crate::access::AccessConf,
+    pub access: crate::http::access::AccessConf,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
-    pub autoindex: crate::handler::autoindex::AutoindexConf,
+    pub autoindex: crate::http::handler::autoindex::AutoindexConf,
     /// `random_index on`.
     pub random_index: bool,
     pub error_pages: Vec<Arc<ErrorPage>>,
@@ -255,27 +255,27 @@ pub struct LocConf {
     /// gzip, brotli and zstd, on the fly and precompressed.
     pub compress: super::compress::CompressConf,
     /// `fastcgi_*` (the FastCGI module's settings).
-    pub fastcgi: crate::fastcgi::conf::FastcgiConf,
-    /// `uwsgi_*` (`crate::uwsgi`).
-    pub uwsgi: crate::uwsgi::conf::UwsgiConf,
-    /// `scgi_*` (`crate::scgi`).
-    pub scgi: crate::scgi::conf::ScgiConf,
+    pub fastcgi: crate::http::fastcgi::conf::FastcgiConf,
+    /// `uwsgi_*` (`crate::http::uwsgi`).
+    pub uwsgi: crate::http::uwsgi::conf::UwsgiConf,
+    /// `scgi_*` (`crate::http::scgi`).
+    pub scgi: crate::http::scgi::conf::ScgiConf,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
-    pub realip: crate::realip::RealIpConf,
+    pub realip: crate::http::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.
     pub resolver: crate::resolver::Conf,
     /// `charset`, `charset_types`, `source_charset`, `override_charset`.
-    pub charset: crate::filter::charset::CharsetConf,
+    pub charset: crate::http::filter::charset::CharsetConf,
     /// `mirror`, `mirror_request_body`.
-    pub mirror: crate::handler::mirror::MirrorConf,
+    pub mirror: crate::http::handler::mirror::MirrorConf,
     /// `sub_filter*`.
-    pub sub: crate::filter::sub::SubConf,
+    pub sub: crate::http::filter::sub::SubConf,
     /// `disable_symlinks`.
-    pub symlinks: crate::handler::symlinks::SymlinksConf,
+    pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.
     pub limit_except: Option<Arc<super::limit_except::LimitExcept>>,
     /// `limit_req*`, `limit_conn*`, `limit_rate*`.
-    pub limit: crate::limit::LimitConf,
+    pub limit: crate::http::limit::LimitConf,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls

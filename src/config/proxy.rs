@@ -108,18 +108,18 @@ pub struct ProxyPass {
 }
 
 /// The protocols the upstream core speaks: the seam between the shared
-/// machinery (`crate::proxy`: peers, pools, queue, retries, timeouts,
+/// machinery (`crate::http::proxy`: peers, pools, queue, retries, timeouts,
 /// read-ahead, cache, logs) and what each protocol does its own way (how
 /// the request is written, how the response head and body are framed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Protocol {
     /// `proxy_pass`: HTTP/1.x (over TLS with `https://`).
     Http,
-    /// `fastcgi_pass` (`crate::fastcgi`).
+    /// `fastcgi_pass` (`crate::http::fastcgi`).
     FastCgi,
-    /// `uwsgi_pass` (`crate::uwsgi`).
+    /// `uwsgi_pass` (`crate::http::uwsgi`).
     Uwsgi,
-    /// `scgi_pass` (`crate::scgi`).
+    /// `scgi_pass` (`crate::http::scgi`).
     Scgi,
 }
 
@@ -179,7 +179,7 @@ impl NextUpstream {
 /// The settings every upstream protocol shares (the `proxy_*` and
 /// `fastcgi_*` directives of the same name set them): timeouts, retries,
 /// read-ahead buffering, error interception and header filtering. The
-/// upstream core (`crate::proxy`) reads only these, whichever protocol the
+/// upstream core (`crate::http::proxy`) reads only these, whichever protocol the
 /// location speaks.
 #[derive(Clone)]
 pub struct UpstreamConf {
@@ -203,7 +203,7 @@ pub struct UpstreamConf {
     pub intercept_errors: bool,
     /// `*_cache*`: the cache engine is shared; each module has its own
     /// settings for it, as nginx's proxy and fastcgi modules do.
-    pub cache: crate::cache::conf::CacheConf,
+    pub cache: crate::http::cache::conf::CacheConf,
     /// `*_bind`: the local address of connections to origins.
     pub bind: Option<std::sync::Arc<crate::upstream::bind::Bind>>,
     /// `*_limit_rate`: bytes per second read from the origin (buffered
@@ -280,7 +280,7 @@ pub struct ProxyConf {
     /// What the upstream core reads (shared with `fastcgi_*`).
     pub up: UpstreamConf,
     /// `proxy_cookie_domain`, `proxy_cookie_path`, `proxy_cookie_flags`.
-    pub cookie: crate::proxy::cookie::CookieConf,
+    pub cookie: crate::http::proxy::cookie::CookieConf,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -121,7 +121,7 @@ fn inheritance_is_nginx_merge() {
     )
     .unwrap();
     let s = &cfg.http.servers[0];
-    let by = |p: &str| crate::routing::location::find(&s.locations, p.as_bytes()).unwrap();
+    let by = |p: &str| crate::http::routing::location::find(&s.locations, p.as_bytes()).unwrap();
     let names = |p: &str| by(p).conf.add_headers.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
     assert_eq!(names("/inherits"), ["X-A"]);
     // A level with its own add_header replaces the inherited list.
@@ -316,7 +316,7 @@ fn error_log_per_level() {
     .unwrap();
     assert_eq!(targets(&cfg.main.error_log), [t("/srv/p/logs/main.log", Level::Warn)]);
     let s = &cfg.http.servers[0];
-    let by = |p: &str| crate::routing::location::find(&s.locations, p.as_bytes()).unwrap();
+    let by = |p: &str| crate::http::routing::location::find(&s.locations, p.as_bytes()).unwrap();
     assert_eq!(targets(&s.conf.error_log), [t("/srv/p/logs/http.log", Level::Error)]);
     assert_eq!(targets(&by("/inherits").conf.error_log), [t("/srv/p/logs/http.log", Level::Error)]);
     assert_eq!(
@@ -406,7 +406,7 @@ fn proxy_buffer_sizes_are_checked_as_nginx_merges_them() {
 #[test]
 fn compression_directives() {
     use crate::config::compress::{MimeTypes, StaticMode, proxied};
-    use crate::filter::compress::negotiate::Coding;
+    use crate::http::filter::compress::negotiate::Coding;
     let c = try_load(
         "events {} http {
             gzip on; gzip_comp_level 6; gzip_types text/css; gzip_types application/json;

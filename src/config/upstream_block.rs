@@ -103,7 +103,7 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
     }
     // The balancer refuses what nginx refuses at parse time (backup with
     // hash, ip_hash or random).
-    if let Err(e) = crate::proxy::peers::build_balancer(&u) {
+    if let Err(e) = crate::http::proxy::peers::build_balancer(&u) {
         return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
     }
     if let Some((size, timeout)) = queue {

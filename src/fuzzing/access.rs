@@ -3,7 +3,7 @@
 //! addresses.
 
 use super::show;
-use crate::access::{basic, crypt, rules};
+use crate::http::access::{basic, crypt, rules};
 
 /// `Authorization` values: a decoded header has a non-empty user without
 /// `:`, and encoding what was decoded decodes to the same again; the
@@ -16,18 +16,18 @@ pub fn authorization(data: &[u8]) {
         let mut joined = c.user.clone();
         joined.push(b':');
         joined.extend_from_slice(&c.password);
-        let again = format!("Basic {}", crate::proxy::websocket::base64(&joined));
+        let again = format!("Basic {}", crate::http::proxy::websocket::base64(&joined));
         assert_eq!(basic::decode(again.as_bytes()), Some(c), "{}", show(data));
     }
     if let Some(raw) = basic::decode_base64(data) {
-        let enc = crate::proxy::websocket::base64(&raw);
+        let enc = crate::http::proxy::websocket::base64(&raw);
         assert_eq!(basic::decode_base64(enc.as_bytes()).as_deref(), Some(&raw[..]), "{}", show(data));
     }
     if let Some(raw) = basic::decode_base64url(data) {
-        let enc = crate::proxy::websocket::base64(&raw).replace('+', "-").replace('/', "_");
+        let enc = crate::http::proxy::websocket::base64(&raw).replace('+', "-").replace('/', "_");
         assert_eq!(basic::decode_base64url(enc.as_bytes()).as_deref(), Some(&raw[..]), "{}", show(data));
     }
-    crate::access::secure_link::fuzz(data);
+    crate::http::access::secure_link::fuzz(data);
 }
 
 /// A password file: the input's first line is the user name (and the

@@ -1,9 +1,9 @@
 //! The cache's parsers: entry files read back from disk (anything may be in
 //! a cache directory) and the origin's caching headers.
 
-use crate::cache::conf::{CacheConf, Valid};
-use crate::cache::entry;
-use crate::cache::policy;
+use crate::http::cache::conf::{CacheConf, Valid};
+use crate::http::cache::entry;
+use crate::http::cache::policy;
 
 /// An entry header: decoding never panics, never reads past the input, and
 /// what decodes re-encodes to the same bytes (the format has one spelling,
@@ -63,7 +63,7 @@ pub fn cache_control(data: &[u8]) {
 
 /// `Accept-Encoding`: the chosen coding is one that was offered.
 pub fn accept_encoding(data: &[u8]) {
-    use crate::filter::compress::negotiate::{Coding, negotiate};
+    use crate::http::filter::compress::negotiate::{Coding, negotiate};
     for offered in [&Coding::ALL[..], &[Coding::Gzip], &[Coding::Br, Coding::Gzip], &[]] {
         if let Some(c) = negotiate(data, offered) {
             assert!(offered.contains(&c), "{c:?} was not offered");

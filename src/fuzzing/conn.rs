@@ -30,9 +30,9 @@ use std::task::{Context, Waker};
 use super::{Picks, show};
 use crate::config::model::Config;
 use crate::config::{LoadOptions, Source};
-use crate::connection::mem::MemPeer;
-use crate::connection::sock::Sock;
-use crate::handler::ctx::ConnInfo;
+use crate::http::connection::mem::MemPeer;
+use crate::http::connection::sock::Sock;
+use crate::http::handler::ctx::ConnInfo;
 use crate::worker::{ConnGuard, WorkerCtx};
 
 /// Polls allowed per connection: far more than any input needs (each poll
@@ -162,7 +162,8 @@ fn serve(flags: u8, input: &[u8], picks: &mut Picks) -> Option<Vec<u8>> {
         let info = ConnInfo::new(SocketAddr::from(([192, 0, 2, 1], 40000)), w.cfg.http.listens[group].addr, 1);
         let _enter = rt.enter();
         crate::clock::mono_stale();
-        let conn = crate::connection::h1::conn::serve(Sock::Mem(peer.clone()), info, group, ConnGuard::new(w.clone()));
+        let conn =
+            crate::http::connection::h1::conn::serve(Sock::Mem(peer.clone()), info, group, ConnGuard::new(w.clone()));
         let mut conn = std::pin::pin!(conn);
         let mut cx = Context::from_waker(Waker::noop());
         let done = (0..POLLS).any(|_| conn.as_mut().poll(&mut cx).is_ready());
@@ -243,7 +244,7 @@ fn check_output(out: &[u8], input: &[u8]) {
 
 /// The length of a whole chunked body at the start of `b`, or None.
 fn chunked_len(b: &[u8]) -> Option<usize> {
-    let mut d = crate::connection::h1::chunked::Decoder::default();
+    let mut d = crate::http::connection::h1::chunked::Decoder::default();
     let used = d.feed(b, |_| {}).ok()?;
     d.is_done().then_some(used)
 }

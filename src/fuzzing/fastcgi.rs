@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use super::{Picks, pieces, show};
 use crate::config::proxy::UpstreamConf;
-use crate::fastcgi::conf::FastcgiConf;
-use crate::fastcgi::record::{self, Decoder, Event};
-use crate::fastcgi::response::Reader;
+use crate::http::fastcgi::conf::FastcgiConf;
+use crate::http::fastcgi::record::{self, Decoder, Event};
+use crate::http::fastcgi::response::Reader;
+use crate::http::proxy::body::BodyError;
+use crate::http::proxy::response_head::{Framing, HeadError, ResponseHead};
 use crate::log::error::ErrorLog;
-use crate::proxy::body::BodyError;
-use crate::proxy::response_head::{Framing, HeadError, ResponseHead};
 
 const HEAD_REQUEST: u8 = 0x01;
 const KEEP_CONN: u8 = 0x02;

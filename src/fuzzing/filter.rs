@@ -2,7 +2,7 @@
 //! streaming replacer.
 
 use super::Picks;
-use crate::filter::sub::Replacer;
+use crate::http::filter::sub::Replacer;
 
 /// The replacer: the same output however the body is cut into pieces, and
 /// the same as replacing in the whole body at once. The input's first

@@ -2,8 +2,8 @@
 //! (`connection/h1/chunked`).
 
 use super::{Picks, pieces, show};
-use crate::connection::h1::chunked::Decoder;
-use crate::connection::h1::codec::{self, Limits};
+use crate::http::connection::h1::chunked::Decoder;
+use crate::http::connection::h1::codec::{self, Limits};
 use crate::http::request::Head;
 
 /// nginx's default `large_client_header_buffers 4 8k`.
@@ -56,7 +56,7 @@ fn check_head(buf: &[u8], h: &Head) {
 /// non-empty, lower case, free of separators and controls, and a fixed
 /// point.
 fn check_host(raw: &[u8]) {
-    let Some(v) = crate::routing::server::validate_host(raw) else { return };
+    let Some(v) = crate::http::routing::server::validate_host(raw) else { return };
     assert!(!v.is_empty(), "empty host from {}", show(raw));
     assert!(
         !v.iter().any(|&c| c.is_ascii_uppercase() || c < 0x21 || c == 0x7f || c == b'/' || c == b'\\'),
@@ -65,7 +65,7 @@ fn check_host(raw: &[u8]) {
         show(raw)
     );
     assert!(!v.windows(2).any(|w| w == b".."), "host with an empty label: {}", show(&v));
-    let again = crate::routing::server::validate_host(&v);
+    let again = crate::http::routing::server::validate_host(&v);
     assert_eq!(again.as_deref(), Some(&v[..]), "host not a fixed point: {} from {}", show(&v), show(raw));
 }
 
@@ -102,7 +102,7 @@ pub fn h1_head(data: &[u8]) {
         let (again, _) = outcome(&buf[..h.head_len], lim);
         assert_eq!(again, whole, "the head alone parses otherwise: {}", show(buf));
         let target = &buf[h.target.clone()];
-        let (authority, origin) = crate::connection::h1::conn::split_absolute(target);
+        let (authority, origin) = crate::http::connection::h1::conn::split_absolute(target);
         assert!(origin.starts_with(b"/") || authority.is_none(), "origin-form {}", show(origin));
         super::http::check_target(origin);
         if let Some(host) = authority.or_else(|| h.host.clone().map(|r| &buf[r])) {

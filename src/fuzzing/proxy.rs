@@ -3,8 +3,8 @@
 
 use super::show;
 use crate::config::proxy::ProxyConf;
-use crate::proxy::head_scan::{self, Field};
-use crate::proxy::response_head;
+use crate::http::proxy::head_scan::{self, Field};
+use crate::http::proxy::response_head;
 
 type Owned = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -44,14 +44,14 @@ thread_local! {
 /// httparse) does not panic, and neither does the rewriting of the
 /// Set-Cookie values such a head carries (`proxy::cookie::fuzz`).
 pub fn head_scan(data: &[u8]) {
-    crate::proxy::cookie::fuzz(data);
+    crate::http::proxy::cookie::fuzz(data);
     CONF.with(|conf| {
         let _ = response_head::parse_response(data, false, &conf.up);
         let _ = response_head::parse_response(data, true, &conf.up);
         // uwsgi's answer: a status line or CGI lines, never kept alive,
         // its head within what was read.
         for head_request in [false, true] {
-            if let Ok(Some(h)) = crate::uwsgi::response::parse(data, head_request, &conf.up) {
+            if let Ok(Some(h)) = crate::http::uwsgi::response::parse(data, head_request, &conf.up) {
                 assert!(!h.keep_alive && h.head_len <= data.len(), "uwsgi head: {}", show(data));
             }
         }

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use crate::cidr::Cidr;
-use crate::connection::proxy_protocol::{self, Parsed};
+use crate::http::connection::proxy_protocol::{self, Parsed};
 
 /// PROXY header: never panics; a header found is found whatever follows
 /// it and at every split (each shorter prefix asks for more); the
@@ -41,14 +41,14 @@ pub fn forwarded(data: &[u8]) {
         ["127.0.0.0/8", "10.0.0.0/8", "::1"].iter().filter_map(|s| Cidr::parse(s)).map(|p| p.cidr).collect();
     let peer: SocketAddr = ([127, 0, 0, 1], 40000).into();
     let outsider: SocketAddr = ([192, 0, 2, 1], 40000).into();
-    assert_eq!(crate::realip::forwarded(outsider, &values, &trusted, true), None);
+    assert_eq!(crate::http::realip::forwarded(outsider, &values, &trusted, true), None);
     for recursive in [false, true] {
-        if let Some(a) = crate::realip::forwarded(peer, &values, &trusted, recursive) {
+        if let Some(a) = crate::http::realip::forwarded(peer, &values, &trusted, recursive) {
             let text = if a.port() == 0 { a.ip().to_string() } else { a.to_string() };
-            assert_eq!(crate::realip::parse_addr_port(text.as_bytes()), Some(a), "{text}");
+            assert_eq!(crate::http::realip::parse_addr_port(text.as_bytes()), Some(a), "{text}");
         }
     }
-    if let Some(a) = crate::realip::parse_addr_port(data) {
+    if let Some(a) = crate::http::realip::parse_addr_port(data) {
         assert!(data.len() >= 2 && a.ip().to_string().len() <= data.len() + 16);
     }
 }

@@ -1,6 +1,25 @@
-//! Protocol-neutral HTTP pieces shared by every connection type: the
-//! request view, the response, and the RFC and nginx rules for URIs, ranges,
-//! dates, entity tags and error pages.
+//! The HTTP family, as nginx's `src/http`: the request pipeline
+//! (`connection` for HTTP/1 and HTTP/2 -> `routing` -> `handler` with its
+//! phases: `rewrite`, `access`, `limit` -> content: static files, `proxy`
+//! and the application-server protocols `fastcgi`, `uwsgi`, `scgi` on the
+//! shared upstream core -> `cache` -> `filter` -> log), the modules that
+//! plug into it (`realip`), and the protocol-neutral pieces every
+//! connection type shares: the request view, the response, and the RFC
+//! and nginx rules for URIs, ranges, dates, entity tags and error pages.
+
+pub mod access;
+pub mod cache;
+pub mod connection;
+pub mod fastcgi;
+pub mod filter;
+pub mod handler;
+pub mod limit;
+pub mod proxy;
+pub mod realip;
+pub mod rewrite;
+pub mod routing;
+pub mod scgi;
+pub mod uwsgi;
 
 pub mod date;
 pub mod error_html;

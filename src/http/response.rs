@@ -6,8 +6,8 @@
 use std::borrow::Cow;
 use std::rc::Rc;
 
-use crate::handler::open_cache::OpenFile;
 use crate::http::field_value::FieldValue;
+use crate::http::handler::open_cache::OpenFile;
 use crate::http::range::ByteRange;
 
 pub enum Body {
@@ -26,10 +26,10 @@ pub enum Body {
     /// (which is asynchronous) and replaces the whole response.
     Proxy,
     /// The origin's body, streamed as it arrives.
-    Upstream(Box<crate::proxy::body::UpstreamBody>),
+    Upstream(Box<crate::http::proxy::body::UpstreamBody>),
     /// Another body compressed as it is sent (gzip, br, zstd): length
     /// unknown until the end, so chunked on HTTP/1.1.
-    Compressed(Box<crate::filter::compress::stream::Compressed>),
+    Compressed(Box<crate::http::filter::compress::stream::Compressed>),
     /// multipart/byteranges: each part's header, its range, then a trailer.
     Multipart {
         file: Rc<OpenFile>,

@@ -70,7 +70,7 @@ impl AccessLogs {
         AccessLogs { writers, syslog, scratch: Vec::new() }
     }
 
-    pub fn log(&mut self, refs: &[AccessLogRef], vars: &crate::handler::ctx::Vars<'_, '_, '_>) {
+    pub fn log(&mut self, refs: &[AccessLogRef], vars: &crate::http::handler::ctx::Vars<'_, '_, '_>) {
         for r in refs {
             if let Some(cond) = &r.cond {
                 // nginx's `if=`: skipped when the value is empty or "0".

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::handler::ctx::Vars;
+use crate::http::handler::ctx::Vars;
 use crate::log::error::Level;
 use crate::log_req;
 use crate::variables::Template;
@@ -30,7 +30,7 @@ impl DynamicPath {
     pub fn write(&self, vars: &Vars<'_, '_, '_>, line: &[u8]) {
         let ctx = vars.ctx;
         let mut root = Vec::new();
-        crate::handler::ctx::document_root(ctx, &mut root);
+        crate::http::handler::ctx::document_root(ctx, &mut root);
         if let Err(e) = std::fs::metadata(Path::new(std::ffi::OsStr::from_bytes(&root)))
             .and_then(|m| if m.is_dir() { Ok(()) } else { Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)) })
         {

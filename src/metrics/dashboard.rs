@@ -30,7 +30,7 @@ fn inline<'h>(html: &'h str, tag: &str) -> &'h str {
 /// `'sha256-…'`: the CSP source that allows exactly this inline text.
 fn hash_source(text: &str) -> String {
     let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes());
-    format!("'sha256-{}'", crate::proxy::websocket::base64(d.as_ref()))
+    format!("'sha256-{}'", crate::http::proxy::websocket::base64(d.as_ref()))
 }
 
 /// The page's Content-Security-Policy, computed once from the page itself
@@ -71,7 +71,7 @@ pub fn quality(accept: &[u8], mime: &str) -> u16 {
         for p in parts {
             let p = p.trim_ascii();
             if p.len() > 2 && p[..2].eq_ignore_ascii_case(b"q=") {
-                q = crate::filter::compress::negotiate::parse_qvalue(p[2..].trim_ascii()).unwrap_or(0);
+                q = crate::http::filter::compress::negotiate::parse_qvalue(p[2..].trim_ascii()).unwrap_or(0);
             }
         }
         if best.is_none_or(|(s, _)| specific > s) {

@@ -11,10 +11,10 @@ use std::sync::Arc;
 pub use super::json::json;
 pub use super::prometheus::prometheus;
 pub use super::snapshot::{Snapshot, snapshot};
-use crate::cache::conf::ZoneConf;
 use crate::config::proxy::Upstream;
-use crate::handler::ctx::ReqCtx;
+use crate::http::cache::conf::ZoneConf;
 use crate::http::field_value::FieldValue;
+use crate::http::handler::ctx::ReqCtx;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
@@ -66,7 +66,7 @@ fn arg<'a>(args: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 
 pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, page: &Page) -> Response<'c> {
     if !matches!(ctx.req.method(), Method::Get | Method::Head) {
-        return crate::handler::error(ctx, 405);
+        return crate::http::handler::error(ctx, 405);
     }
     let mut format = Format::Json;
     let query = ctx.req.args.as_deref().and_then(|a| arg(a, b"format"));
@@ -80,7 +80,7 @@ pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, page: &Page) -> Response<'c> {
             Some(f) => format = f,
             None => {
                 log_req!(ctx, Level::Error, "sluice_status, bad format: \"{}\"", String::from_utf8_lossy(v));
-                return crate::handler::error(ctx, 400);
+                return crate::http::handler::error(ctx, 400);
             }
         }
     } else if ctx.req.header("accept").is_some_and(super::dashboard::prefers_html) {

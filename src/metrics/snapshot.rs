@@ -82,7 +82,7 @@ pub fn snapshot(page: &Page) -> Snapshot {
         .map(|conf| {
             // The zone as the first request would find it (starting its
             // loader if no request has yet).
-            let (size, entries, memory_size) = crate::cache::zone::get(conf).usage();
+            let (size, entries, memory_size) = crate::http::cache::zone::get(conf).usage();
             CacheSnap {
                 name: conf.name.clone(),
                 counts: counted.caches.get(conf.metrics as usize).copied().unwrap_or_default(),

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use super::{BUCKETS_MS, add};
-use crate::cache::serve::{BYPASS, EXPIRED, HIT, MISS, REVALIDATED, STALE, UPDATING};
+use crate::http::cache::serve::{BYPASS, EXPIRED, HIT, MISS, REVALIDATED, STALE, UPDATING};
 
 /// Buckets of a time histogram: one per bound of [`BUCKETS_MS`], then +Inf.
 pub const NBUCKETS: usize = BUCKETS_MS.len() + 1;

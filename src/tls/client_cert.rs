@@ -338,7 +338,7 @@ pub fn folded_pem(cert: &CertificateDer<'_>) -> String {
 
 /// The certificate in PEM (`$ssl_client_raw_cert`).
 pub fn pem(cert: &CertificateDer<'_>) -> String {
-    let b64 = crate::proxy::websocket::base64(cert.as_ref());
+    let b64 = crate::http::proxy::websocket::base64(cert.as_ref());
     let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
     for line in b64.as_bytes().chunks(64) {
         out.push_str(&String::from_utf8_lossy(line));

@@ -73,7 +73,7 @@ pub async fn accept(
         };
         let sni = start.client_hello().server_name().map(|s| s.to_ascii_lowercase());
         let server: &Arc<Server> = match &sni {
-            Some(name) => crate::routing::server::select(g, name.as_bytes()),
+            Some(name) => crate::http::routing::server::select(g, name.as_bytes()),
             None => &g.default_server,
         };
         let tls = server.tls.as_ref().or(g.default_server.tls.as_ref())?;

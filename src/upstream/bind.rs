@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::config::parser::{ConfError, Directive};
-use crate::handler::ctx::{ReqCtx, Vars};
+use crate::http::handler::ctx::{ReqCtx, Vars};
 use crate::log::error::Level;
 use crate::log_req;
 use crate::variables::Template;

@@ -15,7 +15,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 
 use super::{ConnGuard, WorkerCtx};
-use crate::handler::ctx::ConnInfo;
+use crate::http::handler::ctx::ConnInfo;
 use crate::log::error::Level;
 use crate::{log_error, log_to};
 
@@ -169,7 +169,7 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         // Boxed: a connection's future is ~4.5 KB, and tokio moves a task's
         // future by value when it spawns and when it finishes (callgrind:
         // six copies, ~3k instructions, per connection unboxed).
-        let conn = Box::pin(crate::connection::start(stream, info, group, guard));
+        let conn = Box::pin(crate::http::connection::start(stream, info, group, guard));
         tokio::task::spawn_local(crate::clock::per_poll(conn));
     }
 }

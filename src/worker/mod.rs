@@ -54,9 +54,9 @@ pub struct WorkerCtx {
     /// Read buffers kept between requests, so idle connections hold none.
     pub pool: RefCell<Vec<Vec<u8>>>,
     /// Upstream peer state and idle origin connections of this worker.
-    pub proxy: RefCell<crate::proxy::peers::WorkerProxy>,
+    pub proxy: RefCell<crate::http::proxy::peers::WorkerProxy>,
     /// TLS client configurations for `proxy_pass https://`.
-    pub tls_clients: RefCell<crate::proxy::upstream_tls::Clients>,
+    pub tls_clients: RefCell<crate::http::proxy::upstream_tls::Clients>,
     /// DNS answers for `resolver` (`proxy_pass` with variables).
     pub dns: RefCell<crate::resolver::Cache>,
     /// This worker's counters for `stub_status`.
@@ -249,7 +249,7 @@ async fn tick(w: Rc<WorkerCtx>) {
         crate::clock::refresh();
         sweep(&w, crate::clock::now_secs()).await;
         w.logs.borrow_mut().tick();
-        crate::proxy::settle_orphans(&w);
+        crate::http::proxy::settle_orphans(&w);
     }
 }
 
@@ -282,7 +282,7 @@ const SWEEP_SPREAD: Duration = Duration::from_millis(500);
 /// huge sweep still ends in time; a draining worker never sleeps.
 async fn sweep(w: &WorkerCtx, now: u64) {
     let draining = w.draining.get();
-    let cap = draining.then_some(now + crate::connection::h1::conn::DRAIN_GRACE.as_secs());
+    let cap = draining.then_some(now + crate::http::connection::h1::conn::DRAIN_GRACE.as_secs());
     let started = std::time::Instant::now();
     let pause = || async move {
         if draining || started.elapsed() >= SWEEP_SPREAD {

@@ -17,7 +17,7 @@ use rustix::event::epoll;
 use tokio::io::unix::AsyncFd;
 
 use super::{ConnGuard, WorkerCtx};
-use crate::handler::ctx::ConnInfo;
+use crate::http::handler::ctx::ConnInfo;
 use crate::log::error::Level;
 use crate::log_error;
 
@@ -165,9 +165,9 @@ pub async fn run(w: Rc<WorkerCtx>) {
         for ev in &events {
             let Some(p) = w.parking.take(ev.data.u64() as usize) else { continue };
             // Readable now: served without registering until it must wait.
-            let sock = crate::connection::sock::Sock::Raw(p.stream);
+            let sock = crate::http::connection::sock::Sock::Raw(p.stream);
             // Boxed for the reason accept gives.
-            let conn = Box::pin(crate::connection::h1::conn::serve(sock, p.info, p.group, p._guard));
+            let conn = Box::pin(crate::http::connection::h1::conn::serve(sock, p.info, p.group, p._guard));
             tokio::task::spawn_local(crate::clock::per_poll(conn));
         }
     }

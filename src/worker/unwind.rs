@@ -14,7 +14,7 @@
 //! released by `Drop`, the process-wide mutexes recover from poisoning
 //! (`cache::zone::lock`, `limit::zone`, the TLS session stores), and an
 //! origin body dropped before it was released leaves its peer's count with
-//! [`crate::proxy::finish::settle_orphans`].
+//! [`crate::http::proxy::finish::settle_orphans`].
 //!
 //! The process's panic hook (`process::master`) asks [`stash`] first: a
 //! panic under a guard is kept for the guard to log with its request; any

@@ -12,7 +12,7 @@ use super::Check;
 use crate::config::build::Ctx;
 use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
-use crate::handler::ctx::ReqCtx;
+use crate::http::handler::ctx::ReqCtx;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
 use crate::log::error::Level;
@@ -84,7 +84,7 @@ fn arg<'a>(args: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 
 pub fn respond<'c>(ctx: &ReqCtx<'c, '_>, page: &StatusPage) -> Response<'c> {
     if !matches!(ctx.req.method(), Method::Get | Method::Head) {
-        return crate::handler::error(ctx, 405);
+        return crate::http::handler::error(ctx, 405);
     }
     let mut format = page.format;
     let mut only = Only::All;

@@ -1,0 +1,781 @@
+//! HTTP/2 connections on the `h2` crate, over TLS (ALPN "h2") or cleartext
+//! with prior knowledge.
+//!
+//! Each stream runs the same handler pipeline as HTTP/1. A stream's work is
+//! polled once inline as it is accepted: a small response whose body fits
+//! the peer's window completes there, with no task spawned; only a body that
+//! must wait for flow control continues as its own task.
+//!
+//! Abuse bounds: the h2 crate caps streams reset before we accept them
+//! (rapid reset), header list size (CONTINUATION floods and HPACK bombs are
+//! bounded by it) and pending control frames; on top of that a connection
+//! whose streams the peer keeps resetting is cut off, header floods within
+//! the byte limit get 400, and a peer that opens no window for
+//! `send_timeout` loses the stream (RST_STREAM), one that stops reading
+//! the socket for `send_timeout` loses the connection, and a request body
+//! that stops arriving for `client_body_timeout` ends its stream as 408.
+
+pub mod connect;
+pub mod request;
+pub mod response;
+pub mod wire;
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use crate::http::limit::rate::Pacer;
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::config::model::LocConf;
+use crate::http::handler::ctx::{ConnInfo, ReqCtx};
+use crate::http::request::{Method, Request};
+use crate::http::response::Response;
+use crate::log::error::Level;
+use crate::worker::{ConnGuard, WorkerCtx};
+use crate::{log_req, log_to};
+use response::Seg;
+
+/// Per-connection counters the streams report into.
+#[derive(Default)]
+struct Shared {
+    active: Cell<usize>,
+    /// Streams the peer reset before we could answer them.
+    resets: Cell<u64>,
+    completed: Cell<u64>,
+    last_active: Cell<Option<Instant>>,
+}
+
+/// Resets tolerated before the ratio test applies, and the ratio: a peer
+/// resetting more streams than it lets complete is cut off.
+const RESET_FLOOR: u64 = 100;
+
+/// Largest piece of a file read and queued per stream at a time.
+const MAX_PIECE: usize = 64 * 1024;
+
+pub async fn serve<T>(io: T, info: ConnInfo, group: usize, guard: ConnGuard)
+where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let w = guard.0.clone();
+    let g = &w.cfg.http.listens[group];
+    let conf = &g.default_server.conf;
+    let (n, size) = conf.large_client_header_buffers;
+    let mut b = h2::server::Builder::new();
+    b.max_concurrent_streams(conf.http2.max_concurrent_streams)
+        .initial_window_size(conf.http2.body_preread_size.clamp(0, (1 << 31) - 1) as u32)
+        .initial_connection_window_size(conf.http2.recv_buffer_size.clamp(65535, (1 << 31) - 1) as u32)
+        .max_header_list_size((n * size).min(u32::MAX as usize) as u32)
+        .max_send_buffer_size(conf.http2.chunk_size.max(MAX_PIECE) * 4)
+        .max_pending_accept_reset_streams(50)
+        .max_local_error_reset_streams(Some(256))
+        // RFC 8441 (WebSocket over h2): a sluice extension, see connect.rs.
+        .enable_connect_protocol();
+    let (io, wire::Handles { cork, stall }) = wire::Wire::new(io, n * size);
+    let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} HTTP/2 handshake failed ({}), client: {}",
+                info.id,
+                e,
+                info.peer.ip()
+            );
+            return;
+        }
+        Err(_) => {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} client timed out (110: Connection timed out) while waiting for the HTTP/2 preface, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            return;
+        }
+    };
+    w.metrics.h2_connection();
+    let tls = info.tls.clone();
+    let shared = Rc::new(Shared::default());
+    shared.last_active.set(Some(Instant::now()));
+    let mut requests = 0u64;
+    let mut closing = false;
+    // One timer for the connection's life, not one per accepted stream.
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        // Corked while streams that already arrived are being accepted and
+        // answered; uncorked (and flushed) once none is ready.
+        let next = std::future::poll_fn(|cx| {
+            cork.set(true);
+            match conn.poll_accept(cx) {
+                std::task::Poll::Pending => {
+                    cork.set(false);
+                    conn.poll_accept(cx)
+                }
+                ready => ready,
+            }
+        });
+        let accepted = tokio::select! {
+            r = next => r,
+            _ = ticker.tick() => {
+                // The peer stopped reading: nothing went out for
+                // send_timeout. Its streams end with the connection.
+                if stall.get().is_some_and(|t| t.elapsed() >= conf.send_timeout) {
+                    log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} client timed out (110: Connection timed out) while sending to client, client: {}",
+                        info.id,
+                        info.peer.ip()
+                    );
+                    break;
+                }
+                let idle_for = shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
+                let keepalive = conf.keepalive_timeout;
+                if !closing && (w.draining.get() || (shared.active.get() == 0 && idle_for >= keepalive)) {
+                    conn.graceful_shutdown();
+                    closing = true;
+                }
+                // A closing connection that the peer does not finish is
+                // dropped once it has been idle for a while more.
+                if closing && shared.active.get() == 0 && idle_for >= keepalive + Duration::from_secs(5) {
+                    break;
+                }
+                continue;
+            }
+        };
+        let (req, respond) = match accepted {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                // A reset is nginx's failed recv(); anything else the h2
+                // layer's own words.
+                // (h2 keeps the kind only: the errno is ECONNRESET's.)
+                match e.get_io().filter(|io| io.kind() == std::io::ErrorKind::ConnectionReset) {
+                    Some(_) => log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} recv() failed ({}) while processing HTTP/2 connection, client: {}, server: {}",
+                        info.id,
+                        crate::process::signal::os_error(&std::io::Error::from_raw_os_error(libc::ECONNRESET)),
+                        info.peer.ip(),
+                        g.addr
+                    ),
+                    None => log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} HTTP/2 connection error ({}), client: {}",
+                        info.id,
+                        e,
+                        info.peer.ip()
+                    ),
+                }
+                break;
+            }
+            None => {
+                // nginx's line for a peer that closed with streams open;
+                // their 499s name no cause of their own.
+                if shared.active.get() > 0 {
+                    log_to!(
+                        conf.error_log,
+                        Level::Info,
+                        "*{} client prematurely closed connection while processing HTTP/2 connection, client: {}, server: {}",
+                        info.id,
+                        info.peer.ip(),
+                        g.addr
+                    );
+                }
+                break;
+            }
+        };
+        if shared.resets.get() > RESET_FLOOR && shared.resets.get() > shared.completed.get() {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} client reset {} streams (rapid reset), closing connection, client: {}",
+                info.id,
+                shared.resets.get(),
+                info.peer.ip()
+            );
+            conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            closing = true;
+            continue;
+        }
+        requests += 1;
+        w.metrics.h2_stream();
+        shared.active.set(shared.active.get() + 1);
+        let sinfo = ConnInfo {
+            requests,
+            tls: tls.clone(),
+            http2: true,
+            proxy_protocol: info.proxy_protocol.clone(),
+            started: info.started,
+            fd: info.fd,
+            ..ConnInfo::new(info.peer, info.local, info.id)
+        };
+        let mut fut: Pin<Box<dyn Future<Output = ()>>> =
+            Box::pin(guarded(w.clone(), group, sinfo, req, respond, shared.clone()));
+        // Most responses finish within this first poll; the rest wait for
+        // window as tasks of their own.
+        if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
+            tokio::task::spawn_local(crate::clock::per_poll(fut));
+        }
+        if !closing && (requests >= conf.keepalive_requests || info.past_keepalive_time(conf.keepalive_time)) {
+            conn.graceful_shutdown();
+            closing = true;
+        }
+    }
+    drop(guard);
+}
+
+/// One stream under a panic guard (see `worker::unwind`): a panic in its
+/// pipeline is logged at `alert` with the request named, and answers 500
+/// if no head went out yet, else resets the stream; the connection and its
+/// other streams go on.
+async fn guarded(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    shared: Rc<Shared>,
+) {
+    let (id, peer) = (info.id, info.peer);
+    let started = Instant::now();
+    // Cheap copies (reference counts) for the log lines if it panics.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    let spare = info.clone();
+    let run = stream(w.clone(), group, info, req, &mut respond, shared.clone());
+    let Err(p) = crate::worker::unwind::Guarded::new(run).await else { return };
+    let g = &w.cfg.http.listens[group];
+    let host = uri.authority().map_or("", |a| a.as_str());
+    let target = uri.path_and_query().map_or("/", |p| p.as_str());
+    log_to!(
+        g.default_server.conf.error_log,
+        Level::Alert,
+        "*{} request processing panicked: {}, client: {}, server: {}, request: \"{} {} HTTP/2.0\", host: \"{}\"",
+        id,
+        p,
+        peer.ip(),
+        g.default_server.name,
+        method,
+        target,
+        host
+    );
+    crate::http::proxy::settle_orphans(&w);
+    let tokens = g.default_server.conf.server_tokens;
+    let body = crate::http::error_html::error_body(500, tokens, crate::config::Config::version());
+    let mut resp = Response::new(500);
+    resp.content_type = Some("text/html".into());
+    if let Some(b) = &body {
+        resp.body = crate::http::response::Body::Owned(b.clone());
+    }
+    // h2 refuses a second HEADERS once a head went out. Then no explicit
+    // reset: it would discard a complete response still queued; dropping
+    // `respond` resets (CANCEL) a stream whose body was not finished.
+    // Logged when this 500 is what the client got; a stream that panicked
+    // after its head went out has no line, as on HTTP/1.
+    let len = body.as_ref().map_or(0, |b| b.len() as u64);
+    if let Ok(mut tx) = respond.send_response(response::head(&resp, tokens), body.is_none()) {
+        let sent = body.is_none_or(|b| tx.send_data(Bytes::from(b), true).is_ok());
+        log_panicked(&w, g, &spare, method, uri, &resp, if sent { len } else { 0 }, started);
+    }
+    finish(&shared, true);
+}
+
+/// The access-log line of a stream whose handling panicked, as HTTP/1
+/// writes one for its 500: the request line from the method and URI kept
+/// aside (the request itself went down with the stream), no headers.
+#[allow(clippy::too_many_arguments)]
+fn log_panicked(
+    w: &WorkerCtx,
+    g: &crate::config::model::ListenGroup,
+    info: &ConnInfo,
+    method: http::Method,
+    uri: http::Uri,
+    resp: &Response<'_>,
+    body_bytes: u64,
+    started: Instant,
+) {
+    let Ok(r) = http::Request::builder().method(method).uri(uri).body(()) else { return };
+    let Ok((buf, head)) = request::synthesize(&r, false) else { return };
+    let path = r.uri().path().as_bytes();
+    let req = Request {
+        buf: &buf,
+        head: &head,
+        method: head.method,
+        path: std::borrow::Cow::Borrowed(path),
+        args: r.uri().query().map(|q| std::borrow::Cow::Borrowed(q.as_bytes())),
+        host: std::borrow::Cow::Borrowed(b""),
+    };
+    let ctx = ReqCtx::new(g, &g.default_server, req, info);
+    log(w, &ctx, resp, (body_bytes, body_bytes), started, true);
+}
+
+/// One stream: build the request, run the pipeline, send head and body,
+/// write the access log line.
+async fn stream(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    req: http::Request<RecvStream>,
+    respond: &mut SendResponse<Bytes>,
+    shared: Rc<Shared>,
+) {
+    let started = Instant::now();
+    let stats = w.stats.clone();
+    let _counted = stats.request();
+    let g = &w.cfg.http.listens[group];
+    // RFC 8441 extended CONNECT: Some(true) for a WebSocket.
+    let tunnel = req.extensions().get::<h2::ext::Protocol>().map(connect::is_websocket);
+    // A plain CONNECT is refused at once (nginx: 405), its stream unread.
+    let plain_connect = tunnel.is_none() && req.method() == http::Method::CONNECT;
+    let has_body = !req.body().is_end_stream() && !plain_connect;
+    let (parts, body) = req.into_parts();
+    let req = http::Request::from_parts(parts, ());
+    let limits = crate::http::connection::h1::conn::limits(g);
+    let (buf, head) = match request::synthesize_as(&req, has_body && tunnel.is_none(), tunnel == Some(true), &limits) {
+        Ok(x) => x,
+        Err(bad) => {
+            let why = match bad {
+                request::Bad::TooManyHeaders => "client sent too many header fields",
+                request::Bad::InvalidPath => "client sent invalid :path header",
+            };
+            log_to!(
+                g.default_server.conf.error_log,
+                Level::Info,
+                "*{} {} while reading client request headers, client: {}",
+                info.id,
+                why,
+                info.peer.ip()
+            );
+            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            finish(&shared, false);
+            return;
+        }
+    };
+    let target = &buf[head.target.clone()];
+    let (raw_path, raw_args) = crate::http::uri::split_target(target);
+    let host = head.host.clone().map(|r| &buf[r]);
+    let host = match host.map(crate::http::routing::server::validate_host) {
+        Some(Some(h)) => h,
+        Some(None) => {
+            log_to!(
+                g.default_server.conf.error_log,
+                Level::Info,
+                "*{} client sent invalid host header, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            finish(&shared, false);
+            return;
+        }
+        None => std::borrow::Cow::Borrowed(&b""[..]),
+    };
+    let server = crate::http::routing::server::select(g, &host);
+    let path = match crate::http::uri::normalize_path_with(raw_path, g.default_server.conf.core.merge_slashes) {
+        Ok(p) => p,
+        Err(_) => {
+            log_to!(
+                server.conf.error_log,
+                Level::Info,
+                "*{} client sent invalid request, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            finish(&shared, false);
+            return;
+        }
+    };
+    let req = Request {
+        buf: &buf,
+        head: &head,
+        // An extended CONNECT is routed as the GET its HTTP/1.1 form is.
+        method: if tunnel.is_some() { Method::Get } else { head.method },
+        path,
+        args: raw_args.map(std::borrow::Cow::Borrowed),
+        host,
+    };
+    let mut ctx = ReqCtx::new(g, server, req, &info);
+    let mut resp = match crate::http::handler::client_cert_status(&ctx) {
+        Some(code) => crate::http::handler::error(&ctx, code),
+        None if plain_connect => connect::refuse(&mut ctx),
+        None => crate::http::handler::handle(&mut ctx),
+    };
+    if crate::http::handler::suspended(&ctx) {
+        resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
+    }
+    crate::http::handler::mirror::start(&w, &mut ctx);
+    // A body for an origin (proxy, FastCGI) is read whole first, within
+    // `client_body_timeout` between DATA frames, as nginx buffers it. A
+    // handler that does not read the body answers at once, as nginx's
+    // HTTP/2 discard does, and the rest is read and dropped after the
+    // answer (`drain_rest`), so a body that stalls never holds the answer.
+    let mut unread = None;
+    if let Some(websocket) = tunnel {
+        match connect::run(&w, &mut ctx, resp, websocket, body, respond, started).await {
+            connect::Outcome::Done(ok) => {
+                finish(&shared, ok);
+                return;
+            }
+            connect::Outcome::Respond(r) => resp = r,
+        }
+    } else if matches!(resp.body, crate::http::response::Body::Proxy) {
+        let conf = ctx.conf;
+        let mut spool =
+            crate::http::connection::spool::Spool::new(conf.client_body_buffer_size, &conf.client_body_temp_path);
+        let read = if has_body {
+            discard(body, conf.client_max_body_size, conf.client_body_timeout, Some(&mut spool)).await
+        } else {
+            Discard::Done
+        };
+        resp = match read {
+            Discard::Done => {
+                let data = spool.finish();
+                ctx.body_read = data.len();
+                let mut client = crate::http::proxy::request_body::Client::h2(respond, data);
+                crate::http::proxy::respond(&w, &mut ctx, &mut client).await
+            }
+            Discard::TooLarge(n) => {
+                log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
+                crate::http::handler::finish_error(&mut ctx, 413)
+            }
+            Discard::Spool(why) => {
+                log_req!(ctx, Level::Crit, "{} while reading client request body", why);
+                crate::http::handler::finish_error(&mut ctx, 500)
+            }
+            Discard::TimedOut => {
+                // nginx: "client timed out", the request terminated with
+                // 408 (logged, never sent) and the stream reset with
+                // PROTOCOL_ERROR, its code for a timed-out stream.
+                log_req!(
+                    ctx,
+                    Level::Info,
+                    "client timed out (110: Connection timed out) while reading client request body"
+                );
+                let r = crate::http::handler::error(&ctx, 408);
+                respond.send_reset(h2::Reason::PROTOCOL_ERROR);
+                log(&w, &ctx, &r, (0, 0), started, false);
+                finish(&shared, false);
+                return;
+            }
+            Discard::Failed => {
+                finish(&shared, false);
+                return;
+            }
+        };
+    } else if has_body && resp.status != 413 {
+        unread = Some(body);
+    }
+    if resp.status == 444 {
+        respond.send_reset(h2::Reason::CANCEL);
+        log(&w, &ctx, &resp, (0, 0), started, false);
+        finish(&shared, true);
+        return;
+    }
+    let conf = ctx.conf;
+    let head_only = head.method == Method::Head || !crate::http::connection::h1::writer::has_body(resp.status);
+    let segs = if head_only { Vec::new() } else { response::segments(&resp.body) };
+    let total: u64 = if head_only { 0 } else { resp.body.len() };
+    let hdr = response::head(&resp, conf.server_tokens);
+    let end = total == 0;
+    let streamed =
+        matches!(resp.body, crate::http::response::Body::Upstream(_) | crate::http::response::Body::Compressed(_));
+    // A streamed body ends with its last DATA frame, not with the head.
+    let end = end && (head_only || !streamed);
+    let pace = crate::http::limit::rate::pacer(&ctx, started);
+    let sent = match respond.send_response(hdr, end) {
+        Ok(tx) if streamed && !end => match &mut resp.body {
+            crate::http::response::Body::Upstream(up) => send_upstream(&w, tx, up, &ctx, pace).await,
+            crate::http::response::Body::Compressed(z) => send_compressed(&w, tx, z, &ctx, pace).await,
+            _ => Err(()),
+        },
+        Ok(tx) if !end => send_body(tx, segs, total, conf, info.id, pace).await,
+        Ok(_) => Ok(0),
+        Err(_) => Err(()),
+    };
+    if let crate::http::response::Body::Upstream(up) = &mut resp.body {
+        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        crate::http::proxy::finish_body(&w, &mut ctx, up);
+    }
+    if let crate::http::response::Body::Compressed(z) = &mut resp.body
+        && let Some(up) = z.upstream_mut()
+    {
+        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        crate::http::proxy::finish_body(&w, &mut ctx, up);
+    }
+    let ok = sent.is_ok();
+    let body_bytes = sent.unwrap_or(0);
+    crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
+    log(&w, &ctx, &resp, (body_bytes, body_bytes), started, ok);
+    if ctx.cache.is_some() {
+        drop(resp);
+        crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
+    }
+    if let Some(rest) = unread
+        && ok
+    {
+        drain_rest(rest, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout).await;
+    }
+    finish(&shared, ok);
+}
+
+enum Discard {
+    Done,
+    TooLarge(u64),
+    /// `client_body_timeout` passed without a DATA frame.
+    TimedOut,
+    /// The peer reset the stream or broke the connection.
+    Failed,
+    /// The body's temporary file failed.
+    Spool(String),
+}
+
+/// Reads a request body to its end (keeping it in `keep` if given),
+/// returning window as it goes; stops past `client_max_body_size` or after
+/// `client_body_timeout` of silence.
+async fn discard(
+    mut body: RecvStream,
+    max: u64,
+    timeout: Duration,
+    mut keep: Option<&mut crate::http::connection::spool::Spool<'_>>,
+) -> Discard {
+    let mut total = 0u64;
+    loop {
+        match tokio::time::timeout(timeout, body.data()).await {
+            Ok(None) => return Discard::Done,
+            Ok(Some(Ok(chunk))) => {
+                total += chunk.len() as u64;
+                if let Some(k) = keep.as_deref_mut()
+                    && (max == 0 || total <= max)
+                    && let Err(why) = k.push(&chunk)
+                {
+                    return Discard::Spool(why);
+                }
+                if body.flow_control().release_capacity(chunk.len()).is_err() {
+                    return Discard::Failed;
+                }
+                if max > 0 && total > max {
+                    return Discard::TooLarge(total);
+                }
+            }
+            Ok(Some(Err(_))) => return Discard::Failed,
+            Err(_) => return Discard::TimedOut,
+        }
+    }
+}
+
+/// Reads and drops what is left of a body after the stream was answered,
+/// returning its window, so the stream's end (and a peer's error in it,
+/// such as a wrong content-length) is seen as the peer sends it. Silence
+/// past `client_body_timeout` or more than `client_max_body_size` ends it:
+/// dropping the stream then resets it with NO_ERROR (RFC 9113 8.1).
+async fn drain_rest(mut body: RecvStream, max: u64, timeout: Duration) {
+    let mut total = 0u64;
+    while let Ok(Some(Ok(chunk))) = tokio::time::timeout(timeout, body.data()).await {
+        total += chunk.len() as u64;
+        if body.flow_control().release_capacity(chunk.len()).is_err() || (max > 0 && total > max) {
+            return;
+        }
+    }
+}
+
+fn finish(shared: &Shared, ok: bool) {
+    shared.active.set(shared.active.get().saturating_sub(1));
+    shared.last_active.set(Some(Instant::now()));
+    if ok {
+        shared.completed.set(shared.completed.get() + 1);
+    } else {
+        shared.resets.set(shared.resets.get() + 1);
+    }
+}
+
+/// Sends the body as the peer's window opens; Err when the stream was
+/// reset or stalled past `send_timeout`.
+async fn send_body(
+    mut tx: SendStream<Bytes>,
+    segs: Vec<Seg>,
+    total: u64,
+    conf: &LocConf,
+    id: u64,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
+    let mut left = total;
+    let mut sent = 0u64;
+    for seg in segs {
+        match seg {
+            Seg::Bytes(mut b) => {
+                while !b.is_empty() {
+                    let n = capacity(&mut tx, b.len(), conf, id, &mut pace).await?;
+                    let piece = b.split_to(n.min(b.len()));
+                    left -= piece.len() as u64;
+                    sent += piece.len() as u64;
+                    tx.send_data(piece, left == 0).map_err(|_| ())?;
+                }
+            }
+            Seg::File(file, mut off, mut len) => {
+                let Some(f) = file.file.as_ref() else { return Err(()) };
+                while len > 0 {
+                    let want = len.min(MAX_PIECE as u64) as usize;
+                    let n = capacity(&mut tx, want, conf, id, &mut pace).await?.min(want);
+                    let mut v = Vec::with_capacity(n);
+                    if let Err(e) = crate::http::connection::io::pread_into(f, off, n as u64, &mut v) {
+                        log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", id, e);
+                        tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                        return Err(());
+                    }
+                    off += n as u64;
+                    len -= n as u64;
+                    left -= n as u64;
+                    sent += n as u64;
+                    tx.send_data(Bytes::from(v), left == 0).map_err(|_| ())?;
+                }
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// Streams an origin's body as DATA frames as it arrives and as the peer's
+/// window allows, reading ahead while waiting for window when the response
+/// is buffered; an origin failing mid-body resets the stream, so the client
+/// never takes a truncated body for a complete one.
+async fn send_upstream(
+    w: &WorkerCtx,
+    mut tx: SendStream<Bytes>,
+    up: &mut crate::http::proxy::body::UpstreamBody,
+    ctx: &ReqCtx<'_, '_>,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    loop {
+        let mut piece = Vec::new();
+        let more = match up.next(w, &mut piece, MAX_PIECE).await {
+            Ok(m) => m,
+            Err(e) => {
+                crate::http::proxy::log_body_error(ctx, &e);
+                tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+        };
+        let mut b = Bytes::from(piece);
+        if b.is_empty() && !more {
+            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            return Ok(sent);
+        }
+        while !b.is_empty() {
+            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
+            let n = crate::http::proxy::ahead::while_writing(w, ctx, up, wait).await?;
+            let part = b.split_to(n.min(b.len()));
+            sent += part.len() as u64;
+            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+        }
+        if !more {
+            return Ok(sent);
+        }
+    }
+}
+
+/// Sends a body compressed as it goes as DATA frames, as the peer's window
+/// allows (reading an origin inside ahead meanwhile); a failure midway
+/// resets the stream.
+async fn send_compressed(
+    w: &WorkerCtx,
+    mut tx: SendStream<Bytes>,
+    z: &mut crate::http::filter::compress::stream::Compressed,
+    ctx: &ReqCtx<'_, '_>,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    loop {
+        let mut piece = Vec::new();
+        let more = match z.next(w, &mut piece, MAX_PIECE).await {
+            Ok(m) => m,
+            Err(e) => {
+                crate::http::filter::compress::stream::log_error(ctx, &e);
+                tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(());
+            }
+        };
+        let mut b = Bytes::from(piece);
+        if b.is_empty() && !more {
+            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            return Ok(sent);
+        }
+        while !b.is_empty() {
+            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
+            let n = z.while_writing(w, ctx, wait).await?;
+            let part = b.split_to(n.min(b.len()));
+            sent += part.len() as u64;
+            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+        }
+        if !more {
+            return Ok(sent);
+        }
+    }
+}
+
+/// Waits until the stream may send some bytes (at most `want`).
+async fn capacity(
+    tx: &mut SendStream<Bytes>,
+    want: usize,
+    conf: &LocConf,
+    id: u64,
+    pace: &mut Option<Pacer>,
+) -> Result<usize, ()> {
+    // limit_rate: wait for the rate first, then for the window; the
+    // caller sends all it is granted (at most `want`).
+    if let Some(p) = pace.as_mut() {
+        let want = p.grant(want).await;
+        let n = window(tx, want, conf, id).await?.min(want);
+        p.wrote(n);
+        return Ok(n);
+    }
+    window(tx, want, conf, id).await
+}
+
+async fn window(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64) -> Result<usize, ()> {
+    tx.reserve_capacity(want);
+    if tx.capacity() > 0 {
+        return Ok(tx.capacity());
+    }
+    let wait = std::future::poll_fn(|cx| tx.poll_capacity(cx));
+    match tokio::time::timeout(conf.send_timeout, wait).await {
+        Ok(Some(Ok(n))) if n > 0 => Ok(n),
+        Ok(_) => Err(()),
+        Err(_) => {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} client timed out (110: Connection timed out) while sending response to client",
+                id
+            );
+            // nginx resets a timed-out stream with PROTOCOL_ERROR.
+            tx.send_reset(h2::Reason::PROTOCOL_ERROR);
+            Err(())
+        }
+    }
+}
+
+/// The access log line of a stream: the same as HTTP/1's.
+/// `complete`: the whole response went out (`$request_completion`).
+fn log(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    resp: &Response<'_>,
+    (bytes_sent, body_bytes): (u64, u64),
+    started: Instant,
+    complete: bool,
+) {
+    crate::http::connection::h1::conn::log_request(w, ctx, resp, bytes_sent, body_bytes, started, complete);
+}

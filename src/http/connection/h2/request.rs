@@ -1,0 +1,176 @@
+//! An HTTP/2 request turned into the same `Head` the HTTP/1 codec produces:
+//! its fields are written into one buffer in HTTP/1 form, so every handler,
+//! variable and log format works on h2 exactly as on h1 at the cost of one
+//! small copy.
+
+use crate::http::connection::h1::codec::Limits;
+use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
+
+/// RFC 9113 8.2.2 connection-specific fields a request must not carry;
+/// the h2 crate already refuses them, this is the response-side list.
+pub const HOP_BY_HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+
+/// More header fields than this get a 400 (a cheap bound against header
+/// floods that stay within the byte limit).
+pub const MAX_HEADERS: usize = 100;
+
+pub enum Bad {
+    TooManyHeaders,
+    InvalidPath,
+}
+
+/// Builds the buffer and the head; `has_body` is whether DATA frames follow.
+pub fn synthesize<B>(req: &http::Request<B>, has_body: bool) -> Result<(Vec<u8>, Head), Bad> {
+    synthesize_as(req, has_body, false, &Limits::sized(usize::MAX, usize::MAX))
+}
+
+/// `synthesize`; with `websocket` (an extended CONNECT, RFC 8441) the head
+/// also gets the `Upgrade: websocket` and `Connection: upgrade` fields its
+/// HTTP/1.1 equivalent carries, so `$http_upgrade` and `$http_connection`
+/// read as they would there. Its DATA frames are the tunnel, not a body.
+/// Header names `limits` drops (`ignore_invalid_headers`) are left out,
+/// as in HTTP/1.
+pub fn synthesize_as<B>(
+    req: &http::Request<B>,
+    has_body: bool,
+    websocket: bool,
+    limits: &Limits,
+) -> Result<(Vec<u8>, Head), Bad> {
+    if req.headers().len() > MAX_HEADERS {
+        return Err(Bad::TooManyHeaders);
+    }
+    let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let method = req.method().as_str();
+    if !(target.starts_with('/') || (target == "*" && req.method() == http::Method::OPTIONS)) {
+        return Err(Bad::InvalidPath);
+    }
+    let mut buf = Vec::with_capacity(64 + target.len() + req.headers().len() * 32);
+    buf.extend_from_slice(method.as_bytes());
+    let method_r = 0..buf.len();
+    buf.push(b' ');
+    let t0 = buf.len();
+    buf.extend_from_slice(target.as_bytes());
+    let target_r = t0..buf.len();
+    buf.extend_from_slice(b" HTTP/2.0");
+    let line = 0..buf.len();
+    buf.extend_from_slice(b"\r\n");
+
+    let mut headers = Vec::with_capacity(req.headers().len() + 1);
+    let mut host = None;
+    let mut push = |buf: &mut Vec<u8>, name: &[u8], value: &[u8]| -> std::ops::Range<usize> {
+        let n0 = buf.len();
+        buf.extend_from_slice(name);
+        let n = n0..buf.len();
+        buf.extend_from_slice(b": ");
+        let v0 = buf.len();
+        buf.extend_from_slice(value);
+        let v = v0..buf.len();
+        buf.extend_from_slice(b"\r\n");
+        headers.push(HeaderIdx { name: n, value: v.clone() });
+        v
+    };
+    // :authority stands for Host (RFC 9113 8.3.1); a Host field, if sent
+    // as well, comes after it and the first one wins for routing.
+    if let Some(a) = req.uri().authority() {
+        host = Some(push(&mut buf, b"host", a.as_str().as_bytes()));
+    }
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let mut length = None;
+    for (name, value) in req.headers() {
+        let n = name.as_str();
+        if limits.drops(n.as_bytes()) {
+            continue;
+        }
+        if n == "cookie" {
+            // h2 may split Cookie into several fields; nginx joins them.
+            cookies.push(value.as_bytes());
+            continue;
+        }
+        if n == "content-length" {
+            length = std::str::from_utf8(value.as_bytes()).ok().and_then(|v| v.trim().parse::<u64>().ok());
+        }
+        let r = push(&mut buf, n.as_bytes(), value.as_bytes());
+        if n == "host" && host.is_none() {
+            host = Some(r);
+        }
+    }
+    if !cookies.is_empty() {
+        let joined = cookies.join(&b"; "[..]);
+        push(&mut buf, b"cookie", &joined);
+    }
+    if websocket {
+        push(&mut buf, b"upgrade", b"websocket");
+        push(&mut buf, b"connection", b"upgrade");
+    }
+    buf.extend_from_slice(b"\r\n");
+    let body = match (length, has_body) {
+        (Some(n), _) => BodyKind::Length(n),
+        (None, true) => BodyKind::Chunked,
+        (None, false) => BodyKind::None,
+    };
+    let head = Head {
+        method: Method::from_bytes(method.as_bytes()),
+        method_r,
+        target: target_r,
+        version: Version::Http2,
+        line,
+        head_len: buf.len(),
+        headers,
+        host,
+        body,
+        keep_alive: true,
+        expect_continue: false,
+    };
+    Ok((buf, head))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_in_h1_form() {
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("https://example.com/a/b?x=1")
+            .header("user-agent", "t")
+            .header("cookie", "a=1")
+            .header("cookie", "b=2")
+            .body(())
+            .unwrap();
+        let (buf, head) = synthesize(&req, false).ok().unwrap();
+        assert_eq!(&buf[head.line.clone()], b"GET /a/b?x=1 HTTP/2.0");
+        assert_eq!(&buf[head.target.clone()], b"/a/b?x=1");
+        assert_eq!(&buf[head.host.clone().unwrap()], b"example.com");
+        let text = String::from_utf8(buf.clone()).unwrap();
+        assert!(text.contains("\r\ncookie: a=1; b=2\r\n"), "{}", text);
+        assert_eq!(head.body, BodyKind::None);
+        assert_eq!(head.head_len, buf.len());
+    }
+
+    #[test]
+    fn bad_requests() {
+        let mut b = http::Request::builder().uri("https://h/");
+        for i in 0..=MAX_HEADERS {
+            b = b.header(format!("x-{}", i), "v");
+        }
+        assert!(matches!(synthesize(&b.body(()).unwrap(), false), Err(Bad::TooManyHeaders)));
+        let star = http::Request::builder().method("GET").uri("*").body(()).unwrap();
+        assert!(matches!(synthesize(&star, false), Err(Bad::InvalidPath)));
+    }
+
+    #[test]
+    fn extended_connect_reads_as_an_upgrade() {
+        let req = http::Request::builder()
+            .method("CONNECT")
+            .uri("https://example.com/chat?room=1")
+            .header("sec-websocket-version", "13")
+            .body(())
+            .unwrap();
+        let (buf, head) = synthesize_as(&req, false, true, &Limits::sized(64, 64)).ok().unwrap();
+        assert_eq!(&buf[head.line.clone()], b"CONNECT /chat?room=1 HTTP/2.0");
+        let text = String::from_utf8(buf.clone()).unwrap();
+        assert!(text.contains("\r\nupgrade: websocket\r\nconnection: upgrade\r\n"), "{}", text);
+        assert_eq!(head.body, BodyKind::None);
+    }
+}

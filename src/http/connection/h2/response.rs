@@ -1,0 +1,114 @@
+//! Our protocol-neutral `Response` as an HTTP/2 HEADERS block, with the
+//! same fields the HTTP/1 writer sends (minus Connection/Keep-Alive, which
+//! HTTP/2 forbids), and its body as a list of segments to send as DATA.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+
+use crate::http::connection::h1::writer::has_body;
+use crate::http::error_html::wire_status;
+use crate::http::handler::open_cache::OpenFile;
+use crate::http::response::{Body, Response};
+
+fn server_value(tokens: bool) -> HeaderValue {
+    HeaderValue::from_static(if tokens { concat!("sluice/", env!("CARGO_PKG_VERSION")) } else { "sluice" })
+}
+
+pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
+    let wire = wire_status(resp.status);
+    let mut out = http::Response::new(());
+    *out.status_mut() = http::StatusCode::from_u16(wire).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = out.headers_mut();
+    // Sized once for the usual head (ours plus the added or origin's
+    // headers), instead of growing and rehashing as they are inserted.
+    h.reserve(8 + resp.headers.len());
+    h.insert(http::header::SERVER, server_value(server_tokens));
+    if let Ok(v) = HeaderValue::from_bytes(&crate::clock::http_date()) {
+        h.insert(http::header::DATE, v);
+    }
+    if let Some(ct) = &resp.content_type
+        && let Ok(v) = HeaderValue::from_str(ct)
+    {
+        h.insert(http::header::CONTENT_TYPE, v);
+    }
+    if has_body(wire)
+        && let Some(n) = resp.body.known_len()
+    {
+        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
+    }
+    let validators = matches!(wire, 200 | 206 | 304);
+    if validators && let Some(lm) = resp.last_modified {
+        let mut d = [0u8; 29];
+        crate::http::date::http_date(lm, &mut d);
+        if let Ok(v) = HeaderValue::from_bytes(&d) {
+            h.insert(http::header::LAST_MODIFIED, v);
+        }
+    }
+    if let Some(loc) = &resp.location
+        && let Ok(v) = HeaderValue::from_bytes(loc)
+    {
+        h.insert(http::header::LOCATION, v);
+    }
+    if validators
+        && let Some(e) = &resp.etag
+        && let Ok(v) = HeaderValue::from_bytes(e)
+    {
+        h.insert(http::header::ETAG, v);
+    }
+    for (n, v) in &resp.headers {
+        let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else { continue };
+        if super::request::HOP_BY_HOP.contains(&name.as_str()) {
+            continue;
+        }
+        if let Ok(v) = HeaderValue::from_bytes(v) {
+            // An origin's Server or Date (proxy_pass_header) replaces ours.
+            if name == http::header::SERVER || name == http::header::DATE {
+                h.insert(name, v);
+            } else {
+                h.append(name, v);
+            }
+        }
+    }
+    if let Some(cr) = &resp.content_range
+        && let Ok(v) = HeaderValue::from_bytes(cr)
+    {
+        h.insert(http::header::CONTENT_RANGE, v);
+    }
+    if resp.accept_ranges && wire == 200 {
+        h.insert(http::header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    }
+    out
+}
+
+/// A piece of a response body: bytes at hand, or a file range read as the
+/// peer's flow-control window allows.
+pub enum Seg {
+    Bytes(Bytes),
+    File(Rc<OpenFile>, u64, u64),
+}
+
+pub fn segments(body: &Body) -> Vec<Seg> {
+    match body {
+        Body::Empty => Vec::new(),
+        Body::Static(b) => vec![Seg::Bytes(Bytes::from_static(b))],
+        Body::Owned(b) => vec![Seg::Bytes(Bytes::copy_from_slice(b))],
+        Body::Shared(b) => vec![Seg::Bytes(b.clone())],
+        Body::File { file, offset, len } => match file.cached_bytes(*offset, *len) {
+            Some(b) => vec![Seg::Bytes(Bytes::copy_from_slice(b))],
+            None => vec![Seg::File(file.clone(), *offset, *len)],
+        },
+        Body::Multipart { file, parts, trailer } => {
+            let mut v = Vec::with_capacity(parts.len() * 2 + 1);
+            for (h, r) in parts {
+                v.push(Seg::Bytes(Bytes::copy_from_slice(h)));
+                v.push(Seg::File(file.clone(), r.start, r.end - r.start + 1));
+            }
+            v.push(Seg::Bytes(Bytes::copy_from_slice(trailer)));
+            v
+        }
+        // Streamed bodies are sent by the stream loop itself.
+        Body::Proxy | Body::Upstream(_) | Body::Compressed(_) => Vec::new(),
+    }
+}

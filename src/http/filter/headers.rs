@@ -1,0 +1,102 @@
+//! nginx's headers filter: `expires` and `add_header`, applied to the
+//! statuses nginx applies them to unless `always` is given.
+
+use std::borrow::Cow;
+
+use crate::config::model::Expires;
+use crate::http::field_value::FieldValue;
+use crate::http::handler::ctx::{ReqCtx, Vars, push_u64};
+use crate::http::response::Response;
+
+fn applies(status: u16) -> bool {
+    matches!(status, 200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308)
+}
+
+fn http_date(secs: u64) -> [u8; 29] {
+    let mut d = [0u8; 29];
+    crate::http::date::http_date(secs, &mut d);
+    d
+}
+
+fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
+    let now = crate::clock::now_secs() as i64;
+    let (expires_at, secs) = match e {
+        Expires::Off => return,
+        Expires::Epoch => {
+            resp.headers.push((Cow::Borrowed("Expires"), FieldValue::from_static(b"Thu, 01 Jan 1970 00:00:01 GMT")));
+            resp.headers.push((Cow::Borrowed("Cache-Control"), FieldValue::from_static(b"no-cache")));
+            return;
+        }
+        Expires::Max => {
+            resp.headers.push((Cow::Borrowed("Expires"), FieldValue::from_static(b"Thu, 31 Dec 2037 23:55:55 GMT")));
+            resp.headers.push((Cow::Borrowed("Cache-Control"), FieldValue::from_static(b"max-age=315360000")));
+            return;
+        }
+        Expires::Access(t) => (now + t, t),
+        Expires::Daily(t) => {
+            let Some(at) = next_time(now, t) else { return };
+            (at, at - now)
+        }
+        Expires::Modified(t) => {
+            let Some(lm) = resp.last_modified else { return };
+            let at = lm as i64 + t;
+            (at, if t < 0 { t } else { at - now })
+        }
+    };
+    resp.headers.push((Cow::Borrowed("Expires"), FieldValue::copy_from(&http_date(expires_at.max(0) as u64))));
+    let cc = if secs < 0 {
+        b"no-cache".to_vec()
+    } else {
+        let mut v = b"max-age=".to_vec();
+        push_u64(&mut v, secs as u64);
+        v
+    };
+    resp.headers.push((Cow::Borrowed("Cache-Control"), cc.into()));
+}
+
+/// nginx's `ngx_next_time`: today at `secs` after local midnight if that
+/// is still ahead of `now`, else the same time tomorrow (in local time,
+/// so across a DST change the day is 23 or 25 hours long).
+fn next_time(now: i64, secs: i64) -> Option<i64> {
+    use chrono::{Duration, Local, TimeZone};
+    let today = Local.timestamp_opt(now, 0).single()?.date_naive();
+    let at = |day: chrono::NaiveDate| {
+        let t = day.and_hms_opt(0, 0, 0)? + Duration::seconds(secs);
+        Local.from_local_datetime(&t).earliest().map(|d| d.timestamp())
+    };
+    match at(today)? {
+        t if t > now => Some(t),
+        _ => at(today.succ_opt()?),
+    }
+}
+
+pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
+    let conf = ctx.conf;
+    let ok = applies(resp.status);
+    if ok && let Some(e) = conf.expires {
+        expires(e, resp);
+    }
+    if ok && let Some((t, modified)) = &conf.expires_var {
+        let v = t.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        let text = String::from_utf8_lossy(&v);
+        // A value this build cannot parse (nginx: an error) sets nothing.
+        match crate::config::set_loc::parse_expires(text.trim(), *modified) {
+            Ok(e) => expires(e, resp),
+            Err(_) => crate::log_req!(ctx, crate::log::error::Level::Error, "invalid \"expires\" value \"{}\"", text),
+        }
+    }
+    if conf.add_headers.is_empty() {
+        return;
+    }
+    let mut added = Vec::new();
+    for h in &conf.add_headers {
+        if !(ok || h.always) {
+            continue;
+        }
+        let v = h.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        if !v.is_empty() {
+            added.push((Cow::Borrowed(h.name.as_str()), v.into()));
+        }
+    }
+    resp.headers.extend(added);
+}

@@ -1,0 +1,255 @@
+//! Static files: URI to path mapping (root/alias), MIME type, redirects for
+//! directories, and the 200/206/304/412/416 responses with nginx's ETag,
+//! Last-Modified and Accept-Ranges.
+
+use std::borrow::Cow;
+use std::cell::Cell;
+use std::path::Path;
+use std::rc::Rc;
+
+use super::ctx::{ReqCtx, Vars};
+use super::open_cache::{self, OpenError, OpenFile};
+use super::{Step, error};
+use crate::config::model::{IfModifiedSince, LocConf};
+use crate::http::request::Method;
+use crate::http::response::{Body, Response};
+use crate::http::{date, etag, range};
+use crate::log::error::Level;
+use crate::log_req;
+
+/// `root` + URI, or `alias` + the URI past the location's path.
+pub fn map_path(ctx: &ReqCtx<'_, '_>, uri: &[u8], out: &mut Vec<u8>) {
+    let root = &ctx.conf.root;
+    match &root.template {
+        Some(t) => t.render(&Vars::request(ctx), out),
+        None => out.extend_from_slice(root.path.as_bytes()),
+    }
+    match root.alias_len {
+        Some(n) => out.extend_from_slice(uri.get(n..).unwrap_or(b"")),
+        None => out.extend_from_slice(uri),
+    }
+}
+
+/// Type by the URI's extension (as nginx's `r->exten`), else default_type.
+pub fn content_type<'c>(conf: &'c LocConf, uri: &[u8]) -> &'c str {
+    let last = uri.rsplit(|&b| b == b'/').next().unwrap_or(b"");
+    if let Some(dot) = last.iter().rposition(|&b| b == b'.') {
+        let ext = &last[dot + 1..];
+        if !ext.is_empty() && ext.len() <= 16 {
+            let mut lower = [0u8; 16];
+            lower[..ext.len()].copy_from_slice(ext);
+            lower[..ext.len()].make_ascii_lowercase();
+            if let Ok(e) = std::str::from_utf8(&lower[..ext.len()])
+                && let Some(t) = conf.types.get(e)
+            {
+                return t;
+            }
+        }
+    }
+    &conf.default_type
+}
+
+fn path_of(bytes: &[u8]) -> &Path {
+    use std::os::unix::ffi::OsStrExt;
+    Path::new(std::ffi::OsStr::from_bytes(bytes))
+}
+
+/// Opens a mapped path, logging failures the way nginx does.
+pub fn open_logged(ctx: &ReqCtx<'_, '_>, path: &[u8]) -> Result<Rc<OpenFile>, OpenError> {
+    let r = open_cache::open_for(ctx, path_of(path));
+    if let Err(e) = r {
+        let level = if e.status() == 404 { Level::Error } else { Level::Crit };
+        if e.status() != 404 || ctx.conf.log_not_found {
+            log_open_failed(ctx, if e == OpenError::Forbidden { Level::Error } else { level }, path, e);
+        }
+    }
+    r
+}
+
+/// nginx's `open() "PATH" failed (ERRNO: TEXT)` line for a request.
+pub fn log_open_failed(ctx: &ReqCtx<'_, '_>, level: Level, path: &[u8], e: OpenError) {
+    log_req!(
+        ctx,
+        level,
+        "open() \"{}\" failed ({}: {})",
+        String::from_utf8_lossy(path),
+        e.errno(),
+        crate::process::signal::strerror(e.errno())
+    );
+}
+
+/// nginx's `ngx_http_map_uri_to_path` refuses `alias` once a rewrite
+/// moved the URI out of the location (`rewrite ... break`): a 500.
+pub fn alias_refused(ctx: &ReqCtx<'_, '_>) -> bool {
+    if ctx.conf.root.alias_len.is_none() || ctx.valid_location {
+        return false;
+    }
+    log_req!(
+        ctx,
+        Level::Alert,
+        "\"alias\" cannot be used in location \"{}\" where URI was rewritten",
+        ctx.conf.location_name
+    );
+    true
+}
+
+pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
+    let method = ctx.req.method();
+    if !matches!(method, Method::Get | Method::Head | Method::Post) {
+        return Step::Done(error(ctx, 405));
+    }
+    if ctx.req.path.ends_with(b"/") {
+        return super::directory::serve(ctx);
+    }
+    if alias_refused(ctx) {
+        return Step::Done(error(ctx, 500));
+    }
+    let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
+    map_path(ctx, &ctx.req.path, &mut path);
+    // gzip_static and its kin: a precompressed sibling, when one fits.
+    if method != Method::Post
+        && let Some(r) = crate::http::filter::compress::precompressed::serve(ctx, &path)
+    {
+        ctx.filename = Some(path);
+        return Step::Done(r);
+    }
+    let file = match open_logged(ctx, &path) {
+        Ok(f) => f,
+        Err(e) => return Step::Done(error(ctx, e.status())),
+    };
+    ctx.filename = Some(path);
+    if file.is_dir {
+        let mut loc = ctx.req.path.to_vec();
+        loc.push(b'/');
+        if let Some(a) = &ctx.req.args {
+            loc.push(b'?');
+            loc.extend_from_slice(a);
+        }
+        return Step::Done(super::ret::redirect(ctx, 301, &loc));
+    }
+    if method == Method::Post {
+        return Step::Done(error(ctx, 405));
+    }
+    Step::Done(file_response(ctx, file))
+}
+
+thread_local! {
+    static BOUNDARY: Cell<u64> = const { Cell::new(1) };
+}
+
+fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
+    let conf = ctx.conf;
+    let size = file.size;
+    let mut r = Response::new(ctx.err_status.filter(|s| *s != 0).unwrap_or(200));
+    r.content_type = Some(Cow::Borrowed(content_type(conf, &ctx.req.path)));
+    r.last_modified = Some(file.mtime);
+    if conf.etag {
+        let mut e = Vec::with_capacity(24);
+        etag::etag(file.mtime, size, &mut e);
+        r.etag = Some(e);
+    }
+    if ctx.err_status.is_some() {
+        r.body = Body::File { file, offset: 0, len: size };
+        return r;
+    }
+    if let Some(status) = precondition(ctx, r.etag.as_deref(), Some(file.mtime)) {
+        if status == 304 {
+            r.status = 304;
+            r.content_type = None;
+            return r;
+        }
+        return error(ctx, status);
+    }
+    // `max_ranges 0` turns ranges off, Accept-Ranges with them.
+    r.accept_ranges = ctx.conf.core.max_ranges != Some(0);
+    if let Some(h) = ctx.req.header("range")
+        && if_range_ok(ctx, r.etag.as_deref(), Some(file.mtime))
+    {
+        match range::parse_range(h, size, ctx.conf.core.max_ranges) {
+            range::RangeResult::Ignore => {}
+            range::RangeResult::Unsatisfiable => {
+                let mut e = error(ctx, 416);
+                let mut cr = Vec::with_capacity(24);
+                range::unsatisfied_range(size, &mut cr);
+                e.content_range = Some(cr);
+                return e;
+            }
+            range::RangeResult::Satisfiable(ranges) if ranges.len() == 1 => {
+                let br = ranges[0];
+                let mut cr = Vec::with_capacity(40);
+                range::content_range(br, size, &mut cr);
+                r.status = 206;
+                r.content_range = Some(cr);
+                r.accept_ranges = false;
+                r.body = Body::File { file, offset: br.start, len: br.end - br.start + 1 };
+                return r;
+            }
+            range::RangeResult::Satisfiable(ranges) => {
+                let boundary = BOUNDARY.with(|b| {
+                    let n = b.get();
+                    b.set(n + 1);
+                    format!("{n:020}")
+                });
+                let ct = r.content_type.as_deref().unwrap_or("").as_bytes().to_vec();
+                let parts = ranges
+                    .iter()
+                    .map(|br| {
+                        let mut h = Vec::with_capacity(96);
+                        range::multipart_part_header(&boundary, &ct, *br, size, &mut h);
+                        (h, *br)
+                    })
+                    .collect();
+                let mut trailer = Vec::with_capacity(32);
+                range::multipart_trailer(&boundary, &mut trailer);
+                r.status = 206;
+                r.accept_ranges = false;
+                r.content_type = Some(Cow::Owned(format!("multipart/byteranges; boundary={boundary}")));
+                r.body = Body::Multipart { file, parts, trailer };
+                return r;
+            }
+        }
+    }
+    r.body = Body::File { file, offset: 0, len: size };
+    r
+}
+
+/// RFC 9110 §13.2.2 order, as nginx's not_modified filter: If-Match /
+/// If-Unmodified-Since (412), then If-None-Match, else If-Modified-Since (304).
+/// `mtime` is the representation's Last-Modified (a cached response may
+/// have none: then dates never match).
+pub(crate) fn precondition(ctx: &ReqCtx<'_, '_>, etag: Option<&[u8]>, mtime: Option<u64>) -> Option<u16> {
+    if let Some(h) = ctx.req.header("if-match") {
+        if !etag.is_some_and(|e| etag::if_match_matches(h, e)) {
+            return Some(412);
+        }
+    } else if let Some(h) = ctx.req.header("if-unmodified-since")
+        && let Some(t) = date::parse_http_date(h)
+        && mtime.is_none_or(|m| m > t)
+    {
+        return Some(412);
+    }
+    if let Some(h) = ctx.req.header("if-none-match") {
+        return etag.is_some_and(|e| etag::if_none_match_matches(h, e)).then_some(304);
+    }
+    if ctx.conf.if_modified_since != IfModifiedSince::Off
+        && let Some(h) = ctx.req.header("if-modified-since")
+        && let Some(t) = date::parse_http_date(h)
+        && let Some(mtime) = mtime
+    {
+        let not_modified = match ctx.conf.if_modified_since {
+            IfModifiedSince::Exact => t == mtime,
+            _ => t >= mtime,
+        };
+        return not_modified.then_some(304);
+    }
+    None
+}
+
+/// If-Range: an entity tag must match strongly, a date exactly.
+pub(crate) fn if_range_ok(ctx: &ReqCtx<'_, '_>, etag: Option<&[u8]>, mtime: Option<u64>) -> bool {
+    let Some(h) = ctx.req.header("if-range") else { return true };
+    if h.starts_with(b"\"") || h.starts_with(b"W/") {
+        return etag == Some(h);
+    }
+    mtime.is_some() && date::parse_http_date(h) == mtime
+}

@@ -1,0 +1,60 @@
+//! Opening a connection to an origin: TCP or a unix socket, the TLS
+//! handshake for `https://` origins, and whether the connection belongs
+//! to one client (`proxy_protocol on`).
+
+use tokio::net::TcpStream;
+
+use super::upstream_tls;
+use crate::config::proxy::{Protocol, ProxyPass};
+use crate::http::handler::ctx::ReqCtx;
+use crate::worker::WorkerCtx;
+
+pub(super) enum Connected {
+    Tcp(TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+/// `bound`: a socket already bound to the `*_bind` address.
+pub(super) async fn connect(
+    p: &crate::config::proxy::PeerConf,
+    bound: Option<tokio::net::TcpSocket>,
+) -> std::io::Result<Connected> {
+    match (&p.unix, bound) {
+        (Some(path), _) => tokio::net::UnixStream::connect(path).await.map(Connected::Unix),
+        (None, Some(s)) => s.connect(p.addr).await.map(Connected::Tcp),
+        (None, None) => TcpStream::connect(p.addr).await.map(Connected::Tcp),
+    }
+}
+
+/// `proxy_protocol on`: origin connections are the client's alone.
+pub(super) fn lc_proxy_protocol(ctx: &ReqCtx<'_, '_>) -> bool {
+    ctx.conf.proxy.proxy_protocol && ctx.proxy_pass.as_ref().is_none_or(|p| p.protocol == Protocol::Http)
+}
+
+/// The TLS handshake with an origin (`proxy_pass https://`), bounded by
+/// proxy_connect_timeout.
+pub(super) async fn tls_connect(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    pass: &ProxyPass,
+    tcp: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+    let conf = &ctx.conf.proxy;
+    let connect_timeout = conf.up.connect_timeout;
+    let key = upstream_tls::Key {
+        verify: conf.ssl_verify,
+        trusted: conf.ssl_trusted_certificate.clone(),
+        crl: conf.ssl_crl.clone(),
+        sni: conf.ssl_server_name,
+        client_cert: conf.ssl_certificate.as_ref().map(|(p, _)| p.clone()).zip(conf.ssl_certificate_key.clone()),
+    };
+    let cfg = w.tls_clients.borrow_mut().get(&key)?;
+    let name = conf.ssl_name.as_deref().unwrap_or(&pass.proxy_host);
+    let server_name = upstream_tls::server_name(name).ok_or_else(|| format!("invalid proxy_ssl_name \"{}\"", name))?;
+    let connector = tokio_rustls::TlsConnector::from(cfg);
+    match crate::clock::timeout(connect_timeout, connector.connect(server_name, tcp)).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(upstream_tls::handshake_error(&e, name)),
+        Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
+    }
+}

@@ -1,0 +1,94 @@
+//! nginx's error-log lines for upstream failures: the reason, then its
+//! context (client, server, request, the upstream URL, host), worded and
+//! ordered as nginx writes them so log tooling reads both alike.
+
+use super::body::BodyError;
+use super::wire;
+use crate::config::proxy::Protocol;
+use crate::http::handler::ctx::ReqCtx;
+use crate::log::error::Level;
+use crate::log_to;
+
+pub(super) fn os_error(e: &std::io::Error) -> String {
+    crate::process::signal::os_error(e)
+}
+
+pub(super) fn log_upstream(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
+    log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, upstream_suffix(ctx, &p.name));
+}
+
+/// A timeout's line: nginx logs it after letting the peer go, when a unix
+/// socket's name no longer gets its `:` before the URI.
+pub(super) fn log_timeout(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerConf, why: &str) {
+    let suffix = suffix_with(ctx, &p.name, false);
+    log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, suffix);
+}
+
+/// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
+/// nginx's "... while reading upstream" line.
+pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
+    // Logged already (FastCGI's stderr caught by fastcgi_catch_stderr).
+    if matches!(e, BodyError::Protocol(why) if why.is_empty()) {
+        return;
+    }
+    let io;
+    let (level, why) = match e {
+        BodyError::Timeout => (Level::Error, "upstream timed out (110: Connection timed out)"),
+        BodyError::Truncated => (Level::Error, "upstream prematurely closed connection"),
+        BodyError::Invalid => (Level::Error, "upstream sent invalid chunked response"),
+        BodyError::Protocol(why) => (Level::Error, why.as_str()),
+        BodyError::Io(e) => {
+            io = format!("recv() failed ({})", os_error(e));
+            (Level::Error, io.as_str())
+        }
+        BodyError::TempFile(why) => (Level::Crit, why.as_str()),
+    };
+    let peer = ctx.upstream.addr.last().map(|a| &**a).unwrap_or("");
+    log_to!(
+        ctx.conf.error_log,
+        level,
+        "*{} {} while reading upstream, {}",
+        ctx.conn.id,
+        why,
+        upstream_suffix(ctx, peer)
+    );
+}
+
+/// nginx's context for upstream errors: client, server, request, then the
+/// upstream URL, then host.
+pub(super) fn upstream_suffix(ctx: &ReqCtx<'_, '_>, peer: &str) -> String {
+    suffix_with(ctx, peer, true)
+}
+
+/// [`upstream_suffix`]; `unix_sep`: a unix socket's name is followed by
+/// `:` (nginx, while it holds the peer).
+fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
+    // FastCGI has no URI to show (nginx logs `fastcgi://ADDRESS`).
+    let mut uri = Vec::new();
+    if let Some(pass) = ctx.proxy_pass.as_ref().filter(|p| p.protocol == Protocol::Http) {
+        wire::target_for_log(ctx, pass, &mut uri);
+    }
+    let scheme = match &ctx.proxy_pass {
+        Some(p) if p.protocol == Protocol::FastCgi => "fastcgi",
+        Some(p) if p.protocol == Protocol::Uwsgi => "uwsgi",
+        Some(p) if p.protocol == Protocol::Scgi => "scgi",
+        Some(p) if p.tls => "https",
+        _ => "http",
+    };
+    // nginx separates a unix socket's path from the URI with a colon.
+    let sep = if unix_sep && peer.starts_with("unix:") { ":" } else { "" };
+    let mut s = format!(
+        "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}{}\"",
+        ctx.client().ip(),
+        ctx.server.name,
+        String::from_utf8_lossy(ctx.req.request_line()),
+        scheme,
+        peer,
+        sep,
+        String::from_utf8_lossy(&uri)
+    );
+    if let Some(h) = ctx.req.header("host") {
+        s.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
+    }
+    s
+}

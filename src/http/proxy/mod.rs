@@ -1,0 +1,738 @@
+//! The upstream core, shared by the reverse proxy (`proxy_pass`, HTTP) and
+//! FastCGI (`fastcgi_pass`, [`crate::http::fastcgi`]): pick a peer, reuse an idle
+//! connection or connect, send the request (its body was read first, as
+//! nginx's `*_request_buffering on` does), read the response head, and
+//! retry on the next peer per `*_next_upstream`. The response body then
+//! streams to the client from the connection layer ([`body::UpstreamBody`],
+//! read ahead of a slow client by [`ahead`] with `*_buffering`), and the
+//! origin connection goes back with [`release`] once the origin is done.
+//!
+//! What differs per protocol ([`Protocol`]) is behind a small seam: how the
+//! request is written ([`Sent`]: an HTTP head, or FastCGI's BEGIN_REQUEST
+//! and PARAMS records, the body then framed by [`SendFraming`]), how the
+//! response head is read ([`HeadReader`]) and how the body is framed
+//! ([`response_head::Framing`]). Peer choice, pools, the `queue`, retries,
+//! timeouts, read-ahead, the cache hook, 502/504 and their log lines and
+//! the `$upstream_*` variables are this module's, for both.
+
+mod accel;
+pub mod ahead;
+pub mod body;
+mod connect;
+pub mod cookie;
+pub mod dynamic;
+mod errors;
+mod finish;
+pub mod head_scan;
+pub mod peers;
+mod protocol;
+pub mod request_body;
+pub mod response_head;
+pub mod upstream_tls;
+pub mod websocket;
+pub mod wire;
+
+pub use errors::log_body_error;
+use errors::{log_timeout, log_upstream, os_error, upstream_suffix};
+use protocol::{HeadReader, handler_of};
+pub use protocol::{has_handler, passes_body, passes_body_of, protocol_of, up_conf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use request_body::{Client, ClientLeft, ReqBody, SendError, SendFraming};
+use upstream_tls::UpStream;
+
+use crate::config::proxy::{Pass, Protocol, ProxyPass, Redirect, Upstream, UpstreamConf};
+use crate::http::handler::ctx::ReqCtx;
+use crate::http::request::Method;
+use crate::http::response::{Body, Response};
+use crate::log::error::Level;
+use crate::log_to;
+use crate::worker::WorkerCtx;
+use body::UpstreamBody;
+use connect::{Connected, connect, lc_proxy_protocol, tls_connect};
+use response_head::HeadError;
+
+/// Where the origin connection goes once its body is done.
+#[derive(Debug)]
+pub struct Release {
+    pub upstream: Arc<Upstream>,
+    pub peer: usize,
+    pub requests: u64,
+    pub keep_alive: bool,
+    /// The `queue` slot this request holds until its body is done.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// When this peer was tried, for `$upstream_response_time`.
+    pub started: Instant,
+}
+
+enum Attempt {
+    /// The head, the connection, what followed the head, the connection's
+    /// request count and when the try started.
+    Ok(response_head::ResponseHead, UpStream, Vec<u8>, u64, Instant),
+    /// Failed; the status it would give, whether proxy_next_upstream allows
+    /// another try, and whether the request reached the origin (a request
+    /// never sent may go elsewhere whatever its method, as in nginx).
+    Failed { status: u16, next: bool, sent: bool },
+    /// No connection could be made from the `*_bind` address: nginx's 500,
+    /// not counted against the peer.
+    Bind(String),
+    /// A streamed request body failed on the client's side.
+    Client(crate::http::connection::body::BodyError),
+    /// The client closed its connection while the origin worked.
+    Gone(&'static str),
+}
+
+fn method_idempotent(m: Method) -> bool {
+    !matches!(m, Method::Post | Method::Other)
+}
+
+/// Runs the proxy for a request whose location has `proxy_pass`; returns
+/// the response to send (the origin's, or nginx's 502/504 page).
+pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
+    let lc: &'c crate::config::model::LocConf = ctx.conf;
+    let (configured, protocol) = handler_of(lc);
+    let pass = match configured {
+        Some(Pass::Fixed(p)) => p.clone(),
+        Some(Pass::Vars(t)) => {
+            let resolved = match protocol {
+                Protocol::Http => dynamic::resolve(w, ctx, t).await,
+                other => crate::http::fastcgi::resolve(w, ctx, t, other),
+            };
+            match resolved {
+                Ok(p) => p,
+                Err(status) => return crate::http::handler::finish_error(ctx, status),
+            }
+        }
+        None => return crate::http::handler::error(ctx, 500),
+    };
+    ctx.proxy_pass = Some(pass.clone());
+    ctx.upstream.begin();
+    request_body::keep_for_variable(ctx, &client.body);
+    // The cache answers hits before any origin work (and may turn a HEAD
+    // into a GET for the origin: proxy_cache_convert_head), with the
+    // settings of the location's module (proxy_cache* or fastcgi_cache*).
+    let mut fill = None;
+    if up_conf(lc).cache.zone.is_some() {
+        match crate::http::cache::serve::lookup(ctx).await {
+            crate::http::cache::serve::Lookup::Hit(r) => return r,
+            crate::http::cache::serve::Lookup::Fetch(f) => fill = f,
+        }
+    }
+    let conf = up_conf(lc);
+    let u = pass.upstream.clone();
+    // `*_pass_request_body off` / `proxy_set_body`: the body read from the
+    // client (always read whole for these, see connection/h1/upload) is
+    // replaced.
+    let passed = protocol::passes_body_of(lc, pass.protocol);
+    if !passed && let ReqBody::Buffered(_) = client.body {
+        let body = match (&lc.proxy.set_body, pass.protocol) {
+            (Some(t), Protocol::Http) => t.render_to_vec(&crate::http::handler::ctx::Vars::request(ctx)),
+            _ => Vec::new(),
+        };
+        client.body = ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(body));
+    }
+    let Some((req, framing)) = protocol::request_start(ctx, &pass, &client.body) else {
+        return crate::http::handler::finish_error(ctx, 500);
+    };
+    let head_request = ctx.req.method == Method::Head;
+    let started = crate::clock::mono();
+    let peer_tries = w.proxy.borrow_mut().get(&u).tries() as u32;
+    let max_tries = if conf.next_upstream_tries == 0 { peer_tries } else { conf.next_upstream_tries.min(peer_tries) };
+    let key = match &u.balance {
+        crate::config::proxy::Balance::Hash { key, .. } => {
+            key.render_to_vec(&crate::http::handler::ctx::Vars::request(ctx))
+        }
+        _ => Vec::new(),
+    };
+    let client_ip = ctx.client().ip();
+    let mut slot = None;
+    if let Some(q) = &u.queue {
+        let (queued, stats) = {
+            let mut p = w.proxy.borrow_mut();
+            let rt = p.get(&u);
+            (rt.queued.clone(), rt.stats.clone())
+        };
+        let on_wait = || {
+            if let Some(s) = &stats {
+                s.queue_wait();
+            }
+        };
+        let waited = tokio::select! {
+            r = q.enter(&queued, on_wait) => Some(r),
+            _ = client.gone(), if !conf.ignore_client_abort => None,
+        };
+        match waited {
+            None => return client_closed(ctx, client.left, "while waiting in the upstream queue", None),
+            Some(Ok(s)) => slot = s,
+            Some(Err(why)) => {
+                if let (crate::upstream::queue::Refused::TimedOut, Some(s)) = (&why, &stats) {
+                    s.queue_timeout();
+                }
+                let what = match why {
+                    crate::upstream::queue::Refused::Full => "upstream queue is full",
+                    crate::upstream::queue::Refused::TimedOut => "upstream queue timed out",
+                };
+                log_to!(
+                    ctx.conf.error_log,
+                    Level::Error,
+                    "*{} {} while connecting to upstream, {}",
+                    ctx.conn.id,
+                    what,
+                    upstream_suffix(ctx, &u.name)
+                );
+                return crate::http::handler::finish_error(ctx, 503);
+            }
+        }
+    }
+    let mut sel = crate::upstream::balance::Selection::new();
+    let mut tries = 0u32;
+    let mut last_status = 502u16;
+    loop {
+        let pick = w.proxy.borrow_mut().get(&u).pick(&mut sel, client_ip, &key);
+        let Some(peer) = pick else {
+            if tries == 0 {
+                log_to!(
+                    ctx.conf.error_log,
+                    Level::Error,
+                    "*{} no live upstreams while connecting to upstream, {}",
+                    ctx.conn.id,
+                    upstream_suffix(ctx, &u.name)
+                );
+            }
+            break;
+        };
+        tries += 1;
+        let sent = Sent { head: req.bytes(), framing, protocol: pass.protocol };
+        match attempt(w, ctx, &pass, peer, &sent, client, head_request, started).await {
+            Attempt::Ok(head, stream, rest, requests, tried) => {
+                let status = head.status;
+                let next_ok = conf.next_upstream.on_status(status)
+                    && tries < max_tries
+                    && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
+                    && within(conf.next_upstream_timeout, started);
+                if next_ok {
+                    peer_failed(w, ctx, &u, peer);
+                    last_status = status;
+                    continue;
+                }
+                let keep_alive = head.keep_alive && !lc_proxy_protocol(ctx);
+                let release = Release { upstream: u.clone(), peer, requests, keep_alive, slot, started: tried };
+                // The cache may answer instead (a stale entry for a listed
+                // status, or the entry the origin's 304 revalidated): the
+                // origin's answer is then left, its peer released.
+                let instead = match crate::http::cache::serve::on_head(ctx, &mut fill, &head) {
+                    Some(r) => Some(r),
+                    None => stale(ctx, &mut fill, status, false),
+                };
+                if let Some(r) = instead {
+                    let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
+                    body.release = Some(release);
+                    release_as(w, &mut body, false);
+                    return r;
+                }
+                if let Some(to) = head.accel_redirect.as_deref()
+                    && !crate::http::cache::conf::of(lc).ignore.x_accel_redirect
+                {
+                    // nginx closes the origin connection and redirects.
+                    let carried = accel::carried(&head);
+                    let to = to.to_vec();
+                    let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
+                    body.release = Some(release);
+                    release_as(w, &mut body, false);
+                    return Box::pin(accel::redirect(w, ctx, client, &to, carried)).await;
+                }
+                return build_response(w, ctx, &pass, head, stream, rest, release, fill);
+            }
+            Attempt::Gone(when) => {
+                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
+                return client_closed(ctx, client.left, when, Some(&u.peers[peer].name));
+            }
+            Attempt::Bind(why) => {
+                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
+                let suffix = upstream_suffix(ctx, &u.peers[peer].name);
+                log_to!(
+                    ctx.conf.error_log,
+                    Level::Crit,
+                    "*{} {why} while connecting to upstream, {suffix}",
+                    ctx.conn.id
+                );
+                return crate::http::handler::finish_error(ctx, 500);
+            }
+            Attempt::Client(e) => {
+                // Not the peer's fault: its slot is freed as a success.
+                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
+                log_to!(
+                    ctx.conf.error_log,
+                    Level::Info,
+                    "*{} {} while sending request to upstream, {}",
+                    ctx.conn.id,
+                    e.reason,
+                    upstream_suffix(ctx, &u.peers[peer].name)
+                );
+                let mut r = crate::http::handler::finish_error(ctx, e.status);
+                r.close = true;
+                return r;
+            }
+            Attempt::Failed { status, next, sent } => {
+                peer_failed(w, ctx, &u, peer);
+                last_status = status;
+                // A streamed body that went (partly) to this peer is gone.
+                let body_left = !client.body_spent();
+                let more = next
+                    && body_left
+                    && tries < max_tries
+                    && (!sent || method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
+                    && within(conf.next_upstream_timeout, started);
+                if !more {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(r) = stale(ctx, &mut fill, last_status, true) {
+        return r;
+    }
+    crate::http::handler::finish_error(ctx, last_status)
+}
+
+/// `proxy_cache_use_stale` (and the entry's own `stale-if-error`): the
+/// expired entry answers instead of an origin that failed (`failed`: no
+/// usable answer; 504 counts as `timeout`, other failures as `error` and
+/// `invalid_header`) or answered with one of the listed statuses.
+fn stale<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    fill: &mut Option<crate::http::cache::serve::Fill>,
+    status: u16,
+    failed: bool,
+) -> Option<Response<'c>> {
+    let use_stale = crate::http::cache::conf::of(ctx.conf).use_stale;
+    let f = fill.as_mut()?;
+    let entry = f.stale.as_ref()?;
+    let by_conf = if failed {
+        if status == 504 { use_stale.timeout } else { use_stale.error || use_stale.invalid_header }
+    } else {
+        use_stale.on_status(status)
+    };
+    let m = &entry.found.meta;
+    let by_entry = (failed || status >= 500)
+        && m.stale_error > 0
+        && crate::http::cache::manager::now() <= m.valid_until.saturating_add(m.stale_error as i64);
+    if !(by_conf || by_entry) {
+        return None;
+    }
+    let s = f.stale.take()?;
+    ctx.cache_status = Some(crate::http::cache::serve::STALE);
+    Some(crate::http::cache::deliver::from_file(ctx, s.found))
+}
+
+/// nginx's 499: the client closed the connection (or reset its HTTP/2
+/// stream) before the origin answered; the origin connection is closed too
+/// (its request abandoned). The error-log line is nginx's for each way of
+/// leaving; an HTTP/2 connection's end is logged by the connection.
+fn client_closed<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    left: Option<ClientLeft>,
+    when: &str,
+    peer: Option<&str>,
+) -> Response<'c> {
+    let suffix = match peer {
+        Some(p) => upstream_suffix(ctx, p),
+        None => ctx.log_suffix(),
+    };
+    let how = match left {
+        Some(ClientLeft::Ended) => None,
+        Some(ClientLeft::Reset(h2::Reason::CANCEL, id)) => Some(format!("client canceled stream {id}")),
+        Some(ClientLeft::Reset(h2::Reason::INTERNAL_ERROR, id)) => {
+            Some(format!("client terminated stream {id} due to internal error"))
+        }
+        Some(ClientLeft::Reset(reason, id)) => {
+            Some(format!("client terminated stream {id} with status {}", u32::from(reason)))
+        }
+        Some(ClientLeft::Closed) | None => Some(
+            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too"
+                .to_string(),
+        ),
+    };
+    if let Some(how) = how {
+        log_to!(ctx.conf.error_log, Level::Info, "*{} {} {}, {}", ctx.conn.id, how, when, suffix);
+    }
+    let mut r = Response::new(499);
+    r.close = true;
+    r
+}
+
+/// Counts a failure against the peer, with nginx's warning when that takes
+/// it out for fail_timeout.
+fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: usize) {
+    if w.proxy.borrow_mut().get(u).done(peer, true) {
+        let name = u.peers.get(peer).map_or("", |p| &*p.name);
+        log_to!(
+            ctx.conf.error_log,
+            Level::Warn,
+            "*{} upstream server temporarily disabled while connecting to upstream, {}",
+            ctx.conn.id,
+            upstream_suffix(ctx, name)
+        );
+    }
+}
+
+fn within(limit: Duration, started: Instant) -> bool {
+    limit.is_zero() || crate::clock::mono().saturating_duration_since(started) < limit
+}
+
+pub(crate) fn ms(t: Instant) -> u64 {
+    crate::clock::since_ms(t)
+}
+
+/// The request for the origin: its start, how its body is framed, and the
+/// protocol the response is read with.
+struct Sent<'a> {
+    head: &'a [u8],
+    framing: SendFraming,
+    protocol: Protocol,
+}
+
+/// One try against one peer. A reused idle connection that turns out closed
+/// is replaced by a fresh one without counting a failure.
+#[allow(clippy::too_many_arguments)]
+async fn attempt(
+    w: &WorkerCtx,
+    ctx: &mut ReqCtx<'_, '_>,
+    pass: &ProxyPass,
+    peer: usize,
+    req: &Sent<'_>,
+    client: &mut Client<'_>,
+    head_request: bool,
+    started: Instant,
+) -> Attempt {
+    let u = &pass.upstream;
+    let p = &u.peers[peer];
+    let lc: &crate::config::model::LocConf = ctx.conf;
+    let conf = up_conf(lc);
+    let next = conf.next_upstream;
+    ctx.upstream.addr.push(p.name.clone());
+    let t0 = crate::clock::mono();
+    // A connection that began with a PROXY line belongs to one client:
+    // never taken from (or given back to) the pool.
+    let pp = lc_proxy_protocol(ctx);
+    let idle = if pp { None } else { w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0) };
+    let reused = idle.is_some();
+    let bind = conf.bind.as_deref().filter(|_| idle.is_none() && p.unix.is_none());
+    let bound = match bind.and_then(|b| crate::upstream::bind::local(ctx, b)) {
+        Some(local) => match crate::upstream::bind::socket(p.addr, local) {
+            Ok(s) => Some(s),
+            Err(why) => return Attempt::Bind(why),
+        },
+        None => None,
+    };
+    let (mut stream, requests) = match idle {
+        Some(s) => s,
+        None => match crate::clock::timeout(conf.connect_timeout, connect(p, bound)).await {
+            Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), 0),
+            Ok(Ok(Connected::Tcp(mut s))) => {
+                let _ = s.set_nodelay(true);
+                if pp {
+                    use tokio::io::AsyncWriteExt;
+                    let line = crate::http::connection::proxy_protocol::v1_line(ctx.client(), ctx.conn.local);
+                    if let Err(e) = s.write_all(&line).await {
+                        log_upstream(
+                            ctx,
+                            p,
+                            &format!(
+                                "send() failed ({}) while sending PROXY protocol header to upstream",
+                                os_error(&e)
+                            ),
+                        );
+                        push_times(ctx, 502, None, None, started);
+                        return Attempt::Failed { status: 502, next: next.error, sent: false };
+                    }
+                }
+                if !pass.tls {
+                    (UpStream::Plain(s), 0)
+                } else {
+                    // Boxed: the handshake's state is large, and only a new
+                    // connection needs it (the request's future stays small).
+                    match Box::pin(tls_connect(w, ctx, pass, s)).await {
+                        Ok(t) => (UpStream::Tls(Box::new(t)), 0),
+                        Err(why) => {
+                            log_upstream(ctx, p, &format!("{} while SSL handshaking to upstream", why));
+                            push_times(ctx, 502, None, None, started);
+                            return Attempt::Failed { status: 502, next: next.error, sent: false };
+                        }
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                // A unix socket fails at once, where nginx names it; a TCP
+                // connect fails later, in nginx's words without the name.
+                let to = if p.unix.is_some() { format!(" to {}", p.name) } else { String::new() };
+                log_upstream(
+                    ctx,
+                    p,
+                    &format!("connect(){} failed ({}) while connecting to upstream", to, os_error(&e)),
+                );
+                push_times(ctx, 502, None, None, started);
+                return Attempt::Failed { status: 502, next: next.error, sent: false };
+            }
+            Err(_) => {
+                log_timeout(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
+                push_times(ctx, 504, None, None, started);
+                return Attempt::Failed { status: 504, next: next.timeout, sent: false };
+            }
+        },
+    };
+    let connect_ms = ms(t0);
+    let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
+    let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
+    let outcome = exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await;
+    match outcome {
+        Ok(head) => {
+            ctx.upstream.status.push(head.status);
+            ctx.upstream.connect_ms.push(Some(connect_ms));
+            let header_ms = ms(t0);
+            w.proxy.borrow_mut().get(u).responded(header_ms);
+            ctx.upstream.header_ms.push(Some(header_ms));
+            ctx.upstream.response_ms.push(Some(header_ms));
+            // The body's bytes are counted as they pass (`finish_body`).
+            ctx.upstream.response_len.push(0);
+            ctx.upstream.bytes_received.push(head.head_len as u64);
+            // The buffer goes on with what followed the head (no copy into
+            // a new allocation).
+            buf.drain(..head.head_len);
+            Attempt::Ok(head, stream, buf, requests + 1, t0)
+        }
+        Err(e) => {
+            let closed = match &e {
+                ExchangeError::Closed => true,
+                ExchangeError::Io(_, err) => err.kind() == std::io::ErrorKind::ConnectionReset,
+                _ => false,
+            };
+            // As nginx, only where `proxy_next_upstream` allows a retry
+            // after an error: the origin may have read the request before
+            // it closed, so a POST is not sent again unless non_idempotent.
+            let may_repeat = next.error && (method_idempotent(ctx.req.method) || next.non_idempotent);
+            if reused && closed && may_repeat && buf.is_empty() && !client.body_spent() {
+                // The origin closed the idle connection as we reused it:
+                // try once more on a new connection, not counted as a try.
+                // Every idle connection to this peer is likely as stale.
+                ctx.upstream.addr.pop();
+                w.proxy.borrow_mut().get(u).idle.retain(|c| c.peer != peer);
+                return Box::pin(attempt(w, ctx, pass, peer, req, client, head_request, started)).await;
+            }
+            let (status, why, go_next) = match e {
+                ExchangeError::Client(e) => return Attempt::Client(e),
+                ExchangeError::Gone(when) => {
+                    push_times(ctx, 499, Some(connect_ms), None, started);
+                    return Attempt::Gone(when);
+                }
+                ExchangeError::Timeout(what) => {
+                    (504, format!("upstream timed out (110: Connection timed out) while {}", what), next.timeout)
+                }
+                ExchangeError::Closed => (
+                    502,
+                    "upstream prematurely closed connection while reading response header from upstream".into(),
+                    next.error,
+                ),
+                ExchangeError::Io(what, err) => {
+                    (502, format!("{} failed ({}) while {}", what.0, os_error(&err), what.1), next.error)
+                }
+                ExchangeError::Invalid(why) if why.is_empty() => (502, String::new(), next.invalid_header),
+                ExchangeError::Invalid(why) => {
+                    (502, format!("{} while reading response header from upstream", why), next.invalid_header)
+                }
+            };
+            // An empty reason was logged already (FastCGI's stderr caught
+            // by fastcgi_catch_stderr).
+            if status == 504 {
+                log_timeout(ctx, p, &why);
+            } else if !why.is_empty() {
+                log_upstream(ctx, p, &why);
+            }
+            push_times(ctx, status, Some(connect_ms), None, started);
+            Attempt::Failed { status, next: go_next, sent: true }
+        }
+    }
+}
+
+fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, header: Option<u64>, started: Instant) {
+    ctx.upstream.status.push(status);
+    ctx.upstream.connect_ms.push(connect);
+    ctx.upstream.header_ms.push(header);
+    ctx.upstream.response_ms.push(Some(ms(started)));
+    ctx.upstream.response_len.push(0);
+    ctx.upstream.bytes_received.push(0);
+}
+
+enum ExchangeError {
+    Client(crate::http::connection::body::BodyError),
+    Gone(&'static str),
+    Timeout(&'static str),
+    Closed,
+    Io((&'static str, &'static str), std::io::Error),
+    /// A bad response head; empty when the reason was logged already.
+    Invalid(std::borrow::Cow<'static, str>),
+}
+
+/// Sends the request and reads the response head into `buf`.
+async fn exchange(
+    stream: &mut UpStream,
+    req: &Sent<'_>,
+    client: &mut Client<'_>,
+    buf: &mut Vec<u8>,
+    conf: &UpstreamConf,
+    reader: &mut HeadReader,
+) -> Result<response_head::ResponseHead, ExchangeError> {
+    let watch = !conf.ignore_client_abort;
+    match request_body::send(stream, req.head, client, req.framing, conf.send_timeout).await {
+        Err(SendError::Client(e)) => return Err(ExchangeError::Client(e)),
+        Err(SendError::Origin(None)) => return Err(ExchangeError::Timeout("sending request to upstream")),
+        Err(SendError::Origin(Some(e)))
+            if e.kind() == std::io::ErrorKind::BrokenPipe || e.kind() == std::io::ErrorKind::ConnectionReset =>
+        {
+            return Err(ExchangeError::Closed);
+        }
+        Err(SendError::Origin(Some(e))) => {
+            return Err(ExchangeError::Io(("writev()", "sending request to upstream"), e));
+        }
+        Ok(()) => {}
+    }
+    // proxy_buffer_size bounds the response head, as in nginx.
+    let limit = conf.buffer_size.max(1024);
+    loop {
+        // Nothing to parse before the first read.
+        let parsed = if buf.is_empty() { Ok(None) } else { reader.parse(buf, conf) };
+        match parsed {
+            Ok(Some(h)) if h.status >= 100 && h.status < 200 && h.status != 101 && reader.http_shaped() => {
+                // Interim responses (100 Continue) are skipped.
+                buf.drain(..h.head_len);
+                continue;
+            }
+            // A head that came whole in one read is held to the same bound
+            // as one that came in pieces (the buffer, reused from a location
+            // with a larger proxy_buffer_size, may hold more than `limit`).
+            Ok(Some(h)) if h.head_len > limit && reader.http_shaped() => {
+                return Err(ExchangeError::Invalid("upstream sent too big header".into()));
+            }
+            Ok(Some(h)) => return Ok(h),
+            Ok(None) => {}
+            Err(HeadError::Invalid(why)) => return Err(ExchangeError::Invalid(why.into())),
+            Err(HeadError::Protocol(why)) => return Err(ExchangeError::Invalid(why.into())),
+            Err(HeadError::Incomplete) => return Err(ExchangeError::Closed),
+        }
+        if buf.len() >= limit {
+            return Err(ExchangeError::Invalid("upstream sent too big header".into()));
+        }
+        buf.reserve(limit - buf.len());
+        let read = tokio::select! {
+            biased;
+            r = crate::clock::timeout(conf.read_timeout, tokio::io::AsyncReadExt::read_buf(stream, buf)) => r,
+            _ = client.gone(), if watch => {
+                // nginx names the phase "sending request" until the
+                // origin's first byte, and so does this line.
+                return Err(ExchangeError::Gone("while sending request to upstream"));
+            }
+        };
+        match read {
+            Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
+            Ok(Ok(0)) => return Err(ExchangeError::Closed),
+            Ok(Ok(_)) => {}
+            // A reset is logged with its errno, as nginx does.
+            Ok(Err(e)) => return Err(ExchangeError::Io(("recv()", "reading response header from upstream"), e)),
+        }
+    }
+}
+
+/// nginx's `proxy_redirect default`: a Location pointing at the proxied
+/// URL is rewritten to the location the client used.
+fn rewrite_location(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, v: &[u8]) -> Vec<u8> {
+    let rules: Vec<(String, String)> = match &ctx.conf.proxy.redirect {
+        Redirect::Off => return v.to_vec(),
+        Redirect::Default => {
+            let from =
+                format!("http://{}{}", pass.proxy_host, String::from_utf8_lossy(pass.uri.as_deref().unwrap_or(b"/")));
+            let to = match pass.uri {
+                Some(_) => {
+                    String::from_utf8_lossy(&ctx.req.path[..pass.location_len.min(ctx.req.path.len())]).into_owned()
+                }
+                None => "/".to_string(),
+            };
+            vec![(from, to)]
+        }
+        Redirect::Rules(r) => r.clone(),
+    };
+    for (from, to) in rules {
+        if let Some(rest) = v.strip_prefix(from.as_bytes()) {
+            let mut out = to.into_bytes();
+            out.extend_from_slice(rest);
+            // nginx sends the rewritten Location absolute, as its own.
+            return crate::http::handler::ret::absolute_location(ctx, &out);
+        }
+    }
+    v.to_vec()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_response<'c>(
+    w: &WorkerCtx,
+    ctx: &mut ReqCtx<'c, '_>,
+    pass: &ProxyPass,
+    head: response_head::ResponseHead,
+    stream: UpStream,
+    rest: Vec<u8>,
+    release: Release,
+    fill: Option<crate::http::cache::serve::Fill>,
+) -> Response<'c> {
+    let mut resp = Response::new(head.status);
+    resp.content_type = head.content_type;
+    resp.headers = head.headers;
+    for (n, v) in resp.headers.iter_mut() {
+        match pass.protocol {
+            Protocol::Http if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") => {
+                *v = rewrite_location(ctx, pass, v).into();
+            }
+            Protocol::Http if n.eq_ignore_ascii_case("set-cookie") && ctx.conf.proxy.cookie.active() => {
+                if let Some(new) = cookie::rewrite(ctx, v) {
+                    *v = new.into();
+                }
+            }
+            // FastCGI's Location goes as the script wrote it (nginx keeps
+            // an upstream's relative Location relative too).
+            _ => {}
+        }
+    }
+    let conf = up_conf(ctx.conf);
+    let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
+    body.release = Some(release);
+    body.buffering = head.accel_buffering.unwrap_or(conf.buffering);
+    body.limit_rate = (body.buffering && conf.limit_rate > 0).then(|| (conf.limit_rate, crate::clock::mono()));
+    if conf.intercept_errors && resp.status >= 300 && crate::http::handler::has_error_page(ctx, resp.status) {
+        // The origin's body is not wanted: its connection is not reusable
+        // unless read to the end, so it is closed; the peer answered, so it
+        // did not fail, and its connection count and queue slot come back.
+        release_as(w, &mut body, false);
+        return crate::http::handler::finish_error(ctx, resp.status);
+    }
+    if let Some(mut f) = fill {
+        body.cache =
+            crate::http::cache::serve::writer_for(ctx, &mut f, &resp, head.accel_expires.as_deref(), body.buffering);
+        // A response being stored is answered as a hit would be
+        // (conditionals and ranges), as nginx's filters treat it.
+        if body.cache.is_some()
+            && let Some(status) = crate::http::cache::deliver::on_miss(ctx, &mut resp, &mut body)
+        {
+            let mut r = crate::http::handler::finish_error(ctx, status);
+            if status == 416 {
+                let mut cr = Vec::with_capacity(24);
+                crate::http::range::unsatisfied_range(body.known_len().unwrap_or(0), &mut cr);
+                r.content_range = Some(cr);
+            }
+            // The origin's body (and its entry) is dropped with `body`.
+            return r;
+        }
+    }
+    resp.body = Body::Upstream(Box::new(body));
+    crate::http::handler::finish_proxied(ctx, resp)
+}
+
+pub use finish::{drain, fill_rest, finish_body, release, release_as, settle_orphans, tunnel};

@@ -1,0 +1,381 @@
+//! The request body on its way to the origin: either buffered whole first
+//! (nginx's `proxy_request_buffering on`, in memory or a temporary file, so
+//! a failed peer can be retried with it), or read from the client while it
+//! is written to the origin (`proxy_request_buffering off`), with
+//! backpressure both ways and a bounded buffer: the origin's pace sets the
+//! client's.
+
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use super::upstream_tls::UpStream;
+use crate::http::connection::body::BodyError;
+use crate::http::connection::h1::chunked::Decoder;
+use crate::http::connection::sock::Sock;
+use crate::http::connection::spool::{self, Spooled};
+
+/// How much of a body moves per read and write.
+const PIECE: usize = 64 * 1024;
+
+pub enum ReqBody {
+    Buffered(Spooled),
+    Streamed(ClientBody),
+}
+
+/// The client's side of a proxied request: its body, and what is watched
+/// for the client leaving while the origin works (nginx's
+/// `proxy_ignore_client_abort off`): its HTTP/1 connection, which a
+/// streamed body is also read from, or its HTTP/2 stream.
+pub struct Client<'s> {
+    pub sock: Option<&'s mut Sock>,
+    /// An HTTP/2 stream: a RST_STREAM from the client, or the end of its
+    /// connection, means it left (nginx sets `error` on the stream's fake
+    /// connection and the upstream's broken-connection check sees it).
+    pub stream: Option<&'s mut h2::server::SendResponse<bytes::Bytes>>,
+    pub body: ReqBody,
+    /// How the client left, once `gone` saw it.
+    pub left: Option<ClientLeft>,
+}
+
+/// How a client left, for nginx's wording of the error-log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientLeft {
+    /// An HTTP/1 connection closed.
+    Closed,
+    /// An HTTP/2 stream reset by the client: its reason and stream id.
+    Reset(h2::Reason, u32),
+    /// An HTTP/2 stream whose connection ended (logged by the connection).
+    Ended,
+}
+
+impl<'s> Client<'s> {
+    /// An HTTP/1 client: its connection and its body.
+    pub fn h1(sock: &'s mut Sock, body: ReqBody) -> Self {
+        Client { sock: Some(sock), stream: None, body, left: None }
+    }
+
+    /// An HTTP/2 stream and its body, already read whole.
+    pub fn h2(stream: &'s mut h2::server::SendResponse<bytes::Bytes>, body: Spooled) -> Self {
+        Client { sock: None, stream: Some(stream), body: ReqBody::Buffered(body), left: None }
+    }
+
+    /// No body and nobody to watch: requests sluice makes on its own
+    /// (cache refreshes, auth_request, mirrors), which no client can abort.
+    pub fn detached() -> Self {
+        Client { sock: None, stream: None, body: ReqBody::Buffered(Spooled::Memory(Vec::new())), left: None }
+    }
+
+    /// Some of a streamed body went to an origin: no other peer can have it.
+    pub fn body_spent(&self) -> bool {
+        matches!(&self.body, ReqBody::Streamed(c) if c.started)
+    }
+
+    /// Resolves when the client has closed its connection or reset its
+    /// stream, noting how in `left`.
+    pub async fn gone(&mut self) {
+        if let Some(s) = self.sock.as_deref_mut() {
+            s.peer_closed().await;
+            self.left = Some(ClientLeft::Closed);
+            return;
+        }
+        if let Some(r) = self.stream.as_deref_mut() {
+            let id = u32::from(r.stream_id());
+            self.left = Some(match std::future::poll_fn(|cx| r.poll_reset(cx)).await {
+                Ok(reason) => ClientLeft::Reset(reason, id),
+                Err(_) => ClientLeft::Ended,
+            });
+            return;
+        }
+        std::future::pending().await
+    }
+}
+
+/// How the body is framed towards the origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendFraming {
+    None,
+    Length(u64),
+    /// A streamed body of unknown length, re-chunked (HTTP/1.1 origins only).
+    Chunked,
+    /// FastCGI: the body in STDIN records, ended by an empty one (sent
+    /// even when there is no body).
+    Records,
+}
+
+enum Left {
+    Length(u64),
+    Chunked(Decoder),
+}
+
+/// A body still arriving from an HTTP/1 client.
+pub struct ClientBody {
+    /// Read from the client, not yet passed on.
+    pending: Vec<u8>,
+    left: Left,
+    max: u64,
+    timeout: Duration,
+    /// Some of the body went to an origin: no other peer can have it.
+    pub started: bool,
+    pub done: bool,
+    /// Bytes that followed the body (a pipelined request).
+    pub extra: Vec<u8>,
+}
+
+/// Why sending the request failed.
+pub enum SendError {
+    /// The origin side: (errno text or timeout, whether it timed out).
+    Origin(Option<std::io::Error>),
+    /// The client side of a streamed body (the request ends with the
+    /// status given; the client connection closes).
+    Client(BodyError),
+}
+
+impl ClientBody {
+    /// `initial` is what arrived with the head; `length` is the
+    /// Content-Length, or None for a chunked body.
+    pub fn new(initial: &[u8], length: Option<u64>, max: u64, timeout: Duration) -> Self {
+        let left = match length {
+            Some(n) => Left::Length(n),
+            None => Left::Chunked(Decoder::default()),
+        };
+        let done = matches!(left, Left::Length(0));
+        ClientBody { pending: initial.to_vec(), left, max, timeout, started: false, done, extra: Vec::new() }
+    }
+
+    /// Content-Length when the client sent one, else re-chunked.
+    pub fn framing(&self) -> SendFraming {
+        match &self.left {
+            Left::Length(n) => SendFraming::Length(*n),
+            Left::Chunked(_) => SendFraming::Chunked,
+        }
+    }
+
+    /// The next piece of the body, framed for the origin, into `out`
+    /// (empty once the body is complete).
+    async fn next(&mut self, sock: &mut Sock, out: &mut Vec<u8>, framing: SendFraming) -> Result<(), BodyError> {
+        loop {
+            if self.done {
+                return Ok(());
+            }
+            if !self.pending.is_empty() {
+                match &mut self.left {
+                    Left::Length(n) => {
+                        let take = (*n).min(self.pending.len() as u64) as usize;
+                        out.extend_from_slice(&self.pending[..take]);
+                        *n -= take as u64;
+                        self.pending.drain(..take);
+                        if *n == 0 {
+                            self.done = true;
+                            self.extra = std::mem::take(&mut self.pending);
+                        }
+                        return Ok(());
+                    }
+                    Left::Chunked(d) => {
+                        let mut data = Vec::new();
+                        let used = d.feed(&self.pending, |b| data.extend_from_slice(b)).map_err(|_| BodyError {
+                            status: 400,
+                            reason: "client sent invalid chunked body".into(),
+                        })?;
+                        self.pending.drain(..used);
+                        if self.max > 0 && d.total > self.max {
+                            return Err(BodyError {
+                                status: 413,
+                                reason: format!("client intended to send too large chunked body: {} bytes", d.total),
+                            });
+                        }
+                        if !data.is_empty() {
+                            if framing == SendFraming::Chunked {
+                                out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                                out.extend_from_slice(&data);
+                                out.extend_from_slice(b"\r\n");
+                            } else {
+                                out.extend_from_slice(&data);
+                            }
+                        }
+                        if d.is_done() {
+                            self.done = true;
+                            if framing == SendFraming::Chunked {
+                                out.extend_from_slice(b"0\r\n\r\n");
+                            }
+                            self.extra = std::mem::take(&mut self.pending);
+                        }
+                        if !out.is_empty() || self.done {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            self.pending.reserve(PIECE);
+            match crate::clock::timeout(self.timeout, sock.read_some(&mut self.pending)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(_) => {
+                    return Err(BodyError { status: 400, reason: "client prematurely closed connection".into() });
+                }
+                Err(_) => {
+                    return Err(BodyError {
+                        status: 408,
+                        reason: "client timed out (110: Connection timed out)".into(),
+                    });
+                }
+            }
+        }
+    }
+}
+
+async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration) -> Result<(), SendError> {
+    // A request usually fits the socket buffer: write it without setting
+    // up a timer, which only a write that must wait needs.
+    while !data.is_empty() {
+        let r = match stream {
+            UpStream::Plain(s) => s.try_write(data),
+            UpStream::Unix(s) => s.try_write(data),
+            UpStream::Tls(_) => break,
+        };
+        match r {
+            Ok(0) => return Err(SendError::Origin(Some(std::io::ErrorKind::WriteZero.into()))),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(SendError::Origin(Some(e))),
+        }
+    }
+    if data.is_empty() {
+        return Ok(());
+    }
+    match crate::clock::timeout(t, stream.write_all(data)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(SendError::Origin(Some(e))),
+        Err(_) => Err(SendError::Origin(None)),
+    }
+}
+
+/// Writes the request head, then the body, to the origin.
+pub async fn send(
+    stream: &mut UpStream,
+    head: &[u8],
+    client: &mut Client<'_>,
+    framing: SendFraming,
+    t: Duration,
+) -> Result<(), SendError> {
+    if framing == SendFraming::Records {
+        return send_records(stream, head, client, t).await;
+    }
+    match &mut client.body {
+        ReqBody::Buffered(Spooled::Memory(m)) if m.is_empty() => write(stream, head, t).await,
+        ReqBody::Buffered(Spooled::Memory(m)) if m.len() <= PIECE => {
+            // One write for a small request, head and body together.
+            let mut all = Vec::with_capacity(head.len() + m.len());
+            all.extend_from_slice(head);
+            all.extend_from_slice(m);
+            write(stream, &all, t).await
+        }
+        ReqBody::Buffered(b) => {
+            write(stream, head, t).await?;
+            let mut buf = vec![0u8; PIECE];
+            let mut off = 0u64;
+            while off < b.len() {
+                let n = spool::read_at(b, off, &mut buf).map_err(|e| SendError::Origin(Some(e)))?;
+                if n == 0 {
+                    break;
+                }
+                write(stream, &buf[..n], t).await?;
+                off += n as u64;
+            }
+            Ok(())
+        }
+        ReqBody::Streamed(c) => {
+            let Some(sock) = client.sock.as_deref_mut() else {
+                return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
+            };
+            write(stream, head, t).await?;
+            let mut piece = Vec::with_capacity(PIECE + 32);
+            loop {
+                piece.clear();
+                c.next(sock, &mut piece, framing).await.map_err(SendError::Client)?;
+                if piece.is_empty() && c.done {
+                    return Ok(());
+                }
+                c.started = true;
+                write(stream, &piece, t).await?;
+                if c.done {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// [`send`] for FastCGI: the body goes in STDIN records, piece by piece as
+/// it is read (from memory, the temporary file, or the client), and an
+/// empty STDIN record ends it.
+async fn send_records(
+    stream: &mut UpStream,
+    head: &[u8],
+    client: &mut Client<'_>,
+    t: Duration,
+) -> Result<(), SendError> {
+    use crate::http::fastcgi::record;
+    let mut out = Vec::with_capacity(head.len() + 64);
+    out.extend_from_slice(head);
+    match &mut client.body {
+        ReqBody::Buffered(Spooled::Memory(m)) if m.len() <= PIECE => {
+            // One write for a small request.
+            record::stdin(&mut out, m);
+            record::end_stdin(&mut out);
+            write(stream, &out, t).await
+        }
+        ReqBody::Buffered(b) => {
+            write(stream, &out, t).await?;
+            let mut buf = vec![0u8; PIECE];
+            let mut off = 0u64;
+            while off < b.len() {
+                let n = spool::read_at(b, off, &mut buf).map_err(|e| SendError::Origin(Some(e)))?;
+                if n == 0 {
+                    break;
+                }
+                out.clear();
+                record::stdin(&mut out, &buf[..n]);
+                write(stream, &out, t).await?;
+                off += n as u64;
+            }
+            out.clear();
+            record::end_stdin(&mut out);
+            write(stream, &out, t).await
+        }
+        ReqBody::Streamed(c) => {
+            let Some(sock) = client.sock.as_deref_mut() else {
+                return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
+            };
+            write(stream, &out, t).await?;
+            let mut piece = Vec::with_capacity(PIECE);
+            loop {
+                piece.clear();
+                c.next(sock, &mut piece, SendFraming::Records).await.map_err(SendError::Client)?;
+                out.clear();
+                if !piece.is_empty() {
+                    c.started = true;
+                    record::stdin(&mut out, &piece);
+                }
+                if c.done {
+                    record::end_stdin(&mut out);
+                }
+                write(stream, &out, t).await?;
+                if c.done {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// nginx's `$request_body`: a body read whole into memory (not one in a
+/// temp file, not one streamed, not an empty one), copied into the
+/// request's context when some template reads the variable.
+pub fn keep_for_variable(ctx: &mut crate::http::handler::ctx::ReqCtx<'_, '_>, body: &ReqBody) {
+    if crate::variables::request_body_used()
+        && let ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(b)) = body
+        && !b.is_empty()
+    {
+        ctx.request_body = Some(b.clone());
+    }
+}
