@@ -352,7 +352,7 @@ fn one_gigabyte_object_streams_through_with_bounded_memory() {
             * 1024
     };
     assert_eq!(s.get("/small-warmup").status, 404);
-    let before = hwm(s.pid());
+    let before = hwm(s.serving_pid());
     let url = format!("http://127.0.0.1:{}/big.bin", s.port);
     for want in ["MISS", "HIT"] {
         let out = std::process::Command::new("curl")
@@ -364,7 +364,7 @@ fn one_gigabyte_object_streams_through_with_bounded_memory() {
         assert!(text.ends_with(&GB.to_string()), "{text}");
     }
     if !nginx_mode() {
-        let growth = hwm(s.pid()).saturating_sub(before);
+        let growth = hwm(s.serving_pid()).saturating_sub(before);
         assert!(growth < 64 << 20, "peak RSS grew by {} MB", growth >> 20);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -398,7 +398,7 @@ fn reload_keeps_the_cache() {
         assert_eq!(get(&s, &format!("/k{i}")), ("HIT".to_string(), b.clone()));
     }
     let managers = || {
-        let tasks = std::fs::read_dir(format!("/proc/{}/task", s.pid())).unwrap();
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", s.serving_pid())).unwrap();
         tasks
             .flatten()
             .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "cache one"))

@@ -293,7 +293,7 @@ fn worker_priority_sets_the_workers_nice_value() {
     let s = builder().main("worker_priority 5;").http("server { listen 127.0.0.1:{port}; }").start();
     // Answered: a worker thread is running.
     assert!(s.get("/").status > 0);
-    let tasks = fs::read_dir(format!("/proc/{}/task", s.pid())).unwrap();
+    let tasks = fs::read_dir(format!("/proc/{}/task", s.serving_pid())).unwrap();
     let mut workers = 0;
     for t in tasks.flatten() {
         let stat = fs::read_to_string(t.path().join("stat")).unwrap_or_default();

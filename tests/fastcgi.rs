@@ -308,7 +308,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 fn a_large_response_streams_with_bounded_memory() {
     let fpm = Fpm::start();
     let s = server(&fpm, "");
-    let before = peak_rss_kib(s.pid());
+    let before = peak_rss_kib(s.serving_pid());
     // Read slowly at first so the server has to hold back (backpressure).
     let mut c = Conn::connect(s.port);
     c.send(b"GET /big.php?mb=20 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
@@ -336,7 +336,7 @@ fn a_large_response_streams_with_bounded_memory() {
         assert!(block.iter().all(|&b| b == b'a' + (i % 26) as u8), "block {i}");
     }
     if prog() == "sluice" {
-        let grown = peak_rss_kib(s.pid()).saturating_sub(before);
+        let grown = peak_rss_kib(s.serving_pid()).saturating_sub(before);
         // The proxy's read-ahead (8 x 4k buffers, then a temporary file)
         // bounds what a response holds in memory: far below its 20 MB.
         assert!(grown < 8 * 1024, "peak RSS grew by {grown} KiB for a 20 MB response");

@@ -166,7 +166,7 @@ fn write_all_until_error(c: &mut h2::Conn, data: &[u8], piece: usize) -> (usize,
 #[test]
 fn rapid_reset() {
     let mut s = start();
-    let rss = RssSampler::start(s.pid());
+    let rss = RssSampler::start(s.serving_pid());
     let mut c = h2::Conn::open(s.port);
     let reader = c.spawn_reader();
     let block = h2::get_block("/small.txt");
@@ -222,7 +222,7 @@ fn continuation_flood() {
     const FRAME: usize = 16384;
     const ALLOWED: usize = 64 * 1024;
     let mut s = start();
-    let rss = RssSampler::start(s.pid());
+    let rss = RssSampler::start(s.serving_pid());
     let mut c = h2::Conn::open(s.port);
     let reader = c.spawn_reader();
 
@@ -328,7 +328,7 @@ fn oversized_header_blocks() {
 #[test]
 fn hpack_bomb() {
     let mut s = start();
-    let rss = RssSampler::start(s.pid());
+    let rss = RssSampler::start(s.serving_pid());
     let mut c = h2::Conn::open(s.port);
     let reader = c.spawn_reader();
     let mut block = h2::get_block("/small.txt");
@@ -383,7 +383,7 @@ fn aftermath(c: &mut h2::Conn) -> String {
 #[test]
 fn settings_flood() {
     let mut s = start();
-    let rss = RssSampler::start(s.pid());
+    let rss = RssSampler::start(s.serving_pid());
     let mut c = h2::Conn::open(s.port);
     let one = h2::settings_frame(&[(h2::SETTINGS_INITIAL_WINDOW_SIZE, 65535)]);
     let how = flood_without_reading(&mut c, &one, 100_000);
@@ -402,7 +402,7 @@ fn settings_flood() {
 #[test]
 fn ping_flood() {
     let mut s = start();
-    let rss = RssSampler::start(s.pid());
+    let rss = RssSampler::start(s.serving_pid());
     let mut c = h2::Conn::open(s.port);
     let how = flood_without_reading(&mut c, &h2::ping_frame(*b"flooding"), 100_000);
     // The server may still be working through the flood: keep sampling

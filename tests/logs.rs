@@ -333,7 +333,7 @@ fn error_log_level_filtering() {
 fn error_log_line_format() {
     let mut s = level_server("error");
     assert_eq!(s.get("/missing.txt").status, 404);
-    let pid = s.pid();
+    let pid = s.serving_pid();
     assert!(s.quit().success());
     let log = s.error_log();
     let line = line_with(&log, "missing.txt");

@@ -143,9 +143,12 @@ fn passwd(user: &str) -> Vec<String> {
     ok(&format!("getent passwd {user}")).trim().split(':').map(String::from).collect()
 }
 
-/// Real uids of the server's worker threads.
+/// Real uids of the server's worker threads (in the master's serving
+/// process).
 fn worker_uids(pid: u32) -> Vec<u32> {
     let mut uids = Vec::new();
+    let kids = fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let pid = kids.split_whitespace().next().and_then(|k| k.parse().ok()).unwrap_or(pid);
     for t in fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default() {
         let comm = fs::read_to_string(t.path().join("comm")).unwrap_or_default();
         if comm.starts_with("sluice-w") {

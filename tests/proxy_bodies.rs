@@ -449,7 +449,7 @@ fn a_gigabyte_each_way_with_bounded_memory() {
     let a = Sink::start();
     let s = server(&[&a]);
     let gib: u64 = 1 << 30;
-    let pid = s.pid();
+    let pid = s.serving_pid();
     let before = peak_rss_kib(pid);
     let t = Instant::now();
     for path in ["/stream/big", "/buffered/big"] {

@@ -88,7 +88,7 @@ fn workers_serve_as_the_configured_user_and_the_master_stays_root() {
         .start();
     fs::set_permissions(s.prefix.join("html/secret.txt"), fs::Permissions::from_mode(0o600)).unwrap();
 
-    let ws = settled_workers(s.pid(), |ws| ws.len() == 2);
+    let ws = settled_workers(s.serving_pid(), |ws| ws.len() == 2);
     assert_eq!(ws.len(), 2, "workers: {ws:?}");
     assert!(ws.iter().all(|(_, uid)| *uid == Some(NOBODY)), "workers must run as nobody: {ws:?}");
     assert_eq!(master_uid(s.pid()), Some(0), "the master keeps root (to bind and reopen on reload)");
@@ -123,7 +123,7 @@ fn workers_serve_as_the_configured_user_and_the_master_stays_root() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(s.get("/secret.txt").status, 403);
-    let ws = settled_workers(s.pid(), |ws| !ws.is_empty());
+    let ws = settled_workers(s.serving_pid(), |ws| !ws.is_empty());
     assert!(!ws.is_empty() && ws.iter().all(|(_, uid)| *uid == Some(NOBODY)), "after reload: {ws:?}");
 }
 
@@ -139,7 +139,7 @@ fn without_user_a_root_master_serves_as_nobody() {
         .file("html/secret.txt", "root only\n")
         .start();
     fs::set_permissions(s.prefix.join("html/secret.txt"), fs::Permissions::from_mode(0o600)).unwrap();
-    let ws = settled_workers(s.pid(), |ws| !ws.is_empty());
+    let ws = settled_workers(s.serving_pid(), |ws| !ws.is_empty());
     assert!(!ws.is_empty() && ws.iter().all(|(_, uid)| *uid == Some(NOBODY)), "workers: {ws:?}");
     assert_eq!(master_uid(s.pid()), Some(0));
     assert_eq!(s.get("/pub.txt").status, 200);

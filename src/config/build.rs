@@ -232,6 +232,7 @@ fn default_main(prefix: &Path) -> MainConf {
         user: None,
         worker_shutdown_timeout: None,
         worker_priority: None,
+        master_process: true,
     }
 }
 

@@ -60,6 +60,10 @@ pub struct MainConf {
     pub worker_shutdown_timeout: Option<Duration>,
     /// `worker_priority`: the workers' nice value.
     pub worker_priority: Option<i32>,
+    /// `master_process`: a supervising master process that keeps the
+    /// listeners and restarts the serving process if it dies (on, the
+    /// default), or one process (off, nginx's debugging mode).
+    pub master_process: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

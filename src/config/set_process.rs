@@ -15,10 +15,13 @@ use super::set_main::{arg, flag, invalid};
 use super::table::R;
 use super::value;
 
-/// `master_process on|off`: sluice always runs one process whose main
-/// thread supervises the workers; `off` changes nothing (documented).
-pub fn master_process(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
-    flag(d).map(|_| ())
+/// `master_process on|off`: with `on` (the default) a master process
+/// keeps the listening sockets and restarts the serving process that
+/// holds the worker threads if it dies (`process::supervisor`); `off` is
+/// one process, nginx's debugging mode.
+pub fn master_process(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+    m.master_process = flag(d)?;
+    Ok(())
 }
 
 /// `worker_shutdown_timeout time`: how long a retiring worker generation

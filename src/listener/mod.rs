@@ -23,6 +23,26 @@ struct Key {
     index: usize,
 }
 
+impl Key {
+    /// The text form the master process and the serving process exchange
+    /// with a socket (`process::supervisor`): `ADDR reuseport|shared INDEX`.
+    fn to_text(self) -> String {
+        format!("{} {} {}", self.addr, if self.reuseport { "reuseport" } else { "shared" }, self.index)
+    }
+
+    fn from_text(s: &str) -> Option<Key> {
+        let mut w = s.split(' ');
+        let addr = w.next()?.parse().ok()?;
+        let reuseport = match w.next()? {
+            "reuseport" => true,
+            "shared" => false,
+            _ => return None,
+        };
+        let index = w.next()?.parse().ok()?;
+        w.next().is_none().then_some(Key { addr, reuseport, index })
+    }
+}
+
 #[derive(Default)]
 pub struct ListenerSet {
     socks: Vec<(Key, TcpListener)>,
@@ -239,6 +259,34 @@ impl ListenerSet {
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.socks.iter().map(|(k, _)| k.addr).collect()
     }
+
+    /// Every socket with its key in text, for handing the set to another
+    /// process (the master keeps the serving process's sockets so that a
+    /// new serving process finds them after a crash).
+    pub fn export(&self) -> Vec<(String, std::os::fd::BorrowedFd<'_>)> {
+        use std::os::fd::AsFd;
+        self.socks.iter().map(|(k, l)| (k.to_text(), l.as_fd())).collect()
+    }
+
+    /// A set made of sockets another process exported; an entry whose key
+    /// does not parse is dropped (closed). `prepare` then reuses them by
+    /// key as it reuses a running set's.
+    pub fn import(items: Vec<(String, std::os::fd::OwnedFd)>) -> ListenerSet {
+        let socks = items
+            .into_iter()
+            .filter_map(|(k, fd)| {
+                let l = TcpListener::from(fd);
+                // Accept loops expect non-blocking listeners.
+                l.set_nonblocking(true).ok()?;
+                Some((Key::from_text(&k)?, l))
+            })
+            .collect();
+        ListenerSet { socks }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.socks.is_empty()
+    }
 }
 
 #[cfg(test)]
@@ -278,6 +326,26 @@ mod tests {
         let l = bind(&key, o).expect("bind");
         l.set_nonblocking(false).expect("blocking");
         l
+    }
+
+    #[test]
+    fn keys_round_trip_as_text() {
+        for k in [
+            Key { addr: "127.0.0.1:8080".parse().expect("addr"), reuseport: false, index: 0 },
+            Key { addr: "[::1]:443".parse().expect("addr"), reuseport: true, index: 3 },
+        ] {
+            assert_eq!(Key::from_text(&k.to_text()), Some(k));
+        }
+        for bad in [
+            "",
+            "127.0.0.1:80",
+            "127.0.0.1:80 maybe 0",
+            "127.0.0.1:80 shared x",
+            "x shared 0",
+            "127.0.0.1:80 shared 0 extra",
+        ] {
+            assert_eq!(Key::from_text(bad), None, "{bad}");
+        }
     }
 
     /// What the worker serves on is the accepted socket: it must carry the

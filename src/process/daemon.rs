@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
-const ENV: &str = "SLUICE_DAEMON_CHILD";
+pub const ENV: &str = "SLUICE_DAEMON_CHILD";
 const READY: &[u8] = b"\0sluice-ready\n";
 
 pub fn is_child() -> bool {

@@ -1,4 +1,6 @@
-//! The master: starts a worker generation, then waits for signals.
+//! The serving process's control loop (with `master_process off`, the
+//! whole server; with `on`, the process `supervisor` starts): it starts a
+//! worker generation, then waits for signals.
 //! SIGHUP reloads (a bad config is logged and the old one keeps serving;
 //! a good one starts a new generation on the kept listeners, then the old
 //! generation drains), SIGQUIT drains and exits, SIGTERM/SIGINT exit
@@ -95,7 +97,15 @@ fn install_panic_hook() {
     }));
 }
 
-pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
+/// Runs the server. `serving`: this is the process a master started, with
+/// the master's channel and the sockets it handed over (reused by
+/// address; the master keeps the pid file).
+pub fn run(cfg: Config, opts: LoadOptions, serving: Option<(super::serving::Link, ListenerSet)>) -> i32 {
+    let (link, inherited) = match serving {
+        Some((l, set)) => (Some(l), set),
+        None => (None, ListenerSet::default()),
+    };
+    let owns_pid = link.is_none();
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -132,27 +142,34 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
     };
     // The pid file is complete before any socket accepts, so whoever sees
     // the port open can signal us; it is removed again if binding fails.
-    if let Err(e) = super::pidfile::write(&cfg.main.pid) {
+    // Under a master, the master's pid is in it.
+    if owns_pid && let Err(e) = super::pidfile::write(&cfg.main.pid) {
         super::emerg(&opts, &e);
         return 1;
     }
+    let remove_pid = |p: &std::path::Path| {
+        if owns_pid {
+            super::pidfile::remove(p);
+        }
+    };
     // The temporary and cache directories exist before any socket accepts
     // (nginx creates its paths before opening listening sockets): a client
     // that finds the port open finds the server ready, and nothing made
     // in the directories' place meanwhile can stop the start-up.
     if let Err(e) = super::prepare::temp_dirs(&cfg) {
         super::emerg(&opts, &e);
-        super::pidfile::remove(&cfg.main.pid);
+        remove_pid(&cfg.main.pid);
         return 1;
     }
-    let listeners = match ListenerSet::default().prepare(&cfg) {
+    let listeners = match inherited.prepare(&cfg) {
         Ok(l) => l,
         Err(e) => {
             super::emerg(&opts, &e);
-            super::pidfile::remove(&cfg.main.pid);
+            remove_pid(&cfg.main.pid);
             return 1;
         }
     };
+    drop(inherited);
     install_panic_hook();
     let cfg = Arc::new(cfg);
     let pid_path = cfg.main.pid.clone();
@@ -160,13 +177,21 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
         Ok(g) => g,
         Err(e) => {
             super::emerg(&opts, &e);
-            super::pidfile::remove(&pid_path);
+            remove_pid(&pid_path);
             return 1;
         }
     };
     log_error!(Level::Notice, "sluice/{} started, {} worker(s)", env!("CARGO_PKG_VERSION"), current.workers.len());
-    super::daemon::ready();
-    let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs };
+    match &link {
+        Some(l) => {
+            if let Err(e) = l.send_listeners(&listeners) {
+                log_error!(Level::Alert, "could not hand the listening sockets to the master ({})", e);
+            }
+            l.ready();
+        }
+        None => super::daemon::ready(),
+    }
+    let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs, link };
     rt.block_on(m.signal_loop(sigs))
 }
 
@@ -202,6 +227,8 @@ struct Master {
     retiring: Vec<worker::Handle>,
     listeners: ListenerSet,
     logs: Vec<File>,
+    /// Under a master: the channel that gets the sockets after a reload.
+    link: Option<super::serving::Link>,
 }
 
 impl Master {
@@ -211,25 +238,35 @@ impl Master {
         loop {
             tokio::select! {
                 _ = hup.recv() => {
-                    log_error!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
+                    if self.link.is_none() {
+                        log_error!(Level::Notice, "signal 1 (SIGHUP) received, reconfiguring");
+                    }
                     self.reload();
                 }
                 _ = usr1.recv() => {
-                    log_error!(Level::Notice, "signal 10 (SIGUSR1) received, reopening logs");
+                    if self.link.is_none() {
+                        log_error!(Level::Notice, "signal 10 (SIGUSR1) received, reopening logs");
+                    }
                     self.reopen();
                 }
                 _ = quit.recv() => {
-                    log_error!(Level::Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
+                    if self.link.is_none() {
+                        log_error!(Level::Notice, "signal 3 (SIGQUIT) received, shutting down gracefully");
+                    }
                     self.stop_all(Ctl::Quit, Duration::from_secs(3600));
                     break;
                 }
                 _ = term.recv() => {
-                    log_error!(Level::Notice, "signal 15 (SIGTERM) received, exiting");
+                    if self.link.is_none() {
+                        log_error!(Level::Notice, "signal 15 (SIGTERM) received, exiting");
+                    }
                     self.stop_all(Ctl::Stop, Duration::from_secs(2));
                     break;
                 }
                 _ = int.recv() => {
-                    log_error!(Level::Notice, "signal 2 (SIGINT) received, exiting");
+                    if self.link.is_none() {
+                        log_error!(Level::Notice, "signal 2 (SIGINT) received, exiting");
+                    }
                     self.stop_all(Ctl::Stop, Duration::from_secs(2));
                     break;
                 }
@@ -240,7 +277,9 @@ impl Master {
                 _ = reap.tick() => self.reap(),
             }
         }
-        super::pidfile::remove(&self.current.cfg.main.pid);
+        if self.link.is_none() {
+            super::pidfile::remove(&self.current.cfg.main.pid);
+        }
         log_error!(Level::Notice, "exit");
         0
     }
@@ -291,7 +330,7 @@ impl Master {
                 return false;
             }
         };
-        if cfg.main.pid != self.current.cfg.main.pid {
+        if self.link.is_none() && cfg.main.pid != self.current.cfg.main.pid {
             if let Err(e) = super::pidfile::write(&cfg.main.pid) {
                 log_error!(Level::Alert, "{}", e);
             }
@@ -319,6 +358,11 @@ impl Master {
         // sockets the new configuration uses.
         self.listeners = listeners;
         self.logs = logs;
+        if let Some(l) = &self.link
+            && let Err(e) = l.send_listeners(&self.listeners)
+        {
+            log_error!(Level::Alert, "could not hand the listening sockets to the master ({})", e);
+        }
         log_error!(Level::Notice, "reconfigured: listening on {:?}", self.listeners.addrs());
         true
     }

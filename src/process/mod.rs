@@ -5,11 +5,14 @@
 pub mod build_info;
 pub mod daemon;
 pub mod default_conf;
+mod handoff;
 pub mod master;
 pub mod pidfile;
 mod prepare;
 pub mod rlimits;
+mod serving;
 pub mod signal;
+pub mod supervisor;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -106,6 +109,16 @@ pub fn main_entry(args: &[String]) -> i32 {
         Source::Text { name, .. } => name.display().to_string(),
     };
     let early = early_log(&opts);
+    // A serving process started by a master takes the master's channel and
+    // sockets before anything else.
+    let serving = match serving::attach() {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            emerg(&opts, e);
+            return 1;
+        }
+    };
     let cfg = match config::load(&opts) {
         Ok(c) => c,
         Err(e) => {
@@ -116,6 +129,10 @@ pub fn main_entry(args: &[String]) -> i32 {
             return 1;
         }
     };
+    if let Some(s) = serving {
+        // The master printed the notices and warnings already.
+        return master::run(cfg, opts, Some(s));
+    }
     if cli.signal.is_none() {
         if !(cli.test && cli.quiet) {
             for n in &cfg.notices {
@@ -179,5 +196,5 @@ pub fn main_entry(args: &[String]) -> i32 {
     if daemon::is_child() {
         daemon::detach();
     }
-    master::run(cfg, opts)
+    if cfg.main.master_process { supervisor::run(cfg, opts) } else { master::run(cfg, opts, None) }
 }

@@ -168,8 +168,9 @@ pub enum Stage {
 
 /// The test hook: panics when the request carries the configured header
 /// and its value names this stage; value `task` instead spawns a task that
-/// panics on its own (outside any guard) and lets the request go on, and
-/// value `accept` makes the worker's accept loop panic on its next accept.
+/// panics on its own (outside any guard) and lets the request go on, value
+/// `accept` makes the worker's accept loop panic on its next accept, and
+/// `abort` and `segv` end the process as a C library's fault would.
 pub fn test_hook(req: &crate::http::request::Request<'_>, stage: Stage) {
     let Some(Some(name)) = PANIC_HEADER.get() else { return };
     let Some(v) = req.header(name) else { return };
@@ -188,11 +189,30 @@ pub fn test_hook(req: &crate::http::request::Request<'_>, stage: Stage) {
             }
             return;
         }
+        // Faults no unwinding catches, as a C library's would end the
+        // process: the master's tests (`process::supervisor`).
+        b"abort" if stage == Stage::Handler => std::process::abort(),
+        b"segv" if stage == Stage::Handler => fatal_segv(),
         _ => Stage::Handler,
     };
     if want == stage {
         panic!("test hook: request carried {name}");
     }
+}
+
+/// Ends the process with SIGSEGV, as a fault in a C library would. Rust's
+/// runtime handles SIGSEGV to report stack overflows, and a SIGSEGV sent
+/// with kill() is not a fault it re-raises, so the default action is put
+/// back first.
+fn fatal_segv() -> ! {
+    // SAFETY: plain libc calls with constant arguments; SIG_DFL is a valid
+    // disposition for SIGSEGV, and raise() only sends a signal to this
+    // thread, whose default action ends the process.
+    unsafe {
+        libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+        libc::raise(libc::SIGSEGV);
+    }
+    std::process::abort()
 }
 
 #[cfg(test)]

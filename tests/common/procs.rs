@@ -7,22 +7,29 @@ use std::time::{Duration, Instant};
 
 use super::TestServer;
 
-/// The process that serves connections: sluice's workers are threads of
-/// the one process; nginx's worker is the master's child.
+/// The process that serves connections: under a master (nginx's and
+/// sluice's default) the master's child, else (sluice with
+/// `master_process off`) the process started, whose worker threads are
+/// named `sluice-w*`.
 pub fn worker_pid(s: &TestServer) -> u32 {
     let pid = s.pid();
-    if super::prog() != "nginx" {
-        return pid;
-    }
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
         if let Some(k) = kids.split_whitespace().next().and_then(|k| k.parse().ok()) {
             return k;
         }
-        assert!(Instant::now() < deadline, "nginx has no worker process");
+        if has_worker_threads(pid) {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "{pid} has no serving process");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn has_worker_threads(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("sluice-w")))
 }
 
 /// Resident memory of a process, in KiB (0 once it is gone).

@@ -251,8 +251,13 @@ impl TestServer {
     pub fn stderr(&self) -> String {
         read_lossy(&self.prefix.join("stderr.txt"))
     }
+    /// The process started: the master (the pid file's) by default.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("server not running").id()
+    }
+    /// The process that serves (holds the worker threads or processes).
+    pub fn serving_pid(&self) -> u32 {
+        super::procs::worker_pid(self)
     }
     /// Replaces the main config file (text gets substitutions).
     pub fn write_conf(&self, text: &str) {
