@@ -31,7 +31,21 @@ from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, StreamReset
+from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
+
+
+def varint(buf, i):
+    """A QUIC variable-length integer at buf[i:]: (value, next index), or
+    None when buf ends first."""
+    if i >= len(buf):
+        return None
+    n = 1 << (buf[i] >> 6)
+    if i + n > len(buf):
+        return None
+    v = buf[i] & 0x3F
+    for b in buf[i + 1 : i + n]:
+        v = (v << 8) | b
+    return v, i + n
 
 
 class Result:
@@ -71,8 +85,31 @@ class Client(QuicConnectionProtocol):
         self.terminated = None
         self.received = 0
         self.on_bytes = []
+        # The server's unidirectional streams, to see its GOAWAY on the
+        # control stream (aioquic reads and drops it without an event).
+        self.uni = {}
+
+    def watch_control(self, event):
+        buf = self.uni.setdefault(event.stream_id, bytearray())
+        buf += event.data
+        first = varint(buf, 0)
+        if first is None or first[0] != 0:  # 0x00: the control stream
+            return
+        i = first[1]
+        while True:
+            t = varint(buf, i)
+            if t is None:
+                return
+            n = varint(buf, t[1])
+            if n is None or n[1] + n[0] > len(buf):
+                return
+            if t[0] == 0x07:
+                self.goaway = True
+            i = n[1] + n[0]
 
     def quic_event_received(self, event):
+        if isinstance(event, StreamDataReceived) and event.stream_id % 4 == 3:
+            self.watch_control(event)
         if isinstance(event, ConnectionTerminated):
             self.terminated = {"error_code": event.error_code, "reason": event.reason_phrase}
             for r in self.results.values():
@@ -82,9 +119,6 @@ class Client(QuicConnectionProtocol):
             self.results[event.stream_id].finish("stream reset: %d" % event.error_code)
             return
         for e in self.http.handle_event(event):
-            name = type(e).__name__
-            if name == "GoAwayReceived" or name == "GoAway":
-                self.goaway = True
             if not isinstance(e, (HeadersReceived, DataReceived)):
                 continue
             r = self.results.get(e.stream_id)
@@ -128,17 +162,23 @@ class Client(QuicConnectionProtocol):
 def rebind(proto):
     """Moves the client to a new local UDP port (a NAT rebinding)."""
     transport = proto._transport
-    old = transport.get_extra_info("socket")
+    old = transport._sock
     fam = old.family
     new = socket.socket(fam, socket.SOCK_DGRAM)
-    new.bind(("127.0.0.1", 0) if fam == socket.AF_INET else ("::1", 0, 0, 0))
+    if fam == socket.AF_INET6:
+        # aioquic's socket is dual-stack and talks to ::ffff:127.0.0.1.
+        new.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        new.bind(("::", 0, 0, 0))
+    else:
+        new.bind(("127.0.0.1", 0))
     new.setblocking(False)
     loop = asyncio.get_event_loop()
-    loop.remove_reader(old.fileno())
-    # asyncio's datagram transport keeps its socket in _sock.
+    # asyncio's datagram transport keeps its socket in _sock; the loop's
+    # private reader calls skip the check that a transport owns the fd.
+    loop._remove_reader(old.fileno())
     transport._sock = new
     transport._sock_fd = new.fileno()
-    loop.add_reader(new.fileno(), transport._read_ready)
+    loop._add_reader(new.fileno(), transport._read_ready)
     old.close()
 
 

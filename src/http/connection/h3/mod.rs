@@ -92,6 +92,10 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     let (n, size) = conf.large_client_header_buffers;
     let mut builder = h3::server::builder();
     builder.max_field_section_size((n * size) as u64);
+    // No GREASE frames and settings (RFC 9114 7.2.8 allows leaving them
+    // out): nginx sends none either, and some clients (nginx's own test
+    // client among them) do not skip unknown frame types as they should.
+    builder.send_grease(false);
     let build = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()));
     let mut h3c = match tokio::time::timeout(conf.client_header_timeout, build).await {
         Ok(Ok(c)) => c,
@@ -179,9 +183,40 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
             _ = ticker.tick() => {}
         }
     }
+    settle(&conn, conf.send_timeout).await;
     conn.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(guard);
+}
+
+/// Waits until what the streams queued has reached the client, or the
+/// client closed, or `limit` passed: quinn drops data not yet sent or not
+/// yet acknowledged when a connection is closed, and a finished stream
+/// only means its last bytes are queued (up to quinn's send window, many
+/// megabytes, ahead of the wire). While data is outstanding quinn keeps
+/// transmitting (retransmissions and probes included); once a few round
+/// trips pass with nothing sent, everything was acknowledged.
+async fn settle(conn: &quinn::Connection, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut sent = conn.stats().udp_tx.datagrams;
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = conn.closed() => return,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        let now = tokio::time::Instant::now();
+        let n = conn.stats().udp_tx.datagrams;
+        if n != sent {
+            sent = n;
+            quiet_since = now;
+        } else if now.duration_since(quiet_since) >= (conn.rtt() * 3).max(Duration::from_millis(150)) {
+            return;
+        }
+        if now >= deadline {
+            return;
+        }
+    }
 }
 
 /// What `$ssl_*` shows for a QUIC connection: TLS 1.3, the facts of its
