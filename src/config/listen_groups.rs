@@ -115,7 +115,22 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             continue;
         }
         // Every server reachable on a TLS address needs a certificate (or
-        // must refuse handshakes), else SNI could pick one with none.
+        // must refuse handshakes), else SNI could pick one with none. On a
+        // QUIC address nginx (ngx_http_ssl_init) asks that of the default
+        // server only, as long as it has certificates: another server
+        // chosen by SNI then uses the default's; and QUIC needs TLS 1.3.
+        let default = g.default.as_ref().unwrap_or(&g.first);
+        if g.quic && default.tls.as_ref().is_some_and(|t| !t.reject) {
+            if !default.conf.ssl.tls13
+                && let Some((_, span)) = g.members.iter().find(|(s, _)| Arc::ptr_eq(s, default))
+            {
+                return Err(ConfError::at(
+                    "\"ssl_protocols\" must enable TLSv1.3 for the \"listen ... quic\" directive",
+                    span,
+                ));
+            }
+            continue;
+        }
         if let Some((_, span)) = g.members.iter().find(|(s, _)| s.tls.is_none()) {
             let what = if g.quic { "quic" } else { "ssl" };
             return Err(ConfError::at(

@@ -35,17 +35,21 @@ const ALERT_UNRECOGNIZED_NAME: u8 = 112;
 pub struct Sni {
     cfg: Arc<Config>,
     group: usize,
-    /// The default server's configuration: Initial keys and Retry tags are
-    /// the same for every server (they depend on the QUIC version only).
+    /// Initial keys and Retry tags: the same for every server (they depend
+    /// on the QUIC version only), so from the default server's
+    /// configuration, or the refusing one when it has none
+    /// (`ssl_reject_handshake on` without certificates).
     default: Arc<QuicServerConfig>,
 }
 
 impl Sni {
-    /// None when the group's default server has no QUIC configuration
-    /// (refused at load: every server on a `quic` address has a certificate).
+    /// None only if no TLS 1.3 configuration can be made at all.
     pub fn new(cfg: Arc<Config>, group: usize) -> Option<Sni> {
         let g = cfg.http.listens.get(group)?;
-        let default = g.default_server.tls.as_ref()?.quic.clone()?;
+        let default = match g.default_server.tls.as_ref().and_then(|t| t.quic.clone()) {
+            Some(q) => q,
+            None => Arc::new(QuicServerConfig::try_from(super::reject_config()?).ok()?),
+        };
         Some(Sni { cfg, group, default })
     }
 }

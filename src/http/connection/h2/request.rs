@@ -48,7 +48,9 @@ pub fn synthesize_version<B>(
     limits: &Limits,
     version: Version,
 ) -> Result<(Vec<u8>, Head), Bad> {
-    if req.headers().len() > MAX_HEADERS {
+    // `max_headers` counts the regular fields (pseudo-headers are not
+    // header lines), as nginx does for HTTP/2 and HTTP/3.
+    if req.headers().len() > MAX_HEADERS.min(limits.max_lines) {
         return Err(Bad::TooManyHeaders);
     }
     let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");

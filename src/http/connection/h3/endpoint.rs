@@ -50,6 +50,13 @@ pub async fn run(w: Rc<WorkerCtx>, q: QuicSock, stop: Rc<Notify>) {
     // A client that moves (NAT rebinding, a new network) keeps its
     // connection: quinn validates the new path.
     server.migration(true);
+    // NEW_TOKEN after the handshake, so a client that comes back skips the
+    // Retry round trip of `quic_retry on` (tokens are sealed with the
+    // process's key: any worker accepts them; each endpoint logs the ones
+    // used, against replay).
+    let mut tokens = quinn::ValidationTokenConfig::default();
+    tokens.sent(1);
+    server.validation_token_config(tokens);
     let mut ecfg = EndpointConfig::new(crate::quic::keys::reset_key(host_key));
     ecfg.cid_generator(move || Box::new(crate::quic::cid::Generator { slot }));
     ecfg.supported_versions(vec![QUIC_V1]);
@@ -92,7 +99,12 @@ pub async fn run(w: Rc<WorkerCtx>, q: QuicSock, stop: Rc<Notify>) {
         // `quic_retry on`: a client proves its address with a Retry
         // token before any handshake work (RFC 9000 8.1.2).
         if conf.h3.retry && !incoming.remote_address_validated() {
-            let _ = incoming.retry();
+            // A client that already sent a token quinn could not read
+            // (corrupted, or for another address) cannot be sent another
+            // Retry (RFC 9000 8.1.2): it is refused.
+            if let Err(e) = incoming.retry() {
+                e.into_incoming().refuse();
+            }
             continue;
         }
         let connecting = match incoming.accept() {

@@ -120,11 +120,17 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
             r = h3c.accept() => r,
             _ = ticker.tick() => {
                 let idle_for = shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
-                let keepalive = conf.keepalive_timeout;
-                let idle = shared.active.get() == 0 && idle_for >= keepalive;
+                // Before its first request a connection has
+                // client_header_timeout, after one keepalive_timeout, as
+                // an HTTP/1 connection (nginx's keepalive_timeout 0 closes
+                // after a request, not before the first).
+                let wait = if requests == 0 { conf.client_header_timeout } else { conf.keepalive_timeout };
+                let idle = shared.active.get() == 0 && idle_for >= wait;
                 if !closing && (w.draining.get() || idle) {
-                    // GOAWAY: requests already sent are answered, no new ones.
-                    let _ = h3c.shutdown(0).await;
+                    // GOAWAY naming the stream after the last one accepted
+                    // (h3's `shutdown(1)`): requests already sent are
+                    // answered, the client sends new ones elsewhere.
+                    let _ = h3c.shutdown(1).await;
                     closing = true;
                 }
                 if closing && shared.active.get() == 0 {
@@ -161,17 +167,19 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
         requests += 1;
         w.metrics.h3_stream();
         shared.active.set(shared.active.get() + 1);
+        // The client's address now: a connection that migrated (RFC 9000
+        // 9) shows its new one, as nginx's $remote_addr does.
         let sinfo = ConnInfo {
             requests,
             tls: info.tls.clone(),
             http3: true,
             started: info.started,
-            ..ConnInfo::new(peer, local, id)
+            ..ConnInfo::new(conn.remote_address(), local, id)
         };
         let task = stream::guarded(w.clone(), group, sinfo, resolver, shared.clone(), conn.clone());
         tokio::task::spawn_local(crate::clock::per_poll(Box::pin(task)));
         if !closing && (requests >= conf.keepalive_requests || info.past_keepalive_time(conf.keepalive_time)) {
-            let _ = h3c.shutdown(0).await;
+            let _ = h3c.shutdown(1).await;
             closing = true;
         }
     }
