@@ -17,6 +17,7 @@ pub mod log;
 pub mod metrics;
 pub mod pattern;
 pub mod process;
+pub mod quic;
 pub mod resolver;
 pub mod tls;
 pub mod upstream;

@@ -84,6 +84,8 @@ pub enum Var {
     Named(std::sync::Arc<str>),
     Https,
     Http2,
+    /// `$http3`: "h3" for a request over HTTP/3.
+    Http3,
     SslProtocol,
     SslCipher,
     SslServerName,
@@ -148,7 +150,7 @@ impl Var {
     pub fn empty_is_value(&self) -> bool {
         // A `set` variable is empty once set to "" (or read unset, with the
         // warning), where nginx logs nothing rather than `-`.
-        matches!(self, Var::Http2 | Var::Https | Var::RequestCompletion | Var::Msie)
+        matches!(self, Var::Http2 | Var::Http3 | Var::Https | Var::RequestCompletion | Var::Msie)
             || matches!(self, Var::Set(sv) if sv.fallback.is_none())
     }
 
@@ -186,6 +188,7 @@ impl Var {
             "uri" | "document_uri" => Var::Uri,
             "https" => Var::Https,
             "http2" => Var::Http2,
+            "http3" => Var::Http3,
             "ssl_protocol" => Var::SslProtocol,
             "ssl_cipher" => Var::SslCipher,
             "ssl_server_name" => Var::SslServerName,

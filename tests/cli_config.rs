@@ -244,6 +244,7 @@ fn version_flags() {
     for want in [
         "--with-http_ssl_module",
         "--with-http_v2_module",
+        "--with-http_v3_module",
         "--with-http_realip_module",
         "--with-http_sub_module",
         "--with-http_auth_request_module",
@@ -253,9 +254,7 @@ fn version_flags() {
     ] {
         assert!(args.contains(&want), "{want} missing: {err}");
     }
-    for lacking in
-        ["--with-http_v3_module", "--with-http_slice_module", "--with-http_dav_module", "--with-stream", "--with-mail"]
-    {
+    for lacking in ["--with-http_slice_module", "--with-http_dav_module", "--with-stream", "--with-mail"] {
         assert!(!args.contains(&lacking), "{lacking} named: {err}");
     }
     for without in ["--without-http_ssi_module", "--without-http_grpc_module", "--without-http_memcached_module"] {

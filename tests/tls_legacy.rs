@@ -2,8 +2,8 @@
 //! obsolete protocols, cipher suites and curves it does not implement. As
 //! long as something usable remains, nginx would run the configuration, so
 //! sluice runs it too, leaving the rest out with one `[warn]` line per
-//! directive; a list with nothing usable is an error. HTTP/3 (`quic`,
-//! `http3`) is refused with a message saying so. With `SLUICE_TEST_NGINX=1`
+//! directive; a list with nothing usable is an error (HTTP/3's directives
+//! are in tests/h3.rs). With `SLUICE_TEST_NGINX=1`
 //! the serving checks run against nginx 1.22.1 (which accepts all of these
 //! lists); the messages are sluice's own.
 
@@ -78,28 +78,5 @@ fn nothing_usable_is_an_error() {
         let err = stderr_of(&out);
         assert!(!out.status.success(), "{http} accepted:\n{err}");
         assert!(err.contains(msg) && err.contains("[emerg]"), "{http}: expected {msg:?} in:\n{err}");
-    }
-}
-
-#[test]
-fn http3_is_refused_with_a_message() {
-    let cases = [
-        (
-            "",
-            "listen 127.0.0.1:{port} quic reuseport;",
-            "the \"quic\" parameter of the \"listen\" directive is not supported: sluice has no HTTP/3",
-        ),
-        ("http3 on;", "", "\"http3\" is not supported: sluice has no HTTP/3 (QUIC) yet"),
-        ("", "quic_retry on;", "\"quic_retry\" is not supported: sluice has no HTTP/3"),
-    ];
-    for (http, srv, msg) in cases {
-        let t = server(http, srv).prepare();
-        let out = t.run(&["-t"]);
-        let err = stderr_of(&out);
-        // nginx 1.22 has no HTTP/3 either: it refuses them too, in its words.
-        assert!(!out.status.success(), "{http}{srv} accepted:\n{err}");
-        if !nginx_mode() {
-            assert!(err.contains(msg), "expected {msg:?} in:\n{err}");
-        }
     }
 }

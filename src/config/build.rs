@@ -131,6 +131,8 @@ pub struct ListenSpec {
     pub deferred: bool,
     pub ssl: bool,
     pub http2: bool,
+    /// `quic`: UDP, HTTP/3.
+    pub quic: bool,
     /// Connections start with a PROXY protocol header.
     pub proxy_protocol: bool,
     pub span: Span,
@@ -149,6 +151,7 @@ impl ListenSpec {
             deferred: false,
             ssl: false,
             http2: false,
+            quic: false,
             proxy_protocol: false,
             span,
         }
@@ -298,6 +301,7 @@ fn default_loc(prefix: &Path) -> LocConf {
             ..SslConf::default()
         },
         http2: Http2Conf::default(),
+        h3: Default::default(),
         proxy: super::proxy::ProxyConf {
             up: super::proxy::UpstreamConf::new(prefix.join("proxy_temp")),
             ..Default::default()
@@ -547,7 +551,7 @@ fn build_server(
         let port = if rustix::process::geteuid().is_root() { 80 } else { 8000 };
         sb.listens.push(ListenSpec::new(SocketAddr::from(([0, 0, 0, 0], port)), d.span.clone()));
     }
-    for l in &mut sb.listens {
+    for l in sb.listens.iter_mut().filter(|l| !l.quic) {
         l.ssl |= conf.ssl.on;
         l.http2 |= conf.http2.on;
     }

@@ -28,6 +28,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         reuseport: bool,
         ssl: bool,
         http2: bool,
+        quic: bool,
         proxy_protocol: bool,
         /// Servers on this address with where they listen, to check TLS.
         members: Vec<(Arc<Server>, crate::config::parser::Span)>,
@@ -39,7 +40,8 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
     let mut groups: Vec<Acc> = Vec::new();
     for (sl, server) in specs {
         let spec = &sl.spec;
-        let idx = match groups.iter().position(|g| g.addr == spec.addr) {
+        // A `quic` address is UDP: a group of its own beside TCP's.
+        let idx = match groups.iter().position(|g| g.addr == spec.addr && g.quic == spec.quic) {
             Some(i) => i,
             None => {
                 groups.push(Acc {
@@ -50,6 +52,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     reuseport: false,
                     ssl: false,
                     http2: false,
+                    quic: spec.quic,
                     proxy_protocol: false,
                     members: Vec::new(),
                     opts_set: false,
@@ -108,13 +111,32 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         }
     }
     for g in &groups {
-        if !g.ssl {
+        if !g.ssl && !g.quic {
             continue;
         }
         // Every server reachable on a TLS address needs a certificate (or
-        // must refuse handshakes), else SNI could pick one with none.
+        // must refuse handshakes), else SNI could pick one with none. On a
+        // QUIC address nginx (ngx_http_ssl_init) asks that of the default
+        // server only, as long as it has certificates: another server
+        // chosen by SNI then uses the default's; and QUIC needs TLS 1.3.
+        let default = g.default.as_ref().unwrap_or(&g.first);
+        if g.quic && default.tls.as_ref().is_some_and(|t| !t.reject) {
+            if !default.conf.ssl.tls13
+                && let Some((_, span)) = g.members.iter().find(|(s, _)| Arc::ptr_eq(s, default))
+            {
+                return Err(ConfError::at(
+                    "\"ssl_protocols\" must enable TLSv1.3 for the \"listen ... quic\" directive",
+                    span,
+                ));
+            }
+            continue;
+        }
         if let Some((_, span)) = g.members.iter().find(|(s, _)| s.tls.is_none()) {
-            return Err(ConfError::at("no \"ssl_certificate\" is defined for the \"listen ... ssl\" directive", span));
+            let what = if g.quic { "quic" } else { "ssl" };
+            return Err(ConfError::at(
+                format!("no \"ssl_certificate\" is defined for the \"listen ... {what}\" directive"),
+                span,
+            ));
         }
     }
     Ok(groups
@@ -130,6 +152,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 reuseport: g.reuseport || reuse_port_all,
                 ssl: g.ssl,
                 http2: g.http2,
+                quic: g.quic,
                 proxy_protocol: g.proxy_protocol,
                 default_server: g.default.unwrap_or(g.first),
                 names: g.names,

@@ -104,6 +104,9 @@ pub struct ListenGroup {
     pub ssl: bool,
     /// HTTP/2: offered by ALPN with TLS, detected by its preface without.
     pub http2: bool,
+    /// `listen ... quic`: a UDP address serving HTTP/3 over QUIC (a group
+    /// of its own beside the TCP one on the same address).
+    pub quic: bool,
     /// `listen ... proxy_protocol`: a PROXY header precedes everything.
     pub proxy_protocol: bool,
     pub default_server: Arc<Server>,
@@ -255,6 +258,8 @@ pub struct LocConf {
     pub log_not_found: bool,
     pub ssl: SslConf,
     pub http2: Http2Conf,
+    /// `http3`, `http3_*`, `quic_*` (`crate::http::connection::h3::conf`).
+    pub h3: crate::http::connection::h3::conf::H3Conf,
     pub proxy: super::proxy::ProxyConf,
     /// gzip, brotli and zstd, on the fly and precompressed.
     pub compress: super::compress::CompressConf,

@@ -24,13 +24,7 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
             "bind" => {}
             "ssl" => spec.ssl = true,
             "http2" => spec.http2 = true,
-            "quic" => {
-                return Err(ConfError::at(
-                    "the \"quic\" parameter of the \"listen\" directive is not supported: sluice has no HTTP/3 \
-                     (QUIC) yet; serve HTTP/2 over TLS instead",
-                    &d.span,
-                ));
-            }
+            "quic" => spec.quic = true,
             "proxy_protocol" => spec.proxy_protocol = true,
             _ => {
                 if p == "deferred" {
@@ -63,6 +57,14 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                 } else {
                     return Err(ConfError::at(format!("invalid parameter \"{}\"", p), &d.span));
                 }
+            }
+        }
+    }
+    // nginx's ngx_http_core_listen: QUIC is TLS 1.3 over UDP by itself.
+    if spec.quic {
+        for (on, what) in [(spec.ssl, "ssl"), (spec.http2, "http2"), (spec.proxy_protocol, "proxy_protocol")] {
+            if on {
+                return Err(ConfError::at(format!("\"{what}\" parameter is incompatible with \"quic\""), &d.span));
             }
         }
     }

@@ -134,15 +134,6 @@ pub fn ecdh_curve(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     Ok(())
 }
 
-/// `http3` and the `quic_*`/`http3_*` directives (and `listen ... quic`):
-/// refused until sluice has HTTP/3.
-pub fn no_http3(d: &Directive, _: &mut Ctx) -> R {
-    Err(ConfError::at(
-        format!("\"{}\" is not supported: sluice has no HTTP/3 (QUIC) yet; serve HTTP/2 over TLS instead", d.name),
-        &d.span,
-    ))
-}
-
 /// nginx: "one megabyte of the cache contains about 4000 sessions".
 const SESSIONS_PER_MB: u64 = 4000;
 

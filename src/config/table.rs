@@ -189,15 +189,6 @@ pub static CORE: &[Cmd] = &[
     cmd("ssl_buffer_size", HTTP | SRV, 1, 1, Set::Noop),
     cmd("ssl_trusted_certificate", HTTP | SRV, 1, 1, Set::Noop),
     // HTTP/3: refused with a message saying so (nginx 1.25's names).
-    cmd("http3", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("http3_hq", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("http3_max_concurrent_streams", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("http3_stream_buffer_size", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("quic_active_connection_id_limit", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("quic_gso", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("quic_host_key", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("quic_retry", HTTP | SRV, 1, 1, Set::Ctx(set_ssl::no_http3)),
-    cmd("quic_bpf", MAIN, 1, 1, Set::Ctx(set_ssl::no_http3)),
     // HTTP/2
     cmd("http2", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2)),
     cmd("http2_max_concurrent_streams", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2_max_concurrent_streams)),
@@ -318,6 +309,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,
     crate::http::limit::DIRECTIVES,
+    crate::http::connection::h3::conf::DIRECTIVES,
 ];
 
 pub fn lookup(name: &str) -> Option<&'static Cmd> {

@@ -57,8 +57,11 @@ fn nginx_wording_for_bad_directives() {
     );
     assert_eq!(
         err("events {} http { server { listen 80 quic; } }"),
-        "the \"quic\" parameter of the \"listen\" directive is not supported: sluice has no HTTP/3 (QUIC) yet; serve \
-             HTTP/2 over TLS instead in /etc/t.conf:1"
+        "no \"ssl_certificate\" is defined for the \"listen ... quic\" directive in /etc/t.conf:1"
+    );
+    assert_eq!(
+        err("events {} http { server { listen 80 quic http2; } }"),
+        "\"http2\" parameter is incompatible with \"quic\" in /etc/t.conf:1"
     );
     assert!(
         err("events {} http { ssl_protocols TLSv1 TLSv1.1; }")

@@ -20,6 +20,7 @@ mod filter;
 mod h1;
 mod http;
 mod proxy;
+mod quic;
 mod realip;
 
 pub use access::{access_rule, authorization, htpasswd};
@@ -31,6 +32,7 @@ pub use filter::sub_filter;
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
 pub use proxy::head_scan;
+pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
 
 /// An entry point: runs one input, panics on a violated property.
@@ -58,6 +60,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("access_rule", access_rule),
     ("fastcgi", fastcgi),
     ("h1_conn", h1_conn),
+    ("client_hello", client_hello),
+    ("quic_cid", quic_cid),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -37,6 +37,8 @@ pub enum Version {
     Http11,
     /// A request that came as an HTTP/2 stream.
     Http2,
+    /// A request that came as an HTTP/3 stream.
+    Http3,
 }
 
 impl Version {
@@ -46,6 +48,7 @@ impl Version {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
             Version::Http2 => "HTTP/2.0",
+            Version::Http3 => "HTTP/3.0",
         }
     }
 }

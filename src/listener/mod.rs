@@ -6,9 +6,17 @@
 //! On reload, sockets whose address and mode are unchanged are kept (the
 //! same kernel socket, so no connection is refused or lost), new ones are
 //! bound, and dropped ones close once the old workers let go of them.
+//!
+//! `listen ... quic` addresses are UDP sockets, kept the same way: one per
+//! worker with `reuseport`, else one that the workers share. Which worker
+//! reads a datagram matters for QUIC (a connection lives in one worker);
+//! `quic::route` forwards datagrams to their connection's worker, so the
+//! kernel's choice of socket only decides who forwards.
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use socket2::{Domain, Socket, Type};
 
@@ -46,17 +54,45 @@ impl Key {
 #[derive(Default)]
 pub struct ListenerSet {
     socks: Vec<(Key, TcpListener)>,
+    udp: Vec<(Key, Arc<Udp>)>,
+}
+
+/// A QUIC listening socket, shared by the generations that use it.
+pub struct Udp {
+    pub sock: UdpSocket,
+    /// Bumped each time a new configuration takes the socket over, so a
+    /// retiring worker knows a newer one reads it now and stops reading it
+    /// itself (its connections' datagrams reach it by `quic::route`).
+    pub epoch: AtomicU64,
+}
+
+/// A worker's QUIC socket: its listen group, a duplicate of the socket,
+/// and the epoch it was handed over at.
+pub struct QuicSock {
+    pub group: usize,
+    pub sock: UdpSocket,
+    pub shared: Arc<Udp>,
+    pub epoch: u64,
+}
+
+impl Udp {
+    /// A newer generation than the one handed the socket at `epoch` reads
+    /// it now.
+    pub fn taken_over_since(&self, epoch: u64) -> bool {
+        self.epoch.load(Ordering::Relaxed) != epoch
+    }
 }
 
 /// Whether `g` is served by a wildcard listener on the same port (nginx
 /// binds only `*:port` then and picks the server by the local address).
 pub fn covered_by_wildcard(cfg: &Config, addr: SocketAddr) -> bool {
     !addr.ip().is_unspecified()
-        && cfg
-            .http
-            .listens
-            .iter()
-            .any(|w| w.addr.ip().is_unspecified() && w.addr.port() == addr.port() && w.addr.is_ipv4() == addr.is_ipv4())
+        && cfg.http.listens.iter().any(|w| {
+            !w.quic
+                && w.addr.ip().is_unspecified()
+                && w.addr.port() == addr.port()
+                && w.addr.is_ipv4() == addr.is_ipv4()
+        })
 }
 
 /// Per-socket settings that may change on a live socket at reload.
@@ -70,7 +106,7 @@ struct Opts {
 fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
     let mut out = Vec::new();
     for (gi, g) in cfg.http.listens.iter().enumerate() {
-        if covered_by_wildcard(cfg, g.addr) {
+        if g.quic || covered_by_wildcard(cfg, g.addr) {
             continue;
         }
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
@@ -83,6 +119,41 @@ fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
         }
     }
     out
+}
+
+/// The QUIC groups' sockets: every `quic` address is bound as given.
+fn udp_keys(cfg: &Config) -> Vec<(Key, usize, SockOpts)> {
+    let mut out = Vec::new();
+    for (gi, g) in cfg.http.listens.iter().enumerate().filter(|(_, g)| g.quic) {
+        let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
+        for index in 0..n {
+            out.push((Key { addr: g.addr, reuseport: g.reuseport, index }, gi, g.sock));
+        }
+    }
+    out
+}
+
+/// Receive buffer asked for a QUIC socket unless `rcvbuf=` says otherwise:
+/// a burst of a fast sender's datagrams must wait there until the worker
+/// reads them (the kernel caps it at net.core.rmem_max).
+const UDP_RCVBUF: usize = 4 << 20;
+
+fn bind_udp(k: &Key, o: &SockOpts) -> io::Result<UdpSocket> {
+    let s = Socket::new(Domain::for_address(k.addr), Type::DGRAM, None)?;
+    s.set_reuse_address(true)?;
+    if k.reuseport {
+        s.set_reuse_port(true)?;
+    }
+    if k.addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.bind(&k.addr.into())?;
+    s.set_nonblocking(true)?;
+    let _ = s.set_recv_buffer_size(o.rcvbuf.map_or(UDP_RCVBUF, |n| n.max(0) as usize));
+    if let Some(n) = o.sndbuf {
+        let _ = s.set_send_buffer_size(n.max(0) as usize);
+    }
+    Ok(s.into())
 }
 
 fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
@@ -238,7 +309,48 @@ impl ListenerSet {
             };
             next.socks.push((k, sock));
         }
+        for (k, _, opts) in udp_keys(cfg) {
+            if next.udp.iter().any(|(nk, _)| *nk == k) {
+                continue;
+            }
+            let shared = match self.udp.iter().find(|(ok, _)| *ok == k) {
+                Some((_, u)) => u.clone(),
+                None => Arc::new(Udp {
+                    sock: bind_udp(&k, &opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
+                    epoch: AtomicU64::new(0),
+                }),
+            };
+            next.udp.push((k, shared));
+        }
         Ok(next)
+    }
+
+    /// This set's QUIC sockets are the ones read from now on: retiring
+    /// workers that read one of them stop (`QuicSock::taken_over`). Called
+    /// once the set's generation started.
+    pub fn take_over_udp(&self) {
+        for (_, u) in &self.udp {
+            u.epoch.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Worker `w`'s QUIC sockets: its own reuseport ones and the shared ones.
+    pub fn quic_for_worker(&self, cfg: &Config, w: usize) -> io::Result<Vec<QuicSock>> {
+        let mut out = Vec::new();
+        for (k, gi, _) in udp_keys(cfg) {
+            if k.reuseport && k.index != w {
+                continue;
+            }
+            if let Some((_, u)) = self.udp.iter().find(|(sk, _)| *sk == k) {
+                out.push(QuicSock {
+                    group: gi,
+                    sock: u.sock.try_clone()?,
+                    shared: u.clone(),
+                    epoch: u.epoch.load(Ordering::Relaxed) + 1,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// Duplicated descriptors for worker `w`: its own reuseport sockets and
@@ -257,7 +369,7 @@ impl ListenerSet {
     }
 
     pub fn addrs(&self) -> Vec<SocketAddr> {
-        self.socks.iter().map(|(k, _)| k.addr).collect()
+        self.socks.iter().map(|(k, _)| k.addr).chain(self.udp.iter().map(|(k, _)| k.addr)).collect()
     }
 
     /// Every socket with its key in text, for handing the set to another

@@ -84,14 +84,16 @@ pub fn json(s: &Snapshot) -> String {
     let _ = write!(
         o,
         ",\"ssl\":{{\"handshakes\":{{\"TLSv1.2\":{},\"TLSv1.3\":{}}},\"resumed\":{{\"TLSv1.2\":{},\"TLSv1.3\":{}}},\"failed\":{}}},\
-         \"http2\":{{\"connections\":{},\"streams\":{}}},\"server_zones\":{{",
+         \"http2\":{{\"connections\":{},\"streams\":{}}},\"http3\":{{\"connections\":{},\"streams\":{}}},\"server_zones\":{{",
         a.handshakes[0],
         a.handshakes[1],
         a.resumed[0],
         a.resumed[1],
         a.handshakes_failed,
         a.h2_connections,
-        a.h2_streams
+        a.h2_streams,
+        a.h3_connections,
+        a.h3_streams
     );
     for (i, (name, z)) in s.zones.iter().enumerate() {
         sep(&mut o, i);

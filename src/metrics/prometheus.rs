@@ -70,6 +70,8 @@ pub fn prometheus(s: &Snapshot) -> String {
         ("ssl_handshakes_failed_total", "counter", "TLS handshakes that failed or timed out.", a.handshakes_failed),
         ("http2_connections_total", "counter", "HTTP/2 connections.", a.h2_connections),
         ("http2_streams_total", "counter", "HTTP/2 streams (requests).", a.h2_streams),
+        ("http3_connections_total", "counter", "HTTP/3 connections.", a.h3_connections),
+        ("http3_streams_total", "counter", "HTTP/3 streams (requests).", a.h3_streams),
     ] {
         head(&mut o, name, kind, help);
         let _ = writeln!(o, "sluice_{name} {v}");

@@ -108,6 +108,8 @@ struct ProcessCounters {
     handshakes_failed: AtomicU64,
     h2_connections: AtomicU64,
     h2_streams: AtomicU64,
+    h3_connections: AtomicU64,
+    h3_streams: AtomicU64,
     /// A gauge: connections parked now (see `worker::park`).
     parked: AtomicU64,
 }
@@ -206,6 +208,16 @@ impl WorkerMetrics {
         add(&self.all.h2_streams, 1);
     }
 
+    /// An HTTP/3 connection completed its handshake and settings.
+    pub fn h3_connection(&self) {
+        add(&self.all.h3_connections, 1);
+    }
+
+    /// An HTTP/3 request stream was accepted.
+    pub fn h3_stream(&self) {
+        add(&self.all.h3_streams, 1);
+    }
+
     /// The worker holds `n` connections parked.
     pub fn set_parked(&self, n: usize) {
         self.all.parked.store(n as u64, Relaxed);
@@ -302,6 +314,8 @@ pub struct ProcessTotals {
     pub handshakes_failed: u64,
     pub h2_connections: u64,
     pub h2_streams: u64,
+    pub h3_connections: u64,
+    pub h3_streams: u64,
     pub parked: u64,
 }
 
@@ -352,6 +366,8 @@ impl Totals {
         sum(&mut a.handshakes_failed, &p.handshakes_failed);
         sum(&mut a.h2_connections, &p.h2_connections);
         sum(&mut a.h2_streams, &p.h2_streams);
+        sum(&mut a.h3_connections, &p.h3_connections);
+        sum(&mut a.h3_streams, &p.h3_streams);
         if gauges {
             sum(&mut a.parked, &p.parked);
         }
@@ -383,6 +399,8 @@ impl Totals {
         a.handshakes_failed = a.handshakes_failed.wrapping_add(b.handshakes_failed);
         a.h2_connections = a.h2_connections.wrapping_add(b.h2_connections);
         a.h2_streams = a.h2_streams.wrapping_add(b.h2_streams);
+        a.h3_connections = a.h3_connections.wrapping_add(b.h3_connections);
+        a.h3_streams = a.h3_streams.wrapping_add(b.h3_streams);
         for (t, z) in self.zones.iter_mut().zip(&r.zones) {
             t.requests = t.requests.wrapping_add(z.requests);
             add_all(&mut t.responses, &z.responses);

@@ -49,8 +49,7 @@ use Kind::{Default as D, Optional as O};
 static HTTP: &[Module] = &[
     m("http_ssl_module", O, || directive("ssl_certificate")),
     m("http_v2_module", O, || directive("http2_max_concurrent_streams")),
-    // `http3` is in the table only to refuse it with a reason.
-    m("http_v3_module", O, || false),
+    m("http_v3_module", O, || directive("http3")),
     m("http_realip_module", O, || directive("set_real_ip_from")),
     m("http_addition_module", O, || directive("add_before_body")),
     m("http_xslt_module", O, || directive("xslt_stylesheet")),
@@ -192,7 +191,7 @@ mod tests {
         assert!(words.contains(&"--with-http_stub_status_module"));
         assert!(!args.contains("--without-http_proxy_module"));
         assert!(!args.contains("--without-http_rewrite_module"));
-        assert!(!args.contains("http_v3_module"));
+        assert!(words.contains(&"--with-http_v3_module"));
         for md in HTTP {
             let with = words.contains(&format!("--with-{}", md.name).as_str());
             let without = words.contains(&format!("--without-{}", md.name).as_str());

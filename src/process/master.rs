@@ -60,11 +60,13 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     let mut workers = Vec::new();
     for i in 0..cfg.main.worker_processes {
         let socks = listeners.for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
+        let quic = listeners.quic_for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
         let files = logs.iter().map(|f| f.try_clone()).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
         let spec = worker::Spec {
             index: i,
             cfg: cfg.clone(),
             listeners: socks,
+            quic,
             log_files: files,
             cpus: worker::affinity::cpus_for(&cfg.main.cpu_affinity, i),
         };
@@ -78,6 +80,9 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
             }
         }
     }
+    // From here on this generation reads the QUIC sockets; a retiring one
+    // stops reading those it shares with it.
+    listeners.take_over_udp();
     Ok(Generation { cfg, workers, checker })
 }
 

@@ -8,6 +8,7 @@ pub mod client_cert;
 pub mod client_verify;
 pub mod handshake;
 pub mod names;
+pub mod quic;
 pub mod session;
 
 use std::sync::Arc;
@@ -26,6 +27,9 @@ pub struct ServerTls {
     pub reject: bool,
     pub with_h2: Option<Arc<ServerConfig>>,
     pub h1_only: Option<Arc<ServerConfig>>,
+    /// For `listen ... quic`: TLS 1.3 only (QUIC requires it, whatever
+    /// `ssl_protocols` says, as in nginx) with ALPN "h3".
+    pub quic: Option<Arc<quinn_proto::crypto::rustls::QuicServerConfig>>,
     /// `ssl_verify_client on`: a request without a client certificate gets
     /// nginx's 400 "No required SSL certificate was sent".
     pub require_client_cert: bool,
@@ -129,6 +133,7 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
                 reject: true,
                 with_h2: None,
                 h1_only: None,
+                quic: None,
                 require_client_cert: false,
                 no_ca: false,
                 client_verifier: None,
@@ -168,8 +173,43 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
     if ssl.tls12 {
         versions.push(&rustls::version::TLS12);
     }
+    let (mut cfg, client_verifier) = server_config(ssl, &provider, keys.clone(), &versions, span0)?;
+    // 0-RTT stays off even with `ssl_early_data on`: the handshake layer
+    // does not hand early data to the request pipeline, and accepting it
+    // without answering would lose requests.
+    cfg.max_early_data_size = 0;
+    let mut h1 = cfg.clone();
+    h1.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let (mut q, _) = server_config(ssl, &provider, keys, &[&rustls::version::TLS13], span0)?;
+    q.max_early_data_size = 0;
+    q.alpn_protocols = vec![b"h3".to_vec()];
+    let quic = quinn_proto::crypto::rustls::QuicServerConfig::try_from(Arc::new(q))
+        .map_err(|e| err(format!("invalid TLS settings for QUIC: {e}"), span0))?;
+    Ok(Some(Arc::new(ServerTls {
+        reject: ssl.reject_handshake,
+        with_h2: Some(Arc::new(cfg)),
+        h1_only: Some(Arc::new(h1)),
+        quic: Some(Arc::new(quic)),
+        require_client_cert: ssl.verify_client == VerifyClient::On,
+        no_ca: ssl.verify_client == VerifyClient::OptionalNoCa,
+        client_verifier,
+    })))
+}
+
+type ClientVerifier = Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>;
+
+/// One rustls configuration of a server for the protocol `versions`, with
+/// its certificates, client verification, session cache and tickets.
+fn server_config(
+    ssl: &SslConf,
+    provider: &Arc<CryptoProvider>,
+    keys: Vec<Arc<rustls::sign::CertifiedKey>>,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    span0: &Span,
+) -> Result<(ServerConfig, ClientVerifier), ConfError> {
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
+        .with_protocol_versions(versions)
         .map_err(|e| err(format!("invalid TLS settings: {}", e), span0))?;
     let mut client_verifier = None;
     let builder = match ssl.verify_client {
@@ -202,7 +242,8 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
             builder.with_client_cert_verifier(Arc::new(client_verify::Deferred { inner: v }))
         }
     };
-    let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::new(keys, ssl.tls13)));
+    let tls13 = versions.contains(&&rustls::version::TLS13);
+    let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::new(keys, tls13)));
     cfg.ignore_client_order = ssl.prefer_server_ciphers;
     cfg.session_storage = match &ssl.session_cache {
         SessionCache::Off | SessionCache::None => Arc::new(NoServerSessionStorage {}),
@@ -222,21 +263,7 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
         cfg.send_tls13_tickets =
             if matches!(ssl.session_cache, SessionCache::Off | SessionCache::None) { 0 } else { 1 };
     }
-    // 0-RTT stays off even with `ssl_early_data on`: the handshake layer
-    // does not hand early data to the request pipeline, and accepting it
-    // without answering would lose requests.
-    cfg.max_early_data_size = 0;
-    let mut h1 = cfg.clone();
-    h1.alpn_protocols = vec![b"http/1.1".to_vec()];
-    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Some(Arc::new(ServerTls {
-        reject: ssl.reject_handshake,
-        with_h2: Some(Arc::new(cfg)),
-        h1_only: Some(Arc::new(h1)),
-        require_client_cert: ssl.verify_client == VerifyClient::On,
-        no_ca: ssl.verify_client == VerifyClient::OptionalNoCa,
-        client_verifier,
-    })))
+    Ok((cfg, client_verifier))
 }
 
 /// A configuration that refuses every handshake with an alert.

@@ -161,8 +161,11 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
         // A wildcard socket also carries addresses that have their own
         // servers (`listen 127.0.0.1:80` beside `listen 80`).
-        let group =
-            if wildcard { w.cfg.http.listens.iter().position(|g| g.addr == local).unwrap_or(group) } else { group };
+        let group = if wildcard {
+            w.cfg.http.listens.iter().position(|g| g.addr == local && !g.quic).unwrap_or(group)
+        } else {
+            group
+        };
         let guard = ConnGuard::new(w.clone());
         let info =
             ConnInfo { fd: std::os::fd::AsRawFd::as_raw_fd(&stream), ..ConnInfo::new(peer, local, w.next_serial()) };

@@ -128,6 +128,8 @@ pub struct Spec {
     pub cfg: Arc<Config>,
     /// (listen group index, socket)
     pub listeners: Vec<(usize, std::net::TcpListener)>,
+    /// `listen ... quic` sockets.
+    pub quic: Vec<crate::listener::QuicSock>,
     pub log_files: Vec<File>,
     pub cpus: Option<Vec<usize>>,
 }
@@ -207,6 +209,10 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
                 w.clone(),
                 stop_accept.clone(),
             )));
+        }
+        for q in spec.quic {
+            let run = crate::http::connection::h3::endpoint::run(w.clone(), q, stop_accept.clone());
+            tokio::task::spawn_local(crate::clock::per_poll(run));
         }
         tokio::task::spawn_local(crate::clock::per_poll(tick(w.clone())));
         tokio::task::spawn_local(crate::clock::per_poll(park::run(w.clone())));

@@ -25,6 +25,7 @@ mod client;
 pub mod codings;
 pub mod fpm;
 pub mod h2raw;
+pub mod h3;
 pub mod hpack;
 pub mod origin;
 pub mod procs;

@@ -5,6 +5,7 @@
 pub mod body;
 pub mod h1;
 pub mod h2;
+pub mod h3;
 pub mod io;
 pub mod mem;
 pub mod proxy_protocol;

@@ -22,6 +22,8 @@ pub struct ConnInfo {
     pub tls: Option<std::rc::Rc<crate::tls::handshake::TlsInfo>>,
     /// The request came over HTTP/2 (`$http2`).
     pub http2: bool,
+    /// The request came over HTTP/3 (`$http3`).
+    pub http3: bool,
     /// The request was already buffered when the previous one on the
     /// connection ended (`$pipe`).
     pub pipelined: bool,
@@ -47,6 +49,7 @@ impl ConnInfo {
             requests: 0,
             tls: None,
             http2: false,
+            http3: false,
             pipelined: false,
             plain_on_tls: false,
             proxy_protocol: None,
@@ -395,6 +398,7 @@ impl VarSource for Vars<'_, '_, '_> {
                 (true, false) => b"h2c",
                 _ => b"",
             }),
+            Var::Http3 => out.extend_from_slice(if ctx.conn.http3 { b"h3" } else { b"" }),
             Var::SslProtocol => out.extend_from_slice(ctx.conn.tls.as_ref().map_or("", |t| t.protocol).as_bytes()),
             Var::SslCipher => out.extend_from_slice(ctx.conn.tls.as_ref().map_or("", |t| t.cipher).as_bytes()),
             Var::SslServerName => out.extend_from_slice(

@@ -33,6 +33,8 @@ pub struct Client<'s> {
     /// connection, means it left (nginx sets `error` on the stream's fake
     /// connection and the upstream's broken-connection check sees it).
     pub stream: Option<&'s mut h2::server::SendResponse<bytes::Bytes>>,
+    /// An HTTP/3 request's QUIC connection: its end means the client left.
+    pub quic: Option<quinn::Connection>,
     pub body: ReqBody,
     /// How the client left, once `gone` saw it.
     pub left: Option<ClientLeft>,
@@ -52,18 +54,29 @@ pub enum ClientLeft {
 impl<'s> Client<'s> {
     /// An HTTP/1 client: its connection and its body.
     pub fn h1(sock: &'s mut Sock, body: ReqBody) -> Self {
-        Client { sock: Some(sock), stream: None, body, left: None }
+        Client { sock: Some(sock), stream: None, quic: None, body, left: None }
     }
 
     /// An HTTP/2 stream and its body, already read whole.
     pub fn h2(stream: &'s mut h2::server::SendResponse<bytes::Bytes>, body: Spooled) -> Self {
-        Client { sock: None, stream: Some(stream), body: ReqBody::Buffered(body), left: None }
+        Client { sock: None, stream: Some(stream), quic: None, body: ReqBody::Buffered(body), left: None }
+    }
+
+    /// An HTTP/3 request on `conn`, its body already read whole.
+    pub fn h3(conn: quinn::Connection, body: Spooled) -> Self {
+        Client { sock: None, stream: None, quic: Some(conn), body: ReqBody::Buffered(body), left: None }
     }
 
     /// No body and nobody to watch: requests sluice makes on its own
     /// (cache refreshes, auth_request, mirrors), which no client can abort.
     pub fn detached() -> Self {
-        Client { sock: None, stream: None, body: ReqBody::Buffered(Spooled::Memory(Vec::new())), left: None }
+        Client {
+            sock: None,
+            stream: None,
+            quic: None,
+            body: ReqBody::Buffered(Spooled::Memory(Vec::new())),
+            left: None,
+        }
     }
 
     /// Some of a streamed body went to an origin: no other peer can have it.
@@ -85,6 +98,11 @@ impl<'s> Client<'s> {
                 Ok(reason) => ClientLeft::Reset(reason, id),
                 Err(_) => ClientLeft::Ended,
             });
+            return;
+        }
+        if let Some(c) = &self.quic {
+            c.closed().await;
+            self.left = Some(ClientLeft::Ended);
             return;
         }
         std::future::pending().await

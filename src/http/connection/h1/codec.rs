@@ -423,7 +423,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
     let keep_alive = match version {
         Version::Http11 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
-        Version::Http09 | Version::Http2 => false,
+        Version::Http09 | Version::Http2 | Version::Http3 => false,
     };
     let target = range(buf, path.as_bytes());
     Ok(Head {

@@ -36,7 +36,21 @@ pub fn synthesize_as<B>(
     websocket: bool,
     limits: &Limits,
 ) -> Result<(Vec<u8>, Head), Bad> {
-    if req.headers().len() > MAX_HEADERS {
+    synthesize_version(req, has_body, websocket, limits, Version::Http2)
+}
+
+/// `synthesize_as` for a request of HTTP/2 or HTTP/3 (`version`), which
+/// carry their requests in the same pseudo-header form.
+pub fn synthesize_version<B>(
+    req: &http::Request<B>,
+    has_body: bool,
+    websocket: bool,
+    limits: &Limits,
+    version: Version,
+) -> Result<(Vec<u8>, Head), Bad> {
+    // `max_headers` counts the regular fields (pseudo-headers are not
+    // header lines), as nginx does for HTTP/2 and HTTP/3.
+    if req.headers().len() > MAX_HEADERS.min(limits.max_lines) {
         return Err(Bad::TooManyHeaders);
     }
     let target = req.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/");
@@ -51,7 +65,8 @@ pub fn synthesize_as<B>(
     let t0 = buf.len();
     buf.extend_from_slice(target.as_bytes());
     let target_r = t0..buf.len();
-    buf.extend_from_slice(b" HTTP/2.0");
+    buf.push(b' ');
+    buf.extend_from_slice(version.as_str().as_bytes());
     let line = 0..buf.len();
     buf.extend_from_slice(b"\r\n");
 
@@ -112,7 +127,7 @@ pub fn synthesize_as<B>(
         method: Method::from_bytes(method.as_bytes()),
         method_r,
         target: target_r,
-        version: Version::Http2,
+        version,
         line,
         head_len: buf.len(),
         headers,

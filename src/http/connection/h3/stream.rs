@@ -1,0 +1,461 @@
+//! One HTTP/3 request stream: its head in the HTTP/1 form every handler
+//! reads (`h2::request`, the same pseudo-header form), the pipeline, the
+//! body for an origin read whole first (as HTTP/2 does, within
+//! `client_max_body_size` and `client_body_timeout`), the response as
+//! HEADERS and DATA frames within `send_timeout` per write, and the
+//! access log line.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes};
+use h3::error::Code;
+
+use super::Shared;
+use crate::config::model::LocConf;
+use crate::http::connection::h2::request as h2req;
+use crate::http::connection::h2::response::{self as h2resp, Seg};
+use crate::http::handler::ctx::{ConnInfo, ReqCtx};
+use crate::http::limit::rate::Pacer;
+use crate::http::request::{Method, Request, Version};
+use crate::http::response::{Body, Response};
+use crate::log::error::Level;
+use crate::worker::WorkerCtx;
+use crate::{log_req, log_to};
+
+type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
+type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+
+/// Largest piece of a body read and written at a time.
+const MAX_PIECE: usize = 64 * 1024;
+
+/// A stream under a panic guard (`worker::unwind`): a panic is logged at
+/// `alert` and the stream reset; the connection's other streams go on.
+pub async fn guarded(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    resolver: Resolver,
+    shared: Rc<Shared>,
+    conn: quinn::Connection,
+) {
+    let (id, peer) = (info.id, info.peer);
+    let run = request(w.clone(), group, info, resolver, conn);
+    if let Err(p) = crate::worker::unwind::Guarded::new(run).await {
+        let g = &w.cfg.http.listens[group];
+        log_to!(
+            g.default_server.conf.error_log,
+            Level::Alert,
+            "*{} request processing panicked: {}, client: {}, server: {}",
+            id,
+            p,
+            peer.ip(),
+            g.default_server.name
+        );
+        crate::http::proxy::settle_orphans(&w);
+    }
+    shared.finish();
+}
+
+async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resolver, conn: quinn::Connection) {
+    let g = &w.cfg.http.listens[group];
+    let dconf = &g.default_server.conf;
+    let (req, mut tx) = match tokio::time::timeout(dconf.client_header_timeout, resolver.resolve_request()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            log_to!(
+                dconf.error_log,
+                Level::Info,
+                "*{} client sent invalid request ({}) while reading client request headers, client: {}",
+                info.id,
+                e,
+                info.peer.ip()
+            );
+            return;
+        }
+        Err(_) => {
+            log_to!(
+                dconf.error_log,
+                Level::Info,
+                "*{} client timed out (110: Connection timed out) while reading client request headers, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            return;
+        }
+    };
+    let started = Instant::now();
+    let stats = w.stats.clone();
+    let _counted = stats.request();
+    // Whether DATA follows: known at once when the client ended the
+    // stream with its HEADERS; otherwise taken to follow.
+    let mut first = None;
+    let has_body = match std::future::poll_fn(|cx| std::task::Poll::Ready(tx.poll_recv_data(cx))).await {
+        std::task::Poll::Ready(Ok(None)) => false,
+        std::task::Poll::Ready(Ok(Some(mut b))) => {
+            first = Some(b.copy_to_bytes(b.remaining()));
+            true
+        }
+        std::task::Poll::Ready(Err(_)) => return,
+        std::task::Poll::Pending => true,
+    };
+    let plain_connect = req.method() == http::Method::CONNECT;
+    let limits = crate::http::connection::h1::conn::limits(g);
+    let (buf, head) = match h2req::synthesize_version(&req, has_body, false, &limits, Version::Http3) {
+        Ok(x) => x,
+        Err(bad) => {
+            let why = match bad {
+                h2req::Bad::TooManyHeaders => "client sent too many header fields",
+                h2req::Bad::InvalidPath => "client sent invalid :path header",
+            };
+            log_to!(
+                dconf.error_log,
+                Level::Info,
+                "*{} {} while reading client request headers, client: {}",
+                info.id,
+                why,
+                info.peer.ip()
+            );
+            let _ = tx.send_response(h2resp::head(&Response::new(400), false)).await;
+            let _ = tx.finish().await;
+            return;
+        }
+    };
+    let target = &buf[head.target.clone()];
+    let (raw_path, raw_args) = crate::http::uri::split_target(target);
+    let host = match head.host.clone().map(|r| crate::http::routing::server::validate_host(&buf[r])) {
+        Some(Some(h)) => h,
+        Some(None) => {
+            log_to!(
+                dconf.error_log,
+                Level::Info,
+                "*{} client sent invalid host header, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            let _ = tx.send_response(h2resp::head(&Response::new(400), false)).await;
+            let _ = tx.finish().await;
+            return;
+        }
+        // No :authority: the server the TLS handshake chose by SNI.
+        None => std::borrow::Cow::Owned(
+            info.tls.as_ref().and_then(|t| t.server_name.as_deref()).unwrap_or("").as_bytes().to_vec(),
+        ),
+    };
+    let server = crate::http::routing::server::select(g, &host);
+    let path = match crate::http::uri::normalize_path_with(raw_path, dconf.core.merge_slashes) {
+        Ok(p) => p,
+        Err(_) => {
+            log_to!(
+                server.conf.error_log,
+                Level::Info,
+                "*{} client sent invalid request, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            let _ = tx.send_response(h2resp::head(&Response::new(400), false)).await;
+            let _ = tx.finish().await;
+            return;
+        }
+    };
+    let req = Request {
+        buf: &buf,
+        head: &head,
+        method: head.method,
+        path,
+        args: raw_args.map(std::borrow::Cow::Borrowed),
+        host,
+    };
+    let mut ctx = ReqCtx::new(g, server, req, &info);
+    let mut resp = match crate::http::handler::client_cert_status(&ctx) {
+        Some(code) => crate::http::handler::error(&ctx, code),
+        None if plain_connect => crate::http::connection::h2::connect::refuse(&mut ctx),
+        None => crate::http::handler::handle(&mut ctx),
+    };
+    if crate::http::handler::suspended(&ctx) {
+        resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
+    }
+    crate::http::handler::mirror::start(&w, &mut ctx);
+    let mut unread = false;
+    if matches!(resp.body, Body::Proxy) {
+        let conf = ctx.conf;
+        let mut spool =
+            crate::http::connection::spool::Spool::new(conf.client_body_buffer_size, &conf.client_body_temp_path);
+        let read = if has_body {
+            read_body(&mut tx, first.take(), conf.client_max_body_size, conf.client_body_timeout, Some(&mut spool))
+                .await
+        } else {
+            Read::Done
+        };
+        resp = match read {
+            Read::Done => {
+                let data = spool.finish();
+                ctx.body_read = data.len();
+                let mut client = crate::http::proxy::request_body::Client::h3(conn.clone(), data);
+                crate::http::proxy::respond(&w, &mut ctx, &mut client).await
+            }
+            Read::TooLarge(n) => {
+                log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
+                crate::http::handler::finish_error(&mut ctx, 413)
+            }
+            Read::Spool(why) => {
+                log_req!(ctx, Level::Crit, "{} while reading client request body", why);
+                crate::http::handler::finish_error(&mut ctx, 500)
+            }
+            Read::TimedOut => {
+                log_req!(
+                    ctx,
+                    Level::Info,
+                    "client timed out (110: Connection timed out) while reading client request body"
+                );
+                let r = crate::http::handler::error(&ctx, 408);
+                tx.stop_stream(Code::H3_REQUEST_CANCELLED);
+                log(&w, &ctx, &r, 0, started, false);
+                return;
+            }
+            Read::Failed => return,
+        };
+    } else if has_body && resp.status != 413 {
+        unread = true;
+    }
+    if resp.status == 444 {
+        tx.stop_stream(Code::H3_REQUEST_REJECTED);
+        log(&w, &ctx, &resp, 0, started, false);
+        return;
+    }
+    let conf = ctx.conf;
+    let head_only = head.method == Method::Head || !crate::http::connection::h1::writer::has_body(resp.status);
+    let pace = crate::http::limit::rate::pacer(&ctx, started);
+    let sent = match send_head(&mut tx, &resp, conf).await {
+        Err(()) => Err(()),
+        Ok(()) if head_only => Ok(0),
+        Ok(()) => match &mut resp.body {
+            Body::Upstream(up) => send_upstream(&w, &mut tx, up, &ctx, pace).await,
+            Body::Compressed(z) => send_compressed(&w, &mut tx, z, &ctx, pace).await,
+            body => send_body(&mut tx, h2resp::segments(body), conf, info.id, pace).await,
+        },
+    };
+    let sent = match sent {
+        Ok(n) => match timed(conf, tx.finish()).await {
+            Ok(()) => Ok(n),
+            Err(()) => Err(n),
+        },
+        Err(()) => Err(0),
+    };
+    if let Body::Upstream(up) = &mut resp.body {
+        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        crate::http::proxy::finish_body(&w, &mut ctx, up);
+    }
+    if let Body::Compressed(z) = &mut resp.body
+        && let Some(up) = z.upstream_mut()
+    {
+        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        crate::http::proxy::finish_body(&w, &mut ctx, up);
+    }
+    let ok = sent.is_ok();
+    let body_bytes = sent.unwrap_or_else(|n| n);
+    crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
+    log(&w, &ctx, &resp, body_bytes, started, ok);
+    if ctx.cache.is_some() {
+        drop(resp);
+        crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
+    }
+    if unread && ok {
+        // The rest of a body no handler read: read and dropped, so the
+        // stream ends as the client sends it (RFC 9114 4.1 lets a server
+        // answer first, then STOP_SENDING; draining avoids a reset).
+        let _ = read_body(&mut tx, first, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, None).await;
+    }
+}
+
+enum Read {
+    Done,
+    TooLarge(u64),
+    TimedOut,
+    Failed,
+    Spool(String),
+}
+
+/// Reads a request body to its end (into `keep` if given), stopping past
+/// `client_max_body_size` or after `client_body_timeout` of silence.
+async fn read_body(
+    tx: &mut Stream,
+    first: Option<Bytes>,
+    max: u64,
+    timeout: Duration,
+    mut keep: Option<&mut crate::http::connection::spool::Spool<'_>>,
+) -> Read {
+    let mut total = 0u64;
+    let mut next = first;
+    loop {
+        let chunk = match next.take() {
+            Some(c) => c,
+            None => match tokio::time::timeout(timeout, tx.recv_data()).await {
+                Ok(Ok(Some(mut b))) => b.copy_to_bytes(b.remaining()),
+                Ok(Ok(None)) => return Read::Done,
+                Ok(Err(_)) => return Read::Failed,
+                Err(_) => return Read::TimedOut,
+            },
+        };
+        total += chunk.len() as u64;
+        if max > 0 && total > max {
+            tx.stop_sending(Code::H3_REQUEST_CANCELLED);
+            return Read::TooLarge(total);
+        }
+        if let Some(k) = keep.as_deref_mut()
+            && let Err(why) = k.push(&chunk)
+        {
+            return Read::Spool(why);
+        }
+    }
+}
+
+/// A write bounded by `send_timeout`, nginx's line when it passes.
+async fn timed<F: std::future::Future<Output = Result<(), h3::error::StreamError>>>(
+    conf: &LocConf,
+    f: F,
+) -> Result<(), ()> {
+    match tokio::time::timeout(conf.send_timeout, f).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(()),
+        Err(_) => {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "client timed out (110: Connection timed out) while sending response to client"
+            );
+            Err(())
+        }
+    }
+}
+
+async fn send_head(tx: &mut Stream, resp: &Response<'_>, conf: &LocConf) -> Result<(), ()> {
+    timed(conf, tx.send_response(h2resp::head(resp, conf.server_tokens))).await
+}
+
+/// Sends `b` as DATA, paced by `limit_rate` when set.
+async fn send(tx: &mut Stream, mut b: Bytes, conf: &LocConf, pace: &mut Option<Pacer>) -> Result<(), ()> {
+    while !b.is_empty() {
+        let n = match pace.as_mut() {
+            Some(p) => p.grant(b.len()).await.min(b.len()).max(1),
+            None => b.len(),
+        };
+        let piece = b.split_to(n);
+        timed(conf, tx.send_data(piece)).await?;
+        if let Some(p) = pace.as_mut() {
+            p.wrote(n);
+        }
+    }
+    Ok(())
+}
+
+async fn send_body(
+    tx: &mut Stream,
+    segs: Vec<Seg>,
+    conf: &LocConf,
+    id: u64,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    for seg in segs {
+        match seg {
+            Seg::Bytes(b) => {
+                let n = b.len() as u64;
+                send(tx, b, conf, &mut pace).await?;
+                sent += n;
+            }
+            Seg::File(file, mut off, mut len) => {
+                let Some(f) = file.file.as_ref() else { return Err(()) };
+                while len > 0 {
+                    let n = len.min(MAX_PIECE as u64);
+                    let mut v = Vec::with_capacity(n as usize);
+                    if let Err(e) = crate::http::connection::io::pread_into(f, off, n, &mut v) {
+                        log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", id, e);
+                        tx.stop_stream(Code::H3_INTERNAL_ERROR);
+                        return Err(());
+                    }
+                    if v.is_empty() {
+                        // The file shrank under us: the response cannot
+                        // be completed as announced.
+                        tx.stop_stream(Code::H3_INTERNAL_ERROR);
+                        return Err(());
+                    }
+                    let got = v.len() as u64;
+                    send(tx, Bytes::from(v), conf, &mut pace).await?;
+                    off += got;
+                    len -= got;
+                    sent += got;
+                }
+            }
+        }
+    }
+    Ok(sent)
+}
+
+/// Streams an origin's body as it arrives, reading ahead while a write
+/// waits; an origin failing mid-body resets the stream, so the client
+/// never takes a truncated body for a complete one.
+async fn send_upstream(
+    w: &WorkerCtx,
+    tx: &mut Stream,
+    up: &mut crate::http::proxy::body::UpstreamBody,
+    ctx: &ReqCtx<'_, '_>,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    loop {
+        let mut piece = Vec::new();
+        let more = match up.next(w, &mut piece, MAX_PIECE).await {
+            Ok(m) => m,
+            Err(e) => {
+                crate::http::proxy::log_body_error(ctx, &e);
+                tx.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Err(());
+            }
+        };
+        if !piece.is_empty() {
+            let n = piece.len() as u64;
+            let write = send(tx, Bytes::from(piece), ctx.conf, &mut pace);
+            crate::http::proxy::ahead::while_writing(w, ctx, up, write).await?;
+            sent += n;
+        }
+        if !more {
+            return Ok(sent);
+        }
+    }
+}
+
+async fn send_compressed(
+    w: &WorkerCtx,
+    tx: &mut Stream,
+    z: &mut crate::http::filter::compress::stream::Compressed,
+    ctx: &ReqCtx<'_, '_>,
+    mut pace: Option<Pacer>,
+) -> Result<u64, ()> {
+    let mut sent = 0u64;
+    loop {
+        let mut piece = Vec::new();
+        let more = match z.next(w, &mut piece, MAX_PIECE).await {
+            Ok(m) => m,
+            Err(e) => {
+                crate::http::filter::compress::stream::log_error(ctx, &e);
+                tx.stop_stream(Code::H3_INTERNAL_ERROR);
+                return Err(());
+            }
+        };
+        if !piece.is_empty() {
+            let n = piece.len() as u64;
+            let write = send(tx, Bytes::from(piece), ctx.conf, &mut pace);
+            z.while_writing(w, ctx, write).await?;
+            sent += n;
+        }
+        if !more {
+            return Ok(sent);
+        }
+    }
+}
+
+/// The access log line: the same as HTTP/1's and HTTP/2's.
+fn log(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, body_bytes: u64, started: Instant, complete: bool) {
+    crate::http::connection::h1::conn::log_request(w, ctx, resp, body_bytes, body_bytes, started, complete);
+}

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""An HTTP/3 client on aioquic for sluice's tests (tests/h3*.rs).
+
+usage: client.py HOST PORT [--sni NAME] [--insecure] [--ca FILE]
+                 [--request METHOD PATH [--header NAME:VALUE]... [--body-file F]]...
+                 [--out DIR] [--rebind-after BYTES] [--on-progress FILE] [--timeout S]
+
+Each --request starts a new request on the same connection (all are sent
+at once, concurrently). For each one a JSON line is printed:
+  {"status": 200, "headers": [[name, value], ...], "length": N,
+   "sha256": "...", "body": "<first 1 KB as text>", "error": null}
+plus a last line {"connection": {...}} with what the connection saw
+(GOAWAY, close reason, ALPN, the number of rebinds).
+
+--rebind-after N: once N body bytes arrived in total, the client moves to a
+new local UDP port (a NAT rebinding: the server sees a new address).
+--on-progress FILE: when a quarter of the first response's body arrived,
+the client writes FILE (the test then reloads the server) and goes on.
+"""
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import ssl
+import sys
+
+from aioquic.asyncio.client import connect
+from aioquic.asyncio.protocol import QuicConnectionProtocol
+from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
+
+
+def varint(buf, i):
+    """A QUIC variable-length integer at buf[i:]: (value, next index), or
+    None when buf ends first."""
+    if i >= len(buf):
+        return None
+    n = 1 << (buf[i] >> 6)
+    if i + n > len(buf):
+        return None
+    v = buf[i] & 0x3F
+    for b in buf[i + 1 : i + n]:
+        v = (v << 8) | b
+    return v, i + n
+
+
+class Result:
+    def __init__(self):
+        self.status = None
+        self.headers = []
+        self.length = 0
+        self.sha = hashlib.sha256()
+        self.head = b""
+        self.error = None
+        self.done = asyncio.get_event_loop().create_future()
+        self.expected = None
+
+    def finish(self, error=None):
+        if error and not self.error:
+            self.error = error
+        if not self.done.done():
+            self.done.set_result(True)
+
+    def json(self):
+        return {
+            "status": self.status,
+            "headers": self.headers,
+            "length": self.length,
+            "sha256": self.sha.hexdigest(),
+            "body": self.head.decode("latin-1"),
+            "error": self.error,
+        }
+
+
+class Client(QuicConnectionProtocol):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.http = H3Connection(self._quic)
+        self.results = {}
+        self.goaway = False
+        self.terminated = None
+        self.received = 0
+        self.on_bytes = []
+        # The server's unidirectional streams, to see its GOAWAY on the
+        # control stream (aioquic reads and drops it without an event).
+        self.uni = {}
+
+    def watch_control(self, event):
+        buf = self.uni.setdefault(event.stream_id, bytearray())
+        buf += event.data
+        first = varint(buf, 0)
+        if first is None or first[0] != 0:  # 0x00: the control stream
+            return
+        i = first[1]
+        while True:
+            t = varint(buf, i)
+            if t is None:
+                return
+            n = varint(buf, t[1])
+            if n is None or n[1] + n[0] > len(buf):
+                return
+            if t[0] == 0x07:
+                self.goaway = True
+            i = n[1] + n[0]
+
+    def quic_event_received(self, event):
+        if isinstance(event, StreamDataReceived) and event.stream_id % 4 == 3:
+            self.watch_control(event)
+        if isinstance(event, ConnectionTerminated):
+            self.terminated = {"error_code": event.error_code, "reason": event.reason_phrase}
+            for r in self.results.values():
+                r.finish("connection terminated: %s" % event.reason_phrase)
+            return
+        if isinstance(event, StreamReset) and event.stream_id in self.results:
+            self.results[event.stream_id].finish("stream reset: %d" % event.error_code)
+            return
+        for e in self.http.handle_event(event):
+            if not isinstance(e, (HeadersReceived, DataReceived)):
+                continue
+            r = self.results.get(e.stream_id)
+            if r is None:
+                continue
+            if isinstance(e, HeadersReceived):
+                if r.status is None:
+                    for k, v in e.headers:
+                        if k == b":status":
+                            r.status = int(v)
+                        else:
+                            r.headers.append([k.decode("latin-1"), v.decode("latin-1")])
+            else:
+                r.length += len(e.data)
+                r.sha.update(e.data)
+                if len(r.head) < 1024:
+                    r.head += e.data[: 1024 - len(r.head)]
+                self.received += len(e.data)
+                for f in list(self.on_bytes):
+                    f(self)
+            if e.stream_ended:
+                r.finish()
+
+    def request(self, method, path, authority, headers, body):
+        sid = self._quic.get_next_available_stream_id()
+        hdrs = [
+            (b":method", method.encode()),
+            (b":scheme", b"https"),
+            (b":authority", authority.encode()),
+            (b":path", path.encode()),
+        ] + [(k.lower().encode(), v.encode()) for k, v in headers]
+        r = Result()
+        self.results[sid] = r
+        self.http.send_headers(sid, hdrs, end_stream=body is None)
+        if body is not None:
+            self.http.send_data(sid, body, end_stream=True)
+        self.transmit()
+        return r
+
+
+def rebind(proto):
+    """Moves the client to a new local UDP port (a NAT rebinding)."""
+    transport = proto._transport
+    old = transport._sock
+    fam = old.family
+    new = socket.socket(fam, socket.SOCK_DGRAM)
+    if fam == socket.AF_INET6:
+        # aioquic's socket is dual-stack and talks to ::ffff:127.0.0.1.
+        new.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        new.bind(("::", 0, 0, 0))
+    else:
+        new.bind(("127.0.0.1", 0))
+    new.setblocking(False)
+    loop = asyncio.get_event_loop()
+    # asyncio's datagram transport keeps its socket in _sock; the loop's
+    # private reader calls skip the check that a transport owns the fd.
+    loop._remove_reader(old.fileno())
+    transport._sock = new
+    transport._sock_fd = new.fileno()
+    loop._add_reader(new.fileno(), transport._read_ready)
+    old.close()
+
+
+async def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("host")
+    ap.add_argument("port", type=int)
+    ap.add_argument("--sni")
+    ap.add_argument("--authority")
+    ap.add_argument("--insecure", action="store_true")
+    ap.add_argument("--ca")
+    ap.add_argument("--timeout", type=float, default=30)
+    ap.add_argument("--rebind-after", type=int)
+    ap.add_argument("--on-progress")
+    ap.add_argument("--early-data-file")
+    ap.add_argument("--request", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
+    ap.add_argument("--header", action="append", default=[])
+    ap.add_argument("--body-file")
+    a = ap.parse_args()
+
+    cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, max_datagram_frame_size=None)
+    cfg.server_name = a.sni or "localhost"
+    if a.insecure:
+        cfg.verify_mode = ssl.CERT_NONE
+    if a.ca:
+        cfg.load_verify_locations(a.ca)
+    body = open(a.body_file, "rb").read() if a.body_file else None
+    headers = [tuple(h.split(":", 1)) for h in a.header]
+    authority = a.authority or "%s:%d" % (cfg.server_name, a.port)
+    out = {"alpn": None, "rebinds": 0}
+    try:
+        async with connect(a.host, a.port, configuration=cfg, create_protocol=Client, wait_connected=True) as proto:
+            out["alpn"] = proto._quic.tls.alpn_negotiated
+            if a.rebind_after is not None:
+                def maybe_rebind(p, state={"done": False}):
+                    if not state["done"] and p.received >= a.rebind_after:
+                        state["done"] = True
+                        rebind(p)
+                        out["rebinds"] += 1
+                        p.transmit()
+                proto.on_bytes.append(maybe_rebind)
+            results = []
+            for method, path in a.request or [("GET", "/")]:
+                results.append(proto.request(method, path, authority, headers, body))
+            if a.on_progress:
+                def progress(p, state={"done": False}):
+                    r = results[0]
+                    want = None
+                    for k, v in r.headers:
+                        if k == "content-length":
+                            want = int(v)
+                    if not state["done"] and want and r.length * 4 >= want:
+                        state["done"] = True
+                        open(a.on_progress, "w").write("x")
+                proto.on_bytes.append(progress)
+            try:
+                await asyncio.wait_for(asyncio.gather(*[r.done for r in results]), a.timeout)
+            except asyncio.TimeoutError:
+                for r in results:
+                    r.finish("timeout")
+            for r in results:
+                print(json.dumps(r.json()))
+            # Give a GOAWAY or CONNECTION_CLOSE that follows a moment.
+            await asyncio.sleep(0.05)
+            out["goaway"] = proto.goaway
+            out["terminated"] = proto.terminated
+    except Exception as e:  # handshake failures and the like
+        out["error"] = "%s: %s" % (type(e).__name__, e)
+    print(json.dumps({"connection": out}))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
