@@ -244,3 +244,47 @@ fn config_errors_in_nginx_words() {
     let o = ok.run(&["-t"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// The master holds the QUIC sockets as it holds the TCP ones: after the
+/// serving process dies, a new one reads the same UDP sockets and new
+/// connections are served (the dead process's connections are gone).
+#[test]
+fn a_crash_keeps_the_quic_sockets() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let s = h3_server("worker_processes 2;", "", "").file("html/index.html", "hello over h3\n").start();
+    assert_eq!(get(s.port, "/index.html").status, 200);
+    let before = s.serving_pid();
+    let st = std::process::Command::new("kill").args(["-KILL", &before.to_string()]).status().expect("kill");
+    assert!(st.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while s.serving_pid() == before {
+        assert!(std::time::Instant::now() < deadline, "no new serving process");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let r = get(s.port, "/index.html");
+    assert_eq!((r.status, r.body.as_str()), (200, "hello over h3\n"), "{r:?}");
+    s.wait_error_log(&format!("worker process {before} exited on signal 9"));
+    // Every UDP socket on the port is one the new serving process reads:
+    // it reused the master's (a socket of its own beside them would leave
+    // the master's in the reuseport group, unread).
+    let port_hex = format!(":{:04X}", s.port);
+    let udp = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    let on_port: Vec<String> = udp
+        .lines()
+        .skip(1)
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|a| a.ends_with(&port_hex)))
+        .filter_map(|l| l.split_whitespace().nth(9).map(String::from))
+        .collect();
+    assert_eq!(on_port.len(), 2, "reuseport sockets on the port: {on_port:?}");
+    let child = s.serving_pid();
+    let held: Vec<String> = std::fs::read_dir(format!("/proc/{child}/fd"))
+        .map(|d| {
+            d.flatten().filter_map(|e| std::fs::read_link(e.path()).ok()).map(|p| p.display().to_string()).collect()
+        })
+        .unwrap_or_default();
+    for inode in &on_port {
+        assert!(held.contains(&format!("socket:[{inode}]")), "socket {inode} is not the serving process's");
+    }
+}

@@ -374,30 +374,38 @@ impl ListenerSet {
 
     /// Every socket with its key in text, for handing the set to another
     /// process (the master keeps the serving process's sockets so that a
-    /// new serving process finds them after a crash).
+    /// new serving process finds them after a crash). QUIC's UDP sockets'
+    /// keys start with `udp `.
     pub fn export(&self) -> Vec<(String, std::os::fd::BorrowedFd<'_>)> {
         use std::os::fd::AsFd;
-        self.socks.iter().map(|(k, l)| (k.to_text(), l.as_fd())).collect()
+        let tcp = self.socks.iter().map(|(k, l)| (k.to_text(), l.as_fd()));
+        tcp.chain(self.udp.iter().map(|(k, u)| (format!("udp {}", k.to_text()), u.sock.as_fd()))).collect()
     }
 
     /// A set made of sockets another process exported; an entry whose key
     /// does not parse is dropped (closed). `prepare` then reuses them by
     /// key as it reuses a running set's.
     pub fn import(items: Vec<(String, std::os::fd::OwnedFd)>) -> ListenerSet {
-        let socks = items
-            .into_iter()
-            .filter_map(|(k, fd)| {
-                let l = TcpListener::from(fd);
-                // Accept loops expect non-blocking listeners.
-                l.set_nonblocking(true).ok()?;
-                Some((Key::from_text(&k)?, l))
-            })
-            .collect();
-        ListenerSet { socks }
+        let mut set = ListenerSet::default();
+        for (k, fd) in items {
+            if let Some(k) = k.strip_prefix("udp ") {
+                let sock = UdpSocket::from(fd);
+                if let (Some(k), Ok(())) = (Key::from_text(k), sock.set_nonblocking(true)) {
+                    set.udp.push((k, Arc::new(Udp { sock, epoch: AtomicU64::new(0) })));
+                }
+                continue;
+            }
+            let l = TcpListener::from(fd);
+            // Accept loops expect non-blocking listeners.
+            if let (Some(k), Ok(())) = (Key::from_text(&k), l.set_nonblocking(true)) {
+                set.socks.push((k, l));
+            }
+        }
+        set
     }
 
     pub fn is_empty(&self) -> bool {
-        self.socks.is_empty()
+        self.socks.is_empty() && self.udp.is_empty()
     }
 }
 
