@@ -6,6 +6,7 @@
 //! `worker` (per-core event loops), `tls`, `upstream`, `resolver`,
 //! `variables`, `log`, `metrics`. docs/architecture.md has the tree.
 
+pub mod access_rules;
 pub mod cidr;
 pub mod cli;
 pub mod clock;
@@ -17,7 +18,9 @@ pub mod log;
 pub mod metrics;
 pub mod pattern;
 pub mod process;
+pub mod proxy_protocol;
 pub mod resolver;
+pub mod stream;
 pub mod tls;
 pub mod upstream;
 pub mod variables;

@@ -21,11 +21,54 @@ struct Key {
     reuseport: bool,
     /// Worker index for reuseport sockets, 0 for shared ones.
     index: usize,
+    /// Whose socket: HTTP's listeners defer accepting, another family's
+    /// do not (its clients may wait for the server to speak first).
+    proto: Proto,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Http,
+    Tcp,
+    Udp,
+}
+
+/// Which configuration entry a socket serves.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    /// An HTTP listen group.
+    Http(usize),
+    /// A family (index in `Config::families`) and its listen.
+    Family(usize, usize),
+}
+
+/// A listening socket: TCP, or a bound UDP socket.
+enum Held {
+    Tcp(TcpListener),
+    Udp(std::net::UdpSocket),
+}
+
+impl Held {
+    fn try_clone(&self) -> io::Result<Held> {
+        Ok(match self {
+            Held::Tcp(l) => Held::Tcp(l.try_clone()?),
+            Held::Udp(u) => Held::Udp(u.try_clone()?),
+        })
+    }
 }
 
 #[derive(Default)]
 pub struct ListenerSet {
-    socks: Vec<(Key, TcpListener)>,
+    socks: Vec<(Key, Held)>,
+}
+
+/// A worker's duplicates of the sockets it serves.
+#[derive(Default)]
+pub struct WorkerSockets {
+    /// (HTTP listen group, socket)
+    pub http: Vec<(usize, TcpListener)>,
+    /// (family, listen, socket)
+    pub families: Vec<(usize, usize, crate::config::family::Socket)>,
 }
 
 /// Whether `g` is served by a wildcard listener on the same port (nginx
@@ -47,7 +90,7 @@ struct Opts {
     sock: SockOpts,
 }
 
-fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
+fn keys(cfg: &Config) -> Vec<(Key, Owner, Opts)> {
     let mut out = Vec::new();
     for (gi, g) in cfg.http.listens.iter().enumerate() {
         if covered_by_wildcard(cfg, g.addr) {
@@ -56,16 +99,58 @@ fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
             out.push((
-                Key { addr: g.addr, reuseport: g.reuseport, index },
-                gi,
+                Key { addr: g.addr, reuseport: g.reuseport, index, proto: Proto::Http },
+                Owner::Http(gi),
                 Opts { backlog: g.backlog, notsent_lowat: g.notsent_lowat, sock: g.sock },
             ));
+        }
+    }
+    for (fi, (_, f)) in cfg.families.iter().enumerate() {
+        for (li, l) in f.listens().iter().enumerate() {
+            let n = if l.reuseport { cfg.main.worker_processes } else { 1 };
+            let proto = if l.udp { Proto::Udp } else { Proto::Tcp };
+            for index in 0..n {
+                out.push((
+                    Key { addr: l.addr, reuseport: l.reuseport, index, proto },
+                    Owner::Family(fi, li),
+                    Opts { backlog: l.backlog, notsent_lowat: 0, sock: l.sock },
+                ));
+            }
         }
     }
     out
 }
 
-fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
+fn bind(k: &Key, o: Opts) -> io::Result<Held> {
+    match k.proto {
+        Proto::Http => bind_tcp(k, o, true).map(Held::Tcp),
+        Proto::Tcp => bind_tcp(k, o, false).map(Held::Tcp),
+        Proto::Udp => bind_udp(k, o).map(Held::Udp),
+    }
+}
+
+/// A UDP socket for a family's `listen ... udp`.
+fn bind_udp(k: &Key, o: Opts) -> io::Result<std::net::UdpSocket> {
+    let s = Socket::new(Domain::for_address(k.addr), Type::DGRAM, None)?;
+    s.set_reuse_address(true)?;
+    if k.reuseport {
+        s.set_reuse_port(true)?;
+    }
+    if k.addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    if let Some(n) = o.sock.rcvbuf {
+        s.set_recv_buffer_size(n.max(0) as usize)?;
+    }
+    if let Some(n) = o.sock.sndbuf {
+        s.set_send_buffer_size(n.max(0) as usize)?;
+    }
+    s.bind(&k.addr.into())?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+fn bind_tcp(k: &Key, o: Opts, deferred: bool) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(k.addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     if k.reuseport {
@@ -78,7 +163,11 @@ fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
     s.listen(o.backlog)?;
     s.set_nonblocking(true)?;
     let l: TcpListener = s.into();
-    tune(&l, o)?;
+    if deferred {
+        tune(&l, o)?;
+    } else {
+        set_sock_opts(&l, &o.sock)?;
+    }
     Ok(l)
 }
 
@@ -209,9 +298,13 @@ impl ListenerSet {
                     // A changed backlog, notsent_lowat or socket option
                     // takes effect on the live socket (for connections
                     // accepted from now on), as nginx sets them again.
-                    let _ = socket2::SockRef::from(&dup).listen(opts.backlog);
-                    let _ = set_notsent_lowat(&dup, opts.notsent_lowat);
-                    let _ = set_sock_opts(&dup, &opts.sock);
+                    if let Held::Tcp(dup) = &dup {
+                        let _ = socket2::SockRef::from(dup).listen(opts.backlog);
+                        if k.proto == Proto::Http {
+                            let _ = set_notsent_lowat(dup, opts.notsent_lowat);
+                        }
+                        let _ = set_sock_opts(dup, &opts.sock);
+                    }
                     dup
                 }
                 None => bind(&k, opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
@@ -222,15 +315,19 @@ impl ListenerSet {
     }
 
     /// Duplicated descriptors for worker `w`: its own reuseport sockets and
-    /// the shared ones, tagged with their listen group.
-    pub fn for_worker(&self, cfg: &Config, w: usize) -> io::Result<Vec<(usize, TcpListener)>> {
-        let mut out = Vec::new();
-        for (k, gi, _) in keys(cfg) {
+    /// the shared ones, tagged with their listen group or family listen.
+    pub fn for_worker(&self, cfg: &Config, w: usize) -> io::Result<WorkerSockets> {
+        let mut out = WorkerSockets::default();
+        for (k, owner, _) in keys(cfg) {
             if k.reuseport && k.index != w {
                 continue;
             }
-            if let Some((_, l)) = self.socks.iter().find(|(sk, _)| *sk == k) {
-                out.push((gi, l.try_clone()?));
+            let Some((_, l)) = self.socks.iter().find(|(sk, _)| *sk == k) else { continue };
+            match (owner, l.try_clone()?) {
+                (Owner::Http(gi), Held::Tcp(l)) => out.http.push((gi, l)),
+                (Owner::Family(f, i), Held::Tcp(l)) => out.families.push((f, i, crate::config::family::Socket::Tcp(l))),
+                (Owner::Family(f, i), Held::Udp(u)) => out.families.push((f, i, crate::config::family::Socket::Udp(u))),
+                (Owner::Http(_), Held::Udp(_)) => {}
             }
         }
         Ok(out)
@@ -274,8 +371,8 @@ mod tests {
 
     /// A blocking listener with `o` on a free loopback port.
     fn listener(o: Opts) -> TcpListener {
-        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0 };
-        let l = bind(&key, o).expect("bind");
+        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Http };
+        let l = bind_tcp(&key, o, true).expect("bind");
         l.set_nonblocking(false).expect("blocking");
         l
     }

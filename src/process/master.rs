@@ -24,8 +24,7 @@ struct Generation {
 }
 
 fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
-    cfg.http
-        .access_log_files
+    cfg.access_log_files
         .iter()
         .map(|f| {
             OpenOptions::new()
@@ -62,7 +61,8 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
         let spec = worker::Spec {
             index: i,
             cfg: cfg.clone(),
-            listeners: socks,
+            listeners: socks.http,
+            family_listeners: socks.families,
             log_files: files,
             cpus: worker::affinity::cpus_for(&cfg.main.cpu_affinity, i),
         };
