@@ -21,6 +21,7 @@ mod h1;
 mod http;
 mod proxy;
 mod realip;
+mod stream;
 
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
@@ -32,6 +33,7 @@ pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
 pub use proxy::head_scan;
 pub use realip::{dns_answer, forwarded, proxy_protocol};
+pub use stream::ssl_preread;
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);
@@ -58,6 +60,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("access_rule", access_rule),
     ("fastcgi", fastcgi),
     ("h1_conn", h1_conn),
+    ("ssl_preread", ssl_preread),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -147,6 +147,18 @@ fn push_list<T>(out: &mut Vec<u8>, items: &[T], f: impl Fn(&mut Vec<u8>, &T)) {
 }
 
 impl VarSource for Session {
+    /// A ClientHello without ALPN has an empty `$ssl_preread_alpn_protocols`
+    /// (logged as nothing), unlike a session with no ClientHello (`-`).
+    fn empty_found(&self, var: &Var) -> bool {
+        match var {
+            Var::Family(id::SSL_PREREAD_SERVER_NAME | id::SSL_PREREAD_ALPN_PROTOCOLS | id::SSL_PREREAD_PROTOCOL) => {
+                self.preread.borrow().is_some()
+            }
+            Var::Set(_) => true,
+            _ => false,
+        }
+    }
+
     fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
         use id::*;
         match var {
