@@ -164,7 +164,15 @@ pub fn run(cfg: Config, opts: LoadOptions) -> i32 {
             return 1;
         }
     };
-    log_error!(Level::Notice, "sluice/{} started, {} worker(s)", env!("CARGO_PKG_VERSION"), current.workers.len());
+    // nginx's start-up notice names its version (`nginx/1.26.3`); tools
+    // and nginx's test suite look for it.
+    log_error!(
+        Level::Notice,
+        "sluice/{} (nginx/{}) started, {} worker(s)",
+        env!("CARGO_PKG_VERSION"),
+        super::build_info::NGINX_VERSION,
+        current.workers.len()
+    );
     super::daemon::ready();
     let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs };
     rt.block_on(m.signal_loop(sigs))

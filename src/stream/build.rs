@@ -140,6 +140,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
             buffer_size: 16 * 1024,
             download_rate: 0,
             upload_rate: 0,
+            half_close: false,
             proxy_protocol: false,
             bind: None,
             ssl: false,
@@ -154,6 +155,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
         tcp_nodelay: true,
         preread_buffer_size: 16 * 1024,
         preread_timeout: Duration::from_secs(30),
+        proxy_protocol_timeout: Duration::from_secs(30),
         ssl_preread: false,
         ssl: SslConf {
             tls12: true,

@@ -92,6 +92,8 @@ pub struct SrvConf {
     pub tcp_nodelay: bool,
     pub preread_buffer_size: usize,
     pub preread_timeout: Duration,
+    /// `proxy_protocol_timeout`: how long the PROXY header may take.
+    pub proxy_protocol_timeout: Duration,
     /// `ssl_preread on`: the ClientHello is parsed for `$ssl_preread_*`.
     pub ssl_preread: bool,
     pub ssl: SslConf,
@@ -122,6 +124,9 @@ pub struct ProxyConf {
     /// Bytes per second, 0 for no limit.
     pub download_rate: u64,
     pub upload_rate: u64,
+    /// `proxy_half_close`: one side's end is passed on, and the session
+    /// lasts until both sides ended.
+    pub half_close: bool,
     /// `proxy_protocol on`: a v1 header goes to the origin first.
     pub proxy_protocol: bool,
     /// `proxy_bind ADDRESS [transparent] | off`.

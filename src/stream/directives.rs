@@ -49,6 +49,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("tcp_nodelay", MS, 1, 1, false),
     ("preread_buffer_size", MS, 1, 1, false),
     ("preread_timeout", MS, 1, 1, false),
+    ("proxy_protocol_timeout", MS, 1, 1, false),
     ("proxy_connect_timeout", MS, 1, 1, false),
     ("proxy_timeout", MS, 1, 1, false),
     ("proxy_next_upstream", MS, 1, 1, false),
@@ -58,6 +59,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("proxy_download_rate", MS, 1, 1, false),
     ("proxy_upload_rate", MS, 1, 1, false),
     ("proxy_protocol", MS, 1, 1, false),
+    ("proxy_half_close", MS, 1, 1, false),
     ("proxy_bind", MS, 1, 2, false),
     ("proxy_socket_keepalive", MS, 1, 1, false),
     ("proxy_ssl", MS, 1, 1, false),
@@ -194,6 +196,7 @@ pub fn apply(
         "tcp_nodelay" => c.tcp_nodelay = flag(d)?,
         "preread_buffer_size" => c.preread_buffer_size = size(d)? as usize,
         "preread_timeout" => c.preread_timeout = time(d)?,
+        "proxy_protocol_timeout" => c.proxy_protocol_timeout = time(d)?,
         "proxy_connect_timeout" => p.connect_timeout = time(d)?,
         "proxy_timeout" => p.timeout = time(d)?,
         "proxy_next_upstream" => p.next_upstream = flag(d)?,
@@ -205,6 +208,7 @@ pub fn apply(
         "proxy_download_rate" => p.download_rate = size(d)?,
         "proxy_upload_rate" => p.upload_rate = size(d)?,
         "proxy_protocol" => p.proxy_protocol = flag(d)?,
+        "proxy_half_close" => p.half_close = flag(d)?,
         "proxy_bind" => {
             p.bind = match arg(d, 0) {
                 "off" => None,

@@ -46,21 +46,31 @@ struct Cur<'a> {
 }
 
 impl<'a> Cur<'a> {
+    /// `n` bytes, or what is left: as nginx's parser, the handshake
+    /// message's own length bounds everything, and an inner length that
+    /// runs past it is cut there.
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        if self.b.len() < n {
+        if self.b.is_empty() && n > 0 {
             return None;
         }
-        let (h, t) = self.b.split_at(n);
+        let (h, t) = self.b.split_at(n.min(self.b.len()));
         self.b = t;
         Some(h)
     }
 
+    fn exact(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.b.len() < n {
+            return None;
+        }
+        self.take(n)
+    }
+
     fn u8(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
+        self.exact(1).map(|b| b[0])
     }
 
     fn u16(&mut self) -> Option<usize> {
-        self.take(2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        self.exact(2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
     }
 
     fn vec8(&mut self) -> Option<&'a [u8]> {
@@ -77,16 +87,16 @@ impl<'a> Cur<'a> {
 pub fn parse(buf: &[u8]) -> Parsed {
     let Some(&first) = buf.first() else { return Parsed::Need };
     // SSLv2-compatible ClientHello: a 2-byte header with the high bit set,
-    // then message type 1.
+    // message type 1, then the client's version (0x0002 for SSLv2).
     if first & 0x80 != 0 {
-        if buf.len() < 3 {
-            return Parsed::Need;
+        if buf.len() < 5 {
+            return if buf.len() < 3 || buf[2] == 1 { Parsed::Need } else { Parsed::NotTls };
         }
-        return if buf[2] == 1 {
-            Parsed::Done(Hello { protocol: "SSLv2", ..Hello::default() })
-        } else {
-            Parsed::NotTls
-        };
+        if buf[2] != 1 {
+            return Parsed::NotTls;
+        }
+        let protocol = if (buf[3], buf[4]) == (0, 2) { "SSLv2" } else { version_name(buf[3], buf[4]) };
+        return Parsed::Done(Hello { protocol, ..Hello::default() });
     }
     if first != 22 {
         return Parsed::NotTls;
@@ -124,58 +134,63 @@ pub fn parse(buf: &[u8]) -> Parsed {
     }
 }
 
-/// The ClientHello body.
+/// The ClientHello body, read as far as it goes (a field cut short by
+/// the message's end ends the reading, with what was found so far).
 fn hello(b: &[u8]) -> Option<Hello> {
     let mut c = Cur { b };
-    let v = c.take(2)?;
+    let v = c.exact(2)?;
+    let mut h = Hello::default();
     let mut best = (v[0], v[1]);
+    fields(&mut c, &mut h, &mut best);
+    h.protocol = version_name(best.0, best.1);
+    Some(h)
+}
+
+fn fields(c: &mut Cur<'_>, h: &mut Hello, best: &mut (u8, u8)) -> Option<()> {
     c.take(32)?; // random
     c.vec8()?; // session id
     c.vec16()?; // cipher suites
     c.vec8()?; // compression methods
-    let mut h = Hello::default();
-    if !c.b.is_empty() {
-        let mut ext = Cur { b: c.vec16()? };
-        while !ext.b.is_empty() {
-            let typ = ext.u16()?;
-            let mut data = Cur { b: ext.vec16()? };
-            match typ {
-                0 => {
-                    let mut list = Cur { b: data.vec16()? };
-                    while !list.b.is_empty() {
-                        let kind = list.u8()?;
-                        let name = list.vec16()?;
-                        if kind == 0 && h.server_name.is_empty() {
-                            h.server_name = name.to_vec();
-                        }
+    let mut ext = Cur { b: c.vec16()? };
+    while !ext.b.is_empty() {
+        let typ = ext.u16()?;
+        let mut data = Cur { b: ext.vec16()? };
+        match typ {
+            0 => {
+                let mut list = Cur { b: data.vec16()? };
+                while !list.b.is_empty() {
+                    let kind = list.u8()?;
+                    let name = list.vec16()?;
+                    if kind == 0 && h.server_name.is_empty() {
+                        h.server_name = name.to_vec();
                     }
                 }
-                16 => {
-                    let mut list = Cur { b: data.vec16()? };
-                    while !list.b.is_empty() {
-                        let p = list.vec8()?;
-                        if !h.alpn.is_empty() {
-                            h.alpn.push(b',');
-                        }
-                        h.alpn.extend_from_slice(p);
-                    }
-                }
-                43 => {
-                    let mut list = Cur { b: data.vec8()? };
-                    while let Some(v) = list.take(2) {
-                        // GREASE values (0x?a?a) and unknown versions are
-                        // skipped, as OpenSSL's list does not have them.
-                        if v[0] == 3 && v[1] <= 4 && (v[0], v[1]) > best {
-                            best = (v[0], v[1]);
-                        }
-                    }
-                }
-                _ => {}
             }
+            16 => {
+                let mut list = Cur { b: data.vec16()? };
+                while !list.b.is_empty() {
+                    let p = list.vec8()?;
+                    if !h.alpn.is_empty() {
+                        h.alpn.push(b',');
+                    }
+                    h.alpn.extend_from_slice(p);
+                }
+            }
+            43 => {
+                let mut list = Cur { b: data.vec8()? };
+                while let Some(v) = list.exact(2) {
+                    // TLS 1.3 drafts (0x7fXX) count as TLS 1.3, as in
+                    // nginx; GREASE and unknown versions are skipped.
+                    let v = if v[0] == 0x7f { (3, 4) } else { (v[0], v[1]) };
+                    if v.0 == 3 && v.1 <= 4 && v > *best {
+                        *best = v;
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    h.protocol = version_name(best.0, best.1);
-    Some(h)
+    Some(())
 }
 
 #[cfg(test)]

@@ -101,6 +101,15 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         };
         let Some(i) = picked else {
             s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
+            // nginx names the upstream itself in `$upstream_addr` then.
+            s.up.borrow_mut().tries.push(Try {
+                addr: u.name.as_str().into(),
+                connect_ms: None,
+                first_byte_ms: None,
+                session_ms: None,
+                sent: 0,
+                received: 0,
+            });
             s.status.set(502);
             return;
         };
@@ -119,6 +128,9 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             Ok(o) => {
                 if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
+                }
+                if state.is_none() {
+                    with_peers(&u, |st| st.connected(i));
                 }
                 break (o, i, t0);
             }
@@ -236,12 +248,13 @@ async fn relay_session(
         upload_rate: p.upload_rate,
         download_rate: p.download_rate,
         timeout: p.timeout,
+        half_close: p.half_close,
     };
     let pre_len = pre.len() as u64;
     let end = match (client, origin) {
         (Client::Plain(cl), Origin::Tcp(mut o)) if p.upload_rate == 0 && p.download_rate == 0 => {
             match o.write_all(&pre).await {
-                Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected).await,
+                Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close).await,
                 Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
             }
         }

@@ -65,16 +65,40 @@ async fn idle(c: &Counters, timeout: Duration) {
     }
 }
 
-/// Plain TCP both ways: splice(2).
+/// Plain TCP both ways: splice(2). With `half_close` (nginx's
+/// `proxy_half_close`), a side's end is passed on as a shutdown of the
+/// other's writing and the session goes on until both ended.
 pub async fn splice_both(
     client: &TcpStream,
     origin: &TcpStream,
     c: &Counters,
     timeout: Duration,
     started: std::time::Instant,
+    half_close: bool,
 ) -> End {
-    let up = splice_one(client, origin, c, true, started);
-    let down = splice_one(origin, client, c, false, started);
+    let shut = |t: &TcpStream| {
+        let _ = socket2::SockRef::from(t).shutdown(std::net::Shutdown::Write);
+    };
+    let up = async {
+        let r = splice_one(client, origin, c, true, started).await;
+        if r == End::Closed && half_close {
+            shut(origin);
+        }
+        r
+    };
+    let down = async {
+        let r = splice_one(origin, client, c, false, started).await;
+        if r == End::Closed && half_close {
+            shut(client);
+        }
+        r
+    };
+    if half_close {
+        return tokio::select! {
+            (a, b) = async { tokio::join!(up, down) } => if a == End::Closed { b } else { a },
+            _ = idle(c, timeout) => End::TimedOut,
+        };
+    }
     tokio::select! {
         r = up => r,
         r = down => r,
@@ -130,6 +154,7 @@ pub struct CopyOpts {
     pub upload_rate: u64,
     pub download_rate: u64,
     pub timeout: Duration,
+    pub half_close: bool,
 }
 
 /// Any two byte streams: a buffer per direction.
@@ -140,13 +165,35 @@ where
 {
     let (mut ar, mut aw) = tokio::io::split(a);
     let (mut br, mut bw) = tokio::io::split(b);
-    let up = copy_one(&mut ar, &mut bw, c, true, o.buffer, o.upload_rate, started);
-    let down = copy_one(&mut br, &mut aw, c, false, o.buffer, o.download_rate, started);
-    let end = tokio::select! {
-        r = up => r,
-        r = down => r,
-        _ = idle(c, o.timeout) => End::TimedOut,
+    let end = {
+        let up = async {
+            let r = copy_one(&mut ar, &mut bw, c, true, o.buffer, o.upload_rate, started).await;
+            if r == End::Closed && o.half_close {
+                let _ = bw.shutdown().await;
+            }
+            r
+        };
+        let down = async {
+            let r = copy_one(&mut br, &mut aw, c, false, o.buffer, o.download_rate, started).await;
+            if r == End::Closed && o.half_close {
+                let _ = aw.shutdown().await;
+            }
+            r
+        };
+        if o.half_close {
+            tokio::select! {
+                (a, b) = async { tokio::join!(up, down) } => if a == End::Closed { b } else { a },
+                _ = idle(c, o.timeout) => End::TimedOut,
+            }
+        } else {
+            tokio::select! {
+                r = up => r,
+                r = down => r,
+                _ = idle(c, o.timeout) => End::TimedOut,
+            }
+        }
     };
+    // A TLS client gets its close_notify.
     let _ = aw.shutdown().await;
     end
 }

@@ -196,7 +196,7 @@ async fn run(
     log_to!(conf.error_log, Level::Info, "*{} client {}:{} connected to {}", s.id, peer.ip(), peer.port(), local);
     // post-accept: the PROXY protocol header.
     if addr.proxy_protocol {
-        match crate::proxy_protocol::read(&mut tcp, conf.preread_timeout).await {
+        match crate::proxy_protocol::read_with(&mut tcp, conf.proxy_protocol_timeout, false).await {
             Ok(pp) => {
                 if let Some(p) = &pp
                     && crate::cidr::any_contains(&conf.real_ip_from, peer.ip())

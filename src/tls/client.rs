@@ -36,7 +36,10 @@ impl ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        match rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms) {
+            Err(rustls::Error::InvalidCertificate(_)) => self.by_key(message, cert, dss),
+            r => r,
+        }
     }
 
     fn verify_tls13_signature(
@@ -45,11 +48,39 @@ impl ServerCertVerifier for NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        match rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms) {
+            Err(rustls::Error::InvalidCertificate(_)) => self.by_key(message, cert, dss),
+            r => r,
+        }
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl NoVerify {
+    /// The signature checked with the certificate's public key alone, for
+    /// what webpki will not parse as an end-entity certificate (version 1
+    /// certificates, which `openssl req -x509` makes without extensions
+    /// and OpenSSL accepts): the origin must still hold the key.
+    fn by_key(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let bad = || rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature);
+        let spki = crate::tls::client_cert::spki(cert).ok_or_else(bad)?;
+        let spki = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki);
+        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| bad())?;
+        let algs = self.0.signature_verification_algorithms.mapping.iter().find(|(s, _)| *s == dss.scheme);
+        for alg in algs.map_or(&[][..], |(_, a)| *a) {
+            if key.verify_signature(*alg, message, dss.signature()).is_ok() {
+                return Ok(HandshakeSignatureValid::assertion());
+            }
+        }
+        Err(bad())
     }
 }
 

@@ -74,6 +74,13 @@ impl PeerState {
         Some(i)
     }
 
+    /// A connection to peer `i` was made.
+    pub fn connected(&mut self, i: usize) {
+        if let Some(h) = self.health.get_mut(i) {
+            h.connected();
+        }
+    }
+
     /// How many peers one session may try.
     pub fn tries(&self) -> usize {
         self.balancer.as_ref().map_or(0, |b| b.tries())
