@@ -329,3 +329,70 @@ fn config_test_speaks_nginx() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("ngx_stream_module is built into sluice"), "{err}");
 }
+
+/// A DNS server in the test: answers every A query with 192.0.2.53 and
+/// counts the queries.
+fn dns_server() -> (u16, Arc<Mutex<u32>>) {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+    let port = s.local_addr().unwrap().port();
+    let n = Arc::new(Mutex::new(0));
+    let count = n.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        loop {
+            let Ok((len, from)) = s.recv_from(&mut buf) else { return };
+            *count.lock().unwrap() += 1;
+            let q = &buf[..len];
+            // Header: same id, QR + RD + RA, one question, one answer.
+            let mut r = vec![q[0], q[1], 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0];
+            r.extend_from_slice(&q[12..]);
+            r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
+            let _ = s.send_to(&r, from);
+        }
+    });
+    (port, n)
+}
+
+fn dns_query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}
+
+#[test]
+fn dns_over_udp_with_proxy_responses() {
+    let (dns, count) = dns_server();
+    // The harness waits for the TCP port of the second server; the UDP
+    // port is not a placeholder, which it would try to connect to.
+    let udp = free_port();
+    let conf = format!(
+        "log_format u '$protocol $status $bytes_received $bytes_sent $upstream_addr';
+         server {{ listen 127.0.0.1:{udp} udp; proxy_pass 127.0.0.1:{dns}; proxy_responses 1;
+                  proxy_timeout 2s; access_log logs/udp.log u; }}
+         server {{ listen 127.0.0.1:{{port0}}; return ready; }}"
+    );
+    let srv = builder().whole(&stream_conf(&conf)).start();
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    for id in [0x1234u16, 0x4321, 0x5555] {
+        let q = dns_query(id, "example.test");
+        c.send_to(&q, ("127.0.0.1", udp)).unwrap();
+        let mut buf = [0u8; 512];
+        let (n, from) = c.recv_from(&mut buf).expect("an answer through the proxy");
+        assert_eq!(from.port(), udp);
+        assert_eq!(&buf[..2], &id.to_be_bytes(), "the answer to this query");
+        assert_eq!(&buf[n - 4..n], &[192, 0, 2, 53]);
+    }
+    assert_eq!(*count.lock().unwrap(), 3);
+    // proxy_responses 1: each query was its own session, ended by its answer.
+    let lines = wait_lines(&srv.path("logs/udp.log"), 3, LOG_WAIT);
+    let q = dns_query(0, "example.test").len();
+    for l in &lines {
+        assert_eq!(*l, format!("UDP 200 {q} {} 127.0.0.1:{dns}", q + 16), "{lines:?}");
+    }
+}

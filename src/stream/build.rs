@@ -140,6 +140,8 @@ fn default_conf(main: &MainConf) -> SrvConf {
             buffer_size: 16 * 1024,
             download_rate: 0,
             upload_rate: 0,
+            requests: 0,
+            responses: None,
             half_close: false,
             proxy_protocol: false,
             bind: None,
@@ -299,9 +301,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     for w in d.args.iter().skip(1) {
         let p = w.text.as_str();
         match p {
-            "udp" => {
-                return Err(ConfError::at("the \"udp\" parameter of \"listen\" is not supported yet", &d.span));
-            }
+            "udp" => l.udp = true,
             "ssl" => l.ssl = true,
             "proxy_protocol" => l.proxy_protocol = true,
             "reuseport" => l.reuseport = true,

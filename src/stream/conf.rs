@@ -124,6 +124,12 @@ pub struct ProxyConf {
     /// Bytes per second, 0 for no limit.
     pub download_rate: u64,
     pub upload_rate: u64,
+    /// `proxy_requests`: datagrams after which a client's next one starts a
+    /// new UDP session (0: no limit).
+    pub requests: u64,
+    /// `proxy_responses`: datagrams expected back per datagram (None: any
+    /// number, until `proxy_timeout`).
+    pub responses: Option<u64>,
     /// `proxy_half_close`: one side's end is passed on, and the session
     /// lasts until both sides ended.
     pub half_close: bool,

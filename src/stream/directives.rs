@@ -60,6 +60,8 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("proxy_upload_rate", MS, 1, 1, false),
     ("proxy_protocol", MS, 1, 1, false),
     ("proxy_half_close", MS, 1, 1, false),
+    ("proxy_requests", MS, 1, 1, false),
+    ("proxy_responses", MS, 1, 1, false),
     ("proxy_bind", MS, 1, 2, false),
     ("proxy_socket_keepalive", MS, 1, 1, false),
     ("proxy_ssl", MS, 1, 1, false),
@@ -209,6 +211,8 @@ pub fn apply(
         "proxy_upload_rate" => p.upload_rate = size(d)?,
         "proxy_protocol" => p.proxy_protocol = flag(d)?,
         "proxy_half_close" => p.half_close = flag(d)?,
+        "proxy_requests" => p.requests = value::parse_number(arg(d, 0)).ok_or_else(|| invalid(d, arg(d, 0)))?,
+        "proxy_responses" => p.responses = Some(value::parse_number(arg(d, 0)).ok_or_else(|| invalid(d, arg(d, 0)))?),
         "proxy_bind" => {
             p.bind = match arg(d, 0) {
                 "off" => None,

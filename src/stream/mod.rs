@@ -17,6 +17,7 @@ pub mod proxy;
 pub mod relay;
 pub mod session;
 pub mod tls;
+pub mod udp;
 pub mod vars;
 
 use std::rc::Rc;
@@ -26,7 +27,6 @@ use crate::config::build::Ctx;
 use crate::config::family::{Family, FamilyConf, Listen, Socket};
 use crate::config::model::MainConf;
 use crate::config::parser::{ConfError, Directive};
-use crate::log::error::Level;
 
 pub struct Stream;
 
@@ -68,9 +68,8 @@ impl FamilyConf for conf::StreamConf {
                 let a = session::StreamAccept { conf: self, index };
                 tokio::task::spawn_local(crate::clock::per_poll(crate::worker::accept::supervise(l, a, w, stop)));
             }
-            Socket::Udp(_) => {
-                let log = &self.routes[index].own.server.conf.error_log;
-                crate::log_to!(log, Level::Alert, "udp listen {} is not served", self.routes[index].own.addr);
+            Socket::Udp(u) => {
+                tokio::task::spawn_local(crate::clock::per_poll(udp::run(self, index, u, w, stop)));
             }
         }
     }

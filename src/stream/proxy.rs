@@ -68,6 +68,54 @@ fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upstream>,
     Ok(Arc::new(u))
 }
 
+/// One peer for a datagram session (no retries: UDP has no connect to
+/// fail): the upstream, the peer's index and settings.
+pub fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, usize, crate::config::proxy::PeerConf)> {
+    let u = match pass {
+        Pass::Fixed(u) => u.clone(),
+        Pass::Vars(t) => match resolve(s, t) {
+            Ok(u) => u,
+            Err(e) => {
+                s.log(Level::Error, format_args!("{e}"));
+                s.status.set(500);
+                return None;
+            }
+        },
+    };
+    let key = match &u.balance {
+        crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(s),
+        _ => Vec::new(),
+    };
+    let mut sel = Selection::new();
+    let ip = Some(s.client.get().ip());
+    let picked = if u.index == usize::MAX {
+        PeerState::new(&u).pick(&mut sel, ip, &key)
+    } else {
+        with_peers(&u, |st| st.pick(&mut sel, ip, &key))
+    };
+    let Some(i) = picked else {
+        s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
+        s.status.set(502);
+        return None;
+    };
+    let peer = u.peers[i].clone();
+    Some((u, i, peer))
+}
+
+/// Done with a peer `pick_one` gave.
+pub fn release(u: &Arc<Upstream>, i: usize, failed: bool) {
+    if u.index != usize::MAX {
+        with_peers(u, |st| st.done(i, failed));
+    }
+}
+
+/// A peer `pick_one` gave was reached.
+pub fn connected(u: &Arc<Upstream>, i: usize) {
+    if u.index != usize::MAX {
+        with_peers(u, |st| st.connected(i));
+    }
+}
+
 pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     let conf = &s.addr.server.conf;
     let p = &conf.proxy;

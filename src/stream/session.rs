@@ -90,7 +90,7 @@ impl Session {
         );
     }
 
-    fn finish(&self) {
+    pub(super) fn finish(&self) {
         let conf = &self.addr.server.conf;
         log_to!(
             conf.error_log,
@@ -218,12 +218,12 @@ async fn run(
     s.finish();
 }
 
-/// Preaccess to content; returns the `limit_conn` holds, released after
-/// the log line.
-async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
+/// Preaccess (`set`, `limit_conn`) and access (`allow`/`deny`): the
+/// `limit_conn` holds, or None when the session is refused (its status
+/// set).
+pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold>> {
     let srv = &s.addr.server;
     let conf = &srv.conf;
-    // preaccess: `set`, then `limit_conn`.
     for (slot, t) in &srv.set {
         let v = t.render_to_vec(s);
         let mut vars = s.vars.borrow_mut();
@@ -245,34 +245,35 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
         match super::limit::take(zone, key, *limit) {
             Some(h) => holds.push(h),
             None => {
-                s.log(
-                    conf.limit_conn_log_level,
-                    format_args!(
-                        "limiting connections{} by zone \"{}\"",
-                        if conf.limit_conn_dry_run { ", dry run," } else { "" },
-                        zone.name
-                    ),
-                );
+                let dry = if conf.limit_conn_dry_run { ", dry run," } else { "" };
+                s.log(conf.limit_conn_log_level, format_args!("limiting connections{dry} by zone \"{}\"", zone.name));
                 if conf.limit_conn_dry_run {
                     s.limit_status.set("REJECTED_DRY_RUN");
                     continue;
                 }
                 s.limit_status.set("REJECTED");
                 s.status.set(503);
-                return holds;
+                return None;
             }
         }
     }
     if !conf.limit_conn.is_empty() && s.limit_status.get().is_empty() {
         s.limit_status.set("PASSED");
     }
-    // access
-    let ip = s.client.get().ip();
-    if conf.access.check(ip) == Some(true) {
+    if conf.access.check(s.client.get().ip()) == Some(true) {
         s.log(Level::Error, format_args!("access forbidden by rule"));
         s.status.set(403);
-        return holds;
+        return None;
     }
+    Some(holds)
+}
+
+/// Preaccess to content; returns the `limit_conn` holds, released after
+/// the log line.
+async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
+    let srv = &s.addr.server;
+    let conf = &srv.conf;
+    let Some(holds) = preaccess_and_access(s) else { return Vec::new() };
     // TLS termination, then preread and content.
     if s.addr.ssl {
         let Some(cfg) = srv.tls.clone() else {
