@@ -149,6 +149,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
             ssl_server_name: false,
             ssl_name: None,
             ssl_verify: false,
+            ssl_session_reuse: true,
             ssl_trusted_certificate: None,
             ssl_certificate: None,
             ssl_certificate_key: None,

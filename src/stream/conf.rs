@@ -142,6 +142,8 @@ pub struct ProxyConf {
     pub ssl_server_name: bool,
     pub ssl_name: Option<Arc<Template>>,
     pub ssl_verify: bool,
+    /// `proxy_ssl_session_reuse` (on by default).
+    pub ssl_session_reuse: bool,
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,
     pub ssl_certificate: Option<std::path::PathBuf>,
     pub ssl_certificate_key: Option<std::path::PathBuf>,

@@ -236,7 +236,8 @@ pub fn apply(
         "proxy_ssl_certificate" => p.ssl_certificate = Some(ctx.conf_path(arg(d, 0))),
         "proxy_ssl_certificate_key" => p.ssl_certificate_key = Some(ctx.conf_path(arg(d, 0))),
         // rustls's own choices (TLS 1.2 and 1.3, its suites, resumption).
-        "proxy_ssl_verify_depth" | "proxy_ssl_protocols" | "proxy_ssl_ciphers" | "proxy_ssl_session_reuse" => {}
+        "proxy_ssl_session_reuse" => p.ssl_session_reuse = flag(d)?,
+        "proxy_ssl_verify_depth" | "proxy_ssl_protocols" | "proxy_ssl_ciphers" => {}
         "ssl_preread" => c.ssl_preread = flag(d)?,
         "ssl_certificate" => {
             if first {

@@ -160,7 +160,9 @@ fn fields(c: &mut Cur<'_>, h: &mut Hello, best: &mut (u8, u8)) -> Option<()> {
                 let mut list = Cur { b: data.vec16()? };
                 while !list.b.is_empty() {
                     let kind = list.u8()?;
-                    let name = list.vec16()?;
+                    // A name cut short by the message's end is no name.
+                    let n = list.u16()?;
+                    let name = list.exact(n)?;
                     if kind == 0 && h.server_name.is_empty() {
                         h.server_name = name.to_vec();
                     }
@@ -169,7 +171,8 @@ fn fields(c: &mut Cur<'_>, h: &mut Hello, best: &mut (u8, u8)) -> Option<()> {
             16 => {
                 let mut list = Cur { b: data.vec16()? };
                 while !list.b.is_empty() {
-                    let p = list.vec8()?;
+                    let n = usize::from(list.u8()?);
+                    let p = list.exact(n)?;
                     if !h.alpn.is_empty() {
                         h.alpn.push(b',');
                     }
@@ -273,7 +276,14 @@ mod tests {
     fn not_tls() {
         assert_eq!(parse(b"GET / HTTP/1.1\r\n"), Parsed::NotTls);
         assert_eq!(parse(&[22, 3, 1, 0, 4, 2, 0, 0, 0]), Parsed::NotTls);
-        assert_eq!(parse(&[0x80, 0x2e, 0x01]), Parsed::Done(Hello { protocol: "SSLv2", ..Hello::default() }));
+        assert_eq!(
+            parse(&[0x80, 0x2e, 0x01, 0x00, 0x02]),
+            Parsed::Done(Hello { protocol: "SSLv2", ..Hello::default() })
+        );
+        assert_eq!(
+            parse(&[0x80, 0x2e, 0x01, 0x03, 0x01]),
+            Parsed::Done(Hello { protocol: "TLSv1", ..Hello::default() })
+        );
         let mut bad = sample(b"x", &[], &[]);
         let n = bad.len();
         bad[n - 1] = 0xff; // a truncated extension inside a complete message

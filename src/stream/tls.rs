@@ -34,7 +34,13 @@ pub fn client_config(p: &ProxyConf, span: &Span) -> Result<Arc<rustls::ClientCon
             _ => None,
         },
     };
-    crate::tls::client::client_config(&key).map_err(|m| ConfError::at(m, span))
+    let cfg = crate::tls::client::client_config(&key).map_err(|m| ConfError::at(m, span))?;
+    if p.ssl_session_reuse {
+        return Ok(cfg);
+    }
+    let mut cfg = (*cfg).clone();
+    cfg.resumption = rustls::client::Resumption::disabled();
+    Ok(Arc::new(cfg))
 }
 
 /// What `$ssl_*` read on a terminated connection.
