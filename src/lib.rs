@@ -1,10 +1,12 @@
 //! sluice: an nginx-compatible web server.
 //!
-//! As nginx's source tree: the protocol families (`http`; stream and mail
+//! As nginx's source tree: the protocol families (`http`, `stream`; mail
 //! to come) on shared layers: `config` (nginx syntax to a validated
 //! model), `process` (master, signals, reload), `listener` (sockets),
 //! `worker` (per-core event loops), `tls`, `upstream`, `resolver`,
-//! `variables`, `log`, `metrics`. docs/architecture.md has the tree.
+//! `variables`, `log`, `metrics`. A family other than http plugs in
+//! through `config::family`, registered by the binary's `main`.
+//! docs/architecture.md has the tree.
 
 pub mod access_rules;
 pub mod cidr;

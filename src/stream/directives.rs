@@ -300,10 +300,10 @@ pub fn apply(
                 Some(0) => {
                     return Err(ConfError::at(format!("invalid number of connections \"{}\"", arg(d, 1)), &d.span));
                 }
-                _ => return Err(ConfError::at(format!("connection limit must be less 65536"), &d.span)),
+                _ => return Err(ConfError::at("connection limit must be less 65536", &d.span)),
             };
             if c.limit_conn.iter().any(|(z, _)| Arc::ptr_eq(z, &zone)) {
-                return Err(ConfError::at("same zone is already used", &d.span)); // nginx: "is duplicate"
+                return Err(ConfError::at("same zone is already used", &d.span));
             }
             c.limit_conn.push((zone, n));
         }

@@ -30,6 +30,12 @@ pub struct Counters {
     pub active: Cell<std::time::Instant>,
 }
 
+impl Default for Counters {
+    fn default() -> Self {
+        Counters::new()
+    }
+}
+
 impl Counters {
     pub fn new() -> Counters {
         Counters {
