@@ -172,7 +172,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             sent: 0,
             received: 0,
         });
-        match connect(s, peer, p).await {
+        match connect(s, &u.name, peer, p).await {
             Ok(o) => {
                 if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
@@ -217,6 +217,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
 /// does the TLS handshake, all within `proxy_connect_timeout`.
 async fn connect(
     s: &Session,
+    upstream: &str,
     peer: &crate::config::proxy::PeerConf,
     p: &super::conf::ProxyConf,
 ) -> Result<Origin, String> {
@@ -264,7 +265,9 @@ async fn connect(
         if let Some(cfg) = &p.tls {
             let name = match &p.ssl_name {
                 Some(t) => String::from_utf8_lossy(&t.render_to_vec(s)).into_owned(),
-                None => peer.name.to_string(),
+                // nginx's default: the host of `proxy_pass` (an
+                // upstream's name, or the address as written).
+                None => upstream.to_string(),
             };
             let server_name = crate::tls::client::server_name(&name)
                 .unwrap_or_else(|| rustls_pki_types::ServerName::IpAddress(peer.addr.ip().into()));
