@@ -121,9 +121,10 @@ pub struct ProxyConf {
     /// Zero: no limit.
     pub next_upstream_timeout: Duration,
     pub buffer_size: usize,
-    /// Bytes per second, 0 for no limit.
-    pub download_rate: u64,
-    pub upload_rate: u64,
+    /// Bytes per second, 0 for no limit; a value with variables is
+    /// evaluated when the session starts proxying.
+    pub download_rate: Rate,
+    pub upload_rate: Rate,
     /// `proxy_requests`: datagrams after which a client's next one starts a
     /// new UDP session (0: no limit).
     pub requests: u64,
@@ -149,4 +150,24 @@ pub struct ProxyConf {
     pub ssl_certificate_key: Option<std::path::PathBuf>,
     /// The client configuration made from the settings above.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// `proxy_download_rate` / `proxy_upload_rate`.
+#[derive(Clone)]
+pub enum Rate {
+    Fixed(u64),
+    Vars(Arc<Template>),
+}
+
+impl Rate {
+    /// Bytes per second for a session (a value that is not a size: 0).
+    pub fn eval(&self, src: &dyn crate::variables::VarSource) -> u64 {
+        match self {
+            Rate::Fixed(n) => *n,
+            Rate::Vars(t) => {
+                let v = t.render_to_vec(src);
+                std::str::from_utf8(&v).ok().and_then(crate::config::value::parse_size).unwrap_or(0)
+            }
+        }
+    }
 }

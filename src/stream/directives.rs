@@ -135,6 +135,15 @@ fn size(d: &Directive) -> Result<u64, ConfError> {
     value::parse_size(arg(d, 0)).ok_or_else(|| invalid(d, arg(d, 0)))
 }
 
+/// A rate: a size, or a value with variables.
+fn rate(d: &Directive) -> Result<super::conf::Rate, ConfError> {
+    let v = arg(d, 0);
+    if v.contains('$') {
+        return Ok(super::conf::Rate::Vars(Arc::new(super::build::compile(d, v)?)));
+    }
+    Ok(super::conf::Rate::Fixed(size(d)?))
+}
+
 /// Applies a directive of the stream or server level. `seen` holds the
 /// list directives already met at this level: the first one replaces the
 /// inherited list (nginx does not merge lists across levels).
@@ -207,8 +216,8 @@ pub fn apply(
         }
         "proxy_next_upstream_timeout" => p.next_upstream_timeout = time(d)?,
         "proxy_buffer_size" => p.buffer_size = (size(d)? as usize).max(1),
-        "proxy_download_rate" => p.download_rate = size(d)?,
-        "proxy_upload_rate" => p.upload_rate = size(d)?,
+        "proxy_download_rate" => p.download_rate = rate(d)?,
+        "proxy_upload_rate" => p.upload_rate = rate(d)?,
         "proxy_protocol" => p.proxy_protocol = flag(d)?,
         "proxy_half_close" => p.half_close = flag(d)?,
         "proxy_requests" => p.requests = value::parse_number(arg(d, 0)).ok_or_else(|| invalid(d, arg(d, 0)))?,

@@ -294,16 +294,17 @@ async fn relay_session(
 ) -> End {
     let p = &s.addr.server.conf.proxy;
     let c = Counters::new();
+    let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
     let opts = relay::CopyOpts {
         buffer: p.buffer_size,
-        upload_rate: p.upload_rate,
-        download_rate: p.download_rate,
+        upload_rate,
+        download_rate,
         timeout: p.timeout,
         half_close: p.half_close,
     };
     let pre_len = pre.len() as u64;
     let end = match (client, origin) {
-        (Client::Plain(cl), Origin::Tcp(mut o)) if p.upload_rate == 0 && p.download_rate == 0 => {
+        (Client::Plain(cl), Origin::Tcp(mut o)) if upload_rate == 0 && download_rate == 0 => {
             match o.write_all(&pre).await {
                 Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close).await,
                 Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
