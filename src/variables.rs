@@ -130,6 +130,34 @@ pub enum Var {
     Split(std::sync::Arc<crate::config::split_clients::SplitDef>),
     /// A variable `set` writes (see `rewrite::vars`).
     Set(std::sync::Arc<SetVar>),
+    /// A variable of the family whose [`Namespace`] compiled the template,
+    /// numbered by that family (`stream`'s `$bytes_received`...).
+    Family(u16),
+}
+
+/// The variable names of a protocol family other than HTTP: while a family
+/// builds its block (see [`scoped`]), every template compiled on that
+/// thread resolves names here instead of through HTTP's variables.
+/// `$1`..`$9` stay captures; `map`, `geo` and `split_clients` variables
+/// are the family's to offer (`block_var`).
+pub trait Namespace {
+    fn resolve(&self, name: &str) -> Option<Var>;
+}
+
+thread_local! {
+    static NAMESPACE: std::cell::Cell<Option<&'static dyn Namespace>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` (a family's build) with templates compiled in `ns`.
+pub fn scoped<R>(ns: &'static dyn Namespace, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<&'static dyn Namespace>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NAMESPACE.with(|n| n.set(self.0));
+        }
+    }
+    let _restore = Restore(NAMESPACE.with(|n| n.replace(Some(ns))));
+    f()
 }
 
 /// A variable of the configuration's own, written by `set`: the request's
@@ -296,7 +324,7 @@ pub fn request_body_used() -> bool {
 }
 
 /// A variable a `map`, `geo` or `split_clients` block defines.
-fn block_var(name: &str) -> Option<Var> {
+pub fn block_var(name: &str) -> Option<Var> {
     crate::config::map::lookup_var(name)
         .map(Var::Map)
         .or_else(|| crate::config::geo::lookup_var(name).map(Var::Geo))
@@ -378,6 +406,8 @@ impl Template {
                     Ok(n) if n <= 9 => Var::Capture(n),
                     _ => return Err(format!("invalid capture \"${name}\"")),
                 }
+            } else if let Some(ns) = NAMESPACE.with(|n| n.get()) {
+                ns.resolve(name).ok_or_else(|| unknown_variable(name))?
             } else if name.eq_ignore_ascii_case("limit_rate") {
                 // Reads what `set $limit_rate` wrote, as a number.
                 Var::LimitRate

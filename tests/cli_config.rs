@@ -251,10 +251,23 @@ fn version_flags() {
         "--with-http_gzip_static_module",
         "--with-http_secure_link_module",
         "--with-http_stub_status_module",
+        // The stream family and the stream modules it has.
+        "--with-stream",
+        "--with-stream_ssl_module",
+        "--with-stream_realip_module",
+        "--with-stream_ssl_preread_module",
+        "--without-stream_pass_module",
     ] {
         assert!(args.contains(&want), "{want} missing: {err}");
     }
-    for lacking in ["--with-http_slice_module", "--with-http_dav_module", "--with-stream", "--with-mail"] {
+    for lacking in [
+        "--with-http_slice_module",
+        "--with-http_dav_module",
+        "--with-stream_geoip_module",
+        "--without-stream_map_module",
+        "--without-stream_upstream_hash_module",
+        "--with-mail",
+    ] {
         assert!(!args.contains(&lacking), "{lacking} named: {err}");
     }
     for without in ["--without-http_ssi_module", "--without-http_grpc_module", "--without-http_memcached_module"] {

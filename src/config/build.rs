@@ -178,7 +178,14 @@ fn apply_level<'d>(
     let mut seen: HashSet<&'static str> = HashSet::new();
     let mut children = Vec::new();
     for d in dirs {
-        let cmd = table::lookup(&d.name).ok_or_else(|| table::unknown(d))?;
+        let cmd = match table::lookup(&d.name) {
+            Some(c) => c,
+            // Another family's block, anywhere but at main level.
+            None if super::family::find(&d.name).is_some() => {
+                return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span));
+            }
+            None => return Err(table::unknown(d)),
+        };
         if cmd.ctx & level == 0 {
             return Err(ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span));
         }
@@ -391,7 +398,29 @@ pub fn build(
     super::dynamic_modules::reset();
     let mut all: Vec<Directive> = cmdline.to_vec();
     all.extend_from_slice(dirs);
-    let blocks = apply_level(&all, MAIN, &mut ctx, &mut main, None, None)?;
+    // The other families' blocks (`stream {}`) go to their modules, after
+    // http; each may appear once.
+    let mut family_blocks: Vec<(&'static dyn super::family::Family, Directive)> = Vec::new();
+    let mut rest = Vec::with_capacity(all.len());
+    for d in all {
+        match super::family::find(&d.name) {
+            Some(f) => {
+                if family_blocks.iter().any(|(g, _)| g.block() == f.block()) {
+                    return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
+                }
+                if d.block.is_none() {
+                    return Err(ConfError::at(format!("directive \"{}\" has no opening \"{{\"", d.name), &d.span));
+                }
+                if !d.args.is_empty() {
+                    let msg = format!("invalid number of arguments in \"{}\" directive", d.name);
+                    return Err(ConfError::at(msg, &d.span));
+                }
+                family_blocks.push((f, d));
+            }
+            None => rest.push(d),
+        }
+    }
+    let blocks = apply_level(&rest, MAIN, &mut ctx, &mut main, None, None)?;
     // nginx's compiled-in main log (or `-e`'s), unless the main level
     // names its own.
     if !ctx.error_log_set {
@@ -422,15 +451,12 @@ pub fn build(
     apply_level(events.block.as_deref().unwrap_or(&[]), EVENTS, &mut ctx, &mut main, None, None)?;
     let http = match http {
         Some(d) => build_http(d.block.as_deref().unwrap_or(&[]), &mut ctx, &mut main)?,
-        None => HttpConf {
-            servers: Vec::new(),
-            listens: Vec::new(),
-            access_log_files: Vec::new(),
-            access_log_syslog: Vec::new(),
-            upstreams: Vec::new(),
-            cache_zones: Vec::new(),
-        },
+        None => HttpConf { servers: Vec::new(), listens: Vec::new(), upstreams: Vec::new(), cache_zones: Vec::new() },
     };
+    let mut families = Vec::new();
+    for (f, d) in &family_blocks {
+        families.push((f.block(), f.build(d, &mut ctx, &main)?));
+    }
     // nginx makes a pool named "default" when none is declared.
     if let Some((_, e)) = ctx.aio_pools.iter().find(|(p, _)| p != "default" && !ctx.thread_pools.contains(p)) {
         return Err(e.clone());
@@ -444,6 +470,9 @@ pub fn build(
         warnings: std::mem::take(&mut ctx.warnings),
         notices: std::mem::take(&mut ctx.notices),
         error_log_files: std::mem::take(&mut ctx.error_log_files),
+        access_log_files: std::mem::take(&mut ctx.log_files),
+        access_log_syslog: std::mem::take(&mut ctx.log_syslog),
+        families,
     })
 }
 
@@ -515,8 +544,6 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     Ok(HttpConf {
         servers,
         listens,
-        access_log_files: std::mem::take(&mut ctx.log_files),
-        access_log_syslog: std::mem::take(&mut ctx.log_syslog),
         upstreams: std::mem::take(&mut ctx.upstream_list),
         cache_zones: ctx.cache_zones.values().cloned().collect(),
     })

@@ -26,6 +26,8 @@ const BUILT_IN: &[&str] = &[
     "ngx_http_zstd_filter_module",
     "ngx_http_zstd_static_module",
     "ngx_http_cache_purge_module",
+    // The stream family (`crate::stream`).
+    "ngx_stream_module",
 ];
 
 /// A dynamic module sluice does not have: what it is (and its Debian
@@ -90,12 +92,6 @@ const MISSING: &[Missing] = &[
         name: "ngx_mail_module",
         what: "the mail proxy, libnginx-mod-mail",
         directives: &["mail"],
-        var_prefix: None,
-    },
-    Missing {
-        name: "ngx_stream_module",
-        what: "the stream (TCP/UDP) proxy, libnginx-mod-stream",
-        directives: &["stream"],
         var_prefix: None,
     },
     Missing {

@@ -7,6 +7,7 @@ pub mod build;
 pub mod captures;
 pub mod compress;
 pub mod dynamic_modules;
+pub mod family;
 pub mod geo;
 pub mod lexer;
 pub mod limit_except;
@@ -25,7 +26,7 @@ pub mod set_server;
 pub mod set_ssl;
 pub mod split_clients;
 pub mod table;
-mod upstream_block;
+pub mod upstream_block;
 pub mod value;
 
 use std::path::{Path, PathBuf};

@@ -33,6 +33,14 @@ pub struct Config {
     /// Every distinct error log file any level names, opened by the master
     /// before the configuration runs.
     pub error_log_files: Vec<Arc<LogFile>>,
+    /// Unique access log files of every family; `LogDest::File` indexes
+    /// this.
+    pub access_log_files: Vec<AccessLogFile>,
+    /// `access_log syslog:...` targets; `LogDest::Syslog` indexes this.
+    pub access_log_syslog: Vec<Arc<crate::log::syslog::Peer>>,
+    /// The other protocol families' blocks (`stream {}`), built by their
+    /// modules (`config::family`), by block name.
+    pub families: Vec<(&'static str, Arc<dyn super::family::FamilyConf>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -78,10 +86,6 @@ pub enum CpuAffinity {
 pub struct HttpConf {
     pub servers: Vec<Arc<Server>>,
     pub listens: Vec<ListenGroup>,
-    /// Unique access log files; `LogDest::File` indexes this.
-    pub access_log_files: Vec<AccessLogFile>,
-    /// `access_log syslog:...` targets; `LogDest::Syslog` indexes this.
-    pub access_log_syslog: Vec<Arc<crate::log::syslog::Peer>>,
     /// Every upstream (blocks and implicit ones), by `Upstream::index`.
     pub upstreams: Vec<Arc<super::proxy::Upstream>>,
     /// `proxy_cache_path` zones (their directories are prepared at start).
@@ -453,9 +457,9 @@ pub struct AccessLogRef {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum LogDest {
-    /// An index into `HttpConf::access_log_files`.
+    /// An index into `Config::access_log_files`.
     File(usize),
-    /// An index into `HttpConf::access_log_syslog`.
+    /// An index into `Config::access_log_syslog`.
     Syslog(usize),
     /// A path with variables, opened for each line.
     Dynamic(Arc<crate::log::access_path::DynamicPath>),

@@ -331,10 +331,9 @@ pub(crate) fn duration(d: &Directive) -> Result<Duration, ConfError> {
 }
 
 /// What a unix-socket peer has as its (unused) TCP address.
-pub(super) const UNIX_PLACEHOLDER: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+pub const UNIX_PLACEHOLDER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
-pub(super) fn unix_path(path: &str) -> Result<std::path::PathBuf, String> {
+pub fn unix_path(path: &str) -> Result<std::path::PathBuf, String> {
     if path.is_empty() || path.len() > 107 {
         return Err(format!("invalid unix socket path \"{}\"", path));
     }

@@ -94,13 +94,22 @@ pub fn default_type(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 
 /// `access_log path|syslog:... [format [buffer=size] [gzip[=level]] [flush=time] [if=condition]]`.
 pub fn access_log(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    match access_log_entry(d, ctx)? {
+        Some(r) => c.access_log.get_or_insert_with(Vec::new).push(r),
+        None => c.access_log = None,
+    }
+    Ok(())
+}
+
+/// One `access_log` line: None for `access_log off`. Shared by the
+/// families (a stream server's access log is the same directive).
+pub fn access_log_entry(d: &Directive, ctx: &mut Ctx) -> Result<Option<AccessLogRef>, ConfError> {
     let path = arg(d, 0);
     if path == "off" {
         if d.args.len() > 1 {
             return Err(ConfError::at("invalid number of arguments in \"access_log\" directive", &d.span));
         }
-        c.access_log = None;
-        return Ok(());
+        return Ok(None);
     }
     let syslog = match path.strip_prefix("syslog:") {
         Some(spec) => Some(crate::log::syslog::parse(spec).map_err(|e| ConfError::at(e, &d.span))?),
@@ -164,8 +173,7 @@ pub fn access_log(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         }
         None => LogDest::File(ctx.log_file(path, buffer, flush, gzip)),
     };
-    c.access_log.get_or_insert_with(Vec::new).push(AccessLogRef { dest, format, cond });
-    Ok(())
+    Ok(Some(AccessLogRef { dest, format, cond }))
 }
 
 macro_rules! flag_setter {

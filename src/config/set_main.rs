@@ -91,6 +91,22 @@ pub fn pid(m: &mut MainConf, d: &Directive, ctx: &mut Ctx) -> R {
 /// (nginx 1.5.2+); the first at a level replaces what it inherited (main's
 /// replaces the compiled-in `logs/error.log`).
 pub fn error_log(m: &mut MainConf, loc: Option<&mut LocConf>, d: &Directive, ctx: &mut Ctx) -> R {
+    let log = match loc {
+        Some(l) => &mut l.error_log,
+        None => {
+            if !ctx.error_log_set {
+                m.error_log = Arc::default();
+                ctx.error_log_set = true;
+            }
+            &mut m.error_log
+        }
+    };
+    error_log_into(log, d, ctx)
+}
+
+/// Adds an `error_log` line's target to a level's log (shared by the
+/// families: a stream server's `error_log` is the same directive).
+pub fn error_log_into(log: &mut Arc<crate::log::error::ErrorLog>, d: &Directive, ctx: &mut Ctx) -> R {
     let target = arg(d, 0);
     if target.starts_with("memory:") {
         return Err(ConfError::at(format!("error_log target \"{}\" is not supported yet", target), &d.span));
@@ -106,16 +122,6 @@ pub fn error_log(m: &mut MainConf, loc: Option<&mut LocConf>, d: &Directive, ctx
         None => None,
     };
     let file = if syslog.is_none() { Some(ctx.error_log_file(target)) } else { None };
-    let log = match loc {
-        Some(l) => &mut l.error_log,
-        None => {
-            if !ctx.error_log_set {
-                m.error_log = Arc::default();
-                ctx.error_log_set = true;
-            }
-            &mut m.error_log
-        }
-    };
     match (file, syslog) {
         (Some(f), _) => Arc::make_mut(log).add(f, level),
         (None, Some(p)) => Arc::make_mut(log).add_syslog(p, level),

@@ -74,7 +74,7 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
 
 /// The socket options `listen` passes to the listening socket, with
 /// nginx's grammar and error lines: None if `p` is not one of them.
-fn sock_opt(p: &str, o: &mut SockOpts) -> Option<Result<(), String>> {
+pub fn sock_opt(p: &str, o: &mut SockOpts) -> Option<Result<(), String>> {
     // ngx_parse_size: k and m only. nginx keeps it in an int, so larger
     // values pass; the kernel caps the buffers at net.core.[rw]mem_max.
     let size = |v: &str| match v.ends_with(['g', 'G']) {

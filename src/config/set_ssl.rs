@@ -4,36 +4,48 @@
 //! missing or bad file the way nginx does.
 
 use super::build::Ctx;
-use super::model::{LocConf, SessionCache, VerifyClient};
+use super::model::{LocConf, SessionCache, SslConf, VerifyClient};
 use super::parser::{ConfError, Directive};
 use super::set_main::{arg, flag, invalid, number};
 use super::table::R;
 use super::value;
 
-pub fn ssl(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.on = flag(d)?;
+pub fn ssl_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.on = flag(d)?;
     Ok(())
 }
 
 pub fn reset_certificates(c: &mut LocConf) {
-    c.ssl.certificates.clear();
+    reset_certificates_in(&mut c.ssl)
+}
+
+pub fn reset_certificates_in(c: &mut SslConf) {
+    c.certificates.clear();
 }
 
 pub fn reset_keys(c: &mut LocConf) {
-    c.ssl.keys.clear();
+    reset_keys_in(&mut c.ssl)
+}
+
+pub fn reset_keys_in(c: &mut SslConf) {
+    c.keys.clear();
 }
 
 pub fn reset_ticket_keys(c: &mut LocConf) {
-    c.ssl.ticket_keys.clear();
+    reset_ticket_keys_in(&mut c.ssl)
 }
 
-pub fn certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.ssl.certificates.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
+pub fn reset_ticket_keys_in(c: &mut SslConf) {
+    c.ticket_keys.clear();
+}
+
+pub fn certificate_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.certificates.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
 }
 
-pub fn certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.ssl.keys.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
+pub fn certificate_key_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.keys.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
 }
 
@@ -41,7 +53,7 @@ pub fn certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
 /// that nginx would enable are left out with one warning (clients that
 /// speak only those fail their handshake, as with an OpenSSL that refuses
 /// them); only a list with nothing usable is an error.
-pub fn protocols(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn protocols_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
     let (mut v12, mut v13) = (false, false);
     let mut dropped = Vec::new();
     for w in &d.args {
@@ -72,8 +84,8 @@ pub fn protocols(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         );
         ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
     }
-    c.ssl.tls12 = v12;
-    c.ssl.tls13 = v13;
+    c.tls12 = v12;
+    c.tls13 = v13;
     Ok(())
 }
 
@@ -82,7 +94,7 @@ pub fn protocols(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
 /// lacks (CBC, DHE, RSA key exchange...) are left out with one warning;
 /// aliases (`HIGH`, `ECDHE+AESGCM`) and exclusions select rustls's own
 /// set. Only a list naming nothing usable is an error.
-pub fn ciphers(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn ciphers_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
     let list = arg(d, 0);
     let class = crate::tls::classify_ciphers(list);
     if class.known == 0 && !class.alias {
@@ -96,19 +108,19 @@ pub fn ciphers(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
         );
         ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
     }
-    c.ssl.ciphers = Some((list.to_string(), d.span.clone()));
+    c.ciphers = Some((list.to_string(), d.span.clone()));
     Ok(())
 }
 
-pub fn prefer_server_ciphers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.prefer_server_ciphers = flag(d)?;
+pub fn prefer_server_ciphers_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.prefer_server_ciphers = flag(d)?;
     Ok(())
 }
 
 /// `ssl_ecdh_curve auto | name[:name...]`: curves rustls lacks (secp521r1,
 /// X448, ffdhe...) are left out with one warning; only a list with nothing
 /// usable is an error.
-pub fn ecdh_curve(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn ecdh_curve_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
     let list = arg(d, 0);
     if list != "auto" {
         let unknown: Vec<&str> = list.split(':').filter(|n| crate::tls::kx_group_by_name(n).is_none()).collect();
@@ -130,7 +142,7 @@ pub fn ecdh_curve(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
             ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
         }
     }
-    c.ssl.ecdh_curve = Some((list.to_string(), d.span.clone()));
+    c.ecdh_curve = Some((list.to_string(), d.span.clone()));
     Ok(())
 }
 
@@ -140,7 +152,7 @@ const SESSIONS_PER_MB: u64 = 4000;
 /// `off | none | [builtin[:size]] [shared:name:size]`. sluice has one cache
 /// per server configuration, so `builtin` and `shared` together mean the
 /// shared one (which every worker already sees).
-pub fn session_cache(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn session_cache_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
     let mut cache = None;
     for w in &d.args {
         let v = w.text.as_str();
@@ -175,58 +187,58 @@ pub fn session_cache(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
             (_, p) => p,
         });
     }
-    c.ssl.session_cache = cache.unwrap_or_default();
+    c.session_cache = cache.unwrap_or_default();
     Ok(())
 }
 
-pub fn session_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+pub fn session_timeout_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
-    c.ssl.session_timeout = value::parse_time(v).ok_or_else(|| invalid(d, v))?;
+    c.session_timeout = value::parse_time(v).ok_or_else(|| invalid(d, v))?;
     Ok(())
 }
 
-pub fn session_tickets(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.session_tickets = flag(d)?;
+pub fn session_tickets_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.session_tickets = flag(d)?;
     Ok(())
 }
 
-pub fn session_ticket_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.ssl.ticket_keys.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
+pub fn session_ticket_key_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.ticket_keys.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
 }
 
-pub fn early_data(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.early_data = flag(d)?;
+pub fn early_data_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.early_data = flag(d)?;
     Ok(())
 }
 
-pub fn stapling(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.stapling = flag(d)?;
+pub fn stapling_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.stapling = flag(d)?;
     Ok(())
 }
 
-pub fn stapling_file(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.ssl.stapling_file = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
+pub fn stapling_file_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.stapling_file = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
 }
 
-pub fn reject_handshake(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.reject_handshake = flag(d)?;
+pub fn reject_handshake_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.reject_handshake = flag(d)?;
     Ok(())
 }
 
-pub fn crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.ssl.crl = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
+pub fn crl_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.crl = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
 }
 
-pub fn client_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.ssl.client_certificate = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
+pub fn client_certificate_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.client_certificate = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
 }
 
-pub fn verify_client(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.verify_client = match arg(d, 0) {
+pub fn verify_client_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.verify_client = match arg(d, 0) {
         "off" => VerifyClient::Off,
         "on" => VerifyClient::On,
         "optional" => VerifyClient::Optional,
@@ -236,10 +248,22 @@ pub fn verify_client(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-pub fn verify_depth(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.ssl.verify_depth = number(d, 0)?.min(100) as u32;
+pub fn verify_depth_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.verify_depth = number(d, 0)?.min(100) as u32;
     Ok(())
 }
+
+/// The `ssl_*` setters on a level's `LocConf` (the table's rows); the
+/// `_in` forms take the `SslConf` alone, for the families that keep one
+/// outside a `LocConf` (stream).
+macro_rules! on_loc {
+    ($($name:ident => $inner:ident),* $(,)?) => {
+        $(pub fn $name(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+            $inner(&mut c.ssl, d, ctx)
+        })*
+    };
+}
+on_loc!(ssl => ssl_in, certificate => certificate_in, certificate_key => certificate_key_in, protocols => protocols_in, ciphers => ciphers_in, prefer_server_ciphers => prefer_server_ciphers_in, ecdh_curve => ecdh_curve_in, session_cache => session_cache_in, session_timeout => session_timeout_in, session_tickets => session_tickets_in, session_ticket_key => session_ticket_key_in, early_data => early_data_in, stapling => stapling_in, stapling_file => stapling_file_in, reject_handshake => reject_handshake_in, crl => crl_in, client_certificate => client_certificate_in, verify_client => verify_client_in, verify_depth => verify_depth_in);
 
 pub fn http2(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.http2.on = flag(d)?;

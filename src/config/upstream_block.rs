@@ -14,6 +14,17 @@ use std::time::Duration;
 
 /// Builds an `upstream NAME { ... }` block.
 pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, ConfError> {
+    build(d, ctx, false)
+}
+
+/// The same block in a family that proxies bytes rather than requests
+/// (nginx's `stream` upstreams): no keep-alive pool, `queue`, `ip_hash` or
+/// `check`, and every server names its port.
+pub fn l4_upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, ConfError> {
+    build(d, ctx, true)
+}
+
+fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfError> {
     let name = arg(d, 0).to_string();
     if ctx.upstreams.contains_key(&name) {
         return Err(ConfError::at(format!("duplicate upstream \"{}\"", name), &d.span));
@@ -44,8 +55,24 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
         let nargs = sub.args.len();
         let bad_args =
             || ConfError::at(format!("invalid number of arguments in \"{}\" directive", sub.name), &sub.span);
+        if l4
+            && matches!(
+                sub.name.as_str(),
+                "keepalive"
+                    | "keepalive_requests"
+                    | "keepalive_timeout"
+                    | "queue"
+                    | "ip_hash"
+                    | "check"
+                    | "check_http_send"
+                    | "check_http_expect_alive"
+                    | "check_keepalive_requests"
+            )
+        {
+            return Err(ConfError::at(format!("unknown directive \"{}\"", sub.name), &sub.span));
+        }
         match sub.name.as_str() {
-            "server" => u.peers.push(peer(sub)?),
+            "server" => u.peers.push(peer(sub, l4)?),
             "keepalive" if nargs == 1 => {
                 once(&mut seen, "keepalive")?;
                 u.keepalive = number(sub, 0)? as usize;
@@ -103,7 +130,7 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, Con
     }
     // The balancer refuses what nginx refuses at parse time (backup with
     // hash, ip_hash or random).
-    if let Err(e) = crate::http::proxy::peers::build_balancer(&u) {
+    if let Err(e) = crate::upstream::peers::build_balancer(&u) {
         return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
     }
     if let Some((size, timeout)) = queue {
@@ -140,11 +167,14 @@ fn set_balance(u: &mut Upstream, b: Balance, d: &Directive) -> R {
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]
 /// [max_conns=N]` inside `upstream`.
-fn peer(d: &Directive) -> Result<PeerConf, ConfError> {
+fn peer(d: &Directive, l4: bool) -> Result<PeerConf, ConfError> {
     if d.args.is_empty() {
         return Err(ConfError::at("invalid number of arguments in \"server\" directive", &d.span));
     }
     let raw = arg(d, 0);
+    if l4 && !raw.starts_with("unix:") && !has_port(raw) {
+        return Err(ConfError::at(format!("no port in upstream \"{}\"", raw), &d.span));
+    }
     let (addr, unix) = match raw.strip_prefix("unix:") {
         Some(path) => (UNIX_PLACEHOLDER, Some(unix_path(path).map_err(|m| ConfError::at(m, &d.span))?)),
         None => (resolve(raw).map_err(|m| ConfError::at(m, &d.span))?, None),
@@ -174,4 +204,12 @@ fn peer(d: &Directive) -> Result<PeerConf, ConfError> {
         }
     }
     Ok(p)
+}
+
+/// Whether `host:port`, `[v6]:port` or `v4:port` names a port.
+pub fn has_port(a: &str) -> bool {
+    match a.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').is_some_and(|(_, p)| p.starts_with(':')),
+        None => a.matches(':').count() == 1,
+    }
 }

@@ -107,7 +107,7 @@ fn world() -> Option<World> {
         Err(e) => panic!("the h1_conn configuration does not load: {e}"),
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().ok()?;
-    let logs = crate::log::access::AccessLogs::new(Vec::new(), &cfg.http.access_log_files, &cfg.http.access_log_syslog);
+    let logs = crate::log::access::AccessLogs::new(Vec::new(), &cfg.access_log_files, &cfg.access_log_syslog);
     let w = Rc::new(WorkerCtx {
         cfg: Arc::new(cfg),
         index: 0,

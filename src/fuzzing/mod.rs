@@ -22,6 +22,7 @@ mod http;
 mod proxy;
 mod quic;
 mod realip;
+mod stream;
 
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
@@ -34,6 +35,7 @@ pub use http::{range, uri};
 pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
+pub use stream::ssl_preread;
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);
@@ -62,6 +64,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("h1_conn", h1_conn),
     ("client_hello", client_hello),
     ("quic_cid", quic_cid),
+    ("ssl_preread", ssl_preread),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

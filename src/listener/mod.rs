@@ -29,13 +29,59 @@ struct Key {
     reuseport: bool,
     /// Worker index for reuseport sockets, 0 for shared ones.
     index: usize,
+    /// Whose socket: HTTP's listeners defer accepting, another family's
+    /// do not (its clients may wait for the server to speak first).
+    proto: Proto,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Http,
+    Tcp,
+    Udp,
+}
+
+/// Which configuration entry a socket serves.
+#[derive(Clone, Copy, Debug)]
+enum Owner {
+    /// An HTTP listen group.
+    Http(usize),
+    /// A family (index in `Config::families`) and its listen.
+    Family(usize, usize),
+}
+
+/// A listening socket: TCP, or a bound UDP socket.
+enum Held {
+    Tcp(TcpListener),
+    Udp(std::net::UdpSocket),
+}
+
+impl Held {
+    fn try_clone(&self) -> io::Result<Held> {
+        Ok(match self {
+            Held::Tcp(l) => Held::Tcp(l.try_clone()?),
+            Held::Udp(u) => Held::Udp(u.try_clone()?),
+        })
+    }
+}
+
+impl Proto {
+    fn name(self) -> &'static str {
+        match self {
+            Proto::Http => "http",
+            Proto::Tcp => "tcp",
+            Proto::Udp => "udp",
+        }
+    }
 }
 
 impl Key {
     /// The text form the master process and the serving process exchange
-    /// with a socket (`process::supervisor`): `ADDR reuseport|shared INDEX`.
+    /// with a socket (`process::supervisor`):
+    /// `ADDR reuseport|shared INDEX http|tcp|udp`.
     fn to_text(self) -> String {
-        format!("{} {} {}", self.addr, if self.reuseport { "reuseport" } else { "shared" }, self.index)
+        let mode = if self.reuseport { "reuseport" } else { "shared" };
+        format!("{} {mode} {} {}", self.addr, self.index, self.proto.name())
     }
 
     fn from_text(s: &str) -> Option<Key> {
@@ -47,14 +93,26 @@ impl Key {
             _ => return None,
         };
         let index = w.next()?.parse().ok()?;
-        w.next().is_none().then_some(Key { addr, reuseport, index })
+        let name = w.next()?;
+        let proto = [Proto::Http, Proto::Tcp, Proto::Udp].into_iter().find(|p| p.name() == name)?;
+        w.next().is_none().then_some(Key { addr, reuseport, index, proto })
     }
 }
 
 #[derive(Default)]
 pub struct ListenerSet {
-    socks: Vec<(Key, TcpListener)>,
+    socks: Vec<(Key, Held)>,
+    /// QUIC's sockets (`listen ... quic`).
     udp: Vec<(Key, Arc<Udp>)>,
+}
+
+/// A worker's duplicates of the sockets it serves.
+#[derive(Default)]
+pub struct WorkerSockets {
+    /// (HTTP listen group, socket)
+    pub http: Vec<(usize, TcpListener)>,
+    /// (family, listen, socket)
+    pub families: Vec<(usize, usize, crate::config::family::Socket)>,
 }
 
 /// A QUIC listening socket, shared by the generations that use it.
@@ -103,7 +161,7 @@ struct Opts {
     sock: SockOpts,
 }
 
-fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
+fn keys(cfg: &Config) -> Vec<(Key, Owner, Opts)> {
     let mut out = Vec::new();
     for (gi, g) in cfg.http.listens.iter().enumerate() {
         if g.quic || covered_by_wildcard(cfg, g.addr) {
@@ -112,10 +170,23 @@ fn keys(cfg: &Config) -> Vec<(Key, usize, Opts)> {
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
             out.push((
-                Key { addr: g.addr, reuseport: g.reuseport, index },
-                gi,
+                Key { addr: g.addr, reuseport: g.reuseport, index, proto: Proto::Http },
+                Owner::Http(gi),
                 Opts { backlog: g.backlog, notsent_lowat: g.notsent_lowat, sock: g.sock },
             ));
+        }
+    }
+    for (fi, (_, f)) in cfg.families.iter().enumerate() {
+        for (li, l) in f.listens().iter().enumerate() {
+            let n = if l.reuseport { cfg.main.worker_processes } else { 1 };
+            let proto = if l.udp { Proto::Udp } else { Proto::Tcp };
+            for index in 0..n {
+                out.push((
+                    Key { addr: l.addr, reuseport: l.reuseport, index, proto },
+                    Owner::Family(fi, li),
+                    Opts { backlog: l.backlog, notsent_lowat: 0, sock: l.sock },
+                ));
+            }
         }
     }
     out
@@ -127,7 +198,7 @@ fn udp_keys(cfg: &Config) -> Vec<(Key, usize, SockOpts)> {
     for (gi, g) in cfg.http.listens.iter().enumerate().filter(|(_, g)| g.quic) {
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
-            out.push((Key { addr: g.addr, reuseport: g.reuseport, index }, gi, g.sock));
+            out.push((Key { addr: g.addr, reuseport: g.reuseport, index, proto: Proto::Udp }, gi, g.sock));
         }
     }
     out
@@ -138,7 +209,24 @@ fn udp_keys(cfg: &Config) -> Vec<(Key, usize, SockOpts)> {
 /// reads them (the kernel caps it at net.core.rmem_max).
 const UDP_RCVBUF: usize = 4 << 20;
 
-fn bind_udp(k: &Key, o: &SockOpts) -> io::Result<UdpSocket> {
+/// A QUIC socket: as a family's UDP socket, with a larger default
+/// receive buffer.
+fn bind_quic(k: &Key, o: &SockOpts) -> io::Result<UdpSocket> {
+    let rcvbuf = Some(o.rcvbuf.unwrap_or(UDP_RCVBUF as i32));
+    let opts = Opts { backlog: 0, notsent_lowat: 0, sock: SockOpts { rcvbuf, ..*o } };
+    bind_udp(k, opts)
+}
+
+fn bind(k: &Key, o: Opts) -> io::Result<Held> {
+    match k.proto {
+        Proto::Http => bind_tcp(k, o, true).map(Held::Tcp),
+        Proto::Tcp => bind_tcp(k, o, false).map(Held::Tcp),
+        Proto::Udp => bind_udp(k, o).map(Held::Udp),
+    }
+}
+
+/// A UDP socket for a family's `listen ... udp`.
+fn bind_udp(k: &Key, o: Opts) -> io::Result<std::net::UdpSocket> {
     let s = Socket::new(Domain::for_address(k.addr), Type::DGRAM, None)?;
     s.set_reuse_address(true)?;
     if k.reuseport {
@@ -147,16 +235,18 @@ fn bind_udp(k: &Key, o: &SockOpts) -> io::Result<UdpSocket> {
     if k.addr.is_ipv6() {
         s.set_only_v6(true)?;
     }
+    if let Some(n) = o.sock.rcvbuf {
+        s.set_recv_buffer_size(n.max(0) as usize)?;
+    }
+    if let Some(n) = o.sock.sndbuf {
+        s.set_send_buffer_size(n.max(0) as usize)?;
+    }
     s.bind(&k.addr.into())?;
     s.set_nonblocking(true)?;
-    let _ = s.set_recv_buffer_size(o.rcvbuf.map_or(UDP_RCVBUF, |n| n.max(0) as usize));
-    if let Some(n) = o.sndbuf {
-        let _ = s.set_send_buffer_size(n.max(0) as usize);
-    }
     Ok(s.into())
 }
 
-fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
+fn bind_tcp(k: &Key, o: Opts, deferred: bool) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(k.addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     if k.reuseport {
@@ -169,7 +259,11 @@ fn bind(k: &Key, o: Opts) -> io::Result<TcpListener> {
     s.listen(o.backlog)?;
     s.set_nonblocking(true)?;
     let l: TcpListener = s.into();
-    tune(&l, o)?;
+    if deferred {
+        tune(&l, o)?;
+    } else {
+        set_sock_opts(&l, &o.sock)?;
+    }
     Ok(l)
 }
 
@@ -300,9 +394,13 @@ impl ListenerSet {
                     // A changed backlog, notsent_lowat or socket option
                     // takes effect on the live socket (for connections
                     // accepted from now on), as nginx sets them again.
-                    let _ = socket2::SockRef::from(&dup).listen(opts.backlog);
-                    let _ = set_notsent_lowat(&dup, opts.notsent_lowat);
-                    let _ = set_sock_opts(&dup, &opts.sock);
+                    if let Held::Tcp(dup) = &dup {
+                        let _ = socket2::SockRef::from(dup).listen(opts.backlog);
+                        if k.proto == Proto::Http {
+                            let _ = set_notsent_lowat(dup, opts.notsent_lowat);
+                        }
+                        let _ = set_sock_opts(dup, &opts.sock);
+                    }
                     dup
                 }
                 None => bind(&k, opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
@@ -316,7 +414,8 @@ impl ListenerSet {
             let shared = match self.udp.iter().find(|(ok, _)| *ok == k) {
                 Some((_, u)) => u.clone(),
                 None => Arc::new(Udp {
-                    sock: bind_udp(&k, &opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
+                    sock: bind_quic(&k, &opts)
+                        .map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
                     epoch: AtomicU64::new(0),
                 }),
             };
@@ -354,15 +453,19 @@ impl ListenerSet {
     }
 
     /// Duplicated descriptors for worker `w`: its own reuseport sockets and
-    /// the shared ones, tagged with their listen group.
-    pub fn for_worker(&self, cfg: &Config, w: usize) -> io::Result<Vec<(usize, TcpListener)>> {
-        let mut out = Vec::new();
-        for (k, gi, _) in keys(cfg) {
+    /// the shared ones, tagged with their listen group or family listen.
+    pub fn for_worker(&self, cfg: &Config, w: usize) -> io::Result<WorkerSockets> {
+        let mut out = WorkerSockets::default();
+        for (k, owner, _) in keys(cfg) {
             if k.reuseport && k.index != w {
                 continue;
             }
-            if let Some((_, l)) = self.socks.iter().find(|(sk, _)| *sk == k) {
-                out.push((gi, l.try_clone()?));
+            let Some((_, l)) = self.socks.iter().find(|(sk, _)| *sk == k) else { continue };
+            match (owner, l.try_clone()?) {
+                (Owner::Http(gi), Held::Tcp(l)) => out.http.push((gi, l)),
+                (Owner::Family(f, i), Held::Tcp(l)) => out.families.push((f, i, crate::config::family::Socket::Tcp(l))),
+                (Owner::Family(f, i), Held::Udp(u)) => out.families.push((f, i, crate::config::family::Socket::Udp(u))),
+                (Owner::Http(_), Held::Udp(_)) => {}
             }
         }
         Ok(out)
@@ -374,12 +477,18 @@ impl ListenerSet {
 
     /// Every socket with its key in text, for handing the set to another
     /// process (the master keeps the serving process's sockets so that a
-    /// new serving process finds them after a crash). QUIC's UDP sockets'
-    /// keys start with `udp `.
+    /// new serving process finds them after a crash). QUIC's sockets' keys
+    /// start with `quic `.
     pub fn export(&self) -> Vec<(String, std::os::fd::BorrowedFd<'_>)> {
         use std::os::fd::AsFd;
-        let tcp = self.socks.iter().map(|(k, l)| (k.to_text(), l.as_fd()));
-        tcp.chain(self.udp.iter().map(|(k, u)| (format!("udp {}", k.to_text()), u.sock.as_fd()))).collect()
+        let socks = self.socks.iter().map(|(k, h)| {
+            let fd = match h {
+                Held::Tcp(l) => l.as_fd(),
+                Held::Udp(u) => u.as_fd(),
+            };
+            (k.to_text(), fd)
+        });
+        socks.chain(self.udp.iter().map(|(k, u)| (format!("quic {}", k.to_text()), u.sock.as_fd()))).collect()
     }
 
     /// A set made of sockets another process exported; an entry whose key
@@ -388,17 +497,24 @@ impl ListenerSet {
     pub fn import(items: Vec<(String, std::os::fd::OwnedFd)>) -> ListenerSet {
         let mut set = ListenerSet::default();
         for (k, fd) in items {
-            if let Some(k) = k.strip_prefix("udp ") {
+            // Accept and receive loops expect non-blocking sockets.
+            if let Some(k) = k.strip_prefix("quic ") {
                 let sock = UdpSocket::from(fd);
                 if let (Some(k), Ok(())) = (Key::from_text(k), sock.set_nonblocking(true)) {
                     set.udp.push((k, Arc::new(Udp { sock, epoch: AtomicU64::new(0) })));
                 }
                 continue;
             }
-            let l = TcpListener::from(fd);
-            // Accept loops expect non-blocking listeners.
-            if let (Some(k), Ok(())) = (Key::from_text(&k), l.set_nonblocking(true)) {
-                set.socks.push((k, l));
+            let Some(k) = Key::from_text(&k) else { continue };
+            let held = if k.proto == Proto::Udp {
+                let u = UdpSocket::from(fd);
+                u.set_nonblocking(true).map(|()| Held::Udp(u))
+            } else {
+                let l = TcpListener::from(fd);
+                l.set_nonblocking(true).map(|()| Held::Tcp(l))
+            };
+            if let Ok(h) = held {
+                set.socks.push((k, h));
             }
         }
         set
@@ -442,8 +558,8 @@ mod tests {
 
     /// A blocking listener with `o` on a free loopback port.
     fn listener(o: Opts) -> TcpListener {
-        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0 };
-        let l = bind(&key, o).expect("bind");
+        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Http };
+        let l = bind_tcp(&key, o, true).expect("bind");
         l.set_nonblocking(false).expect("blocking");
         l
     }
@@ -451,18 +567,21 @@ mod tests {
     #[test]
     fn keys_round_trip_as_text() {
         for k in [
-            Key { addr: "127.0.0.1:8080".parse().expect("addr"), reuseport: false, index: 0 },
-            Key { addr: "[::1]:443".parse().expect("addr"), reuseport: true, index: 3 },
+            Key { addr: "127.0.0.1:8080".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Http },
+            Key { addr: "[::1]:443".parse().expect("addr"), reuseport: true, index: 3, proto: Proto::Tcp },
+            Key { addr: "[::1]:53".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Udp },
         ] {
             assert_eq!(Key::from_text(&k.to_text()), Some(k));
         }
         for bad in [
             "",
             "127.0.0.1:80",
-            "127.0.0.1:80 maybe 0",
-            "127.0.0.1:80 shared x",
-            "x shared 0",
-            "127.0.0.1:80 shared 0 extra",
+            "127.0.0.1:80 maybe 0 http",
+            "127.0.0.1:80 shared x http",
+            "x shared 0 http",
+            "127.0.0.1:80 shared 0",
+            "127.0.0.1:80 shared 0 sctp",
+            "127.0.0.1:80 shared 0 tcp extra",
         ] {
             assert_eq!(Key::from_text(bad), None, "{bad}");
         }

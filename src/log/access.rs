@@ -71,6 +71,17 @@ impl AccessLogs {
     }
 
     pub fn log(&mut self, refs: &[AccessLogRef], vars: &crate::http::handler::ctx::Vars<'_, '_, '_>) {
+        self.log_with(refs, vars, |d, line| d.write(vars, line));
+    }
+
+    /// One line per target for a session of any family; `dynamic` writes
+    /// a line to a path with variables (the family's checks and messages).
+    pub fn log_with<V: crate::variables::VarSource>(
+        &mut self,
+        refs: &[AccessLogRef],
+        vars: &V,
+        dynamic: impl Fn(&crate::log::access_path::DynamicPath, &[u8]),
+    ) {
         for r in refs {
             if let Some(cond) = &r.cond {
                 // nginx's `if=`: skipped when the value is empty or "0".
@@ -85,7 +96,7 @@ impl AccessLogs {
                 LogDest::Dynamic(d) => {
                     let mut line = Vec::new();
                     r.format.render(vars, &mut self.scratch, &mut line);
-                    d.write(vars, &line);
+                    dynamic(d, &line);
                     continue;
                 }
                 LogDest::Syslog(i) => {

@@ -111,24 +111,30 @@ static MAIL: &[Module] = &[
 ];
 
 static STREAM: &[Module] = &[
-    m("stream", O, || directive("stream")),
-    m("stream_ssl_module", O, || directive("stream")),
-    m("stream_realip_module", O, || directive("stream")),
-    m("stream_geoip_module", O, || false),
-    m("stream_ssl_preread_module", O, || directive("ssl_preread")),
-    m("stream_limit_conn_module", D, || directive("stream")),
-    m("stream_access_module", D, || directive("stream")),
-    m("stream_geo_module", D, || directive("stream")),
-    m("stream_map_module", D, || directive("stream")),
-    m("stream_split_clients_module", D, || directive("stream")),
-    m("stream_return_module", D, || directive("stream")),
-    m("stream_set_module", D, || directive("stream")),
-    m("stream_pass_module", D, || directive("stream")),
-    m("stream_upstream_hash_module", D, || directive("stream")),
-    m("stream_upstream_least_conn_module", D, || directive("stream")),
-    m("stream_upstream_random_module", D, || directive("stream")),
-    m("stream_upstream_zone_module", D, || directive("stream")),
+    m("stream", O, || crate::config::family::find("stream").is_some()),
+    m("stream_ssl_module", O, || stream("ssl_certificate")),
+    m("stream_realip_module", O, || stream("set_real_ip_from")),
+    m("stream_geoip_module", O, || stream("geoip_country")),
+    m("stream_ssl_preread_module", O, || stream("ssl_preread")),
+    m("stream_limit_conn_module", D, || stream("limit_conn")),
+    m("stream_access_module", D, || stream("allow")),
+    m("stream_geo_module", D, || stream("geo")),
+    m("stream_map_module", D, || stream("map")),
+    m("stream_split_clients_module", D, || stream("split_clients")),
+    m("stream_return_module", D, || stream("return")),
+    m("stream_set_module", D, || stream("set")),
+    m("stream_pass_module", D, || stream("pass")),
+    // The balancers are the `upstream` block's own (shared with http).
+    m("stream_upstream_hash_module", D, || stream("upstream")),
+    m("stream_upstream_least_conn_module", D, || stream("upstream")),
+    m("stream_upstream_random_module", D, || stream("upstream")),
+    m("stream_upstream_zone_module", D, || stream("upstream")),
 ];
+
+/// Whether the registered stream family has a directive.
+fn stream(name: &str) -> bool {
+    crate::config::family::find("stream").is_some_and(|f| f.knows(name))
+}
 
 /// The flag for one module, or None when the default says it already.
 fn flag(md: &Module) -> Option<String> {

@@ -26,8 +26,7 @@ struct Generation {
 }
 
 fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
-    cfg.http
-        .access_log_files
+    cfg.access_log_files
         .iter()
         .map(|f| {
             OpenOptions::new()
@@ -65,7 +64,8 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
         let spec = worker::Spec {
             index: i,
             cfg: cfg.clone(),
-            listeners: socks,
+            listeners: socks.http,
+            family_listeners: socks.families,
             quic,
             log_files: files,
             cpus: worker::affinity::cpus_for(&cfg.main.cpu_affinity, i),
@@ -186,7 +186,15 @@ pub fn run(cfg: Config, opts: LoadOptions, serving: Option<(super::serving::Link
             return 1;
         }
     };
-    log_error!(Level::Notice, "sluice/{} started, {} worker(s)", env!("CARGO_PKG_VERSION"), current.workers.len());
+    // nginx's start-up notice names its version (`nginx/1.26.3`); tools
+    // and nginx's test suite look for it.
+    log_error!(
+        Level::Notice,
+        "sluice/{} (nginx/{}) started, {} worker(s)",
+        env!("CARGO_PKG_VERSION"),
+        super::build_info::NGINX_VERSION,
+        current.workers.len()
+    );
     match &link {
         Some(l) => {
             if let Err(e) = l.send_listeners(&listeners) {

@@ -35,7 +35,7 @@ fn loc_confs(cfg: &Config) -> Vec<&LocConf> {
 /// start that does not fail on a log path.
 pub fn log_files(cfg: &Config) -> Result<(), String> {
     let error_logs = cfg.error_log_files.iter().filter_map(|f| f.path());
-    let access_logs = cfg.http.access_log_files.iter().map(|f| f.path.as_path());
+    let access_logs = cfg.access_log_files.iter().map(|f| f.path.as_path());
     for p in error_logs.chain(access_logs) {
         std::fs::OpenOptions::new()
             .create(true)

@@ -4,6 +4,7 @@
 //! verification apply, as with nginx's SNI callback.
 
 pub mod certs;
+pub mod client;
 pub mod client_cert;
 pub mod client_verify;
 pub mod handshake;

@@ -3,4 +3,5 @@
 pub mod balance;
 pub mod bind;
 pub mod check;
+pub mod peers;
 pub mod queue;

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use super::{ConnGuard, WorkerCtx};
 use crate::http::handler::ctx::ConnInfo;
-use crate::log::error::Level;
+use crate::log::error::{ErrorLog, Level};
 use crate::{log_error, log_to};
 
 /// How long accepting stops after accept4 fails with EMFILE and the like.
@@ -32,12 +32,69 @@ struct Paused {
     logged: bool,
 }
 
+/// What an accept loop hands its connections to: HTTP's listen groups
+/// ([`Http`]) or another family's listen (`config::family`). Generic, so
+/// HTTP's loop is compiled for HTTP alone and pays nothing per connection
+/// for the seam.
+pub trait Acceptor: Clone + 'static {
+    /// The listening address, for messages.
+    fn addr(&self) -> SocketAddr;
+    /// nginx logs accept-time trouble to the listening socket's log.
+    fn log(&self) -> &ErrorLog;
+    /// Serves an accepted connection (`peer`: the client's address).
+    fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard);
+}
+
+/// HTTP's listen group `group` of the worker's configuration.
+#[derive(Clone)]
+pub struct Http {
+    cfg: std::sync::Arc<crate::config::Config>,
+    group: usize,
+}
+
+impl Http {
+    pub fn new(cfg: std::sync::Arc<crate::config::Config>, group: usize) -> Http {
+        Http { cfg, group }
+    }
+}
+
+impl Acceptor for Http {
+    fn addr(&self) -> SocketAddr {
+        self.cfg.http.listens[self.group].addr
+    }
+
+    fn log(&self) -> &ErrorLog {
+        // The default server's.
+        &self.cfg.http.listens[self.group].default_server.conf.error_log
+    }
+
+    fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard) {
+        let (addr, group) = (self.addr(), self.group);
+        let wildcard = addr.ip().is_unspecified();
+        let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
+        // A wildcard socket also carries addresses that have their own
+        // servers (`listen 127.0.0.1:80` beside `listen 80`).
+        let group = if wildcard {
+            w.cfg.http.listens.iter().position(|g| g.addr == local && !g.quic).unwrap_or(group)
+        } else {
+            group
+        };
+        let info =
+            ConnInfo { fd: std::os::fd::AsRawFd::as_raw_fd(&stream), ..ConnInfo::new(peer, local, w.next_serial()) };
+        // Boxed: a connection's future is ~4.5 KB, and tokio moves a task's
+        // future by value when it spawns and when it finishes (callgrind:
+        // six copies, ~3k instructions, per connection unboxed).
+        let conn = Box::pin(crate::http::connection::start(stream, info, group, guard));
+        tokio::task::spawn_local(crate::clock::per_poll(conn));
+    }
+}
+
 /// Runs [`run`] on a duplicate of the listening socket and, should it
 /// panic (a bug: it holds no request), logs it and starts it again, so a
 /// worker never silently stops accepting on an address while it keeps
 /// serving the connections it has.
-pub async fn supervise(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
-    let addr = w.cfg.http.listens[group].addr;
+pub async fn supervise<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+    let addr = a.addr();
     loop {
         let l = match listener.try_clone() {
             Ok(l) => l,
@@ -46,11 +103,10 @@ pub async fn supervise(listener: std::net::TcpListener, group: usize, w: Rc<Work
                 return;
             }
         };
-        let task = tokio::task::spawn_local(crate::clock::per_poll(run(l, group, w.clone(), stop.clone())));
+        let task = tokio::task::spawn_local(crate::clock::per_poll(run(l, a.clone(), w.clone(), stop.clone())));
         match task.await {
             Err(e) if e.is_panic() && !w.draining.get() => {
-                let log = &w.cfg.http.listens[group].default_server.conf.error_log;
-                log_to!(log, Level::Alert, "the accept loop on {} panicked, started again", addr);
+                log_to!(a.log(), Level::Alert, "the accept loop on {} panicked, started again", addr);
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
             _ => return,
@@ -58,7 +114,7 @@ pub async fn supervise(listener: std::net::TcpListener, group: usize, w: Rc<Work
     }
 }
 
-pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+pub async fn run<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     // SAFETY: the std listener owns its descriptor, which stays open and
     // unchanged until the AsyncFd (its only owner from here on) is dropped.
     let listener = match unsafe { AsyncFd::register_with_interest(listener, Interest::READABLE) } {
@@ -68,11 +124,8 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
             return;
         }
     };
-    let addr = w.cfg.http.listens[group].addr;
-    // nginx logs accept-time trouble to the listening socket's log: its
-    // default server's.
-    let log = &w.cfg.http.listens[group].default_server.conf.error_log;
-    let wildcard = addr.ip().is_unspecified();
+    let addr = a.addr();
+    let log = a.log();
     let mut paused: Option<Paused> = None;
     let mut last_log: Option<std::time::Instant> = None;
     // accept failed and the loop yielded once before pausing.
@@ -158,21 +211,7 @@ pub async fn run(listener: std::net::TcpListener, group: usize, w: Rc<WorkerCtx>
         }
         let stream = std::net::TcpStream::from(fd);
         let peer = peer.and_then(|a| SocketAddr::try_from(a).ok()).unwrap_or(addr);
-        let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
-        // A wildcard socket also carries addresses that have their own
-        // servers (`listen 127.0.0.1:80` beside `listen 80`).
-        let group = if wildcard {
-            w.cfg.http.listens.iter().position(|g| g.addr == local && !g.quic).unwrap_or(group)
-        } else {
-            group
-        };
         let guard = ConnGuard::new(w.clone());
-        let info =
-            ConnInfo { fd: std::os::fd::AsRawFd::as_raw_fd(&stream), ..ConnInfo::new(peer, local, w.next_serial()) };
-        // Boxed: a connection's future is ~4.5 KB, and tokio moves a task's
-        // future by value when it spawns and when it finishes (callgrind:
-        // six copies, ~3k instructions, per connection unboxed).
-        let conn = Box::pin(crate::http::connection::start(stream, info, group, guard));
-        tokio::task::spawn_local(crate::clock::per_poll(conn));
+        a.accepted(&w, stream, peer, guard);
     }
 }

@@ -128,6 +128,8 @@ pub struct Spec {
     pub cfg: Arc<Config>,
     /// (listen group index, socket)
     pub listeners: Vec<(usize, std::net::TcpListener)>,
+    /// (family, listen index, socket): served by the family's module.
+    pub family_listeners: Vec<(usize, usize, crate::config::family::Socket)>,
     /// `listen ... quic` sockets.
     pub quic: Vec<crate::listener::QuicSock>,
     pub log_files: Vec<File>,
@@ -179,7 +181,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
     };
     let local = tokio::task::LocalSet::new();
     let max_conns = spec.cfg.main.worker_connections;
-    let logs = AccessLogs::new(spec.log_files, &spec.cfg.http.access_log_files, &spec.cfg.http.access_log_syslog);
+    let logs = AccessLogs::new(spec.log_files, &spec.cfg.access_log_files, &spec.cfg.access_log_syslog);
     let w = Rc::new(WorkerCtx {
         cfg: spec.cfg,
         index: spec.index,
@@ -205,7 +207,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         for (group, listener) in spec.listeners {
             tokio::task::spawn_local(crate::clock::per_poll(accept::supervise(
                 listener,
-                group,
+                accept::Http::new(w.cfg.clone(), group),
                 w.clone(),
                 stop_accept.clone(),
             )));
@@ -213,6 +215,11 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         for q in spec.quic {
             let run = crate::http::connection::h3::endpoint::run(w.clone(), q, stop_accept.clone());
             tokio::task::spawn_local(crate::clock::per_poll(run));
+        }
+        for (family, index, sock) in spec.family_listeners {
+            if let Some((_, conf)) = w.cfg.families.get(family) {
+                conf.clone().serve(w.clone(), index, sock, stop_accept.clone());
+            }
         }
         tokio::task::spawn_local(crate::clock::per_poll(tick(w.clone())));
         tokio::task::spawn_local(crate::clock::per_poll(park::run(w.clone())));

@@ -331,10 +331,13 @@ impl TestServer {
                     self.error_log()
                 ));
             }
-            let ports_ok = self.initial_ports().iter().all(|p| port_accepts(*p));
             let pid = self.child.as_ref().map_or(0, |c| c.id());
             let pid_ok = !self.wait_pid
                 || fs::read_to_string(self.prefix.join("logs/sluice.pid")).is_ok_and(|s| s.trim() == pid.to_string());
+            // Probed only once the pid file is there: a master binds the
+            // ports before its workers serve them, and each probe is a
+            // session some tests count in their logs.
+            let ports_ok = pid_ok && self.initial_ports().iter().all(|p| port_accepts(*p));
             if ports_ok && pid_ok {
                 return Ok(());
             }

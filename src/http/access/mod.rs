@@ -27,7 +27,8 @@ pub mod auth_request;
 pub mod basic;
 pub mod crypt;
 pub mod referer;
-pub mod rules;
+/// nginx's allow/deny lists, shared with the stream family.
+pub use crate::access_rules as rules;
 pub mod secure_link;
 
 use std::borrow::Cow;

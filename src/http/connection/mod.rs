@@ -8,7 +8,8 @@ pub mod h2;
 pub mod h3;
 pub mod io;
 pub mod mem;
-pub mod proxy_protocol;
+/// The PROXY protocol header, shared with the stream family.
+pub use crate::proxy_protocol;
 pub mod sock;
 pub mod spool;
 pub mod tcpinfo;

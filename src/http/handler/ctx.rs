@@ -450,6 +450,7 @@ impl VarSource for Vars<'_, '_, '_> {
             | Var::SslAlpnProtocol
             | Var::SslCurve
             | Var::SslEarlyData
+            | Var::Family(_)
             | Var::UpstreamCookie(_)
             | Var::RequestBody => super::more_vars::write(self, var, out),
             Var::Geo(g) => {

@@ -44,7 +44,8 @@ pub(super) fn write(v: &Vars<'_, '_, '_>, var: &Var, out: &mut Vec<u8>) {
             }
         }
         // 0-RTT is never accepted (see tls::mod), so no request is early.
-        Var::SslEarlyData => {}
+        // Never compiled in http's namespace.
+        Var::SslEarlyData | Var::Family(_) => {}
         Var::UpstreamCookie(name) => {
             if let Some(c) = upstream_cookie(v, name) {
                 out.extend_from_slice(c)

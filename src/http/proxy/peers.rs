@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use super::upstream_tls::UpStream;
 
-use crate::config::proxy::{Balance, Upstream};
-use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PeerView, PickCtx, Selection};
+use crate::config::proxy::Upstream;
+use crate::upstream::balance::{Balancer, PeerHealth, PeerView, PickCtx, Selection};
 use crate::upstream::queue::Queue;
 
 pub struct Idle {
@@ -55,34 +55,7 @@ pub struct WorkerProxy {
     bufs: Vec<Vec<u8>>,
 }
 
-pub fn method(b: &Balance) -> Method {
-    match b {
-        Balance::RoundRobin => Method::RoundRobin,
-        Balance::LeastConn => Method::LeastConn,
-        Balance::IpHash => Method::IpHash,
-        Balance::Hash { consistent, .. } => Method::Hash { consistent: *consistent },
-        Balance::Random { two, .. } => Method::Random { two: *two },
-    }
-}
-
-/// The balancer's view of an upstream's peers (checked at load time, so
-/// building it again per worker cannot fail).
-pub fn build_balancer(u: &Upstream) -> Result<Balancer, String> {
-    let peers = u
-        .peers
-        .iter()
-        .map(|p| PeerInfo {
-            server: p.name.to_string(),
-            weight: p.weight,
-            max_fails: p.max_fails,
-            fail_timeout: p.fail_timeout.as_secs(),
-            max_conns: p.max_conns,
-            down: p.down,
-            backup: p.backup,
-        })
-        .collect();
-    Balancer::new(method(&u.balance), peers).map_err(|e| e.to_string())
-}
+pub use crate::upstream::peers::{build_balancer, method};
 
 impl WorkerProxy {
     /// An empty buffer of at least `cap` bytes.

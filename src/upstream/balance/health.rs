@@ -52,6 +52,16 @@ impl PeerHealth {
         }
     }
 
+    /// A TCP connection to the peer was made (nginx stream's
+    /// `NOTIFY_CONNECT`): after a probe it clears `fails` at once, rather
+    /// than when the session ends, so the sessions that follow are not
+    /// kept on the backups for the whole first session.
+    pub fn connected(&mut self) {
+        if self.accessed < self.checked {
+            self.fails = 0;
+        }
+    }
+
     pub fn conns(&self) -> u32 {
         self.conns
     }

@@ -164,6 +164,13 @@ fn parse_v2(buf: &[u8]) -> Parsed {
 /// exactly it). Err: nginx's log text; the caller logs and closes. A
 /// client that closes or stays silent past `timeout` gives Err too.
 pub async fn read(tcp: &mut TcpStream, timeout: Duration) -> Result<Option<ProxyAddrs>, String> {
+    read_with(tcp, timeout, true).await
+}
+
+/// [`read`]; with `wait_whole` false, as nginx's stream module reads it:
+/// the header must be complete in the first bytes that arrive, else it is
+/// broken (nginx parses what its first read returned).
+pub async fn read_with(tcp: &mut TcpStream, timeout: Duration, wait_whole: bool) -> Result<Option<ProxyAddrs>, String> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut buf = vec![0u8; V2_MAX];
     let mut seen = 0;
@@ -180,6 +187,9 @@ pub async fn read(tcp: &mut TcpStream, timeout: Duration) -> Result<Option<Proxy
                 return Ok(addrs);
             }
             Parsed::Invalid(msg) => return Err(msg),
+            Parsed::Need if !wait_whole => {
+                return Err(format!("broken header: \"{}\"", String::from_utf8_lossy(&buf[..n.min(V1_MAX)])));
+            }
             Parsed::Need => {
                 // Peeking returns at once while nothing new arrived: give
                 // the rest a moment, bounded by the deadline.

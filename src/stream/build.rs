@@ -1,0 +1,391 @@
+//! Builds `stream {}` into [`StreamConf`], with nginx's messages: the
+//! variable blocks and `log_format` first (so any template may use them),
+//! then the stream level's directives, the upstreams, then each server
+//! from a copy of the stream level's settings.
+//!
+//! The shared build state ([`Ctx`]) keeps paths, log files, certificates
+//! and warnings; what nginx keeps per family (upstream names, log format
+//! names) is swapped out for the stream block's own while it builds, so
+//! an http upstream and a stream upstream may share a name.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::conf::*;
+use super::directives::{self, Level};
+use crate::config::build::Ctx;
+use crate::config::family::Listen;
+use crate::config::model::{MainConf, SockOpts, SslConf};
+use crate::config::parser::{ConfError, Directive, Span};
+use crate::config::proxy::Upstream;
+use crate::variables::Template;
+
+/// The variable blocks, built before anything else.
+const VAR_BLOCKS: [&str; 3] = ["map", "geo", "split_clients"];
+
+/// A `listen` line, before grouping.
+struct ListenSpec {
+    addr: SocketAddr,
+    udp: bool,
+    ssl: bool,
+    proxy_protocol: bool,
+    reuseport: bool,
+    bind: bool,
+    backlog: Option<i32>,
+    sock: SockOpts,
+    span: Span,
+}
+
+pub fn build(d: &Directive, ctx: &mut Ctx, main: &MainConf) -> Result<StreamConf, ConfError> {
+    let dirs = d.block.as_deref().unwrap_or(&[]);
+    // nginx keeps upstream and log format names per family.
+    let saved_upstreams = std::mem::take(&mut ctx.upstreams);
+    let saved_list = std::mem::take(&mut ctx.upstream_list);
+    let saved_formats = std::mem::take(&mut ctx.formats);
+    let r = crate::variables::scoped(&super::vars::NAMESPACE, || build_block(dirs, ctx, main));
+    let upstreams = std::mem::replace(&mut ctx.upstream_list, saved_list);
+    ctx.upstreams = saved_upstreams;
+    ctx.formats = saved_formats;
+    let mut conf = r?;
+    conf.upstreams = upstreams;
+    Ok(conf)
+}
+
+fn build_block(dirs: &[Directive], ctx: &mut Ctx, main: &MainConf) -> Result<StreamConf, ConfError> {
+    crate::config::map::reset();
+    crate::config::geo::reset();
+    crate::config::split_clients::reset();
+    crate::config::captures::reset();
+    crate::config::captures::declare_all(dirs);
+    super::vars::reset();
+    declare_sets(dirs);
+    for d in dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())) {
+        directives::check(d, Level::Main)?;
+        match d.name.as_str() {
+            "map" => crate::config::map::map_block(d)?,
+            "geo" => crate::config::geo::define(d, &mut ctx.warnings)?,
+            _ => crate::config::split_clients::define(d)?,
+        }
+    }
+    for d in dirs.iter().filter(|d| d.name == "log_format") {
+        directives::check(d, Level::Main)?;
+        crate::config::set_loc::log_format(d, ctx)?;
+    }
+    let mut zones: HashMap<String, Arc<super::limit::Zone>> = HashMap::new();
+    for d in dirs.iter().filter(|d| d.name == "limit_conn_zone") {
+        directives::check(d, Level::Main)?;
+        let z = super::limit::zone(d)?;
+        if zones.contains_key(&z.name) {
+            return Err(ConfError::at(format!("duplicate zone \"{}\"", z.name), &d.span));
+        }
+        zones.insert(z.name.clone(), Arc::new(z));
+    }
+    let mut top = default_conf(main);
+    let early = |n: &str| VAR_BLOCKS.contains(&n) || n == "log_format" || n == "limit_conn_zone";
+    let rest: Vec<&Directive> = dirs.iter().filter(|d| !early(&d.name)).collect();
+    let mut seen = Vec::new();
+    for d in rest.iter().filter(|d| d.name != "server" && d.name != "upstream") {
+        directives::check(d, Level::Main)?;
+        directives::apply(&mut top, d, ctx, &zones, &mut seen)?;
+    }
+    for d in rest.iter().filter(|d| d.name == "upstream") {
+        directives::check(d, Level::Main)?;
+        crate::config::upstream_block::l4_upstream_block(d, ctx)?;
+    }
+    let mut servers = Vec::new();
+    let mut specs: Vec<(ListenSpec, Arc<Server>)> = Vec::new();
+    for d in rest.iter().filter(|d| d.name == "server") {
+        directives::check(d, Level::Main)?;
+        let (server, listens) = build_server(d, &top, ctx, &zones)?;
+        let server = Arc::new(server);
+        for l in listens {
+            specs.push((l, server.clone()));
+        }
+        servers.push(server);
+    }
+    let (listens, routes) = group(specs, main)?;
+    Ok(StreamConf { servers, listens, routes, upstreams: Vec::new(), limit_zones: zones.into_values().collect() })
+}
+
+/// Every `set $name` in the block gets its slot before any template is
+/// compiled, as nginx's variables are known once parsing ends.
+fn declare_sets(dirs: &[Directive]) {
+    for d in dirs {
+        if d.name == "set"
+            && let Some(name) = d.args.first().and_then(|w| w.text.strip_prefix('$'))
+        {
+            super::vars::declare(name);
+        }
+        if let Some(b) = &d.block
+            && d.name == "server"
+        {
+            declare_sets(b);
+        }
+    }
+}
+
+fn default_conf(main: &MainConf) -> SrvConf {
+    SrvConf {
+        error_log: main.error_log.clone(),
+        access_log: Vec::new(),
+        access: Arc::default(),
+        proxy: ProxyConf {
+            connect_timeout: Duration::from_secs(60),
+            timeout: Duration::from_secs(600),
+            next_upstream: true,
+            next_upstream_tries: 0,
+            next_upstream_timeout: Duration::ZERO,
+            buffer_size: 16 * 1024,
+            download_rate: Rate::Fixed(0),
+            upload_rate: Rate::Fixed(0),
+            requests: 0,
+            responses: None,
+            half_close: false,
+            proxy_protocol: false,
+            bind: None,
+            ssl: false,
+            ssl_server_name: false,
+            ssl_name: None,
+            ssl_verify: false,
+            ssl_session_reuse: true,
+            ssl_trusted_certificate: None,
+            ssl_certificate: None,
+            ssl_certificate_key: None,
+            tls: None,
+        },
+        tcp_nodelay: true,
+        preread_buffer_size: 16 * 1024,
+        preread_timeout: Duration::from_secs(30),
+        proxy_protocol_timeout: Duration::from_secs(30),
+        ssl_preread: false,
+        ssl: SslConf {
+            tls12: true,
+            tls13: true,
+            session_timeout: Duration::from_secs(300),
+            session_tickets: true,
+            verify_depth: 1,
+            ..SslConf::default()
+        },
+        ssl_handshake_timeout: Duration::from_secs(60),
+        ssl_alpn: Vec::new(),
+        real_ip_from: Vec::new(),
+        limit_conn: Vec::new(),
+        limit_conn_log_level: crate::log::error::Level::Error,
+        limit_conn_dry_run: false,
+    }
+}
+
+fn build_server(
+    d: &Directive,
+    top: &SrvConf,
+    ctx: &mut Ctx,
+    zones: &HashMap<String, Arc<super::limit::Zone>>,
+) -> Result<(Server, Vec<ListenSpec>), ConfError> {
+    let mut conf = top.clone();
+    let mut listens = Vec::new();
+    let mut content: Option<Content> = None;
+    let mut set = Vec::new();
+    let mut seen = Vec::new();
+    for sd in d.block.as_deref().unwrap_or(&[]) {
+        directives::check(sd, Level::Server)?;
+        match sd.name.as_str() {
+            "listen" => listens.push(listen(sd)?),
+            "proxy_pass" | "return" => {
+                if content.is_some() {
+                    return Err(ConfError::at(format!("\"{}\" directive is duplicate", sd.name), &sd.span));
+                }
+                content = Some(match sd.name.as_str() {
+                    "return" => Content::Return(compile(sd, &sd.args[0].text)?),
+                    _ => Content::Proxy(proxy_pass(sd, ctx)?),
+                });
+            }
+            "set" => {
+                let name =
+                    sd.args[0].text.strip_prefix('$').filter(|n| !n.is_empty()).ok_or_else(|| {
+                        ConfError::at(format!("invalid variable name \"{}\"", sd.args[0].text), &sd.span)
+                    })?;
+                let slot = super::vars::declare(name);
+                set.push((slot, compile(sd, &sd.args[1].text)?));
+            }
+            _ => directives::apply(&mut conf, sd, ctx, zones, &mut seen)?,
+        }
+    }
+    let Some(content) = content else {
+        return Err(ConfError {
+            msg: "no handler for server".into(),
+            file: Some(d.span.file.as_ref().clone()),
+            line: d.span.line,
+        });
+    };
+    if listens.is_empty() {
+        return Err(ConfError {
+            msg: "no \"listen\" is defined for server".into(),
+            file: Some(d.span.file.as_ref().clone()),
+            line: d.span.line,
+        });
+    }
+    let ssl = listens.iter().any(|l| l.ssl);
+    let tls = if ssl { Some(super::tls::server_config(&conf, &d.span, ctx)?) } else { None };
+    if conf.proxy.ssl {
+        conf.proxy.tls = Some(super::tls::client_config(&conf.proxy, &d.span)?);
+    }
+    Ok((Server { conf, content, set, tls }, listens))
+}
+
+pub(super) fn compile(d: &Directive, text: &str) -> Result<Template, ConfError> {
+    Template::compile(text).map_err(|e| ConfError::at(e, &d.span))
+}
+
+/// `proxy_pass ADDRESS | UPSTREAM | $value`.
+fn proxy_pass(d: &Directive, ctx: &mut Ctx) -> Result<Pass, ConfError> {
+    let raw = d.args[0].text.as_str();
+    if raw.contains('$') {
+        return Ok(Pass::Vars(Arc::new(compile(d, raw)?)));
+    }
+    if let Some(u) = ctx.upstreams.get(raw) {
+        return Ok(Pass::Fixed(u.clone()));
+    }
+    // An upstream defined later in the block counts too.
+    Ok(Pass::Fixed(Arc::new(implicit_upstream(raw, ctx.upstream_list.len()).map_err(|m| ConfError::at(m, &d.span))?)))
+}
+
+/// `proxy_pass host:port` (or `unix:/path`) without an upstream block: a
+/// one-peer upstream, as nginx makes one.
+pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
+    use crate::config::proxy::{Balance, PeerConf, UNIX_PLACEHOLDER, unix_path};
+    let (addr, unix) = match raw.strip_prefix("unix:") {
+        Some(path) => (UNIX_PLACEHOLDER, Some(unix_path(path)?)),
+        None => {
+            if !crate::config::upstream_block::has_port(raw) {
+                return Err(format!("no port in upstream \"{}\"", raw));
+            }
+            (crate::config::proxy::resolve(raw)?, None)
+        }
+    };
+    let name = if unix.is_some() { raw.to_string() } else { addr.to_string() };
+    Ok(Upstream {
+        name: raw.to_string(),
+        index,
+        peers: vec![PeerConf::new(addr, unix, name)],
+        balance: Balance::RoundRobin,
+        keepalive: 0,
+        keepalive_requests: 0,
+        keepalive_timeout: Duration::ZERO,
+        implicit: true,
+        queue: None,
+        check: None,
+    })
+}
+
+/// `listen ADDRESS:PORT [ssl] [udp] [proxy_protocol] [backlog=N]
+/// [reuseport] [bind] [so_keepalive=...] [rcvbuf=] [sndbuf=] [fastopen=]`.
+fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
+    let raw = d.args[0].text.as_str();
+    let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
+    if !has_port {
+        return Err(ConfError::at(format!("no port in \"{}\" of the \"listen\" directive", raw), &d.span));
+    }
+    let addr = crate::config::set_server::parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    let mut l = ListenSpec {
+        addr,
+        udp: false,
+        ssl: false,
+        proxy_protocol: false,
+        reuseport: false,
+        bind: false,
+        backlog: None,
+        sock: SockOpts::default(),
+        span: d.span.clone(),
+    };
+    for w in d.args.iter().skip(1) {
+        let p = w.text.as_str();
+        match p {
+            "udp" => l.udp = true,
+            "ssl" => l.ssl = true,
+            "proxy_protocol" => l.proxy_protocol = true,
+            "reuseport" => l.reuseport = true,
+            "bind" => l.bind = true,
+            "default_server" => {}
+            _ => {
+                if let Some(v) = p.strip_prefix("backlog=") {
+                    match crate::config::value::parse_number(v) {
+                        Some(n) if n > 0 && n <= i32::MAX as u64 => l.backlog = Some(n as i32),
+                        _ => return Err(ConfError::at(format!("invalid backlog \"{}\"", p), &d.span)),
+                    }
+                } else if let Some(v) = p.strip_prefix("ipv6only=") {
+                    if v != "on" && v != "off" {
+                        return Err(ConfError::at(format!("invalid ipv6only flags \"{}\"", v), &d.span));
+                    }
+                } else if let Some(r) = crate::config::set_server::sock_opt(p, &mut l.sock) {
+                    r.map_err(|m| ConfError::at(m, &d.span))?;
+                } else {
+                    return Err(ConfError::at(format!("invalid parameter \"{}\"", p), &d.span));
+                }
+            }
+        }
+    }
+    if l.udp && l.ssl {
+        return Err(ConfError::at("\"ssl\" parameter is incompatible with \"udp\"", &d.span));
+    }
+    if l.udp && l.backlog.is_some() {
+        return Err(ConfError::at("\"backlog\" parameter is incompatible with \"udp\"", &d.span));
+    }
+    if l.udp && l.proxy_protocol {
+        return Err(ConfError::at("\"proxy_protocol\" parameter is incompatible with \"udp\"", &d.span));
+    }
+    Ok(l)
+}
+
+/// The sockets to bind and what each carries: one per distinct address
+/// (nginx's "duplicate ... address and port pair" otherwise), a specific
+/// address covered by a wildcard on its port (same protocol, no `bind`)
+/// rides on the wildcard's socket.
+fn group(specs: Vec<(ListenSpec, Arc<Server>)>, main: &MainConf) -> Result<(Vec<Listen>, Vec<Route>), ConfError> {
+    for (i, (a, _)) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|(b, _)| b.addr == a.addr && b.udp == a.udp) {
+            let proto = if a.udp { "udp " } else { "" };
+            return Err(ConfError::at(format!("duplicate \"{}{}\" address and port pair", proto, a.addr), &a.span));
+        }
+    }
+    let wildcard_of = |a: &ListenSpec| {
+        specs.iter().position(|(w, _)| {
+            w.addr.ip().is_unspecified()
+                && w.addr.port() == a.addr.port()
+                && w.addr.is_ipv4() == a.addr.is_ipv4()
+                && w.udp == a.udp
+        })
+    };
+    let mut listens = Vec::new();
+    let mut routes: Vec<Route> = Vec::new();
+    let mut slot_of: Vec<Option<usize>> = vec![None; specs.len()];
+    for (i, (l, server)) in specs.iter().enumerate() {
+        let covered = !l.bind && !l.addr.ip().is_unspecified() && wildcard_of(l).is_some();
+        if covered {
+            continue;
+        }
+        slot_of[i] = Some(listens.len());
+        listens.push(Listen {
+            addr: l.addr,
+            udp: l.udp,
+            reuseport: l.reuseport || main.reuse_port,
+            backlog: l.backlog.unwrap_or(511),
+            sock: l.sock,
+        });
+        routes.push(Route { own: Arc::new(addr(l, server)), specific: Vec::new() });
+    }
+    for (i, (l, server)) in specs.iter().enumerate() {
+        if slot_of[i].is_some() {
+            continue;
+        }
+        if let Some(w) = wildcard_of(l).and_then(|w| slot_of[w]) {
+            routes[w].specific.push(Arc::new(addr(l, server)));
+        }
+    }
+    Ok((listens, routes))
+}
+
+fn addr(l: &ListenSpec, server: &Arc<Server>) -> Addr {
+    Addr { addr: l.addr, udp: l.udp, ssl: l.ssl, proxy_protocol: l.proxy_protocol, server: server.clone() }
+}

@@ -1,0 +1,356 @@
+//! `proxy_pass`: the origin for a session, picked by the upstream core's
+//! balancer (`crate::upstream::peers`, per worker), connected within
+//! `proxy_connect_timeout` and retried on the next peer as
+//! `proxy_next_upstream*` allow; then the PROXY header (`proxy_protocol
+//! on`), TLS (`proxy_ssl on`), and the relay until one side closes.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::conf::Pass;
+use super::relay::{self, Counters, End};
+use super::session::{Session, Try};
+use crate::config::proxy::Upstream;
+use crate::log::error::Level;
+use crate::upstream::balance::Selection;
+use crate::upstream::peers::PeerState;
+
+/// The client's side of a session.
+pub enum Client {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+/// The origin's side.
+enum Origin {
+    Tcp(TcpStream),
+    Unix(tokio::net::UnixStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+thread_local! {
+    /// This worker's peer state per upstream (by the block's address: a
+    /// worker lives as long as its configuration).
+    static PEERS: RefCell<HashMap<usize, PeerState>> = RefCell::new(HashMap::new());
+}
+
+fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
+    PEERS.with(|p| {
+        let mut p = p.borrow_mut();
+        let st = p.entry(Arc::as_ptr(u) as usize).or_insert_with(|| PeerState::new(u));
+        f(st)
+    })
+}
+
+/// The upstream a `proxy_pass` with variables names: a block of this
+/// stream, or an address (a host name needs a resolver, which stream's
+/// `proxy_pass` does not have yet).
+fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upstream>, String> {
+    let v = t.render_to_vec(s);
+    let name = String::from_utf8_lossy(&v).into_owned();
+    if let Some(u) = s.conf.upstreams.iter().find(|u| !u.implicit && u.name == name) {
+        return Ok(u.clone());
+    }
+    let host = name.rsplit_once(':').map_or(name.as_str(), |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
+    if !name.starts_with("unix:") && host.parse::<std::net::IpAddr>().is_err() {
+        return Err(format!("no resolver defined to resolve {host}"));
+    }
+    let mut u = super::build::implicit_upstream(&name, usize::MAX)?;
+    // nginx gives an address resolved per session no failure accounting.
+    for p in &mut u.peers {
+        p.max_fails = 0;
+    }
+    Ok(Arc::new(u))
+}
+
+/// One peer for a datagram session (no retries: UDP has no connect to
+/// fail): the upstream, the peer's index and settings.
+pub fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, usize, crate::config::proxy::PeerConf)> {
+    let u = match pass {
+        Pass::Fixed(u) => u.clone(),
+        Pass::Vars(t) => match resolve(s, t) {
+            Ok(u) => u,
+            Err(e) => {
+                s.log(Level::Error, format_args!("{e}"));
+                s.status.set(500);
+                return None;
+            }
+        },
+    };
+    let key = match &u.balance {
+        crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(s),
+        _ => Vec::new(),
+    };
+    let mut sel = Selection::new();
+    let ip = Some(s.client.get().ip());
+    let picked = if u.index == usize::MAX {
+        PeerState::new(&u).pick(&mut sel, ip, &key)
+    } else {
+        with_peers(&u, |st| st.pick(&mut sel, ip, &key))
+    };
+    let Some(i) = picked else {
+        s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
+        s.status.set(502);
+        return None;
+    };
+    let peer = u.peers[i].clone();
+    Some((u, i, peer))
+}
+
+/// Done with a peer `pick_one` gave.
+pub fn release(u: &Arc<Upstream>, i: usize, failed: bool) {
+    if u.index != usize::MAX {
+        with_peers(u, |st| st.done(i, failed));
+    }
+}
+
+/// A peer `pick_one` gave was reached.
+pub fn connected(u: &Arc<Upstream>, i: usize) {
+    if u.index != usize::MAX {
+        with_peers(u, |st| st.connected(i));
+    }
+}
+
+pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
+    let conf = &s.addr.server.conf;
+    let p = &conf.proxy;
+    let u = match pass {
+        Pass::Fixed(u) => u.clone(),
+        Pass::Vars(t) => match resolve(s, t) {
+            Ok(u) => u,
+            Err(e) => {
+                s.log(Level::Error, format_args!("{e}"));
+                s.status.set(500);
+                return;
+            }
+        },
+    };
+    let dynamic = u.index == usize::MAX;
+    let mut state = if dynamic { Some(PeerState::new(&u)) } else { None };
+    let client_ip = Some(s.client.get().ip());
+    let key = match &u.balance {
+        crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(s),
+        _ => Vec::new(),
+    };
+    let mut sel = Selection::new();
+    let peers_tries = if dynamic { 1 } else { with_peers(&u, |st| st.tries()) };
+    let tries = if p.next_upstream_tries == 0 { peers_tries } else { p.next_upstream_tries.min(peers_tries.max(1)) };
+    let started = crate::clock::mono();
+    let mut tried = 0;
+    let (origin, peer, connected_at) = loop {
+        let picked = match state.as_mut() {
+            Some(st) => st.pick(&mut sel, client_ip, &key),
+            None => with_peers(&u, |st| st.pick(&mut sel, client_ip, &key)),
+        };
+        let Some(i) = picked else {
+            s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
+            // nginx names the upstream itself in `$upstream_addr` then.
+            s.up.borrow_mut().tries.push(Try {
+                addr: u.name.as_str().into(),
+                connect_ms: None,
+                first_byte_ms: None,
+                session_ms: None,
+                sent: 0,
+                received: 0,
+            });
+            s.status.set(502);
+            return;
+        };
+        tried += 1;
+        let peer = &u.peers[i];
+        let t0 = crate::clock::mono();
+        s.up.borrow_mut().tries.push(Try {
+            addr: peer.name.clone(),
+            connect_ms: None,
+            first_byte_ms: None,
+            session_ms: None,
+            sent: 0,
+            received: 0,
+        });
+        match connect(s, &u.name, peer, p).await {
+            Ok(o) => {
+                if let Some(t) = s.up.borrow_mut().tries.last_mut() {
+                    t.connect_ms = Some(crate::clock::since_ms(t0));
+                }
+                if state.is_none() {
+                    with_peers(&u, |st| st.connected(i));
+                }
+                break (o, i, t0);
+            }
+            Err(e) => {
+                s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &peer.name);
+                let disabled = state.is_none() && with_peers(&u, |st| st.done(i, true));
+                if disabled {
+                    let msg = format_args!("upstream server temporarily disabled while connecting to upstream");
+                    s.log_upstream(Level::Warn, msg, &peer.name);
+                }
+                let out_of_time =
+                    !p.next_upstream_timeout.is_zero() && crate::clock::mono() >= started + p.next_upstream_timeout;
+                if !p.next_upstream || tried >= tries || out_of_time {
+                    s.status.set(502);
+                    return;
+                }
+            }
+        }
+    };
+    let end = relay_session(s, client, origin, pre, connected_at).await;
+    let failed = matches!(end, End::Error(_));
+    match &end {
+        End::TimedOut => {
+            s.log(Level::Info, format_args!("upstream timed out (110: Connection timed out) while proxying connection"))
+        }
+        End::Error(e) => s.log(Level::Info, format_args!("{e} while proxying connection")),
+        End::Closed => {}
+    }
+    if state.is_none() {
+        with_peers(&u, |st| st.done(peer, false));
+    }
+    let _ = failed;
+}
+
+/// Connects to one peer (with `proxy_bind`), sends the PROXY header and
+/// does the TLS handshake, all within `proxy_connect_timeout`.
+async fn connect(
+    s: &Session,
+    upstream: &str,
+    peer: &crate::config::proxy::PeerConf,
+    p: &super::conf::ProxyConf,
+) -> Result<Origin, String> {
+    let work = async {
+        if let Some(path) = &peer.unix {
+            let mut u = tokio::net::UnixStream::connect(path).await.map_err(|e| {
+                format!("connect() to unix:{} failed ({})", path.display(), crate::process::signal::os_error(&e))
+            })?;
+            if p.proxy_protocol {
+                let line = crate::proxy_protocol::v1_line(s.client.get(), s.local);
+                u.write_all(&line).await.map_err(|e| format!("send() failed ({e})"))?;
+            }
+            return Ok(Origin::Unix(u));
+        }
+        let sock = if peer.addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
+            .map_err(|e| format!("socket() failed ({})", crate::process::signal::os_error(&e)))?;
+        if let Some(b) = &p.bind {
+            let text = String::from_utf8_lossy(&b.render_to_vec(s)).into_owned();
+            let local: Option<SocketAddr> = text
+                .parse::<SocketAddr>()
+                .ok()
+                .or_else(|| text.parse::<std::net::IpAddr>().ok().map(|ip| SocketAddr::new(ip, 0)));
+            match local {
+                Some(a) => sock
+                    .bind(a)
+                    .map_err(|e| format!("bind({}) failed ({})", text, crate::process::signal::os_error(&e)))?,
+                None if text.is_empty() => {}
+                None => return Err(format!("invalid local address \"{text}\"")),
+            }
+        }
+        let mut tcp = sock
+            .connect(peer.addr)
+            .await
+            .map_err(|e| format!("connect() failed ({})", crate::process::signal::os_error(&e)))?;
+        let _ = tcp.set_nodelay(s.addr.server.conf.tcp_nodelay);
+        if p.proxy_protocol {
+            let line = crate::proxy_protocol::v1_line(s.client.get(), s.local);
+            tcp.write_all(&line)
+                .await
+                .map_err(|e| format!("send() failed ({})", crate::process::signal::os_error(&e)))?;
+            if let Some(t) = s.up.borrow_mut().tries.last_mut() {
+                t.sent += line.len() as u64;
+            }
+        }
+        if let Some(cfg) = &p.tls {
+            let name = match &p.ssl_name {
+                Some(t) => String::from_utf8_lossy(&t.render_to_vec(s)).into_owned(),
+                // nginx's default: the host of `proxy_pass` (an
+                // upstream's name, or the address as written).
+                None => upstream.to_string(),
+            };
+            let server_name = crate::tls::client::server_name(&name)
+                .unwrap_or_else(|| rustls_pki_types::ServerName::IpAddress(peer.addr.ip().into()));
+            let tls = tokio_rustls::TlsConnector::from(cfg.clone())
+                .connect(server_name, tcp)
+                .await
+                .map_err(|e| crate::tls::client::handshake_error(&e, &name))?;
+            return Ok(Origin::Tls(Box::new(tls)));
+        }
+        Ok(Origin::Tcp(tcp))
+    };
+    match tokio::time::timeout(p.connect_timeout, work).await {
+        Ok(r) => r,
+        Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
+    }
+}
+
+async fn relay_session(
+    s: &Session,
+    client: Client,
+    origin: Origin,
+    pre: Vec<u8>,
+    connected: std::time::Instant,
+) -> End {
+    let p = &s.addr.server.conf.proxy;
+    let c = Counters::new();
+    let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
+    let opts = relay::CopyOpts {
+        buffer: p.buffer_size,
+        upload_rate,
+        download_rate,
+        timeout: p.timeout,
+        half_close: p.half_close,
+    };
+    let pre_len = pre.len() as u64;
+    let end = match (client, origin) {
+        (Client::Plain(cl), Origin::Tcp(mut o)) if upload_rate == 0 && download_rate == 0 => {
+            match o.write_all(&pre).await {
+                Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close).await,
+                Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
+            }
+        }
+        (cl, o) => {
+            let r = async {
+                let mut o = o;
+                write_pre(&mut o, &pre).await?;
+                Ok::<_, std::io::Error>(o)
+            }
+            .await;
+            match r {
+                Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
+                Ok(o) => match (cl, o) {
+                    (Client::Plain(a), Origin::Tcp(b)) => relay::copy_both(a, b, &c, opts, connected).await,
+                    (Client::Plain(a), Origin::Unix(b)) => relay::copy_both(a, b, &c, opts, connected).await,
+                    (Client::Plain(a), Origin::Tls(b)) => relay::copy_both(a, *b, &c, opts, connected).await,
+                    (Client::Tls(a), Origin::Tcp(b)) => relay::copy_both(*a, b, &c, opts, connected).await,
+                    (Client::Tls(a), Origin::Unix(b)) => relay::copy_both(*a, b, &c, opts, connected).await,
+                    (Client::Tls(a), Origin::Tls(b)) => relay::copy_both(*a, *b, &c, opts, connected).await,
+                },
+            }
+        }
+    };
+    s.bytes_received.set(s.bytes_received.get().max(pre_len) + c.up.get());
+    s.bytes_sent.set(s.bytes_sent.get() + c.down.get());
+    if let Some(t) = s.up.borrow_mut().tries.last_mut() {
+        t.sent += pre_len + c.up.get();
+        t.received += c.down.get();
+        t.first_byte_ms = c.first_byte.get();
+        t.session_ms = Some(crate::clock::since_ms(connected));
+    }
+    end
+}
+
+async fn write_pre(o: &mut Origin, pre: &[u8]) -> std::io::Result<()> {
+    if pre.is_empty() {
+        return Ok(());
+    }
+    match o {
+        Origin::Tcp(t) => t.write_all(pre).await,
+        Origin::Unix(u) => u.write_all(pre).await,
+        Origin::Tls(t) => {
+            t.write_all(pre).await?;
+            t.flush().await
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Moving a session's bytes both ways, in the session's own task (the two
+//! directions are two futures polled together: no task per read).
+//!
+//! Plain TCP to plain TCP without rate limits goes through `splice(2)`:
+//! the kernel moves socket to pipe to socket, and the bytes never enter
+//! the worker's memory (one pipe per direction, made per session).
+//! Anything else (TLS on either side, a unix-socket origin, rates) copies
+//! through a `proxy_buffer_size` buffer per direction.
+//!
+//! As nginx without `proxy_half_close`, the session ends when either side
+//! has closed and what it sent is passed on; `proxy_timeout` is the
+//! longest either side may stay silent.
+
+use std::cell::Cell;
+use std::io;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// One direction's outcome and counters.
+pub struct Counters {
+    /// Client to origin.
+    pub up: Cell<u64>,
+    /// Origin to client.
+    pub down: Cell<u64>,
+    /// Milliseconds from the origin's connect to its first byte.
+    pub first_byte: Cell<Option<u64>>,
+    /// When either side last moved (the monotonic clock).
+    pub active: Cell<std::time::Instant>,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters::new()
+    }
+}
+
+impl Counters {
+    pub fn new() -> Counters {
+        Counters {
+            up: Cell::new(0),
+            down: Cell::new(0),
+            first_byte: Cell::new(None),
+            active: Cell::new(crate::clock::mono()),
+        }
+    }
+
+    fn moved(&self) {
+        self.active.set(crate::clock::mono());
+    }
+}
+
+/// How the relay ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    /// A side closed (and what it sent went through).
+    Closed,
+    TimedOut,
+    Error(String),
+}
+
+/// Waits until neither side moved for `timeout`.
+async fn idle(c: &Counters, timeout: Duration) {
+    loop {
+        let deadline = c.active.get() + timeout;
+        if crate::clock::mono() >= deadline {
+            return;
+        }
+        tokio::time::sleep_until(deadline.into()).await;
+    }
+}
+
+/// Plain TCP both ways: splice(2). With `half_close` (nginx's
+/// `proxy_half_close`), a side's end is passed on as a shutdown of the
+/// other's writing and the session goes on until both ended.
+pub async fn splice_both(
+    client: &TcpStream,
+    origin: &TcpStream,
+    c: &Counters,
+    timeout: Duration,
+    started: std::time::Instant,
+    half_close: bool,
+) -> End {
+    let shut = |t: &TcpStream| {
+        let _ = socket2::SockRef::from(t).shutdown(std::net::Shutdown::Write);
+    };
+    let up = async {
+        let r = splice_one(client, origin, c, true, started).await;
+        if r == End::Closed && half_close {
+            shut(origin);
+        }
+        r
+    };
+    let down = async {
+        let r = splice_one(origin, client, c, false, started).await;
+        if r == End::Closed && half_close {
+            shut(client);
+        }
+        r
+    };
+    if half_close {
+        return tokio::select! {
+            (a, b) = async { tokio::join!(up, down) } => if a == End::Closed { b } else { a },
+            _ = idle(c, timeout) => End::TimedOut,
+        };
+    }
+    tokio::select! {
+        r = up => r,
+        r = down => r,
+        _ = idle(c, timeout) => End::TimedOut,
+    }
+}
+
+const PIPE_CHUNK: usize = 64 * 1024;
+
+async fn splice_one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: bool, started: std::time::Instant) -> End {
+    use rustix::pipe::{PipeFlags, SpliceFlags, pipe_with, splice};
+    use tokio::io::Interest;
+    let (pr, pw) = match pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK) {
+        Ok(p) => p,
+        Err(e) => return End::Error(format!("pipe2() failed ({e})")),
+    };
+    let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
+    loop {
+        let n = match src
+            .async_io(Interest::READABLE, || splice(src, None, &pw, None, PIPE_CHUNK, flags).map_err(io::Error::from))
+            .await
+        {
+            Ok(0) => return End::Closed,
+            Ok(n) => n,
+            Err(e) => return End::Error(format!("splice() failed ({e})")),
+        };
+        c.moved();
+        if !upward && c.first_byte.get().is_none() {
+            c.first_byte.set(Some(crate::clock::since_ms(started)));
+        }
+        let mut left = n;
+        while left > 0 {
+            match dst
+                .async_io(Interest::WRITABLE, || splice(&pr, None, dst, None, left, flags).map_err(io::Error::from))
+                .await
+            {
+                Ok(m) => {
+                    left -= m;
+                    let counter = if upward { &c.up } else { &c.down };
+                    counter.set(counter.get() + m as u64);
+                    c.moved();
+                }
+                Err(e) => return End::Error(format!("splice() failed ({e})")),
+            }
+        }
+    }
+}
+
+/// Rates and buffer of the copying relay.
+#[derive(Clone, Copy)]
+pub struct CopyOpts {
+    pub buffer: usize,
+    pub upload_rate: u64,
+    pub download_rate: u64,
+    pub timeout: Duration,
+    pub half_close: bool,
+}
+
+/// Any two byte streams: a buffer per direction.
+pub async fn copy_both<A, B>(a: A, b: B, c: &Counters, o: CopyOpts, started: std::time::Instant) -> End
+where
+    A: AsyncRead + AsyncWrite,
+    B: AsyncRead + AsyncWrite,
+{
+    let (mut ar, mut aw) = tokio::io::split(a);
+    let (mut br, mut bw) = tokio::io::split(b);
+    let end = {
+        let up = async {
+            let r = copy_one(&mut ar, &mut bw, c, true, o.buffer, o.upload_rate, started).await;
+            if r == End::Closed && o.half_close {
+                let _ = bw.shutdown().await;
+            }
+            r
+        };
+        let down = async {
+            let r = copy_one(&mut br, &mut aw, c, false, o.buffer, o.download_rate, started).await;
+            if r == End::Closed && o.half_close {
+                let _ = aw.shutdown().await;
+            }
+            r
+        };
+        if o.half_close {
+            tokio::select! {
+                (a, b) = async { tokio::join!(up, down) } => if a == End::Closed { b } else { a },
+                _ = idle(c, o.timeout) => End::TimedOut,
+            }
+        } else {
+            tokio::select! {
+                r = up => r,
+                r = down => r,
+                _ = idle(c, o.timeout) => End::TimedOut,
+            }
+        }
+    };
+    // A TLS client gets its close_notify.
+    let _ = aw.shutdown().await;
+    end
+}
+
+async fn copy_one<R, W>(
+    r: &mut R,
+    w: &mut W,
+    c: &Counters,
+    upward: bool,
+    size: usize,
+    rate: u64,
+    started: std::time::Instant,
+) -> End
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; size.max(1)];
+    let since = crate::clock::mono();
+    let mut total: u64 = 0;
+    loop {
+        let mut want = buf.len();
+        if rate > 0 {
+            // nginx's pacing: no more than the rate allows so far, and
+            // wait out what was read ahead of it.
+            let elapsed = crate::clock::since_ms(since);
+            let allowed = (rate * elapsed / 1000 + rate).saturating_sub(total);
+            if allowed == 0 {
+                let ahead_ms = (total * 1000 / rate).saturating_sub(elapsed).max(1);
+                tokio::time::sleep(Duration::from_millis(ahead_ms)).await;
+                continue;
+            }
+            want = want.min(allowed as usize);
+        }
+        let n = match r.read(&mut buf[..want]).await {
+            Ok(0) => return End::Closed,
+            Ok(n) => n,
+            Err(e) => return End::Error(format!("recv() failed ({})", crate::process::signal::os_error(&e))),
+        };
+        total += n as u64;
+        c.moved();
+        if !upward && c.first_byte.get().is_none() {
+            c.first_byte.set(Some(crate::clock::since_ms(started)));
+        }
+        if let Err(e) = w.write_all(&buf[..n]).await.and(w.flush().await) {
+            return End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e)));
+        }
+        let counter = if upward { &c.up } else { &c.down };
+        counter.set(counter.get() + n as u64);
+        c.moved();
+    }
+}

@@ -1,0 +1,363 @@
+//! One TCP session, through nginx's stream phases in order: post-accept
+//! (the PROXY protocol header, `set_real_ip_from`), preaccess (`set`,
+//! `limit_conn`), access (`allow`/`deny`), TLS termination, preread
+//! (`ssl_preread`), content (`proxy_pass` or `return`), then the access
+//! log line. Its status is nginx's: 200, 400 (a bad PROXY header), 403,
+//! 500, 502, 503.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::conf::{Addr, Content, StreamConf};
+use crate::log::error::Level;
+use crate::log_to;
+use crate::worker::{ConnGuard, WorkerCtx, accept::Acceptor};
+
+/// One try of an origin (`$upstream_*` list one entry per try).
+pub struct Try {
+    pub addr: Arc<str>,
+    pub connect_ms: Option<u64>,
+    pub first_byte_ms: Option<u64>,
+    pub session_ms: Option<u64>,
+    pub sent: u64,
+    pub received: u64,
+}
+
+#[derive(Default)]
+pub struct UpInfo {
+    pub tries: Vec<Try>,
+}
+
+pub struct Session {
+    pub w: Rc<WorkerCtx>,
+    pub conf: Arc<StreamConf>,
+    pub addr: Arc<Addr>,
+    pub id: u64,
+    /// The client: the connection's peer, or a PROXY header's address
+    /// when `set_real_ip_from` trusts the peer.
+    pub client: Cell<SocketAddr>,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub udp: bool,
+    pub start: Instant,
+    pub status: Cell<u16>,
+    /// To the client.
+    pub bytes_sent: Cell<u64>,
+    /// From the client.
+    pub bytes_received: Cell<u64>,
+    pub up: RefCell<UpInfo>,
+    /// `set` values by slot.
+    pub vars: RefCell<Vec<Option<Vec<u8>>>>,
+    /// Named captures of `map` regexes.
+    pub named: RefCell<Vec<(Arc<str>, Vec<u8>)>>,
+    pub proxy_protocol: Option<crate::proxy_protocol::ProxyAddrs>,
+    pub preread: RefCell<Option<super::preread::Hello>>,
+    pub tls: RefCell<Option<super::tls::TlsInfo>>,
+    pub limit_status: Cell<&'static str>,
+}
+
+impl Session {
+    /// An error-log line about this session, in nginx's stream shape.
+    pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
+        log_to!(
+            self.addr.server.conf.error_log,
+            level,
+            "*{} {}, client: {}, server: {}",
+            self.id,
+            msg,
+            self.client.get().ip(),
+            self.addr.addr
+        );
+    }
+
+    /// The same, naming the origin as nginx does.
+    pub fn log_upstream(&self, level: Level, msg: std::fmt::Arguments<'_>, upstream: &str) {
+        log_to!(
+            self.addr.server.conf.error_log,
+            level,
+            "*{} {}, client: {}, server: {}, upstream: \"{}\"",
+            self.id,
+            msg,
+            self.client.get().ip(),
+            self.addr.addr,
+            upstream
+        );
+    }
+
+    pub(super) fn finish(&self) {
+        let conf = &self.addr.server.conf;
+        log_to!(
+            conf.error_log,
+            Level::Info,
+            "*{} {}client disconnected, bytes from/to client:{}/{}, bytes from/to upstream:{}/{}",
+            self.id,
+            if self.udp { "udp " } else { "" },
+            self.bytes_received.get(),
+            self.bytes_sent.get(),
+            self.up.borrow().tries.last().map_or(0, |t| t.received),
+            self.up.borrow().tries.last().map_or(0, |t| t.sent),
+        );
+        if !conf.access_log.is_empty() {
+            self.w.logs.borrow_mut().log_with(&conf.access_log, self, |d, line| write_dynamic(self, d, line));
+        }
+    }
+}
+
+/// An access log whose path has variables: opened, written and closed
+/// per line.
+fn write_dynamic(s: &Session, d: &crate::log::access_path::DynamicPath, line: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    let rendered = d.template.render_to_vec(s);
+    let path = d.prefix.join(std::path::Path::new(std::ffi::OsStr::from_bytes(&rendered)));
+    let r = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line));
+    if let Err(e) = r {
+        s.log(
+            Level::Crit,
+            format_args!(
+                "open() \"{}\" failed ({}) while logging session",
+                path.display(),
+                crate::process::signal::os_error(&e)
+            ),
+        );
+    }
+}
+
+/// The accept side of a stream listen.
+#[derive(Clone)]
+pub struct StreamAccept {
+    pub conf: Arc<StreamConf>,
+    pub index: usize,
+}
+
+impl Acceptor for StreamAccept {
+    fn addr(&self) -> SocketAddr {
+        self.conf.routes[self.index].own.addr
+    }
+
+    fn log(&self) -> &crate::log::error::ErrorLog {
+        &self.conf.routes[self.index].own.server.conf.error_log
+    }
+
+    fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard) {
+        let route = &self.conf.routes[self.index];
+        let own = route.own.addr;
+        let local = if own.ip().is_unspecified() { stream.local_addr().unwrap_or(own) } else { own };
+        let addr = route.find(local).clone();
+        let fut = Box::pin(run(w.clone(), self.conf.clone(), addr, stream, peer, local, guard));
+        tokio::task::spawn_local(crate::clock::per_poll(fut));
+    }
+}
+
+async fn run(
+    w: Rc<WorkerCtx>,
+    sc: Arc<StreamConf>,
+    addr: Arc<Addr>,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    _guard: ConnGuard,
+) {
+    let conf = &addr.server.conf;
+    let _ = stream.set_nodelay(conf.tcp_nodelay);
+    let Ok(mut tcp) = TcpStream::from_std(stream) else { return };
+    let mut s = Session {
+        id: w.next_serial(),
+        w,
+        conf: sc,
+        addr: addr.clone(),
+        client: Cell::new(peer),
+        peer,
+        local,
+        udp: false,
+        start: crate::clock::mono(),
+        status: Cell::new(200),
+        bytes_sent: Cell::new(0),
+        bytes_received: Cell::new(0),
+        up: RefCell::new(UpInfo::default()),
+        vars: RefCell::new(Vec::new()),
+        named: RefCell::new(Vec::new()),
+        proxy_protocol: None,
+        preread: RefCell::new(None),
+        tls: RefCell::new(None),
+        limit_status: Cell::new(""),
+    };
+    log_to!(conf.error_log, Level::Info, "*{} client {}:{} connected to {}", s.id, peer.ip(), peer.port(), local);
+    // post-accept: the PROXY protocol header.
+    if addr.proxy_protocol {
+        match crate::proxy_protocol::read_with(&mut tcp, conf.proxy_protocol_timeout, false).await {
+            Ok(pp) => {
+                if let Some(p) = &pp
+                    && crate::cidr::any_contains(&conf.real_ip_from, peer.ip())
+                    && let Ok(ip) = p.src_addr.parse::<std::net::IpAddr>()
+                {
+                    s.client.set(SocketAddr::new(ip, p.src_port));
+                }
+                s.proxy_protocol = pp;
+            }
+            Err(e) => {
+                s.log(Level::Error, format_args!("{e} while reading PROXY protocol"));
+                s.status.set(400);
+                s.finish();
+                return;
+            }
+        }
+    }
+    let _hold = phases(&s, tcp).await;
+    s.finish();
+}
+
+/// Preaccess (`set`, `limit_conn`) and access (`allow`/`deny`): the
+/// `limit_conn` holds, or None when the session is refused (its status
+/// set).
+pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold>> {
+    let srv = &s.addr.server;
+    let conf = &srv.conf;
+    for (slot, t) in &srv.set {
+        let v = t.render_to_vec(s);
+        let mut vars = s.vars.borrow_mut();
+        if vars.len() <= *slot {
+            vars.resize(*slot + 1, None);
+        }
+        vars[*slot] = Some(v);
+    }
+    let mut holds = Vec::new();
+    for (zone, limit) in &conf.limit_conn {
+        let key = zone.key.render_to_vec(s);
+        if key.is_empty() {
+            continue;
+        }
+        if key.len() > 255 {
+            s.log(Level::Error, format_args!("the value of the \"{}\" key is more than 255 bytes", zone.name));
+            continue;
+        }
+        match super::limit::take(zone, key, *limit) {
+            Some(h) => holds.push(h),
+            None => {
+                let dry = if conf.limit_conn_dry_run { ", dry run," } else { "" };
+                s.log(conf.limit_conn_log_level, format_args!("limiting connections{dry} by zone \"{}\"", zone.name));
+                if conf.limit_conn_dry_run {
+                    s.limit_status.set("REJECTED_DRY_RUN");
+                    continue;
+                }
+                s.limit_status.set("REJECTED");
+                s.status.set(503);
+                return None;
+            }
+        }
+    }
+    if !conf.limit_conn.is_empty() && s.limit_status.get().is_empty() {
+        s.limit_status.set("PASSED");
+    }
+    if conf.access.check(s.client.get().ip()) == Some(true) {
+        s.log(Level::Error, format_args!("access forbidden by rule"));
+        s.status.set(403);
+        return None;
+    }
+    Some(holds)
+}
+
+/// Preaccess to content; returns the `limit_conn` holds, released after
+/// the log line.
+async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
+    let srv = &s.addr.server;
+    let conf = &srv.conf;
+    let Some(holds) = preaccess_and_access(s) else { return Vec::new() };
+    // TLS termination, then preread and content.
+    if s.addr.ssl {
+        let Some(cfg) = srv.tls.clone() else {
+            s.status.set(500);
+            return holds;
+        };
+        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+        let tls = match tokio::time::timeout(conf.ssl_handshake_timeout, acceptor.accept(tcp)).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(e)) => {
+                s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
+                s.status.set(500);
+                return holds;
+            }
+            Err(_) => {
+                s.log(Level::Info, format_args!("client timed out (110: Connection timed out) while SSL handshaking"));
+                s.status.set(500);
+                return holds;
+            }
+        };
+        *s.tls.borrow_mut() = Some(super::tls::TlsInfo::of(tls.get_ref().1));
+        content(s, super::proxy::Client::Tls(Box::new(tls)), Vec::new()).await;
+        return holds;
+    }
+    let pre = if conf.ssl_preread {
+        match preread(s, &mut tcp).await {
+            Some(p) => p,
+            None => return holds,
+        }
+    } else {
+        Vec::new()
+    };
+    content(s, super::proxy::Client::Plain(tcp), pre).await;
+    holds
+}
+
+/// Reads the ClientHello for `$ssl_preread_*`; the bytes read go to the
+/// origin first. None: the session ends (buffer full: 400).
+async fn preread(s: &Session, tcp: &mut TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let conf = &s.addr.server.conf;
+    let deadline = tokio::time::Instant::now() + conf.preread_timeout;
+    let mut buf = Vec::with_capacity(conf.preread_buffer_size.min(16 * 1024));
+    loop {
+        match super::preread::parse(&buf) {
+            super::preread::Parsed::Done(h) => {
+                *s.preread.borrow_mut() = Some(h);
+                break;
+            }
+            super::preread::Parsed::NotTls => break,
+            super::preread::Parsed::Need => {}
+        }
+        if buf.len() >= conf.preread_buffer_size {
+            s.log(Level::Error, format_args!("preread buffer full"));
+            s.status.set(400);
+            return None;
+        }
+        let mut chunk = vec![0u8; (conf.preread_buffer_size - buf.len()).min(16 * 1024)];
+        match tokio::time::timeout_at(deadline, tcp.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            // nginx goes on to the content phase when preread times out.
+            Err(_) => break,
+        }
+    }
+    s.bytes_received.set(buf.len() as u64);
+    Some(buf)
+}
+
+async fn content(s: &Session, mut client: super::proxy::Client, pre: Vec<u8>) {
+    match &s.addr.server.content {
+        Content::Return(t) => {
+            let v = t.render_to_vec(s);
+            let r = match &mut client {
+                super::proxy::Client::Plain(t) => t.write_all(&v).await,
+                super::proxy::Client::Tls(t) => match t.write_all(&v).await {
+                    Ok(()) => t.shutdown().await,
+                    Err(e) => Err(e),
+                },
+            };
+            if r.is_ok() {
+                s.bytes_sent.set(v.len() as u64);
+            }
+        }
+        Content::Proxy(pass) => super::proxy::run(s, pass, client, pre).await,
+    }
+}

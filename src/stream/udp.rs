@@ -1,0 +1,273 @@
+//! `listen ... udp`: sessions of datagrams, as nginx's stream module keeps
+//! them. One loop per listening socket reads datagrams and hands each to
+//! the session of its client (a map by address; a new client starts a
+//! session, which is one task for all of its datagrams: none per
+//! datagram). A session runs the same phases as TCP (`set`,
+//! `limit_conn`, access), then answers (`return`) or proxies through a
+//! connected UDP socket to a peer the balancer picked, and ends as nginx's
+//! does: once `proxy_requests` datagrams came and `proxy_responses` per
+//! datagram went back, or after `proxy_timeout` of silence.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::net::UdpSocket;
+use tokio::sync::Notify;
+
+use super::conf::{Content, Pass, StreamConf};
+use super::session::{Session, Try, UpInfo};
+use crate::log::error::Level;
+use crate::worker::{ConnGuard, WorkerCtx};
+
+/// Datagrams a session holds before it forwards them (more are dropped,
+/// as a full socket buffer would).
+const QUEUE: usize = 64;
+
+/// What the read loop and a session share.
+struct Flow {
+    queue: RefCell<VecDeque<Vec<u8>>>,
+    ready: Notify,
+    /// Datagrams the client sent in this session.
+    requests: Cell<u64>,
+}
+
+type Flows = Rc<RefCell<HashMap<SocketAddr, Rc<Flow>>>>;
+
+pub async fn run(conf: Arc<StreamConf>, index: usize, sock: std::net::UdpSocket, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+    let own = conf.routes[index].own.clone();
+    let sock = match UdpSocket::from_std(sock) {
+        Ok(s) => Rc::new(s),
+        Err(e) => {
+            crate::log_to!(own.server.conf.error_log, Level::Alert, "udp listener {}: {}", own.addr, e);
+            return;
+        }
+    };
+    let flows: Flows = Rc::new(RefCell::new(HashMap::new()));
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let (n, peer) = tokio::select! {
+            r = sock.recv_from(&mut buf) => match r {
+                Ok(r) => r,
+                // ICMP errors of earlier sends and the like: go on.
+                Err(_) => continue,
+            },
+            _ = stop.notified() => return,
+        };
+        let data = buf[..n].to_vec();
+        let existing = flows.borrow().get(&peer).cloned();
+        if let Some(f) = existing {
+            push(&f, data);
+            detach_if_done(&flows, peer, &f, &conf, index);
+            continue;
+        }
+        if w.active.get() >= w.max_conns {
+            continue;
+        }
+        let f = Rc::new(Flow { queue: RefCell::new(VecDeque::new()), ready: Notify::new(), requests: Cell::new(0) });
+        push(&f, data);
+        flows.borrow_mut().insert(peer, f.clone());
+        detach_if_done(&flows, peer, &f, &conf, index);
+        let local = if own.addr.ip().is_unspecified() { sock.local_addr().unwrap_or(own.addr) } else { own.addr };
+        let addr = conf.routes[index].find(local).clone();
+        let guard = ConnGuard::new(w.clone());
+        let task = session(w.clone(), conf.clone(), addr, sock.clone(), f, flows.clone(), peer, local, guard);
+        tokio::task::spawn_local(crate::clock::per_poll(Box::pin(task)));
+    }
+}
+
+fn push(f: &Flow, data: Vec<u8>) {
+    let mut q = f.queue.borrow_mut();
+    if q.len() < QUEUE {
+        q.push_back(data);
+        f.requests.set(f.requests.get() + 1);
+    }
+    drop(q);
+    f.ready.notify_one();
+}
+
+/// After `proxy_requests` datagrams the client's next one starts a new
+/// session.
+fn detach_if_done(flows: &Flows, peer: SocketAddr, f: &Flow, conf: &StreamConf, index: usize) {
+    let server = &conf.routes[index].own.server;
+    let n = server.conf.proxy.requests;
+    if n > 0 && f.requests.get() >= n {
+        flows.borrow_mut().remove(&peer);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn session(
+    w: Rc<WorkerCtx>,
+    sc: Arc<StreamConf>,
+    addr: Arc<super::conf::Addr>,
+    sock: Rc<UdpSocket>,
+    flow: Rc<Flow>,
+    flows: Flows,
+    peer: SocketAddr,
+    local: SocketAddr,
+    _guard: ConnGuard,
+) {
+    let s = Session {
+        id: w.next_serial(),
+        w,
+        conf: sc,
+        addr,
+        client: Cell::new(peer),
+        peer,
+        local,
+        udp: true,
+        start: crate::clock::mono(),
+        status: Cell::new(200),
+        bytes_sent: Cell::new(0),
+        bytes_received: Cell::new(0),
+        up: RefCell::new(UpInfo::default()),
+        vars: RefCell::new(Vec::new()),
+        named: RefCell::new(Vec::new()),
+        proxy_protocol: None,
+        preread: RefCell::new(None),
+        tls: RefCell::new(None),
+        limit_status: Cell::new(""),
+    };
+    let _holds = match super::session::preaccess_and_access(&s) {
+        Some(h) => h,
+        None => {
+            end(&s, &flows, &flow);
+            return;
+        }
+    };
+    match &s.addr.server.content {
+        Content::Return(t) => {
+            let v = t.render_to_vec(&s);
+            if let Some(d) = flow.queue.borrow_mut().pop_front() {
+                s.bytes_received.set(d.len() as u64);
+            }
+            if sock.send_to(&v, peer).await.is_ok() {
+                s.bytes_sent.set(v.len() as u64);
+            }
+        }
+        Content::Proxy(pass) => proxy(&s, pass, &sock, &flow).await,
+    }
+    end(&s, &flows, &flow);
+}
+
+/// The session is over: the client's next datagram starts another.
+fn end(s: &Session, flows: &Flows, flow: &Rc<Flow>) {
+    let mut m = flows.borrow_mut();
+    if m.get(&s.peer).is_some_and(|f| Rc::ptr_eq(f, flow)) {
+        m.remove(&s.peer);
+    }
+    drop(m);
+    s.finish();
+}
+
+async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
+    let p = &s.addr.server.conf.proxy;
+    let Some((u, i, peer)) = super::proxy::pick_one(s, pass) else { return };
+    let name = peer.name.clone();
+    s.up.borrow_mut().tries.push(Try {
+        addr: name.clone(),
+        connect_ms: Some(0),
+        first_byte_ms: None,
+        session_ms: None,
+        sent: 0,
+        received: 0,
+    });
+    let bind: SocketAddr =
+        if peer.addr.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+    let up = match UdpSocket::bind(bind).await {
+        Ok(u) => u,
+        Err(e) => {
+            s.log(Level::Error, format_args!("socket() failed ({e})"));
+            s.status.set(500);
+            super::proxy::release(&u, i, true);
+            return;
+        }
+    };
+    if let Err(e) = up.connect(peer.addr).await {
+        s.log_upstream(Level::Error, format_args!("connect() failed ({e}) while connecting to upstream"), &name);
+        s.status.set(502);
+        super::proxy::release(&u, i, true);
+        return;
+    }
+    super::proxy::connected(&u, i);
+    let started = crate::clock::mono();
+    let mut active = crate::clock::mono();
+    let mut responses: u64 = 0;
+    let mut buf = vec![0u8; 65536];
+    let mut failed = false;
+    loop {
+        // Everything queued goes out first.
+        loop {
+            let d = flow.queue.borrow_mut().pop_front();
+            let Some(d) = d else { break };
+            match up.send(&d).await {
+                Ok(n) => {
+                    s.bytes_received.set(s.bytes_received.get() + d.len() as u64);
+                    if let Some(t) = s.up.borrow_mut().tries.last_mut() {
+                        t.sent += n as u64;
+                    }
+                    active = crate::clock::mono();
+                }
+                Err(e) => {
+                    s.log_upstream(Level::Error, format_args!("send() failed ({e}) while proxying connection"), &name);
+                    s.status.set(502);
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            break;
+        }
+        // nginx's test_finalize for datagrams.
+        let requests = flow.requests.get();
+        let enough_requests = p.requests == 0 || requests >= p.requests;
+        if enough_requests
+            && let Some(r) = p.responses
+            && responses >= r * requests
+        {
+            break;
+        }
+        let deadline = active + p.timeout;
+        tokio::select! {
+            _ = flow.ready.notified() => {}
+            r = up.recv(&mut buf) => match r {
+                Ok(n) => {
+                    if s.up.borrow().tries.last().is_some_and(|t| t.first_byte_ms.is_none())
+                        && let Some(t) = s.up.borrow_mut().tries.last_mut()
+                    {
+                        t.first_byte_ms = Some(crate::clock::since_ms(started));
+                    }
+                    if let Some(t) = s.up.borrow_mut().tries.last_mut() {
+                        t.received += n as u64;
+                    }
+                    responses += 1;
+                    active = crate::clock::mono();
+                    if sock.send_to(&buf[..n], s.peer).await.is_ok() {
+                        s.bytes_sent.set(s.bytes_sent.get() + n as u64);
+                    }
+                }
+                Err(e) => {
+                    s.log_upstream(Level::Error, format_args!("recv() failed ({}) while proxying connection", crate::process::signal::os_error(&e)), &name);
+                    s.status.set(502);
+                    failed = true;
+                    break;
+                }
+            },
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                let ok = p.responses.is_none_or(|r| responses >= r * flow.requests.get());
+                if !ok {
+                    s.log_upstream(Level::Error, format_args!("upstream timed out (110: Connection timed out) while proxying connection"), &name);
+                    s.status.set(502);
+                }
+                break;
+            }
+        }
+    }
+    if let Some(t) = s.up.borrow_mut().tries.last_mut() {
+        t.session_ms = Some(crate::clock::since_ms(started));
+    }
+    super::proxy::release(&u, i, failed);
+}

@@ -1,0 +1,177 @@
+//! TLS to an origin, for any family: the rustls client configuration per
+//! `proxy_ssl_*` settings and nginx's wording of a failed handshake. As in
+//! nginx, the origin's certificate is not checked unless `proxy_ssl_verify
+//! on` (with `proxy_ssl_trusted_certificate`), and SNI is sent only with
+//! `proxy_ssl_server_name on`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+/// `proxy_ssl_verify off`: any certificate, but the handshake signature is
+/// still checked (the origin must hold the key it presents).
+#[derive(Debug)]
+struct NoVerify(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        match rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms) {
+            Err(rustls::Error::InvalidCertificate(_)) => self.by_key(message, cert, dss),
+            r => r,
+        }
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        match rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms) {
+            Err(rustls::Error::InvalidCertificate(_)) => self.by_key(message, cert, dss),
+            r => r,
+        }
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl NoVerify {
+    /// The signature checked with the certificate's public key alone, for
+    /// what webpki will not parse as an end-entity certificate (version 1
+    /// certificates, which `openssl req -x509` makes without extensions
+    /// and OpenSSL accepts): the origin must still hold the key.
+    fn by_key(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let bad = || rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature);
+        let spki = crate::tls::client_cert::spki(cert).ok_or_else(bad)?;
+        let spki = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki);
+        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| bad())?;
+        let algs = self.0.signature_verification_algorithms.mapping.iter().find(|(s, _)| *s == dss.scheme);
+        for alg in algs.map_or(&[][..], |(_, a)| *a) {
+            if key.verify_signature(*alg, message, dss.signature()).is_ok() {
+                return Ok(HandshakeSignatureValid::assertion());
+            }
+        }
+        Err(bad())
+    }
+}
+
+/// What distinguishes one client configuration from another.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Key {
+    pub verify: bool,
+    pub trusted: Option<PathBuf>,
+    /// `proxy_ssl_crl`.
+    pub crl: Option<PathBuf>,
+    pub sni: bool,
+    /// `proxy_ssl_certificate` and its key.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+/// Builds a client configuration (also used by `-t` to check the trusted
+/// certificate file).
+pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let builder = if k.verify {
+        let path = k.trusted.as_ref().ok_or("no proxy_ssl_trusted_certificate for proxy_ssl_verify")?;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in crate::tls::certs::load_chain(path)? {
+            roots.add(c).map_err(|e| format!("invalid certificate in \"{}\": {}", path.display(), e))?;
+        }
+        let mut vb = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+        // OpenSSL's CRL_CHECK_ALL, as nginx sets it with proxy_ssl_crl.
+        if let Some(crl) = &k.crl {
+            vb = vb.with_crls(crate::tls::certs::load_crls(crl)?).enforce_revocation_expiration();
+        }
+        builder.with_webpki_verifier(vb.build().map_err(|e| e.to_string())?)
+    } else {
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider.clone())))
+    };
+    let mut cfg = match &k.client_cert {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let ck = crate::tls::certs::load_pair(&provider, cert, key, None)?;
+            builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)))
+        }
+    };
+    cfg.enable_sni = k.sni;
+    Ok(Arc::new(cfg))
+}
+
+/// A failed handshake in nginx's words: a certificate that does not
+/// verify is `upstream SSL certificate verify error: (CODE:TEXT)` (OpenSSL's
+/// reasons), one for another name `upstream SSL certificate does not match
+/// "NAME"`; anything else `SSL_do_handshake() failed (...)`.
+pub fn handshake_error(e: &std::io::Error, name: &str) -> String {
+    let tls = e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match tls {
+        Some(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
+        )) => format!("upstream SSL certificate does not match \"{}\"", server_name_text(name)),
+        Some(err @ rustls::Error::InvalidCertificate(_)) => {
+            format!("upstream SSL certificate verify error: ({})", crate::tls::client_verify::openssl_reason(err))
+        }
+        _ => format!("SSL_do_handshake() failed ({})", e),
+    }
+}
+
+/// The host part of a `proxy_ssl_name` or `$proxy_host`.
+fn server_name_text(name: &str) -> &str {
+    if let Some(v6) = name.strip_prefix('[') {
+        v6.split(']').next().unwrap_or(v6)
+    } else {
+        name.rsplit_once(':').map(|(h, _)| h).unwrap_or(name)
+    }
+}
+
+/// Client configurations of one worker, built on first use.
+#[derive(Default)]
+pub struct Clients(HashMap<Key, Arc<ClientConfig>>);
+
+impl Clients {
+    pub fn get(&mut self, k: &Key) -> Result<Arc<ClientConfig>, String> {
+        if let Some(c) = self.0.get(k) {
+            return Ok(c.clone());
+        }
+        let c = client_config(k)?;
+        self.0.insert(k.clone(), c.clone());
+        Ok(c)
+    }
+}
+
+/// The name to present and verify: `proxy_ssl_name`, else the host part
+/// of `$proxy_host`.
+pub fn server_name(name: &str) -> Option<ServerName<'static>> {
+    ServerName::try_from(server_name_text(name).to_string()).ok()
+}

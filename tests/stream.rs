@@ -1,0 +1,398 @@
+//! The stream family (`stream {}`) with real clients and servers: TCP
+//! proxying through an upstream with weights and a failing peer, `return`,
+//! access rules, the access log's stream variables, the PROXY protocol in
+//! and out, TLS termination, `ssl_preread` routing `openssl s_client` by
+//! SNI to two TLS origins (`openssl s_server`), a reload under open
+//! sessions that keeps every one, and `-t`'s messages.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::tls::{self, KeyKind};
+use common::*;
+
+/// A TCP origin: answers each read with `TAG:` and the bytes read; records
+/// the first bytes of each connection.
+struct Origin {
+    port: u16,
+    seen: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+fn origin(tag: &'static str) -> Origin {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind origin");
+    let port = l.local_addr().expect("addr").port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rec = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let rec = rec.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut first = true;
+                loop {
+                    let n = match c.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    if first {
+                        rec.lock().unwrap().push(buf[..n].to_vec());
+                        first = false;
+                    }
+                    let mut out = format!("{tag}:").into_bytes();
+                    out.extend_from_slice(&buf[..n]);
+                    if c.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Origin { port, seen }
+}
+
+fn dial(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    s
+}
+
+/// Sends `msg` and reads what comes back (one read's worth, up to 4 KB).
+fn ask(s: &mut TcpStream, msg: &str) -> String {
+    s.write_all(msg.as_bytes()).expect("write");
+    let mut buf = [0u8; 4096];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Everything the server sends until it closes.
+fn read_all(port: u16) -> String {
+    let mut s = dial(port);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn stream_conf(body: &str) -> String {
+    format!("daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {{}}\nstream {{\n{body}\n}}\n")
+}
+
+#[test]
+fn proxies_through_an_upstream_and_logs_stream_variables() {
+    let a = origin("A");
+    let b = origin("B");
+    // A port that refuses connections: the first pick of the round robin
+    // fails over to the next peer (proxy_next_upstream).
+    let dead = free_port();
+    let conf = format!(
+        "log_format s '$remote_addr $status $bytes_received $bytes_sent $upstream_addr \
+         $upstream_bytes_sent $upstream_bytes_received $protocol';
+         upstream u {{ server 127.0.0.1:{a} weight=2; server 127.0.0.1:{b}; }}
+         upstream f {{ server 127.0.0.1:{dead}; server 127.0.0.1:{b}; }}
+         server {{ listen 127.0.0.1:{{port0}}; proxy_pass u; access_log logs/s.log s; }}
+         server {{ listen 127.0.0.1:{{port1}}; proxy_pass f; access_log logs/s.log s; proxy_connect_timeout 2s; }}
+         server {{ listen 127.0.0.1:{{port2}}; return \"hi $remote_addr $server_port\\n\"; }}
+         server {{ listen 127.0.0.1:{{port3}}; deny 127.0.0.1; proxy_pass u; access_log logs/s.log s; }}",
+        a = a.port,
+        b = b.port
+    );
+    let srv = builder().whole(&stream_conf(&conf)).ports(4).start();
+    let mut tags = Vec::new();
+    for _ in 0..6 {
+        let mut s = dial(srv.ports[0]);
+        let r = ask(&mut s, "ping");
+        tags.push(r.clone());
+        assert_eq!(r.len(), 6, "{r:?}");
+        // A second exchange on the same session.
+        assert_eq!(ask(&mut s, "again")[2..], *"again");
+    }
+    // weight=2: A twice as often as B (smooth round robin: A B A A B A).
+    assert_eq!(tags.iter().filter(|t| t.starts_with("A:")).count(), 4, "{tags:?}");
+    assert_eq!(tags.iter().filter(|t| t.starts_with("B:")).count(), 2, "{tags:?}");
+
+    let mut s = dial(srv.ports[1]);
+    assert_eq!(ask(&mut s, "x"), "B:x");
+    drop(s);
+    assert_eq!(read_all(srv.ports[2]), format!("hi 127.0.0.1 {}\n", srv.ports[2]));
+    assert_eq!(read_all(srv.ports[3]), "", "denied: closed at once");
+
+    // The harness's readiness probes (connect, close) log lines too: 200
+    // with nothing received, or the 403. The test's own sessions all sent.
+    wait_lines(&srv.path("logs/s.log"), 9, LOG_WAIT);
+    std::thread::sleep(Duration::from_millis(1500));
+    let all = read_lossy(&srv.path("logs/s.log"));
+    let lines: Vec<&str> = all.lines().filter(|l| !l.starts_with("127.0.0.1 200 0 0 ")).collect();
+    assert_eq!(lines.iter().filter(|l| l.starts_with("127.0.0.1 200 ")).count(), 7, "{lines:?}");
+    let proxied = lines.iter().find(|l| l.starts_with("127.0.0.1 200 ")).expect("a proxied line");
+    let f: Vec<&str> = proxied.split(' ').collect();
+    assert_eq!((f[0], f[1], f[2], f[3]), ("127.0.0.1", "200", "9", "13"), "{proxied}");
+    assert_eq!((f[5], f[6], f[7]), ("9", "13", "TCP"), "{proxied}");
+    // The first session through `f` (the probe's) found the dead peer.
+    let failover = all.lines().find(|l| l.contains(&format!("127.0.0.1:{dead}"))).expect("failover line");
+    assert!(failover.contains(&format!("127.0.0.1:{dead}, 127.0.0.1:{}", b.port)), "{failover}");
+    assert!(lines.iter().any(|l| l.starts_with("127.0.0.1 403 0 0 - ")), "{lines:?}");
+    let err = srv.error_log();
+    assert!(err.contains("connect() failed (111: Connection refused) while connecting to upstream"), "{err}");
+    assert!(err.contains("access forbidden by rule, client: 127.0.0.1"), "{err}");
+}
+
+#[test]
+fn proxy_protocol_in_and_out() {
+    let o = origin("O");
+    let conf = format!(
+        "log_format pp '$remote_addr $proxy_protocol_addr $realip_remote_addr';
+         server {{ listen 127.0.0.1:{{port0}} proxy_protocol; set_real_ip_from 127.0.0.1;
+                  proxy_protocol on; proxy_pass 127.0.0.1:{}; access_log logs/pp.log pp; }}",
+        o.port
+    );
+    let srv = builder().whole(&stream_conf(&conf)).start();
+    let mut s = dial(srv.port);
+    s.write_all(b"PROXY TCP4 192.0.2.7 127.0.0.1 4242 80\r\ndata").unwrap();
+    let mut got = String::new();
+    while !got.ends_with("data") {
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).expect("the origin's answer");
+        assert!(n > 0, "closed after {got:?}");
+        got.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    drop(s);
+    // The first connection is the harness's readiness probe, which sent
+    // no header: its session ended with 400 before reaching the origin.
+    let seen = o.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let first = String::from_utf8_lossy(&seen[0]).into_owned();
+    assert!(
+        first.starts_with(&format!("PROXY TCP4 192.0.2.7 127.0.0.1 4242 {}\r\n", srv.port)),
+        "what the origin got first: {first:?}"
+    );
+    let lines = wait_lines(&srv.path("logs/pp.log"), 2, LOG_WAIT);
+    assert!(lines.contains(&"192.0.2.7 192.0.2.7 127.0.0.1".to_string()), "{lines:?}");
+    // A broken header: the session ends with 400 and nginx's log line.
+    let mut bad = dial(srv.port);
+    bad.write_all(b"HELLO\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = bad.read_to_end(&mut rest);
+    assert!(rest.is_empty());
+    wait_contains(&srv.path("logs/error.log"), "broken header: \"HELLO", LOG_WAIT);
+}
+
+/// `openssl s_server` with a certificate for `name` on a free port.
+struct TlsOrigin {
+    port: u16,
+    child: Child,
+}
+
+impl Drop for TlsOrigin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn tls_origin(name: &str, dir: &std::path::Path) -> TlsOrigin {
+    let ck = tls::issue(KeyKind::Ecdsa, &[name], false);
+    let (crt, key) = (dir.join(format!("{name}.crt")), dir.join(format!("{name}.key")));
+    std::fs::write(&crt, &ck.cert).unwrap();
+    std::fs::write(&key, &ck.key).unwrap();
+    let port = free_port();
+    let child = Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept", &port.to_string(), "-cert"])
+        .arg(&crt)
+        .arg("-key")
+        .arg(&key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_server");
+    for _ in 0..200 {
+        if port_accepts(port) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    TlsOrigin { port, child }
+}
+
+#[test]
+fn ssl_preread_routes_by_sni_to_two_tls_origins() {
+    let dir = temp_dir("stream-tls");
+    let a = tls_origin("a.test", &dir);
+    let b = tls_origin("b.test", &dir);
+    let conf = format!(
+        "log_format sni '$ssl_preread_server_name|$ssl_preread_alpn_protocols|$ssl_preread_protocol|$upstream_addr';
+         map $ssl_preread_server_name $backend {{ a.test 127.0.0.1:{}; default 127.0.0.1:{}; }}
+         server {{ listen 127.0.0.1:{{port0}}; ssl_preread on; proxy_pass $backend; access_log logs/sni.log sni; }}",
+        a.port, b.port
+    );
+    let srv = builder().whole(&stream_conf(&conf)).file("conf/tls/ca.crt", tls::ca_pem()).start();
+    let get = "GET / HTTP/1.0\r\n\r\n";
+    let ra = tls::s_client(&srv, srv.port, &["-servername", "a.test", "-alpn", "h2,http/1.1", "-tls1_3"], get);
+    assert!(ra.ok && ra.verified(), "{}", ra.out);
+    assert_eq!(ra.subject(), Some("CN = a.test"), "{}", ra.out);
+    let rb = tls::s_client(&srv, srv.port, &["-servername", "b.test", "-tls1_2"], get);
+    assert_eq!(rb.subject(), Some("CN = b.test"), "{}", rb.out);
+    let lines = wait_lines(&srv.path("logs/sni.log"), 3, LOG_WAIT);
+    // The readiness probe sent nothing: no ClientHello, the default route.
+    assert_eq!(lines[0], format!("-|-|-|127.0.0.1:{}", b.port));
+    assert_eq!(lines[1], format!("a.test|h2,http/1.1|TLSv1.3|127.0.0.1:{}", a.port));
+    assert_eq!(lines[2], format!("b.test||TLSv1.2|127.0.0.1:{}", b.port));
+}
+
+#[test]
+fn terminates_tls_in_front_of_tcp() {
+    let o = origin("T");
+    let ck = tls::issue(KeyKind::Ecdsa, &["stream.test"], false);
+    let conf = format!(
+        "log_format t '$ssl_protocol $ssl_server_name $bytes_received';
+         server {{ listen 127.0.0.1:{{port0}} ssl; ssl_certificate tls/s.crt; ssl_certificate_key tls/s.key;
+                  proxy_pass 127.0.0.1:{}; proxy_timeout 1s; access_log logs/t.log t; }}",
+        o.port
+    );
+    let srv = builder()
+        .whole(&stream_conf(&conf))
+        .file("conf/tls/s.crt", &ck.cert)
+        .file("conf/tls/s.key", &ck.key)
+        .file("conf/tls/ca.crt", tls::ca_pem())
+        .start();
+    let r = tls::s_client(&srv, srv.port, &["-servername", "stream.test", "-quiet"], "hello\n");
+    assert!(r.stdout.contains("T:hello"), "{}", r.out);
+    let lines = wait_lines(&srv.path("logs/t.log"), 2, LOG_WAIT);
+    assert!(lines.contains(&"TLSv1.3 stream.test 6".to_string()), "{lines:?}");
+}
+
+#[test]
+fn reload_keeps_open_sessions() {
+    let o = origin("R");
+    let conf = |v: &str| {
+        stream_conf(&format!(
+            "server {{ listen 127.0.0.1:{{port0}}; proxy_pass 127.0.0.1:{}; }}
+         server {{ listen 127.0.0.1:{{port1}}; return {v}; }}",
+            o.port
+        ))
+    };
+    let srv = builder().whole(&conf("v1")).ports(2).start();
+    let mut open: Vec<TcpStream> = (0..200).map(|_| dial(srv.port)).collect();
+    for (i, s) in open.iter_mut().enumerate() {
+        assert_eq!(ask(s, &format!("m{i}")), format!("R:m{i}"));
+    }
+    srv.write_conf(&conf("v2"));
+    srv.signal("reload");
+    // The new generation answers new sessions...
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while read_all(srv.ports[1]) != "v2" {
+        assert!(std::time::Instant::now() < deadline, "the reload never took effect");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ...while every session of the old one goes on.
+    for (i, s) in open.iter_mut().enumerate() {
+        assert_eq!(ask(s, &format!("n{i}")), format!("R:n{i}"), "session {i} after the reload");
+    }
+    let mut fresh = dial(srv.port);
+    assert_eq!(ask(&mut fresh, "new"), "R:new");
+}
+
+#[test]
+fn config_test_speaks_nginx() {
+    let check = |body: &str| {
+        let srv = builder().whole(&stream_conf(body)).prepare();
+        let out = srv.run(&["-t"]);
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ok, err) = check("server { listen 127.0.0.1:1; }");
+    assert!(!ok && err.contains("no handler for server in "), "{err}");
+    let (ok, err) = check("server { listen 127.0.0.1:1; proxy_pass 127.0.0.1; }");
+    assert!(!ok && err.contains("no port in upstream \"127.0.0.1\""), "{err}");
+    let (ok, err) = check("server { listen 127.0.0.1:1; return x; location / {} }");
+    assert!(!ok && err.contains("unknown directive \"location\""), "{err}");
+    let (ok, err) =
+        check("upstream u { server 127.0.0.1:1; keepalive 2; } server { listen 127.0.0.1:1; proxy_pass u; }");
+    assert!(!ok && err.contains("unknown directive \"keepalive\""), "{err}");
+    let (ok, err) = check("server { listen 127.0.0.1:1; return x; } server { listen 127.0.0.1:1; return y; }");
+    assert!(!ok && err.contains("duplicate \"127.0.0.1:1\" address and port pair"), "{err}");
+    let (ok, err) = check("server { listen 127.0.0.1:1; proxy_pass 127.0.0.1:2; proxy_timeout 5s; }");
+    assert!(ok, "{err}");
+    // Debian's modules-enabled line loads the module sluice has built in.
+    let srv = builder()
+        .whole(&format!(
+            "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n{}",
+            stream_conf("server { listen 127.0.0.1:1; return x; }")
+        ))
+        .prepare();
+    let out = srv.run(&["-t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("ngx_stream_module is built into sluice"), "{err}");
+}
+
+/// A DNS server in the test: answers every A query with 192.0.2.53 and
+/// counts the queries.
+fn dns_server() -> (u16, Arc<Mutex<u32>>) {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+    let port = s.local_addr().unwrap().port();
+    let n = Arc::new(Mutex::new(0));
+    let count = n.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        loop {
+            let Ok((len, from)) = s.recv_from(&mut buf) else { return };
+            *count.lock().unwrap() += 1;
+            let q = &buf[..len];
+            // Header: same id, QR + RD + RA, one question, one answer.
+            let mut r = vec![q[0], q[1], 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0];
+            r.extend_from_slice(&q[12..]);
+            r.extend_from_slice(&[0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 53]);
+            let _ = s.send_to(&r, from);
+        }
+    });
+    (port, n)
+}
+
+fn dns_query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}
+
+#[test]
+fn dns_over_udp_with_proxy_responses() {
+    let (dns, count) = dns_server();
+    // The harness waits for the TCP port of the second server; the UDP
+    // port is not a placeholder, which it would try to connect to.
+    let udp = free_port();
+    let conf = format!(
+        "log_format u '$protocol $status $bytes_received $bytes_sent $upstream_addr';
+         server {{ listen 127.0.0.1:{udp} udp; proxy_pass 127.0.0.1:{dns}; proxy_responses 1;
+                  proxy_timeout 2s; access_log logs/udp.log u; }}
+         server {{ listen 127.0.0.1:{{port0}}; return ready; }}"
+    );
+    let srv = builder().whole(&stream_conf(&conf)).start();
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    for id in [0x1234u16, 0x4321, 0x5555] {
+        let q = dns_query(id, "example.test");
+        c.send_to(&q, ("127.0.0.1", udp)).unwrap();
+        let mut buf = [0u8; 512];
+        let (n, from) = c.recv_from(&mut buf).expect("an answer through the proxy");
+        assert_eq!(from.port(), udp);
+        assert_eq!(&buf[..2], &id.to_be_bytes(), "the answer to this query");
+        assert_eq!(&buf[n - 4..n], &[192, 0, 2, 53]);
+    }
+    assert_eq!(*count.lock().unwrap(), 3);
+    // proxy_responses 1: each query was its own session, ended by its answer.
+    let lines = wait_lines(&srv.path("logs/udp.log"), 3, LOG_WAIT);
+    let q = dns_query(0, "example.test").len();
+    for l in &lines {
+        assert_eq!(*l, format!("UDP 200 {q} {} 127.0.0.1:{dns}", q + 16), "{lines:?}");
+    }
+}
