@@ -112,3 +112,48 @@ fn config_errors() {
         assert_refused(&format!("{conf} server {{ listen 127.0.0.1:{{port}}; }}"), msg);
     }
 }
+
+/// `map`: a value may use a variable a later `map` defines, and
+/// `hostnames` maps match wildcard keys (as nginx-tests' map.t and
+/// map_complex.t check).
+#[test]
+fn map_forward_variables_and_hostnames() {
+    let s = builder()
+        .http(
+            r#"map $arg_k $x {
+                var      foo:$y;
+                default  x-$y;
+            }
+            map $arg_h $host_kind {
+                hostnames;
+                default           none;
+                example.com       exact;
+                example.*         tail;
+                *.example.com     head;
+                .dot.example.com  dot;
+                \include          include;
+            }
+            map $arg_k $y {
+                default  bar;
+                same     baz;
+            }
+            server {
+                listen 127.0.0.1:{port};
+                location /x { return 200 "$x\n"; }
+                location /h { return 200 "$host_kind\n"; }
+            }"#,
+        )
+        .start();
+    let p = s.port;
+    assert_eq!(get(p, "/x?k=var", &[]), "foo:bar");
+    assert_eq!(get(p, "/x?k=same", &[]), "x-baz");
+    assert_eq!(get(p, "/h?h=example.com", &[]), "exact");
+    assert_eq!(get(p, "/h?h=EXAMPLE.COM.", &[]), "exact");
+    assert_eq!(get(p, "/h?h=example.org", &[]), "tail");
+    assert_eq!(get(p, "/h?h=www.example.com", &[]), "head");
+    assert_eq!(get(p, "/h?h=www.example.com.", &[]), "head");
+    assert_eq!(get(p, "/h?h=dot.example.com", &[]), "dot");
+    assert_eq!(get(p, "/h?h=a.dot.example.com", &[]), "dot");
+    assert_eq!(get(p, "/h?h=include", &[]), "include");
+    assert_eq!(get(p, "/h?h=other.org", &[]), "none");
+}
