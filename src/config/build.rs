@@ -490,10 +490,10 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
                 waiting.push(*d);
             }
         }
-        if waiting.len() == pending.len() {
-            if let Some(e) = first_err {
-                return Err(e);
-            }
+        if waiting.len() == pending.len()
+            && let Some(e) = first_err
+        {
+            return Err(e);
         }
         pending = waiting;
     }

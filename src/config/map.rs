@@ -57,10 +57,10 @@ impl MapDef {
         if let Some(t) = self.exact.get(&key) {
             return (t, None);
         }
-        if self.hostnames {
-            if let Some(t) = self.wildcard(&key) {
-                return (t, None);
-            }
+        if self.hostnames
+            && let Some(t) = self.wildcard(&key)
+        {
+            return (t, None);
         }
         for (re, t) in &self.regex {
             if let Some(c) = re.captures(value) {
@@ -168,7 +168,7 @@ pub fn map_block(d: &Directive) -> Result<(), ConfError> {
                 m.head.push((suffix, dot, value(e, v)?));
             }
             [k, v] if m.hostnames && k.ends_with(".*") => {
-                let prefix = k[..k.len() - 1].as_bytes().to_ascii_lowercase();
+                let prefix = k.as_bytes()[..k.len() - 1].to_ascii_lowercase();
                 m.tail.push((prefix, value(e, v)?));
             }
             ["default", v] => m.default = value(e, v)?,
