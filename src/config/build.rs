@@ -278,6 +278,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         client_body_timeout: Duration::from_secs(60),
         client_body_buffer_size: 16 * 1024,
         client_body_temp_path: prefix.join("client_body_temp"),
+        client_body_in_file_only: crate::http::connection::spool::Naming::Anonymous,
         send_timeout: Duration::from_secs(60),
         open_file_cache: None,
         open_file_cache_valid: Duration::from_secs(60),
