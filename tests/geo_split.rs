@@ -40,6 +40,14 @@ fn geo_by_client_variable_proxy_and_ranges() {
                 10.0.0.0-10.0.0.255 low;
                 10.0.0.10-10.0.0.20 mid;
             }
+            geo $range_del {
+                ranges;
+                default out;
+                10.0.0.0-10.0.0.255 low;
+                10.0.0.1-10.0.0.1 one;
+                delete 10.0.0.0-10.0.0.0;
+                delete 10.0.0.2-10.0.0.255;
+            }
             server {
                 listen 127.0.0.1:{port};
                 set_real_ip_from 127.0.0.1;
@@ -47,6 +55,7 @@ fn geo_by_client_variable_proxy_and_ranges() {
                 location /arg { return 200 "$by_arg\n"; }
                 location /proxy { return 200 "$via_proxy\n"; }
                 location /range { return 200 "$range\n"; }
+                location /rdel { return 200 "$range_del\n"; }
             }"#,
         )
         .start();
@@ -66,6 +75,9 @@ fn geo_by_client_variable_proxy_and_ranges() {
     assert_eq!(get(p, "/range", &["X-Real-IP: 10.0.0.15"]), "mid");
     assert_eq!(get(p, "/range", &["X-Real-IP: 10.0.0.200"]), "low");
     assert_eq!(get(p, "/range", &["X-Real-IP: 10.0.1.1"]), "out");
+    // A later range splits the one it overlaps; `delete` removes pieces.
+    assert_eq!(get(p, "/rdel", &["X-Real-IP: 10.0.0.1"]), "one");
+    assert_eq!(get(p, "/rdel", &["X-Real-IP: 10.0.0.9"]), "out");
 }
 
 #[test]
