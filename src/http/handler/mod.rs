@@ -189,6 +189,8 @@ pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c
     if ctx.req.method != crate::http::request::Method::Head {
         ctx.req.method = crate::http::request::Method::Get;
     }
+    // nginx zeroes the modules' request state (r->ctx) on a redirect.
+    ctx.auth = Default::default();
     let resp = match to.strip_prefix(b"@") {
         Some(name) => {
             let server: &'c crate::config::model::Server = ctx.server;
