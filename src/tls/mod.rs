@@ -174,6 +174,14 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
     let mut client_verifier = None;
     let builder = match ssl.verify_client {
         VerifyClient::Off => builder.with_no_client_auth(),
+        // nginx needs no CA for optional_no_ca: any certificate is then of
+        // an unknown issuer, which that mode lets through.
+        VerifyClient::OptionalNoCa if ssl.client_certificate.is_none() => {
+            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {
+                inner: None,
+                algorithms: provider.signature_verification_algorithms,
+            }))
+        }
         _ => {
             let Some((ca, span)) = &ssl.client_certificate else {
                 return Err(err("no ssl_client_certificate for ssl_verify_client".into(), span0));
@@ -199,7 +207,10 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
                 .build()
                 .map_err(|e| err(format!("cannot use \"{}\" for client verification: {}", ca.display(), e), span))?;
             client_verifier = Some(v.clone());
-            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred { inner: v }))
+            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {
+                inner: Some(v),
+                algorithms: provider.signature_verification_algorithms,
+            }))
         }
     };
     let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::new(keys, ssl.tls13)));
