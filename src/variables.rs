@@ -122,6 +122,8 @@ pub enum Var {
     UpstreamCookie(String),
     /// The request body, when it was read whole into memory for an origin.
     RequestBody,
+    /// The name of the temporary file holding the request body.
+    RequestBodyFile,
     /// A variable defined by a `map` block.
     Map(std::sync::Arc<crate::config::map::MapDef>),
     /// A variable defined by a `geo` block.
@@ -265,6 +267,10 @@ impl Var {
                 REQUEST_BODY_USED.store(true, std::sync::atomic::Ordering::Relaxed);
                 Var::RequestBody
             }
+            "request_body_file" => {
+                REQUEST_BODY_FILE_USED.store(true, std::sync::atomic::Ordering::Relaxed);
+                Var::RequestBodyFile
+            }
             "args" | "query_string" => Var::Args,
             "is_args" => Var::IsArgs,
             "host" => Var::Host,
@@ -321,6 +327,15 @@ static REQUEST_BODY_USED: std::sync::atomic::AtomicBool = std::sync::atomic::Ato
 
 pub fn request_body_used() -> bool {
     REQUEST_BODY_USED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Some template reads `$request_body_file`: only then are the temporary
+/// files of request bodies named (and unlinked at once, as nginx's), so
+/// that the variable has a name to give.
+static REQUEST_BODY_FILE_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn request_body_file_used() -> bool {
+    REQUEST_BODY_FILE_USED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A variable a `map`, `geo` or `split_clients` block defines.

@@ -11,7 +11,9 @@ use common::*;
 /// The authentication service: the bearer token decides.
 fn auth_service() -> Origin {
     Origin::start(|r| match r.header("Authorization").unwrap_or("") {
-        "Bearer good" => Reply::http(200, &["X-User: alice", "Content-Length: 2"], "ok"),
+        "Bearer good" => {
+            Reply::http(200, &["X-User: alice", &format!("X-Where: {}", r.target()), "Content-Length: 2"], "ok")
+        }
         "Bearer bad" => Reply::http(401, &["WWW-Authenticate: Bearer realm=\"app\""], "no"),
         "Bearer forbidden" => Reply::http(403, &[], "no"),
         _ => Reply::http(418, &[], "teapot"),
@@ -53,6 +55,25 @@ fn server(auth: &Origin, app: &Origin) -> TestServer {
                 location /static/ {{
                     auth_request /auth;
                 }}
+                location = /auth2 {{
+                    internal;
+                    proxy_pass http://127.0.0.1:{a}/verify2;
+                    proxy_pass_request_body off;
+                }}
+                location /ep/ {{
+                    auth_request /auth;
+                    error_page 404 = /ep2;
+                }}
+                location = /ep2 {{
+                    auth_request /auth2;
+                    auth_request_set $where $upstream_http_x_where;
+                    add_header X-Where $where;
+                }}
+                location /args/ {{
+                    auth_request /auth;
+                    auth_request_set $args "user=$upstream_http_x_user";
+                    proxy_pass http://127.0.0.1:{p};
+                }}
                 location /any/ {{
                     satisfy any;
                     allow 127.0.0.1;
@@ -65,6 +86,7 @@ fn server(auth: &Origin, app: &Origin) -> TestServer {
         ))
         .file("html/static/a.txt", "static\n")
         .file("html/any/a.txt", "any\n")
+        .file("html/ep2", "ep2\n")
         .start()
 }
 
@@ -96,6 +118,13 @@ fn the_subrequest_decides_and_sets_variables() {
     assert_eq!(s.get("/static/a.txt").status, 500, "no token: the service's 418 is a 500");
     let r = req(&s, "GET", "/static/a.txt", "good", "");
     assert_eq!((r.status, r.text().as_str()), (200, "static\n"));
+    // After an internal redirect, the new location's auth_request asks
+    // its own service (nginx clears the module's state).
+    let r = req(&s, "GET", "/ep/missing", "good", "");
+    assert_eq!((r.status, r.text().as_str(), r.header("X-Where")), (200, "ep2\n", Some("/verify2")));
+    // `$args` has a setter in nginx: auth_request_set replaces the arguments.
+    let r = req(&s, "GET", "/args/x?y=1", "good", "");
+    assert_eq!(r.text(), "GET /args/x?user=alice user=- body=");
 }
 
 #[test]

@@ -40,6 +40,14 @@ fn geo_by_client_variable_proxy_and_ranges() {
                 10.0.0.0-10.0.0.255 low;
                 10.0.0.10-10.0.0.20 mid;
             }
+            geo $range_del {
+                ranges;
+                default out;
+                10.0.0.0-10.0.0.255 low;
+                10.0.0.1-10.0.0.1 one;
+                delete 10.0.0.0-10.0.0.0;
+                delete 10.0.0.2-10.0.0.255;
+            }
             server {
                 listen 127.0.0.1:{port};
                 set_real_ip_from 127.0.0.1;
@@ -47,6 +55,7 @@ fn geo_by_client_variable_proxy_and_ranges() {
                 location /arg { return 200 "$by_arg\n"; }
                 location /proxy { return 200 "$via_proxy\n"; }
                 location /range { return 200 "$range\n"; }
+                location /rdel { return 200 "$range_del\n"; }
             }"#,
         )
         .start();
@@ -66,6 +75,9 @@ fn geo_by_client_variable_proxy_and_ranges() {
     assert_eq!(get(p, "/range", &["X-Real-IP: 10.0.0.15"]), "mid");
     assert_eq!(get(p, "/range", &["X-Real-IP: 10.0.0.200"]), "low");
     assert_eq!(get(p, "/range", &["X-Real-IP: 10.0.1.1"]), "out");
+    // A later range splits the one it overlaps; `delete` removes pieces.
+    assert_eq!(get(p, "/rdel", &["X-Real-IP: 10.0.0.1"]), "one");
+    assert_eq!(get(p, "/rdel", &["X-Real-IP: 10.0.0.9"]), "out");
 }
 
 #[test]
@@ -111,4 +123,49 @@ fn config_errors() {
     ] {
         assert_refused(&format!("{conf} server {{ listen 127.0.0.1:{{port}}; }}"), msg);
     }
+}
+
+/// `map`: a value may use a variable a later `map` defines, and
+/// `hostnames` maps match wildcard keys (as nginx-tests' map.t and
+/// map_complex.t check).
+#[test]
+fn map_forward_variables_and_hostnames() {
+    let s = builder()
+        .http(
+            r#"map $arg_k $x {
+                var      foo:$y;
+                default  x-$y;
+            }
+            map $arg_h $host_kind {
+                hostnames;
+                default           none;
+                example.com       exact;
+                example.*         tail;
+                *.example.com     head;
+                .dot.example.com  dot;
+                \include          include;
+            }
+            map $arg_k $y {
+                default  bar;
+                same     baz;
+            }
+            server {
+                listen 127.0.0.1:{port};
+                location /x { return 200 "$x\n"; }
+                location /h { return 200 "$host_kind\n"; }
+            }"#,
+        )
+        .start();
+    let p = s.port;
+    assert_eq!(get(p, "/x?k=var", &[]), "foo:bar");
+    assert_eq!(get(p, "/x?k=same", &[]), "x-baz");
+    assert_eq!(get(p, "/h?h=example.com", &[]), "exact");
+    assert_eq!(get(p, "/h?h=EXAMPLE.COM.", &[]), "exact");
+    assert_eq!(get(p, "/h?h=example.org", &[]), "tail");
+    assert_eq!(get(p, "/h?h=www.example.com", &[]), "head");
+    assert_eq!(get(p, "/h?h=www.example.com.", &[]), "head");
+    assert_eq!(get(p, "/h?h=dot.example.com", &[]), "dot");
+    assert_eq!(get(p, "/h?h=a.dot.example.com", &[]), "dot");
+    assert_eq!(get(p, "/h?h=include", &[]), "include");
+    assert_eq!(get(p, "/h?h=other.org", &[]), "none");
 }

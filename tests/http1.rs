@@ -289,6 +289,22 @@ fn http2_version_is_505() {
     assert_eq!(r.status, 505, "{}", r.head);
 }
 
+/// A later HTTP/1 minor version is HTTP/1.1 (RFC 9112 section 2.3), as
+/// nginx takes it: answered, kept alive, still needing Host.
+#[test]
+fn http12_is_served_as_http11() {
+    let s = server();
+    let mut c = s.connect();
+    c.send("GET /index.html HTTP/1.2\r\nHost: localhost\r\n\r\n");
+    let r = c.read_response();
+    assert_index(&r);
+    assert_eq!(r.version, "HTTP/1.1");
+    c.send(GET_R);
+    let r = c.read_response();
+    assert_eq!(r.text(), "ret\n");
+    assert_rejected(&s, b"GET / HTTP/1.9\r\n\r\n", "HTTP/1.1 400 Bad Request");
+}
+
 /// Found by fuzzing: a read that ended between the CR and the LF of an
 /// HTTP/0.9 request line got a 400.
 #[test]

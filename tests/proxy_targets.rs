@@ -187,3 +187,47 @@ fn proxy_bind_picks_the_local_address() {
         assert_refused(&format!("server {{ listen 127.0.0.1:{{port}}; location / {{ {conf} }} }}"), why);
     }
 }
+
+/// nginx's auto redirect: a prefix location whose name ends with `/` and
+/// that passes to an origin answers its name without the slash with a 301
+/// to the (escaped) name, arguments kept, before any regex location; not
+/// when a location has exactly the requested name, and not for a static
+/// location. The directory redirect escapes the URI the same way
+/// (nginx-tests' http_location_auto.t, http_absolute_redirect.t).
+#[test]
+fn auto_redirect_to_the_slashed_location_and_escaped_directories() {
+    let o = Origin::start(|r| Reply::ok(format!("origin {}", r.target())));
+    let s = builder()
+        .file("html/dir sp/index.html", "x")
+        .http(
+            r#"server {
+                listen 127.0.0.1:{port};
+                server_name localhost;
+                location /app/ { proxy_pass http://127.0.0.1:%O%; }
+                location "/a sp/" { fastcgi_pass 127.0.0.1:9; }
+                location /both/ { proxy_pass http://127.0.0.1:%O%; }
+                location /both { return 200 "both\n"; }
+                location /static/ { return 200 "static\n"; }
+                location ~ ^/app$ { return 200 "regex\n"; }
+                location / { }
+            }"#
+            .replace("%O%", &o.port.to_string())
+            .as_str(),
+        )
+        .start();
+    let p = s.port;
+    let r = s.get("/app");
+    assert_eq!(r.status, 301, "{}", r.head);
+    assert_eq!(r.must("Location"), format!("http://localhost:{p}/app/"));
+    let r = s.get("/app?a=b");
+    assert_eq!(r.must("Location"), format!("http://localhost:{p}/app/?a=b"));
+    assert_eq!(s.get("/app/x").text(), "origin /app/x");
+    let r = s.get("/a%20sp");
+    assert_eq!(r.status, 301, "{}", r.head);
+    assert_eq!(r.must("Location"), format!("http://localhost:{p}/a%20sp/"));
+    assert_eq!(s.get("/both").text(), "both\n");
+    assert_eq!(s.get("/static").status, 404);
+    let r = s.get("/dir%20sp?q=1");
+    assert_eq!(r.status, 301, "{}", r.head);
+    assert_eq!(r.must("Location"), format!("http://localhost:{p}/dir%20sp/?q=1"));
+}

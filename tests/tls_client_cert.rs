@@ -155,3 +155,29 @@ fn a_revoked_client_certificate_is_refused() {
     assert_eq!(fetch(&s2, &url2, &[]).text(), "NONE\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `ssl_verify_client optional_no_ca` needs no `ssl_client_certificate`
+/// (nginx-tests' ssl_client_escaped_cert.t, h2_ssl_verify_client.t): the
+/// certificate is of an unknown issuer, which the mode lets through, and
+/// its variables are there; without a certificate the request passes too.
+#[test]
+fn optional_no_ca_without_a_ca() {
+    let s = builder()
+        .tls_files()
+        .http(
+            "server {\n  listen 127.0.0.1:{port} ssl;\n  server_name a.test;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n  ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               ssl_verify_client optional_no_ca;\n\
+               location / { return 200 \"[$ssl_client_verify] [$ssl_client_serial]\\n\"; }\n}",
+        )
+        .start();
+    let dir = odd_client(&s);
+    let (c, k) = (dir.join("c.crt").display().to_string(), dir.join("c.key").display().to_string());
+    let f = fetch(&s, &format!("https://a.test:{}/", s.port), &["--cert", &c, "--key", &k]);
+    assert_eq!(f.status, 200, "{}", f.text());
+    // curl sends the CA with the certificate: a self-signed top.
+    assert_eq!(f.text(), "[FAILED:self-signed certificate in certificate chain] [AB12]\n");
+    let f = fetch(&s, &format!("https://a.test:{}/", s.port), &[]);
+    assert_eq!((f.status, f.text().as_str()), (200, "[NONE] []\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -227,3 +227,70 @@ fn request_body_reaches_headers_and_the_log() {
         "{log}"
     );
 }
+
+/// `$request_body_file` and `client_body_in_file_only`, as nginx-tests'
+/// body.t: a body past the memory buffer is in a named file (unlinked at
+/// once unless asked for), `on` puts every body in a file that stays,
+/// `clean` removes it when the request ends; a body passed on unbuffered
+/// has no file, and its `$request_body` is the body when it is small.
+#[test]
+fn request_body_file_and_in_file_only() {
+    let o = Origin::start(|r| Reply::ok(format!("got {}", r.body.len())));
+    let http = r#"
+        client_body_buffer_size 1k;
+        client_body_temp_path client_body_temp;
+        server {
+            listen 127.0.0.1:{port};
+            add_header X-File $request_body_file;
+            add_header X-Body $request_body;
+            location /p { proxy_pass http://127.0.0.1:%O%; }
+            location /on { client_body_in_file_only on; proxy_pass http://127.0.0.1:%O%; }
+            location /clean { client_body_in_file_only clean; proxy_pass http://127.0.0.1:%O%; }
+            location /u {
+                proxy_request_buffering off;
+                client_body_in_file_only on;
+                proxy_pass http://127.0.0.1:%O%;
+            }
+        }"#;
+    let s = proxy(http, &[("%O%", o.port)]);
+    let post = |path: &str, body: &str| {
+        let raw = format!(
+            "POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        request(s.port, &raw)
+    };
+    let temp = s.path("client_body_temp");
+    let in_temp = |r: &Response| {
+        let f = std::path::PathBuf::from(r.must("X-File"));
+        assert_eq!(f.parent(), Some(temp.as_path()), "{}", r.head);
+        f
+    };
+    // Small: in memory, no file.
+    let r = post("/p", "a=1");
+    assert_eq!((r.text().as_str(), r.header("X-File"), r.header("X-Body")), ("got 3", None, Some("a=1")));
+    // Past the buffer: a named file, already unlinked.
+    let big = "x".repeat(5000);
+    let r = post("/p", &big);
+    assert_eq!(r.text(), "got 5000");
+    assert!(r.header("X-Body").is_none(), "{}", r.head);
+    assert!(!in_temp(&r).exists());
+    // `on`: every body in a file that stays.
+    let r = post("/on", "abc");
+    assert_eq!(r.text(), "got 3");
+    let kept = in_temp(&r);
+    assert_eq!(std::fs::read(&kept).expect("kept file"), b"abc");
+    // `clean`: gone once the request ends.
+    let r = post("/clean", &big);
+    assert_eq!(r.text(), "got 5000");
+    let clean = in_temp(&r);
+    let t0 = std::time::Instant::now();
+    while clean.exists() && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!clean.exists(), "{} left behind", clean.display());
+    // Unbuffered: no file, the small body is the variable's.
+    let r = post("/u", "q=2");
+    assert_eq!((r.text().as_str(), r.header("X-File"), r.header("X-Body")), ("got 3", None, Some("q=2")));
+    assert_eq!(o.requests().last().map(|r| r.body.clone()), Some(b"q=2".to_vec()));
+}

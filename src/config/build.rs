@@ -289,6 +289,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         client_body_timeout: Duration::from_secs(60),
         client_body_buffer_size: 16 * 1024,
         client_body_temp_path: prefix.join("client_body_temp"),
+        client_body_in_file_only: crate::http::connection::spool::Naming::Anonymous,
         send_timeout: Duration::from_secs(60),
         open_file_cache: None,
         open_file_cache_valid: Duration::from_secs(60),
@@ -476,6 +477,12 @@ pub fn build(
     })
 }
 
+/// The variable a `map`, `geo` or `split_clients` block defines, without `$`.
+fn block_var_name(d: &Directive) -> &str {
+    let at = if d.name == "geo" { d.args.len().saturating_sub(1) } else { 1 };
+    d.args.get(at).map_or("", |w| w.text.trim_start_matches('$'))
+}
+
 fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<HttpConf, ConfError> {
     let mut conf = default_loc(&ctx.prefix);
     conf.error_log = main.error_log.clone();
@@ -489,13 +496,41 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     conf.limit.rate.set_slot = crate::http::rewrite::vars::slot("limit_rate");
     super::geo::reset();
     super::split_clients::reset();
-    for d in dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())) {
+    // A block's values may use a variable a later block defines (nginx
+    // resolves variables once the whole configuration is read): a block
+    // that names a variable not defined yet waits for a later pass, and
+    // the passes end when one defines nothing new.
+    let mut pending: Vec<&Directive> = dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())).collect();
+    for d in &pending {
         table::check_shape(table::lookup(&d.name).ok_or_else(|| table::unknown(d))?, d)?;
-        match d.name.as_str() {
-            "map" => super::map::map_block(d)?,
-            "geo" => super::geo::define(d, &mut ctx.warnings)?,
-            _ => super::split_clients::define(d)?,
+    }
+    while !pending.is_empty() {
+        let mut waiting = Vec::new();
+        let mut first_err = None;
+        for d in &pending {
+            let r = match d.name.as_str() {
+                "map" => super::map::map_block(d),
+                "geo" => super::geo::define(d, &mut ctx.warnings),
+                _ => super::split_clients::define(d),
+            };
+            if let Err(e) = r {
+                let later = pending.iter().any(|p| {
+                    !std::ptr::eq(*p, *d)
+                        && e.to_string().contains(&format!("unknown \"{}\" variable", block_var_name(p)))
+                });
+                if !later {
+                    return Err(e);
+                }
+                first_err.get_or_insert(e);
+                waiting.push(*d);
+            }
         }
+        if waiting.len() == pending.len()
+            && let Some(e) = first_err
+        {
+            return Err(e);
+        }
+        pending = waiting;
     }
     // nginx's default access log, unless the http level sets its own (which
     // would replace it before any server could inherit it).

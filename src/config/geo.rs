@@ -60,7 +60,13 @@ impl GeoDef {
             IpAddr::V4(a) => {
                 let a = u32::from(a);
                 if let Some(r) = &self.ranges {
-                    return r.iter().find(|(s, e, _)| *s <= a && a <= *e).map_or(&self.default, |(_, _, v)| v);
+                    // Sorted, not overlapping: the last range starting at
+                    // or below the address.
+                    let i = r.partition_point(|(s, _, _)| *s <= a);
+                    return match i.checked_sub(1).map(|i| &r[i]) {
+                        Some((_, e, v)) if a <= *e => v,
+                        _ => &self.default,
+                    };
                 }
                 self.v4.iter().find_map(|(mask, nets)| nets.get(&(a & mask))).unwrap_or(&self.default)
             }
@@ -109,6 +115,61 @@ fn literal(v: &str) -> Arc<[u8]> {
 }
 
 /// Builds `geo [$address] $variable { ... }`.
+/// `A.B.C.D-E.F.G.H` of a `ranges` geo.
+fn range(k: &str, e: &Directive) -> Result<(u32, u32), ConfError> {
+    let bad = || ConfError::at(format!("invalid range \"{k}\""), &e.span);
+    let (a, b) = k.split_once('-').ok_or_else(bad)?;
+    let ip = |t: &str| t.parse::<std::net::Ipv4Addr>().map(u32::from);
+    match (ip(a), ip(b)) {
+        (Ok(a), Ok(b)) if a <= b => Ok((a, b)),
+        _ => Err(bad()),
+    }
+}
+
+/// A range's pieces within each /16, as nginx stores them (its table is
+/// indexed by the high 16 bits), so that `delete` finds the same pieces.
+fn pieces(a: u32, b: u32) -> impl Iterator<Item = (u32, u32)> {
+    (a >> 16..=b >> 16).map(move |hi| ((hi << 16).max(a), ((hi << 16) | 0xffff).min(b)))
+}
+
+/// Adds a range over the sorted, non-overlapping list: where it overlaps
+/// earlier ranges it replaces them (nginx's "add before", "insert"...
+/// cases: the later range's value wins, the rest of the earlier ones
+/// stays).
+fn add_range(r: &mut Ranges, a: u32, b: u32, v: &Arc<[u8]>) {
+    for (a, b) in pieces(a, b) {
+        let mut kept = Vec::new();
+        let start = r.partition_point(|(_, e, _)| *e < a);
+        let mut end = start;
+        while end < r.len() && r[end].0 <= b {
+            let (s, e, ref old) = r[end];
+            if s < a {
+                kept.push((s, a - 1, old.clone()));
+            }
+            if e > b {
+                kept.push((b + 1, e, old.clone()));
+            }
+            end += 1;
+        }
+        kept.push((a, b, v.clone()));
+        kept.sort_by_key(|(s, _, _)| *s);
+        r.splice(start..end, kept);
+    }
+}
+
+/// nginx's `delete` in a `ranges` geo: each /16 piece must be a range as
+/// stored; false if one is not.
+fn delete_range(r: &mut Ranges, a: u32, b: u32) -> bool {
+    let mut all = true;
+    for (a, b) in pieces(a, b) {
+        match r.iter().position(|(s, e, _)| *s == a && *e == b) {
+            Some(i) => drop(r.remove(i)),
+            None => all = false,
+        }
+    }
+    all
+}
+
 pub fn geo_block(d: &Directive, warnings: &mut Vec<String>) -> Result<GeoDef, ConfError> {
     let args: Vec<&str> = d.args.iter().map(|w| w.text.as_str()).collect();
     let (source, var) = match args.as_slice() {
@@ -131,22 +192,22 @@ pub fn geo_block(d: &Directive, warnings: &mut Vec<String>) -> Result<GeoDef, Co
             ["proxy_recursive"] => recursive = true,
             ["proxy", n] => proxies.push(net(n, e, warnings)?),
             ["default", v] => default = literal(v),
+            ["delete", k] if ranges.is_some() => {
+                let (a, b) = range(k, e)?;
+                if let Some(r) = ranges.as_mut()
+                    && !delete_range(r, a, b)
+                {
+                    warnings.push(ConfError::at(format!("no address range \"{k}\" to delete"), &e.span).to_string());
+                }
+            }
             ["delete", n] if ranges.is_none() => {
                 let c = net(n, e, warnings)?;
                 nets.retain(|(x, _)| *x != c);
             }
             [k, v] if ranges.is_some() => {
-                let (a, b) =
-                    k.split_once('-').ok_or_else(|| ConfError::at(format!("invalid range \"{k}\""), &e.span))?;
-                let ip = |t: &str| t.parse::<std::net::Ipv4Addr>().map(u32::from);
-                let (Ok(a), Ok(b)) = (ip(a), ip(b)) else {
-                    return Err(ConfError::at(format!("invalid range \"{k}\""), &e.span));
-                };
-                if a > b {
-                    return Err(ConfError::at(format!("invalid range \"{k}\""), &e.span));
-                }
+                let (a, b) = range(k, e)?;
                 if let Some(r) = ranges.as_mut() {
-                    r.insert(0, (a, b, literal(v)));
+                    add_range(r, a, b, &literal(v));
                 }
             }
             [k, v] => {
@@ -252,5 +313,36 @@ mod tests {
         assert_eq!(at(&g, "10.0.1.5"), "d");
         let g = geo("geo $g { 0.0.0.0/0 any; 127.0.0.1 lo; }");
         assert_eq!(at(&g, "8.8.8.8"), "any");
+    }
+
+    /// nginx-tests' geo.t: a later range replaces what it overlaps, and
+    /// `delete` removes the pieces as stored (split by later ranges and
+    /// by /16).
+    #[test]
+    fn ranges_overlap_and_delete_as_nginx() {
+        let g = geo("geo $g { ranges; default d; 127.0.0.0-127.0.0.255 t; 127.0.0.1-127.0.0.1 lo; \
+             delete 127.0.0.0-127.0.0.0; delete 127.0.0.2-127.0.0.255; delete 127.0.0.1-127.0.0.1; }");
+        assert_eq!(at(&g, "127.0.0.1"), "d");
+        assert_eq!(at(&g, "127.0.0.9"), "d");
+        let g = geo("geo $g { ranges; default d; 127.0.0.0-127.1.0.0 lo; delete 127.0.0.0-127.1.0.0; }");
+        assert_eq!(at(&g, "127.0.200.1"), "d");
+        let g = geo("geo $g { ranges; default d; 10.10.3.0-10.11.2.255 foo; 10.12.3.0-10.13.2.255 foo2; \
+             delete 10.10.3.0-10.11.2.255; }");
+        assert_eq!(at(&g, "10.11.2.1"), "d");
+        assert_eq!(at(&g, "10.13.2.1"), "foo2");
+        for (conf, want) in [
+            ("127.0.0.1-127.0.0.255 lo; 127.0.0.0-127.0.0.0 t;", "lo"),
+            ("127.0.0.0-127.0.0.255 t; 127.0.0.1-127.0.0.2 t2; 127.0.0.1-127.0.0.1 lo;", "lo"),
+            ("127.0.0.0-127.0.0.255 t; 127.0.0.0-127.0.0.1 lo;", "lo"),
+            ("127.0.0.0-127.0.0.255 t; 127.0.0.1-127.0.0.255 lo;", "lo"),
+        ] {
+            let g = geo(&format!("geo $g {{ ranges; default d; {conf} }}"));
+            assert_eq!(at(&g, "127.0.0.1"), want, "{conf}");
+        }
+        let g = geo("geo $g { ranges; 127.0.0.0-127.0.0.255 t; 127.0.0.1-127.0.0.2 t2; }");
+        assert_eq!(
+            (at(&g, "127.0.0.0"), at(&g, "127.0.0.2"), at(&g, "127.0.0.3")),
+            ("t".into(), "t2".into(), "t".into())
+        );
     }
 }

@@ -22,6 +22,14 @@ pub struct MapDef {
     pub exact: HashMap<Vec<u8>, Template>,
     pub regex: Vec<(crate::pattern::Regex, Template)>,
     pub default: Template,
+    /// `hostnames`: a trailing dot of the value is ignored and the keys
+    /// may be wildcards.
+    pub hostnames: bool,
+    /// `*.example.com` (`.example.com` also matches `example.com`): the
+    /// key without `*`, lowercased, and the value.
+    pub head: Vec<(Vec<u8>, bool, Template)>,
+    /// `www.example.*`: the key without `*`, lowercased.
+    pub tail: Vec<(Vec<u8>, Template)>,
 }
 
 impl std::fmt::Debug for MapDef {
@@ -42,7 +50,16 @@ impl MapDef {
     /// regex that matched (if one did): the value may use them, as
     /// `~^(?<site>.+)\.example\.com$ $site;` or `$1` do in nginx.
     pub fn lookup(&self, value: &[u8]) -> (&Template, Option<(&crate::pattern::Regex, crate::pattern::Spans)>) {
-        if let Some(t) = self.exact.get(&value.to_ascii_lowercase()) {
+        let mut key = value.to_ascii_lowercase();
+        if self.hostnames && key.last() == Some(&b'.') {
+            key.pop();
+        }
+        if let Some(t) = self.exact.get(&key) {
+            return (t, None);
+        }
+        if self.hostnames
+            && let Some(t) = self.wildcard(&key)
+        {
             return (t, None);
         }
         for (re, t) in &self.regex {
@@ -51,6 +68,27 @@ impl MapDef {
             }
         }
         (&self.default, None)
+    }
+
+    /// nginx's combined hash: the longest matching head wildcard, then the
+    /// longest matching tail wildcard.
+    fn wildcard(&self, key: &[u8]) -> Option<&Template> {
+        let head = self
+            .head
+            .iter()
+            .filter(|(suffix, dot, _)| {
+                // `suffix` starts with the dot: ".example.com".
+                (key.len() > suffix.len() && key.ends_with(suffix)) || (*dot && key == &suffix[1..])
+            })
+            .max_by_key(|(suffix, _, _)| suffix.len());
+        if let Some((_, _, t)) = head {
+            return Some(t);
+        }
+        self.tail
+            .iter()
+            .filter(|(prefix, _)| key.len() > prefix.len() && key.starts_with(prefix))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, t)| t)
     }
 }
 
@@ -114,12 +152,25 @@ pub fn map_block(d: &Directive) -> Result<(), ConfError> {
         exact: HashMap::new(),
         regex: Vec::new(),
         default: Template::literal(""),
+        hostnames: false,
+        head: Vec::new(),
+        tail: Vec::new(),
     };
     for e in d.block.as_deref().unwrap_or(&[]) {
         let mut words = vec![e.name.as_str()];
         words.extend(e.args.iter().map(|w| w.text.as_str()));
         match words.as_slice() {
-            ["hostnames"] | ["volatile"] => {}
+            ["hostnames"] => m.hostnames = true,
+            ["volatile"] => {}
+            [k, v] if m.hostnames && (k.starts_with('.') || k.starts_with("*.")) => {
+                let dot = k.starts_with('.');
+                let suffix = k.strip_prefix('*').unwrap_or(k).as_bytes().to_ascii_lowercase();
+                m.head.push((suffix, dot, value(e, v)?));
+            }
+            [k, v] if m.hostnames && k.ends_with(".*") => {
+                let prefix = k.as_bytes()[..k.len() - 1].to_ascii_lowercase();
+                m.tail.push((prefix, value(e, v)?));
+            }
             ["default", v] => m.default = value(e, v)?,
             [k, v] => {
                 if let Some(pat) = k.strip_prefix('~') {

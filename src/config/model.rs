@@ -250,6 +250,10 @@ pub struct LocConf {
     /// Request bodies larger than this are buffered in a temporary file.
     pub client_body_buffer_size: usize,
     pub client_body_temp_path: PathBuf,
+    /// `client_body_in_file_only`: `Anonymous` for `off` (the body goes to
+    /// a file only past `client_body_buffer_size`), `Kept` for `on`,
+    /// `Clean` for `clean`.
+    pub client_body_in_file_only: crate::http::connection::spool::Naming,
     pub send_timeout: Duration,
     pub open_file_cache: Option<OpenFileCacheConf>,
     pub open_file_cache_valid: Duration,

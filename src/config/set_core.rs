@@ -102,7 +102,6 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("msie_refresh", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("log_subrequest", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("client_body_in_single_buffer", HSL, 1, 1, Set::Ctx(on_off)),
-    cmd("client_body_in_file_only", HSL, 1, 1, Set::Ctx(client_body_in_file_only)),
     cmd("proxy_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("fastcgi_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
 ];
@@ -245,20 +244,6 @@ fn open_log_file_cache(d: &Directive, _: &mut Ctx) -> R {
         }
     }
     Ok(())
-}
-
-/// Request bodies go to a file only past `client_body_buffer_size`; a
-/// config asking for every body in a file (for `$request_body_file`) is
-/// refused rather than run differently.
-fn client_body_in_file_only(d: &Directive, _: &mut Ctx) -> R {
-    match arg(d, 0) {
-        "off" => Ok(()),
-        "on" | "clean" => Err(ConfError::at(
-            "\"client_body_in_file_only on|clean\" is not supported ($request_body_file is not available)",
-            &d.span,
-        )),
-        v => Err(invalid(d, v)),
-    }
 }
 
 /// `send_lowat`, `proxy_send_lowat`, `fastcgi_send_lowat`: SO_SNDLOWAT,

@@ -271,6 +271,20 @@ pub fn client_body_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R
     Ok(())
 }
 
+/// `client_body_in_file_only on|clean|off`: every body read for an origin
+/// goes to a named file in `client_body_temp_path` (`$request_body_file`),
+/// kept after the request (`on`) or removed with it (`clean`).
+pub fn client_body_in_file_only(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    use crate::http::connection::spool::Naming;
+    c.client_body_in_file_only = match arg(d, 0) {
+        "off" => Naming::Anonymous,
+        "on" => Naming::Kept,
+        "clean" => Naming::Clean,
+        v => return Err(invalid(d, v)),
+    };
+    Ok(())
+}
+
 /// `client_body_temp_path PATH [LEVEL...]`: as `proxy_temp_path`.
 pub fn client_body_temp_path(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     c.client_body_temp_path = super::proxy_buffers::temp_path(d, ctx)?;

@@ -134,6 +134,7 @@ pub static CORE: &[Cmd] = &[
     cmd("client_body_timeout", HSL, 1, 1, Set::Loc(set_loc::client_body_timeout)),
     cmd("client_body_buffer_size", HSL, 1, 1, Set::Loc(set_loc::client_body_buffer_size)),
     cmd("client_body_temp_path", HSL, 1, 4, Set::Loc(set_loc::client_body_temp_path)),
+    cmd("client_body_in_file_only", HSL, 1, 1, Set::Loc(set_loc::client_body_in_file_only)),
     cmd("proxy_ignore_client_abort", HSL, 1, 1, Set::Loc(proxy::proxy_up::ignore_client_abort)),
     cmd("send_timeout", HSL, 1, 1, Set::Loc(set_loc::send_timeout)),
     cmd("open_file_cache", HSL, 1, 2, Set::Loc(set_loc::open_file_cache)),

@@ -12,7 +12,12 @@ use rustls_pki_types::{CertificateDer, UnixTime};
 
 #[derive(Debug)]
 pub struct Deferred {
-    pub inner: Arc<dyn ClientCertVerifier>,
+    /// The chain's verifier; None with `ssl_verify_client optional_no_ca`
+    /// and no `ssl_client_certificate` (nginx accepts that: every
+    /// certificate is then of an unknown issuer).
+    pub inner: Option<Arc<dyn ClientCertVerifier>>,
+    /// Checks the client's proof of its key when there is no verifier.
+    pub algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
 }
 
 impl ClientCertVerifier for Deferred {
@@ -25,7 +30,7 @@ impl ClientCertVerifier for Deferred {
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
+        self.inner.as_ref().map_or(&[], |v| v.root_hint_subjects())
     }
 
     fn verify_client_cert(
@@ -43,7 +48,10 @@ impl ClientCertVerifier for Deferred {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        match &self.inner {
+            Some(v) => v.verify_tls12_signature(message, cert, dss),
+            None => rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms),
+        }
     }
 
     fn verify_tls13_signature(
@@ -52,11 +60,28 @@ impl ClientCertVerifier for Deferred {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        match &self.inner {
+            Some(v) => v.verify_tls13_signature(message, cert, dss),
+            None => match super::client_cert::spki(cert) {
+                // Any certificate version (webpki refuses version 1, which
+                // `openssl req -x509` makes without extensions): the key
+                // signs, whatever the certificate around it.
+                Some(spki) => rustls::crypto::verify_tls13_signature_with_raw_key(
+                    message,
+                    &rustls_pki_types::SubjectPublicKeyInfoDer::from(spki),
+                    dss,
+                    &self.algorithms,
+                ),
+                None => rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms),
+            },
+        }
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        match &self.inner {
+            Some(v) => v.supported_verify_schemes(),
+            None => self.algorithms.supported_schemes(),
+        }
     }
 }
 
@@ -99,9 +124,27 @@ pub fn check(inner: &dyn ClientCertVerifier, chain: &[CertificateDer<'_>]) -> Re
     })
 }
 
+/// A chain checked with no CA at all (`optional_no_ca` without
+/// `ssl_client_certificate`): OpenSSL's complaint about its issuer.
+pub fn without_ca(chain: &[CertificateDer<'_>]) -> Option<VerifyError> {
+    let (leaf, rest) = chain.split_first()?;
+    Some(match rest.last() {
+        None if self_issued(leaf) => VerifyError { code: 18, text: "self-signed certificate".into() },
+        Some(top) if self_issued(top) => {
+            VerifyError { code: 19, text: "self-signed certificate in certificate chain".into() }
+        }
+        _ => VerifyError { code: 20, text: "unable to get local issuer certificate".into() },
+    })
+}
+
 /// Subject and issuer are the same name (parsed by webpki, as rustls does).
+/// A version 1 certificate, which webpki refuses, is compared by its
+/// names as this server formats them.
 fn self_issued(leaf: &CertificateDer<'_>) -> bool {
-    webpki::EndEntityCert::try_from(leaf).is_ok_and(|c| c.subject() == c.issuer())
+    match webpki::EndEntityCert::try_from(leaf) {
+        Ok(c) => c.subject() == c.issuer(),
+        Err(_) => super::client_cert::names(leaf).is_some_and(|n| n.subject == n.issuer),
+    }
 }
 
 /// rustls's certificate errors in OpenSSL's X509_V_ERR codes and words.

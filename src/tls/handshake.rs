@@ -109,6 +109,7 @@ pub async fn accept(
         let conn = stream.get_ref().1;
         let cert_error = match (&tls.client_verifier, conn.peer_certificates()) {
             (Some(v), Some(chain)) => super::client_verify::check(v.as_ref(), chain).err(),
+            (None, Some(chain)) if tls.no_ca => super::client_verify::without_ca(chain),
             _ => None,
         };
         let info = TlsInfo {

@@ -215,6 +215,14 @@ fn server_config(
     let mut client_verifier = None;
     let builder = match ssl.verify_client {
         VerifyClient::Off => builder.with_no_client_auth(),
+        // nginx needs no CA for optional_no_ca: any certificate is then of
+        // an unknown issuer, which that mode lets through.
+        VerifyClient::OptionalNoCa if ssl.client_certificate.is_none() => {
+            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {
+                inner: None,
+                algorithms: provider.signature_verification_algorithms,
+            }))
+        }
         _ => {
             let Some((ca, span)) = &ssl.client_certificate else {
                 return Err(err("no ssl_client_certificate for ssl_verify_client".into(), span0));
@@ -240,7 +248,10 @@ fn server_config(
                 .build()
                 .map_err(|e| err(format!("cannot use \"{}\" for client verification: {}", ca.display(), e), span))?;
             client_verifier = Some(v.clone());
-            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred { inner: v }))
+            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {
+                inner: Some(v),
+                algorithms: provider.signature_verification_algorithms,
+            }))
         }
     };
     let tls13 = versions.contains(&&rustls::version::TLS13);

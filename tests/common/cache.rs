@@ -76,7 +76,8 @@ pub fn cache_server(o: &Origin, extra_http: &str, cache_dir: &str) -> TestServer
                     location /ign/ {{
                         proxy_pass http://127.0.0.1:%A%;
                         proxy_cache_valid 10m;
-                        proxy_ignore_headers Cache-Control Set-Cookie Expires;
+                        proxy_ignore_headers Cache-Control;
+                        proxy_ignore_headers Set-Cookie Expires;
                     }}
                     location /off/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache off; }}
                     location /mro/ {{ proxy_pass http://127.0.0.1:%A%; proxy_cache_valid 10m; proxy_cache_max_range_offset 10; }}

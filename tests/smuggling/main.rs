@@ -59,9 +59,9 @@ const STRICTER: &[(&str, &str)] = &[
     // nginx's request-line parser takes any scheme in absolute-form;
     // sluice only http and https.
     ("abs_uri_bad_scheme", "400 for a scheme other than http(s)"),
-    // httparse knows HTTP/1.0 and HTTP/1.1 only; nginx takes any 1.x, and
-    // "HTTP/1.1 " with a space before the CRLF.
-    ("v_http12", "400 for HTTP/1.2"),
+    // httparse knows HTTP/1.0 and HTTP/1.1 only (sluice reads HTTP/1.2 to
+    // 1.9 as 1.1 itself); nginx takes any 1.x up to 1.99, and "HTTP/1.1 "
+    // with a space before the CRLF.
     ("v_http1_10", "400 for HTTP/1.10"),
     ("v_trailing_space", "400 for a space after the version"),
     // nginx drops (ignore_invalid_headers) a header line without a colon;

@@ -38,8 +38,9 @@ pub static DIRECTIVES: &[Cmd] = &[
 pub struct AuthRequestConf {
     /// None: `auth_request off` (the default).
     pub uri: Option<Arc<Template>>,
-    /// `auth_request_set`: the variable's `set` slot and its value.
-    pub set: Arc<Vec<(usize, Template)>>,
+    /// `auth_request_set`: the variable (a `set` slot, or `$args`, which
+    /// nginx lets any module set) and its value.
+    pub set: Arc<Vec<(crate::http::rewrite::SetTarget, Template)>>,
 }
 
 fn auth_request(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
@@ -59,8 +60,14 @@ fn auth_request_set(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         return Err(ConfError::at(format!("invalid variable name \"{var}\""), &d.span));
     };
     // Declared with the `set` variables (`rewrite::vars`).
-    let slot = crate::http::rewrite::vars::slot(name)
-        .ok_or_else(|| ConfError::at(format!("invalid variable name \"{var}\""), &d.span))?;
+    let slot = if name.eq_ignore_ascii_case("args") {
+        crate::http::rewrite::SetTarget::Args
+    } else {
+        crate::http::rewrite::SetTarget::Slot(
+            crate::http::rewrite::vars::slot(name)
+                .ok_or_else(|| ConfError::at(format!("invalid variable name \"{var}\""), &d.span))?,
+        )
+    };
     let value = Template::compile(&d.args[1].text).map_err(|e| ConfError::at(e, &d.span))?;
     let mut set = (*c.access.auth_request.set).clone();
     set.push((slot, value));
@@ -162,11 +169,17 @@ pub async fn run<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>) {
             .collect(),
     };
     let vars = Vars { resp: Some(&resp), ..Vars::request(&sub) };
-    let values: Vec<(usize, Vec<u8>)> =
-        conf.access.auth_request.set.iter().map(|(slot, t)| (*slot, t.render_to_vec(&vars))).collect();
+    let values: Vec<(crate::http::rewrite::SetTarget, Vec<u8>)> =
+        conf.access.auth_request.set.iter().map(|(slot, t)| (slot.clone(), t.render_to_vec(&vars))).collect();
     crate::http::proxy::drain(w, resp.body).await;
-    for (slot, v) in values {
-        ctx.set_var(slot, v);
+    for (target, v) in values {
+        match target {
+            crate::http::rewrite::SetTarget::Slot(slot) => ctx.set_var(slot, v),
+            crate::http::rewrite::SetTarget::Args => {
+                ctx.req.args = if v.is_empty() { None } else { Some(std::borrow::Cow::Owned(v)) };
+                ctx.unparsed_uri_valid = false;
+            }
+        }
     }
     ctx.auth = State::Answered(Box::new(answer));
 }

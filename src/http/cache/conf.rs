@@ -46,6 +46,9 @@ macro_rules! cache_directives {
             pub fn reset_no_cache(l: &mut LocConf) {
                 c(l).no_cache.clear();
             }
+            pub fn reset_ignore_headers(l: &mut LocConf) {
+                c(l).ignore = Default::default();
+            }
             super::setters!(c; key, valid, methods, min_uses, bypass, no_cache, use_stale, background_update,
                 lock, lock_timeout, lock_age, revalidate, convert_head, max_range_offset, ignore_headers, purge);
         }
@@ -66,7 +69,7 @@ macro_rules! cache_directives {
             cmd(concat!($p, "_cache_lock_age"), HSL, 1, 1, Set::Loc($module::lock_age)),
             cmd(concat!($p, "_cache_revalidate"), HSL, 1, 1, Set::Loc($module::revalidate)),
             cmd(concat!($p, "_cache_max_range_offset"), HSL, 1, 1, Set::Loc($module::max_range_offset)),
-            cmd(concat!($p, "_ignore_headers"), HSL, 1, MANY, Set::Loc($module::ignore_headers)),
+            list(cmd(concat!($p, "_ignore_headers"), HSL, 1, MANY, Set::Loc($module::ignore_headers)), $module::reset_ignore_headers),
             cmd(concat!($p, "_cache_purge"), HSL, 1, MANY, Set::Loc($module::purge)),
             $($extra),*
         ];
@@ -527,8 +530,10 @@ pub fn max_range_offset(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+/// nginx's bitmask: repeated at a level, the directive adds to what the
+/// level set (the inherited value is dropped by the first one).
 pub fn ignore_headers(c: &mut CacheConf, d: &Directive, _: &mut Ctx) -> R {
-    let mut i = Ignore::default();
+    let mut i = c.ignore;
     for w in &d.args {
         match w.text.to_ascii_lowercase().as_str() {
             "x-accel-expires" => i.x_accel_expires = true,

@@ -80,6 +80,7 @@ pub struct Limits<'a> {
     pub timeout: Duration,
     pub buffer_size: usize,
     pub temp_dir: &'a std::path::Path,
+    pub naming: super::spool::Naming,
 }
 
 /// Reads the whole body that follows a head: first from `initial` (what
@@ -93,7 +94,7 @@ pub async fn read_all(
     let too_large =
         |n: u64| BodyError { status: 413, reason: format!("client intended to send too large body: {} bytes", n) };
     let spool_failed = |reason: String| BodyError { status: 500, reason };
-    let mut spool = Spool::new(lim.buffer_size, lim.temp_dir);
+    let mut spool = Spool::named(lim.buffer_size, lim.temp_dir, lim.naming);
     let mut chunk: Vec<u8> = Vec::new();
     async fn more(stream: &mut super::sock::Sock, buf: &mut Vec<u8>, timeout: Duration) -> Result<(), BodyError> {
         if buf.capacity() - buf.len() < 4096 {

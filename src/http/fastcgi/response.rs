@@ -341,7 +341,10 @@ fn interpret(
                 accel_buffering = Some(false);
             }
         } else if is("x-accel-expires") && !ignore.x_accel_expires {
-            accel_expires = Some(v.to_vec());
+            // nginx acts on the first one; a duplicate is ignored.
+            if accel_expires.is_none() {
+                accel_expires = Some(v.to_vec());
+            }
         } else if is("x-accel-redirect") {
             accel_redirect = Some(v.to_vec());
         }

@@ -160,6 +160,9 @@ pub struct ReqCtx<'c, 'a> {
     /// `$request_body`: a copy of a body the proxy read whole into memory
     /// (kept only when some template reads the variable).
     pub request_body: Option<Vec<u8>>,
+    /// `$request_body_file`: the named temporary file of a body the proxy
+    /// read into a file.
+    pub request_body_file: Option<std::path::PathBuf>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -274,7 +277,9 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::Http(name) => req.header(name).is_some(),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
             Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
-            Var::ProxyPort | Var::UpstreamCookie(_) | Var::RequestBody => super::more_vars::found(self, var),
+            Var::ProxyPort | Var::UpstreamCookie(_) | Var::RequestBody | Var::RequestBodyFile => {
+                super::more_vars::found(self, var)
+            }
             _ => false,
         }
     }
@@ -452,7 +457,8 @@ impl VarSource for Vars<'_, '_, '_> {
             | Var::SslEarlyData
             | Var::Family(_)
             | Var::UpstreamCookie(_)
-            | Var::RequestBody => super::more_vars::write(self, var, out),
+            | Var::RequestBody
+            | Var::RequestBodyFile => super::more_vars::write(self, var, out),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
                 let xff: Vec<&[u8]> = if g.proxies.is_empty() {
@@ -686,6 +692,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             limit: Default::default(),
             auth_delay: None,
             request_body: None,
+            request_body_file: None,
         }
     }
 

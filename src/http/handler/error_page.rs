@@ -49,6 +49,11 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
         );
         return super::error(ctx, 500);
     }
+    if !matches!(step, Step::Done(_)) {
+        // An internal redirect clears the modules' request state (nginx
+        // zeroes r->ctx): the new location's auth_request asks again.
+        ctx.auth = Default::default();
+    }
     let mut r = match step {
         Step::Redirect(uri, args) => {
             ctx.req.path = Cow::Owned(uri);

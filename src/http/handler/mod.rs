@@ -121,7 +121,9 @@ fn route_from<'c>(ctx: &mut ReqCtx<'c, '_>, start_named: Option<&'c str>, mut at
                     }
                 }
             } else {
-                find_location(ctx);
+                if let Some(r) = find_location(ctx) {
+                    return r;
+                }
                 // `internal` locations are not for client requests.
                 if ctx.conf.core.internal && !internal {
                     return error(ctx, 404);
@@ -187,6 +189,8 @@ pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c
     if ctx.req.method != crate::http::request::Method::Head {
         ctx.req.method = crate::http::request::Method::Get;
     }
+    // nginx zeroes the modules' request state (r->ctx) on a redirect.
+    ctx.auth = Default::default();
     let resp = match to.strip_prefix(b"@") {
         Some(name) => {
             let server: &'c crate::config::model::Server = ctx.server;
@@ -263,10 +267,28 @@ pub async fn complete<'c>(
 }
 
 /// nginx's find-config phase: the location for the URI (or the server
-/// level), its regex captures recorded.
-fn find_location(ctx: &mut ReqCtx<'_, '_>) {
+/// level), its regex captures recorded; or nginx's 301 to a location's
+/// name with its trailing slash (`/app` for `location /app/ { proxy_pass
+/// ...; }`), with the client's arguments.
+fn find_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Option<Response<'c>> {
     ctx.uri_changed = false;
-    let found = crate::http::routing::location::find(&ctx.server.locations, &ctx.req.path);
+    let found = match crate::http::routing::location::lookup(&ctx.server.locations, &ctx.req.path) {
+        crate::http::routing::location::Lookup::Location(l) => l,
+        crate::http::routing::location::Lookup::AutoRedirect(l) => {
+            enter(ctx, &l.conf);
+            let mut target = Vec::new();
+            if let crate::config::model::Matcher::Exact(p) | crate::config::model::Matcher::Prefix { path: p, .. } =
+                &l.matcher
+            {
+                crate::http::uri::escape_uri(p, &mut target);
+            }
+            if let Some(a) = &ctx.req.args {
+                target.push(b'?');
+                target.extend_from_slice(a);
+            }
+            return Some(ret::redirect(ctx, 301, &target));
+        }
+    };
     // A regex location's captures replace earlier ones (one without
     // groups leaves none); its named groups become variables.
     if let Some(l) = found
@@ -285,6 +307,7 @@ fn find_location(ctx: &mut ReqCtx<'_, '_>) {
         Some(l) => enter(ctx, &l.conf),
         None => ctx.conf = &ctx.server.conf,
     }
+    None
 }
 
 /// Makes `conf` the request's location, or its `limit_except` block's

@@ -56,6 +56,11 @@ pub(super) fn write(v: &Vars<'_, '_, '_>, var: &Var, out: &mut Vec<u8>) {
                 out.extend_from_slice(b)
             }
         }
+        Var::RequestBodyFile => {
+            if let Some(p) = &ctx.request_body_file {
+                out.extend_from_slice(p.as_os_str().as_encoded_bytes())
+            }
+        }
         _ => {}
     }
 }
@@ -67,6 +72,7 @@ pub(super) fn found(v: &Vars<'_, '_, '_>, var: &Var) -> bool {
         Var::ProxyPort => proxy_port(v).is_some(),
         Var::UpstreamCookie(name) => upstream_cookie(v, name).is_some(),
         Var::RequestBody => v.ctx.request_body.is_some(),
+        Var::RequestBodyFile => v.ctx.request_body_file.is_some(),
         _ => false,
     }
 }

@@ -119,7 +119,9 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     };
     ctx.filename = Some(path);
     if file.is_dir {
-        let mut loc = ctx.req.path.to_vec();
+        // nginx escapes the decoded URI again ("/a dir" -> "/a%20dir/").
+        let mut loc = Vec::with_capacity(ctx.req.path.len() + 1);
+        crate::http::uri::escape_uri(&ctx.req.path, &mut loc);
         loc.push(b'/');
         if let Some(a) = &ctx.req.args {
             loc.push(b'?');

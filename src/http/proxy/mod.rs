@@ -486,6 +486,11 @@ async fn attempt(
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
     let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
     let outcome = exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await;
+    if let request_body::ReqBody::Streamed(c) = &client.body
+        && let Some(copy) = c.copy()
+    {
+        ctx.request_body = Some(copy.to_vec());
+    }
     match outcome {
         Ok(head) => {
             ctx.upstream.status.push(head.status);

@@ -138,6 +138,11 @@ pub struct ClientBody {
     pub done: bool,
     /// Bytes that followed the body (a pipelined request).
     pub extra: Vec<u8>,
+    /// `$request_body` of a body passed on unbuffered: what was passed, while
+    /// it fits `client_body_buffer_size` (nginx's variable gives the body's
+    /// buffers, which hold it all when it is that small).
+    copy: Option<Vec<u8>>,
+    copy_limit: usize,
 }
 
 /// Why sending the request failed.
@@ -158,7 +163,29 @@ impl ClientBody {
             None => Left::Chunked(Decoder::default()),
         };
         let done = matches!(left, Left::Length(0));
-        ClientBody { pending: initial.to_vec(), left, max, timeout, started: false, done, extra: Vec::new() }
+        ClientBody {
+            pending: initial.to_vec(),
+            left,
+            max,
+            timeout,
+            started: false,
+            done,
+            extra: Vec::new(),
+            copy: None,
+            copy_limit: 0,
+        }
+    }
+
+    /// Keeps a copy of the body passed on for `$request_body`, up to
+    /// `limit` bytes (a larger body leaves the variable empty).
+    pub fn keep_copy(&mut self, limit: usize) {
+        self.copy = Some(Vec::new());
+        self.copy_limit = limit;
+    }
+
+    /// The whole body passed on, if it was kept.
+    pub fn copy(&self) -> Option<&[u8]> {
+        self.copy.as_deref().filter(|c| self.done && !c.is_empty())
     }
 
     /// Content-Length when the client sent one, else re-chunked.
@@ -182,6 +209,7 @@ impl ClientBody {
                         let take = (*n).min(self.pending.len() as u64) as usize;
                         out.extend_from_slice(&self.pending[..take]);
                         *n -= take as u64;
+                        keep(&mut self.copy, self.copy_limit, &self.pending[..take]);
                         self.pending.drain(..take);
                         if *n == 0 {
                             self.done = true;
@@ -202,6 +230,7 @@ impl ClientBody {
                                 reason: format!("client intended to send too large chunked body: {} bytes", d.total),
                             });
                         }
+                        keep(&mut self.copy, self.copy_limit, &data);
                         if !data.is_empty() {
                             if framing == SendFraming::Chunked {
                                 out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
@@ -237,6 +266,17 @@ impl ClientBody {
                     });
                 }
             }
+        }
+    }
+}
+
+/// Adds a piece passed on to the kept copy, dropping the copy past `limit`.
+fn keep(copy: &mut Option<Vec<u8>>, limit: usize, data: &[u8]) {
+    if let Some(c) = copy {
+        if c.len() + data.len() > limit {
+            *copy = None;
+        } else {
+            c.extend_from_slice(data);
         }
     }
 }
@@ -390,6 +430,11 @@ async fn send_records(
 /// temp file, not one streamed, not an empty one), copied into the
 /// request's context when some template reads the variable.
 pub fn keep_for_variable(ctx: &mut crate::http::handler::ctx::ReqCtx<'_, '_>, body: &ReqBody) {
+    if let ReqBody::Buffered(b) = body
+        && let Some(name) = b.file_name()
+    {
+        ctx.request_body_file = Some(name.to_path_buf());
+    }
     if crate::variables::request_body_used()
         && let ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(b)) = body
         && !b.is_empty()

@@ -346,7 +346,9 @@ fn interpret(
                     accel_buffering = Some(false);
                 }
             }
-            Kind::AccelExpires => accel_expires = Some(v.to_vec()),
+            // nginx acts on the first X-Accel-Expires; a duplicate is ignored.
+            Kind::AccelExpires if accel_expires.is_none() => accel_expires = Some(v.to_vec()),
+            Kind::AccelExpires => {}
             Kind::AccelRedirect => accel_redirect = Some(v.to_vec()),
             Kind::ContentType => {
                 content_type = Some(match common_type(v) {

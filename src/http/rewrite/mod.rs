@@ -143,6 +143,7 @@ pub struct SetOp {
     pub value: Template,
 }
 
+#[derive(Clone, Debug)]
 pub enum SetTarget {
     /// A variable of the configuration's own (per-request slot).
     Slot(usize),

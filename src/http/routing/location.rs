@@ -11,6 +11,43 @@ use crate::config::model::{Location, Locations, Matcher};
 enum Found<'a> {
     Final(&'a Arc<Location>),
     Partial(Option<&'a Arc<Location>>),
+    /// nginx's `NGX_DONE`: the URI is a location's name without its
+    /// trailing slash, and that location passes requests to an origin
+    /// (`proxy_pass`, `fastcgi_pass`, ...): the client is redirected to the
+    /// name with the slash, before any regex location is tried.
+    AutoRedirect(&'a Arc<Location>),
+}
+
+/// What the find-config phase found.
+pub enum Lookup<'a> {
+    /// The location (None: the server level).
+    Location(Option<&'a Arc<Location>>),
+    /// A 301 to this location's name (nginx's auto redirect).
+    AutoRedirect(&'a Arc<Location>),
+}
+
+/// A location whose name ends with `/` and whose handler is an origin's
+/// (nginx's `clcf->auto_redirect`, set by `proxy_pass`, `fastcgi_pass`,
+/// `uwsgi_pass`, `scgi_pass`).
+fn auto_redirects(l: &Location) -> bool {
+    crate::http::proxy::has_handler(&l.conf)
+}
+
+/// The level has no prefix or exact location named `uri`, and one named
+/// `uri` + `/` that redirects.
+fn auto_redirect<'a>(locs: &'a Locations, uri: &[u8]) -> Option<&'a Arc<Location>> {
+    let name = |l: &'a Arc<Location>| match &l.matcher {
+        Matcher::Exact(p) | Matcher::Prefix { path: p, .. } => Some(p.as_slice()),
+        _ => None,
+    };
+    let all = || locs.exact.iter().chain(locs.prefix.iter());
+    if all().any(|l| name(l) == Some(uri)) {
+        return None;
+    }
+    all().find(|l| {
+        name(l).is_some_and(|p| p.len() == uri.len() + 1 && p.ends_with(b"/") && p.starts_with(uri))
+            && auto_redirects(l)
+    })
 }
 
 fn find_level<'a>(locs: &'a Locations, uri: &[u8]) -> Found<'a> {
@@ -18,6 +55,9 @@ fn find_level<'a>(locs: &'a Locations, uri: &[u8]) -> Found<'a> {
         if matches!(&l.matcher, Matcher::Exact(p) if p.as_slice() == uri) {
             return Found::Final(l);
         }
+    }
+    if let Some(l) = auto_redirect(locs, uri) {
+        return Found::AutoRedirect(l);
     }
     let mut current = None;
     let mut noregex = false;
@@ -29,6 +69,7 @@ fn find_level<'a>(locs: &'a Locations, uri: &[u8]) -> Found<'a> {
         if !p.children.is_empty() {
             match find_level(&p.children, uri) {
                 Found::Final(l) => return Found::Final(l),
+                Found::AutoRedirect(l) => return Found::AutoRedirect(l),
                 Found::Partial(Some(q)) => current = Some(q),
                 Found::Partial(None) => {}
             }
@@ -41,7 +82,9 @@ fn find_level<'a>(locs: &'a Locations, uri: &[u8]) -> Found<'a> {
             {
                 if !r.children.is_empty() {
                     match find_level(&r.children, uri) {
-                        Found::Final(l) | Found::Partial(Some(l)) => return Found::Final(l),
+                        Found::Final(l) | Found::Partial(Some(l)) | Found::AutoRedirect(l) => {
+                            return Found::Final(l);
+                        }
                         Found::Partial(None) => {}
                     }
                 }
@@ -54,9 +97,18 @@ fn find_level<'a>(locs: &'a Locations, uri: &[u8]) -> Found<'a> {
 
 /// The location for `uri` (normalized path), or None to use the server level.
 pub fn find<'a>(locs: &'a Locations, uri: &[u8]) -> Option<&'a Arc<Location>> {
+    match lookup(locs, uri) {
+        Lookup::Location(l) => l,
+        Lookup::AutoRedirect(l) => Some(l),
+    }
+}
+
+/// The location for `uri`, or nginx's auto redirect.
+pub fn lookup<'a>(locs: &'a Locations, uri: &[u8]) -> Lookup<'a> {
     match find_level(locs, uri) {
-        Found::Final(l) => Some(l),
-        Found::Partial(l) => l,
+        Found::Final(l) => Lookup::Location(Some(l)),
+        Found::Partial(l) => Lookup::Location(l),
+        Found::AutoRedirect(l) => Lookup::AutoRedirect(l),
     }
 }
 

@@ -152,7 +152,30 @@ pub fn parse_head(buf: &[u8], limits: Limits) -> Result<Option<Head>, HeadError>
                 Err(e) => Err(classify(buf, e)),
             }
         }
+        Err(httparse::Error::Version) if later_minor(buf).is_some() => {
+            // A later HTTP/1 minor version ("HTTP/1.2"): nginx takes the
+            // request as HTTP/1.1 (RFC 9112 section 2.3), httparse refuses
+            // it. The same head with the digit read as 1 has the same
+            // offsets, so its ranges index `buf` as they are.
+            let mut copy = buf.to_vec();
+            if let Some(at) = later_minor(buf) {
+                copy[at] = b'1';
+            }
+            parse_head(&copy, limits)
+        }
         Err(e) => Err(classify(buf, e)),
+    }
+}
+
+/// Where the minor digit of an `HTTP/1.2` to `HTTP/1.9` request line is.
+fn later_minor(buf: &[u8]) -> Option<usize> {
+    let nl = memchr::memchr(b'\n', buf)?;
+    let line = &buf[..nl];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let at = line.len().checked_sub(b"HTTP/1.2".len())?;
+    match &line[at..] {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9'] if at > 0 && line[at - 1] == b' ' => Some(at + 7),
+        _ => None,
     }
 }
 
@@ -481,6 +504,13 @@ mod tests {
     fn simple_request_split_at_its_crlf() {
         assert!(parse("GET /x\r").unwrap().is_none());
         assert_eq!(parse("GET /x\r\n").unwrap().unwrap().version, Version::Http09);
+        // A later minor version is HTTP/1.1 (RFC 9112 section 2.3), as nginx takes it.
+        let h = parse("GET /x HTTP/1.2\r\nHost: a\r\n\r\n").unwrap().unwrap();
+        assert_eq!(h.version, Version::Http11);
+        assert!(h.keep_alive);
+        assert_eq!(h.target, 4..6);
+        assert_eq!(parse("GET /x HTTP/1.2\r\n\r\n").unwrap_err().status(), 400);
+        assert_eq!(parse("GET /x HTTP/2.2\r\nHost: a\r\n\r\n").unwrap_err().status(), 505);
         assert!(parse("GET /x\rY").is_err());
         assert!(parse("GET x\r").is_err());
     }

@@ -62,6 +62,8 @@ pub async fn respond<'c>(
     // A body that is not passed on (`*_pass_request_body off`,
     // `proxy_set_body`) is read whole first, then left behind.
     let passed = crate::http::proxy::passes_body_of(conf, protocol);
+    // As in nginx, `client_body_in_file_only` has no effect on a body
+    // passed on unbuffered.
     let stream_it = !crate::http::proxy::up_conf(conf).request_buffering
         && passed
         && match head.body {
@@ -83,7 +85,10 @@ pub async fn respond<'c>(
             }
             _ => None,
         };
-        let c = ClientBody::new(initial, length, conf.client_max_body_size, conf.client_body_timeout);
+        let mut c = ClientBody::new(initial, length, conf.client_max_body_size, conf.client_body_timeout);
+        if crate::variables::request_body_used() {
+            c.keep_copy(conf.client_body_buffer_size);
+        }
         let mut client = Client::h1(stream, ReqBody::Streamed(c));
         let mut resp = crate::http::proxy::respond(w, ctx, &mut client).await;
         taken.used = initial.len();
@@ -104,6 +109,7 @@ pub async fn respond<'c>(
         timeout: conf.client_body_timeout,
         buffer_size: conf.client_body_buffer_size,
         temp_dir: &conf.client_body_temp_path,
+        naming: crate::http::connection::spool::naming(conf),
     };
     match body::read_all(stream, initial, head.body, &lim).await {
         Ok(b) => {
