@@ -197,7 +197,9 @@ fn sockets_added_by_a_reload_survive_a_crash_and_signals_reach_the_master() {
     let out = s.run(&["-s", "reload"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let deadline = Instant::now() + Duration::from_secs(10);
-    while request(s.ports[1], "GET / HTTP/1.0\r\n\r\n").text() != "two\n" {
+    // The new port is bound once the serving process has read the new
+    // configuration: refused until then.
+    while !port_accepts(s.ports[1]) || request(s.ports[1], "GET / HTTP/1.0\r\n\r\n").text() != "two\n" {
         assert!(Instant::now() < deadline, "the reload did not take");
         std::thread::sleep(Duration::from_millis(50));
     }

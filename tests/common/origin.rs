@@ -158,7 +158,10 @@ struct Shared {
     stop: AtomicBool,
     conns: AtomicUsize,
     reqs: Mutex<Vec<Req>>,
-    streams: Mutex<Vec<TcpStream>>,
+    /// Clones of the open connections (by connection number), shut down
+    /// on drop; a connection's entry goes when it closes, so a test with
+    /// thousands of connections does not run out of descriptors.
+    streams: Mutex<Vec<(usize, TcpStream)>>,
     handler: Handler,
 }
 
@@ -204,13 +207,20 @@ impl Origin {
                 if sh.stop.load(Ordering::SeqCst) {
                     break;
                 }
-                let Ok(s) = s else { continue };
+                let Ok(s) = s else {
+                    // Out of descriptors, say: not a busy loop.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 let n = sh.conns.fetch_add(1, Ordering::SeqCst);
                 if let Ok(c) = s.try_clone() {
-                    sh.streams.lock().unwrap().push(c);
+                    sh.streams.lock().unwrap().push((n, c));
                 }
                 let sh2 = sh.clone();
-                std::thread::spawn(move || serve(s, n, &sh2));
+                std::thread::spawn(move || {
+                    serve(s, n, &sh2);
+                    sh2.streams.lock().unwrap_or_else(|e| e.into_inner()).retain(|(c, _)| *c != n);
+                });
             }
         });
         Origin { port, shared, accept: Some(accept) }
@@ -237,11 +247,16 @@ impl Origin {
 impl Drop for Origin {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(h) = self.accept.take() {
+        // Wakes the accept loop, which then sees `stop`. If this connect
+        // fails the thread is left to end at its next accept: joining it
+        // would wait forever.
+        let woken = TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+        if let Some(h) = self.accept.take()
+            && woken
+        {
             let _ = h.join();
         }
-        for s in self.shared.streams.lock().unwrap().drain(..) {
+        for (_, s) in self.shared.streams.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
     }
@@ -303,8 +318,7 @@ fn serve(mut s: TcpStream, conn: usize, sh: &Shared) {
                     let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
                     // The clone kept for shutting down on drop would keep
                     // the socket open (and the reset unsent): drop it too.
-                    let peer = s.peer_addr().ok();
-                    sh.streams.lock().unwrap().retain(|c| c.peer_addr().ok() != peer);
+                    sh.streams.lock().unwrap().retain(|(c, _)| *c != conn);
                     drop(s);
                     return;
                 }
