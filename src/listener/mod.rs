@@ -12,6 +12,11 @@
 //! reads a datagram matters for QUIC (a connection lives in one worker);
 //! `quic::route` forwards datagrams to their connection's worker, so the
 //! kernel's choice of socket only decides who forwards.
+//!
+//! Another family's listens (`stream {}`: TCP and `udp`) are kept in the
+//! same set, keyed with their protocol, and handed to workers apart from
+//! HTTP's (`WorkerSockets`). The master process holds the whole set too
+//! (`export`/`import`), so a restarted serving process finds every socket.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
