@@ -3,7 +3,8 @@
 //! access rules, the access log's stream variables, the PROXY protocol in
 //! and out, TLS termination, `ssl_preread` routing `openssl s_client` by
 //! SNI to two TLS origins (`openssl s_server`), a reload under open
-//! sessions that keeps every one, and `-t`'s messages.
+//! sessions that keeps every one, a crash of the serving process that
+//! loses no TCP connect and no datagram, and `-t`'s messages.
 
 mod common;
 
@@ -395,4 +396,38 @@ fn dns_over_udp_with_proxy_responses() {
     for l in &lines {
         assert_eq!(*l, format!("UDP 200 {q} {} 127.0.0.1:{dns}", q + 16), "{lines:?}");
     }
+}
+
+/// The master holds the family's sockets too: right after the serving
+/// process is killed, a TCP connect and a UDP datagram wait in the
+/// kernel's queues of the master's copies, and the new serving process
+/// answers both.
+#[test]
+fn a_crash_keeps_the_tcp_and_udp_sockets() {
+    let o = origin("K");
+    let (dns, _) = dns_server();
+    let udp = free_port();
+    let conf = format!(
+        "server {{ listen 127.0.0.1:{{port0}}; proxy_pass 127.0.0.1:{}; }}
+         server {{ listen 127.0.0.1:{udp} udp; proxy_pass 127.0.0.1:{dns}; proxy_responses 1; proxy_timeout 2s; }}",
+        o.port
+    );
+    let srv = builder().whole(&stream_conf(&conf)).start();
+    let mut s = dial(srv.port);
+    assert_eq!(ask(&mut s, "before"), "K:before");
+    let before = srv.serving_pid();
+    let st = Command::new("kill").args(["-KILL", &before.to_string()]).status().expect("kill");
+    assert!(st.success());
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.send_to(&dns_query(0x7777, "example.test"), ("127.0.0.1", udp)).unwrap();
+    let mut t = TcpStream::connect(("127.0.0.1", srv.port)).expect("connect refused after the crash");
+    t.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    assert_eq!(ask(&mut t, "after"), "K:after");
+    let mut buf = [0u8; 512];
+    let (n, _) = c.recv_from(&mut buf).expect("the datagram sent during the restart was answered");
+    assert_eq!(&buf[..2], &0x7777u16.to_be_bytes());
+    assert_eq!(&buf[n - 4..n], &[192, 0, 2, 53]);
+    assert_ne!(srv.serving_pid(), before, "a new serving process");
+    srv.wait_error_log(&format!("worker process {before} exited on signal 9"));
 }
