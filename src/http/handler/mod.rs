@@ -19,6 +19,7 @@ pub mod stub_status;
 pub mod symlinks;
 pub mod try_files;
 pub mod upstream_log;
+mod var_values;
 
 use std::borrow::Cow;
 
