@@ -288,7 +288,7 @@ async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration) -> Result<()
         let r = match stream {
             UpStream::Plain(s) => s.try_write(data),
             UpStream::Unix(s) => s.try_write(data),
-            UpStream::Tls(_) => break,
+            UpStream::Tls(_) | UpStream::H2(_) => break,
         };
         match r {
             Ok(0) => return Err(SendError::Origin(Some(std::io::ErrorKind::WriteZero.into()))),

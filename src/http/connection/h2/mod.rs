@@ -500,8 +500,11 @@ async fn stream(
     let total: u64 = if head_only { 0 } else { resp.body.len() };
     let hdr = response::head(&resp, conf.server_tokens);
     let end = total == 0;
-    let streamed =
-        matches!(resp.body, crate::http::response::Body::Upstream(_) | crate::http::response::Body::Compressed(_));
+    let streamed = match &resp.body {
+        crate::http::response::Body::Upstream(u) => !u.ends_with_head(),
+        crate::http::response::Body::Compressed(_) => true,
+        _ => false,
+    };
     // A streamed body ends with its last DATA frame, not with the head.
     let end = end && (head_only || !streamed);
     let pace = crate::http::limit::rate::pacer(&ctx, started);
@@ -680,8 +683,15 @@ async fn send_upstream(
             }
         };
         let mut b = Bytes::from(piece);
+        // An origin's trailers (gRPC's status) end the stream instead of
+        // the last DATA frame.
+        let trailers = if more { None } else { up.trailers.take() };
+        let end = !more && trailers.is_none();
         if b.is_empty() && !more {
-            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            match trailers {
+                Some(t) => tx.send_trailers(t).map_err(|_| ())?,
+                None => tx.send_data(Bytes::new(), true).map_err(|_| ())?,
+            }
             return Ok(sent);
         }
         while !b.is_empty() {
@@ -689,9 +699,12 @@ async fn send_upstream(
             let n = crate::http::proxy::ahead::while_writing(w, ctx, up, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
-            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+            tx.send_data(part, b.is_empty() && end).map_err(|_| ())?;
         }
         if !more {
+            if let Some(t) = trailers {
+                tx.send_trailers(t).map_err(|_| ())?;
+            }
             return Ok(sent);
         }
     }
