@@ -96,6 +96,10 @@ fn unary_and_streaming_calls_with_their_trailers() {
     assert_eq!((r["code"].as_str(), r["responses"][0].as_str()), (Some("OK"), Some("a+b+c")), "{r}");
     let r = call(&target, "Bidi", &["x", "y"], None);
     assert_eq!(r["responses"], serde_json::json!(["X", "Y"]), "{r}");
+    // Each message waits for the answer to the one before: the request
+    // body reaches the origin as it comes, not once the client ended it.
+    let r = call(&target, "PingPong", &["p", "q", "r"], None);
+    assert_eq!((r["code"].as_str(), &r["responses"]), (Some("OK"), &serde_json::json!(["P", "Q", "R"])), "{r}");
     // A trailers-only answer: the status and message are the origin's.
     let r = call(&target, "Fail", &["x"], None);
     assert_eq!((r["code"].as_str(), r["details"].as_str()), (Some("NOT_FOUND"), Some("no such thing")), "{r}");

@@ -11,7 +11,8 @@ service `test.Echo`, whose messages are raw bytes (no protobuf):
   Fail          aborts with NOT_FOUND, "no such thing" (trailers only).
 It prints "ready" once listening.
 
-`client TARGET METHOD [ARG...] [--tls CA NAME]`: one call, printed as JSON
+`client TARGET METHOD [ARG...] [--tls CA NAME]`: one call (or PingPong:
+Bidi, each message sent after the previous one's answer), printed as JSON
 (code, details, responses, initial and trailing metadata).
 """
 import json
@@ -86,6 +87,21 @@ def call(target, method, args, ca=None, name=None):
         elif method == "ClientStream":
             resp, c = ch.stream_unary(path).with_call(iter([a.encode() for a in args]), metadata=md, timeout=10)
             out["responses"] = [resp.decode()]
+        elif method == "PingPong":
+            # Bidi, each message sent only once the answer to the one
+            # before arrived: needs the request streamed, not buffered.
+            import queue
+            answered = queue.Queue()
+
+            def gen():
+                for a in args:
+                    yield a.encode()
+                    answered.get(timeout=5)
+
+            c = ch.stream_stream("/test.Echo/Bidi")(gen(), metadata=md, timeout=10)
+            for m in c:
+                out["responses"].append(m.decode())
+                answered.put(1)
         elif method == "Bidi":
             c = ch.stream_stream(path)(iter([a.encode() for a in args]), metadata=md, timeout=10)
             out["responses"] = [m.decode() for m in c]

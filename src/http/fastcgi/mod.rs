@@ -182,8 +182,6 @@ pub fn resolve(
             let scheme = match protocol {
                 crate::config::proxy::Protocol::Uwsgi => "uwsgi",
                 crate::config::proxy::Protocol::Scgi => "scgi",
-                crate::config::proxy::Protocol::Grpc if ctx.conf.grpc.vars_tls => "grpcs",
-                crate::config::proxy::Protocol::Grpc => "grpc",
                 _ => "fastcgi",
             };
             match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, false) {
@@ -206,12 +204,7 @@ pub fn resolve(
             return Err(502);
         }
     };
-    let mut target = conf::target(upstream, protocol);
-    if protocol == crate::config::proxy::Protocol::Grpc {
-        target.tls = ctx.conf.grpc.vars_tls;
-        target.proxy_host = crate::http::grpc::conf::authority(&authority);
-    }
-    Ok(Arc::new(target))
+    Ok(Arc::new(conf::target(upstream, protocol)))
 }
 
 #[cfg(test)]

@@ -25,8 +25,6 @@ pub struct GrpcConf {
     /// an empty value removes the header.
     pub set_headers: Vec<(String, Template)>,
     pub ssl: GrpcSsl,
-    /// `grpcs://` in a `grpc_pass` with variables.
-    pub vars_tls: bool,
     /// What the upstream core reads (shared with `proxy_*`).
     pub up: UpstreamConf,
 }
@@ -55,7 +53,7 @@ impl GrpcConf {
         // body is read as proxy's default does.
         up.buffering = false;
         up.cache = crate::http::cache::conf::CacheConf { convert_head: false, ..Default::default() };
-        GrpcConf { pass: None, set_headers: Vec::new(), ssl: GrpcSsl::default(), vars_tls: false, up }
+        GrpcConf { pass: None, set_headers: Vec::new(), ssl: GrpcSsl::default(), up }
     }
 }
 
@@ -127,11 +125,12 @@ fn grpc_pass(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     } else {
         (written, false)
     };
-    if raw.contains('$') {
-        let tpl = Template::compile(raw).map_err(|e| ConfError::at(e, &d.span))?;
+    if written.contains('$') {
+        // The scheme, if any, is read from the value per request, as nginx
+        // does (`grpc_pass $arg_b` with `grpc://u`).
+        let tpl = Template::compile(written).map_err(|e| ConfError::at(e, &d.span))?;
         c.clear_handlers();
         c.grpc.pass = Some(Pass::Vars(Arc::new(tpl)));
-        c.grpc.vars_tls = tls;
         return Ok(());
     }
     if raw.is_empty() || raw == "unix:" || raw.contains('/') && !raw.starts_with("unix:") {

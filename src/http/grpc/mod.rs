@@ -29,6 +29,47 @@ use crate::http::proxy::ExchangeError;
 use crate::http::proxy::request_body::{Client, ReqBody};
 use crate::http::proxy::response_head::{Framing, ResponseHead};
 
+/// `grpc_pass` with variables: the rendered value, its scheme taken off
+/// (`grpcs://` for TLS), names an upstream block, an address, or a host
+/// name asked of the `resolver` (as `proxy_pass` with variables).
+pub async fn resolve(
+    w: &crate::worker::WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    tpl: &crate::variables::Template,
+) -> Result<std::sync::Arc<ProxyPass>, u16> {
+    use crate::log::error::Level;
+    let rendered = tpl.render_to_vec(&Vars::request(ctx));
+    let raw = String::from_utf8_lossy(&rendered).into_owned();
+    let (authority, tls) = match (raw.strip_prefix("grpc://"), raw.strip_prefix("grpcs://")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => (raw.as_str(), false),
+    };
+    if authority.is_empty() || authority.contains('/') && !authority.starts_with("unix:") {
+        crate::log_req!(ctx, Level::Error, "invalid host in upstream \"{}\" while handling request", raw);
+        return Err(500);
+    }
+    let named = w.cfg.http.upstreams.iter().find(|u| !u.implicit && u.name == authority).cloned();
+    let upstream = match named {
+        Some(u) => u,
+        None if crate::http::proxy::dynamic::is_address(authority) => {
+            let key = format!("{}://{authority}", if tls { "grpcs" } else { "grpc" });
+            match w.proxy.borrow_mut().targets.get_as(&key, authority, tls) {
+                Ok(u) => u,
+                Err(why) => {
+                    crate::log_req!(ctx, Level::Error, "{} while handling request", why);
+                    return Err(502);
+                }
+            }
+        }
+        None => crate::http::proxy::dynamic::by_name(w, ctx, authority, tls).await?,
+    };
+    let mut target = crate::http::fastcgi::conf::target(upstream, crate::config::proxy::Protocol::Grpc);
+    target.tls = tls;
+    target.proxy_host = conf::authority(authority);
+    Ok(std::sync::Arc::new(target))
+}
+
 /// Client headers never passed as they are: hop-by-hop ones, those h2
 /// writes itself, and those nginx's defaults replace (`DEFAULT_HEADERS`).
 const NOT_PASSED: &[&str] = &[
@@ -118,18 +159,26 @@ pub(crate) async fn exchange(
     client: &mut Client<'_>,
     conf: &UpstreamConf,
     head_request: bool,
+    limits: (u64, std::time::Duration),
 ) -> Result<ResponseHead, ExchangeError> {
     let body_len = match &client.body {
         ReqBody::Buffered(b) => b.len(),
         ReqBody::Streamed(_) => 0,
     };
-    let opened = crate::clock::timeout(conf.send_timeout, conn.open(req, body_len == 0)).await;
+    let streamed = client.h2_body.take();
+    let end = body_len == 0 && streamed.is_none();
+    let opened = crate::clock::timeout(conf.send_timeout, conn.open(req, end)).await;
     let (response, mut tx) = match opened {
         Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
         Ok(Err(e)) => return Err(h2_error(e, "sending request to upstream")),
         Ok(Ok(r)) => r,
     };
-    if let ReqBody::Buffered(b) = &client.body
+    if let Some(rx) = streamed {
+        // The client's DATA frames go on as they come, in a task of their
+        // own, while the answer is awaited and streamed back.
+        client.h2_body_sent = true;
+        tokio::task::spawn_local(crate::clock::per_poll(pump(rx, tx, limits.0, limits.1)));
+    } else if let ReqBody::Buffered(b) = &client.body
         && body_len > 0
     {
         let sent = crate::clock::timeout(conf.send_timeout, send_body(&mut tx, b)).await;
@@ -161,6 +210,53 @@ pub(crate) async fn exchange(
     Ok(head)
 }
 
+/// An HTTP/2 client's body to the origin, frame by frame, the client's
+/// window opened as the origin's takes each frame; its trailers, if any,
+/// follow. A client that stalls past `client_body_timeout`, resets its
+/// stream or sends more than `client_max_body_size` (0: no limit) resets
+/// the origin's stream.
+async fn pump(mut rx: h2::RecvStream, mut tx: h2::SendStream<Bytes>, max: u64, timeout: std::time::Duration) {
+    let mut total = 0u64;
+    loop {
+        match tokio::time::timeout(timeout, rx.data()).await {
+            Ok(None) => {
+                match tokio::time::timeout(timeout, rx.trailers()).await {
+                    Ok(Ok(Some(t))) => {
+                        let _ = tx.send_trailers(t);
+                    }
+                    Ok(Ok(None)) => {
+                        let _ = tx.send_data(Bytes::new(), true);
+                    }
+                    _ => tx.send_reset(h2::Reason::CANCEL),
+                }
+                return;
+            }
+            Ok(Some(Ok(chunk))) => {
+                let n = chunk.len();
+                total += n as u64;
+                if max > 0 && total > max {
+                    tx.send_reset(h2::Reason::CANCEL);
+                    return;
+                }
+                // The client's last DATA frame ends the origin's stream too
+                // (unless trailers follow).
+                let last = rx.is_end_stream();
+                if client::send_data(&mut tx, chunk, last).await.is_err() {
+                    return;
+                }
+                let _ = rx.flow_control().release_capacity(n);
+                if last {
+                    return;
+                }
+            }
+            Ok(Some(Err(_))) | Err(_) => {
+                tx.send_reset(h2::Reason::CANCEL);
+                return;
+            }
+        }
+    }
+}
+
 /// The buffered request body as DATA frames, the last one ending the
 /// stream.
 async fn send_body(tx: &mut h2::SendStream<Bytes>, b: &Spooled) -> Result<(), ExchangeError> {
@@ -186,7 +282,7 @@ async fn send_body(tx: &mut h2::SendStream<Bytes>, b: &Spooled) -> Result<(), Ex
 /// An h2 failure as the core reports it: a connection that went away as
 /// a premature close, a reset or protocol error as an invalid answer.
 fn h2_error(e: h2::Error, when: &'static str) -> ExchangeError {
-    if e.is_io() || e.is_go_away() {
+    if e.is_io() || e.is_go_away() && e.is_remote() {
         return match e.into_io() {
             Some(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => ExchangeError::Io(("recv()", when), io),
             _ => ExchangeError::Closed,

@@ -97,6 +97,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         Some(Pass::Vars(t)) => {
             let resolved = match protocol {
                 Protocol::Http => dynamic::resolve(w, ctx, t).await,
+                Protocol::Grpc => crate::http::grpc::resolve(w, ctx, t).await,
                 other => crate::http::fastcgi::resolve(w, ctx, t, other),
             };
             match resolved {
@@ -506,7 +507,10 @@ async fn attempt(
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
     let outcome = match &mut stream {
         UpStream::H2(c) if grpc => match crate::http::grpc::request(ctx, pass, &client.body) {
-            Ok(r) => crate::http::grpc::exchange(c, r, client, conf, head_request).await,
+            Ok(r) => {
+                let limits = (lc.client_max_body_size, lc.client_body_timeout);
+                crate::http::grpc::exchange(c, r, client, conf, head_request, limits).await
+            }
             Err(why) => Err(ExchangeError::Invalid(why.into())),
         },
         _ => {

@@ -430,6 +430,18 @@ async fn stream(
             }
             connect::Outcome::Respond(r) => resp = r,
         }
+    } else if matches!(resp.body, crate::http::response::Body::Proxy)
+        && has_body
+        && crate::http::proxy::protocol_of(ctx.conf) == crate::config::proxy::Protocol::Grpc
+    {
+        // gRPC: the body goes on to the origin as it arrives (streaming
+        // calls need the origin's answers before the client's end).
+        let mut client = crate::http::proxy::request_body::Client::h2(
+            respond,
+            crate::http::connection::spool::Spooled::Memory(Vec::new()),
+        );
+        client.h2_body = Some(body);
+        resp = crate::http::proxy::respond(&w, &mut ctx, &mut client).await;
     } else if matches!(resp.body, crate::http::response::Body::Proxy) {
         let conf = ctx.conf;
         // A body nginx would pass on unbuffered (`proxy_request_buffering
