@@ -229,3 +229,14 @@ fn keepalive_reuses_the_origin_connection() {
     let fresh = peers(s.ports[1]);
     assert!(fresh[0] != fresh[1] && fresh[1] != fresh[2], "a connection per call: {fresh:?}");
 }
+
+#[test]
+fn a_prefix_location_answers_its_name_without_the_slash() {
+    // As for proxy_pass: `/svc` is redirected to `/svc/`, arguments kept.
+    let s =
+        builder().http("server {\n  listen 127.0.0.1:{port};\n  location /svc/ { grpc_pass 127.0.0.1:1; }\n}").start();
+    let r = s.get("/svc?x=1");
+    assert_eq!(r.status, 301);
+    let location = r.header("location").unwrap_or("");
+    assert!(location.ends_with("/svc/?x=1"), "{location}");
+}
