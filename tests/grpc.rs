@@ -36,7 +36,10 @@ struct Origin {
 
 impl Origin {
     fn start(tls: Option<(&PathBuf, &PathBuf)>) -> Origin {
-        let port = free_port();
+        Origin::start_on(free_port(), tls)
+    }
+
+    fn start_on(port: u16, tls: Option<(&PathBuf, &PathBuf)>) -> Origin {
         let mut cmd = Command::new(python());
         cmd.args([PEER, "server", &port.to_string()]);
         if let Some((cert, key)) = tls {
@@ -228,6 +231,13 @@ fn keepalive_reuses_the_origin_connection() {
     assert!(!kept[0].is_empty() && kept.iter().all(|p| *p == kept[0]), "one connection: {kept:?}");
     let fresh = peers(s.ports[1]);
     assert!(fresh[0] != fresh[1] && fresh[1] != fresh[2], "a connection per call: {fresh:?}");
+    // The origin restarts: the idle connection it closed is not used, the
+    // next call goes on a new one.
+    let port = o.port;
+    drop(o);
+    let _o = Origin::start_on(port, None);
+    let r = call(&format!("127.0.0.1:{}", s.ports[0]), "Unary", &["again"], None);
+    assert_eq!((r["code"].as_str(), r["responses"][0].as_str()), (Some("OK"), Some("echo:again")), "{r}");
 }
 
 #[test]

@@ -170,7 +170,14 @@ pub(crate) async fn exchange(
     let opened = crate::clock::timeout(conf.send_timeout, conn.open(req, end)).await;
     let (response, mut tx) = match opened {
         Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
-        Ok(Err(e)) => return Err(h2_error(e, "sending request to upstream")),
+        // Nothing went: a reused connection the origin closed or sent
+        // GOAWAY on may be replaced by a new one.
+        Ok(Err(e)) => {
+            return Err(match h2_error(e, "sending request to upstream") {
+                ExchangeError::Closed => ExchangeError::NotSent,
+                other => other,
+            });
+        }
         Ok(Ok(r)) => r,
     };
     if let Some(rx) = streamed {

@@ -549,7 +549,10 @@ async fn attempt(
             // after an error: the origin may have read the request before
             // it closed, so a POST is not sent again unless non_idempotent.
             let may_repeat = next.error && (method_idempotent(ctx.req.method) || next.non_idempotent);
-            if reused && closed && may_repeat && buf.is_empty() && !client.body_spent() {
+            // An HTTP/2 connection that refused a new stream got nothing of
+            // the request: any method may go again.
+            let unsent = matches!(e, ExchangeError::NotSent);
+            if reused && (unsent || closed && may_repeat && buf.is_empty() && !client.body_spent()) {
                 // The origin closed the idle connection as we reused it:
                 // try once more on a new connection, not counted as a try.
                 // Every idle connection to this peer is likely as stale.
@@ -566,7 +569,7 @@ async fn attempt(
                 ExchangeError::Timeout(what) => {
                     (504, format!("upstream timed out (110: Connection timed out) while {}", what), next.timeout)
                 }
-                ExchangeError::Closed => (
+                ExchangeError::Closed | ExchangeError::NotSent => (
                     502,
                     "upstream prematurely closed connection while reading response header from upstream".into(),
                     next.error,
@@ -587,7 +590,7 @@ async fn attempt(
                 log_upstream(ctx, p, &why);
             }
             push_times(ctx, status, Some(connect_ms), None, started);
-            Attempt::Failed { status, next: go_next, sent: true }
+            Attempt::Failed { status, next: go_next, sent: !unsent }
         }
     }
 }
@@ -607,6 +610,9 @@ pub(crate) enum ExchangeError {
     Timeout(&'static str),
     Closed,
     Io((&'static str, &'static str), std::io::Error),
+    /// The connection closed before any of the request went (an HTTP/2
+    /// origin connection that took no new stream).
+    NotSent,
     /// A bad response head; empty when the reason was logged already.
     Invalid(std::borrow::Cow<'static, str>),
 }
