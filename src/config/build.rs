@@ -317,6 +317,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix),
         uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
         scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
+        grpc: crate::http::grpc::conf::GrpcConf::new(prefix),
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),

@@ -158,6 +158,7 @@ fn build_one(
     let dirs = d.block.as_deref().unwrap_or(&[]);
     let mut children = apply_location_level(dirs, ctx, main, &mut conf)?;
     super::proxy::check_client_certificate(&conf, &d.span)?;
+    crate::http::grpc::conf::check_client_certificate(&conf, &d.span)?;
     conf.rewrite.script = crate::http::rewrite::compile::level(dirs, true, &conf, ctx, main)?;
     // limit_except: built on the location's complete settings.
     if let Some(i) = children.iter().position(|(c, _)| c.name == "limit_except") {

@@ -277,6 +277,7 @@ pub struct LocConf {
     pub uwsgi: crate::http::uwsgi::conf::UwsgiConf,
     /// `scgi_*` (`crate::http::scgi`).
     pub scgi: crate::http::scgi::conf::ScgiConf,
+    pub grpc: crate::http::grpc::conf::GrpcConf,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: crate::http::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.
@@ -368,6 +369,7 @@ impl LocConf {
         self.fastcgi.pass = None;
         self.uwsgi.pass = None;
         self.scgi.pass = None;
+        self.grpc.pass = None;
     }
 }
 

@@ -121,6 +121,8 @@ pub enum Protocol {
     Uwsgi,
     /// `scgi_pass` (`crate::http::scgi`).
     Scgi,
+    /// `grpc_pass` (`crate::http::grpc`): HTTP/2 to the origin.
+    Grpc,
 }
 
 /// `proxy_pass`, as written: settled at load time, or with variables.

@@ -297,6 +297,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::uwsgi::conf::DIRECTIVES,
     crate::http::uwsgi::conf::MODIFIERS,
     crate::http::scgi::conf::DIRECTIVES,
+    crate::http::grpc::conf::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::http::filter::charset::DIRECTIVES,

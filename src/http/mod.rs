@@ -12,6 +12,7 @@ pub mod cache;
 pub mod connection;
 pub mod fastcgi;
 pub mod filter;
+pub mod grpc;
 pub mod handler;
 pub mod limit;
 pub mod proxy;

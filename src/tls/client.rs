@@ -94,6 +94,8 @@ pub struct Key {
     pub sni: bool,
     /// `proxy_ssl_certificate` and its key.
     pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// Offer ALPN `h2` (`grpcs://`).
+    pub alpn_h2: bool,
 }
 
 /// Builds a client configuration (also used by `-t` to check the trusted
@@ -126,6 +128,9 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
         }
     };
     cfg.enable_sni = k.sni;
+    if k.alpn_h2 {
+        cfg.alpn_protocols = vec![b"h2".to_vec()];
+    }
     Ok(Arc::new(cfg))
 }
 

@@ -55,6 +55,9 @@ pub struct UpstreamBody {
     /// `proxy_limit_rate` (buffered responses only): bytes per second, and
     /// when reading the body began.
     pub limit_rate: Option<(u64, std::time::Instant)>,
+    /// The origin's trailers (an HTTP/2 origin's, gRPC's `grpc-status`),
+    /// known once the body ended; sent on after it.
+    pub trailers: Option<http::HeaderMap>,
 }
 
 #[derive(Debug)]
@@ -104,7 +107,19 @@ impl UpstreamBody {
             handed_off: false,
             raw_len,
             limit_rate: None,
+            trailers: None,
         }
+    }
+
+    /// Whether the whole response ends with its head: no body and no
+    /// trailers (a gRPC trailers-only answer, whose HEADERS then carry
+    /// END_STREAM to an HTTP/2 client, as nginx sends it).
+    pub fn ends_with_head(&self) -> bool {
+        self.done
+            && self.buf.is_empty()
+            && self.trailers.is_none()
+            && self.window.is_none()
+            && matches!(self.framing, Framing::None(_))
     }
 
     /// The length, when the origin said it.
@@ -227,7 +242,7 @@ impl UpstreamBody {
                     self.done = d.is_done();
                 }
             }
-            Framing::Close => {
+            Framing::Close | Framing::Stream => {
                 if !self.buf.is_empty() {
                     sink(&self.buf);
                     self.buf.clear();
@@ -258,6 +273,16 @@ impl UpstreamBody {
             Err(_) => Err(BodyError::Timeout),
             Ok(Err(e)) => Err(BodyError::Io(e)),
             Ok(Ok(0)) => {
+                if matches!(self.framing, Framing::Stream) {
+                    // The HTTP/2 stream ended: its trailers go on after the
+                    // body, and the connection may carry another request.
+                    if let Some(UpStream::H2(c)) = self.stream.as_mut() {
+                        self.trailers = c.take_trailers();
+                    }
+                    self.done = true;
+                    super::release(w, self);
+                    return Ok(false);
+                }
                 if matches!(self.framing, Framing::Close) {
                     self.done = true;
                     self.stream = None;

@@ -120,7 +120,12 @@ pub async fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Res
 
 /// A host name through the location's `resolver`: an upstream of every
 /// address it has now (round robin), kept while the answer is.
-async fn by_name(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, authority: &str, tls: bool) -> Result<Arc<Upstream>, u16> {
+pub(crate) async fn by_name(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    authority: &str,
+    tls: bool,
+) -> Result<Arc<Upstream>, u16> {
     let default_port = if tls { 443 } else { 80 };
     let (host, port) = match authority.rsplit_once(':') {
         Some((h, p)) => match p.parse::<u16>() {

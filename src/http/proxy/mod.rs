@@ -97,6 +97,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         Some(Pass::Vars(t)) => {
             let resolved = match protocol {
                 Protocol::Http => dynamic::resolve(w, ctx, t).await,
+                Protocol::Grpc => crate::http::grpc::resolve(w, ctx, t).await,
                 other => crate::http::fastcgi::resolve(w, ctx, t, other),
             };
             match resolved {
@@ -416,7 +417,11 @@ async fn attempt(
     // A connection that began with a PROXY line belongs to one client:
     // never taken from (or given back to) the pool.
     let pp = lc_proxy_protocol(ctx);
-    let idle = if pp { None } else { w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0) };
+    let grpc = req.protocol == Protocol::Grpc;
+    // An upstream block may serve proxy_pass and grpc_pass both: an idle
+    // connection of the other kind is closed, not reused.
+    let idle = if pp { None } else { w.proxy.borrow_mut().get(u).take_idle(peer, u.keepalive_timeout, t0) }
+        .filter(|(s, _)| matches!(s, UpStream::H2(_)) == grpc);
     let reused = idle.is_some();
     let bind = conf.bind.as_deref().filter(|_| idle.is_none() && p.unix.is_none());
     let bound = match bind.and_then(|b| crate::upstream::bind::local(ctx, b)) {
@@ -482,10 +487,37 @@ async fn attempt(
             }
         },
     };
+    if grpc && !matches!(stream, UpStream::H2(_)) {
+        match crate::clock::timeout(conf.connect_timeout, crate::http::grpc::client::handshake(stream)).await {
+            Ok(Ok(c)) => stream = UpStream::H2(Box::new(c)),
+            Ok(Err(e)) => {
+                let e = crate::http::grpc::client::stream_error(e);
+                log_upstream(ctx, p, &format!("http2 handshake failed ({e}) while connecting to upstream"));
+                push_times(ctx, 502, None, None, started);
+                return Attempt::Failed { status: 502, next: next.error, sent: false };
+            }
+            Err(_) => {
+                log_timeout(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
+                push_times(ctx, 504, None, None, started);
+                return Attempt::Failed { status: 504, next: next.timeout, sent: false };
+            }
+        }
+    }
     let connect_ms = ms(t0);
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
-    let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
-    let outcome = exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await;
+    let outcome = match &mut stream {
+        UpStream::H2(c) if grpc => match crate::http::grpc::request(ctx, pass, &client.body) {
+            Ok(r) => {
+                let limits = (lc.client_max_body_size, lc.client_body_timeout);
+                crate::http::grpc::exchange(c, r, client, conf, head_request, limits).await
+            }
+            Err(why) => Err(ExchangeError::Invalid(why.into())),
+        },
+        _ => {
+            let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
+            exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await
+        }
+    };
     if let request_body::ReqBody::Streamed(c) = &client.body
         && let Some(copy) = c.copy()
     {
@@ -517,7 +549,10 @@ async fn attempt(
             // after an error: the origin may have read the request before
             // it closed, so a POST is not sent again unless non_idempotent.
             let may_repeat = next.error && (method_idempotent(ctx.req.method) || next.non_idempotent);
-            if reused && closed && may_repeat && buf.is_empty() && !client.body_spent() {
+            // An HTTP/2 connection that refused a new stream got nothing of
+            // the request: any method may go again.
+            let unsent = matches!(e, ExchangeError::NotSent);
+            if reused && (unsent || closed && may_repeat && buf.is_empty() && !client.body_spent()) {
                 // The origin closed the idle connection as we reused it:
                 // try once more on a new connection, not counted as a try.
                 // Every idle connection to this peer is likely as stale.
@@ -534,7 +569,7 @@ async fn attempt(
                 ExchangeError::Timeout(what) => {
                     (504, format!("upstream timed out (110: Connection timed out) while {}", what), next.timeout)
                 }
-                ExchangeError::Closed => (
+                ExchangeError::Closed | ExchangeError::NotSent => (
                     502,
                     "upstream prematurely closed connection while reading response header from upstream".into(),
                     next.error,
@@ -555,7 +590,7 @@ async fn attempt(
                 log_upstream(ctx, p, &why);
             }
             push_times(ctx, status, Some(connect_ms), None, started);
-            Attempt::Failed { status, next: go_next, sent: true }
+            Attempt::Failed { status, next: go_next, sent: !unsent }
         }
     }
 }
@@ -569,12 +604,15 @@ fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, heade
     ctx.upstream.bytes_received.push(0);
 }
 
-enum ExchangeError {
+pub(crate) enum ExchangeError {
     Client(crate::http::connection::body::BodyError),
     Gone(&'static str),
     Timeout(&'static str),
     Closed,
     Io((&'static str, &'static str), std::io::Error),
+    /// The connection closed before any of the request went (an HTTP/2
+    /// origin connection that took no new stream).
+    NotSent,
     /// A bad response head; empty when the reason was logged already.
     Invalid(std::borrow::Cow<'static, str>),
 }

@@ -25,6 +25,7 @@ pub fn passes_body_of(lc: &LocConf, protocol: Protocol) -> bool {
         Protocol::FastCgi => lc.fastcgi.pass_request_body,
         Protocol::Uwsgi => lc.uwsgi.pass_request_body,
         Protocol::Scgi => lc.scgi.pass_request_body,
+        Protocol::Grpc => true,
     }
 }
 
@@ -46,6 +47,7 @@ pub fn up_conf(lc: &LocConf) -> &UpstreamConf {
         Protocol::FastCgi => &lc.fastcgi.up,
         Protocol::Uwsgi => &lc.uwsgi.up,
         Protocol::Scgi => &lc.scgi.up,
+        Protocol::Grpc => &lc.grpc.up,
         Protocol::Http => &lc.proxy.up,
     }
 }
@@ -58,6 +60,8 @@ pub fn handler_of(lc: &LocConf) -> (&Option<Pass>, Protocol) {
         (&lc.uwsgi.pass, Protocol::Uwsgi)
     } else if lc.scgi.pass.is_some() {
         (&lc.scgi.pass, Protocol::Scgi)
+    } else if lc.grpc.pass.is_some() {
+        (&lc.grpc.pass, Protocol::Grpc)
     } else {
         (&lc.proxy.pass, Protocol::Http)
     }
@@ -102,6 +106,11 @@ pub fn request_start(ctx: &mut ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody)
         // whole: see connection/h1/upload).
         Protocol::Uwsgi => (Head::Binary(crate::http::uwsgi::request_head(ctx, body)?), raw_framing(body)),
         Protocol::Scgi => (Head::Binary(crate::http::scgi::request_head(ctx, body)), raw_framing(body)),
+        // HTTP/2 frames, written on the stream by `grpc::exchange`.
+        Protocol::Grpc => {
+            crate::http::fastcgi::note_body_len(ctx, body);
+            (Head::Binary(Vec::new()), SendFraming::None)
+        }
     })
 }
 
@@ -133,7 +142,8 @@ impl HeadReader {
         u: &Upstream,
     ) -> HeadReader {
         match protocol {
-            Protocol::Http => HeadReader::Http { head_request },
+            // gRPC's head comes from h2 (`grpc::exchange`), not from bytes.
+            Protocol::Http | Protocol::Grpc => HeadReader::Http { head_request },
             Protocol::FastCgi => HeadReader::FastCgi(Box::new(crate::http::fastcgi::response::Reader::new(
                 ctx,
                 suffix,

@@ -38,6 +38,11 @@ pub struct Client<'s> {
     pub body: ReqBody,
     /// How the client left, once `gone` saw it.
     pub left: Option<ClientLeft>,
+    /// An HTTP/2 client's body still arriving, for a gRPC origin: passed
+    /// on frame by frame (bidirectional streaming), not read whole first.
+    pub h2_body: Option<h2::RecvStream>,
+    /// The streamed HTTP/2 body went (partly) to an origin: no retry.
+    pub h2_body_sent: bool,
 }
 
 /// How a client left, for nginx's wording of the error-log line.
@@ -54,17 +59,33 @@ pub enum ClientLeft {
 impl<'s> Client<'s> {
     /// An HTTP/1 client: its connection and its body.
     pub fn h1(sock: &'s mut Sock, body: ReqBody) -> Self {
-        Client { sock: Some(sock), stream: None, quic: None, body, left: None }
+        Client { sock: Some(sock), stream: None, quic: None, body, left: None, h2_body: None, h2_body_sent: false }
     }
 
     /// An HTTP/2 stream and its body, already read whole.
     pub fn h2(stream: &'s mut h2::server::SendResponse<bytes::Bytes>, body: Spooled) -> Self {
-        Client { sock: None, stream: Some(stream), quic: None, body: ReqBody::Buffered(body), left: None }
+        Client {
+            sock: None,
+            stream: Some(stream),
+            quic: None,
+            body: ReqBody::Buffered(body),
+            left: None,
+            h2_body: None,
+            h2_body_sent: false,
+        }
     }
 
     /// An HTTP/3 request on `conn`, its body already read whole.
     pub fn h3(conn: quinn::Connection, body: Spooled) -> Self {
-        Client { sock: None, stream: None, quic: Some(conn), body: ReqBody::Buffered(body), left: None }
+        Client {
+            sock: None,
+            stream: None,
+            quic: Some(conn),
+            body: ReqBody::Buffered(body),
+            left: None,
+            h2_body: None,
+            h2_body_sent: false,
+        }
     }
 
     /// No body and nobody to watch: requests sluice makes on its own
@@ -76,12 +97,14 @@ impl<'s> Client<'s> {
             quic: None,
             body: ReqBody::Buffered(Spooled::Memory(Vec::new())),
             left: None,
+            h2_body: None,
+            h2_body_sent: false,
         }
     }
 
     /// Some of a streamed body went to an origin: no other peer can have it.
     pub fn body_spent(&self) -> bool {
-        matches!(&self.body, ReqBody::Streamed(c) if c.started)
+        matches!(&self.body, ReqBody::Streamed(c) if c.started) || self.h2_body_sent
     }
 
     /// Resolves when the client has closed its connection or reset its
@@ -288,7 +311,7 @@ async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration) -> Result<()
         let r = match stream {
             UpStream::Plain(s) => s.try_write(data),
             UpStream::Unix(s) => s.try_write(data),
-            UpStream::Tls(_) => break,
+            UpStream::Tls(_) | UpStream::H2(_) => break,
         };
         match r {
             Ok(0) => return Err(SendError::Origin(Some(std::io::ErrorKind::WriteZero.into()))),

@@ -21,6 +21,9 @@ pub enum Framing {
     Chunked(Decoder),
     /// Until the origin closes (HTTP/1.0 style).
     Close,
+    /// Until the origin's HTTP/2 stream ends (gRPC): the connection stays
+    /// usable, and the stream's trailers follow the body.
+    Stream,
     /// FastCGI STDOUT records, until END_REQUEST.
     FastCgi(Box<crate::http::fastcgi::response::Body>),
 }

@@ -17,17 +17,24 @@ pub enum UpStream {
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
     /// `unix:/path` (plain only).
     Unix(tokio::net::UnixStream),
+    /// An HTTP/2 connection to a gRPC origin (over one of the above),
+    /// read as its current stream's response body.
+    H2(Box<crate::http::grpc::client::Conn>),
 }
 
 impl UpStream {
     /// For a pooled connection: has the origin closed it (or sent
     /// something unasked)? Reading would not block then.
     pub fn is_stale(&self) -> bool {
+        if let UpStream::H2(c) = self {
+            return c.is_stale();
+        }
         let mut probe = [0u8; 1];
         let r = match self {
             UpStream::Plain(s) => s.try_read(&mut probe),
             UpStream::Tls(t) => t.get_ref().0.try_read(&mut probe),
             UpStream::Unix(s) => s.try_read(&mut probe),
+            UpStream::H2(_) => return false,
         };
         !matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
@@ -39,6 +46,7 @@ impl AsyncRead for UpStream {
             UpStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
             UpStream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            UpStream::H2(c) => c.poll_read(cx, buf),
         }
     }
 }
@@ -49,6 +57,8 @@ impl AsyncWrite for UpStream {
             UpStream::Plain(s) => Pin::new(s).poll_write(cx, data),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, data),
             UpStream::Unix(s) => Pin::new(s).poll_write(cx, data),
+            // Requests go through the stream's own API (`grpc::exchange`).
+            UpStream::H2(_) => Poll::Ready(Err(io::Error::from(io::ErrorKind::Unsupported))),
         }
     }
 
@@ -57,6 +67,7 @@ impl AsyncWrite for UpStream {
             UpStream::Plain(s) => Pin::new(s).poll_flush(cx),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
             UpStream::Unix(s) => Pin::new(s).poll_flush(cx),
+            UpStream::H2(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -65,6 +76,7 @@ impl AsyncWrite for UpStream {
             UpStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             UpStream::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
             UpStream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            UpStream::H2(_) => Poll::Ready(Ok(())),
         }
     }
 }

@@ -137,7 +137,18 @@ pub(super) async fn write_upstream(
                 }
                 if !more {
                     if chunked {
-                        c.wbuf.extend_from_slice(b"0\r\n\r\n");
+                        c.wbuf.extend_from_slice(b"0\r\n");
+                        // An origin's trailers (gRPC's status) go in the
+                        // chunked body's trailer section.
+                        if let Some(tr) = up.trailers.take() {
+                            for (name, value) in &tr {
+                                c.wbuf.extend_from_slice(name.as_str().as_bytes());
+                                c.wbuf.extend_from_slice(b": ");
+                                c.wbuf.extend_from_slice(value.as_bytes());
+                                c.wbuf.extend_from_slice(b"\r\n");
+                            }
+                        }
+                        c.wbuf.extend_from_slice(b"\r\n");
                     }
                     return (flush(c, t, false).await, sent);
                 }

@@ -430,6 +430,18 @@ async fn stream(
             }
             connect::Outcome::Respond(r) => resp = r,
         }
+    } else if matches!(resp.body, crate::http::response::Body::Proxy)
+        && has_body
+        && crate::http::proxy::protocol_of(ctx.conf) == crate::config::proxy::Protocol::Grpc
+    {
+        // gRPC: the body goes on to the origin as it arrives (streaming
+        // calls need the origin's answers before the client's end).
+        let mut client = crate::http::proxy::request_body::Client::h2(
+            respond,
+            crate::http::connection::spool::Spooled::Memory(Vec::new()),
+        );
+        client.h2_body = Some(body);
+        resp = crate::http::proxy::respond(&w, &mut ctx, &mut client).await;
     } else if matches!(resp.body, crate::http::response::Body::Proxy) {
         let conf = ctx.conf;
         // A body nginx would pass on unbuffered (`proxy_request_buffering
@@ -500,8 +512,11 @@ async fn stream(
     let total: u64 = if head_only { 0 } else { resp.body.len() };
     let hdr = response::head(&resp, conf.server_tokens);
     let end = total == 0;
-    let streamed =
-        matches!(resp.body, crate::http::response::Body::Upstream(_) | crate::http::response::Body::Compressed(_));
+    let streamed = match &resp.body {
+        crate::http::response::Body::Upstream(u) => !u.ends_with_head(),
+        crate::http::response::Body::Compressed(_) => true,
+        _ => false,
+    };
     // A streamed body ends with its last DATA frame, not with the head.
     let end = end && (head_only || !streamed);
     let pace = crate::http::limit::rate::pacer(&ctx, started);
@@ -680,8 +695,15 @@ async fn send_upstream(
             }
         };
         let mut b = Bytes::from(piece);
+        // An origin's trailers (gRPC's status) end the stream instead of
+        // the last DATA frame.
+        let trailers = if more { None } else { up.trailers.take() };
+        let end = !more && trailers.is_none();
         if b.is_empty() && !more {
-            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            match trailers {
+                Some(t) => tx.send_trailers(t).map_err(|_| ())?,
+                None => tx.send_data(Bytes::new(), true).map_err(|_| ())?,
+            }
             return Ok(sent);
         }
         while !b.is_empty() {
@@ -689,9 +711,12 @@ async fn send_upstream(
             let n = crate::http::proxy::ahead::while_writing(w, ctx, up, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
-            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+            tx.send_data(part, b.is_empty() && end).map_err(|_| ())?;
         }
         if !more {
+            if let Some(t) = trailers {
+                tx.send_trailers(t).map_err(|_| ())?;
+            }
             return Ok(sent);
         }
     }

@@ -1,0 +1,385 @@
+//! gRPC (`grpc_pass`), as nginx's ngx_http_grpc_module: the request goes
+//! to the origin over HTTP/2 (cleartext for `grpc://`, TLS with ALPN `h2`
+//! for `grpcs://`), whatever the client spoke, and the response comes
+//! back with its trailers. Everything else (peers, keep-alive pools,
+//! retries, timeouts, 502/504, `$upstream_*`) is the upstream core's
+//! (`crate::http::proxy`), behind its protocol seam
+//! (`crate::config::proxy::Protocol::Grpc`). What is gRPC's own:
+//!
+//! - [`client`]: the HTTP/2 connection (`h2`), one stream per request;
+//! - [`request`]: the request's head as nginx's module builds it
+//!   (`:authority`, the client's headers, `grpc_set_header`);
+//! - [`exchange`]: the body sent, the response head read and filtered.
+//!
+//! The bytes from the origin are parsed by `h2` alone; the frames' payload
+//! (gRPC's length-prefixed messages) passes through untouched.
+
+pub mod client;
+pub mod conf;
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+
+use crate::config::proxy::{ProxyPass, UpstreamConf};
+use crate::http::connection::spool::{self, Spooled};
+use crate::http::field_value::FieldValue;
+use crate::http::handler::ctx::{ReqCtx, Vars};
+use crate::http::proxy::ExchangeError;
+use crate::http::proxy::request_body::{Client, ReqBody};
+use crate::http::proxy::response_head::{Framing, ResponseHead};
+
+/// `grpc_pass` with variables: the rendered value, its scheme taken off
+/// (`grpcs://` for TLS), names an upstream block, an address, or a host
+/// name asked of the `resolver` (as `proxy_pass` with variables).
+pub async fn resolve(
+    w: &crate::worker::WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    tpl: &crate::variables::Template,
+) -> Result<std::sync::Arc<ProxyPass>, u16> {
+    use crate::log::error::Level;
+    let rendered = tpl.render_to_vec(&Vars::request(ctx));
+    let raw = String::from_utf8_lossy(&rendered).into_owned();
+    let (authority, tls) = match (raw.strip_prefix("grpc://"), raw.strip_prefix("grpcs://")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => (raw.as_str(), false),
+    };
+    if authority.is_empty() || authority.contains('/') && !authority.starts_with("unix:") {
+        crate::log_req!(ctx, Level::Error, "invalid host in upstream \"{}\" while handling request", raw);
+        return Err(500);
+    }
+    let named = w.cfg.http.upstreams.iter().find(|u| !u.implicit && u.name == authority).cloned();
+    let upstream = match named {
+        Some(u) => u,
+        None if crate::http::proxy::dynamic::is_address(authority) => {
+            let key = format!("{}://{authority}", if tls { "grpcs" } else { "grpc" });
+            match w.proxy.borrow_mut().targets.get_as(&key, authority, tls) {
+                Ok(u) => u,
+                Err(why) => {
+                    crate::log_req!(ctx, Level::Error, "{} while handling request", why);
+                    return Err(502);
+                }
+            }
+        }
+        None => crate::http::proxy::dynamic::by_name(w, ctx, authority, tls).await?,
+    };
+    let mut target = crate::http::fastcgi::conf::target(upstream, crate::config::proxy::Protocol::Grpc);
+    target.tls = tls;
+    target.proxy_host = conf::authority(authority);
+    Ok(std::sync::Arc::new(target))
+}
+
+/// Client headers never passed as they are: hop-by-hop ones, those h2
+/// writes itself, and those nginx's defaults replace (`DEFAULT_HEADERS`).
+const NOT_PASSED: &[&str] = &[
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "te",
+    "keep-alive",
+    "proxy-connection",
+    "expect",
+    "upgrade",
+    "http2-settings",
+];
+
+/// The request's head for the origin: the client's method, the URI as the
+/// proxy sends it, `:authority` (the `grpc_pass` address, or none when
+/// `grpc_set_header Host` gives a `host` header instead, as nginx), the
+/// client's headers with `grpc_set_header` applied, `te: trailers` when
+/// the client asked for trailers, and the body's length when known.
+pub fn request(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody) -> Result<http::Request<()>, String> {
+    let conf = &ctx.conf.grpc;
+    let vars = Vars::request(ctx);
+    let mut target = Vec::with_capacity(128);
+    crate::http::proxy::wire::target_for_log(ctx, pass, &mut target);
+    let mut set: Vec<(&str, Vec<u8>)> = Vec::with_capacity(conf.set_headers.len());
+    for (name, tpl) in &conf.set_headers {
+        set.push((name.as_str(), tpl.render_to_vec(&vars)));
+    }
+    let host_set = set.iter().find(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.clone());
+    let scheme = if pass.tls { "https" } else { "http" };
+    let mut uri = http::uri::Builder::new().scheme(scheme);
+    if host_set.is_none() {
+        uri = uri.authority(pass.proxy_host.as_str());
+    }
+    let uri = uri.path_and_query(target.as_slice()).build().map_err(|e| format!("invalid request URI: {e}"))?;
+    let method = http::Method::from_bytes(ctx.req.method_bytes()).map_err(|e| e.to_string())?;
+    let mut req = http::Request::builder().method(method).uri(uri).body(()).map_err(|e| e.to_string())?;
+    let h = req.headers_mut();
+    // An explicit empty `grpc_set_header` removes a client's header.
+    let removed = |name: &[u8]| set.iter().any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name));
+    for (name, value) in ctx.req.headers() {
+        let lower = name.to_ascii_lowercase();
+        if NOT_PASSED.iter().any(|n| n.as_bytes() == lower.as_slice()) || removed(name) {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&lower), http::HeaderValue::from_bytes(value)) {
+            h.append(n, v);
+        }
+    }
+    for (name, value) in &set {
+        if value.is_empty() {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_bytes(value)) {
+            h.insert(n, v);
+        }
+    }
+    if ctx.req.header("te").is_some_and(|v| contains_token(v, b"trailers")) && !removed(b"te") {
+        h.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
+    }
+    let len = match body {
+        ReqBody::Buffered(b) if !b.is_empty() => Some(b.len()),
+        _ => ctx.req.header("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok()),
+    };
+    if let Some(n) = len
+        && !removed(b"content-length")
+    {
+        h.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+    }
+    Ok(req)
+}
+
+fn contains_token(v: &[u8], token: &[u8]) -> bool {
+    v.split(|&b| b == b',').any(|t| {
+        t.trim_ascii().split(|&b| b == b';').next().is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+    })
+}
+
+/// Opens the request's stream on `conn`, sends the body (the client's,
+/// read whole before), and waits for the response head within
+/// `grpc_read_timeout`; the response body is left on `conn` for the core
+/// to read.
+pub(crate) async fn exchange(
+    conn: &mut client::Conn,
+    req: http::Request<()>,
+    client: &mut Client<'_>,
+    conf: &UpstreamConf,
+    head_request: bool,
+    limits: (u64, std::time::Duration),
+) -> Result<ResponseHead, ExchangeError> {
+    let body_len = match &client.body {
+        ReqBody::Buffered(b) => b.len(),
+        ReqBody::Streamed(_) => 0,
+    };
+    let streamed = client.h2_body.take();
+    let end = body_len == 0 && streamed.is_none();
+    let opened = crate::clock::timeout(conf.send_timeout, conn.open(req, end)).await;
+    let (response, mut tx) = match opened {
+        Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
+        // Nothing went: a reused connection the origin closed or sent
+        // GOAWAY on may be replaced by a new one.
+        Ok(Err(e)) => {
+            return Err(match h2_error(e, "sending request to upstream") {
+                ExchangeError::Closed => ExchangeError::NotSent,
+                other => other,
+            });
+        }
+        Ok(Ok(r)) => r,
+    };
+    if let Some(rx) = streamed {
+        // The client's DATA frames go on as they come, in a task of their
+        // own, while the answer is awaited and streamed back.
+        client.h2_body_sent = true;
+        tokio::task::spawn_local(crate::clock::per_poll(pump(rx, tx, limits.0, limits.1)));
+    } else if let ReqBody::Buffered(b) = &client.body
+        && body_len > 0
+    {
+        let sent = crate::clock::timeout(conf.send_timeout, send_body(&mut tx, b)).await;
+        match sent {
+            Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
+            Ok(Err(e)) => return Err(e),
+            Ok(Ok(())) => {}
+        }
+    }
+    let watch = !conf.ignore_client_abort;
+    let got = tokio::select! {
+        biased;
+        r = crate::clock::timeout(conf.read_timeout, response) => r,
+        _ = client.gone(), if watch => return Err(ExchangeError::Gone("while sending request to upstream")),
+    };
+    let resp = match got {
+        Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
+        Ok(Err(e)) => return Err(h2_error(e, "reading response header from upstream")),
+        Ok(Ok(r)) => r,
+    };
+    let (parts, recv) = resp.into_parts();
+    let ended = recv.is_end_stream();
+    conn.set_body(recv);
+    let mut head = response_head(&parts, conf);
+    if ended || head_request {
+        // A trailers-only answer (grpc-status in the head) ends with it.
+        head.framing = Framing::None(Some(0));
+    }
+    Ok(head)
+}
+
+/// An HTTP/2 client's body to the origin, frame by frame, the client's
+/// window opened as the origin's takes each frame; its trailers, if any,
+/// follow. A client that stalls past `client_body_timeout`, resets its
+/// stream or sends more than `client_max_body_size` (0: no limit) resets
+/// the origin's stream.
+async fn pump(mut rx: h2::RecvStream, mut tx: h2::SendStream<Bytes>, max: u64, timeout: std::time::Duration) {
+    let mut total = 0u64;
+    loop {
+        match tokio::time::timeout(timeout, rx.data()).await {
+            Ok(None) => {
+                match tokio::time::timeout(timeout, rx.trailers()).await {
+                    Ok(Ok(Some(t))) => {
+                        let _ = tx.send_trailers(t);
+                    }
+                    Ok(Ok(None)) => {
+                        let _ = tx.send_data(Bytes::new(), true);
+                    }
+                    _ => tx.send_reset(h2::Reason::CANCEL),
+                }
+                return;
+            }
+            Ok(Some(Ok(chunk))) => {
+                let n = chunk.len();
+                total += n as u64;
+                if max > 0 && total > max {
+                    tx.send_reset(h2::Reason::CANCEL);
+                    return;
+                }
+                // The client's last DATA frame ends the origin's stream too
+                // (unless trailers follow).
+                let last = rx.is_end_stream();
+                if client::send_data(&mut tx, chunk, last).await.is_err() {
+                    return;
+                }
+                let _ = rx.flow_control().release_capacity(n);
+                if last {
+                    return;
+                }
+            }
+            Ok(Some(Err(_))) | Err(_) => {
+                tx.send_reset(h2::Reason::CANCEL);
+                return;
+            }
+        }
+    }
+}
+
+/// The buffered request body as DATA frames, the last one ending the
+/// stream.
+async fn send_body(tx: &mut h2::SendStream<Bytes>, b: &Spooled) -> Result<(), ExchangeError> {
+    const PIECE: usize = 64 * 1024;
+    let total = b.len();
+    let mut off = 0u64;
+    while off < total {
+        let mut piece = vec![0u8; PIECE.min((total - off) as usize)];
+        let n = spool::read_at(b, off, &mut piece)
+            .map_err(|e| ExchangeError::Io(("pread()", "sending request to upstream"), e))?;
+        if n == 0 {
+            break;
+        }
+        piece.truncate(n);
+        off += n as u64;
+        client::send_data(tx, Bytes::from(piece), off >= total)
+            .await
+            .map_err(|e| h2_error(e, "sending request to upstream"))?;
+    }
+    Ok(())
+}
+
+/// An h2 failure as the core reports it: a connection that went away as
+/// a premature close, a reset or protocol error as an invalid answer.
+fn h2_error(e: h2::Error, when: &'static str) -> ExchangeError {
+    if e.is_io() || e.is_go_away() && e.is_remote() {
+        return match e.into_io() {
+            Some(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => ExchangeError::Io(("recv()", when), io),
+            _ => ExchangeError::Closed,
+        };
+    }
+    let why = match e.reason() {
+        Some(r) if e.is_remote() => format!("upstream rejected request with error {}", u32::from(r)),
+        Some(r) => format!("upstream sent invalid http2 frame (error {})", u32::from(r)),
+        None => format!("upstream http2 error: {e}"),
+    };
+    ExchangeError::Invalid(Cow::Owned(why))
+}
+
+/// Headers of the origin's answer nginx's grpc module hides by default.
+const HIDDEN: &[&str] = &[
+    "date",
+    "server",
+    "x-accel-expires",
+    "x-accel-redirect",
+    "x-accel-limit-rate",
+    "x-accel-buffering",
+    "x-accel-charset",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "upgrade",
+];
+
+/// The client's response head from the origin's: the status, Content-Type
+/// apart, the rest passed on but for the hidden ones (`grpc_hide_header`,
+/// nginx's defaults unless `grpc_pass_header` names them).
+pub fn response_head(parts: &http::response::Parts, conf: &UpstreamConf) -> ResponseHead {
+    let mut headers = Vec::with_capacity(parts.headers.len());
+    let mut content_type = None;
+    for (name, value) in &parts.headers {
+        let n = name.as_str();
+        if n == "content-type" {
+            content_type = Some(Cow::Owned(String::from_utf8_lossy(value.as_bytes()).into_owned()));
+            continue;
+        }
+        let hidden = (HIDDEN.contains(&n) && !conf.pass_headers.iter().any(|p| p == n))
+            || conf.hide_headers.iter().any(|h| h == n);
+        if hidden {
+            continue;
+        }
+        headers.push((Cow::Owned(n.to_string()), FieldValue::copy_from(value.as_bytes())));
+    }
+    ResponseHead {
+        status: parts.status.as_u16(),
+        headers,
+        content_type,
+        framing: Framing::Stream,
+        keep_alive: true,
+        head_len: 0,
+        accel_buffering: None,
+        accel_expires: None,
+        accel_redirect: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn te_trailers_token() {
+        assert!(contains_token(b"trailers", b"trailers"));
+        assert!(contains_token(b"gzip, Trailers;q=1", b"trailers"));
+        assert!(!contains_token(b"gzip", b"trailers"));
+    }
+
+    #[test]
+    fn hidden_headers_and_content_type() {
+        let mut conf = UpstreamConf::default();
+        let resp = http::Response::builder()
+            .status(200)
+            .header("content-type", "application/grpc")
+            .header("date", "x")
+            .header("server", "y")
+            .header("grpc-encoding", "identity")
+            .header("x-secret", "z")
+            .body(())
+            .expect("response");
+        let (parts, ()) = resp.into_parts();
+        conf.hide_headers.push("x-secret".into());
+        conf.pass_headers.push("server".into());
+        let h = response_head(&parts, &conf);
+        assert_eq!(h.content_type.as_deref(), Some("application/grpc"));
+        let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_ref()).collect();
+        assert_eq!(names, ["server", "grpc-encoding"]);
+    }
+}
