@@ -276,6 +276,7 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
         implicit: true,
         queue: None,
         check: None,
+        zone: None,
     })
 }
 
