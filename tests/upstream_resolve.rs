@@ -411,3 +411,51 @@ fn config_errors_in_nginx_words() {
     let out = t.run(&["-t"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
 }
+
+/// The same in a `stream` upstream (resolver at the stream level): wrk's
+/// HTTP goes through the TCP proxy to whichever address the name has.
+#[test]
+fn stream_upstreams_follow_dns_too() {
+    let dns = Dns::start();
+    let (o2, o3, port) = two_hosts();
+    dns.set_a("app.test", &[[127, 0, 0, 2]]);
+    let s = builder()
+        .main(&format!(
+            r#"stream {{
+                resolver 127.0.0.1:{d} valid=1s;
+                resolver_timeout 1s;
+                upstream s {{
+                    zone s 64k;
+                    server app.test:{port} resolve;
+                }}
+                server {{
+                    listen 127.0.0.1:{{port1}};
+                    proxy_pass s;
+                }}
+            }}"#,
+            d = dns.port
+        ))
+        .http("server { listen 127.0.0.1:{port}; location / { return 204; } }")
+        .ports(2)
+        .start();
+    let url = format!("http://127.0.0.1:{}/", s.ports[1]);
+    let get = || {
+        let out = std::process::Command::new("curl").args(["-s", "-m", "3", &url]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    until(Duration::from_secs(5), "first resolution", || get() == "2");
+    // wrk's sessions stay with the origin they reached (as nginx's), and
+    // go on without an error; new sessions follow the name.
+    let wrk = wrk_start(&["-t1", "-c8", "-d4s", "--timeout", "3s", &url]);
+    thread::sleep(Duration::from_millis(1200));
+    dns.set_a("app.test", &[[127, 0, 0, 3]]);
+    let t = until(Duration::from_secs(3), "new sessions go to the new address", || get() == "3");
+    assert!(t < Duration::from_millis(2500), "took {t:?}");
+    for _ in 0..5 {
+        assert_eq!(get(), "3");
+    }
+    assert!(o2.count() > 0 && o3.count() >= 6);
+    let res = wrk_finish(wrk, Duration::from_secs(20));
+    assert_no_failures(&res, &s);
+    assert_eq!(get(), "3");
+}

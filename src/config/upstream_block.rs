@@ -21,8 +21,12 @@ pub fn upstream_block(d: &Directive, ctx: &mut Ctx, http: &crate::resolver::Conf
 /// The same block in a family that proxies bytes rather than requests
 /// (nginx's `stream` upstreams): no keep-alive pool, `queue`, `ip_hash` or
 /// `check`, and every server names its port.
-pub fn l4_upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, ConfError> {
-    build(d, ctx, true, None)
+pub fn l4_upstream_block(
+    d: &Directive,
+    ctx: &mut Ctx,
+    stream: &crate::resolver::Conf,
+) -> Result<Arc<Upstream>, ConfError> {
+    build(d, ctx, true, Some(stream))
 }
 
 fn build(
@@ -130,12 +134,12 @@ fn build(
                 zone = Some(arg(sub, 0).to_string());
             }
             "zone" => return Err(bad_args()),
-            "resolver" if !l4 => {
+            "resolver" => {
                 once(&mut seen, "resolver")?;
                 resolver.resolver = Some(crate::resolver::parse(sub)?);
                 own_resolver = true;
             }
-            "resolver_timeout" if !l4 && nargs == 1 => {
+            "resolver_timeout" if nargs == 1 => {
                 once(&mut seen, "resolver_timeout")?;
                 let v = arg(sub, 0);
                 resolver.timeout = value::parse_time(v).ok_or_else(|| {
@@ -207,6 +211,7 @@ fn build(
         // the zone, `peers` stays empty.
         let backups = matches!(u.balance, Balance::RoundRobin | Balance::LeastConn);
         let conf = crate::upstream::zone::ZoneConf {
+            family: if l4 { "stream" } else { "http" },
             name: zone_name,
             resolver: resolver.resolver.clone(),
             resolver_timeout: resolver.timeout,
@@ -257,9 +262,9 @@ fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, Co
     let mut service: Option<String> = None;
     for w in d.args.iter().skip(1) {
         let t = w.text.as_str();
-        if !l4 && t == "resolve" {
+        if t == "resolve" {
             resolve_flag = true;
-        } else if !l4 && let Some(v) = t.strip_prefix("service=") {
+        } else if let Some(v) = t.strip_prefix("service=") {
             if v.is_empty() {
                 return Err(ConfError::at(format!("invalid service \"{}\"", v), &d.span));
             }
@@ -269,7 +274,7 @@ fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, Co
     if service.is_some() && !resolve_flag {
         return Err(ConfError::at(format!("service upstream \"{}\" requires \"resolve\" parameter", raw), &d.span));
     }
-    if l4 && !raw.starts_with("unix:") && !has_port(raw) {
+    if l4 && service.is_none() && !raw.starts_with("unix:") && !has_port(raw) {
         return Err(ConfError::at(format!("no port in upstream \"{}\"", raw), &d.span));
     }
     // `resolve` on an address (or a socket) is a static server.
@@ -318,7 +323,7 @@ fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, Co
             p.backup = true;
         } else if t == "down" {
             p.down = true;
-        } else if !l4 && (t == "resolve" || t.starts_with("service=")) {
+        } else if t == "resolve" || t.starts_with("service=") {
             // Read above.
         } else {
             return Err(invalid(d, t));

@@ -173,6 +173,9 @@ pub struct Found {
 /// The settings a zone was configured with.
 #[derive(Debug, Clone)]
 pub struct ZoneConf {
+    /// The protocol family of the upstream (`http`, `stream`): upstream
+    /// names are per family.
+    pub family: &'static str,
     /// The `zone` directive's name.
     pub name: String,
     pub resolver: Option<ResolverConf>,
@@ -397,17 +400,19 @@ fn merge(e: &mut Entry, found: &[Found], zc: &ZoneConf, next_id: &mut u64) -> bo
     changed
 }
 
-/// Every zone of a configuration, by upstream.
+/// Every zone of a configuration (http's upstreams, then the other
+/// families').
 pub fn zones(cfg: &crate::config::Config) -> Vec<Arc<Zone>> {
-    cfg.http.upstreams.iter().filter_map(|u| u.zone.clone()).collect()
+    let families = cfg.families.iter().flat_map(|(_, f)| f.upstreams().iter());
+    cfg.http.upstreams.iter().chain(families).filter_map(|u| u.zone.clone()).collect()
 }
 
 /// Carries each zone's addresses and shared state into the configuration
-/// replacing it (reload), matched by upstream name.
+/// replacing it (reload), matched by family and upstream name.
 pub fn inherit(old: &crate::config::Config, new: &crate::config::Config) {
     let olds = zones(old);
     for z in zones(new) {
-        if let Some(o) = olds.iter().find(|o| o.upstream == z.upstream) {
+        if let Some(o) = olds.iter().find(|o| o.upstream == z.upstream && o.conf.family == z.conf.family) {
             z.inherit(o);
         }
     }
@@ -429,7 +434,14 @@ mod tests {
     }
 
     fn conf(backups: bool) -> ZoneConf {
-        ZoneConf { name: "z".into(), resolver: None, resolver_timeout: Duration::from_secs(1), backups, check: None }
+        ZoneConf {
+            family: "http",
+            name: "z".into(),
+            resolver: None,
+            resolver_timeout: Duration::from_secs(1),
+            backups,
+            check: None,
+        }
     }
 
     fn a(ip: &str) -> Found {
