@@ -459,3 +459,38 @@ fn stream_upstreams_follow_dns_too() {
     assert_no_failures(&res, &s);
     assert_eq!(get(), "3");
 }
+
+/// Tengine's `check` on resolved peers: a peer that appears is probed,
+/// and one that does not answer is taken out (`unhealthy` in
+/// sluice_status) while the one that does serves every request.
+#[test]
+fn resolved_peers_are_actively_checked() {
+    let dns = Dns::start();
+    let (o2, _o3, port) = two_hosts();
+    // 127.0.0.4: nothing listens there.
+    dns.set_a("app.test", &[[127, 0, 0, 2], [127, 0, 0, 4]]);
+    let s = server(
+        &dns,
+        &format!(
+            "server app.test:{port} resolve max_fails=0;\n\
+             check interval=100 rise=1 fall=1 timeout=500 type=http default_down=false;"
+        ),
+    );
+    until(Duration::from_secs(5), "the silent peer is checked down", || {
+        let status = s.get("/status").text();
+        status.contains(&format!("\"server\":\"127.0.0.4:{port}\",\"state\":\"unhealthy\""))
+    });
+    let before = o2.count();
+    let refused = || s.error_log().matches("connect() failed").count();
+    let refused_before = refused();
+    for _ in 0..10 {
+        assert_eq!(body(&s, "/"), "2");
+    }
+    assert_eq!(o2.count(), before + 10);
+    // None of them tried the peer the check holds down.
+    assert_eq!(refused(), refused_before, "{}", s.error_log());
+    let status = s.get("/status").text();
+    assert!(status.contains(&format!("\"server\":\"127.0.0.2:{port}\",\"state\":\"up\"")), "{status}");
+    let log = s.error_log();
+    assert!(log.contains(&format!("disable check peer: 127.0.0.4:{port}")), "{log}");
+}
