@@ -6,7 +6,10 @@
 //! name that disappears empties it; a reload during resolution keeps
 //! serving. The DNS answers on 127.0.0.1; the origins listen on 127.0.0.2
 //! and 127.0.0.3 (the same port: an A record carries no port) or on
-//! 127.0.0.1 ports that SRV records name.
+//! 127.0.0.1 ports that SRV records name. nginx has `resolve` in open
+//! source from 1.27.3 on: with SLUICE_TEST_NGINX=1 (Debian's 1.22) these
+//! configurations are refused; nginx's own upstream_resolve*.t,
+//! upstream_service*.t and their stream twins are the reference instead.
 
 mod common;
 
