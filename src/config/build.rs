@@ -566,7 +566,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     let mut servers = Vec::new();
     let mut specs = Vec::new();
     for (_, d) in children.iter().filter(|(c, _)| c.name == "upstream") {
-        super::upstream_block::upstream_block(d, ctx)?;
+        super::upstream_block::upstream_block(d, ctx, &conf.resolver)?;
     }
     for (_, d) in children.into_iter().filter(|(c, _)| c.name == "server") {
         let (server, listens) = build_server(d, &conf, ctx, main)?;

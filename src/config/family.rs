@@ -54,6 +54,11 @@ pub enum Socket {
 /// A family's built configuration, as the shared layers see it.
 pub trait FamilyConf: Send + Sync {
     fn listens(&self) -> &[Listen];
+    /// The family's upstream blocks (their zones re-resolve in the
+    /// background, `upstream::zone`).
+    fn upstreams(&self) -> &[std::sync::Arc<super::proxy::Upstream>] {
+        &[]
+    }
     /// Serves `sock` (the socket of `listens()[index]`) in a worker: spawns
     /// its accept loop on the worker's event loop, which ends when `stop`
     /// is notified (the generation retires).

@@ -85,6 +85,9 @@ pub struct Upstream {
     pub queue: Option<Arc<crate::upstream::queue::Queue>>,
     /// Tengine's `check`: the active health check and its shared peer state.
     pub check: Option<Arc<crate::upstream::check::Check>>,
+    /// `zone` with `server ... resolve`: the servers change at run time;
+    /// workers balance over the zone's list (and `peers` is empty).
+    pub zone: Option<Arc<crate::upstream::zone::Zone>>,
 }
 
 /// What `proxy_pass` points at, resolved.
@@ -400,6 +403,7 @@ pub fn implicit_upstream(authority: &str, tls: bool, index: usize) -> Result<Ups
         implicit: true,
         queue: None,
         check: None,
+        zone: None,
     })
 }
 

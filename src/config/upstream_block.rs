@@ -12,19 +12,29 @@ use crate::variables::Template;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Builds an `upstream NAME { ... }` block.
-pub fn upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, ConfError> {
-    build(d, ctx, false)
+/// Builds an `upstream NAME { ... }` block; `http` is the http level's
+/// `resolver` settings, which an upstream without its own inherits.
+pub fn upstream_block(d: &Directive, ctx: &mut Ctx, http: &crate::resolver::Conf) -> Result<Arc<Upstream>, ConfError> {
+    build(d, ctx, false, Some(http))
 }
 
 /// The same block in a family that proxies bytes rather than requests
 /// (nginx's `stream` upstreams): no keep-alive pool, `queue`, `ip_hash` or
 /// `check`, and every server names its port.
-pub fn l4_upstream_block(d: &Directive, ctx: &mut Ctx) -> Result<Arc<Upstream>, ConfError> {
-    build(d, ctx, true)
+pub fn l4_upstream_block(
+    d: &Directive,
+    ctx: &mut Ctx,
+    stream: &crate::resolver::Conf,
+) -> Result<Arc<Upstream>, ConfError> {
+    build(d, ctx, true, Some(stream))
 }
 
-fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfError> {
+fn build(
+    d: &Directive,
+    ctx: &mut Ctx,
+    l4: bool,
+    http: Option<&crate::resolver::Conf>,
+) -> Result<Arc<Upstream>, ConfError> {
     let name = arg(d, 0).to_string();
     if ctx.upstreams.contains_key(&name) {
         return Err(ConfError::at(format!("duplicate upstream \"{}\"", name), &d.span));
@@ -40,7 +50,13 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
         implicit: false,
         queue: None,
         check: None,
+        zone: None,
     };
+    // `zone`, `resolver`, `resolver_timeout` and the servers as written.
+    let mut zone: Option<String> = None;
+    let mut resolver = crate::resolver::Conf::default();
+    let (mut own_resolver, mut own_timeout) = (false, false);
+    let mut specs: Vec<crate::upstream::zone::ServerSpec> = Vec::new();
     let mut queue: Option<(usize, Duration)> = None;
     let mut check = crate::upstream::check::conf::Pending::default();
     let mut seen: Vec<&str> = Vec::new();
@@ -72,7 +88,7 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
             return Err(ConfError::at(format!("unknown directive \"{}\"", sub.name), &sub.span));
         }
         match sub.name.as_str() {
-            "server" => u.peers.push(peer(sub, l4)?),
+            "server" => specs.push(peer(sub, l4)?),
             "keepalive" if nargs == 1 => {
                 once(&mut seen, "keepalive")?;
                 u.keepalive = number(sub, 0)? as usize;
@@ -106,7 +122,31 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
             | "queue" => {
                 return Err(bad_args());
             }
-            "zone" => {}
+            "zone" if (1..=2).contains(&nargs) => {
+                once(&mut seen, "zone")?;
+                if let Some(size) = sub.args.get(1) {
+                    let n = value::parse_size(&size.text)
+                        .ok_or_else(|| ConfError::at(format!("invalid zone size \"{}\"", size.text), &sub.span))?;
+                    if n < 8 * 4096 {
+                        return Err(ConfError::at(format!("zone \"{}\" is too small", arg(sub, 0)), &sub.span));
+                    }
+                }
+                zone = Some(arg(sub, 0).to_string());
+            }
+            "zone" => return Err(bad_args()),
+            "resolver" => {
+                once(&mut seen, "resolver")?;
+                resolver.resolver = Some(crate::resolver::parse(sub)?);
+                own_resolver = true;
+            }
+            "resolver_timeout" if nargs == 1 => {
+                once(&mut seen, "resolver_timeout")?;
+                let v = arg(sub, 0);
+                resolver.timeout = value::parse_time(v).ok_or_else(|| {
+                    ConfError::at(format!("invalid value \"{v}\" in \"resolver_timeout\" directive"), &sub.span)
+                })?;
+                own_timeout = true;
+            }
             "check" | "check_http_send" | "check_http_expect_alive" | "check_keepalive_requests" => {
                 crate::upstream::check::conf::directive(&mut check, sub)?;
             }
@@ -121,7 +161,7 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
             }
         }
     }
-    if u.peers.is_empty() {
+    if specs.is_empty() {
         return Err(ConfError {
             msg: "no servers are inside upstream".to_string(),
             file: Some(d.span.file.as_ref().clone()),
@@ -129,14 +169,58 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
         });
     }
     // The balancer refuses what nginx refuses at parse time (backup with
-    // hash, ip_hash or random).
+    // hash, ip_hash or random): checked on every server as written.
+    u.peers = specs.iter().map(|s| s.params.clone()).collect();
     if let Err(e) = crate::upstream::peers::build_balancer(&u) {
         return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
+    }
+    let resolvable = specs.iter().any(|s| s.resolve);
+    let at = format!("{}:{}", d.span.file.display(), d.span.line);
+    if resolvable && zone.is_none() {
+        return Err(ConfError {
+            msg: format!("resolving names at run time requires upstream \"{}\" in {} to be in shared memory", name, at),
+            file: None,
+            line: 0,
+        });
+    }
+    if let Some(http) = http.filter(|_| !own_resolver) {
+        resolver.resolver = http.resolver.clone();
+    }
+    if let Some(http) = http.filter(|_| !own_timeout) {
+        resolver.timeout = http.timeout;
+    }
+    if resolvable && resolver.resolver.is_none() {
+        return Err(ConfError {
+            msg: format!("no resolver defined to resolve names at run time in upstream \"{}\" in {}", name, at),
+            file: None,
+            line: 0,
+        });
+    }
+    if resolvable && queue.is_some() {
+        return Err(ConfError::at(
+            format!("\"queue\" is not supported with resolvable servers in upstream \"{}\"", name),
+            &d.span,
+        ));
     }
     if let Some((size, timeout)) = queue {
         u.queue = Some(Arc::new(crate::upstream::queue::Queue::new(size, timeout, &u.peers)));
     }
     u.check = crate::upstream::check::conf::finish(check, &u.name, &u.peers);
+    if let Some(zone_name) = zone.filter(|_| resolvable) {
+        // The servers change at run time: every worker reads them from
+        // the zone, `peers` stays empty.
+        let backups = matches!(u.balance, Balance::RoundRobin | Balance::LeastConn);
+        let conf = crate::upstream::zone::ZoneConf {
+            family: if l4 { "stream" } else { "http" },
+            name: zone_name,
+            resolver: resolver.resolver.clone(),
+            resolver_timeout: resolver.timeout,
+            backups,
+            check: u.check.take().map(|c| c.conf.clone()),
+        };
+        u.zone = Some(Arc::new(crate::upstream::zone::Zone::new(&u.name, conf, specs)));
+        u.peers = Vec::new();
+    }
     let u = Arc::new(u);
     ctx.upstreams.insert(name, u.clone());
     ctx.upstream_list.push(u.clone());
@@ -166,17 +250,57 @@ fn set_balance(u: &mut Upstream, b: Balance, d: &Directive) -> R {
 }
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]
-/// [max_conns=N]` inside `upstream`.
-fn peer(d: &Directive, l4: bool) -> Result<PeerConf, ConfError> {
+/// [max_conns=N] [resolve] [service=NAME]` inside `upstream`. A name with
+/// `resolve` is not resolved now: the zone's resolution finds its
+/// addresses once workers run (`upstream::zone::resolve`).
+fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, ConfError> {
     if d.args.is_empty() {
         return Err(ConfError::at("invalid number of arguments in \"server\" directive", &d.span));
     }
     let raw = arg(d, 0);
-    if l4 && !raw.starts_with("unix:") && !has_port(raw) {
+    let mut resolve_flag = false;
+    let mut service: Option<String> = None;
+    for w in d.args.iter().skip(1) {
+        let t = w.text.as_str();
+        if t == "resolve" {
+            resolve_flag = true;
+        } else if let Some(v) = t.strip_prefix("service=") {
+            if v.is_empty() {
+                return Err(ConfError::at(format!("invalid service \"{}\"", v), &d.span));
+            }
+            service = Some(v.to_string());
+        }
+    }
+    if service.is_some() && !resolve_flag {
+        return Err(ConfError::at(format!("service upstream \"{}\" requires \"resolve\" parameter", raw), &d.span));
+    }
+    if l4 && service.is_none() && !raw.starts_with("unix:") && !has_port(raw) {
         return Err(ConfError::at(format!("no port in upstream \"{}\"", raw), &d.span));
+    }
+    // `resolve` on an address (or a socket) is a static server.
+    let (host, port) = split_host(raw);
+    let is_name = !raw.starts_with("unix:") && host.parse::<std::net::IpAddr>().is_err();
+    let dynamic = resolve_flag && is_name;
+    if service.is_some() && !dynamic {
+        return Err(ConfError::at(format!("service upstream \"{}\" requires domain name", raw), &d.span));
+    }
+    if service.is_some() && port.is_some() {
+        return Err(ConfError::at(format!("service upstream \"{}\" may not have port", raw), &d.span));
     }
     let (addr, unix) = match raw.strip_prefix("unix:") {
         Some(path) => (UNIX_PLACEHOLDER, Some(unix_path(path).map_err(|m| ConfError::at(m, &d.span))?)),
+        None if dynamic => {
+            let port = match port {
+                Some(p) => p
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|&p| p != 0)
+                    .ok_or_else(|| ConfError::at(format!("invalid port in upstream \"{}\"", raw), &d.span))?,
+                None if service.is_some() => 0,
+                None => 80,
+            };
+            (std::net::SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), port), None)
+        }
         None => (resolve(raw).map_err(|m| ConfError::at(m, &d.span))?, None),
     };
     // Named as written: consistent hashing places a server's points by it.
@@ -199,11 +323,33 @@ fn peer(d: &Directive, l4: bool) -> Result<PeerConf, ConfError> {
             p.backup = true;
         } else if t == "down" {
             p.down = true;
+        } else if t == "resolve" || t.starts_with("service=") {
+            // Read above.
         } else {
             return Err(invalid(d, t));
         }
     }
-    Ok(p)
+    Ok(crate::upstream::zone::ServerSpec {
+        server: raw.to_string(),
+        resolve: dynamic,
+        host: host.to_string(),
+        service: if dynamic { service } else { None },
+        params: p,
+    })
+}
+
+/// `host:port` as (host, Some(port)); `[v6]:port`, `[v6]`, `host`.
+fn split_host(a: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = a.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((h, p)) => (h, p.strip_prefix(':')),
+            None => (a, None),
+        };
+    }
+    match a.split_once(':') {
+        Some((h, p)) if !p.contains(':') => (h, Some(p)),
+        _ => (a, None),
+    }
 }
 
 /// Whether `host:port`, `[v6]:port` or `v4:port` names a port.

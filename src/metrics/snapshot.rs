@@ -98,25 +98,10 @@ pub fn snapshot(page: &Page) -> Snapshot {
     for u in &page.upstreams {
         let names: Vec<Arc<str>> = u.peers.iter().map(|p| p.name.clone()).collect();
         let (totals, peer_totals) = super::upstream::upstream_totals(&u.name, &names, now);
-        let peers = u
-            .peers
-            .iter()
-            .zip(peer_totals)
-            .enumerate()
-            .map(|(i, (p, t))| {
-                let checked_down = u.check.as_ref().and_then(|c| c.peer_down(i)).unwrap_or(false);
-                let state = if p.down {
-                    "down"
-                } else if checked_down {
-                    "unhealthy"
-                } else if t.unavailable {
-                    "unavail"
-                } else {
-                    "up"
-                };
-                PeerSnap { name: p.name.clone(), state, totals: t, health: u.check.as_ref().and_then(|c| c.health(i)) }
-            })
-            .collect();
+        let peers = match &u.zone {
+            Some(z) => zone_peers(z, now),
+            None => static_peers(u, peer_totals),
+        };
         let queue = u.queue.as_ref().map(|q| QueueSnap {
             length: q.waiting() as u64,
             waits: totals.queue_waits,
@@ -137,6 +122,59 @@ pub fn snapshot(page: &Page) -> Snapshot {
         caches,
         upstreams,
     }
+}
+
+/// The peers of an upstream without a zone, with every worker's counts.
+fn static_peers(u: &crate::config::proxy::Upstream, peer_totals: Vec<super::upstream::PeerTotals>) -> Vec<PeerSnap> {
+    u.peers
+        .iter()
+        .zip(peer_totals)
+        .enumerate()
+        .map(|(i, (p, t))| {
+            let checked_down = u.check.as_ref().and_then(|c| c.peer_down(i)).unwrap_or(false);
+            let state = if p.down {
+                "down"
+            } else if checked_down {
+                "unhealthy"
+            } else if t.unavailable {
+                "unavail"
+            } else {
+                "up"
+            };
+            PeerSnap { name: p.name.clone(), state, totals: t, health: u.check.as_ref().and_then(|c| c.health(i)) }
+        })
+        .collect()
+}
+
+/// The peers an upstream with a `zone` has now (resolved ones named by
+/// address, as nginx's API names them), with the counts all workers
+/// keep in the zone.
+fn zone_peers(z: &crate::upstream::zone::Zone, now: u64) -> Vec<PeerSnap> {
+    use std::sync::atomic::Ordering::Relaxed;
+    z.current()
+        .list
+        .iter()
+        .map(|p| {
+            let s = &p.shared;
+            let totals = super::upstream::PeerTotals {
+                requests: s.requests.load(Relaxed),
+                failures: s.failures.load(Relaxed),
+                active: s.active.load(Relaxed),
+                unavailable: s.unavailable_until.load(Relaxed) > now,
+            };
+            let state = if p.conf.down {
+                "down"
+            } else if s.checked_down() {
+                "unhealthy"
+            } else if totals.unavailable {
+                "unavail"
+            } else {
+                "up"
+            };
+            let health = s.check.as_ref().map(|c| c.snapshot().health);
+            PeerSnap { name: p.conf.name.clone(), state, totals, health }
+        })
+        .collect()
 }
 
 /// A scrape with one of everything, for the writers' tests.

@@ -23,6 +23,8 @@ struct Generation {
     workers: Vec<worker::Handle>,
     /// Tengine's upstream checks for this configuration (one thread; None without `check`).
     checker: Option<crate::upstream::check::Checker>,
+    /// The re-resolution of `server ... resolve` (one thread; None without).
+    resolver: Option<crate::upstream::zone::resolve::Resolver>,
 }
 
 fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
@@ -56,6 +58,7 @@ fn start_generation(
 
 fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) -> Result<Generation, String> {
     let checker = crate::upstream::check::start(&cfg)?;
+    let resolver = crate::upstream::zone::resolve::start(crate::upstream::zone::zones(&cfg))?;
     let mut workers = Vec::new();
     for i in 0..cfg.main.worker_processes {
         let socks = listeners.for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
@@ -83,7 +86,7 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     // From here on this generation reads the QUIC sockets; a retiring one
     // stops reading those it shares with it.
     listeners.take_over_udp();
-    Ok(Generation { cfg, workers, checker })
+    Ok(Generation { cfg, workers, checker, resolver })
 }
 
 /// Panics are logged at `alert`, as nginx logs a worker that died: one
@@ -350,6 +353,7 @@ impl Master {
             super::pidfile::remove(&self.current.cfg.main.pid);
         }
         crate::upstream::check::inherit(&self.current.cfg, &cfg);
+        crate::upstream::zone::inherit(&self.current.cfg, &cfg);
         super::rlimits::apply(&cfg.main);
         let cfg = Arc::new(cfg);
         let next = match start_generation(cfg, &listeners, &logs, true) {
@@ -363,6 +367,7 @@ impl Master {
         let old = std::mem::replace(&mut self.current, next);
         // The old checker stops now; the old workers drain on its last state.
         drop(old.checker);
+        drop(old.resolver);
         for w in old.workers {
             let _ = w.ctl.send(Ctl::Quit);
             self.retiring.push(w);
@@ -407,6 +412,9 @@ impl Master {
         self.listeners = ListenerSet::default();
         if let Some(c) = self.current.checker.take() {
             c.stop();
+        }
+        if let Some(r) = self.current.resolver.take() {
+            r.stop();
         }
         let all: Vec<worker::Handle> = self.current.workers.drain(..).chain(self.retiring.drain(..)).collect();
         for w in &all {

@@ -9,6 +9,7 @@
 //! `valid=` when given, as nginx's resolver caches them. Servers are tried
 //! in turn until one answers, all within `resolver_timeout`.
 
+pub mod query;
 pub mod wire;
 
 use std::collections::HashMap;
@@ -50,6 +51,13 @@ impl Default for Conf {
 }
 
 fn resolver(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.resolver.resolver = Some(parse(d)?);
+    Ok(())
+}
+
+/// `resolver ADDR... [valid=T] [ipv4=] [ipv6=]` (also inside an
+/// `upstream` block).
+pub fn parse(d: &Directive) -> Result<ResolverConf, ConfError> {
     let mut r = ResolverConf { servers: Arc::new(Vec::new()), valid: None, ipv4: true, ipv6: true };
     let mut servers = Vec::new();
     for w in &d.args {
@@ -77,8 +85,7 @@ fn resolver(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         return Err(ConfError::at("invalid number of arguments in \"resolver\" directive", &d.span));
     }
     r.servers = Arc::new(servers);
-    c.resolver.resolver = Some(r);
-    Ok(())
+    Ok(r)
 }
 
 /// `1.2.3.4`, `1.2.3.4:5353`, `[::1]`, `[::1]:53`, `::1`, or a host name

@@ -1,15 +1,18 @@
 //! DNS messages (RFC 1035) as far as a forwarding client needs them: a
-//! recursive query for one name's A or AAAA records, and the answer's
-//! addresses with their smallest TTL. The answer is bytes from the network,
-//! so the reader checks every length and offset, follows compression
-//! pointers only backwards and a bounded number of times, and takes only
-//! an answer to the query it sent (same id, same question).
+//! recursive query for one name's A, AAAA or SRV (RFC 2782) records, and
+//! the answer's records with their smallest TTL, or the name a CNAME points
+//! to when the server gave no record of the type asked. The answer is bytes
+//! from the network, so the reader checks every length and offset, follows
+//! compression pointers only backwards and a bounded number of times, and
+//! takes only an answer to the query it sent (same id, same question). A
+//! truncated answer is told apart, so the caller can ask again over TCP.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub const A: u16 = 1;
 pub const AAAA: u16 = 28;
-const CNAME: u16 = 5;
+pub const SRV: u16 = 33;
+pub const CNAME: u16 = 5;
 const CLASS_IN: u16 = 1;
 
 /// Why an answer gives no addresses, in nginx's words and numbers
@@ -21,8 +24,14 @@ pub enum Failure {
     HostNotFound,
     Unimplemented,
     Refused,
-    /// Not an answer to our question, truncated or malformed.
+    /// Not an answer to our question, or malformed.
     Malformed,
+    /// The answer did not fit (TC set): ask again over TCP.
+    Truncated,
+    /// No server answered in time.
+    TimedOut,
+    /// A server could not be reached (ICMP port unreachable, connection refused).
+    Unreachable,
 }
 
 impl Failure {
@@ -33,9 +42,36 @@ impl Failure {
             Failure::HostNotFound => "3: Host not found",
             Failure::Unimplemented => "4: Unimplemented",
             Failure::Refused => "5: Operation refused",
-            Failure::Malformed => "1: Format error",
+            Failure::Malformed | Failure::Truncated => "1: Format error",
+            Failure::TimedOut => "110: Operation timed out",
+            Failure::Unreachable => "111: Connection refused",
         }
     }
+}
+
+/// One SRV record: where a service runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Srv {
+    pub priority: u16,
+    pub weight: u16,
+    pub port: u16,
+    /// The host, dotted, without the root's trailing dot.
+    pub target: String,
+}
+
+/// What an answer holds for the question asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Records {
+    /// A or AAAA questions: the addresses, each once, in answer order.
+    pub addrs: Vec<IpAddr>,
+    /// SRV questions: every record, duplicates kept (nginx makes a peer of
+    /// each).
+    pub srvs: Vec<Srv>,
+    /// The name a CNAME record gave, when no record of the type asked came
+    /// with it (the resolver then asks about that name).
+    pub cname: Option<String>,
+    /// The smallest TTL of the records taken (seconds); 0 when none.
+    pub ttl: u32,
 }
 
 /// A query for `name` (dotted, no trailing dot needed); None when the name
@@ -65,69 +101,129 @@ pub fn query(id: u16, name: &str, qtype: u16) -> Option<Vec<u8>> {
 /// qtype)`, and the smallest TTL among them (seconds). An answer with no
 /// such record (a name with only the other family) is `Ok` and empty.
 pub fn parse_answer(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<(Vec<IpAddr>, u32), Failure> {
+    match parse_records(msg, id, name, qtype) {
+        Err(Failure::Truncated) => Err(Failure::Malformed),
+        Err(f) => Err(f),
+        Ok(r) => Ok((r.addrs, r.ttl)),
+    }
+}
+
+/// The records of type `qtype` (A, AAAA or SRV) in an answer to
+/// [`query`]`(id, name, qtype)`: see [`Records`].
+pub fn parse_records(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<Records, Failure> {
     let r = Reader { msg };
     if msg.len() < 12 || u16::from_be_bytes([msg[0], msg[1]]) != id {
         return Err(Failure::Malformed);
     }
     let (flags_hi, flags_lo) = (msg[2], msg[3]);
-    // QR set, a standard query's answer, not truncated.
-    if flags_hi & 0x80 == 0 || flags_hi & 0x78 != 0 || flags_hi & 0x02 != 0 {
+    // QR set, a standard query's answer.
+    if flags_hi & 0x80 == 0 || flags_hi & 0x78 != 0 {
         return Err(Failure::Malformed);
     }
-    match flags_lo & 0x0f {
-        0 => {}
-        1 => return Err(Failure::FormatError),
-        2 => return Err(Failure::ServerFailure),
-        3 => return Err(Failure::HostNotFound),
-        4 => return Err(Failure::Unimplemented),
-        5 => return Err(Failure::Refused),
-        _ => return Err(Failure::Malformed),
-    }
+    let rcode = match flags_lo & 0x0f {
+        0 => None,
+        1 => Some(Failure::FormatError),
+        2 => Some(Failure::ServerFailure),
+        3 => Some(Failure::HostNotFound),
+        4 => Some(Failure::Unimplemented),
+        5 => Some(Failure::Refused),
+        _ => Some(Failure::Malformed),
+    };
     let qd = r.u16(4)?;
-    let an = r.u16(6)?;
     if qd != 1 {
-        return Err(Failure::Malformed);
+        // A refusal may come without the question (some servers answer
+        // FORMERR or SERVFAIL so); the id still had to match.
+        return Err(match (qd, rcode) {
+            (0, Some(f)) => f,
+            _ => Failure::Malformed,
+        });
     }
     // The question must be ours.
-    let mut at = 12;
-    let (qname, next) = r.name(at)?;
+    let (qname, next) = r.name(12)?;
     let want = name.strip_suffix('.').unwrap_or(name);
     if !qname.eq_ignore_ascii_case(want) || r.u16(next)? != qtype || r.u16(next + 2)? != CLASS_IN {
         return Err(Failure::Malformed);
     }
-    at = next + 4;
-    let mut addrs = Vec::new();
+    if flags_hi & 0x02 != 0 {
+        return Err(Failure::Truncated);
+    }
+    if let Some(f) = rcode {
+        return Err(f);
+    }
+    let an = r.u16(6)?;
+    let mut at = next + 4;
+    let mut out = Records::default();
     let mut ttl = u32::MAX;
+    let mut cname = None;
     for _ in 0..an {
         let (_, next) = r.name(at)?;
         let rtype = r.u16(next)?;
         let class = r.u16(next + 2)?;
         let rttl = r.u32(next + 4)?;
         let len = r.u16(next + 8)? as usize;
-        let data = r.slice(next + 10, len)?;
-        at = next + 10 + len;
-        if class != CLASS_IN || rtype == CNAME {
+        let data_at = next + 10;
+        let data = r.slice(data_at, len)?;
+        at = data_at + len;
+        if class != CLASS_IN {
             continue;
         }
-        let ip = match (rtype, data.len()) {
-            (A, 4) if qtype == A => IpAddr::V4(Ipv4Addr::new(data[0], data[1], data[2], data[3])),
+        // RFC 2181: a TTL with the top bit set is zero.
+        let rttl = if rttl > i32::MAX as u32 { 0 } else { rttl };
+        match (rtype, data.len()) {
+            (CNAME, _) if cname.is_none() => {
+                let (target, end) = r.name(data_at)?;
+                if end > at {
+                    return Err(Failure::Malformed);
+                }
+                cname = Some((target, rttl));
+            }
+            (A, 4) if qtype == A => {
+                let ip = IpAddr::V4(Ipv4Addr::new(data[0], data[1], data[2], data[3]));
+                ttl = ttl.min(rttl);
+                if !out.addrs.contains(&ip) {
+                    out.addrs.push(ip);
+                }
+            }
             (AAAA, 16) if qtype == AAAA => {
                 let mut b = [0u8; 16];
                 b.copy_from_slice(data);
-                IpAddr::V6(Ipv6Addr::from(b))
+                let ip = IpAddr::V6(Ipv6Addr::from(b));
+                ttl = ttl.min(rttl);
+                if !out.addrs.contains(&ip) {
+                    out.addrs.push(ip);
+                }
             }
-            _ => continue,
-        };
-        // RFC 2181: a TTL with the top bit set is zero.
-        ttl = ttl.min(if rttl > i32::MAX as u32 { 0 } else { rttl });
-        if !addrs.contains(&ip) {
-            addrs.push(ip);
+            (SRV, 7..) if qtype == SRV => {
+                let (target, end) = r.name(data_at + 6)?;
+                if end > at {
+                    // The target runs past its record.
+                    return Err(Failure::Malformed);
+                }
+                if target.is_empty() {
+                    // "." (RFC 2782): no such service here.
+                    continue;
+                }
+                ttl = ttl.min(rttl);
+                out.srvs.push(Srv {
+                    priority: u16::from_be_bytes([data[0], data[1]]),
+                    weight: u16::from_be_bytes([data[2], data[3]]),
+                    port: u16::from_be_bytes([data[4], data[5]]),
+                    target,
+                });
+            }
+            _ => {}
         }
     }
-    if addrs.is_empty() {
-        ttl = 0;
+    if out.addrs.is_empty() && out.srvs.is_empty() {
+        if let Some((target, t)) = cname {
+            out.cname = Some(target);
+            ttl = t;
+        } else {
+            ttl = 0;
+        }
     }
-    Ok((addrs, ttl))
+    out.ttl = if ttl == u32::MAX { 0 } else { ttl };
+    Ok(out)
 }
 
 struct Reader<'a> {
@@ -242,5 +338,63 @@ pub mod tests {
         assert_eq!(parse_answer(&bad, 7, "app.test", A), Err(Failure::Malformed));
         // Empty: a name with records of the other family only.
         assert_eq!(parse_answer(&answer(7, "app.test", A, 0, &[]), 7, "app.test", A), Ok((vec![], 0)));
+    }
+
+    fn srv_data(priority: u16, weight: u16, port: u16, target: &[u8]) -> Vec<u8> {
+        let mut d = Vec::new();
+        d.extend_from_slice(&priority.to_be_bytes());
+        d.extend_from_slice(&weight.to_be_bytes());
+        d.extend_from_slice(&port.to_be_bytes());
+        d.extend_from_slice(target);
+        d
+    }
+
+    #[test]
+    fn srv_records() {
+        let n = "_http._tcp.app.test";
+        // Two records (one target compressed back into the question), the
+        // smaller TTL, duplicates kept.
+        let m = answer(
+            3,
+            n,
+            SRV,
+            0,
+            &[
+                (SRV, 60, srv_data(1, 5, 8080, b"\x01b\xc0\x17")),
+                (SRV, 30, srv_data(2, 0, 8081, b"\x01c\x00")),
+                (SRV, 90, srv_data(2, 0, 8081, b"\x01c\x00")),
+            ],
+        );
+        let r = parse_records(&m, 3, n, SRV).unwrap();
+        assert_eq!(r.ttl, 30);
+        assert_eq!(r.srvs.len(), 3);
+        assert_eq!(r.srvs[0], Srv { priority: 1, weight: 5, port: 8080, target: "b.app.test".into() });
+        assert_eq!(r.srvs[1], Srv { priority: 2, weight: 0, port: 8081, target: "c".into() });
+        assert!(r.addrs.is_empty() && r.cname.is_none());
+        // "." is no service there; a record too short or a target past its
+        // record is malformed.
+        let m = answer(3, n, SRV, 0, &[(SRV, 5, srv_data(0, 0, 0, b"\x00"))]);
+        assert_eq!(parse_records(&m, 3, n, SRV).unwrap().srvs, vec![]);
+        let m = answer(3, n, SRV, 0, &[(SRV, 5, vec![0, 1, 0, 2, 0])]);
+        assert_eq!(parse_records(&m, 3, n, SRV).unwrap().srvs, vec![]);
+        let mut m = answer(3, n, SRV, 0, &[(SRV, 5, srv_data(0, 0, 1, b"\x05abcde\x00"))]);
+        let len_at = m.len() - 13 - 2;
+        m[len_at + 1] = 8;
+        assert!(parse_records(&m, 3, n, SRV).is_err());
+        // An SRV record in an answer to A is not taken; an A record in an
+        // answer to SRV neither.
+        let m = answer(3, "app.test", A, 0, &[(SRV, 5, srv_data(0, 0, 1, b"\x01x\x00"))]);
+        assert_eq!(parse_records(&m, 3, "app.test", A).unwrap(), Records::default());
+        let m = answer(3, n, SRV, 0, &[(A, 5, vec![1, 2, 3, 4])]);
+        assert_eq!(parse_records(&m, 3, n, SRV).unwrap(), Records::default());
+        // A CNAME alone is handed back to be followed.
+        let m = answer(3, n, SRV, 0, &[(CNAME, 7, b"\x01y\x00".to_vec())]);
+        let r = parse_records(&m, 3, n, SRV).unwrap();
+        assert_eq!((r.cname.as_deref(), r.ttl), (Some("y"), 7));
+        // Truncated: told apart, so the caller asks over TCP.
+        let mut m = answer(3, n, SRV, 0, &[]);
+        m[2] |= 0x02;
+        assert_eq!(parse_records(&m, 3, n, SRV), Err(Failure::Truncated));
+        assert_eq!(parse_answer(&m, 3, n, SRV), Err(Failure::Malformed));
     }
 }

@@ -92,7 +92,7 @@ fn build_block(dirs: &[Directive], ctx: &mut Ctx, main: &MainConf) -> Result<Str
     }
     for d in rest.iter().filter(|d| d.name == "upstream") {
         directives::check(d, Level::Main)?;
-        crate::config::upstream_block::l4_upstream_block(d, ctx)?;
+        crate::config::upstream_block::l4_upstream_block(d, ctx, &top.resolver)?;
     }
     let mut servers = Vec::new();
     let mut specs: Vec<(ListenSpec, Arc<Server>)> = Vec::new();
@@ -174,6 +174,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
         limit_conn: Vec::new(),
         limit_conn_log_level: crate::log::error::Level::Error,
         limit_conn_dry_run: false,
+        resolver: crate::resolver::Conf::default(),
     }
 }
 
@@ -276,6 +277,7 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
         implicit: true,
         queue: None,
         check: None,
+        zone: None,
     })
 }
 

@@ -107,6 +107,9 @@ pub struct SrvConf {
     pub limit_conn: Vec<(Arc<crate::stream::limit::Zone>, u32)>,
     pub limit_conn_log_level: crate::log::error::Level,
     pub limit_conn_dry_run: bool,
+    /// `resolver`, `resolver_timeout`: for `server ... resolve` in this
+    /// stream's upstreams (set at the stream level).
+    pub resolver: crate::resolver::Conf,
 }
 
 /// The `proxy_*` settings.

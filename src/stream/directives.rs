@@ -47,6 +47,8 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("allow", MS, 1, 1, false),
     ("deny", MS, 1, 1, false),
     ("tcp_nodelay", MS, 1, 1, false),
+    ("resolver", MS, 1, MANY, false),
+    ("resolver_timeout", MS, 1, 1, false),
     ("preread_buffer_size", MS, 1, 1, false),
     ("preread_timeout", MS, 1, 1, false),
     ("proxy_protocol_timeout", MS, 1, 1, false),
@@ -205,6 +207,8 @@ pub fn apply(
             c.access = Arc::new(rules);
         }
         "tcp_nodelay" => c.tcp_nodelay = flag(d)?,
+        "resolver" => c.resolver.resolver = Some(crate::resolver::parse(d)?),
+        "resolver_timeout" => c.resolver.timeout = time(d)?,
         "preread_buffer_size" => c.preread_buffer_size = size(d)? as usize,
         "preread_timeout" => c.preread_timeout = time(d)?,
         "proxy_protocol_timeout" => c.proxy_protocol_timeout = time(d)?,

@@ -56,6 +56,10 @@ impl FamilyConf for conf::StreamConf {
         &self.listens
     }
 
+    fn upstreams(&self) -> &[Arc<crate::config::proxy::Upstream>] {
+        &self.upstreams
+    }
+
     fn serve(
         self: Arc<Self>,
         w: Rc<crate::worker::WorkerCtx>,

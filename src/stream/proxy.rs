@@ -18,7 +18,7 @@ use super::session::{Session, Try};
 use crate::config::proxy::Upstream;
 use crate::log::error::Level;
 use crate::upstream::balance::Selection;
-use crate::upstream::peers::PeerState;
+use crate::upstream::peers::{PeerState, Picked};
 
 /// The client's side of a session.
 pub enum Client {
@@ -43,6 +43,7 @@ fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
     PEERS.with(|p| {
         let mut p = p.borrow_mut();
         let st = p.entry(Arc::as_ptr(u) as usize).or_insert_with(|| PeerState::new(u));
+        st.sync(u);
         f(st)
     })
 }
@@ -70,7 +71,7 @@ fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upstream>,
 
 /// One peer for a datagram session (no retries: UDP has no connect to
 /// fail): the upstream, the peer's index and settings.
-pub fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, usize, crate::config::proxy::PeerConf)> {
+pub fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked, crate::config::proxy::PeerConf)> {
     let u = match pass {
         Pass::Fixed(u) => u.clone(),
         Pass::Vars(t) => match resolve(s, t) {
@@ -98,19 +99,19 @@ pub fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, usize, crate
         s.status.set(502);
         return None;
     };
-    let peer = u.peers[i].clone();
+    let peer = i.conf(&u).clone();
     Some((u, i, peer))
 }
 
 /// Done with a peer `pick_one` gave.
-pub fn release(u: &Arc<Upstream>, i: usize, failed: bool) {
+pub fn release(u: &Arc<Upstream>, i: &Picked, failed: bool) {
     if u.index != usize::MAX {
         with_peers(u, |st| st.done(i, failed));
     }
 }
 
 /// A peer `pick_one` gave was reached.
-pub fn connected(u: &Arc<Upstream>, i: usize) {
+pub fn connected(u: &Arc<Upstream>, i: &Picked) {
     if u.index != usize::MAX {
         with_peers(u, |st| st.connected(i));
     }
@@ -162,7 +163,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             return;
         };
         tried += 1;
-        let peer = &u.peers[i];
+        let peer = i.conf(&u);
         let t0 = crate::clock::mono();
         s.up.borrow_mut().tries.push(Try {
             addr: peer.name.clone(),
@@ -178,13 +179,13 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
                 }
                 if state.is_none() {
-                    with_peers(&u, |st| st.connected(i));
+                    with_peers(&u, |st| st.connected(&i));
                 }
                 break (o, i, t0);
             }
             Err(e) => {
                 s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &peer.name);
-                let disabled = state.is_none() && with_peers(&u, |st| st.done(i, true));
+                let disabled = state.is_none() && with_peers(&u, |st| st.done(&i, true));
                 if disabled {
                     let msg = format_args!("upstream server temporarily disabled while connecting to upstream");
                     s.log_upstream(Level::Warn, msg, &peer.name);
@@ -208,7 +209,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         End::Closed => {}
     }
     if state.is_none() {
-        with_peers(&u, |st| st.done(peer, false));
+        with_peers(&u, |st| st.done(&peer, false));
     }
     let _ = failed;
 }

@@ -182,17 +182,17 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
         Err(e) => {
             s.log(Level::Error, format_args!("socket() failed ({e})"));
             s.status.set(500);
-            super::proxy::release(&u, i, true);
+            super::proxy::release(&u, &i, true);
             return;
         }
     };
     if let Err(e) = up.connect(peer.addr).await {
         s.log_upstream(Level::Error, format_args!("connect() failed ({e}) while connecting to upstream"), &name);
         s.status.set(502);
-        super::proxy::release(&u, i, true);
+        super::proxy::release(&u, &i, true);
         return;
     }
-    super::proxy::connected(&u, i);
+    super::proxy::connected(&u, &i);
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
     let mut responses: u64 = 0;
@@ -269,5 +269,5 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
     if let Some(t) = s.up.borrow_mut().tries.last_mut() {
         t.session_ms = Some(crate::clock::since_ms(started));
     }
-    super::proxy::release(&u, i, failed);
+    super::proxy::release(&u, &i, failed);
 }

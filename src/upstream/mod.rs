@@ -5,3 +5,4 @@ pub mod bind;
 pub mod check;
 pub mod peers;
 pub mod queue;
+pub mod zone;

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use crate::config::proxy::{Balance, Upstream};
 use crate::upstream::balance::{Balancer, Method, PeerHealth, PeerInfo, PeerView, PickCtx, Selection};
+pub use crate::upstream::zone::view::Picked;
+use crate::upstream::zone::{Zone, view::View};
 
 pub fn method(b: &Balance) -> Method {
     match b {
@@ -48,58 +50,121 @@ pub struct PeerState {
     check: Option<Arc<crate::upstream::check::Check>>,
     /// The views of the peers, rebuilt per pick in this reused buffer.
     views: Vec<PeerView>,
+    /// An upstream with a `zone`: the balancer over its current list
+    /// (then `balancer` and `health` are unused).
+    zone: Option<(Arc<Zone>, View)>,
 }
 
 impl PeerState {
     pub fn new(u: &Upstream) -> PeerState {
+        if let Some(z) = &u.zone {
+            return PeerState {
+                balancer: None,
+                health: Vec::new(),
+                check: None,
+                views: Vec::new(),
+                zone: Some((z.clone(), View::new(z, &u.balance))),
+            };
+        }
         PeerState {
             balancer: build_balancer(u).ok(),
             health: vec![PeerHealth::default(); u.peers.len()],
             check: u.check.clone(),
             views: Vec::new(),
+            zone: None,
+        }
+    }
+
+    /// Catches up with the zone's list (one atomic load when unchanged).
+    pub fn sync(&mut self, u: &Upstream) {
+        if let Some((z, v)) = &mut self.zone {
+            v.sync(z, &u.balance);
         }
     }
 
     /// The next peer (None: nginx's "no live upstreams").
-    pub fn pick(&mut self, sel: &mut Selection, client: Option<IpAddr>, key: &[u8]) -> Option<usize> {
-        let b = self.balancer.as_mut()?;
+    pub fn pick(&mut self, sel: &mut Selection, client: Option<IpAddr>, key: &[u8]) -> Option<Picked> {
         let now = crate::clock::now_secs();
         self.views.clear();
+        if let Some((_, v)) = &mut self.zone {
+            let b = v.balancer.as_ref()?;
+            self.views.extend(b.peers().iter().zip(&v.health).map(|(p, h)| h.view(p, now)));
+            v.mark_shared(&mut self.views, now);
+            let b = v.balancer.as_mut()?;
+            let i = b.pick(sel, &PickCtx { peers: &self.views, client, key })?;
+            v.health[i].picked(&b.peers()[i], now);
+            let picked = v.picked(i);
+            if let Some(p) = &picked.peer {
+                p.shared.picked();
+            }
+            return Some(picked);
+        }
+        let b = self.balancer.as_mut()?;
         self.views.extend(b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)));
         if let Some(c) = &self.check {
             c.mark_down(&mut self.views);
         }
         let i = b.pick(sel, &PickCtx { peers: &self.views, client, key })?;
         self.health[i].picked(&b.peers()[i], now);
-        Some(i)
+        Some(Picked { i, peer: None })
     }
 
-    /// A connection to peer `i` was made.
-    pub fn connected(&mut self, i: usize) {
-        if let Some(h) = self.health.get_mut(i) {
+    /// A connection to the picked peer was made.
+    pub fn connected(&mut self, picked: &Picked) {
+        let (health, i) = match &mut self.zone {
+            Some((_, v)) => match v.position(picked) {
+                Some(i) => (&mut v.health, i),
+                None => return,
+            },
+            None => (&mut self.health, picked.i),
+        };
+        if let Some(h) = health.get_mut(i) {
             h.connected();
         }
     }
 
     /// How many peers one session may try.
     pub fn tries(&self) -> usize {
-        self.balancer.as_ref().map_or(0, |b| b.tries())
+        match &self.zone {
+            Some((_, v)) => v.balancer.as_ref().map_or(0, |b| b.tries()),
+            None => self.balancer.as_ref().map_or(0, |b| b.tries()),
+        }
     }
 
-    /// Done with peer `i`. True when a failure leaves the peer at its
-    /// `max_fails` (nginx then warns "upstream server temporarily
+    /// Done with the picked peer. True when a failure leaves the peer at
+    /// its `max_fails` (nginx then warns "upstream server temporarily
     /// disabled").
-    pub fn done(&mut self, i: usize, failed: bool) -> bool {
-        let Some(b) = self.balancer.as_mut() else { return false };
+    pub fn done(&mut self, picked: &Picked, failed: bool) -> bool {
+        let (b, health, i) = match &mut self.zone {
+            Some((_, v)) => {
+                let Some(i) = v.position(picked) else {
+                    if let Some(p) = &picked.peer {
+                        p.shared.done(failed, false, p.conf.fail_timeout);
+                    }
+                    return false;
+                };
+                match v.balancer.as_mut() {
+                    Some(b) => (b, &mut v.health, i),
+                    None => return false,
+                }
+            }
+            None => match self.balancer.as_mut() {
+                Some(b) => (b, &mut self.health, picked.i),
+                None => return false,
+            },
+        };
         let single = b.is_single();
         let mut disabled = false;
-        if let Some(h) = self.health.get_mut(i) {
+        if let Some(h) = health.get_mut(i) {
             h.released(failed, crate::clock::now_secs(), single);
             let max_fails = b.peers().get(i).map_or(0, |p| p.max_fails);
             disabled = failed && !single && max_fails != 0 && h.fails() >= max_fails;
         }
         if failed {
             b.failed(i);
+        }
+        if let Some(p) = &picked.peer {
+            p.shared.done(failed, disabled, p.conf.fail_timeout);
         }
         disabled
     }

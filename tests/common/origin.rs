@@ -192,6 +192,17 @@ impl Origin {
         Origin::serve_on(listener, handler)
     }
 
+    /// On `ip:port` (another loopback address, to stand for another host
+    /// on the same port), or None when that port is taken there.
+    pub fn try_start_at(
+        ip: &str,
+        port: u16,
+        handler: impl Fn(&Req) -> Reply + Send + Sync + 'static,
+    ) -> Option<Origin> {
+        let listener = TcpListener::bind((ip, port)).ok()?;
+        Some(Origin::serve_on(listener, handler))
+    }
+
     fn serve_on(listener: TcpListener, handler: impl Fn(&Req) -> Reply + Send + Sync + 'static) -> Origin {
         let port = listener.local_addr().map(|a| a.port()).unwrap_or_else(|e| panic!("origin local_addr: {e}"));
         let shared = Arc::new(Shared {

@@ -26,7 +26,19 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
             r.is_error_page = false;
             return r;
         }
-        ErrorTarget::Uri(t) => split_uri(t.render_to_vec(&Vars::request(ctx))),
+        ErrorTarget::Uri(t) => {
+            let uri = t.render_to_vec(&Vars::request(ctx));
+            // nginx decides on the value: one that is not a path (`error_page
+            // 502 redirect;`, a variable holding a URL) is sent as a redirect,
+            // 302 unless `=` names another redirect status.
+            if !uri.starts_with(b"/") {
+                let code = ep.overwrite.filter(|c| matches!(c, 301 | 302 | 303 | 307 | 308)).unwrap_or(302);
+                let mut r = ret::redirect(ctx, code, &uri);
+                r.is_error_page = false;
+                return r;
+            }
+            split_uri(uri)
+        }
         ErrorTarget::Named(n) => Step::Named(n),
     };
     // `=` alone keeps whatever the error page returns; `=code` forces it.

@@ -31,7 +31,7 @@ pub(super) fn orphan(r: super::Release) {
 pub fn settle_orphans(w: &WorkerCtx) {
     let list = ORPHANS.with(|o| std::mem::take(&mut *o.borrow_mut()));
     for r in list {
-        let _ = w.proxy.borrow_mut().get(&r.upstream).done(r.peer, false);
+        let _ = w.proxy.borrow_mut().get(&r.upstream).done(&r.peer, false);
     }
 }
 
@@ -57,14 +57,14 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
     if body.read_since_head {
         body.response_ms = Some(ms(r.started));
     }
-    let _ = w.proxy.borrow_mut().get(&r.upstream).done(r.peer, failed);
+    let _ = w.proxy.borrow_mut().get(&r.upstream).done(&r.peer, failed);
     body.handed_off = r.slot.is_some() && r.upstream.queue.as_ref().is_some_and(|q| q.waiting() > 0);
     if body.done
         && r.keep_alive
         && body.buf.is_empty()
         && let Some(s) = body.stream.take()
     {
-        w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, r.peer, s, r.requests);
+        w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, &r.peer, s, r.requests);
     }
     body.stream = None;
     w.proxy.borrow_mut().give_buf(std::mem::take(&mut body.buf));

@@ -57,7 +57,7 @@ use response_head::HeadError;
 #[derive(Debug)]
 pub struct Release {
     pub upstream: Arc<Upstream>,
-    pub peer: usize,
+    pub peer: peers::Picked,
     pub requests: u64,
     pub keep_alive: bool,
     /// The `queue` slot this request holds until its body is done.
@@ -205,7 +205,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         };
         tries += 1;
         let sent = Sent { head: req.bytes(), framing, protocol: pass.protocol };
-        match attempt(w, ctx, &pass, peer, &sent, client, head_request, started).await {
+        match attempt(w, ctx, &pass, &peer, &sent, client, head_request, started).await {
             Attempt::Ok(head, stream, rest, requests, tried) => {
                 let status = head.status;
                 let next_ok = conf.next_upstream.on_status(status)
@@ -213,7 +213,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
                     && within(conf.next_upstream_timeout, started);
                 if next_ok {
-                    peer_failed(w, ctx, &u, peer);
+                    peer_failed(w, ctx, &u, &peer);
                     last_status = status;
                     continue;
                 }
@@ -246,12 +246,12 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                 return build_response(w, ctx, &pass, head, stream, rest, release, fill);
             }
             Attempt::Gone(when) => {
-                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
-                return client_closed(ctx, client.left, when, Some(&u.peers[peer].name));
+                let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
+                return client_closed(ctx, client.left, when, Some(&peer.conf(&u).name));
             }
             Attempt::Bind(why) => {
-                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
-                let suffix = upstream_suffix(ctx, &u.peers[peer].name);
+                let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
+                let suffix = upstream_suffix(ctx, &peer.conf(&u).name);
                 log_to!(
                     ctx.conf.error_log,
                     Level::Crit,
@@ -262,21 +262,21 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             }
             Attempt::Client(e) => {
                 // Not the peer's fault: its slot is freed as a success.
-                let _ = w.proxy.borrow_mut().get(&u).done(peer, false);
+                let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
                 log_to!(
                     ctx.conf.error_log,
                     Level::Info,
                     "*{} {} while sending request to upstream, {}",
                     ctx.conn.id,
                     e.reason,
-                    upstream_suffix(ctx, &u.peers[peer].name)
+                    upstream_suffix(ctx, &peer.conf(&u).name)
                 );
                 let mut r = crate::http::handler::finish_error(ctx, e.status);
                 r.close = true;
                 return r;
             }
             Attempt::Failed { status, next, sent } => {
-                peer_failed(w, ctx, &u, peer);
+                peer_failed(w, ctx, &u, &peer);
                 last_status = status;
                 // A streamed body that went (partly) to this peer is gone.
                 let body_left = !client.body_spent();
@@ -365,9 +365,9 @@ fn client_closed<'c>(
 
 /// Counts a failure against the peer, with nginx's warning when that takes
 /// it out for fail_timeout.
-fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: usize) {
+fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: &peers::Picked) {
     if w.proxy.borrow_mut().get(u).done(peer, true) {
-        let name = u.peers.get(peer).map_or("", |p| &*p.name);
+        let name = &*peer.conf(u).name;
         log_to!(
             ctx.conf.error_log,
             Level::Warn,
@@ -401,14 +401,14 @@ async fn attempt(
     w: &WorkerCtx,
     ctx: &mut ReqCtx<'_, '_>,
     pass: &ProxyPass,
-    peer: usize,
+    peer: &peers::Picked,
     req: &Sent<'_>,
     client: &mut Client<'_>,
     head_request: bool,
     started: Instant,
 ) -> Attempt {
     let u = &pass.upstream;
-    let p = &u.peers[peer];
+    let p = peer.conf(u);
     let lc: &crate::config::model::LocConf = ctx.conf;
     let conf = up_conf(lc);
     let next = conf.next_upstream;
@@ -557,7 +557,7 @@ async fn attempt(
                 // try once more on a new connection, not counted as a try.
                 // Every idle connection to this peer is likely as stale.
                 ctx.upstream.addr.pop();
-                w.proxy.borrow_mut().get(u).idle.retain(|c| c.peer != peer);
+                w.proxy.borrow_mut().get(u).drop_idle(peer);
                 return Box::pin(attempt(w, ctx, pass, peer, req, client, head_request, started)).await;
             }
             let (status, why, go_next) = match e {

@@ -43,6 +43,9 @@ pub struct UpstreamRt {
     /// This worker's `sluice_status` counters of the peers, queue and
     /// response times (upstream blocks only, not per-request upstreams).
     pub stats: Option<Arc<crate::metrics::PeerSet>>,
+    /// An upstream with a `zone`: the balancer over its current list
+    /// (then `balancer` and `health` are unused).
+    zone: Option<View>,
 }
 
 #[derive(Default)]
@@ -56,6 +59,8 @@ pub struct WorkerProxy {
 }
 
 pub use crate::upstream::peers::{build_balancer, method};
+pub use crate::upstream::zone::view::Picked;
+use crate::upstream::zone::view::View;
 
 impl WorkerProxy {
     /// An empty buffer of at least `cap` bytes.
@@ -85,6 +90,29 @@ impl WorkerProxy {
             }
             &mut self.ups[u.index]
         };
+        if let Some(z) = &u.zone {
+            match &mut rt.zone {
+                None => {
+                    rt.zone = Some(View::new(z, &u.balance));
+                    if u.index != usize::MAX {
+                        rt.stats = Some(crate::metrics::PeerSet::register(u));
+                    }
+                }
+                Some(v) => {
+                    if let Some(remap) = v.sync(z, &u.balance) {
+                        // Pooled connections follow their peer, or close.
+                        rt.idle.retain_mut(|c| match remap.get(c.peer).copied().flatten() {
+                            Some(n) => {
+                                c.peer = n;
+                                true
+                            }
+                            None => false,
+                        });
+                    }
+                }
+            }
+            return rt;
+        }
         if rt.balancer.is_none() {
             rt.balancer = build_balancer(u).ok();
             rt.health = vec![PeerHealth::default(); u.peers.len()];
@@ -100,7 +128,14 @@ impl WorkerProxy {
 
 impl UpstreamRt {
     /// The next peer for a request (None: nginx's "no live upstreams").
-    pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
+    pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<Picked> {
+        if let Some(v) = &mut self.zone {
+            return pick_zone(v, &mut self.views, sel, client, key);
+        }
+        self.pick_static(sel, client, key).map(|i| Picked { i, peer: None })
+    }
+
+    fn pick_static(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
         let views = &mut self.views;
@@ -148,14 +183,20 @@ impl UpstreamRt {
 
     /// How many peers one request may try.
     pub fn tries(&self) -> usize {
+        if let Some(v) = &self.zone {
+            return v.balancer.as_ref().map_or(0, |b| b.tries());
+        }
         self.balancer.as_ref().map(|b| b.tries()).unwrap_or(0)
     }
 
-    /// The request is done with peer `i`.
-    /// The request is done with peer `i`. True when a failure leaves the
-    /// peer at its `max_fails` (nginx then warns "upstream server
-    /// temporarily disabled").
-    pub fn done(&mut self, i: usize, failed: bool) -> bool {
+    /// The request is done with the peer it picked. True when a failure
+    /// leaves the peer at its `max_fails` (nginx then warns "upstream
+    /// server temporarily disabled").
+    pub fn done(&mut self, picked: &Picked, failed: bool) -> bool {
+        if let Some(v) = &mut self.zone {
+            return done_zone(v, picked, failed);
+        }
+        let i = picked.i;
         let Some(b) = self.balancer.as_mut() else { return false };
         let single = b.is_single();
         let mut disabled = false;
@@ -176,8 +217,18 @@ impl UpstreamRt {
         disabled
     }
 
-    /// An idle connection to `peer` that the origin has not closed.
-    pub fn take_idle(&mut self, peer: usize, timeout: Duration, now: Instant) -> Option<(UpStream, u64)> {
+    /// Where the peer a request picked sits in this worker's list now
+    /// (None: a zone peer that has left since).
+    fn position(&self, picked: &Picked) -> Option<usize> {
+        match &self.zone {
+            Some(v) => v.position(picked),
+            None => Some(picked.i),
+        }
+    }
+
+    /// An idle connection to the peer that the origin has not closed.
+    pub fn take_idle(&mut self, picked: &Picked, timeout: Duration, now: Instant) -> Option<(UpStream, u64)> {
+        let peer = self.position(picked)?;
         while let Some(pos) = self.idle.iter().rposition(|c| c.peer == peer) {
             let c = self.idle.remove(pos);
             if now.duration_since(c.since) >= timeout {
@@ -192,13 +243,65 @@ impl UpstreamRt {
         None
     }
 
-    pub fn put_idle(&mut self, u: &Upstream, peer: usize, stream: UpStream, requests: u64) {
+    /// Every idle connection to the peer is dropped (likely as stale as
+    /// one that turned out closed).
+    pub fn drop_idle(&mut self, picked: &Picked) {
+        if let Some(peer) = self.position(picked) {
+            self.idle.retain(|c| c.peer != peer);
+        }
+    }
+
+    pub fn put_idle(&mut self, u: &Upstream, picked: &Picked, stream: UpStream, requests: u64) {
         if u.keepalive == 0 || requests >= u.keepalive_requests {
             return;
         }
+        // A peer that left the zone meanwhile: its connection closes.
+        let Some(peer) = self.position(picked) else { return };
         if self.idle.len() >= u.keepalive {
             self.idle.remove(0);
         }
         self.idle.push(Idle { peer, stream, since: crate::clock::mono(), requests });
     }
+}
+
+/// A pick over a zone's list: the worker's own health, plus what all
+/// workers share through the zone (the check's verdicts, `max_fails`).
+fn pick_zone(
+    v: &mut View,
+    views: &mut Vec<PeerView>,
+    sel: &mut Selection,
+    client: IpAddr,
+    key: &[u8],
+) -> Option<Picked> {
+    let now = crate::clock::now_secs();
+    views.clear();
+    let b = v.balancer.as_ref()?;
+    views.extend(b.peers().iter().zip(&v.health).map(|(p, h)| h.view(p, now)));
+    v.mark_shared(views, now);
+    let b = v.balancer.as_mut()?;
+    let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
+    v.health[i].picked(&b.peers()[i], now);
+    let picked = v.picked(i);
+    if let Some(p) = &picked.peer {
+        p.shared.picked();
+    }
+    Some(picked)
+}
+
+fn done_zone(v: &mut View, picked: &Picked, failed: bool) -> bool {
+    let Some(p) = &picked.peer else { return false };
+    let mut disabled = false;
+    if let (Some(i), Some(b)) = (v.position(picked), v.balancer.as_mut()) {
+        let single = b.is_single();
+        if let Some(h) = v.health.get_mut(i) {
+            h.released(failed, crate::clock::now_secs(), single);
+            let max_fails = p.conf.max_fails;
+            disabled = failed && !single && max_fails != 0 && h.fails() >= max_fails;
+        }
+        if failed {
+            b.failed(i);
+        }
+    }
+    p.shared.done(failed, disabled, p.conf.fail_timeout);
+    disabled
 }

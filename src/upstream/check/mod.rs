@@ -91,6 +91,76 @@ pub struct PeerState {
     last: AtomicU8,
 }
 
+impl PeerState {
+    /// A peer's state before its first probe: down when `default_down`.
+    pub fn new(server: SocketAddr, conf: &CheckConf) -> PeerState {
+        let mut addr = server;
+        if conf.port != 0 {
+            addr.set_port(conf.port);
+        }
+        PeerState {
+            name: server.to_string(),
+            addr,
+            down: AtomicBool::new(conf.default_down),
+            rise: AtomicU32::new(0),
+            fall: AtomicU32::new(0),
+            checks: AtomicU64::new(0),
+            fails: AtomicU64::new(0),
+            last: AtomicU8::new(LAST_NONE),
+        }
+    }
+
+    /// Whether the checker holds the peer down.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// The status page's view of it.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            down: self.down.load(Ordering::Relaxed),
+            rise: self.rise.load(Ordering::Relaxed),
+            fall: self.fall.load(Ordering::Relaxed),
+            health: Health {
+                checks: self.checks.load(Ordering::Relaxed),
+                fails: self.fails.load(Ordering::Relaxed),
+                last: self.last.load(Ordering::Relaxed),
+            },
+        }
+    }
+
+    /// A probe's result, as Tengine's `ngx_http_upstream_check_status_update`: `rise`
+    /// consecutive successes bring a down peer up, `fall` consecutive failures take an up peer
+    /// down, each transition logged at `error` level with Tengine's words.
+    pub fn record(&self, conf: &CheckConf, ok: bool) {
+        let p = self;
+        let log_name = p.addr;
+        // The checker thread is the only writer: load and store.
+        p.checks.store(p.checks.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        if !ok {
+            p.fails.store(p.fails.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
+        }
+        p.last.store(if ok { LAST_UP } else { LAST_DOWN }, Ordering::Relaxed);
+        if ok {
+            let rise = p.rise.load(Ordering::Relaxed).saturating_add(1);
+            p.rise.store(rise, Ordering::Relaxed);
+            p.fall.store(0, Ordering::Relaxed);
+            if p.down.load(Ordering::Relaxed) && rise >= conf.rise {
+                p.down.store(false, Ordering::Relaxed);
+                log_error!(Level::Error, "enable check peer: {} ", log_name);
+            }
+        } else {
+            let fall = p.fall.load(Ordering::Relaxed).saturating_add(1);
+            p.fall.store(fall, Ordering::Relaxed);
+            p.rise.store(0, Ordering::Relaxed);
+            if !p.down.load(Ordering::Relaxed) && fall >= conf.fall {
+                p.down.store(true, Ordering::Relaxed);
+                log_error!(Level::Error, "disable check peer: {} ", log_name);
+            }
+        }
+    }
+}
+
 /// A peer's state as the status page reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Snapshot {
@@ -159,21 +229,8 @@ impl Check {
                 slots.push(None);
                 continue;
             }
-            let mut addr = s.addr;
-            if conf.port != 0 {
-                addr.set_port(conf.port);
-            }
             slots.push(Some(peers.len()));
-            peers.push(PeerState {
-                name: s.addr.to_string(),
-                addr,
-                down: AtomicBool::new(conf.default_down),
-                rise: AtomicU32::new(0),
-                fall: AtomicU32::new(0),
-                checks: AtomicU64::new(0),
-                fails: AtomicU64::new(0),
-                last: AtomicU8::new(LAST_NONE),
-            });
+            peers.push(PeerState::new(s.addr, &conf));
         }
         Check { upstream: upstream.to_string(), conf, peers, slots, generation: AtomicU64::new(0) }
     }
@@ -197,17 +254,7 @@ impl Check {
     }
 
     pub fn snapshot(&self, j: usize) -> Option<Snapshot> {
-        let p = self.peers.get(j)?;
-        Some(Snapshot {
-            down: p.down.load(Ordering::Relaxed),
-            rise: p.rise.load(Ordering::Relaxed),
-            fall: p.fall.load(Ordering::Relaxed),
-            health: Health {
-                checks: p.checks.load(Ordering::Relaxed),
-                fails: p.fails.load(Ordering::Relaxed),
-                last: p.last.load(Ordering::Relaxed),
-            },
-        })
+        self.peers.get(j).map(PeerState::snapshot)
     }
 
     /// The probe counts of the upstream's peer `i` (balancer position);
@@ -221,34 +268,10 @@ impl Check {
         self.generation.load(Ordering::Relaxed)
     }
 
-    /// A probe's result, as Tengine's `ngx_http_upstream_check_status_update`: `rise`
-    /// consecutive successes bring a down peer up, `fall` consecutive failures take an up peer
-    /// down, each transition logged at `error` level with Tengine's words.
+    /// A probe's result for peer `j`.
     fn record(&self, j: usize, ok: bool) {
-        let Some(p) = self.peers.get(j) else { return };
-        let log_name = p.addr;
-        // The checker thread is the only writer: load and store.
-        p.checks.store(p.checks.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        if !ok {
-            p.fails.store(p.fails.load(Ordering::Relaxed).wrapping_add(1), Ordering::Relaxed);
-        }
-        p.last.store(if ok { LAST_UP } else { LAST_DOWN }, Ordering::Relaxed);
-        if ok {
-            let rise = p.rise.load(Ordering::Relaxed).saturating_add(1);
-            p.rise.store(rise, Ordering::Relaxed);
-            p.fall.store(0, Ordering::Relaxed);
-            if p.down.load(Ordering::Relaxed) && rise >= self.conf.rise {
-                p.down.store(false, Ordering::Relaxed);
-                log_error!(Level::Error, "enable check peer: {} ", log_name);
-            }
-        } else {
-            let fall = p.fall.load(Ordering::Relaxed).saturating_add(1);
-            p.fall.store(fall, Ordering::Relaxed);
-            p.rise.store(0, Ordering::Relaxed);
-            if !p.down.load(Ordering::Relaxed) && fall >= self.conf.fall {
-                p.down.store(true, Ordering::Relaxed);
-                log_error!(Level::Error, "disable check peer: {} ", log_name);
-            }
+        if let Some(p) = self.peers.get(j) {
+            p.record(&self.conf, ok);
         }
     }
 
@@ -325,13 +348,15 @@ pub fn start(cfg: &Config) -> Result<Option<Checker>, String> {
     for c in &all {
         c.generation.store(generation, Ordering::Relaxed);
     }
-    if all.iter().all(|c| c.peers.is_empty()) {
+    // Upstreams with a zone: their peers come and go, the checker follows.
+    let zones: Vec<_> = crate::upstream::zone::zones(cfg).into_iter().filter(|z| z.conf.check.is_some()).collect();
+    if all.iter().all(|c| c.peers.is_empty()) && zones.is_empty() {
         return Ok(None);
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
     let thread = std::thread::Builder::new()
         .name("sluice-check".into())
-        .spawn(move || probe::run(all, rx))
+        .spawn(move || probe::run(all, zones, rx))
         .map_err(|e| format!("could not start the upstream check thread ({e})"))?;
     Ok(Some(Checker { stop: Some(tx), thread: Some(thread) }))
 }

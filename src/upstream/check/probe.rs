@@ -10,6 +10,7 @@
 //! status line error with peer: ADDR `). A peer that accepts and then closes, or resets the
 //! connection while the check is sent, fails silently, as in Tengine.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -21,12 +22,13 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::{Check, CheckConf, Kind, class_bit};
 use crate::log::error::Level;
 use crate::log_error;
+use crate::upstream::zone::Zone;
 
 /// The longest status line read before giving up on it.
 const MAX_STATUS_LINE: usize = 4096;
 
 /// The checker thread's body: probes until `stop` fires or its sender is dropped.
-pub(super) fn run(checks: Vec<Arc<Check>>, stop: oneshot::Receiver<()>) {
+pub(super) fn run(checks: Vec<Arc<Check>>, zones: Vec<Arc<Zone>>, stop: oneshot::Receiver<()>) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -42,6 +44,9 @@ pub(super) fn run(checks: Vec<Arc<Check>>, stop: oneshot::Receiver<()>) {
                 tokio::spawn(peer_loop(c.clone(), j, offset));
             }
         }
+        for z in zones {
+            tokio::spawn(zone_loop(z));
+        }
         let _ = stop.await;
     });
     // Dropping the runtime cancels every probe at its next await.
@@ -55,6 +60,55 @@ async fn peer_loop(c: Arc<Check>, j: usize, offset: std::time::Duration) {
         tick.tick().await;
         let ok = probe(&c.conf, addr).await;
         c.record(j, ok);
+    }
+}
+
+/// The checks of an upstream whose peers change (`zone`): one task per
+/// checked peer as in [`peer_loop`], started when the peer appears in the
+/// zone's list and stopped when it leaves (the list is looked at once a
+/// second, or every `interval` if shorter).
+async fn zone_loop(z: Arc<Zone>) {
+    let Some(conf) = z.conf.check.clone().map(Arc::new) else { return };
+    let mut tasks: HashMap<(u64, SocketAddr), tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut seen = None;
+    let poll = conf.interval.min(std::time::Duration::from_secs(1));
+    loop {
+        let v = z.version();
+        if seen != Some(v) {
+            seen = Some(v);
+            let peers = z.current();
+            let live: Vec<(u64, SocketAddr)> =
+                peers.list.iter().filter(|p| p.shared.check.is_some()).map(|p| (p.id, p.conf.addr)).collect();
+            tasks.retain(|k, t| {
+                let keep = live.contains(k);
+                if !keep {
+                    t.abort();
+                }
+                keep
+            });
+            let fresh: Vec<&Arc<crate::upstream::zone::Peer>> = peers
+                .list
+                .iter()
+                .filter(|p| p.shared.check.is_some() && !tasks.contains_key(&(p.id, p.conf.addr)))
+                .collect();
+            let n = fresh.len().max(1) as u32;
+            for (j, p) in fresh.into_iter().enumerate() {
+                let offset = conf.interval.checked_mul(j as u32).map_or(conf.interval, |d| d / n);
+                tasks.insert((p.id, p.conf.addr), tokio::spawn(zone_peer(p.clone(), conf.clone(), offset)));
+            }
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
+async fn zone_peer(p: Arc<crate::upstream::zone::Peer>, conf: Arc<CheckConf>, offset: std::time::Duration) {
+    let Some(state) = p.shared.check.as_ref() else { return };
+    let mut tick = tokio::time::interval_at(Instant::now() + offset, conf.interval);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let ok = probe(&conf, state.addr).await;
+        state.record(&conf, ok);
     }
 }
 
