@@ -143,6 +143,7 @@ pub static CORE: &[Cmd] = &[
     cmd("open_file_cache_errors", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_errors)),
     cmd("output_buffers", HSL, 2, 2, Set::Loc(set_loc::output_buffers)),
     cmd("postpone_output", HSL, 1, 1, Set::Loc(set_loc::postpone_output)),
+    cmd("subrequest_output_buffer_size", HSL, 1, 1, Set::Loc(set_loc::subrequest_output_buffer_size)),
     cmd("etag", HSL, 1, 1, Set::Loc(set_loc::etag)),
     cmd("if_modified_since", HSL, 1, 1, Set::Loc(set_loc::if_modified_since)),
     // server
@@ -306,6 +307,8 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::handler::random_index::DIRECTIVES,
     crate::metrics::DIRECTIVES,
     crate::http::filter::sub::DIRECTIVES,
+    crate::http::ssi::DIRECTIVES,
+    crate::http::addition::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,
