@@ -281,7 +281,7 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] = &["ssi", "addition", "include_subdomains", "charset_map"];
+static KNOWN_NGINX: &[&str] = &["include_subdomains", "charset_map"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
