@@ -261,6 +261,9 @@ pub struct LocConf {
     pub open_file_cache_errors: bool,
     pub output_buffers: (usize, usize),
     pub postpone_output: usize,
+    /// `subrequest_output_buffer_size`: the most of a subrequest's answer
+    /// kept in memory (`include ... set=`).
+    pub subrequest_output_buffer_size: usize,
     pub etag: bool,
     pub if_modified_since: IfModifiedSince,
     pub log_not_found: bool,
@@ -288,6 +291,10 @@ pub struct LocConf {
     pub mirror: crate::http::handler::mirror::MirrorConf,
     /// `sub_filter*`.
     pub sub: crate::http::filter::sub::SubConf,
+    /// `ssi*`.
+    pub ssi: crate::http::ssi::SsiConf,
+    /// `add_before_body`, `add_after_body`, `addition_types`.
+    pub addition: crate::http::addition::AdditionConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

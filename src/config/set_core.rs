@@ -96,7 +96,6 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("proxy_headers_hash_bucket_size", HSL, 1, 1, Set::Ctx(number)),
     cmd("connection_pool_size", HTTP | SRV, 1, 1, Set::Ctx(size)),
     cmd("request_pool_size", HTTP | SRV, 1, 1, Set::Ctx(size)),
-    cmd("subrequest_output_buffer_size", HSL, 1, 1, Set::Ctx(size)),
     cmd("keepalive_disable", HSL, 1, MANY, Set::Ctx(keepalive_disable)),
     cmd("msie_padding", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("msie_refresh", HSL, 1, 1, Set::Ctx(on_off)),

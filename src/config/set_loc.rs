@@ -330,6 +330,11 @@ pub fn output_buffers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+pub fn subrequest_output_buffer_size(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.subrequest_output_buffer_size = size(d, 0)? as usize;
+    Ok(())
+}
+
 pub fn postpone_output(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.postpone_output = size(d, 0)? as usize;
     Ok(())

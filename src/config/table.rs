@@ -143,6 +143,7 @@ pub static CORE: &[Cmd] = &[
     cmd("open_file_cache_errors", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_errors)),
     cmd("output_buffers", HSL, 2, 2, Set::Loc(set_loc::output_buffers)),
     cmd("postpone_output", HSL, 1, 1, Set::Loc(set_loc::postpone_output)),
+    cmd("subrequest_output_buffer_size", HSL, 1, 1, Set::Loc(set_loc::subrequest_output_buffer_size)),
     cmd("etag", HSL, 1, 1, Set::Loc(set_loc::etag)),
     cmd("if_modified_since", HSL, 1, 1, Set::Loc(set_loc::if_modified_since)),
     // server
@@ -280,7 +281,7 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] = &["ssi", "addition", "include_subdomains", "charset_map"];
+static KNOWN_NGINX: &[&str] = &["include_subdomains", "charset_map"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
@@ -307,6 +308,8 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::handler::random_index::DIRECTIVES,
     crate::metrics::DIRECTIVES,
     crate::http::filter::sub::DIRECTIVES,
+    crate::http::ssi::DIRECTIVES,
+    crate::http::addition::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

@@ -37,7 +37,7 @@ fn nginx_wording_for_bad_directives() {
     assert_eq!(err("http {}"), "no \"events\" section in configuration");
     assert_eq!(err("events {} http;"), "directive \"http\" has no opening \"{\" in /etc/t.conf:1");
     assert_eq!(err("events {} http { root x { } }"), "directive \"root\" is not terminated by \";\" in /etc/t.conf:1");
-    assert!(err("events {} http { ssi on; }").starts_with("unknown directive \"ssi\" (an nginx"));
+    assert!(err("events {} http { charset_map a b { } }").starts_with("unknown directive \"charset_map\" (an nginx"));
     assert_eq!(
         err("events {} http { proxy_pass http://x; }"),
         "\"proxy_pass\" directive is not allowed here in /etc/t.conf:1"

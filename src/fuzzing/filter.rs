@@ -46,3 +46,39 @@ pub fn sub_filter(data: &[u8]) {
         }
     }
 }
+
+/// The SSI command parser (`ssi::parse`): the first byte picks
+/// `ssi_value_length` (1 to 256), the rest is the page. The events do not
+/// depend on how the page is cut into pieces; every command keeps nginx's
+/// limits; text only ever comes from the page, in order, so a page with
+/// no `<!--#` is its own only text.
+pub fn ssi(data: &[u8]) {
+    use crate::http::ssi::parse::{Event, parse_all};
+    let Some((&first, body)) = data.split_first() else { return };
+    let value_len = usize::from(first) + 1;
+    let whole = parse_all(body, body.len().max(1), value_len);
+    let mut picks = Picks::new(data);
+    for _ in 0..3 {
+        let piece = 1 + (picks.next() % 9) as usize;
+        assert_eq!(parse_all(body, piece, value_len), whole, "pieces of {piece} differ from the whole");
+    }
+    let mut text = Vec::new();
+    for e in &whole {
+        match e {
+            Event::Text(t) => text.extend_from_slice(t),
+            Event::Command(c) => {
+                assert!(!c.name.is_empty() && c.name.len() <= 32, "command name {:?}", c.name);
+                assert!(c.params.len() <= 16);
+                for (n, v) in &c.params {
+                    assert!(!n.is_empty() && n.len() <= 32 && v.len() <= value_len);
+                }
+            }
+            Event::Error(m) => assert!(!m.is_empty()),
+        }
+    }
+    assert!(text.len() <= body.len());
+    if memchr::memmem::find(body, b"<!--#").is_none() {
+        assert_eq!(text, body, "a page without commands is its own text");
+        assert!(whole.iter().all(|e| matches!(e, Event::Text(_))));
+    }
+}

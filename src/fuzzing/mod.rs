@@ -29,7 +29,7 @@ pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use conn::h1_conn;
 pub use fastcgi::fastcgi;
-pub use filter::sub_filter;
+pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
 pub use proxy::head_scan;
@@ -57,6 +57,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("forwarded", forwarded),
     ("dns_answer", dns_answer),
     ("sub_filter", sub_filter),
+    ("ssi", ssi),
     ("authorization", authorization),
     ("htpasswd", htpasswd),
     ("access_rule", access_rule),

@@ -237,6 +237,95 @@ pub fn ssi_date(secs: i64, zone: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(zone.as_bytes());
 }
 
+/// C's strftime for the SSI `config timefmt` formats: `unix` is the
+/// moment, `secs` the same shifted to the zone named `zone` whose offset
+/// from UTC is `offset` seconds. The conversions C defines in the POSIX
+/// locale are written; an unknown one is copied as written.
+pub fn strftime(fmt: &[u8], unix: i64, secs: i64, zone: &str, offset: i64, out: &mut Vec<u8>) {
+    const FULL_MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let tm = Tm::from_unix(secs);
+    let yday = {
+        const BEFORE: [u16; 12] = [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+        let leap = tm.year % 4 == 0 && (tm.year % 100 != 0 || tm.year % 400 == 0);
+        BEFORE[usize::from(tm.mon - 1)] + u16::from(tm.mday) - 1 + u16::from(leap && tm.mon > 2)
+    };
+    let mut i = 0;
+    while i < fmt.len() {
+        if fmt[i] != b'%' || i + 1 == fmt.len() {
+            out.push(fmt[i]);
+            i += 1;
+            continue;
+        }
+        let c = fmt[i + 1];
+        i += 2;
+        let hour12 = if tm.hour.is_multiple_of(12) { 12 } else { tm.hour % 12 };
+        match c {
+            b'a' => out.extend_from_slice(&WEEKDAYS[usize::from(tm.wday)].as_bytes()[..3]),
+            b'A' => out.extend_from_slice(WEEKDAYS[usize::from(tm.wday)].as_bytes()),
+            b'b' | b'h' => out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]),
+            b'B' => out.extend_from_slice(FULL_MONTHS[usize::from(tm.mon - 1)].as_bytes()),
+            b'C' => push2(out, (tm.year / 100).rem_euclid(100) as u8),
+            b'd' => push2(out, tm.mday),
+            b'e' => {
+                out.push(if tm.mday >= 10 { b'0' + tm.mday / 10 } else { b' ' });
+                out.push(b'0' + tm.mday % 10);
+            }
+            b'D' => strftime(b"%m/%d/%y", unix, secs, zone, offset, out),
+            b'F' => strftime(b"%Y-%m-%d", unix, secs, zone, offset, out),
+            b'T' => strftime(b"%H:%M:%S", unix, secs, zone, offset, out),
+            b'R' => strftime(b"%H:%M", unix, secs, zone, offset, out),
+            b'r' => strftime(b"%I:%M:%S %p", unix, secs, zone, offset, out),
+            b'c' => strftime(b"%a %b %e %H:%M:%S %Y", unix, secs, zone, offset, out),
+            b'x' => strftime(b"%m/%d/%y", unix, secs, zone, offset, out),
+            b'X' => strftime(b"%H:%M:%S", unix, secs, zone, offset, out),
+            b'H' => push2(out, tm.hour),
+            b'I' => push2(out, hour12),
+            b'j' => {
+                let d = yday + 1;
+                out.extend_from_slice(&[b'0' + (d / 100) as u8, b'0' + (d / 10 % 10) as u8, b'0' + (d % 10) as u8]);
+            }
+            b'k' => {
+                out.push(if tm.hour >= 10 { b'0' + tm.hour / 10 } else { b' ' });
+                out.push(b'0' + tm.hour % 10);
+            }
+            b'm' => push2(out, tm.mon),
+            b'M' => push2(out, tm.min),
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'p' => out.extend_from_slice(if tm.hour < 12 { b"AM" } else { b"PM" }),
+            b'S' => push2(out, tm.sec),
+            b's' => out.extend_from_slice(unix.to_string().as_bytes()),
+            b'u' => out.push(b'0' + if tm.wday == 0 { 7 } else { tm.wday }),
+            b'w' => out.push(b'0' + tm.wday),
+            b'y' => push2(out, tm.year.rem_euclid(100) as u8),
+            b'Y' => out.extend_from_slice(tm.year.to_string().as_bytes()),
+            b'z' => {
+                let m = offset / 60;
+                out.push(if m < 0 { b'-' } else { b'+' });
+                let m = m.unsigned_abs();
+                push2(out, (m / 60 % 100) as u8);
+                push2(out, (m % 60) as u8);
+            }
+            b'Z' => out.extend_from_slice(zone.as_bytes()),
+            b'%' => out.push(b'%'),
+            other => out.extend_from_slice(&[b'%', other]),
+        }
+    }
+}
+
 pub fn log_time_iso8601(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
     let (secs, off) = local_secs(unix_secs, utc_offset_secs);
     let tm = Tm::from_unix(secs);
@@ -279,6 +368,19 @@ pub fn error_log_time(unix_secs: u64, utc_offset_secs: i32, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn strftime_formats_as_c() {
+        let mut out = Vec::new();
+        strftime(b"%A, %H:%M:%S|%a %d %b %Y %j %e|%s|%Z %z|%q", 1_795_824_607, 1_795_824_607, "GMT", 0, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Saturday, 00:10:07|Sat 28 Nov 2026 332 28|1795824607|GMT +0000|%q"
+        );
+        let mut out = Vec::new();
+        strftime(b"%j", 1_767_225_600, 1_767_225_600, "GMT", 0, &mut out);
+        assert_eq!(out, b"001");
+    }
 
     #[test]
     fn ssi_date_is_strftimes() {

@@ -8,6 +8,7 @@
 //! and nginx rules for URIs, ranges, dates, entity tags and error pages.
 
 pub mod access;
+pub mod addition;
 pub mod cache;
 pub mod connection;
 pub mod fastcgi;
@@ -20,6 +21,7 @@ pub mod realip;
 pub mod rewrite;
 pub mod routing;
 pub mod scgi;
+pub mod ssi;
 pub mod uwsgi;
 
 pub mod date;

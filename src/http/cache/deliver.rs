@@ -77,7 +77,7 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
     let mut r = head(meta);
     let len = meta.body_len;
     let ranges_ok = allow_ranges(&mut r);
-    if r.status == 200 && ctx.err_status.is_none() {
+    if r.status == 200 && ctx.err_status.is_none() && !ctx.subrequest {
         let (etag, modified) = match conditions(ctx, &mut r) {
             Ok(v) => v,
             Err(304) => return crate::http::handler::finish_proxied(ctx, r),

@@ -99,9 +99,7 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     resp.accept_ranges = false;
     resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
     if conf.last_modified {
-        if let Some(e) = resp.etag.take() {
-            resp.etag = crate::http::filter::compress::weak_etag(&e);
-        }
+        crate::http::filter::compress::weaken_etag(resp);
     } else {
         resp.last_modified = None;
         resp.etag = None;

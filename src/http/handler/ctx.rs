@@ -142,8 +142,15 @@ pub struct ReqCtx<'c, 'a> {
     pub body_len: Option<u64>,
     /// Request body bytes read from the client (for `$request_length`).
     pub body_read: u64,
-    /// An `auth_request` or `mirror` subrequest: no limit or access phase.
+    /// An `auth_request`, `mirror`, SSI or addition subrequest: no limit
+    /// or access phase.
     pub subrequest: bool,
+    /// How deeply nested this subrequest is (0: the client's request);
+    /// nginx allows 50 levels (`handler::subrequest`).
+    pub sub_depth: u8,
+    /// The SSI variables of the main request, which its SSI subrequests
+    /// share (`ssi::Shared`).
+    pub ssi: Option<std::rc::Rc<crate::http::ssi::Shared>>,
     /// The request reached a location with `mirror` ([`crate::http::handler::mirror`]).
     pub mirror_due: bool,
     /// The location's mirrors were started (once per request).
@@ -273,6 +280,8 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             body_len: None,
             request_id: Default::default(),
             subrequest: false,
+            sub_depth: 0,
+            ssi: None,
             mirror_due: false,
             mirrored: false,
             auth: Default::default(),

@@ -16,6 +16,7 @@ pub mod random_index;
 pub mod ret;
 pub mod static_file;
 pub mod stub_status;
+pub mod subrequest;
 pub mod symlinks;
 pub mod try_files;
 pub mod upstream_log;
@@ -415,6 +416,8 @@ pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> R
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
+    crate::http::ssi::apply(ctx, &mut resp);
+    crate::http::addition::apply(ctx, &mut resp);
     crate::http::filter::compress::apply(ctx, &mut resp);
     resp
 }
@@ -437,6 +440,15 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
+    crate::http::ssi::apply(ctx, &mut resp);
+    crate::http::addition::apply(ctx, &mut resp);
     crate::http::filter::compress::apply(ctx, &mut resp);
     resp
+}
+
+/// error_page and the header filters for a subrequest's response
+/// (`subrequest::fetch`; compression is for the client's response only,
+/// which `compress::apply` checks).
+pub fn finish_subrequest<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
+    finish(ctx, resp)
 }

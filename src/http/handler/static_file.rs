@@ -150,7 +150,9 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
         etag::etag(file.mtime, size, &mut e);
         r.etag = Some(e);
     }
-    if ctx.err_status.is_some() {
+    // A subrequest is answered whole: nginx's not_modified and range
+    // filters leave subrequests alone.
+    if ctx.err_status.is_some() || ctx.subrequest {
         r.body = Body::File { file, offset: 0, len: size };
         return r;
     }
@@ -164,8 +166,12 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
     }
     // `max_ranges 0` turns ranges off, Accept-Ranges with them.
     r.accept_ranges = ctx.conf.core.max_ranges != Some(0);
+    // A page the SSI or addition module will change has no ranges
+    // (nginx's range filter runs after them, on a body of unknown length).
     if let Some(h) = ctx.req.header("range")
         && if_range_ok(ctx, r.etag.as_deref(), Some(file.mtime))
+        && !(size > 0 && crate::http::ssi::processes(ctx, r.content_type.as_deref()))
+        && !crate::http::addition::applies(ctx, r.content_type.as_deref())
     {
         match range::parse_range(h, size, ctx.conf.core.max_ranges) {
             range::RangeResult::Ignore => {}

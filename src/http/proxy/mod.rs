@@ -762,6 +762,7 @@ fn build_response<'c>(
         // A response being stored is answered as a hit would be
         // (conditionals and ranges), as nginx's filters treat it.
         if body.cache.is_some()
+            && !ctx.subrequest
             && let Some(status) = crate::http::cache::deliver::on_miss(ctx, &mut resp, &mut body)
         {
             let mut r = crate::http::handler::finish_error(ctx, status);

@@ -56,6 +56,12 @@ pub fn declare_all(dirs: &[Directive]) {
     }
 }
 
+/// Every declared name and its slot, for code that looks names up while
+/// serving (SSI's `echo` and values), where the build's table is gone.
+pub fn snapshot() -> std::collections::HashMap<String, usize> {
+    SLOTS.with(|s| s.borrow().iter().map(|(k, v)| (k.clone(), *v)).collect())
+}
+
 /// The slot of a variable `set` declares.
 pub fn slot(name: &str) -> Option<usize> {
     SLOTS.with(|s| s.borrow().get(&name.to_ascii_lowercase()).copied())

@@ -190,7 +190,7 @@ pub(super) async fn write_compressed(
     let mut piece = Vec::new();
     loop {
         piece.clear();
-        match z.next(w, &mut piece, 64 * 1024).await {
+        match z.next(w, ctx, &mut piece, 64 * 1024).await {
             Ok(more) => {
                 if !piece.is_empty() {
                     if chunked {

@@ -735,7 +735,7 @@ async fn send_compressed(
     let mut sent = 0u64;
     loop {
         let mut piece = Vec::new();
-        let more = match z.next(w, &mut piece, MAX_PIECE).await {
+        let more = match z.next(w, ctx, &mut piece, MAX_PIECE).await {
             Ok(m) => m,
             Err(e) => {
                 crate::http::filter::compress::stream::log_error(ctx, &e);

@@ -49,6 +49,11 @@ pub fn accepted(ctx: &ReqCtx<'_, '_>) -> Option<Accepted> {
 /// The header filter: compresses `resp` when the location and the client
 /// allow it, and adds `Vary: Accept-Encoding` where nginx does.
 pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
+    // A subrequest's body becomes part of its parent's (nginx's
+    // ngx_http_gzip_ok declines subrequests).
+    if ctx.subrequest {
+        return;
+    }
     let conf = &ctx.conf.compress;
     let mut vary = ctx.vary_encoding;
     if !conf.idle() {
@@ -121,6 +126,12 @@ fn encode<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>, c: Coding) {
     // nginx's ngx_http_clear_accept_ranges and ngx_http_weak_etag.
     resp.accept_ranges = false;
     resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
+    weaken_etag(resp);
+}
+
+/// nginx's ngx_http_weak_etag on a response: its own ETag or an origin's
+/// becomes weak; one that is not a quoted string goes.
+pub fn weaken_etag(resp: &mut Response<'_>) {
     if let Some(e) = resp.etag.take() {
         resp.etag = weak_etag(&e);
     }

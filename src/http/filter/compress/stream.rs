@@ -8,10 +8,12 @@ use std::future::Future;
 
 use super::encoder::Encoder;
 use super::negotiate::Coding;
+use crate::http::addition::Addition;
 use crate::http::filter::sub::Replacer;
 use crate::http::handler::ctx::ReqCtx;
 use crate::http::proxy::body::{BodyError, UpstreamBody};
 use crate::http::response::Body;
+use crate::http::ssi::run::Ssi;
 use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::WorkerCtx;
@@ -21,6 +23,10 @@ pub struct Compressed {
     pub coding: Option<Coding>,
     /// The sub filter, ahead of the encoder.
     sub: Option<Box<crate::http::filter::sub::Replacer>>,
+    /// The SSI module, after the sub filter (nginx's body-filter order).
+    ssi: Option<Box<Ssi>>,
+    /// The addition module's bodies, around what the stages above make.
+    addition: Option<Box<Addition>>,
     /// What is being compressed (never `Compressed`, `Proxy` or
     /// `Multipart`: the filter does not wrap those).
     pub inner: Body,
@@ -43,6 +49,8 @@ pub struct Compressed {
     /// included), for `$gzip_ratio` and its kin.
     zin: u64,
     zout: u64,
+    /// The origin's body failed after the piece last returned.
+    failed: Option<BodyError>,
 }
 
 #[derive(Debug)]
@@ -61,6 +69,8 @@ impl Compressed {
         Compressed {
             coding: Some(coding),
             sub: None,
+            ssi: None,
+            addition: None,
             inner,
             pos: 0,
             enc: None,
@@ -71,6 +81,7 @@ impl Compressed {
             scratch: Vec::new(),
             zin: 0,
             zout: 0,
+            failed: None,
         }
     }
 
@@ -90,6 +101,32 @@ impl Compressed {
         c
     }
 
+    /// A body that only goes through the SSI module.
+    pub fn ssi(inner: Body, ssi: Box<Ssi>) -> Compressed {
+        let mut c = Compressed::new(Coding::Gzip, inner, 0, 0);
+        c.coding = None;
+        c.ssi = Some(ssi);
+        c
+    }
+
+    /// A body that only gets the addition module's bodies around it.
+    pub fn addition(inner: Body, add: Box<Addition>) -> Compressed {
+        let mut c = Compressed::new(Coding::Gzip, inner, 0, 0);
+        c.coding = None;
+        c.addition = Some(add);
+        c
+    }
+
+    /// Adds the addition module's bodies.
+    pub fn add_addition(&mut self, add: Box<Addition>) {
+        self.addition = Some(add);
+    }
+
+    /// Adds the SSI stage after the sub filter.
+    pub fn add_ssi(&mut self, ssi: Box<Ssi>) {
+        self.ssi = Some(ssi);
+    }
+
     /// Compresses too what the sub filter puts out.
     pub fn encode_too(&mut self, coding: Coding, level: i32, window: u32) {
         (self.coding, self.level, self.window) = (Some(coding), level, window);
@@ -106,30 +143,67 @@ impl Compressed {
     /// Appends the next piece of compressed output to `out`, reading about
     /// `max` bytes of the inner body per step; Ok(false) once the stream
     /// has ended (its last bytes may come with that same call).
-    pub async fn next(&mut self, w: &WorkerCtx, out: &mut Vec<u8>, max: usize) -> Result<bool, StreamError> {
-        let Compressed { coding, sub, inner, pos, enc, done, level, window, flush_each, scratch, zin, zout } = self;
+    /// `ctx` is the request the body answers (the SSI stage runs its
+    /// commands and subrequests for it).
+    pub async fn next(
+        &mut self,
+        w: &WorkerCtx,
+        ctx: &ReqCtx<'_, '_>,
+        out: &mut Vec<u8>,
+        max: usize,
+    ) -> Result<bool, StreamError> {
+        let Compressed {
+            coding,
+            sub,
+            ssi,
+            addition,
+            inner,
+            pos,
+            enc,
+            done,
+            level,
+            window,
+            flush_each,
+            scratch,
+            zin,
+            zout,
+            failed,
+        } = self;
+        if let Some(err) = failed.take() {
+            return Err(StreamError::Upstream(err));
+        }
+        let mut st = Stages { sub, ssi, w, ctx };
         loop {
             if *done {
                 return Ok(false);
             }
+            let before = out.len();
             let e = match enc {
                 Some(e) => e,
-                None => enc.insert(match coding {
-                    Some(c) => Encoder::new(*c, *level, *window, inner.known_len()).map_err(StreamError::Encode)?,
-                    None => Encoder::Identity,
-                }),
+                None => {
+                    let e = enc.insert(match coding {
+                        Some(c) => Encoder::new(*c, *level, *window, inner.known_len()).map_err(StreamError::Encode)?,
+                        None => Encoder::Identity,
+                    });
+                    // `add_before_body`'s answer comes first.
+                    if let Some(a) = addition {
+                        let added = a.before(w, ctx).await;
+                        *zin += added.len() as u64;
+                        e.write(&added, out).map_err(StreamError::Encode)?;
+                    }
+                    e
+                }
             };
-            let before = out.len();
             let eof = match inner {
-                Body::Static(b) => feed_slice(e, sub, b, pos, max, out, zin)?,
-                Body::Owned(b) => feed_slice(e, sub, b, pos, max, out, zin)?,
-                Body::Shared(b) => feed_slice(e, sub, b, pos, max, out, zin)?,
+                Body::Static(b) => feed_slice(e, &mut st, b, pos, max, out, zin).await?,
+                Body::Owned(b) => feed_slice(e, &mut st, b, pos, max, out, zin).await?,
+                Body::Shared(b) => feed_slice(e, &mut st, b, pos, max, out, zin).await?,
                 Body::File { file, offset, len } => {
                     let n = (*len - *pos).min(max as u64);
                     if n > 0 {
                         let at = *offset + *pos;
                         match file.cached_bytes(at, n) {
-                            Some(b) => put(e, sub, b, out, zin)?,
+                            Some(b) => put(e, &mut st, b, out, zin).await?,
                             None => {
                                 let Some(f) = file.file.as_ref() else {
                                     return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
@@ -137,7 +211,7 @@ impl Compressed {
                                 scratch.clear();
                                 crate::http::connection::io::pread_into(f, at, n, scratch)
                                     .map_err(StreamError::Read)?;
-                                put(e, sub, scratch, out, zin)?;
+                                put(e, &mut st, scratch, out, zin).await?;
                             }
                         }
                         *pos += n;
@@ -146,8 +220,19 @@ impl Compressed {
                 }
                 Body::Upstream(up) => {
                     scratch.clear();
-                    let more = up.next(w, scratch, max).await.map_err(StreamError::Upstream)?;
-                    put(e, sub, scratch, out, zin)?;
+                    let more = match up.next(w, scratch, max).await {
+                        Ok(more) => more,
+                        // What came before the failure still goes out
+                        // (as nginx sends what it read).
+                        Err(err) if !scratch.is_empty() => {
+                            put(e, &mut st, scratch, out, zin).await?;
+                            e.flush(out).map_err(StreamError::Encode)?;
+                            *failed = Some(err);
+                            return Ok(true);
+                        }
+                        Err(err) => return Err(StreamError::Upstream(err)),
+                    };
+                    put(e, &mut st, scratch, out, zin).await?;
                     if more && *flush_each && !scratch.is_empty() {
                         e.flush(out).map_err(StreamError::Encode)?;
                     }
@@ -158,12 +243,22 @@ impl Compressed {
             if eof {
                 *done = true;
                 if let Some(mut e) = enc.take() {
-                    if let Some(r) = sub {
-                        let mut held = Vec::new();
+                    let mut held = Vec::new();
+                    if let Some(r) = st.sub {
                         r.finish(&mut held);
-                        *zin += held.len() as u64;
-                        e.write(&held, out).map_err(StreamError::Encode)?;
                     }
+                    if let Some(s) = st.ssi {
+                        let mut processed = Vec::new();
+                        s.feed(w, ctx, &held, &mut processed).await;
+                        s.finish(w, ctx, &mut processed).await;
+                        held = processed;
+                    }
+                    // `add_after_body`'s answer comes last.
+                    if let Some(a) = addition {
+                        held.extend_from_slice(&a.after(w, ctx).await);
+                    }
+                    *zin += held.len() as u64;
+                    e.write(&held, out).map_err(StreamError::Encode)?;
                     e.finish(out).map_err(StreamError::Encode)?;
                 }
                 *scratch = Vec::new();
@@ -201,34 +296,46 @@ pub fn push_ratio(zin: u64, zout: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(format!("{int}.{frac:02}").as_bytes());
 }
 
-/// A piece through the sub filter (if any), then the encoder; `zin`
-/// counts what the encoder took.
-fn put(
+/// The stages ahead of the encoder, and what the SSI stage needs.
+struct Stages<'s, 'r, 'c, 'a> {
+    sub: &'s mut Option<Box<Replacer>>,
+    ssi: &'s mut Option<Box<Ssi>>,
+    w: &'r WorkerCtx,
+    ctx: &'r ReqCtx<'c, 'a>,
+}
+
+/// A piece through the sub filter and the SSI module (if any), then the
+/// encoder; `zin` counts what the encoder took.
+async fn put(
     e: &mut Encoder,
-    sub: &mut Option<Box<Replacer>>,
+    st: &mut Stages<'_, '_, '_, '_>,
     input: &[u8],
     out: &mut Vec<u8>,
     zin: &mut u64,
 ) -> Result<(), StreamError> {
-    match sub {
-        Some(r) => {
-            let mut replaced = Vec::with_capacity(input.len());
-            r.feed(input, &mut replaced);
-            *zin += replaced.len() as u64;
-            e.write(&replaced, out)
-        }
-        None => {
-            *zin += input.len() as u64;
-            e.write(input, out)
-        }
+    let replaced;
+    let mut piece = input;
+    if let Some(r) = st.sub {
+        let mut v = Vec::with_capacity(input.len());
+        r.feed(input, &mut v);
+        replaced = v;
+        piece = &replaced;
     }
-    .map_err(StreamError::Encode)
+    let processed;
+    if let Some(s) = st.ssi {
+        let mut v = Vec::with_capacity(piece.len());
+        s.feed(st.w, st.ctx, piece, &mut v).await;
+        processed = v;
+        piece = &processed;
+    }
+    *zin += piece.len() as u64;
+    e.write(piece, out).map_err(StreamError::Encode)
 }
 
 /// One piece of an in-memory body; true at its end.
-fn feed_slice(
+async fn feed_slice(
     e: &mut Encoder,
-    sub: &mut Option<Box<Replacer>>,
+    st: &mut Stages<'_, '_, '_, '_>,
     b: &[u8],
     pos: &mut u64,
     max: usize,
@@ -237,7 +344,7 @@ fn feed_slice(
 ) -> Result<bool, StreamError> {
     let start = (*pos as usize).min(b.len());
     let end = start + (b.len() - start).min(max);
-    put(e, sub, &b[start..end], out, zin)?;
+    put(e, st, &b[start..end], out, zin).await?;
     *pos = end as u64;
     Ok(end == b.len())
 }

@@ -1,0 +1,222 @@
+//! Subrequests whose answer is wanted (nginx's `ngx_http_subrequest` as
+//! the SSI and addition filters use it): a GET of a URI with the client's
+//! headers, run through the same pipeline as any request (locations,
+//! rewrites, static files, the proxy and its cache, the header filters but
+//! compression), and its body gathered for the filter that asked.
+//!
+//! As `auth_request`'s, the subrequest is internal (it may reach
+//! `internal` locations), skips the limit and access phases, and is
+//! answered in full, without conditionals or ranges. nginx bounds the
+//! nesting of subrequests at 50 levels ("subrequests cycle").
+
+use std::borrow::Cow;
+
+use crate::http::handler::ctx::ReqCtx;
+use crate::http::request::{Method, Request};
+use crate::http::response::Body;
+use crate::log::error::Level;
+use crate::log_req;
+use crate::worker::WorkerCtx;
+
+/// nginx's NGX_HTTP_MAX_SUBREQUESTS: how deep subrequests may nest.
+pub const MAX_DEPTH: u8 = 50;
+
+/// What a subrequest answered.
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Why there is no answer.
+#[derive(Debug)]
+pub enum Failed {
+    /// Nested too deep (logged).
+    Cycle,
+    /// The body could not be read to its end (logged).
+    Body,
+}
+
+/// nginx's ngx_http_parse_unsafe_uri for a subrequest's URI: the
+/// arguments split off at `?`, `%XX` decoded in the path (an encoded `?`
+/// is part of it), and a path with `..` segments or a NUL refused.
+pub fn parse_uri(uri: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let (path, args) = match uri.iter().position(|&b| b == b'?') {
+        Some(q) => (&uri[..q], Some(uri[q + 1..].to_vec())),
+        None => (uri, None),
+    };
+    if path.first() != Some(&b'/') {
+        return None;
+    }
+    let unsafe_path = |p: &[u8]| p.contains(&0) || p.split(|&b| b == b'/').any(|seg| seg == b"..");
+    if unsafe_path(path) || unsafe_path(&percent_decode(path)) {
+        return None;
+    }
+    let decoded = crate::http::uri::normalize_path(path).ok()?.into_owned();
+    Some((decoded, args))
+}
+
+/// `%XX` decoded; a malformed escape kept as written.
+fn percent_decode(s: &[u8]) -> Vec<u8> {
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'%'
+            && let (Some(h), Some(l)) = (s.get(i + 1).and_then(|&c| hex(c)), s.get(i + 2).and_then(|&c| hex(c)))
+        {
+            out.push(h << 4 | l);
+            i += 3;
+            continue;
+        }
+        out.push(s[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Runs a GET of `path` (decoded) with `args` as a subrequest of `parent`
+/// and gathers its answer; `in_memory`: at most the subrequest location's
+/// `subrequest_output_buffer_size` (more fails it), as nginx's
+/// NGX_HTTP_SUBREQUEST_IN_MEMORY.
+pub async fn fetch(
+    w: &WorkerCtx,
+    parent: &ReqCtx<'_, '_>,
+    path: Vec<u8>,
+    args: Option<Vec<u8>>,
+    in_memory: bool,
+    ssi: Option<std::rc::Rc<crate::http::ssi::Shared>>,
+) -> Result<Answer, Failed> {
+    if parent.sub_depth >= MAX_DEPTH {
+        log_req!(parent, Level::Error, "subrequests cycle while processing \"{}\"", String::from_utf8_lossy(&path));
+        return Err(Failed::Cycle);
+    }
+    let req = Request {
+        buf: parent.req.buf,
+        method: Method::Get,
+        head: parent.req.head,
+        path: Cow::Owned(path),
+        args: args.map(Cow::Owned),
+        host: parent.req.host.clone(),
+    };
+    let mut sub = ReqCtx::new(parent.group, parent.server, req, parent.conn);
+    sub.subrequest = true;
+    sub.realip = parent.realip;
+    sub.sub_depth = parent.sub_depth + 1;
+    sub.ssi = ssi.or_else(|| parent.ssi.clone());
+    // An internal request: `internal` locations answer it.
+    sub.redirects = 1;
+    // nginx's subrequests share the main request's `$request_id`.
+    let mut id = Vec::new();
+    crate::variables::VarSource::write_var(
+        &crate::http::handler::ctx::Vars::request(parent),
+        &crate::variables::Var::RequestId,
+        &mut id,
+    );
+    sub.request_id.set(parent.request_id.get());
+    let resp = crate::http::handler::route(&mut sub, None);
+    let mut resp = crate::http::handler::finish_subrequest(&mut sub, resp);
+    if crate::http::handler::suspended(&sub) {
+        resp = Box::pin(crate::http::handler::complete(w, &mut sub, resp)).await;
+    }
+    if matches!(resp.body, Body::Proxy) {
+        let mut client = crate::http::proxy::request_body::Client::detached();
+        resp = Box::pin(crate::http::proxy::respond(w, &mut sub, &mut client)).await;
+    }
+    let status = resp.status;
+    let limit = if in_memory { Some(sub.conf.subrequest_output_buffer_size) } else { None };
+    let mut out = Vec::new();
+    let read = Box::pin(gather(w, &sub, resp.body, &mut out, limit.unwrap_or(usize::MAX))).await;
+    match read {
+        Ok(()) => Ok(Answer { status, body: out }),
+        Err(e) => {
+            if let Some(msg) = e {
+                log_req!(sub, Level::Error, "{}", msg);
+            }
+            Err(Failed::Body)
+        }
+    }
+}
+
+/// Reads a response body into `out`; Err(Some(message)) for a failure to
+/// log, Err(None) for one logged already.
+async fn gather(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    body: Body,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    let too_big = || Some("too big subrequest response while sending to client".to_string());
+    match body {
+        Body::Empty | Body::Proxy => {}
+        Body::Static(b) => out.extend_from_slice(b),
+        Body::Owned(b) => out.extend_from_slice(&b),
+        Body::Shared(b) => out.extend_from_slice(&b),
+        Body::File { file, offset, len } => {
+            if len as usize > limit {
+                return Err(too_big());
+            }
+            match file.cached_bytes(offset, len) {
+                Some(b) => out.extend_from_slice(b),
+                None => {
+                    let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
+                    crate::http::connection::io::pread_into(f, offset, len, out)
+                        .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
+                }
+            }
+        }
+        Body::Multipart { .. } => {}
+        Body::Upstream(mut up) => loop {
+            match up.next(w, out, 64 * 1024).await {
+                Ok(true) if out.len() > limit => {
+                    crate::http::proxy::release_as(w, &mut up, true);
+                    return Err(too_big());
+                }
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    crate::http::proxy::log_body_error(ctx, &e);
+                    crate::http::proxy::release_as(w, &mut up, true);
+                    return Err(None);
+                }
+            }
+        },
+        Body::Compressed(mut z) => loop {
+            match z.next(w, ctx, out, 64 * 1024).await {
+                Ok(true) if out.len() > limit => {
+                    if let Some(up) = z.upstream_mut() {
+                        crate::http::proxy::release_as(w, up, true);
+                    }
+                    return Err(too_big());
+                }
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    crate::http::filter::compress::stream::log_error(ctx, &e);
+                    if let Some(up) = z.upstream_mut() {
+                        crate::http::proxy::release_as(w, up, true);
+                    }
+                    return Err(None);
+                }
+            }
+        },
+    }
+    if out.len() > limit {
+        return Err(too_big());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_are_parsed_as_nginxs_unsafe_uri() {
+        assert_eq!(parse_uri(b"/tes%741.html?test=test"), Some((b"/test1.html".to_vec(), Some(b"test=test".to_vec()))));
+        assert_eq!(parse_uri(b"/unescape.html%3f"), Some((b"/unescape.html?".to_vec(), None)));
+        assert_eq!(parse_uri(b"/a/../../etc/passwd"), None);
+        assert_eq!(parse_uri(b"/a/%2e%2e/%2e%2e/b"), None);
+        assert_eq!(parse_uri(b"relative"), None);
+    }
+}
