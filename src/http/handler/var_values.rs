@@ -55,6 +55,8 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::Http(name) => req.header(name).is_some(),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
             Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
+            // A request refused before its URI parsed logs `$uri` empty.
+            Var::Uri => true,
             Var::ProxyPort | Var::UpstreamCookie(_) | Var::RequestBody | Var::RequestBodyFile => {
                 super::more_vars::found(self, var)
             }
@@ -331,7 +333,19 @@ impl VarSource for Vars<'_, '_, '_> {
                         "content-type" => r.content_type.as_deref().map(str::as_bytes),
                         "location" => r.location.as_deref(),
                         "etag" => r.etag.as_deref(),
-                        _ => r.header(name),
+                        _ => {
+                            // Every header of that name, joined with ", "
+                            // (nginx 1.23+).
+                            let mut first = true;
+                            for (_, v) in r.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                                if !first {
+                                    out.extend_from_slice(b", ");
+                                }
+                                first = false;
+                                out.extend_from_slice(v);
+                            }
+                            None
+                        }
                     };
                     if let Some(v) = v {
                         out.extend_from_slice(v)

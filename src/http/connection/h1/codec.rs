@@ -24,6 +24,8 @@ pub enum HeadError {
     NotImplemented(String),
     /// nginx's 497: plain HTTP on a TLS address, answered in plain HTTP.
     PlainOnTls,
+    /// 405: nginx refuses the TRACE method before any location runs.
+    Trace,
     /// 408: client_header_timeout expired with part of a head read; logged,
     /// never answered (as nginx).
     TimedOut,
@@ -38,6 +40,7 @@ impl HeadError {
             HeadError::Version => 505,
             HeadError::NotImplemented(_) => 501,
             HeadError::PlainOnTls => 497,
+            HeadError::Trace => 405,
             HeadError::TimedOut => 408,
         }
     }
@@ -56,6 +59,7 @@ impl HeadError {
             HeadError::PlainOnTls => {
                 "client sent plain HTTP request to HTTPS port while reading client request headers".into()
             }
+            HeadError::Trace => "client sent TRACE method while reading client request headers".into(),
             HeadError::TimedOut => {
                 "client timed out (110: Connection timed out) while reading client request headers".into()
             }

@@ -277,10 +277,6 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         }
     };
     let head_len = head.head_len;
-    if c.info.plain_on_tls {
-        reject(c, g, w, HeadError::PlainOnTls, started).await;
-        return Next::Close;
-    }
     // nginx discards (and so checks) the buffered part of a chunked body
     // before answering: a malformed one gets 400, not a response.
     if head.body == BodyKind::Chunked && super::chunked::Decoder::default().feed(&c.rbuf[head_len..], |_| {}).is_err() {
@@ -299,6 +295,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         return Next::Close;
     }
     let (raw_path, raw_args) = uri::split_target(origin);
+    let raw_path: &[u8] = if raw_path.is_empty() { b"/" } else { raw_path };
     let path = match uri::normalize_path_with(raw_path, g.default_server.conf.core.merge_slashes) {
         Ok(p) => p,
         Err(_) => {
@@ -307,22 +304,40 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         }
     };
     let host_raw = authority.or_else(|| head.host.clone().map(|r| &rbuf[r]));
+    // A head that parsed but is refused (an invalid Host, plain HTTP on a
+    // TLS port) is answered as nginx's ngx_http_finalize_request(r, code)
+    // does: through the server's error_page, with the connection closed.
+    let mut refused = None;
     let host = match host_raw {
         Some(h) => match crate::http::routing::server::validate_host(h) {
             Some(v) => v,
             None => {
-                reject(c, g, w, HeadError::Bad("client sent invalid host header"), started).await;
-                return Next::Close;
+                refused = Some(HeadError::Bad("client sent invalid host header"));
+                Cow::Borrowed(&b""[..])
             }
         },
         None => Cow::Borrowed(&b""[..]),
     };
+    if refused.is_none() && rbuf[head.method_r.clone()] == *b"TRACE" {
+        refused = Some(HeadError::Trace);
+    }
+    if refused.is_none() && info.plain_on_tls {
+        refused = Some(HeadError::PlainOnTls);
+    }
     let server = crate::http::routing::server::select(g, &host);
+    if let Some(e) = &refused {
+        log_refused(g, info, rbuf, e);
+    }
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
     let mut ctx = ReqCtx::new(g, server, req, info);
-    let mut resp = match crate::http::handler::client_cert_status(&ctx) {
-        Some(code) => crate::http::handler::error(&ctx, code),
-        None => crate::http::handler::handle(&mut ctx),
+    let mut resp = match (&refused, crate::http::handler::client_cert_status(&ctx)) {
+        (Some(e), _) => {
+            let mut r = crate::http::handler::finish_error(&mut ctx, e.status());
+            r.close = true;
+            r
+        }
+        (None, Some(code)) => crate::http::handler::error(&ctx, code),
+        (None, None) => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {
         resp = crate::http::handler::complete(w, &mut ctx, resp).await;
@@ -461,6 +476,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
 }
 
 /// `http://host/path` (absolute-form): the host wins over the Host header.
+/// The origin part starts with `/`, or with `?` or `#` after an empty path.
 pub(crate) fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     let rest = if target.len() > 7 && target[..7].eq_ignore_ascii_case(b"http://") {
         &target[7..]
@@ -469,7 +485,9 @@ pub(crate) fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     } else {
         return (None, target);
     };
-    match rest.iter().position(|&b| b == b'/') {
+    // The authority ends at the path, or at the query or fragment of an
+    // empty path (`http://host?args`, which nginx serves as `/?args`).
+    match rest.iter().position(|&b| b == b'/' || b == b'?' || b == b'#') {
         Some(i) => (Some(&rest[..i]), &rest[i..]),
         None => (Some(rest), b"/"),
     }
@@ -517,18 +535,23 @@ pub fn log_request(
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
     c.info.requests += 1;
-    let line_end = request_line_end(&c.rbuf, g);
+    log_refused(g, &c.info, &c.rbuf, &e);
+    send_error(c, g, w, e.status(), started).await;
+}
+
+/// The error-log line of a refused head, as nginx's (info level).
+fn log_refused(g: &ListenGroup, info: &ConnInfo, rbuf: &[u8], e: &HeadError) {
+    let line_end = request_line_end(rbuf, g);
     log_to!(
         g.default_server.conf.error_log,
         Level::Info,
         "*{} {}, client: {}, server: {}, request: \"{}\"",
-        c.info.id,
+        info.id,
         e.reason(),
-        c.info.peer.ip(),
+        info.peer.ip(),
         g.default_server.name,
-        String::from_utf8_lossy(&c.rbuf[..line_end])
+        String::from_utf8_lossy(&rbuf[..line_end])
     );
-    send_error(c, g, w, e.status(), started).await;
 }
 
 /// Where the request line in `rbuf` ends (before its CR LF), bounded by
@@ -570,7 +593,8 @@ fn log_unanswered(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, s
 /// The request an unparsed head is logged as: its request line (as far as
 /// it came) on the default server, at `/`.
 fn error_request<'a>(rbuf: &'a [u8], head: &'a Head) -> Request<'a> {
-    Request { buf: rbuf, head, method: Method::Other, path: Cow::Borrowed(b"/"), args: None, host: Cow::Borrowed(b"") }
+    // No URI was parsed: `$uri` is empty, as nginx logs it.
+    Request { buf: rbuf, head, method: Method::Other, path: Cow::Borrowed(b""), args: None, host: Cow::Borrowed(b"") }
 }
 
 /// Answers with nginx's error page for `status` and Connection: close, and

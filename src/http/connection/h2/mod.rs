@@ -365,6 +365,9 @@ async fn stream(
     let target = &buf[head.target.clone()];
     let (raw_path, raw_args) = crate::http::uri::split_target(target);
     let host = head.host.clone().map(|r| &buf[r]);
+    // An invalid :authority or Host is answered through the default
+    // server's error_page, as nginx finalizes the request with 400.
+    let mut bad_host = false;
     let host = match host.map(crate::http::routing::server::validate_host) {
         Some(Some(h)) => h,
         Some(None) => {
@@ -375,9 +378,8 @@ async fn stream(
                 info.id,
                 info.peer.ip()
             );
-            let _ = respond.send_response(response::head(&Response::new(400), false), true);
-            finish(&shared, false);
-            return;
+            bad_host = true;
+            std::borrow::Cow::Borrowed(&b""[..])
         }
         None => std::borrow::Cow::Borrowed(&b""[..]),
     };
@@ -408,6 +410,7 @@ async fn stream(
     };
     let mut ctx = ReqCtx::new(g, server, req, &info);
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
+        _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::error(&ctx, code),
         None if plain_connect => connect::refuse(&mut ctx),
         None => crate::http::handler::handle(&mut ctx),
