@@ -188,3 +188,112 @@ fn sent_http_joins_repeated_headers() {
     let lines = wait_lines(&s.path("logs/cc.log"), 1, LOG_WAIT);
     assert_eq!(lines, vec!["/set: max-age=3600, private"]);
 }
+
+const TRAILERS: &str = r#"
+        server {
+            listen 127.0.0.1:{port0};
+            listen 127.0.0.1:{port2} http2;
+            root html;
+            add_trailer X-Var $host;
+            add_trailer X-Always $host always;
+            add_trailer X-Empty '';
+            add_trailer X-Sent-HTTP $sent_http_accept_ranges;
+            add_trailer X-Sent-Trailer $sent_trailer_x_var;
+
+            location /t1 { }
+            location /nx { }
+            location /not_chunked { chunked_transfer_encoding off; }
+            location /proxy {
+                proxy_pass http://127.0.0.1:{port1}/t1;
+                add_trailer X-Length $upstream_response_length;
+            }
+        }
+        server {
+            listen 127.0.0.1:{port1};
+            root html;
+            access_log off;
+        }"#;
+
+/// trailers.t, h2_trailers.t: add_trailer sends its fields after the body:
+/// chunked HTTP/1.1 (even for a known length), HEADERS on HTTP/2; none
+/// for HTTP/1.0, HEAD, `chunked_transfer_encoding off`; only `always` ones
+/// on an error status; values rendered after the body.
+#[test]
+fn add_trailer_after_the_body() {
+    let s = builder().ports(3).file("html/t1", "SEE-THIS").file("html/not_chunked", "NC").http(TRAILERS).start();
+    let get = |path: &str| raw(s.port, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"));
+    let r = get("/t1");
+    let (head, body) = r.split_once("\r\n\r\n").unwrap();
+    assert!(head.contains("Transfer-Encoding: chunked"), "{r}");
+    assert!(!head.contains("Content-Length"), "{r}");
+    assert_eq!(
+        body,
+        "8\r\nSEE-THIS\r\n0\r\nX-Var: localhost\r\nX-Always: localhost\r\nX-Sent-HTTP: bytes\r\n\
+         X-Sent-Trailer: localhost\r\n\r\n"
+    );
+
+    let r = get("/nx");
+    assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
+    assert!(r.contains("\r\n0\r\nX-Always: localhost\r\n\r\n"), "{r}");
+    assert!(!r.contains("X-Var"), "{r}");
+
+    let r = raw(s.port, "GET /t1 HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    assert!(r.contains("Content-Length: 8\r\n") && r.ends_with("\r\n\r\nSEE-THIS"), "{r}");
+    let r = get("/not_chunked");
+    assert!(r.contains("Content-Length: 2\r\n") && r.ends_with("\r\n\r\nNC"), "{r}");
+    let r = raw(s.port, "HEAD /t1 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    assert!(r.contains("Content-Length: 8\r\n") && !r.contains("X-Always"), "{r}");
+
+    let r = get("/proxy");
+    assert!(r.contains("8\r\nSEE-THIS\r\n0\r\n"), "{r}");
+    assert!(r.contains("\r\nX-Length: 8\r\n"), "{r}");
+
+    // HTTP/2: HEADERS, DATA, then the trailers ending the stream.
+    let mut c = common::h2raw::Conn::open(s.ports[2]);
+    let r = c.get("/t1");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"SEE-THIS");
+    let t = |n: &str| r.trailers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    assert_eq!(t("x-var").as_deref(), Some("localhost"), "{:?}", r.trailers);
+    assert_eq!(t("x-sent-trailer").as_deref(), Some("localhost"), "{:?}", r.trailers);
+    assert!(r.header("x-var").is_none());
+}
+
+/// http_headers_multi.t (nginx 1.23+; Debian 12's 1.22 keeps the first
+/// header only and lets these duplicates through): `$http_NAME` joins
+/// repeated request headers (Cookie with "; "), `$cookie_NAME` looks in
+/// every Cookie header, and a repeated header nginx needs unique gets 400.
+#[test]
+fn repeated_request_headers() {
+    if std::env::var_os("SLUICE_TEST_NGINX").is_some() {
+        return;
+    }
+    let s = start_http(
+        r#"
+        server {
+            listen 127.0.0.1:{port};
+            location / {
+                add_header X-Forwarded-For $http_x_forwarded_for;
+                add_header X-Cookie $http_cookie;
+                add_header X-Cookie-Bazz $cookie_bazz;
+                add_header X-Sent-Foo $sent_http_foo;
+                add_header Foo a;
+                add_header Foo b;
+                add_header X-Sent-Foo-After $sent_http_foo;
+                return 204;
+            }
+        }"#,
+    );
+    let r = s.get_with("/", &["X-Forwarded-For: a", "X-Forwarded-For: b", "Cookie: foo=1", "Cookie: bazz=3"]);
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("X-Forwarded-For"), Some("a, b"));
+    assert_eq!(r.header("X-Cookie"), Some("foo=1; bazz=3"));
+    assert_eq!(r.header("X-Cookie-Bazz"), Some("3"));
+    assert_eq!(r.header("X-Sent-Foo"), None);
+    assert_eq!(r.header("X-Sent-Foo-After"), Some("a, b"));
+    for h in ["If-Match", "If-None-Match", "If-Modified-Since", "Authorization", "Expect", "If-Range"] {
+        let r = s.get_with("/", &[&format!("{h}: a"), &format!("{h}: b")]);
+        assert_eq!(r.status, 400, "duplicate {h}");
+    }
+    s.wait_error_log("client sent duplicate header line: \"If-Match: b\"");
+}

@@ -85,6 +85,8 @@ pub struct Response<'c> {
     pub close: bool,
     /// Set for nginx's generated error pages, so `error_page` may replace them.
     pub is_error_page: bool,
+    /// add_trailer's fields, rendered when the body has ended.
+    pub trailers: Vec<(String, Vec<u8>)>,
 }
 
 impl<'c> Response<'c> {
@@ -101,6 +103,7 @@ impl<'c> Response<'c> {
             body: Body::Empty,
             close: false,
             is_error_page: false,
+            trailers: Vec::new(),
         }
     }
 

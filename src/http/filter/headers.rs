@@ -101,7 +101,8 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     if conf.add_headers.is_empty() {
         return;
     }
-    let mut added = Vec::new();
+    // Each field is added before the next is rendered: a later one may
+    // read it (`$sent_http_NAME`).
     for h in &conf.add_headers {
         if !(ok || h.always) {
             continue;
@@ -111,10 +112,9 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
             continue;
         }
         if !v.is_empty() {
-            added.push((Cow::Borrowed(h.name.as_str()), v.into()));
+            resp.headers.push((Cow::Borrowed(h.name.as_str()), v.into()));
         }
     }
-    resp.headers.extend(added);
 }
 
 /// nginx's add_header sets ETag and Last-Modified in place of the
@@ -146,4 +146,43 @@ fn replaces(resp: &mut Response<'_>, name: &str, v: &[u8]) -> bool {
         resp.headers.push((Cow::Owned(name.to_string()), v.to_vec().into()));
     }
     true
+}
+
+/// Whether add_trailer gives this response trailers (nginx's
+/// `r->expect_trailers`): a field applies to the status, or is `always`.
+/// The connection layer then frames the body so trailers can follow
+/// (chunked on HTTP/1.1) and calls `trailers` once the body has ended.
+pub fn expects_trailers(ctx: &ReqCtx<'_, '_>, status: u16) -> bool {
+    let ok = applies(status);
+    ctx.conf.add_trailers.iter().any(|t| ok || t.always)
+}
+
+/// add_trailer's fields, rendered after the body (so `$msec` or
+/// `$upstream_response_length` are the final ones) in order: each may read
+/// the ones before through `$sent_trailer_NAME`. Empty values are left out.
+pub fn trailers<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
+    let ok = applies(resp.status);
+    for t in &ctx.conf.add_trailers {
+        if !(ok || t.always) {
+            continue;
+        }
+        let v = t.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        // A line break from a variable would end the field early.
+        if !v.is_empty() && !v.iter().any(|&b| b == b'\r' || b == b'\n') {
+            resp.trailers.push((t.name.clone(), v));
+        }
+    }
+}
+
+/// The end of a chunked body with its trailer section: the last chunk,
+/// each field, the blank line.
+pub fn chunked_end(resp: &Response<'_>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0\r\n");
+    for (n, v) in &resp.trailers {
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
 }

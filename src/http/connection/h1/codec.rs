@@ -70,6 +70,20 @@ impl HeadError {
     }
 }
 
+/// Request headers nginx refuses to see twice (besides Host,
+/// Content-Length and Transfer-Encoding, checked on their own): 400.
+/// Expect comes first (its value is read).
+const UNIQUE: [&[u8]; 8] = [
+    b"expect",
+    b"if-modified-since",
+    b"if-unmodified-since",
+    b"if-match",
+    b"if-none-match",
+    b"content-range",
+    b"if-range",
+    b"authorization",
+];
+
 /// The start of a header line for a log message (nginx prints a prefix).
 fn excerpt(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == b'\r' || c == b'\n').unwrap_or(b.len()).min(256);
@@ -386,6 +400,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     let mut expect_continue = false;
+    let mut unique_seen = 0u16;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         let idx = HeaderIdx { name: range(buf, name), value: range(buf, h.value) };
@@ -421,8 +436,15 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         } else if name.eq_ignore_ascii_case(b"connection") {
             conn_close |= has_token(v, b"close");
             conn_keep_alive |= has_token(v, b"keep-alive");
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            expect_continue = trim(v).eq_ignore_ascii_case(b"100-continue");
+        } else if let Some(i) = UNIQUE.iter().position(|u| u.len() == name.len() && u.eq_ignore_ascii_case(name)) {
+            // nginx's ngx_http_process_unique_header_line.
+            if unique_seen & (1 << i) != 0 {
+                return Err(HeadError::BadHeader("client sent duplicate header line", excerpt(&buf[idx.name.start..])));
+            }
+            unique_seen |= 1 << i;
+            if i == 0 {
+                expect_continue = trim(v).eq_ignore_ascii_case(b"100-continue");
+            }
         }
         headers.push(idx);
     }

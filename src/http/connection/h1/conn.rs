@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, HeadError, Limits};
-use super::send::{Out, flush, write_body, write_compressed, write_upstream};
+use super::send::{Out, flush, push_chunk_size, write_body, write_compressed, write_upstream};
 use super::writer::{self, HeadOpts};
 use crate::config::model::ListenGroup;
 use crate::http::connection::body;
@@ -365,8 +365,15 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     // A streamed body of unknown length is chunked for HTTP/1.1 (unless
     // `chunked_transfer_encoding off`) and otherwise ends with the
     // connection.
-    let chunked =
-        resp.body.known_len().is_none() && head.version == Version::Http11 && conf.core.chunked_transfer_encoding;
+    let head_only = head.method == Method::Head || !writer::has_body(resp.status);
+    // add_trailer: the body goes chunked (whatever its length) so the
+    // fields can follow it, as nginx's chunked filter does.
+    let trailers = !head_only
+        && head.version == Version::Http11
+        && conf.core.chunked_transfer_encoding
+        && crate::http::filter::headers::expects_trailers(&ctx, resp.status);
+    let chunked = trailers
+        || (resp.body.known_len().is_none() && head.version == Version::Http11 && conf.core.chunked_transfer_encoding);
     let keep_alive = head.keep_alive
         && !resp.close
         && !w.draining.get()
@@ -380,7 +387,6 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     if has_body && keep_alive && head.expect_continue && rbuf.len() == head_len && !continued {
         out.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
-    let head_only = head.method == Method::Head || !writer::has_body(resp.status);
     let opts =
         HeadOpts { keep_alive, chunked, keepalive_header: conf.keepalive_header, server_tokens: conf.server_tokens };
     // One allocation for a head (and a small body) instead of growing from
@@ -413,20 +419,39 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     }
     let (sent_ok, body_bytes) = match &mut resp.body {
         Body::Upstream(up) => {
-            let r = write_upstream(w, &mut out, up, head_only, chunked, &ctx).await;
+            let r = write_upstream(w, &mut out, up, head_only, chunked, !trailers, &ctx).await;
             crate::http::proxy::fill_rest(w, up, head_only).await;
             crate::http::proxy::finish_body(w, &mut ctx, up);
             r
         }
         Body::Compressed(z) => {
-            let r = write_compressed(w, &mut out, z, head_only, chunked, &ctx).await;
+            let r = write_compressed(w, &mut out, z, head_only, chunked, !trailers, &ctx).await;
             if let Some(up) = z.upstream_mut() {
                 crate::http::proxy::fill_rest(w, up, head_only).await;
                 crate::http::proxy::finish_body(w, &mut ctx, up);
             }
             r
         }
+        _ if trailers => {
+            // The whole body as one chunk (a file still by sendfile).
+            let n = resp.body.len();
+            if n > 0 {
+                push_chunk_size(out.wbuf, n as usize);
+            }
+            let r = write_body(&mut out, &resp, false, conf, true).await;
+            if n > 0 {
+                out.wbuf.extend_from_slice(b"\r\n");
+            }
+            r
+        }
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
+    };
+    let (sent_ok, body_bytes) = if trailers && sent_ok {
+        crate::http::filter::headers::trailers(&ctx, &mut resp);
+        crate::http::filter::headers::chunked_end(&resp, out.wbuf);
+        (flush(&mut out, conf.send_timeout, more_pipelined && keep_alive).await, body_bytes)
+    } else {
+        (sent_ok, body_bytes)
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);

@@ -238,12 +238,23 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
             body => send_body(&mut tx, h2resp::segments(body), conf, info.id, pace).await,
         },
     };
+    // add_trailer: a HEADERS frame after the body, before the stream ends.
+    let sent = match sent {
+        Ok(n) if !head_only && crate::http::filter::headers::expects_trailers(&ctx, resp.status) => {
+            crate::http::filter::headers::trailers(&ctx, &mut resp);
+            match timed(conf, tx.send_trailers(h2resp::trailers(&resp))).await {
+                Ok(()) => Ok(n),
+                Err(()) => Err(n),
+            }
+        }
+        other => other.map_err(|()| 0),
+    };
     let sent = match sent {
         Ok(n) => match timed(conf, tx.finish()).await {
             Ok(()) => Ok(n),
             Err(()) => Err(n),
         },
-        Err(()) => Err(0),
+        Err(n) => Err(n),
     };
     if let Body::Upstream(up) = &mut resp.body {
         crate::http::proxy::fill_rest(&w, up, head_only).await;
