@@ -297,3 +297,44 @@ fn repeated_request_headers() {
     }
     s.wait_error_log("client sent duplicate header line: \"If-Match: b\"");
 }
+
+/// upstream_keepalive.t: `keepalive_time` in an upstream block: a cached
+/// origin connection older than that serves the request it was taken for,
+/// then closes instead of going back to the pool.
+#[test]
+fn upstream_keepalive_time() {
+    let s = builder()
+        .ports(2)
+        .file("html/index.html", "SEE-THIS")
+        .http(
+            r#"
+        upstream time {
+            server 127.0.0.1:{port1};
+            keepalive 1;
+            keepalive_time 1s;
+        }
+        server {
+            listen 127.0.0.1:{port0};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            location / { proxy_pass http://time; }
+        }
+        server {
+            listen 127.0.0.1:{port1};
+            root html;
+            access_log off;
+            location / { add_header X-Connection $connection; }
+        }"#,
+        )
+        .start();
+    let conn = || {
+        let r = s.get("/");
+        assert_eq!(r.text(), "SEE-THIS");
+        r.must("X-Connection").to_string()
+    };
+    let first = conn();
+    assert_eq!(conn(), first, "kept alive");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(conn(), first, "taken once more past keepalive_time");
+    assert_ne!(conn(), first, "then closed");
+}

@@ -37,6 +37,7 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
         keepalive: 0,
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
+        keepalive_time: Duration::from_secs(3600),
         implicit: false,
         queue: None,
         check: None,
@@ -61,6 +62,7 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
                 "keepalive"
                     | "keepalive_requests"
                     | "keepalive_timeout"
+                    | "keepalive_time"
                     | "queue"
                     | "ip_hash"
                     | "check"
@@ -83,6 +85,7 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
                 queue = Some(queue_args(sub)?);
             }
             "keepalive_timeout" if nargs == 1 => u.keepalive_timeout = duration(sub)?,
+            "keepalive_time" if nargs == 1 => u.keepalive_time = duration(sub)?,
             "least_conn" if nargs == 0 => set_balance(&mut u, Balance::LeastConn, sub)?,
             "ip_hash" if nargs == 0 => set_balance(&mut u, Balance::IpHash, sub)?,
             "hash" if (1..=2).contains(&nargs) => {
@@ -102,8 +105,8 @@ fn build(d: &Directive, ctx: &mut Ctx, l4: bool) -> Result<Arc<Upstream>, ConfEr
                 }
                 set_balance(&mut u, Balance::Random { two, least_conn: lc }, sub)?;
             }
-            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "least_conn" | "ip_hash" | "hash" | "random"
-            | "queue" => {
+            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "keepalive_time" | "least_conn" | "ip_hash"
+            | "hash" | "random" | "queue" => {
                 return Err(bad_args());
             }
             "zone" => {}

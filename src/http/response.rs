@@ -85,8 +85,6 @@ pub struct Response<'c> {
     pub close: bool,
     /// Set for nginx's generated error pages, so `error_page` may replace them.
     pub is_error_page: bool,
-    /// add_trailer's fields, rendered when the body has ended.
-    pub trailers: Vec<(String, Vec<u8>)>,
 }
 
 impl<'c> Response<'c> {
@@ -103,7 +101,6 @@ impl<'c> Response<'c> {
             body: Body::Empty,
             close: false,
             is_error_page: false,
-            trailers: Vec::new(),
         }
     }
 

@@ -160,25 +160,26 @@ pub fn expects_trailers(ctx: &ReqCtx<'_, '_>, status: u16) -> bool {
 /// add_trailer's fields, rendered after the body (so `$msec` or
 /// `$upstream_response_length` are the final ones) in order: each may read
 /// the ones before through `$sent_trailer_NAME`. Empty values are left out.
-pub fn trailers<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
+pub fn trailers<'c>(ctx: &mut ReqCtx<'c, '_>, resp: &Response<'c>) {
     let ok = applies(resp.status);
-    for t in &ctx.conf.add_trailers {
+    let conf = ctx.conf;
+    for t in &conf.add_trailers {
         if !(ok || t.always) {
             continue;
         }
         let v = t.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
         // A line break from a variable would end the field early.
         if !v.is_empty() && !v.iter().any(|&b| b == b'\r' || b == b'\n') {
-            resp.trailers.push((t.name.clone(), v));
+            ctx.trailers.push((t.name.clone(), v));
         }
     }
 }
 
 /// The end of a chunked body with its trailer section: the last chunk,
 /// each field, the blank line.
-pub fn chunked_end(resp: &Response<'_>, out: &mut Vec<u8>) {
+pub fn chunked_end(ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"0\r\n");
-    for (n, v) in &resp.trailers {
+    for (n, v) in &ctx.trailers {
         out.extend_from_slice(n.as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(v);

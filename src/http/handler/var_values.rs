@@ -373,7 +373,7 @@ impl VarSource for Vars<'_, '_, '_> {
             }
             Var::SentTrailer(name) => {
                 let mut first = true;
-                for (_, v) in self.resp.iter().flat_map(|r| &r.trailers).filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                for (_, v) in ctx.trailers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
                     if !first {
                         out.extend_from_slice(b", ");
                     }

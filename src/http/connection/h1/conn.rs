@@ -447,8 +447,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
     };
     let (sent_ok, body_bytes) = if trailers && sent_ok {
-        crate::http::filter::headers::trailers(&ctx, &mut resp);
-        crate::http::filter::headers::chunked_end(&resp, out.wbuf);
+        crate::http::filter::headers::trailers(&mut ctx, &resp);
+        crate::http::filter::headers::chunked_end(&ctx, out.wbuf);
         (flush(&mut out, conf.send_timeout, more_pipelined && keep_alive).await, body_bytes)
     } else {
         (sent_ok, body_bytes)

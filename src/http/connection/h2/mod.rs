@@ -545,8 +545,8 @@ async fn stream(
         && ok
         && let Some(mut tx) = open
     {
-        crate::http::filter::headers::trailers(&ctx, &mut resp);
-        ok = tx.send_trailers(response::trailers(&resp)).is_ok();
+        crate::http::filter::headers::trailers(&mut ctx, &resp);
+        ok = tx.send_trailers(response::trailers(&ctx.trailers)).is_ok();
     }
     let body_bytes = sent.unwrap_or(0);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);

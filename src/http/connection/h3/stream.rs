@@ -241,8 +241,8 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
     // add_trailer: a HEADERS frame after the body, before the stream ends.
     let sent = match sent {
         Ok(n) if !head_only && crate::http::filter::headers::expects_trailers(&ctx, resp.status) => {
-            crate::http::filter::headers::trailers(&ctx, &mut resp);
-            match timed(conf, tx.send_trailers(h2resp::trailers(&resp))).await {
+            crate::http::filter::headers::trailers(&mut ctx, &resp);
+            match timed(conf, tx.send_trailers(h2resp::trailers(&ctx.trailers))).await {
                 Ok(()) => Ok(n),
                 Err(()) => Err(n),
             }
