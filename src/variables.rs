@@ -50,6 +50,8 @@ pub enum Var {
     Http(String),
     /// Response header, same naming.
     SentHttp(String),
+    /// `$sent_trailer_NAME`: a trailer field add_trailer set before.
+    SentTrailer(String),
     /// A header of the origin's response (as passed on), same naming.
     UpstreamHttp(String),
     Cookie(String),
@@ -302,6 +304,8 @@ impl Var {
                     Var::Http(header(rest))
                 } else if let Some(rest) = lower.strip_prefix("sent_http_") {
                     Var::SentHttp(header(rest))
+                } else if let Some(rest) = lower.strip_prefix("sent_trailer_") {
+                    Var::SentTrailer(header(rest))
                 } else if let Some(rest) = lower.strip_prefix("upstream_http_") {
                     Var::UpstreamHttp(header(rest))
                 } else if let Some(rest) = name.strip_prefix("upstream_cookie_") {

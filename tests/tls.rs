@@ -650,3 +650,16 @@ fn version_1_certificates_load() {
         assert!(err.contains("key values mismatch"), "{err}");
     }
 }
+
+/// The authentication-portal case: `error_page 497` redirects a
+/// plain HTTP request on a TLS port (nginx finalizes it with 497, so the
+/// server's error_page applies), and the connection closes.
+#[test]
+fn error_page_497_redirects_plain_http_to_https() {
+    let s = a_server("", "error_page 497 =301 https://$host:$server_port$request_uri; location / { return 200 x; }")
+        .start();
+    let r = request(s.port, "GET /p?q=1 HTTP/1.1\r\nHost: a.test\r\n\r\n");
+    assert_eq!(r.status, 301, "{}", r.head);
+    assert_eq!(r.header("Location"), Some(format!("https://a.test:{}/p?q=1", s.port).as_str()), "{}", r.head);
+    assert_eq!(r.header("Connection"), Some("close"), "{}", r.head);
+}

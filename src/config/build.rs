@@ -267,6 +267,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         random_index: false,
         error_pages: Vec::new(),
         add_headers: Vec::new(),
+        add_trailers: Vec::new(),
         expires: None,
         expires_var: None,
         access_log: Some(Vec::new()),

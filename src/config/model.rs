@@ -220,6 +220,9 @@ pub struct LocConf {
     pub random_index: bool,
     pub error_pages: Vec<Arc<ErrorPage>>,
     pub add_headers: Vec<AddHeader>,
+    /// `add_trailer`: fields sent after the body (chunked HTTP/1.1, HTTP/2
+    /// and HTTP/3 trailers).
+    pub add_trailers: Vec<AddHeader>,
     pub expires: Option<Expires>,
     /// `expires [modified] $variable`: parsed per response (nginx's
     /// `expires $expires` with a `map` over `$sent_http_content_type`).

@@ -79,6 +79,9 @@ pub struct Upstream {
     pub keepalive: usize,
     pub keepalive_requests: u64,
     pub keepalive_timeout: Duration,
+    /// `keepalive_time`: a connection open longer is closed once its
+    /// request is done, not kept for another.
+    pub keepalive_time: Duration,
     /// Made for a `proxy_pass http://host:port` without an upstream block.
     pub implicit: bool,
     /// `queue N [timeout=T]`: requests wait for a `max_conns` slot.
@@ -400,6 +403,7 @@ pub fn implicit_upstream(authority: &str, tls: bool, index: usize) -> Result<Ups
         keepalive: 0,
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
+        keepalive_time: Duration::from_secs(3600),
         implicit: true,
         queue: None,
         check: None,

@@ -43,6 +43,9 @@ pub fn reset_error_page(c: &mut LocConf) {
 pub fn reset_add_header(c: &mut LocConf) {
     c.add_headers.clear();
 }
+pub fn reset_add_trailer(c: &mut LocConf) {
+    c.add_trailers.clear();
+}
 
 /// `types { mime/type ext ext; ... }`: the block's "directives" are types.
 pub fn types_block(c: &mut LocConf, d: &Directive) -> R {
@@ -485,6 +488,19 @@ pub fn error_page(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 }
 
 pub fn add_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let h = header_field(d)?;
+    c.add_headers.push(h);
+    Ok(())
+}
+
+pub fn add_trailer(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let h = header_field(d)?;
+    c.add_trailers.push(h);
+    Ok(())
+}
+
+/// `NAME VALUE [always]` of add_header and add_trailer.
+fn header_field(d: &Directive) -> Result<AddHeader, ConfError> {
     let always = match d.args.get(2) {
         None => false,
         Some(w) if w.text == "always" => true,
@@ -495,8 +511,7 @@ pub fn add_header(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         return Err(ConfError::at(format!("invalid header name \"{}\"", name), &d.span));
     }
     let value = compile(d, arg(d, 1))?;
-    c.add_headers.push(AddHeader { name: name.to_string(), value, always });
-    Ok(())
+    Ok(AddHeader { name: name.to_string(), value, always })
 }
 
 pub fn expires(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {

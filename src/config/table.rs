@@ -157,6 +157,7 @@ pub static CORE: &[Cmd] = &[
     cmd("try_files", SRV | LOC, 2, MANY, Set::Loc(set_loc::try_files)),
     list(cmd("error_page", HSL | LIF, 2, MANY, Set::Loc(set_loc::error_page)), set_loc::reset_error_page),
     list(cmd("add_header", HSL | LIF, 2, 3, Set::Loc(set_loc::add_header)), set_loc::reset_add_header),
+    list(cmd("add_trailer", HSL | LIF, 2, 3, Set::Loc(set_loc::add_trailer)), set_loc::reset_add_trailer),
     cmd("expires", HSL | LIF, 1, 2, Set::Loc(set_loc::expires)),
     cmd("empty_gif", LOC, 0, 0, Set::Loc(set_loc::empty_gif)),
     cmd("check_status", SRV | LOC, 0, 1, Set::Loc(crate::upstream::check::status::directive)),

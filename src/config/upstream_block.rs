@@ -47,6 +47,7 @@ fn build(
         keepalive: 0,
         keepalive_requests: 1000,
         keepalive_timeout: Duration::from_secs(60),
+        keepalive_time: Duration::from_secs(3600),
         implicit: false,
         queue: None,
         check: None,
@@ -77,6 +78,7 @@ fn build(
                 "keepalive"
                     | "keepalive_requests"
                     | "keepalive_timeout"
+                    | "keepalive_time"
                     | "queue"
                     | "ip_hash"
                     | "check"
@@ -99,6 +101,7 @@ fn build(
                 queue = Some(queue_args(sub)?);
             }
             "keepalive_timeout" if nargs == 1 => u.keepalive_timeout = duration(sub)?,
+            "keepalive_time" if nargs == 1 => u.keepalive_time = duration(sub)?,
             "least_conn" if nargs == 0 => set_balance(&mut u, Balance::LeastConn, sub)?,
             "ip_hash" if nargs == 0 => set_balance(&mut u, Balance::IpHash, sub)?,
             "hash" if (1..=2).contains(&nargs) => {
@@ -118,8 +121,8 @@ fn build(
                 }
                 set_balance(&mut u, Balance::Random { two, least_conn: lc }, sub)?;
             }
-            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "least_conn" | "ip_hash" | "hash" | "random"
-            | "queue" => {
+            "keepalive" | "keepalive_requests" | "keepalive_timeout" | "keepalive_time" | "least_conn" | "ip_hash"
+            | "hash" | "random" | "queue" => {
                 return Err(bad_args());
             }
             "zone" if (1..=2).contains(&nargs) => {

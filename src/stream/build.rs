@@ -274,6 +274,7 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
         keepalive: 0,
         keepalive_requests: 0,
         keepalive_timeout: Duration::ZERO,
+        keepalive_time: Duration::ZERO,
         implicit: true,
         queue: None,
         check: None,

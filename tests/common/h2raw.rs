@@ -259,6 +259,8 @@ pub struct H2Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The fields of a HEADERS block after the response's (trailers).
+    pub trailers: Vec<(String, String)>,
     /// RST_STREAM code if the stream was reset instead of completed.
     pub reset: Option<u32>,
 }
@@ -392,6 +394,8 @@ impl Conn {
                                 .and_then(|(_, v)| v.parse().ok())
                                 .ok_or("no :status")?;
                             r.headers = fields;
+                        } else {
+                            r.trailers = fields;
                         }
                     }
                     if f.end_stream() {

@@ -23,13 +23,15 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
     let (expires_at, secs) = match e {
         Expires::Off => return,
         Expires::Epoch => {
-            resp.headers.push((Cow::Borrowed("Expires"), FieldValue::from_static(b"Thu, 01 Jan 1970 00:00:01 GMT")));
-            resp.headers.push((Cow::Borrowed("Cache-Control"), FieldValue::from_static(b"no-cache")));
+            set(resp, FieldValue::from_static(b"Thu, 01 Jan 1970 00:00:01 GMT"), FieldValue::from_static(b"no-cache"));
             return;
         }
         Expires::Max => {
-            resp.headers.push((Cow::Borrowed("Expires"), FieldValue::from_static(b"Thu, 31 Dec 2037 23:55:55 GMT")));
-            resp.headers.push((Cow::Borrowed("Cache-Control"), FieldValue::from_static(b"max-age=315360000")));
+            set(
+                resp,
+                FieldValue::from_static(b"Thu, 31 Dec 2037 23:55:55 GMT"),
+                FieldValue::from_static(b"max-age=315360000"),
+            );
             return;
         }
         Expires::Access(t) => (now + t, t),
@@ -38,12 +40,15 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
             (at, at - now)
         }
         Expires::Modified(t) => {
-            let Some(lm) = resp.last_modified else { return };
+            // A proxied response's Last-Modified is one of its headers.
+            let lm = resp
+                .last_modified
+                .or_else(|| resp.header("last-modified").and_then(crate::http::date::parse_http_date));
+            let Some(lm) = lm else { return };
             let at = lm as i64 + t;
             (at, if t < 0 { t } else { at - now })
         }
     };
-    resp.headers.push((Cow::Borrowed("Expires"), FieldValue::copy_from(&http_date(expires_at.max(0) as u64))));
     let cc = if secs < 0 {
         b"no-cache".to_vec()
     } else {
@@ -51,7 +56,15 @@ fn expires<'c>(e: Expires, resp: &mut Response<'c>) {
         push_u64(&mut v, secs as u64);
         v
     };
-    resp.headers.push((Cow::Borrowed("Cache-Control"), cc.into()));
+    set(resp, FieldValue::copy_from(&http_date(expires_at.max(0) as u64)), cc.into());
+}
+
+/// nginx's ngx_http_set_expires replaces the response's own Expires and
+/// Cache-Control (an origin's), keeping none of them.
+fn set(resp: &mut Response<'_>, expires: FieldValue, cache_control: FieldValue) {
+    resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("expires") && !n.eq_ignore_ascii_case("cache-control"));
+    resp.headers.push((Cow::Borrowed("Expires"), expires));
+    resp.headers.push((Cow::Borrowed("Cache-Control"), cache_control));
 }
 
 /// nginx's `ngx_next_time`: today at `secs` after local midnight if that
@@ -88,15 +101,101 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     if conf.add_headers.is_empty() {
         return;
     }
-    let mut added = Vec::new();
+    // Each field is added before the next is rendered: a later one may
+    // read it (`$sent_http_NAME`).
     for h in &conf.add_headers {
         if !(ok || h.always) {
             continue;
         }
         let v = h.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        if replaces(resp, &h.name, &v) {
+            continue;
+        }
         if !v.is_empty() {
-            added.push((Cow::Borrowed(h.name.as_str()), v.into()));
+            resp.headers.push((Cow::Borrowed(h.name.as_str()), v.into()));
         }
     }
-    resp.headers.extend(added);
+}
+
+/// nginx's add_header sets ETag and Last-Modified in place of the
+/// response's own (ngx_http_set_response_header): the last one given wins,
+/// and an empty value removes the header. Returns false for other names.
+fn replaces(resp: &mut Response<'_>, name: &str, v: &[u8]) -> bool {
+    let etag = name.eq_ignore_ascii_case("etag");
+    if !etag && !name.eq_ignore_ascii_case("last-modified") {
+        return false;
+    }
+    resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    if etag {
+        resp.etag = None;
+    } else {
+        resp.last_modified = None;
+    }
+    if v.is_empty() {
+        return true;
+    }
+    // The writer sends the response's own validators on 200/206/304 only;
+    // on other statuses (with `always`) the value goes out as given.
+    let validators = matches!(resp.status, 200 | 206 | 304);
+    let time = if etag || !validators { None } else { crate::http::date::parse_http_date(v) };
+    if etag && validators {
+        resp.etag = Some(v.to_vec());
+    } else if time.is_some() {
+        resp.last_modified = time;
+    } else {
+        resp.headers.push((Cow::Owned(name.to_string()), v.to_vec().into()));
+    }
+    true
+}
+
+/// Whether add_trailer gives this response trailers (nginx's
+/// `r->expect_trailers`): a field applies to the status, or is `always`.
+/// The connection layer then frames the body so trailers can follow
+/// (chunked on HTTP/1.1) and calls `trailers` once the body has ended.
+pub fn expects_trailers(ctx: &ReqCtx<'_, '_>, status: u16) -> bool {
+    let ok = applies(status);
+    ctx.conf.add_trailers.iter().any(|t| ok || t.always)
+}
+
+/// add_trailer's fields, rendered after the body (so `$msec` or
+/// `$upstream_response_length` are the final ones) in order: each may read
+/// the ones before through `$sent_trailer_NAME`. Empty values are left out.
+pub fn trailers<'c>(ctx: &mut ReqCtx<'c, '_>, resp: &Response<'c>) {
+    let ok = applies(resp.status);
+    let conf = ctx.conf;
+    for t in &conf.add_trailers {
+        if !(ok || t.always) {
+            continue;
+        }
+        let v = t.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        // A line break from a variable would end the field early.
+        if !v.is_empty() && !v.iter().any(|&b| b == b'\r' || b == b'\n') {
+            ctx.trailers.push((t.name.clone(), v));
+        }
+    }
+}
+
+/// An origin's trailers (gRPC's `grpc-status`) go out first, ahead of
+/// add_trailer's own, when add_trailer ends the body.
+pub fn origin_trailers(ctx: &mut ReqCtx<'_, '_>, body: &mut crate::http::response::Body) {
+    if let crate::http::response::Body::Upstream(up) = body
+        && let Some(map) = up.trailers.take()
+    {
+        for (n, v) in &map {
+            ctx.trailers.push((n.as_str().to_string(), v.as_bytes().to_vec()));
+        }
+    }
+}
+
+/// The end of a chunked body with its trailer section: the last chunk,
+/// each field, the blank line.
+pub fn chunked_end(ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0\r\n");
+    for (n, v) in &ctx.trailers {
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
 }

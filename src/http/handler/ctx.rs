@@ -130,6 +130,11 @@ pub struct ReqCtx<'c, 'a> {
     /// no longer belongs to the location, so `alias` refuses it and a
     /// `proxy_pass` URI part is not substituted (nginx's `r->valid_location`).
     pub valid_location: bool,
+    /// try_files ran where `alias` is a regex location's whole path: the
+    /// URI is appended to it from then on (nginx's `r->add_uri_to_alias`).
+    pub add_uri_to_alias: bool,
+    /// add_trailer's fields, rendered when the body has ended.
+    pub trailers: Vec<(String, Vec<u8>)>,
     /// The client's request target still is the request's URI and
     /// arguments: no rewrite matched and `$args` was not set (nginx's
     /// `r->valid_unparsed_uri`; internal redirects count in `redirects`).
@@ -275,6 +280,8 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             vars: Default::default(),
             uri_changed: false,
             valid_location: true,
+            add_uri_to_alias: false,
+            trailers: Vec::new(),
             unparsed_uri_valid: true,
             fastcgi_path_info: None,
             body_len: None,

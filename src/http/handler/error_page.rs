@@ -94,6 +94,10 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
     }
     r.close |= resp.close;
     keep_www_authenticate(&resp, &mut r);
+    // Likewise the Location of a `return 3xx` (r->headers_out.location).
+    if r.location.is_none() {
+        r.location = resp.location;
+    }
     r
 }
 

@@ -25,6 +25,7 @@ pub fn map_path(ctx: &ReqCtx<'_, '_>, uri: &[u8], out: &mut Vec<u8>) {
         None => out.extend_from_slice(root.path.as_bytes()),
     }
     match root.alias_len {
+        Some(usize::MAX) if ctx.add_uri_to_alias => out.extend_from_slice(uri),
         Some(n) => out.extend_from_slice(uri.get(n..).unwrap_or(b"")),
         None => out.extend_from_slice(uri),
     }

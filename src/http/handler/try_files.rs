@@ -20,6 +20,9 @@ pub fn run<'c>(ctx: &mut ReqCtx<'c, '_>, tf: &'c TryFiles) -> Option<Step<'c>> {
         let want_dir = *want_dir;
         let value = t.render_to_vec(&Vars::request(ctx));
         let mut path = Vec::new();
+        // An alias in a regex location is the whole path for a request, but
+        // try_files appends its candidate to it, and the URI from then on.
+        ctx.add_uri_to_alias |= ctx.conf.root.alias_len == Some(usize::MAX);
         map_path(ctx, &value, &mut path);
         use std::os::unix::ffi::OsStrExt;
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(&path));

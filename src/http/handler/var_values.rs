@@ -48,13 +48,32 @@ fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
     })
 }
 
+/// A cookie from any of the request's Cookie headers.
+fn request_cookie<'q>(req: &crate::http::request::Request<'q>, name: &str) -> Option<&'q [u8]> {
+    req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie")).find_map(|(_, v)| cookie(v, name))
+}
+
+/// Every request header named `name`, joined with `sep`.
+fn join_request_headers(req: &crate::http::request::Request<'_>, name: &str, sep: &[u8], out: &mut Vec<u8>) {
+    let mut first = true;
+    for (_, v) in req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())) {
+        if !first {
+            out.extend_from_slice(sep);
+        }
+        first = false;
+        out.extend_from_slice(v);
+    }
+}
+
 impl VarSource for Vars<'_, '_, '_> {
     fn empty_found(&self, var: &Var) -> bool {
         let req = &self.ctx.req;
         match var {
             Var::Http(name) => req.header(name).is_some(),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
-            Var::Cookie(name) => req.header("cookie").and_then(|h| cookie(h, name)).is_some(),
+            Var::Cookie(name) => request_cookie(req, name).is_some(),
+            // A request refused before its URI parsed logs `$uri` empty.
+            Var::Uri => true,
             Var::ProxyPort | Var::UpstreamCookie(_) | Var::RequestBody | Var::RequestBodyFile => {
                 super::more_vars::found(self, var)
             }
@@ -319,9 +338,10 @@ impl VarSource for Vars<'_, '_, '_> {
                 out.extend_from_slice(if ctx.conn.tls.as_ref().is_some_and(|t| t.resumed) { b"r" } else { b"." })
             }
             Var::Http(name) => {
-                if let Some(v) = req.header(name) {
-                    out.extend_from_slice(v)
-                }
+                // Every header of that name, joined as nginx 1.23+ does
+                // (Cookie with "; ", others with ", ").
+                let sep: &[u8] = if name == "cookie" { b"; " } else { b", " };
+                join_request_headers(req, name, sep, out);
             }
             Var::SentHttp(name) | Var::UpstreamHttp(name) => {
                 // The origin's headers are those of a response it gave.
@@ -331,15 +351,38 @@ impl VarSource for Vars<'_, '_, '_> {
                         "content-type" => r.content_type.as_deref().map(str::as_bytes),
                         "location" => r.location.as_deref(),
                         "etag" => r.etag.as_deref(),
-                        _ => r.header(name),
+                        "accept-ranges" if r.accept_ranges && r.status == 200 => Some(&b"bytes"[..]),
+                        _ => {
+                            // Every header of that name, joined with ", "
+                            // (nginx 1.23+).
+                            let mut first = true;
+                            for (_, v) in r.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                                if !first {
+                                    out.extend_from_slice(b", ");
+                                }
+                                first = false;
+                                out.extend_from_slice(v);
+                            }
+                            None
+                        }
                     };
                     if let Some(v) = v {
                         out.extend_from_slice(v)
                     }
                 }
             }
+            Var::SentTrailer(name) => {
+                let mut first = true;
+                for (_, v) in ctx.trailers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    if !first {
+                        out.extend_from_slice(b", ");
+                    }
+                    first = false;
+                    out.extend_from_slice(v);
+                }
+            }
             Var::Cookie(name) => {
-                if let Some(v) = req.header("cookie").and_then(|h| cookie(h, name)) {
+                if let Some(v) = request_cookie(req, name) {
                     out.extend_from_slice(v)
                 }
             }
@@ -347,11 +390,7 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::ConnectionRequests => push_u64(out, ctx.conn.requests),
             Var::Pid => push_u64(out, std::process::id() as u64),
             Var::RequestLength => push_u64(out, self.request_length),
-            Var::ContentType => {
-                if let Some(v) = req.header("content-type") {
-                    out.extend_from_slice(v)
-                }
-            }
+            Var::ContentType => join_request_headers(req, "content-type", b", ", out),
             Var::ContentLength => {
                 if let Some(v) = req.header("content-length") {
                     out.extend_from_slice(v)

@@ -64,7 +64,7 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
         && body.buf.is_empty()
         && let Some(s) = body.stream.take()
     {
-        w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, &r.peer, s, r.requests);
+        w.proxy.borrow_mut().get(&r.upstream).put_idle(&r.upstream, &r.peer, s, r.uses);
     }
     body.stream = None;
     w.proxy.borrow_mut().give_buf(std::mem::take(&mut body.buf));

@@ -58,7 +58,7 @@ use response_head::HeadError;
 pub struct Release {
     pub upstream: Arc<Upstream>,
     pub peer: peers::Picked,
-    pub requests: u64,
+    pub uses: peers::Uses,
     pub keep_alive: bool,
     /// The `queue` slot this request holds until its body is done.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -68,8 +68,8 @@ pub struct Release {
 
 enum Attempt {
     /// The head, the connection, what followed the head, the connection's
-    /// request count and when the try started.
-    Ok(response_head::ResponseHead, UpStream, Vec<u8>, u64, Instant),
+    /// uses and when the try started.
+    Ok(Box<response_head::ResponseHead>, UpStream, Vec<u8>, peers::Uses, Instant),
     /// Failed; the status it would give, whether proxy_next_upstream allows
     /// another try, and whether the request reached the origin (a request
     /// never sent may go elsewhere whatever its method, as in nginx).
@@ -206,7 +206,8 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         tries += 1;
         let sent = Sent { head: req.bytes(), framing, protocol: pass.protocol };
         match attempt(w, ctx, &pass, &peer, &sent, client, head_request, started).await {
-            Attempt::Ok(head, stream, rest, requests, tried) => {
+            Attempt::Ok(head, stream, rest, uses, tried) => {
+                let head = *head;
                 let status = head.status;
                 let next_ok = conf.next_upstream.on_status(status)
                     && tries < max_tries
@@ -218,7 +219,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     continue;
                 }
                 let keep_alive = head.keep_alive && !lc_proxy_protocol(ctx);
-                let release = Release { upstream: u.clone(), peer, requests, keep_alive, slot, started: tried };
+                let release = Release { upstream: u.clone(), peer, uses, keep_alive, slot, started: tried };
                 // The cache may answer instead (a stale entry for a listed
                 // status, or the entry the origin's 304 revalidated): the
                 // origin's answer is then left, its peer released.
@@ -434,7 +435,7 @@ async fn attempt(
     let (mut stream, requests) = match idle {
         Some(s) => s,
         None => match crate::clock::timeout(conf.connect_timeout, connect(p, bound)).await {
-            Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), 0),
+            Ok(Ok(Connected::Unix(s))) => (UpStream::Unix(s), peers::Uses::fresh()),
             Ok(Ok(Connected::Tcp(mut s))) => {
                 let _ = s.set_nodelay(true);
                 if pp {
@@ -454,12 +455,12 @@ async fn attempt(
                     }
                 }
                 if !pass.tls {
-                    (UpStream::Plain(s), 0)
+                    (UpStream::Plain(s), peers::Uses::fresh())
                 } else {
                     // Boxed: the handshake's state is large, and only a new
                     // connection needs it (the request's future stays small).
                     match Box::pin(tls_connect(w, ctx, pass, s)).await {
-                        Ok(t) => (UpStream::Tls(Box::new(t)), 0),
+                        Ok(t) => (UpStream::Tls(Box::new(t)), peers::Uses::fresh()),
                         Err(why) => {
                             log_upstream(ctx, p, &format!("{} while SSL handshaking to upstream", why));
                             push_times(ctx, 502, None, None, started);
@@ -537,7 +538,7 @@ async fn attempt(
             // The buffer goes on with what followed the head (no copy into
             // a new allocation).
             buf.drain(..head.head_len);
-            Attempt::Ok(head, stream, buf, requests + 1, t0)
+            Attempt::Ok(Box::new(head), stream, buf, requests.next(), t0)
         }
         Err(e) => {
             let closed = match &e {

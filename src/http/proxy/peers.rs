@@ -22,7 +22,26 @@ pub struct Idle {
     pub peer: usize,
     pub stream: UpStream,
     pub since: Instant,
+    pub uses: Uses,
+}
+
+/// How much an origin connection has served: its request count (for
+/// `keepalive_requests`) and when it was opened (for `keepalive_time`).
+#[derive(Clone, Copy, Debug)]
+pub struct Uses {
     pub requests: u64,
+    pub opened: Instant,
+}
+
+impl Uses {
+    pub fn fresh() -> Uses {
+        Uses { requests: 0, opened: crate::clock::mono() }
+    }
+
+    /// One more request on the connection.
+    pub fn next(self) -> Uses {
+        Uses { requests: self.requests + 1, ..self }
+    }
 }
 
 #[derive(Default)]
@@ -227,7 +246,7 @@ impl UpstreamRt {
     }
 
     /// An idle connection to the peer that the origin has not closed.
-    pub fn take_idle(&mut self, picked: &Picked, timeout: Duration, now: Instant) -> Option<(UpStream, u64)> {
+    pub fn take_idle(&mut self, picked: &Picked, timeout: Duration, now: Instant) -> Option<(UpStream, Uses)> {
         let peer = self.position(picked)?;
         while let Some(pos) = self.idle.iter().rposition(|c| c.peer == peer) {
             let c = self.idle.remove(pos);
@@ -237,7 +256,7 @@ impl UpstreamRt {
             // Closed by the origin meanwhile (or it sent something it should
             // not have): reading now would not block.
             if !c.stream.is_stale() {
-                return Some((c.stream, c.requests));
+                return Some((c.stream, c.uses));
             }
         }
         None
@@ -251,8 +270,12 @@ impl UpstreamRt {
         }
     }
 
-    pub fn put_idle(&mut self, u: &Upstream, picked: &Picked, stream: UpStream, requests: u64) {
-        if u.keepalive == 0 || requests >= u.keepalive_requests {
+    pub fn put_idle(&mut self, u: &Upstream, picked: &Picked, stream: UpStream, uses: Uses) {
+        let now = crate::clock::mono();
+        if u.keepalive == 0
+            || uses.requests >= u.keepalive_requests
+            || now.duration_since(uses.opened) > u.keepalive_time
+        {
             return;
         }
         // A peer that left the zone meanwhile: its connection closes.
@@ -260,7 +283,7 @@ impl UpstreamRt {
         if self.idle.len() >= u.keepalive {
             self.idle.remove(0);
         }
-        self.idle.push(Idle { peer, stream, since: crate::clock::mono(), requests });
+        self.idle.push(Idle { peer, stream, since: now, uses });
     }
 }
 

@@ -24,6 +24,8 @@ pub enum HeadError {
     NotImplemented(String),
     /// nginx's 497: plain HTTP on a TLS address, answered in plain HTTP.
     PlainOnTls,
+    /// 405: nginx refuses the TRACE method before any location runs.
+    Trace,
     /// 408: client_header_timeout expired with part of a head read; logged,
     /// never answered (as nginx).
     TimedOut,
@@ -38,6 +40,7 @@ impl HeadError {
             HeadError::Version => 505,
             HeadError::NotImplemented(_) => 501,
             HeadError::PlainOnTls => 497,
+            HeadError::Trace => 405,
             HeadError::TimedOut => 408,
         }
     }
@@ -56,6 +59,7 @@ impl HeadError {
             HeadError::PlainOnTls => {
                 "client sent plain HTTP request to HTTPS port while reading client request headers".into()
             }
+            HeadError::Trace => "client sent TRACE method while reading client request headers".into(),
             HeadError::TimedOut => {
                 "client timed out (110: Connection timed out) while reading client request headers".into()
             }
@@ -65,6 +69,20 @@ impl HeadError {
         }
     }
 }
+
+/// Request headers nginx refuses to see twice (besides Host,
+/// Content-Length and Transfer-Encoding, checked on their own): 400.
+/// Expect comes first (its value is read).
+const UNIQUE: [&[u8]; 8] = [
+    b"expect",
+    b"if-modified-since",
+    b"if-unmodified-since",
+    b"if-match",
+    b"if-none-match",
+    b"content-range",
+    b"if-range",
+    b"authorization",
+];
 
 /// The start of a header line for a log message (nginx prints a prefix).
 fn excerpt(b: &[u8]) -> String {
@@ -382,6 +400,7 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     let mut expect_continue = false;
+    let mut unique_seen = 0u16;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
         let idx = HeaderIdx { name: range(buf, name), value: range(buf, h.value) };
@@ -417,8 +436,15 @@ fn finish(buf: &[u8], req: &httparse::Request<'_, '_>, head_len: usize, limits: 
         } else if name.eq_ignore_ascii_case(b"connection") {
             conn_close |= has_token(v, b"close");
             conn_keep_alive |= has_token(v, b"keep-alive");
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            expect_continue = trim(v).eq_ignore_ascii_case(b"100-continue");
+        } else if let Some(i) = UNIQUE.iter().position(|u| u.len() == name.len() && u.eq_ignore_ascii_case(name)) {
+            // nginx's ngx_http_process_unique_header_line.
+            if unique_seen & (1 << i) != 0 {
+                return Err(HeadError::BadHeader("client sent duplicate header line", excerpt(&buf[idx.name.start..])));
+            }
+            unique_seen |= 1 << i;
+            if i == 0 {
+                expect_continue = trim(v).eq_ignore_ascii_case(b"100-continue");
+            }
         }
         headers.push(idx);
     }

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use super::codec::{self, HeadError, Limits};
-use super::send::{Out, flush, write_body, write_compressed, write_upstream};
+use super::send::{Out, flush, push_chunk_size, write_body, write_compressed, write_upstream};
 use super::writer::{self, HeadOpts};
 use crate::config::model::ListenGroup;
 use crate::http::connection::body;
@@ -277,10 +277,6 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         }
     };
     let head_len = head.head_len;
-    if c.info.plain_on_tls {
-        reject(c, g, w, HeadError::PlainOnTls, started).await;
-        return Next::Close;
-    }
     // nginx discards (and so checks) the buffered part of a chunked body
     // before answering: a malformed one gets 400, not a response.
     if head.body == BodyKind::Chunked && super::chunked::Decoder::default().feed(&c.rbuf[head_len..], |_| {}).is_err() {
@@ -299,6 +295,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         return Next::Close;
     }
     let (raw_path, raw_args) = uri::split_target(origin);
+    let raw_path: &[u8] = if raw_path.is_empty() { b"/" } else { raw_path };
     let path = match uri::normalize_path_with(raw_path, g.default_server.conf.core.merge_slashes) {
         Ok(p) => p,
         Err(_) => {
@@ -307,22 +304,40 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         }
     };
     let host_raw = authority.or_else(|| head.host.clone().map(|r| &rbuf[r]));
+    // A head that parsed but is refused (an invalid Host, plain HTTP on a
+    // TLS port) is answered as nginx's ngx_http_finalize_request(r, code)
+    // does: through the server's error_page, with the connection closed.
+    let mut refused = None;
     let host = match host_raw {
         Some(h) => match crate::http::routing::server::validate_host(h) {
             Some(v) => v,
             None => {
-                reject(c, g, w, HeadError::Bad("client sent invalid host header"), started).await;
-                return Next::Close;
+                refused = Some(HeadError::Bad("client sent invalid host header"));
+                Cow::Borrowed(&b""[..])
             }
         },
         None => Cow::Borrowed(&b""[..]),
     };
+    if refused.is_none() && rbuf[head.method_r.clone()] == *b"TRACE" {
+        refused = Some(HeadError::Trace);
+    }
+    if refused.is_none() && info.plain_on_tls {
+        refused = Some(HeadError::PlainOnTls);
+    }
     let server = crate::http::routing::server::select(g, &host);
+    if let Some(e) = &refused {
+        log_refused(g, info, rbuf, e);
+    }
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
     let mut ctx = ReqCtx::new(g, server, req, info);
-    let mut resp = match crate::http::handler::client_cert_status(&ctx) {
-        Some(code) => crate::http::handler::error(&ctx, code),
-        None => crate::http::handler::handle(&mut ctx),
+    let mut resp = match (&refused, crate::http::handler::client_cert_status(&ctx)) {
+        (Some(e), _) => {
+            let mut r = crate::http::handler::finish_error(&mut ctx, e.status());
+            r.close = true;
+            r
+        }
+        (None, Some(code)) => crate::http::handler::error(&ctx, code),
+        (None, None) => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {
         resp = crate::http::handler::complete(w, &mut ctx, resp).await;
@@ -350,8 +365,15 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     // A streamed body of unknown length is chunked for HTTP/1.1 (unless
     // `chunked_transfer_encoding off`) and otherwise ends with the
     // connection.
-    let chunked =
-        resp.body.known_len().is_none() && head.version == Version::Http11 && conf.core.chunked_transfer_encoding;
+    let head_only = head.method == Method::Head || !writer::has_body(resp.status);
+    // add_trailer: the body goes chunked (whatever its length) so the
+    // fields can follow it, as nginx's chunked filter does.
+    let trailers = !head_only
+        && head.version == Version::Http11
+        && conf.core.chunked_transfer_encoding
+        && crate::http::filter::headers::expects_trailers(&ctx, resp.status);
+    let chunked = trailers
+        || (resp.body.known_len().is_none() && head.version == Version::Http11 && conf.core.chunked_transfer_encoding);
     let keep_alive = head.keep_alive
         && !resp.close
         && !w.draining.get()
@@ -365,7 +387,6 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     if has_body && keep_alive && head.expect_continue && rbuf.len() == head_len && !continued {
         out.wbuf.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
     }
-    let head_only = head.method == Method::Head || !writer::has_body(resp.status);
     let opts =
         HeadOpts { keep_alive, chunked, keepalive_header: conf.keepalive_header, server_tokens: conf.server_tokens };
     // One allocation for a head (and a small body) instead of growing from
@@ -398,20 +419,40 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     }
     let (sent_ok, body_bytes) = match &mut resp.body {
         Body::Upstream(up) => {
-            let r = write_upstream(w, &mut out, up, head_only, chunked, &ctx).await;
+            let r = write_upstream(w, &mut out, up, head_only, chunked, !trailers, &ctx).await;
             crate::http::proxy::fill_rest(w, up, head_only).await;
             crate::http::proxy::finish_body(w, &mut ctx, up);
             r
         }
         Body::Compressed(z) => {
-            let r = write_compressed(w, &mut out, z, head_only, chunked, &ctx).await;
+            let r = write_compressed(w, &mut out, z, head_only, chunked, !trailers, &ctx).await;
             if let Some(up) = z.upstream_mut() {
                 crate::http::proxy::fill_rest(w, up, head_only).await;
                 crate::http::proxy::finish_body(w, &mut ctx, up);
             }
             r
         }
+        _ if trailers => {
+            // The whole body as one chunk (a file still by sendfile).
+            let n = resp.body.len();
+            if n > 0 {
+                push_chunk_size(out.wbuf, n as usize);
+            }
+            let r = write_body(&mut out, &resp, false, conf, true).await;
+            if n > 0 {
+                out.wbuf.extend_from_slice(b"\r\n");
+            }
+            r
+        }
         _ => write_body(&mut out, &resp, head_only, conf, more_pipelined && keep_alive).await,
+    };
+    let (sent_ok, body_bytes) = if trailers && sent_ok {
+        crate::http::filter::headers::origin_trailers(&mut ctx, &mut resp.body);
+        crate::http::filter::headers::trailers(&mut ctx, &resp);
+        crate::http::filter::headers::chunked_end(&ctx, out.wbuf);
+        (flush(&mut out, conf.send_timeout, more_pipelined && keep_alive).await, body_bytes)
+    } else {
+        (sent_ok, body_bytes)
     };
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
@@ -461,6 +502,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
 }
 
 /// `http://host/path` (absolute-form): the host wins over the Host header.
+/// The origin part starts with `/`, or with `?` or `#` after an empty path.
 pub(crate) fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     let rest = if target.len() > 7 && target[..7].eq_ignore_ascii_case(b"http://") {
         &target[7..]
@@ -469,7 +511,9 @@ pub(crate) fn split_absolute(target: &[u8]) -> (Option<&[u8]>, &[u8]) {
     } else {
         return (None, target);
     };
-    match rest.iter().position(|&b| b == b'/') {
+    // The authority ends at the path, or at the query or fragment of an
+    // empty path (`http://host?args`, which nginx serves as `/?args`).
+    match rest.iter().position(|&b| b == b'/' || b == b'?' || b == b'#') {
         Some(i) => (Some(&rest[..i]), &rest[i..]),
         None => (Some(rest), b"/"),
     }
@@ -517,18 +561,23 @@ pub fn log_request(
 /// Connection: close, an info line in the error log, an access log line.
 async fn reject(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, e: HeadError, started: Instant) {
     c.info.requests += 1;
-    let line_end = request_line_end(&c.rbuf, g);
+    log_refused(g, &c.info, &c.rbuf, &e);
+    send_error(c, g, w, e.status(), started).await;
+}
+
+/// The error-log line of a refused head, as nginx's (info level).
+fn log_refused(g: &ListenGroup, info: &ConnInfo, rbuf: &[u8], e: &HeadError) {
+    let line_end = request_line_end(rbuf, g);
     log_to!(
         g.default_server.conf.error_log,
         Level::Info,
         "*{} {}, client: {}, server: {}, request: \"{}\"",
-        c.info.id,
+        info.id,
         e.reason(),
-        c.info.peer.ip(),
+        info.peer.ip(),
         g.default_server.name,
-        String::from_utf8_lossy(&c.rbuf[..line_end])
+        String::from_utf8_lossy(&rbuf[..line_end])
     );
-    send_error(c, g, w, e.status(), started).await;
 }
 
 /// Where the request line in `rbuf` ends (before its CR LF), bounded by
@@ -570,7 +619,8 @@ fn log_unanswered(c: &mut Conn, g: &ListenGroup, w: &crate::worker::WorkerCtx, s
 /// The request an unparsed head is logged as: its request line (as far as
 /// it came) on the default server, at `/`.
 fn error_request<'a>(rbuf: &'a [u8], head: &'a Head) -> Request<'a> {
-    Request { buf: rbuf, head, method: Method::Other, path: Cow::Borrowed(b"/"), args: None, host: Cow::Borrowed(b"") }
+    // No URI was parsed: `$uri` is empty, as nginx logs it.
+    Request { buf: rbuf, head, method: Method::Other, path: Cow::Borrowed(b""), args: None, host: Cow::Borrowed(b"") }
 }
 
 /// Answers with nginx's error page for `status` and Connection: close, and

@@ -100,7 +100,7 @@ pub(super) async fn write_body(
 }
 
 /// Streams an origin's body to the client as it arrives (chunked when its
-/// length is unknown), reading ahead of a slow client while writing when
+/// length is unknown or trailers follow), reading ahead of a slow client while writing when
 /// the response is buffered. An origin that fails mid-body leaves the
 /// client response truncated (the connection closes), never a short body
 /// that looks complete.
@@ -110,6 +110,7 @@ pub(super) async fn write_upstream(
     up: &mut crate::http::proxy::body::UpstreamBody,
     head_only: bool,
     chunked: bool,
+    last_chunk: bool,
     ctx: &ReqCtx<'_, '_>,
 ) -> (bool, u64) {
     let t = ctx.conf.send_timeout;
@@ -136,7 +137,9 @@ pub(super) async fn write_upstream(
                     sent += (c.wbuf.len() - before) as u64;
                 }
                 if !more {
-                    if chunked {
+                    // With add_trailer the caller ends the chunked body
+                    // (and moves the origin's trailers into its section).
+                    if chunked && last_chunk {
                         c.wbuf.extend_from_slice(b"0\r\n");
                         // An origin's trailers (gRPC's status) go in the
                         // chunked body's trailer section.
@@ -180,6 +183,7 @@ pub(super) async fn write_compressed(
     z: &mut crate::http::filter::compress::stream::Compressed,
     head_only: bool,
     chunked: bool,
+    last_chunk: bool,
     ctx: &ReqCtx<'_, '_>,
 ) -> (bool, u64) {
     let t = ctx.conf.send_timeout;
@@ -203,7 +207,8 @@ pub(super) async fn write_compressed(
                     sent += piece.len() as u64;
                 }
                 if !more {
-                    if chunked {
+                    // With trailers the caller ends the chunked body.
+                    if chunked && last_chunk {
                         c.wbuf.extend_from_slice(b"0\r\n\r\n");
                     }
                     return (flush(c, t, false).await, sent);
@@ -222,7 +227,7 @@ pub(super) async fn write_compressed(
 }
 
 /// A chunk's size line (`{:x}\r\n`) without formatting machinery.
-fn push_chunk_size(out: &mut Vec<u8>, n: usize) {
+pub(super) fn push_chunk_size(out: &mut Vec<u8>, n: usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut digits = [0u8; 16];
     let mut i = digits.len();

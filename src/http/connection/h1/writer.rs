@@ -11,8 +11,8 @@ use crate::http::response::Response;
 
 pub struct HeadOpts {
     pub keep_alive: bool,
-    /// The body's length is unknown (a streamed origin body) and the client
-    /// speaks HTTP/1.1: send it chunked.
+    /// The client speaks HTTP/1.1 and the body's length is unknown (a
+    /// streamed origin body) or trailers follow it: send it chunked.
     pub chunked: bool,
     pub keepalive_header: Option<Duration>,
     pub server_tokens: bool,
@@ -81,13 +81,14 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
         out.extend_from_slice(b"\r\n");
     }
     if has_body(wire) {
+        // Chunked also for a known length when trailers follow.
         match resp.body.known_len() {
+            _ if opts.chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
             Some(n) => {
                 out.extend_from_slice(b"Content-Length: ");
                 push_u64(out, n);
                 out.extend_from_slice(b"\r\n");
             }
-            None if opts.chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
             None => {}
         }
     }

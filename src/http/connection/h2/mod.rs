@@ -365,6 +365,9 @@ async fn stream(
     let target = &buf[head.target.clone()];
     let (raw_path, raw_args) = crate::http::uri::split_target(target);
     let host = head.host.clone().map(|r| &buf[r]);
+    // An invalid :authority or Host is answered through the default
+    // server's error_page, as nginx finalizes the request with 400.
+    let mut bad_host = false;
     let host = match host.map(crate::http::routing::server::validate_host) {
         Some(Some(h)) => h,
         Some(None) => {
@@ -375,9 +378,8 @@ async fn stream(
                 info.id,
                 info.peer.ip()
             );
-            let _ = respond.send_response(response::head(&Response::new(400), false), true);
-            finish(&shared, false);
-            return;
+            bad_host = true;
+            std::borrow::Cow::Borrowed(&b""[..])
         }
         None => std::borrow::Cow::Borrowed(&b""[..]),
     };
@@ -408,6 +410,7 @@ async fn stream(
     };
     let mut ctx = ReqCtx::new(g, server, req, &info);
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
+        _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::error(&ctx, code),
         None if plain_connect => connect::refuse(&mut ctx),
         None => crate::http::handler::handle(&mut ctx),
@@ -511,7 +514,9 @@ async fn stream(
     let segs = if head_only { Vec::new() } else { response::segments(&resp.body) };
     let total: u64 = if head_only { 0 } else { resp.body.len() };
     let hdr = response::head(&resp, conf.server_tokens);
-    let end = total == 0;
+    // add_trailer: the stream ends with a HEADERS frame after the body.
+    let trailers = !head_only && crate::http::filter::headers::expects_trailers(&ctx, resp.status);
+    let end = total == 0 && !trailers;
     let streamed = match &resp.body {
         crate::http::response::Body::Upstream(u) => !u.ends_with_head(),
         crate::http::response::Body::Compressed(_) => true,
@@ -520,13 +525,23 @@ async fn stream(
     // A streamed body ends with its last DATA frame, not with the head.
     let end = end && (head_only || !streamed);
     let pace = crate::http::limit::rate::pacer(&ctx, started);
+    let fin = !trailers;
+    let mut open = None;
     let sent = match respond.send_response(hdr, end) {
-        Ok(tx) if streamed && !end => match &mut resp.body {
-            crate::http::response::Body::Upstream(up) => send_upstream(&w, tx, up, &ctx, pace).await,
-            crate::http::response::Body::Compressed(z) => send_compressed(&w, tx, z, &ctx, pace).await,
-            _ => Err(()),
-        },
-        Ok(tx) if !end => send_body(tx, segs, total, conf, info.id, pace).await,
+        Ok(mut tx) if streamed && !end => {
+            let r = match &mut resp.body {
+                crate::http::response::Body::Upstream(up) => send_upstream(&w, &mut tx, up, fin, &ctx, pace).await,
+                crate::http::response::Body::Compressed(z) => send_compressed(&w, &mut tx, z, fin, &ctx, pace).await,
+                _ => Err(()),
+            };
+            open = Some(tx);
+            r
+        }
+        Ok(mut tx) if !end => {
+            let r = send_body(&mut tx, segs, total, fin, conf, info.id, pace).await;
+            open = Some(tx);
+            r
+        }
         Ok(_) => Ok(0),
         Err(_) => Err(()),
     };
@@ -540,7 +555,15 @@ async fn stream(
         crate::http::proxy::fill_rest(&w, up, head_only).await;
         crate::http::proxy::finish_body(&w, &mut ctx, up);
     }
-    let ok = sent.is_ok();
+    let mut ok = sent.is_ok();
+    if trailers
+        && ok
+        && let Some(mut tx) = open
+    {
+        crate::http::filter::headers::origin_trailers(&mut ctx, &mut resp.body);
+        crate::http::filter::headers::trailers(&mut ctx, &resp);
+        ok = tx.send_trailers(response::trailers(&ctx.trailers)).is_ok();
+    }
     let body_bytes = sent.unwrap_or(0);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log(&w, &ctx, &resp, (body_bytes, body_bytes), started, ok);
@@ -629,9 +652,10 @@ fn finish(shared: &Shared, ok: bool) {
 /// Sends the body as the peer's window opens; Err when the stream was
 /// reset or stalled past `send_timeout`.
 async fn send_body(
-    mut tx: SendStream<Bytes>,
+    tx: &mut SendStream<Bytes>,
     segs: Vec<Seg>,
     total: u64,
+    fin: bool,
     conf: &LocConf,
     id: u64,
     mut pace: Option<Pacer>,
@@ -642,18 +666,18 @@ async fn send_body(
         match seg {
             Seg::Bytes(mut b) => {
                 while !b.is_empty() {
-                    let n = capacity(&mut tx, b.len(), conf, id, &mut pace).await?;
+                    let n = capacity(tx, b.len(), conf, id, &mut pace).await?;
                     let piece = b.split_to(n.min(b.len()));
                     left -= piece.len() as u64;
                     sent += piece.len() as u64;
-                    tx.send_data(piece, left == 0).map_err(|_| ())?;
+                    tx.send_data(piece, fin && left == 0).map_err(|_| ())?;
                 }
             }
             Seg::File(file, mut off, mut len) => {
                 let Some(f) = file.file.as_ref() else { return Err(()) };
                 while len > 0 {
                     let want = len.min(MAX_PIECE as u64) as usize;
-                    let n = capacity(&mut tx, want, conf, id, &mut pace).await?.min(want);
+                    let n = capacity(tx, want, conf, id, &mut pace).await?.min(want);
                     let mut v = Vec::with_capacity(n);
                     if let Err(e) = crate::http::connection::io::pread_into(f, off, n as u64, &mut v) {
                         log_to!(conf.error_log, Level::Crit, "*{} pread() failed ({})", id, e);
@@ -664,7 +688,7 @@ async fn send_body(
                     len -= n as u64;
                     left -= n as u64;
                     sent += n as u64;
-                    tx.send_data(Bytes::from(v), left == 0).map_err(|_| ())?;
+                    tx.send_data(Bytes::from(v), fin && left == 0).map_err(|_| ())?;
                 }
             }
         }
@@ -678,8 +702,9 @@ async fn send_body(
 /// never takes a truncated body for a complete one.
 async fn send_upstream(
     w: &WorkerCtx,
-    mut tx: SendStream<Bytes>,
+    tx: &mut SendStream<Bytes>,
     up: &mut crate::http::proxy::body::UpstreamBody,
+    fin: bool,
     ctx: &ReqCtx<'_, '_>,
     mut pace: Option<Pacer>,
 ) -> Result<u64, ()> {
@@ -697,21 +722,23 @@ async fn send_upstream(
         let mut b = Bytes::from(piece);
         // An origin's trailers (gRPC's status) end the stream instead of
         // the last DATA frame.
-        let trailers = if more { None } else { up.trailers.take() };
+        // With add_trailer (`!fin`) the caller sends them with its own.
+        let trailers = if more || !fin { None } else { up.trailers.take() };
         let end = !more && trailers.is_none();
         if b.is_empty() && !more {
             match trailers {
                 Some(t) => tx.send_trailers(t).map_err(|_| ())?,
-                None => tx.send_data(Bytes::new(), true).map_err(|_| ())?,
+                None if fin => tx.send_data(Bytes::new(), true).map_err(|_| ())?,
+                None => {}
             }
             return Ok(sent);
         }
         while !b.is_empty() {
-            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
+            let wait = capacity(tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
             let n = crate::http::proxy::ahead::while_writing(w, ctx, up, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
-            tx.send_data(part, b.is_empty() && end).map_err(|_| ())?;
+            tx.send_data(part, fin && b.is_empty() && end).map_err(|_| ())?;
         }
         if !more {
             if let Some(t) = trailers {
@@ -727,8 +754,9 @@ async fn send_upstream(
 /// resets the stream.
 async fn send_compressed(
     w: &WorkerCtx,
-    mut tx: SendStream<Bytes>,
+    tx: &mut SendStream<Bytes>,
     z: &mut crate::http::filter::compress::stream::Compressed,
+    fin: bool,
     ctx: &ReqCtx<'_, '_>,
     mut pace: Option<Pacer>,
 ) -> Result<u64, ()> {
@@ -745,15 +773,17 @@ async fn send_compressed(
         };
         let mut b = Bytes::from(piece);
         if b.is_empty() && !more {
-            tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            if fin {
+                tx.send_data(Bytes::new(), true).map_err(|_| ())?;
+            }
             return Ok(sent);
         }
         while !b.is_empty() {
-            let wait = capacity(&mut tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
+            let wait = capacity(tx, b.len(), ctx.conf, ctx.conn.id, &mut pace);
             let n = z.while_writing(w, ctx, wait).await?;
             let part = b.split_to(n.min(b.len()));
             sent += part.len() as u64;
-            tx.send_data(part, b.is_empty() && !more).map_err(|_| ())?;
+            tx.send_data(part, fin && b.is_empty() && !more).map_err(|_| ())?;
         }
         if !more {
             return Ok(sent);

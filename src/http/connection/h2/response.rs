@@ -112,3 +112,16 @@ pub fn segments(body: &Body) -> Vec<Seg> {
         Body::Proxy | Body::Upstream(_) | Body::Compressed(_) => Vec::new(),
     }
 }
+
+/// add_trailer's fields as the HEADERS block that ends the stream (names
+/// lowercased, as HTTP/2 requires; a field HTTP/2 cannot carry is left
+/// out).
+pub fn trailers(fields: &[(String, Vec<u8>)]) -> http::HeaderMap {
+    let mut map = http::HeaderMap::with_capacity(fields.len());
+    for (n, v) in fields {
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(n.as_bytes()), HeaderValue::from_bytes(v)) {
+            map.append(n, v);
+        }
+    }
+    map
+}

@@ -123,6 +123,9 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
     };
     let target = &buf[head.target.clone()];
     let (raw_path, raw_args) = crate::http::uri::split_target(target);
+    // An invalid :authority or Host is answered through the default
+    // server's error_page, as nginx finalizes the request with 400.
+    let mut bad_host = false;
     let host = match head.host.clone().map(|r| crate::http::routing::server::validate_host(&buf[r])) {
         Some(Some(h)) => h,
         Some(None) => {
@@ -133,9 +136,8 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
                 info.id,
                 info.peer.ip()
             );
-            let _ = tx.send_response(h2resp::head(&Response::new(400), false)).await;
-            let _ = tx.finish().await;
-            return;
+            bad_host = true;
+            std::borrow::Cow::Borrowed(&b""[..])
         }
         // No :authority: the server the TLS handshake chose by SNI.
         None => std::borrow::Cow::Owned(
@@ -168,6 +170,7 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
     };
     let mut ctx = ReqCtx::new(g, server, req, &info);
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
+        _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::error(&ctx, code),
         None if plain_connect => crate::http::connection::h2::connect::refuse(&mut ctx),
         None => crate::http::handler::handle(&mut ctx),
@@ -235,12 +238,23 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
             body => send_body(&mut tx, h2resp::segments(body), conf, info.id, pace).await,
         },
     };
+    // add_trailer: a HEADERS frame after the body, before the stream ends.
+    let sent = match sent {
+        Ok(n) if !head_only && crate::http::filter::headers::expects_trailers(&ctx, resp.status) => {
+            crate::http::filter::headers::trailers(&mut ctx, &resp);
+            match timed(conf, tx.send_trailers(h2resp::trailers(&ctx.trailers))).await {
+                Ok(()) => Ok(n),
+                Err(()) => Err(n),
+            }
+        }
+        other => other.map_err(|()| 0),
+    };
     let sent = match sent {
         Ok(n) => match timed(conf, tx.finish()).await {
             Ok(()) => Ok(n),
             Err(()) => Err(n),
         },
-        Err(()) => Err(0),
+        Err(n) => Err(n),
     };
     if let Body::Upstream(up) = &mut resp.body {
         crate::http::proxy::fill_rest(&w, up, head_only).await;
