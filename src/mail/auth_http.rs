@@ -23,6 +23,8 @@ pub struct Request<'a> {
     pub attempt: u32,
     pub client_ip: String,
     pub client_host: Option<&'a str>,
+    /// The PROXY header the client's connection began with.
+    pub proxy_protocol: Option<&'a crate::proxy_protocol::ProxyAddrs>,
     /// SMTP without authentication: HELO, MAIL FROM and RCPT TO lines.
     pub smtp: Option<(&'a [u8], &'a [u8], &'a [u8])>,
     /// TLS with the client (`Auth-SSL: on`), and the client certificate's
@@ -33,6 +35,8 @@ pub struct Request<'a> {
 
 #[derive(Default, Clone)]
 pub struct SslInfo {
+    pub protocol: Option<String>,
+    pub cipher: Option<String>,
     pub verify: Option<String>,
     pub subject: Option<String>,
     pub issuer: Option<String>,
@@ -78,6 +82,12 @@ pub fn request(r: &Request<'_>) -> Vec<u8> {
     if let Some(h) = r.client_host {
         line("Client-Host", h.as_bytes());
     }
+    if let Some(pp) = r.proxy_protocol {
+        line("Proxy-Protocol-Addr", &escape(pp.src_addr.as_bytes()));
+        line("Proxy-Protocol-Port", pp.src_port.to_string().as_bytes());
+        line("Proxy-Protocol-Server-Addr", &escape(pp.dst_addr.as_bytes()));
+        line("Proxy-Protocol-Server-Port", pp.dst_port.to_string().as_bytes());
+    }
     if let Some((helo, from, to)) = r.smtp {
         line("Auth-SMTP-Helo", &escape(helo));
         line("Auth-SMTP-From", &escape(from));
@@ -86,6 +96,8 @@ pub fn request(r: &Request<'_>) -> Vec<u8> {
     if let Some(ssl) = &r.ssl {
         line("Auth-SSL", b"on");
         for (name, v) in [
+            ("Auth-SSL-Protocol", &ssl.protocol),
+            ("Auth-SSL-Cipher", &ssl.cipher),
             ("Auth-SSL-Verify", &ssl.verify),
             ("Auth-SSL-Subject", &ssl.subject),
             ("Auth-SSL-Issuer", &ssl.issuer),

@@ -130,10 +130,9 @@ fn build_server(d: &Directive, top: &SrvConf, ctx: &mut Ctx) -> Result<(Server, 
         }
     }
     let needs_tls = listens.iter().any(|l| l.ssl) || conf.starttls != StartTls::Off;
+    let mut tls_srv = None;
     let tls = if needs_tls {
         if conf.ssl.certificates.is_empty() {
-            let what = if conf.starttls != StartTls::Off { "starttls" } else { "ssl" };
-            let _ = what;
             return Err(ConfError {
                 msg: format!("no \"ssl_certificate\" is defined for server in {at}"),
                 file: None,
@@ -141,6 +140,7 @@ fn build_server(d: &Directive, top: &SrvConf, ctx: &mut Ctx) -> Result<(Server, 
             });
         }
         let built = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache)?;
+        tls_srv = built.clone();
         let base =
             built.and_then(|t| t.h1_only.clone()).ok_or_else(|| ConfError::at("invalid TLS settings", &d.span))?;
         let mut cfg = (*base).clone();
@@ -150,7 +150,7 @@ fn build_server(d: &Directive, top: &SrvConf, ctx: &mut Ctx) -> Result<(Server, 
         None
     };
     let answers = answers(&conf, protocol);
-    Ok((Server { conf, tls, answers }, listens))
+    Ok((Server { conf, tls, tls_srv, answers }, listens))
 }
 
 const CRLF: &str = "\r\n";

@@ -91,6 +91,8 @@ pub struct AuthHttp {
 pub struct Server {
     pub conf: SrvConf,
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The shared TLS layer's server settings (client verification).
+    pub tls_srv: Option<Arc<crate::tls::ServerTls>>,
     /// Answers built once from the settings (nginx builds them at merge).
     pub answers: Answers,
 }

@@ -16,6 +16,7 @@ pub mod directives;
 pub mod parse;
 pub mod proxy;
 pub mod session;
+pub mod tls;
 
 use std::rc::Rc;
 use std::sync::Arc;

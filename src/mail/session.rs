@@ -124,6 +124,10 @@ pub struct Session {
     /// `Client-Host` (SMTP without a resolver: `[UNAVAILABLE]`).
     pub host: Option<String>,
     pub starttls_used: bool,
+    /// The PROXY header the connection began with.
+    pub proxy_protocol: Option<crate::proxy_protocol::ProxyAddrs>,
+    /// What the authentication request tells of the client's TLS.
+    pub ssl: Option<auth_http::SslInfo>,
 }
 
 impl Session {
@@ -276,6 +280,8 @@ async fn run(
         esmtp: false,
         host: None,
         starttls_used: false,
+        proxy_protocol: None,
+        ssl: None,
     };
     if addr.proxy_protocol {
         match crate::proxy_protocol::read(&mut tcp, conf.timeout).await {
@@ -286,6 +292,7 @@ async fn run(
                 {
                     s.client = SocketAddr::new(ip, p.src_port);
                 }
+                s.proxy_protocol = pp;
             }
             Err(e) => {
                 s.log(Level::Error, format_args!("{e} while reading PROXY protocol"));
@@ -296,7 +303,12 @@ async fn run(
     if addr.ssl {
         let Some(cfg) = addr.server.tls.clone() else { return };
         match handshake(&s, cfg, tcp).await {
-            Some(t) => s.conn = Some(Conn::Tls(Box::new(t))),
+            Some(t) => {
+                s.conn = Some(Conn::Tls(Box::new(t)));
+                if !verified(&mut s).await {
+                    return;
+                }
+            }
             None => return,
         }
     } else {
@@ -474,9 +486,33 @@ async fn starttls(s: &mut Session) -> bool {
     match handshake(s, cfg, tcp).await {
         Some(t) => {
             s.conn = Some(Conn::Tls(Box::new(t)));
-            true
+            verified(s).await
         }
         None => false,
+    }
+}
+
+/// The client certificate check after a handshake; false when it refused
+/// the session (answered and logged).
+async fn verified(s: &mut Session) -> bool {
+    let Some(srv) = s.addr.server.tls_srv.clone() else { return true };
+    let Some(Conn::Tls(t)) = s.conn.as_ref() else { return true };
+    match super::tls::check(s.conf(), &srv, t) {
+        Ok(info) => {
+            s.ssl = Some(info);
+            true
+        }
+        Err(r) => {
+            match &r {
+                super::tls::Refusal::Error(m) => s.log(Level::Info, format_args!("{m} while SSL handshaking")),
+                super::tls::Refusal::NoCert => {
+                    s.log(Level::Info, format_args!("client sent no required SSL certificate while SSL handshaking"))
+                }
+            }
+            let reply = r.reply(s.protocol);
+            s.send(reply).await;
+            false
+        }
     }
 }
 
@@ -498,7 +534,7 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
     let Some(ah) = conf.auth_http.as_ref() else { return None };
     loop {
         let with_salt = matches!(s.method, Method::Apop | Method::CramMd5);
-        let ssl = if s.tls() { Some(auth_http::SslInfo::default()) } else { None };
+        let ssl = if s.tls() { s.ssl.clone() } else { None };
         let req = auth_http::Request {
             conf: ah,
             method: s.method.word(),
@@ -509,6 +545,7 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
             attempt: s.attempt,
             client_ip: s.client.ip().to_string(),
             client_host: s.host.as_deref(),
+            proxy_protocol: s.proxy_protocol.as_ref(),
             smtp: if s.method == Method::None { Some((&s.smtp_helo, &s.smtp_from, &s.smtp_to)) } else { None },
             ssl,
             headers: &conf.auth_http_headers,
@@ -562,7 +599,9 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
                 }
                 if let Some(p) = pass {
                     s.passwd = p;
-                } else if with_salt && s.protocol != Protocol::Smtp {
+                } else if (with_salt || s.method == Method::External)
+                    && (s.protocol != Protocol::Smtp || conf.proxy_smtp_auth)
+                {
                     s.log(
                         Level::Error,
                         format_args!("auth http server {} did not send password while in http auth state", ah.addr),
