@@ -58,43 +58,53 @@ pub fn escape(v: &[u8]) -> Vec<u8> {
     out
 }
 
+fn put(b: &mut Vec<u8>, name: &str, v: &[u8]) {
+    b.extend_from_slice(name.as_bytes());
+    b.extend_from_slice(b": ");
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+}
+
+fn head_salt(b: &mut Vec<u8>, salt: &[u8]) {
+    b.extend_from_slice(b"Auth-Salt: ");
+    b.extend_from_slice(salt);
+    if !salt.ends_with(b"\r\n") {
+        b.extend_from_slice(b"\r\n");
+    }
+}
+
 /// The request's bytes, headers in nginx's order.
 pub fn request(r: &Request<'_>) -> Vec<u8> {
     let mut b = Vec::with_capacity(512);
-    let mut line = |name: &str, v: &[u8]| {
-        b.extend_from_slice(name.as_bytes());
-        b.extend_from_slice(b": ");
-        b.extend_from_slice(v);
-        b.extend_from_slice(b"\r\n");
-    };
     let mut head = format!("GET {} HTTP/1.0\r\n", r.conf.uri).into_bytes();
     head.extend_from_slice(format!("Host: {}\r\n", r.conf.host).as_bytes());
-    line("Auth-Method", r.method.as_bytes());
-    line("Auth-User", &escape(r.user));
-    line("Auth-Pass", &escape(r.pass));
+    put(&mut b, "Auth-Method", r.method.as_bytes());
+    put(&mut b, "Auth-User", &escape(r.user));
+    put(&mut b, "Auth-Pass", &escape(r.pass));
     if let Some(salt) = r.salt {
-        let s = salt.strip_suffix(b"\r\n").unwrap_or(salt);
-        line("Auth-Salt", s);
+        // The salt keeps its line end, which ends the header.
+        head_salt(&mut b, salt);
     }
-    line("Auth-Protocol", r.protocol.name().as_bytes());
-    line("Auth-Login-Attempt", r.attempt.to_string().as_bytes());
-    line("Client-IP", r.client_ip.as_bytes());
+    put(&mut b, "Auth-Protocol", r.protocol.name().as_bytes());
+    put(&mut b, "Auth-Login-Attempt", r.attempt.to_string().as_bytes());
+    put(&mut b, "Client-IP", r.client_ip.as_bytes());
     if let Some(h) = r.client_host {
-        line("Client-Host", h.as_bytes());
+        put(&mut b, "Client-Host", h.as_bytes());
     }
     if let Some(pp) = r.proxy_protocol {
-        line("Proxy-Protocol-Addr", &escape(pp.src_addr.as_bytes()));
-        line("Proxy-Protocol-Port", pp.src_port.to_string().as_bytes());
-        line("Proxy-Protocol-Server-Addr", &escape(pp.dst_addr.as_bytes()));
-        line("Proxy-Protocol-Server-Port", pp.dst_port.to_string().as_bytes());
+        put(&mut b, "Proxy-Protocol-Addr", pp.src_addr.as_bytes());
+        put(&mut b, "Proxy-Protocol-Port", pp.src_port.to_string().as_bytes());
+        put(&mut b, "Proxy-Protocol-Server-Addr", pp.dst_addr.as_bytes());
+        put(&mut b, "Proxy-Protocol-Server-Port", pp.dst_port.to_string().as_bytes());
     }
     if let Some((helo, from, to)) = r.smtp {
-        line("Auth-SMTP-Helo", &escape(helo));
-        line("Auth-SMTP-From", &escape(from));
-        line("Auth-SMTP-To", &escape(to));
+        // As nginx: these lines cannot hold a line end; sent as they came.
+        put(&mut b, "Auth-SMTP-Helo", helo);
+        put(&mut b, "Auth-SMTP-From", from);
+        put(&mut b, "Auth-SMTP-To", to);
     }
     if let Some(ssl) = &r.ssl {
-        line("Auth-SSL", b"on");
+        put(&mut b, "Auth-SSL", b"on");
         for (name, v) in [
             ("Auth-SSL-Protocol", &ssl.protocol),
             ("Auth-SSL-Cipher", &ssl.cipher),
@@ -106,22 +116,25 @@ pub fn request(r: &Request<'_>) -> Vec<u8> {
             ("Auth-SSL-Cert", &ssl.cert),
         ] {
             if let Some(v) = v {
-                line(name, v.as_bytes());
+                put(&mut b, name, v.as_bytes());
             }
         }
     }
     for (n, v) in r.headers {
-        line(n, v.as_bytes());
+        put(&mut b, n, v.as_bytes());
     }
     head.extend_from_slice(&b);
     head.extend_from_slice(b"\r\n");
     head
 }
 
+/// A response's header lines: (name, value).
+pub type Headers = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The response head: Some(headers) once the empty line came, None while
 /// more is needed, Err on a malformed head (nginx's "sent invalid
 /// response" / "sent invalid header in response").
-pub fn parse_head(buf: &[u8]) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, &'static str> {
+pub fn parse_head(buf: &[u8]) -> Result<Option<Headers>, &'static str> {
     let Some(lf) = memchr::memchr(b'\n', buf) else {
         if buf.len() >= 5 && !buf.starts_with(b"HTTP/") {
             return Err("invalid response");
@@ -192,10 +205,10 @@ pub fn answer(headers: &[(Vec<u8>, Vec<u8>)]) -> Answer {
             pass = Some(v.clone());
         } else if is("Auth-Error-Code") {
             code = Some(v.clone());
-        } else if is("Auth-Wait") {
-            if let Some(n) = std::str::from_utf8(v).ok().and_then(|s| s.parse::<u64>().ok()) {
-                wait = Some(n);
-            }
+        } else if is("Auth-Wait")
+            && let Some(n) = std::str::from_utf8(v).ok().and_then(|s| s.parse::<u64>().ok())
+        {
+            wait = Some(n);
         }
     }
     match status {

@@ -74,6 +74,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
         pop3_auth: auth::PLAIN,
         pop3_capabilities: vec!["TOP".into(), "USER".into(), "UIDL".into()],
         starttls: StartTls::Off,
+        starttls_at: String::new(),
         ssl: SslConf {
             tls12: true,
             tls13: true,
@@ -85,7 +86,6 @@ fn default_conf(main: &MainConf) -> SrvConf {
         max_errors: 5,
         timeout: Duration::from_secs(60),
         real_ip_from: Vec::new(),
-        resolver: None,
         resolver_timeout: Duration::from_secs(30),
     }
 }
@@ -133,8 +133,12 @@ fn build_server(d: &Directive, top: &SrvConf, ctx: &mut Ctx) -> Result<(Server, 
     let mut tls_srv = None;
     let tls = if needs_tls {
         if conf.ssl.certificates.is_empty() {
+            let (mode, where_) = match listens.iter().find(|l| l.ssl) {
+                Some(l) => ("listen ... ssl", format!("{}:{}", l.span.file.display(), l.span.line)),
+                None => ("starttls", conf.starttls_at.clone()),
+            };
             return Err(ConfError {
-                msg: format!("no \"ssl_certificate\" is defined for server in {at}"),
+                msg: format!("no \"ssl_certificate\" is defined for the \"{mode}\" directive in {where_}"),
                 file: None,
                 line: 0,
             });

@@ -137,13 +137,13 @@ pub struct SrvConf {
     pub pop3_auth: u8,
     pub pop3_capabilities: Vec<String>,
     pub starttls: StartTls,
+    /// `FILE:LINE` of the `starttls` line (nginx names it when no
+    /// certificate is there).
+    pub starttls_at: String,
     pub ssl: SslConf,
     pub max_errors: u32,
     pub timeout: Duration,
     pub real_ip_from: Vec<Cidr>,
-    /// `resolver ADDRESS...`: where `Client-Host` is looked up (None:
-    /// `resolver off`, nginx's default).
-    pub resolver: Option<Vec<SocketAddr>>,
     pub resolver_timeout: Duration,
 }
 

@@ -117,7 +117,7 @@ fn methods(d: &Directive, allowed: &[(&str, u8)]) -> Result<u8, ConfError> {
     let mut m = 0;
     for w in &d.args {
         let Some((_, bit)) = allowed.iter().find(|(n, _)| n.eq_ignore_ascii_case(&w.text)) else {
-            return Err(invalid(d, &w.text));
+            return Err(ConfError::at(format!("invalid value \"{}\"", w.text), &d.span));
         };
         m |= bit;
     }
@@ -191,25 +191,13 @@ pub fn apply(c: &mut SrvConf, d: &Directive, ctx: &mut Ctx, seen: &mut Vec<&'sta
         }
         "timeout" => c.timeout = time(d)?,
         "max_errors" => c.max_errors = value::parse_number(arg(d, 0)).ok_or_else(|| invalid(d, arg(d, 0)))? as u32,
-        "resolver" => {
-            if arg(d, 0) == "off" && d.args.len() == 1 {
-                c.resolver = None;
-            } else {
-                let mut addrs = Vec::new();
-                for w in &d.args {
-                    let t = w.text.as_str();
-                    if t.starts_with("valid=")
-                        || t.starts_with("ipv4=")
-                        || t.starts_with("ipv6=")
-                        || t.starts_with("status_zone=")
-                    {
-                        continue;
-                    }
-                    let a = if crate::config::upstream_block::has_port(t) { t.to_string() } else { format!("{t}:53") };
-                    addrs.push(crate::config::proxy::resolve(&a).map_err(|m| ConfError::at(m, &d.span))?);
-                }
-                c.resolver = Some(addrs);
-            }
+        // nginx looks the client's name up with a resolver for
+        // Client-Host; sluice does not make that lookup yet.
+        "resolver" if arg(d, 0) != "off" || d.args.len() != 1 => {
+            return Err(ConfError::at(
+                "\"resolver\" in mail is not supported yet (the client's name for Client-Host is not looked up)",
+                &d.span,
+            ));
         }
         "resolver_timeout" => c.resolver_timeout = time(d)?,
         "auth_http" => c.auth_http = Some(auth_http(d)?),
@@ -280,6 +268,7 @@ pub fn apply(c: &mut SrvConf, d: &Directive, ctx: &mut Ctx, seen: &mut Vec<&'sta
             c.real_ip_from.push(parsed.cidr);
         }
         "starttls" => {
+            c.starttls_at = format!("{}:{}", d.span.file.display(), d.span.line);
             c.starttls = match arg(d, 0) {
                 "on" => StartTls::On,
                 "off" => StartTls::Off,

@@ -309,7 +309,7 @@ mod tests {
         assert_eq!(c.tag, b"a01");
         assert_eq!(c.name, b"LOGIN");
         assert_eq!(c.args, vec![b"te\\\"st".to_vec(), b"abc".to_vec()]);
-        assert_eq!(c.consumed, 29);
+        assert_eq!(c.consumed, 32);
         assert_eq!(imap(b"a01 LOGIN {18}\r\n"), Parsed::Literal(0));
         assert_eq!(imap(b"a01 LOGIN {2}\r\nab {3}\r\n"), Parsed::Literal(1));
         assert_eq!(imap(b"a01 LOG"), Parsed::Need);

@@ -179,8 +179,9 @@ pub async fn run(s: &mut Session, b: Backend) {
         Ok(reply) => reply,
         Err(Ok(ans)) => {
             let text = String::from_utf8_lossy(last_line(&ans)).trim_end().to_string();
+            let level = if conf.proxy_pass_error_message { Level::Info } else { Level::Error };
             s.log(
-                Level::Error,
+                level,
                 format_args!(
                     "upstream sent invalid response: \"{text}\" while reading response from upstream, upstream: {}",
                     b.name
@@ -216,7 +217,7 @@ pub async fn run(s: &mut Session, b: Backend) {
     if !early.is_empty() && !s.send(&early).await {
         return;
     }
-    s.log(Level::Info, format_args!("client logged in while proxying, upstream: {}", b.name));
+    s.log(Level::Info, format_args!("client logged in, upstream: {}", b.name));
     relay(s, up.tcp, &b.name).await;
 }
 
@@ -258,7 +259,7 @@ async fn login(s: &mut Session, up: &mut Up) -> Result<Vec<u8>, Result<Vec<u8>, 
         }
         Protocol::Smtp => {
             up.answer(Expect::Smtp2, b"").await?;
-            let verb: &[u8] = if s.esmtp || conf.proxy_smtp_auth || conf.xclient { b"EHLO " } else { b"HELO " };
+            let verb: &[u8] = if s.esmtp || conf.xclient { b"EHLO " } else { b"HELO " };
             up.send(&line(&[verb, conf.server_name.as_bytes()])).await.map_err(Err)?;
             up.answer(Expect::Smtp2, b"").await?;
             if conf.xclient {

@@ -531,9 +531,11 @@ pub struct Backend {
 /// may retry, None when the session ends.
 async fn authenticate(s: &mut Session) -> Option<Auth> {
     let conf = s.addr.server.conf.clone();
-    let Some(ah) = conf.auth_http.as_ref() else { return None };
+    let ah = conf.auth_http.as_ref()?;
     loop {
-        let with_salt = matches!(s.method, Method::Apop | Method::CramMd5);
+        // nginx sends the challenge for any method but plain once one was
+        // made (APOP and CRAM-MD5 digests are no passwords).
+        let with_salt = s.method != Method::Plain && s.salt.is_some();
         let ssl = if s.tls() { s.ssl.clone() } else { None };
         let req = auth_http::Request {
             conf: ah,
