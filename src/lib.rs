@@ -17,6 +17,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod listener;
 pub mod log;
+pub mod mail;
 pub mod metrics;
 pub mod pattern;
 pub mod process;

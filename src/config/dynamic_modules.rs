@@ -28,6 +28,8 @@ const BUILT_IN: &[&str] = &[
     "ngx_http_cache_purge_module",
     // The stream family (`crate::stream`).
     "ngx_stream_module",
+    // The mail family (`crate::mail`).
+    "ngx_mail_module",
 ];
 
 /// A dynamic module sluice does not have: what it is (and its Debian
@@ -86,12 +88,6 @@ const MISSING: &[Missing] = &[
         name: "ngx_http_perl_module",
         what: "embedded Perl, libnginx-mod-http-perl",
         directives: &["perl", "perl_modules", "perl_require", "perl_set"],
-        var_prefix: None,
-    },
-    Missing {
-        name: "ngx_mail_module",
-        what: "the mail proxy, libnginx-mod-mail",
-        directives: &["mail"],
         var_prefix: None,
     },
     Missing {

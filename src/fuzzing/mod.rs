@@ -19,6 +19,7 @@ mod fastcgi;
 mod filter;
 mod h1;
 mod http;
+mod mail;
 mod proxy;
 mod quic;
 mod realip;
@@ -32,6 +33,7 @@ pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
 pub use http::{range, uri};
+pub use mail::{auth_http_response, mail_command};
 pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
@@ -66,6 +68,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("client_hello", client_hello),
     ("quic_cid", quic_cid),
     ("ssl_preread", ssl_preread),
+    ("mail_command", mail_command),
+    ("auth_http_response", auth_http_response),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -103,11 +103,11 @@ static HTTP: &[Module] = &[
 /// The mail and stream families: the family flag, then its modules (only
 /// named when the family is there).
 static MAIL: &[Module] = &[
-    m("mail", O, || directive("mail")),
-    m("mail_ssl_module", O, || directive("mail") && directive("starttls")),
-    m("mail_pop3_module", D, || directive("pop3_auth")),
-    m("mail_imap_module", D, || directive("imap_auth")),
-    m("mail_smtp_module", D, || directive("smtp_auth")),
+    m("mail", O, || crate::config::family::find("mail").is_some()),
+    m("mail_ssl_module", O, || mail("starttls")),
+    m("mail_pop3_module", D, || mail("pop3_auth")),
+    m("mail_imap_module", D, || mail("imap_auth")),
+    m("mail_smtp_module", D, || mail("smtp_auth")),
 ];
 
 static STREAM: &[Module] = &[
@@ -130,6 +130,11 @@ static STREAM: &[Module] = &[
     m("stream_upstream_random_module", D, || stream("upstream")),
     m("stream_upstream_zone_module", D, || stream("upstream")),
 ];
+
+/// Whether the registered mail family has a directive.
+fn mail(name: &str) -> bool {
+    crate::config::family::find("mail").is_some_and(|f| f.knows(name))
+}
 
 /// Whether the registered stream family has a directive.
 fn stream(name: &str) -> bool {

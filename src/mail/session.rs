@@ -1,0 +1,948 @@
+//! One mail session (nginx's `ngx_mail_handler.c` and the protocol
+//! handlers): the PROXY header and `set_real_ip_from`, TLS, the greeting,
+//! then the protocol's auth state, reading commands from a buffer of the
+//! protocol's client buffer size and answering each in turn (so pipelined
+//! commands are answered in order), until the client has given
+//! credentials; then the authentication server is asked and the session
+//! goes to the backend (`proxy`).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::auth_http::{self, Answer};
+use super::conf::{Addr, MailConf, Protocol, StartTls, auth};
+use super::conn::Conn;
+use super::parse::{self, Command, Parsed};
+use crate::log::error::Level;
+use crate::log_to;
+use crate::worker::{ConnGuard, WorkerCtx, accept::Acceptor};
+
+/// The accept side of a mail listen.
+#[derive(Clone)]
+pub struct MailAccept {
+    pub conf: Arc<MailConf>,
+    pub index: usize,
+}
+
+impl Acceptor for MailAccept {
+    fn addr(&self) -> SocketAddr {
+        self.conf.routes[self.index].own.addr
+    }
+
+    fn log(&self) -> &crate::log::error::ErrorLog {
+        &self.conf.routes[self.index].own.server.conf.error_log
+    }
+
+    fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard) {
+        let route = &self.conf.routes[self.index];
+        let own = route.own.addr;
+        let local = if own.ip().is_unspecified() { stream.local_addr().unwrap_or(own) } else { own };
+        let addr = route.find(local).clone();
+        let id = w.next_serial();
+        let fut = Box::pin(run(addr, stream, peer, local, id, guard));
+        tokio::task::spawn_local(crate::clock::per_poll(fut));
+    }
+}
+
+/// How the client authenticated (nginx's `Auth-Method` words).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Method {
+    Plain,
+    Apop,
+    CramMd5,
+    External,
+    None,
+}
+
+impl Method {
+    fn word(self) -> &'static str {
+        match self {
+            Method::Plain => "plain",
+            Method::Apop => "apop",
+            Method::CramMd5 => "cram-md5",
+            Method::External => "external",
+            Method::None => "none",
+        }
+    }
+}
+
+/// Where the auth state is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum St {
+    Start,
+    /// POP3 after USER.
+    User,
+    LoginUsername,
+    LoginPassword,
+    Plain,
+    CramMd5,
+    External,
+}
+
+/// What a command leads to.
+enum Step {
+    Reply(Vec<u8>),
+    /// Answer, then close.
+    Quit(Vec<u8>),
+    /// Answer, then TLS.
+    StartTls(Vec<u8>),
+    /// Credentials complete: ask the authentication server.
+    Auth,
+    /// An invalid command (counted against `max_errors`).
+    Invalid,
+}
+
+pub struct Session {
+    pub addr: Arc<Addr>,
+    pub id: u64,
+    pub client: SocketAddr,
+    pub local: SocketAddr,
+    pub protocol: Protocol,
+    pub conn: Option<Conn>,
+    /// Bytes read from the client and not yet taken by a command.
+    pub buf: Vec<u8>,
+    cap: usize,
+    st: St,
+    pub tag: Vec<u8>,
+    pub login: Vec<u8>,
+    pub passwd: Vec<u8>,
+    pub salt: Option<Vec<u8>>,
+    pub method: Method,
+    pub attempt: u32,
+    errors: u32,
+    /// Synchronizing literals of the current IMAP command already
+    /// answered with a continuation.
+    literals_acked: usize,
+    pub smtp_helo: Vec<u8>,
+    pub smtp_from: Vec<u8>,
+    pub smtp_to: Vec<u8>,
+    pub esmtp: bool,
+    /// `Client-Host` (SMTP without a resolver: `[UNAVAILABLE]`).
+    pub host: Option<String>,
+    pub starttls_used: bool,
+    /// The PROXY header the connection began with.
+    pub proxy_protocol: Option<crate::proxy_protocol::ProxyAddrs>,
+    /// What the authentication request tells of the client's TLS.
+    pub ssl: Option<auth_http::SslInfo>,
+}
+
+impl Session {
+    pub fn conf(&self) -> &super::conf::SrvConf {
+        &self.addr.server.conf
+    }
+
+    /// An error-log line about this session, in nginx's mail shape.
+    pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
+        let conf = self.conf();
+        if !conf.error_log.enabled(level) {
+            return;
+        }
+        let mut tail = format!(
+            ", client: {}{}, server: {}",
+            self.client.ip(),
+            if self.starttls_used { " using starttls" } else { "" },
+            self.local
+        );
+        if !self.login.is_empty() {
+            tail.push_str(&format!(", login: \"{}\"", String::from_utf8_lossy(&self.login)));
+        }
+        log_to!(conf.error_log, level, "*{} {}{}", self.id, msg, tail);
+    }
+
+    pub fn tls(&self) -> bool {
+        self.conn.as_ref().is_some_and(Conn::is_tls)
+    }
+
+    fn starttls_only(&self) -> bool {
+        !self.tls() && self.conf().starttls == StartTls::Only
+    }
+
+    /// Writes to the client; false when it is gone.
+    pub async fn send(&mut self, data: &[u8]) -> bool {
+        let timeout = self.conf().timeout;
+        let Some(c) = self.conn.as_mut() else { return false };
+        let w = async {
+            c.write_all(data).await?;
+            c.flush().await
+        };
+        matches!(tokio::time::timeout(timeout, w).await, Ok(Ok(())))
+    }
+
+    /// Reads more from the client into `buf`; false on close, error or
+    /// `timeout` (logged as nginx does).
+    async fn fill(&mut self) -> bool {
+        let timeout = self.conf().timeout;
+        let room = self.cap.saturating_sub(self.buf.len()).max(1);
+        let mut chunk = vec![0u8; room];
+        let Some(c) = self.conn.as_mut() else { return false };
+        match tokio::time::timeout(timeout, c.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => false,
+            Ok(Ok(n)) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+            Err(_) => {
+                self.log(Level::Info, format_args!("client timed out (110: Connection timed out) while in auth state"));
+                false
+            }
+        }
+    }
+
+    fn internal_error(&self) -> &'static [u8] {
+        match self.protocol {
+            Protocol::Imap => b"* BAD internal server error\r\n",
+            Protocol::Pop3 => b"-ERR internal server error\r\n",
+            Protocol::Smtp => b"451 4.3.2 Internal server error\r\n",
+        }
+    }
+
+    fn invalid_reply(&self) -> Vec<u8> {
+        match self.protocol {
+            Protocol::Imap => self.tagged(b"BAD invalid command\r\n"),
+            Protocol::Pop3 => b"-ERR invalid command\r\n".to_vec(),
+            Protocol::Smtp => b"500 5.5.1 Invalid command\r\n".to_vec(),
+        }
+    }
+
+    /// IMAP: `tag SP text` (`* ` with no tag).
+    fn tagged(&self, text: &[u8]) -> Vec<u8> {
+        let mut v = if self.tag.is_empty() { b"*".to_vec() } else { self.tag.clone() };
+        v.push(b' ');
+        v.extend_from_slice(text);
+        v
+    }
+
+    /// The challenge nginx makes for APOP and CRAM-MD5: `<random.time@name>`.
+    fn make_salt(&mut self) -> Vec<u8> {
+        if let Some(s) = &self.salt {
+            return s.clone();
+        }
+        let mut r = [0u8; 4];
+        let _ = aws_lc_rs::rand::fill(&mut r);
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let s =
+            format!("<{}.{}@{}>\r\n", u32::from_le_bytes(r) & 0x7fff_ffff, now, self.conf().server_name).into_bytes();
+        self.salt = Some(s.clone());
+        s
+    }
+
+    fn cram_challenge(&mut self, prefix: &str) -> Vec<u8> {
+        let salt = self.make_salt();
+        let bare = salt.strip_suffix(b"\r\n").unwrap_or(&salt);
+        format!("{prefix}{}\r\n", parse::encode_base64(bare)).into_bytes()
+    }
+}
+
+async fn run(
+    addr: Arc<Addr>,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    id: u64,
+    _g: ConnGuard,
+) {
+    let _ = stream.set_nodelay(true);
+    let Ok(mut tcp) = TcpStream::from_std(stream) else { return };
+    let conf = &addr.server.conf;
+    let protocol = conf.protocol.unwrap_or(Protocol::Smtp);
+    let cap = match protocol {
+        Protocol::Imap => conf.imap_client_buffer,
+        // nginx's POP3 buffer is fixed at 128 bytes.
+        Protocol::Pop3 => 128,
+        Protocol::Smtp => conf.smtp_client_buffer,
+    };
+    log_to!(conf.error_log, Level::Info, "*{} client {} connected to {}", id, peer, local);
+    let mut s = Session {
+        addr: addr.clone(),
+        id,
+        client: peer,
+        local,
+        protocol,
+        conn: None,
+        buf: Vec::new(),
+        cap,
+        st: St::Start,
+        tag: Vec::new(),
+        login: Vec::new(),
+        passwd: Vec::new(),
+        salt: None,
+        method: Method::Plain,
+        attempt: 0,
+        errors: 0,
+        literals_acked: 0,
+        smtp_helo: Vec::new(),
+        smtp_from: Vec::new(),
+        smtp_to: Vec::new(),
+        esmtp: false,
+        host: None,
+        starttls_used: false,
+        proxy_protocol: None,
+        ssl: None,
+    };
+    if addr.proxy_protocol {
+        match crate::proxy_protocol::read(&mut tcp, conf.timeout).await {
+            Ok(pp) => {
+                if let Some(p) = &pp
+                    && crate::cidr::any_contains(&conf.real_ip_from, peer.ip())
+                    && let Ok(ip) = p.src_addr.parse::<std::net::IpAddr>()
+                {
+                    s.client = SocketAddr::new(ip, p.src_port);
+                }
+                s.proxy_protocol = pp;
+            }
+            Err(e) => {
+                s.log(Level::Error, format_args!("{e} while reading PROXY protocol"));
+                return;
+            }
+        }
+    }
+    if addr.ssl {
+        let Some(cfg) = addr.server.tls.clone() else { return };
+        match handshake(&s, cfg, tcp).await {
+            Some(t) => {
+                s.conn = Some(Conn::Tls(Box::new(t)));
+                if !verified(&mut s).await {
+                    return;
+                }
+            }
+            None => return,
+        }
+    } else {
+        s.conn = Some(Conn::Plain(tcp));
+    }
+    if protocol == Protocol::Smtp {
+        // Without a resolver nginx sends this for the client's name.
+        s.host = Some("[UNAVAILABLE]".into());
+    }
+    if !greet(&mut s).await {
+        return;
+    }
+    auth_state(&mut s).await;
+}
+
+async fn handshake(
+    s: &Session,
+    cfg: Arc<rustls::ServerConfig>,
+    tcp: TcpStream,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    match tokio::time::timeout(s.conf().timeout, acceptor.accept(tcp)).await {
+        Ok(Ok(t)) => Some(t),
+        Ok(Err(e)) => {
+            s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
+            None
+        }
+        Err(_) => {
+            s.log(Level::Info, format_args!("client timed out (110: Connection timed out) while SSL handshaking"));
+            None
+        }
+    }
+}
+
+/// The greeting; SMTP's `smtp_greeting_delay` refuses a client that
+/// speaks before it.
+async fn greet(s: &mut Session) -> bool {
+    let conf = s.conf().clone();
+    let mut greeting = s.addr.server.answers.greeting.clone();
+    if s.protocol == Protocol::Pop3 && conf.pop3_auth & (auth::APOP | auth::CRAM_MD5) != 0 {
+        let salt = s.make_salt();
+        greeting.truncate(greeting.len() - 2);
+        greeting.push(b' ');
+        greeting.extend_from_slice(&salt);
+    }
+    if s.protocol == Protocol::Smtp && !conf.smtp_greeting_delay.is_zero() {
+        let mut probe = [0u8; 512];
+        let Some(c) = s.conn.as_mut() else { return false };
+        if let Ok(r) = tokio::time::timeout(conf.smtp_greeting_delay, c.read(&mut probe)).await {
+            if let Ok(n) = r
+                && n > 0
+            {
+                let text = String::from_utf8_lossy(&probe[..n]).replace(['\r', '\n'], " ");
+                s.log(Level::Info, format_args!("client was rejected before greeting: \"{}\"", text.trim_end()));
+                s.send(b"503 5.5.0 Improper use of SMTP command pipelining\r\n").await;
+            }
+            return false;
+        }
+    }
+    s.send(&greeting).await
+}
+
+/// Reads and answers commands until the credentials are complete, then
+/// authenticates; a refusal with `Auth-Wait` goes back to reading.
+async fn auth_state(s: &mut Session) {
+    loop {
+        let parsed = match (s.st, s.protocol) {
+            (St::Start | St::User, Protocol::Imap) => parse::imap(&s.buf),
+            (St::Start | St::User, _) => parse::simple(&s.buf),
+            _ => parse::continuation(&s.buf),
+        };
+        let step = match parsed {
+            Parsed::Need => {
+                if s.buf.len() >= s.cap {
+                    let text = String::from_utf8_lossy(&s.buf).into_owned();
+                    s.log(Level::Info, format_args!("client sent too long command \"{}\" while in auth state", text));
+                    let r = s.invalid_reply();
+                    s.send(&r).await;
+                    return;
+                }
+                if !s.fill().await {
+                    return;
+                }
+                continue;
+            }
+            Parsed::Literal(n) => {
+                if n >= s.literals_acked {
+                    s.literals_acked = n + 1;
+                    if !s.send(b"+ OK\r\n").await {
+                        return;
+                    }
+                }
+                if !s.fill().await {
+                    return;
+                }
+                continue;
+            }
+            Parsed::Invalid { consumed, tag } => {
+                s.buf.drain(..consumed);
+                s.literals_acked = 0;
+                if s.protocol == Protocol::Imap {
+                    s.tag = tag;
+                }
+                Step::Invalid
+            }
+            Parsed::Command(c) => {
+                s.buf.drain(..c.consumed);
+                s.literals_acked = 0;
+                if s.protocol == Protocol::Imap && matches!(s.st, St::Start) {
+                    s.tag = c.tag.clone();
+                }
+                match s.protocol {
+                    Protocol::Imap => imap(s, &c),
+                    Protocol::Pop3 => pop3(s, &c),
+                    Protocol::Smtp => smtp(s, &c),
+                }
+            }
+        };
+        match step {
+            Step::Reply(r) => {
+                if !s.send(&r).await {
+                    return;
+                }
+            }
+            Step::Quit(r) => {
+                s.send(&r).await;
+                if let Some(c) = s.conn.as_mut() {
+                    let _ = c.shutdown().await;
+                }
+                return;
+            }
+            Step::Invalid => {
+                s.st = St::Start;
+                if s.errors >= s.conf().max_errors {
+                    s.log(Level::Info, format_args!("client sent too many invalid commands while in auth state"));
+                    return;
+                }
+                s.errors += 1;
+                let r = s.invalid_reply();
+                if !s.send(&r).await {
+                    return;
+                }
+            }
+            Step::StartTls(r) => {
+                if !s.send(&r).await {
+                    return;
+                }
+                if !starttls(s).await {
+                    return;
+                }
+            }
+            Step::Auth => {
+                s.st = St::Start;
+                s.attempt += 1;
+                match authenticate(s).await {
+                    Some(Auth::Retry) => {}
+                    Some(Auth::Proxy(backend)) => {
+                        super::proxy::run(s, backend).await;
+                        return;
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
+/// STARTTLS/STLS: what was read before is dropped (RFC 3207), then the
+/// handshake.
+async fn starttls(s: &mut Session) -> bool {
+    let Some(cfg) = s.addr.server.tls.clone() else { return false };
+    let Some(Conn::Plain(tcp)) = s.conn.take() else { return false };
+    s.buf.clear();
+    s.starttls_used = true;
+    match handshake(s, cfg, tcp).await {
+        Some(t) => {
+            s.conn = Some(Conn::Tls(Box::new(t)));
+            verified(s).await
+        }
+        None => false,
+    }
+}
+
+/// The client certificate check after a handshake; false when it refused
+/// the session (answered and logged).
+async fn verified(s: &mut Session) -> bool {
+    let Some(srv) = s.addr.server.tls_srv.clone() else { return true };
+    let Some(Conn::Tls(t)) = s.conn.as_ref() else { return true };
+    match super::tls::check(s.conf(), &srv, t) {
+        Ok(info) => {
+            s.ssl = Some(info);
+            true
+        }
+        Err(r) => {
+            match &r {
+                super::tls::Refusal::Error(m) => s.log(Level::Info, format_args!("{m} while SSL handshaking")),
+                super::tls::Refusal::NoCert => {
+                    s.log(Level::Info, format_args!("client sent no required SSL certificate while SSL handshaking"))
+                }
+            }
+            let reply = r.reply(s.protocol);
+            s.send(reply).await;
+            false
+        }
+    }
+}
+
+enum Auth {
+    Retry,
+    Proxy(Backend),
+}
+
+/// Where to proxy to and with what credentials.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub name: String,
+}
+
+/// Asks the authentication server; Some(Retry) after a refusal the client
+/// may retry, None when the session ends.
+async fn authenticate(s: &mut Session) -> Option<Auth> {
+    let conf = s.addr.server.conf.clone();
+    let ah = conf.auth_http.as_ref()?;
+    loop {
+        // nginx sends the challenge for any method but plain once one was
+        // made (APOP and CRAM-MD5 digests are no passwords).
+        let with_salt = s.method != Method::Plain && s.salt.is_some();
+        let ssl = if s.tls() { s.ssl.clone() } else { None };
+        let req = auth_http::Request {
+            conf: ah,
+            method: s.method.word(),
+            user: &s.login,
+            pass: &s.passwd,
+            salt: if with_salt { s.salt.as_deref() } else { None },
+            protocol: s.protocol,
+            attempt: s.attempt,
+            client_ip: s.client.ip().to_string(),
+            client_host: s.host.as_deref(),
+            proxy_protocol: s.proxy_protocol.as_ref(),
+            smtp: if s.method == Method::None { Some((&s.smtp_helo, &s.smtp_from, &s.smtp_to)) } else { None },
+            ssl,
+            headers: &conf.auth_http_headers,
+        };
+        let bytes = auth_http::request(&req);
+        let answer = match auth_http::ask(ah, &bytes, conf.auth_http_timeout).await {
+            Ok(a) => a,
+            Err(e) => {
+                s.log(Level::Error, format_args!("{e}"));
+                let r = s.internal_error();
+                s.send(r).await;
+                return None;
+            }
+        };
+        if with_salt {
+            // The digest is no password: the server must send one.
+            s.passwd.clear();
+        }
+        match answer {
+            Answer::Wait { wait } => {
+                tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+                continue;
+            }
+            Answer::Error { msg, code, wait } => {
+                s.log(
+                    Level::Info,
+                    format_args!("client login failed: \"{}\" while in http auth state", String::from_utf8_lossy(&msg)),
+                );
+                let reply = match s.protocol {
+                    Protocol::Pop3 => [b"-ERR ".as_slice(), &msg, b"\r\n"].concat(),
+                    Protocol::Imap => s.tagged(&[b"NO ".as_slice(), &msg, b"\r\n"].concat()),
+                    Protocol::Smtp => {
+                        let code = code.unwrap_or_else(|| b"535 5.7.0".to_vec());
+                        [code.as_slice(), b" ", &msg, b"\r\n"].concat()
+                    }
+                };
+                let Some(wait) = wait else {
+                    s.send(&reply).await;
+                    return None;
+                };
+                tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+                if !s.send(&reply).await {
+                    return None;
+                }
+                s.method = Method::Plain;
+                return Some(Auth::Retry);
+            }
+            Answer::Ok { server, port, user, pass } => {
+                if let Some(u) = user {
+                    s.login = u;
+                }
+                if let Some(p) = pass {
+                    s.passwd = p;
+                } else if (with_salt || s.method == Method::External)
+                    && (s.protocol != Protocol::Smtp || conf.proxy_smtp_auth)
+                {
+                    s.log(
+                        Level::Error,
+                        format_args!("auth http server {} did not send password while in http auth state", ah.addr),
+                    );
+                    let r = s.internal_error();
+                    s.send(r).await;
+                    return None;
+                }
+                if server.is_empty() || port.is_empty() {
+                    s.log(
+                        Level::Error,
+                        format_args!(
+                            "auth http server {} did not send server or port while in http auth state",
+                            ah.addr
+                        ),
+                    );
+                    let r = s.internal_error();
+                    s.send(r).await;
+                    return None;
+                }
+                let Some(addr) = auth_http::backend(&server, &port) else {
+                    s.log(
+                        Level::Error,
+                        format_args!(
+                            "auth http server {} sent invalid server address:\"{}:{}\" while in http auth state",
+                            ah.addr,
+                            String::from_utf8_lossy(&server),
+                            String::from_utf8_lossy(&port)
+                        ),
+                    );
+                    let r = s.internal_error();
+                    s.send(r).await;
+                    return None;
+                };
+                let name = format!("{}:{}", String::from_utf8_lossy(&server), String::from_utf8_lossy(&port));
+                return Some(Auth::Proxy(Backend { addr, name }));
+            }
+        }
+    }
+}
+
+/// `AUTH`/`AUTHENTICATE MECHANISM [initial]`: the next state and the
+/// challenge, or the credentials at once (Step::Auth), by nginx's
+/// `ngx_mail_auth_parse`.
+fn sasl(s: &mut Session, args: &[Vec<u8>], enabled: u8, cont: &str) -> Step {
+    let mech = args[0].to_ascii_uppercase();
+    let username = format!("{cont}VXNlcm5hbWU6\r\n").into_bytes();
+    let password = format!("{cont}UGFzc3dvcmQ6\r\n").into_bytes();
+    match (mech.as_slice(), args.len()) {
+        (b"LOGIN", 1) => {
+            s.st = St::LoginUsername;
+            Step::Reply(username)
+        }
+        (b"LOGIN", 2) => match parse::decode_base64(&args[1]) {
+            Some(l) => {
+                s.login = l;
+                s.st = St::LoginPassword;
+                Step::Reply(password)
+            }
+            None => {
+                s.log(Level::Info, format_args!("client sent invalid base64 encoding in AUTH LOGIN command"));
+                Step::Invalid
+            }
+        },
+        (b"PLAIN", 1) => {
+            s.st = St::Plain;
+            Step::Reply(format!("{cont}\r\n").into_bytes())
+        }
+        (b"PLAIN", 2) => plain(s, &args[1]),
+        (b"CRAM-MD5", 1) if enabled & auth::CRAM_MD5 != 0 => {
+            s.st = St::CramMd5;
+            Step::Reply(s.cram_challenge(cont))
+        }
+        (b"EXTERNAL", 1) if enabled & auth::EXTERNAL != 0 => {
+            s.st = St::External;
+            Step::Reply(username)
+        }
+        (b"EXTERNAL", 2) if enabled & auth::EXTERNAL != 0 => external(s, &args[1]),
+        _ => Step::Invalid,
+    }
+}
+
+fn plain(s: &mut Session, arg: &[u8]) -> Step {
+    match parse::sasl_plain(arg) {
+        Ok((l, p)) => {
+            s.login = l;
+            s.passwd = p;
+            s.method = Method::Plain;
+            Step::Auth
+        }
+        Err(m) => {
+            s.log(Level::Info, format_args!("{m}"));
+            Step::Invalid
+        }
+    }
+}
+
+fn external(s: &mut Session, arg: &[u8]) -> Step {
+    match parse::decode_base64(arg) {
+        Some(l) => {
+            s.login = l;
+            s.passwd.clear();
+            s.method = Method::External;
+            Step::Auth
+        }
+        None => {
+            s.log(Level::Info, format_args!("client sent invalid base64 encoding in AUTH EXTERNAL command"));
+            Step::Invalid
+        }
+    }
+}
+
+/// The answer to a SASL continuation line.
+fn continuation(s: &mut Session, arg: &[u8], cont: &str) -> Step {
+    match s.st {
+        St::LoginUsername => match parse::decode_base64(arg) {
+            Some(l) => {
+                s.login = l;
+                s.st = St::LoginPassword;
+                Step::Reply(format!("{cont}UGFzc3dvcmQ6\r\n").into_bytes())
+            }
+            None => {
+                s.log(Level::Info, format_args!("client sent invalid base64 encoding in AUTH LOGIN command"));
+                Step::Invalid
+            }
+        },
+        St::LoginPassword => match parse::decode_base64(arg) {
+            Some(p) => {
+                s.passwd = p;
+                s.method = Method::Plain;
+                s.st = St::Start;
+                Step::Auth
+            }
+            None => {
+                s.log(Level::Info, format_args!("client sent invalid base64 encoding in AUTH LOGIN command"));
+                Step::Invalid
+            }
+        },
+        St::Plain => plain(s, arg),
+        St::CramMd5 => match parse::sasl_cram_md5(arg) {
+            Ok((l, p)) => {
+                s.login = l;
+                s.passwd = p;
+                s.method = Method::CramMd5;
+                Step::Auth
+            }
+            Err(m) => {
+                s.log(Level::Info, format_args!("{m}"));
+                Step::Invalid
+            }
+        },
+        St::External => external(s, arg),
+        St::Start | St::User => Step::Invalid,
+    }
+}
+
+fn imap(s: &mut Session, c: &Command) -> Step {
+    if s.st != St::Start {
+        let arg = c.args.first().cloned().unwrap_or_default();
+        return continuation(s, &arg, "+ ");
+    }
+    let a = &s.addr.server.answers;
+    let ok = s.tagged(b"OK completed\r\n");
+    match c.name.as_slice() {
+        b"LOGIN" => {
+            if s.starttls_only() || c.args.len() != 2 || c.args[0].is_empty() {
+                return Step::Invalid;
+            }
+            s.login = c.args[0].clone();
+            s.passwd = c.args[1].clone();
+            s.method = Method::Plain;
+            Step::Auth
+        }
+        b"AUTHENTICATE" => {
+            if s.starttls_only() || c.args.is_empty() {
+                return Step::Invalid;
+            }
+            let enabled = s.conf().imap_auth;
+            sasl(s, &c.args, enabled, "+ ")
+        }
+        b"CAPABILITY" => {
+            let caps = match (s.tls(), s.conf().starttls) {
+                (false, StartTls::On) => &a.starttls_capability,
+                (false, StartTls::Only) => &a.starttls_only_capability,
+                _ => &a.capability,
+            };
+            Step::Reply([caps.as_slice(), &ok].concat())
+        }
+        b"LOGOUT" => Step::Quit([b"* BYE\r\n".as_slice(), &ok].concat()),
+        b"NOOP" => Step::Reply(ok),
+        b"ID" => Step::Reply([b"* ID NIL\r\n".as_slice(), &ok].concat()),
+        b"STARTTLS" if !s.tls() && s.conf().starttls != StartTls::Off => Step::StartTls(ok),
+        _ => Step::Invalid,
+    }
+}
+
+fn pop3(s: &mut Session, c: &Command) -> Step {
+    if !matches!(s.st, St::Start | St::User) {
+        let arg = c.args.first().cloned().unwrap_or_default();
+        return continuation(s, &arg, "+ ");
+    }
+    let a = &s.addr.server.answers;
+    let enabled = s.conf().pop3_auth;
+    let in_user = s.st == St::User;
+    s.st = St::Start;
+    match c.name.as_slice() {
+        b"USER" if !in_user => {
+            if s.starttls_only() || c.args.len() != 1 || enabled & auth::PLAIN == 0 {
+                return Step::Invalid;
+            }
+            s.login = c.args[0].clone();
+            s.st = St::User;
+            Step::Reply(b"+OK\r\n".to_vec())
+        }
+        b"PASS" if in_user => {
+            if c.args.len() != 1 {
+                return Step::Invalid;
+            }
+            s.passwd = c.args[0].clone();
+            s.method = Method::Plain;
+            Step::Auth
+        }
+        b"APOP" if !in_user => {
+            if s.starttls_only() || enabled & auth::APOP == 0 || c.args.len() != 2 {
+                return Step::Invalid;
+            }
+            s.login = c.args[0].clone();
+            s.passwd = c.args[1].clone();
+            s.method = Method::Apop;
+            Step::Auth
+        }
+        b"AUTH" if !in_user => {
+            if s.starttls_only() {
+                return Step::Invalid;
+            }
+            if c.args.is_empty() {
+                return Step::Reply(a.auth_capability.clone());
+            }
+            sasl(s, &c.args, enabled, "+ ")
+        }
+        b"CAPA" => {
+            let caps = match (s.tls(), s.conf().starttls) {
+                (false, StartTls::On) => &a.starttls_capability,
+                (false, StartTls::Only) => &a.starttls_only_capability,
+                _ => &a.capability,
+            };
+            if in_user {
+                s.st = St::User;
+            }
+            Step::Reply(caps.clone())
+        }
+        b"QUIT" => Step::Quit(b"+OK\r\n".to_vec()),
+        b"NOOP" => {
+            if in_user {
+                s.st = St::User;
+            }
+            Step::Reply(b"+OK\r\n".to_vec())
+        }
+        b"STLS" if !in_user && !s.tls() && s.conf().starttls != StartTls::Off => Step::StartTls(b"+OK\r\n".to_vec()),
+        _ => Step::Invalid,
+    }
+}
+
+fn smtp(s: &mut Session, c: &Command) -> Step {
+    if s.st != St::Start {
+        let arg = c.args.first().cloned().unwrap_or_default();
+        return continuation(s, &arg, "334 ");
+    }
+    const OK: &[u8] = b"250 2.0.0 OK\r\n";
+    const INVALID_ARGUMENT: &[u8] = b"501 5.5.4 Invalid argument\r\n";
+    let a = &s.addr.server.answers;
+    let enabled = s.conf().smtp_auth;
+    match c.name.as_slice() {
+        b"HELO" | b"EHLO" => {
+            if c.args.len() != 1 {
+                return Step::Reply(INVALID_ARGUMENT.to_vec());
+            }
+            s.smtp_helo = c.args[0].clone();
+            s.smtp_from.clear();
+            s.smtp_to.clear();
+            if c.name == b"HELO" {
+                s.esmtp = false;
+                return Step::Reply(a.helo.clone());
+            }
+            s.esmtp = true;
+            let caps = match (s.tls(), s.conf().starttls) {
+                (false, StartTls::On) => &a.starttls_capability,
+                (false, StartTls::Only) => &a.starttls_only_capability,
+                _ => &a.capability,
+            };
+            Step::Reply(caps.clone())
+        }
+        b"AUTH" => {
+            if s.starttls_only() {
+                return Step::Invalid;
+            }
+            if c.args.is_empty() {
+                return Step::Reply(INVALID_ARGUMENT.to_vec());
+            }
+            sasl(s, &c.args, enabled, "334 ")
+        }
+        b"QUIT" => Step::Quit(b"221 2.0.0 Bye\r\n".to_vec()),
+        b"MAIL" => {
+            if enabled & auth::NONE == 0 || s.starttls_only() {
+                let line = String::from_utf8_lossy(&c.line).into_owned();
+                s.log(Level::Info, format_args!("client was rejected: \"{line}\" while in auth state"));
+                return Step::Reply(b"530 5.7.1 Authentication required\r\n".to_vec());
+            }
+            if c.args.is_empty() {
+                return Step::Reply(INVALID_ARGUMENT.to_vec());
+            }
+            s.smtp_from = c.line.clone();
+            s.smtp_to.clear();
+            Step::Reply(OK.to_vec())
+        }
+        b"RCPT" => {
+            if s.smtp_from.is_empty() {
+                return Step::Reply(b"503 5.5.1 Bad sequence of commands\r\n".to_vec());
+            }
+            if c.args.is_empty() {
+                return Step::Reply(INVALID_ARGUMENT.to_vec());
+            }
+            s.smtp_to = c.line.clone();
+            s.login.clear();
+            s.passwd.clear();
+            s.method = Method::None;
+            Step::Auth
+        }
+        b"RSET" => {
+            s.smtp_from.clear();
+            s.smtp_to.clear();
+            Step::Reply(OK.to_vec())
+        }
+        b"NOOP" => Step::Reply(OK.to_vec()),
+        b"STARTTLS" if !s.tls() && s.conf().starttls != StartTls::Off => {
+            s.smtp_helo.clear();
+            s.esmtp = false;
+            Step::StartTls(b"220 2.0.0 Start TLS\r\n".to_vec())
+        }
+        _ => Step::Invalid,
+    }
+}
