@@ -18,6 +18,7 @@ mod conn;
 mod fastcgi;
 mod filter;
 mod h1;
+mod h2;
 mod http;
 mod proxy;
 mod quic;
@@ -31,6 +32,7 @@ pub use conn::h1_conn;
 pub use fastcgi::fastcgi;
 pub use filter::sub_filter;
 pub use h1::{chunked, h1_head};
+pub use h2::{h2_frame, hpack};
 pub use http::{range, uri};
 pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
@@ -65,6 +67,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("client_hello", client_hello),
     ("quic_cid", quic_cid),
     ("ssl_preread", ssl_preread),
+    ("hpack", hpack),
+    ("h2_frame", h2_frame),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing
