@@ -18,6 +18,7 @@ mod conn;
 mod fastcgi;
 mod filter;
 mod h1;
+mod h2;
 mod http;
 mod mail;
 mod proxy;
@@ -32,6 +33,7 @@ pub use conn::h1_conn;
 pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
+pub use h2::{h2_frame, hpack};
 pub use http::{range, uri};
 pub use mail::{auth_http_response, mail_command};
 pub use proxy::head_scan;
@@ -70,6 +72,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("ssl_preread", ssl_preread),
     ("mail_command", mail_command),
     ("auth_http_response", auth_http_response),
+    ("hpack", hpack),
+    ("h2_frame", h2_frame),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

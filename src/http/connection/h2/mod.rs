@@ -16,6 +16,8 @@
 //! that stops arriving for `client_body_timeout` ends its stream as 408.
 
 pub mod connect;
+pub mod frame;
+pub mod hpack;
 pub mod request;
 pub mod response;
 pub mod wire;
