@@ -51,6 +51,7 @@ const BUILT_IN: &[&str] = &[
     "ngx_http_zstd_static_module",
     "ngx_http_cache_purge_module",
     "ngx_stream_module",
+    "ngx_mail_module",
 ];
 
 fn nginx_mode() -> bool {
