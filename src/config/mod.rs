@@ -18,6 +18,7 @@ pub mod model;
 pub mod parser;
 pub mod proxy;
 pub mod proxy_buffers;
+pub mod proxy_ssl;
 pub mod set_core;
 pub mod set_loc;
 pub mod set_main;

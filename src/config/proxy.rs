@@ -10,10 +10,15 @@ use std::time::Duration;
 use super::build::Ctx;
 use super::model::LocConf;
 use super::parser::{ConfError, Directive};
-use super::set_main::{arg, flag, invalid};
+use super::set_main::{arg, invalid};
 use super::table::R;
 use super::value;
 use crate::variables::{Part, Template, Var};
+
+pub use super::proxy_ssl::{
+    check_client_certificate, proxy_ssl_certificate, proxy_ssl_certificate_key, proxy_ssl_crl, proxy_ssl_name,
+    proxy_ssl_server_name, proxy_ssl_trusted_certificate, proxy_ssl_verify,
+};
 
 /// One `server` line of an `upstream` block.
 #[derive(Clone, Debug)]
@@ -542,81 +547,6 @@ pub fn proxy_redirect(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         }
         (_, v) => return Err(invalid(d, v)),
     }
-    Ok(())
-}
-
-pub fn proxy_ssl_verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.ssl_verify = flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_ssl_server_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.ssl_server_name = flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_ssl_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') && v != "$proxy_host" {
-        return Err(ConfError::at("variables in \"proxy_ssl_name\" are not supported yet", &d.span));
-    }
-    c.proxy.ssl_name = (v != "$proxy_host").then(|| v.to_string());
-    Ok(())
-}
-
-/// `proxy_ssl_certificate`: loaded here so `-t` reports a missing or bad
-/// file; paired with its key once the location is complete
-/// (`check_client_certificate`).
-pub fn proxy_ssl_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at("variables in \"proxy_ssl_certificate\" are not supported yet", &d.span));
-    }
-    let p = ctx.conf_path(v);
-    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.proxy.ssl_certificate = Some((p, Arc::from(v)));
-    Ok(())
-}
-
-pub fn proxy_ssl_certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at("variables in \"proxy_ssl_certificate_key\" are not supported yet", &d.span));
-    }
-    c.proxy.ssl_certificate_key = Some(ctx.conf_path(v));
-    Ok(())
-}
-
-/// A location proxying to `https://` with a client certificate needs its
-/// key, and the pair must load and match (nginx checks at the same point,
-/// for TLS origins only).
-pub fn check_client_certificate(c: &LocConf, at: &crate::config::parser::Span) -> R {
-    let (Some(Pass::Fixed(p)), Some(cert)) = (&c.proxy.pass, &c.proxy.ssl_certificate) else { return Ok(()) };
-    if !p.tls {
-        return Ok(());
-    }
-    let (cert, written) = cert;
-    let Some(key) = &c.proxy.ssl_certificate_key else {
-        let why = format!("no \"proxy_ssl_certificate_key\" is defined for certificate \"{written}\"");
-        return Err(ConfError::at(why, at));
-    };
-    let provider = rustls::crypto::aws_lc_rs::default_provider();
-    crate::tls::certs::load_pair(&provider, cert, key, None).map_err(|m| ConfError::at(m, at))?;
-    Ok(())
-}
-
-/// Loaded here too, so `-t` reports a missing or bad file.
-pub fn proxy_ssl_crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let p = ctx.conf_path(arg(d, 0));
-    crate::tls::certs::load_crls(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.proxy.ssl_crl = Some(p);
-    Ok(())
-}
-
-pub fn proxy_ssl_trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let p = ctx.conf_path(arg(d, 0));
-    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.proxy.ssl_trusted_certificate = Some(p);
     Ok(())
 }
 

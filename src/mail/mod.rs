@@ -10,6 +10,7 @@
 
 pub mod auth_http;
 pub mod build;
+mod commands;
 pub mod conf;
 pub mod conn;
 pub mod directives;

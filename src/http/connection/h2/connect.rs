@@ -206,7 +206,7 @@ async fn tunnel(
                     }
                 }
                 while !pending.is_empty() {
-                    let n = super::window(&mut tx, pending.len(), conf, id).await?;
+                    let n = super::send::window(&mut tx, pending.len(), conf, id).await?;
                     let part = pending.split_to(n.min(pending.len()));
                     sent.set(sent.get() + part.len() as u64);
                     tx.send_data(part, false).map_err(|_| ())?;
