@@ -37,6 +37,8 @@ enum Mode {
 struct Zone {
     /// A records by name.
     a: HashMap<String, Vec<[u8; 4]>>,
+    /// AAAA records by name.
+    aaaa: HashMap<String, Vec<[u8; 16]>>,
     /// SRV records by name: (priority, weight, port, target).
     srv: HashMap<String, Vec<(u16, u16, u16, String)>>,
 }
@@ -78,9 +80,14 @@ impl Dns {
         self.zone.lock().unwrap().a.insert(name.into(), ips.to_vec());
     }
 
+    fn set_aaaa(&self, name: &str, ips: &[std::net::Ipv6Addr]) {
+        self.zone.lock().unwrap().aaaa.insert(name.into(), ips.iter().map(|i| i.octets()).collect());
+    }
+
     fn remove(&self, name: &str) {
         let mut z = self.zone.lock().unwrap();
         z.a.remove(name);
+        z.aaaa.remove(name);
         z.srv.remove(name);
     }
 
@@ -126,7 +133,7 @@ fn answer(m: &[u8], zone: &Zone, fail: bool) -> Option<Vec<u8>> {
     let mut r = m.get(..at + 4)?.to_vec();
     r[2] = 0x81 | (m[2] & 0x01);
     r[6..12].copy_from_slice(&[0; 6]);
-    let known = zone.a.contains_key(&name) || zone.srv.contains_key(&name);
+    let known = zone.a.contains_key(&name) || zone.aaaa.contains_key(&name) || zone.srv.contains_key(&name);
     r[3] = match (fail, known) {
         (true, _) => 0x82,
         (false, true) => 0x80,
@@ -148,6 +155,11 @@ fn answer(m: &[u8], zone: &Zone, fail: bool) -> Option<Vec<u8>> {
         1 => {
             for ip in zone.a.get(&name).into_iter().flatten() {
                 record(&mut r, 1, ip);
+            }
+        }
+        28 => {
+            for ip in zone.aaaa.get(&name).into_iter().flatten() {
+                record(&mut r, 28, ip);
             }
         }
         33 => {
@@ -267,6 +279,34 @@ fn a_records_change_under_load() {
     let status = s.get("/status").text();
     assert!(status.contains(&format!("\"server\":\"127.0.0.3:{port}\"")), "{status}");
     assert!(!status.contains(&format!("\"server\":\"127.0.0.2:{port}\"")), "{status}");
+}
+
+/// AAAA answers: a name with an IPv6 address is followed to it (and
+/// from IPv4 to IPv6 and back) under load.
+#[test]
+fn aaaa_records_are_followed() {
+    let dns = Dns::start();
+    let v4 = Origin::try_start_at("127.0.0.2", 0, |_| Reply::ok("4")).expect("bind 127.0.0.2");
+    let port = v4.port;
+    let Some(v6) = Origin::try_start_at("::1", port, |_| Reply::ok("6")) else {
+        panic!("port {port} taken on ::1");
+    };
+    dns.set_aaaa("app.test", &["::1".parse().unwrap()]);
+    let s = server(&dns, &format!("server app.test:{port} resolve max_fails=0;"));
+    until(Duration::from_secs(5), "first resolution", || body(&s, "/") == "6");
+    assert_eq!(s.get("/").header("X-Peer"), Some(format!("[::1]:{port}").as_str()));
+    let wrk = wrk_start(&["-t1", "-c8", "-d4s", "--timeout", "3s", &s.url("/")]);
+    thread::sleep(Duration::from_millis(1000));
+    // Both families, then IPv4 alone.
+    dns.set_a("app.test", &[[127, 0, 0, 2]]);
+    until(Duration::from_secs(3), "the A record joins", || v4.count() > 0);
+    dns.set_aaaa("app.test", &[]);
+    let res = wrk_finish(wrk, Duration::from_secs(20));
+    assert_no_failures(&res, &s);
+    until(Duration::from_secs(3), "the AAAA record goes", || {
+        let before = v6.count();
+        (0..5).all(|_| body(&s, "/") == "4") && v6.count() == before
+    });
 }
 
 #[test]

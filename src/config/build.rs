@@ -263,6 +263,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         core: Default::default(),
         access: Default::default(),
         check_status: None,
+        api: None,
         autoindex: Default::default(),
         random_index: false,
         error_pages: Vec::new(),
@@ -349,6 +350,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.access.secure_link.own_link = false;
     c.access.secure_link.own_secret = false;
     c.check_status = None;
+    c.api = None;
     c.limit_except = None;
     c.clear_handlers();
     c

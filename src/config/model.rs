@@ -215,6 +215,8 @@ pub struct LocConf {
     pub access: crate::http::access::AccessConf,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
+    /// NGINX Plus's `api`: the run-time API (not inherited).
+    pub api: Option<Arc<crate::http::api::ApiConf>>,
     pub autoindex: crate::http::handler::autoindex::AutoindexConf,
     /// `random_index on`.
     pub random_index: bool,

@@ -37,6 +37,12 @@ pub struct PeerConf {
     pub down: bool,
     /// 0: unlimited.
     pub max_conns: u32,
+    /// NGINX Plus's `drain`: no new requests but those bound to the peer
+    /// (`sticky`).
+    pub drain: bool,
+    /// NGINX Plus's `slow_start=T`: the weight grows from zero over T
+    /// after the peer is added or comes back; zero: none.
+    pub slow_start: Duration,
 }
 
 impl PeerConf {
@@ -52,6 +58,8 @@ impl PeerConf {
             backup: false,
             down: false,
             max_conns: 0,
+            drain: false,
+            slow_start: Duration::ZERO,
         }
     }
 }

@@ -308,6 +308,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::handler::autoindex::DIRECTIVES,
     crate::http::handler::random_index::DIRECTIVES,
     crate::metrics::DIRECTIVES,
+    crate::http::api::DIRECTIVES,
     crate::http::filter::sub::DIRECTIVES,
     crate::http::ssi::DIRECTIVES,
     crate::http::addition::DIRECTIVES,

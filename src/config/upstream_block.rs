@@ -61,6 +61,7 @@ fn build(
     let mut queue: Option<(usize, Duration)> = None;
     let mut check = crate::upstream::check::conf::Pending::default();
     let mut seen: Vec<&str> = Vec::new();
+    let mut state: Option<(std::path::PathBuf, crate::config::parser::Span)> = None;
     for sub in d.block.as_deref().unwrap_or(&[]) {
         let once = |seen: &mut Vec<&str>, n: &'static str| -> R {
             if seen.contains(&n) {
@@ -137,6 +138,11 @@ fn build(
                 zone = Some(arg(sub, 0).to_string());
             }
             "zone" => return Err(bad_args()),
+            "state" if nargs == 1 => {
+                once(&mut seen, "state")?;
+                state = Some((ctx.path(arg(sub, 0)), sub.span.clone()));
+            }
+            "state" => return Err(bad_args()),
             "resolver" => {
                 once(&mut seen, "resolver")?;
                 resolver.resolver = Some(crate::resolver::parse(sub)?);
@@ -164,7 +170,23 @@ fn build(
             }
         }
     }
-    if specs.is_empty() {
+    let state_file = match state {
+        Some((path, span)) => {
+            if !specs.is_empty() {
+                return Err(ConfError::at("\"state\" directive is incompatible with \"server\"", &span));
+            }
+            if zone.is_none() {
+                return Err(ConfError::at(
+                    format!("\"state\" requires upstream \"{}\" to be in shared memory", name),
+                    &span,
+                ));
+            }
+            specs = read_state(&path, l4)?;
+            Some(path)
+        }
+        None => None,
+    };
+    if specs.is_empty() && state_file.is_none() {
         return Err(ConfError {
             msg: "no servers are inside upstream".to_string(),
             file: Some(d.span.file.as_ref().clone()),
@@ -174,7 +196,11 @@ fn build(
     // The balancer refuses what nginx refuses at parse time (backup with
     // hash, ip_hash or random): checked on every server as written.
     u.peers = specs.iter().map(|s| s.params.clone()).collect();
-    if let Err(e) = crate::upstream::peers::build_balancer(&u) {
+    // (An empty `state` file is an upstream with no servers yet.)
+    if let Err(e) = crate::upstream::peers::build_balancer(&u).map_err(|e| (e, u.peers.is_empty()))
+        && !e.1
+    {
+        let e = e.0;
         return Err(ConfError { msg: e, file: Some(d.span.file.as_ref().clone()), line: d.end_line });
     }
     let resolvable = specs.iter().any(|s| s.resolve);
@@ -185,6 +211,18 @@ fn build(
             file: None,
             line: 0,
         });
+    }
+    // Without a zone these would have nothing to act on (sluice keeps
+    // them in the zone's shared peer state).
+    if zone.is_none() {
+        if let Some(s) = specs.iter().find(|s| s.params.drain || !s.params.slow_start.is_zero()) {
+            let what = if s.params.drain { "drain" } else { "slow_start" };
+            return Err(ConfError {
+                msg: format!("\"{}\" requires upstream \"{}\" in {} to be in shared memory", what, name, at),
+                file: None,
+                line: 0,
+            });
+        }
     }
     if let Some(http) = http.filter(|_| !own_resolver) {
         resolver.resolver = http.resolver.clone();
@@ -205,13 +243,23 @@ fn build(
             &d.span,
         ));
     }
+    if state_file.is_some() && queue.is_some() {
+        return Err(ConfError::at(
+            format!("\"queue\" is not supported with \"state\" in upstream \"{}\"", name),
+            &d.span,
+        ));
+    }
     if let Some((size, timeout)) = queue {
         u.queue = Some(Arc::new(crate::upstream::queue::Queue::new(size, timeout, &u.peers)));
     }
     u.check = crate::upstream::check::conf::finish(check, &u.name, &u.peers);
-    if let Some(zone_name) = zone.filter(|_| resolvable) {
-        // The servers change at run time: every worker reads them from
-        // the zone, `peers` stays empty.
+    let dynamic = resolvable || state_file.is_some();
+    if let Some(zone_name) = zone.filter(|_| u.queue.is_none() && (dynamic || u.check.is_none())) {
+        // The servers may change at run time (resolution, the API) and
+        // their state is every worker's: every worker reads them from the
+        // zone, `peers` stays empty. (With `queue`, whose slots are
+        // counted by position, the servers stay as written; so do they
+        // with `check` alone, which `check_status` lists by position.)
         let backups = matches!(u.balance, Balance::RoundRobin | Balance::LeastConn);
         let conf = crate::upstream::zone::ZoneConf {
             family: if l4 { "stream" } else { "http" },
@@ -220,6 +268,8 @@ fn build(
             resolver_timeout: resolver.timeout,
             backups,
             check: u.check.take().map(|c| c.conf.clone()),
+            state: state_file,
+            l4,
         };
         u.zone = Some(Arc::new(crate::upstream::zone::Zone::new(&u.name, conf, specs)));
         u.peers = Vec::new();
@@ -250,6 +300,36 @@ fn set_balance(u: &mut Upstream, b: Balance, d: &Directive) -> R {
     }
     u.balance = b;
     Ok(())
+}
+
+/// NGINX Plus's `state FILE`: the servers kept in a file of `server`
+/// lines (what the run-time API writes); a missing file is an empty list,
+/// a file that does not parse is an error naming its line.
+fn read_state(path: &std::path::Path, l4: bool) -> Result<Vec<crate::upstream::zone::ServerSpec>, ConfError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            let e = crate::process::signal::os_error(&e);
+            return Err(ConfError::plain(format!("open() \"{}\" failed ({})", path.display(), e)));
+        }
+    };
+    let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+    let parsed = crate::config::parser::parse_str(&text, path, dir)?;
+    let mut specs = Vec::new();
+    for d in &parsed.directives {
+        if d.name != "server" || d.block.is_some() {
+            return Err(ConfError::at(format!("unknown directive \"{}\"", d.name), &d.span));
+        }
+        specs.push(server_spec(d, l4)?);
+    }
+    Ok(specs)
+}
+
+/// A `server` line of a `state` file or an API request, as the
+/// configuration's.
+pub fn server_spec(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, ConfError> {
+    peer(d, l4)
 }
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]
@@ -322,6 +402,10 @@ fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, Co
             p.fail_timeout = value::parse_time(v).ok_or_else(|| invalid(d, t))?;
         } else if let Some(v) = t.strip_prefix("max_conns=") {
             p.max_conns = num(v)?.min(u32::MAX as u64) as u32;
+        } else if let Some(v) = t.strip_prefix("slow_start=") {
+            p.slow_start = value::parse_time(v).ok_or_else(|| invalid(d, t))?;
+        } else if t == "drain" {
+            p.drain = true;
         } else if t == "backup" {
             p.backup = true;
         } else if t == "down" {

@@ -9,6 +9,7 @@
 
 pub mod access;
 pub mod addition;
+pub mod api;
 pub mod cache;
 pub mod connection;
 pub mod fastcgi;

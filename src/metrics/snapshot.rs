@@ -164,6 +164,8 @@ fn zone_peers(z: &crate::upstream::zone::Zone, now: u64) -> Vec<PeerSnap> {
             };
             let state = if p.conf.down {
                 "down"
+            } else if p.conf.drain {
+                "draining"
             } else if s.checked_down() {
                 "unhealthy"
             } else if totals.unavailable {

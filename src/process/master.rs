@@ -86,6 +86,8 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     // From here on this generation reads the QUIC sockets; a retiring one
     // stops reading those it shares with it.
     listeners.take_over_udp();
+    // The run-time API now reaches this configuration's zones.
+    crate::upstream::zone::registry::publish(&cfg);
     Ok(Generation { cfg, workers, checker, resolver })
 }
 

@@ -1,8 +1,8 @@
 //! An upstream block's peers as one worker sees them, for any protocol:
 //! the balancer built from the block (nginx's methods, `balance`), each
 //! peer's failure accounting and connection count (`max_fails`,
-//! `fail_timeout`, `max_conns`, per worker as nginx keeps them without a
-//! `zone`) and the `check` module's verdicts. HTTP's proxy keeps its own
+//! `fail_timeout`, `max_conns`: per worker as nginx keeps them without a
+//! `zone`, in the zone for all workers with one) and the `check` module's verdicts. HTTP's proxy keeps its own
 //! state around the same balancer (with its keep-alive pool and `queue`);
 //! the stream proxy uses [`PeerState`] as it is.
 
@@ -87,17 +87,7 @@ impl PeerState {
         let now = crate::clock::now_secs();
         self.views.clear();
         if let Some((_, v)) = &mut self.zone {
-            let b = v.balancer.as_ref()?;
-            self.views.extend(b.peers().iter().zip(&v.health).map(|(p, h)| h.view(p, now)));
-            v.mark_shared(&mut self.views, now);
-            let b = v.balancer.as_mut()?;
-            let i = b.pick(sel, &PickCtx { peers: &self.views, client, key })?;
-            v.health[i].picked(&b.peers()[i], now);
-            let picked = v.picked(i);
-            if let Some(p) = &picked.peer {
-                p.shared.picked();
-            }
-            return Some(picked);
+            return v.pick(&mut self.views, sel, client, key);
         }
         let b = self.balancer.as_mut()?;
         self.views.extend(b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)));
@@ -111,14 +101,11 @@ impl PeerState {
 
     /// A connection to the picked peer was made.
     pub fn connected(&mut self, picked: &Picked) {
-        let (health, i) = match &mut self.zone {
-            Some((_, v)) => match v.position(picked) {
-                Some(i) => (&mut v.health, i),
-                None => return,
-            },
-            None => (&mut self.health, picked.i),
-        };
-        if let Some(h) = health.get_mut(i) {
+        if let Some((_, v)) = &self.zone {
+            v.connected(picked);
+            return;
+        }
+        if let Some(h) = self.health.get_mut(picked.i) {
             h.connected();
         }
     }
@@ -126,7 +113,7 @@ impl PeerState {
     /// How many peers one session may try.
     pub fn tries(&self) -> usize {
         match &self.zone {
-            Some((_, v)) => v.balancer.as_ref().map_or(0, |b| b.tries()),
+            Some((_, v)) => v.tries(),
             None => self.balancer.as_ref().map_or(0, |b| b.tries()),
         }
     }
@@ -135,24 +122,12 @@ impl PeerState {
     /// its `max_fails` (nginx then warns "upstream server temporarily
     /// disabled").
     pub fn done(&mut self, picked: &Picked, failed: bool) -> bool {
-        let (b, health, i) = match &mut self.zone {
-            Some((_, v)) => {
-                let Some(i) = v.position(picked) else {
-                    if let Some(p) = &picked.peer {
-                        p.shared.done(failed, false, p.conf.fail_timeout);
-                    }
-                    return false;
-                };
-                match v.balancer.as_mut() {
-                    Some(b) => (b, &mut v.health, i),
-                    None => return false,
-                }
-            }
-            None => match self.balancer.as_mut() {
-                Some(b) => (b, &mut self.health, picked.i),
-                None => return false,
-            },
-        };
+        if let Some((_, v)) = &mut self.zone {
+            return v.done(picked, failed);
+        }
+        let i = picked.i;
+        let Some(b) = self.balancer.as_mut() else { return false };
+        let health = &mut self.health;
         let single = b.is_single();
         let mut disabled = false;
         if let Some(h) = health.get_mut(i) {
@@ -162,9 +137,6 @@ impl PeerState {
         }
         if failed {
             b.failed(i);
-        }
-        if let Some(p) = &picked.peer {
-            p.shared.done(failed, disabled, p.conf.fail_timeout);
         }
         disabled
     }

@@ -381,6 +381,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if let Some(page) = &conf.metrics.page {
         return Step::Done(crate::metrics::page::respond(ctx, page));
     }
+    if let Some(api) = &conf.api {
+        return Step::Done(crate::http::api::respond(ctx, api));
+    }
     if let Some(page) = &conf.check_status {
         return Step::Done(crate::upstream::check::status::respond(ctx, page));
     }

@@ -91,6 +91,11 @@ fn method_idempotent(m: Method) -> bool {
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
     let lc: &'c crate::config::model::LocConf = ctx.conf;
+    // The run-time API's POST and PATCH come here for their bodies.
+    if let Some(api) = &lc.api {
+        let body = request_body::whole(&client.body);
+        return crate::http::api::respond_with_body(ctx, api, &body);
+    }
     let (configured, protocol) = handler_of(lc);
     let pass = match configured {
         Some(Pass::Fixed(p)) => p.clone(),

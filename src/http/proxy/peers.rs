@@ -1,7 +1,8 @@
 //! Per-worker upstream state: the balancer (src/upstream/balance, nginx's
 //! methods), each peer's failure accounting and connection count (nginx's
 //! max_fails / fail_timeout / max_conns, per worker as nginx keeps them
-//! without a `zone`), and the keep-alive pool of idle origin connections.
+//! without a `zone`; with one they are in the zone, `upstream::zone`), and
+//! the keep-alive pool of idle origin connections.
 //! Only two things come from outside the worker, both read with relaxed
 //! atomics: the active checker's up/down verdicts and, with `queue`, the
 //! process-wide connection counts that `max_conns` is then checked against.
@@ -149,7 +150,7 @@ impl UpstreamRt {
     /// The next peer for a request (None: nginx's "no live upstreams").
     pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<Picked> {
         if let Some(v) = &mut self.zone {
-            return pick_zone(v, &mut self.views, sel, client, key);
+            return v.pick(&mut self.views, sel, Some(client), key);
         }
         self.pick_static(sel, client, key).map(|i| Picked { i, peer: None })
     }
@@ -203,7 +204,7 @@ impl UpstreamRt {
     /// How many peers one request may try.
     pub fn tries(&self) -> usize {
         if let Some(v) = &self.zone {
-            return v.balancer.as_ref().map_or(0, |b| b.tries());
+            return v.tries();
         }
         self.balancer.as_ref().map(|b| b.tries()).unwrap_or(0)
     }
@@ -213,7 +214,7 @@ impl UpstreamRt {
     /// server temporarily disabled").
     pub fn done(&mut self, picked: &Picked, failed: bool) -> bool {
         if let Some(v) = &mut self.zone {
-            return done_zone(v, picked, failed);
+            return v.done(picked, failed);
         }
         let i = picked.i;
         let Some(b) = self.balancer.as_mut() else { return false };
@@ -285,46 +286,4 @@ impl UpstreamRt {
         }
         self.idle.push(Idle { peer, stream, since: now, uses });
     }
-}
-
-/// A pick over a zone's list: the worker's own health, plus what all
-/// workers share through the zone (the check's verdicts, `max_fails`).
-fn pick_zone(
-    v: &mut View,
-    views: &mut Vec<PeerView>,
-    sel: &mut Selection,
-    client: IpAddr,
-    key: &[u8],
-) -> Option<Picked> {
-    let now = crate::clock::now_secs();
-    views.clear();
-    let b = v.balancer.as_ref()?;
-    views.extend(b.peers().iter().zip(&v.health).map(|(p, h)| h.view(p, now)));
-    v.mark_shared(views, now);
-    let b = v.balancer.as_mut()?;
-    let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
-    v.health[i].picked(&b.peers()[i], now);
-    let picked = v.picked(i);
-    if let Some(p) = &picked.peer {
-        p.shared.picked();
-    }
-    Some(picked)
-}
-
-fn done_zone(v: &mut View, picked: &Picked, failed: bool) -> bool {
-    let Some(p) = &picked.peer else { return false };
-    let mut disabled = false;
-    if let (Some(i), Some(b)) = (v.position(picked), v.balancer.as_mut()) {
-        let single = b.is_single();
-        if let Some(h) = v.health.get_mut(i) {
-            h.released(failed, crate::clock::now_secs(), single);
-            let max_fails = p.conf.max_fails;
-            disabled = failed && !single && max_fails != 0 && h.fails() >= max_fails;
-        }
-        if failed {
-            b.failed(i);
-        }
-    }
-    p.shared.done(failed, disabled, p.conf.fail_timeout);
-    disabled
 }

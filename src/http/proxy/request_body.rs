@@ -465,3 +465,22 @@ pub fn keep_for_variable(ctx: &mut crate::http::handler::ctx::ReqCtx<'_, '_>, bo
         ctx.request_body = Some(b.clone());
     }
 }
+
+/// A buffered body read whole (the run-time API's small JSON bodies); a
+/// streamed one is not, and reads as empty.
+pub fn whole(body: &ReqBody) -> Vec<u8> {
+    let ReqBody::Buffered(b) = body else { return Vec::new() };
+    if let crate::http::connection::spool::Spooled::Memory(v) = b {
+        return v.clone();
+    }
+    let mut out = vec![0u8; b.len().min(1 << 20) as usize];
+    let mut at = 0;
+    while at < out.len() {
+        match spool::read_at(b, at as u64, &mut out[at..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => at += n,
+        }
+    }
+    out.truncate(at);
+    out
+}

@@ -56,6 +56,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 pub use health::PeerHealth;
+pub use random::Rng;
 
 /// A balancing method, as selected by the `upstream` block's directive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -69,7 +69,7 @@ pub(super) fn ranges(peers: &[PeerInfo], members: &[usize]) -> Vec<u64> {
 
 /// SplitMix64: small, fast, and good enough to spread requests; not for secrets.
 #[derive(Clone, Debug)]
-pub(super) struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
     pub(super) fn new(seed: u64) -> Rng {
@@ -78,7 +78,7 @@ impl Rng {
 
     /// Seeded from the standard library's per-process random hash keys: workers and reloads
     /// start from different points, as nginx seeds `random()` per worker.
-    pub(super) fn from_entropy() -> Rng {
+    pub fn from_entropy() -> Rng {
         Rng(std::collections::hash_map::RandomState::new().hash_one(0x5eed_u64))
     }
 
@@ -91,7 +91,7 @@ impl Rng {
     }
 
     /// Below `n` (0 when `n` is 0), as nginx's `ngx_random() % n` with a 31-bit draw.
-    pub(super) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         (self.next() >> 33).checked_rem(n).unwrap_or(0)
     }
 }

@@ -327,6 +327,8 @@ mod tests {
             backup: false,
             down,
             max_conns: 0,
+            drain: false,
+            slow_start: Duration::ZERO,
         };
         let conf = |kind, default_down| CheckConf {
             kind,

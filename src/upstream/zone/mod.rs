@@ -13,16 +13,23 @@
 //! peers that stayed (by [`Peer::id`]). Upstreams without a zone do not
 //! have one and pay nothing.
 //!
-//! What a peer has that all workers share (its request counts for
-//! `sluice_status`, the active check's verdict) is in [`Shared`], which
+//! What a peer has that all workers share (its connections and failures,
+//! which balancing and `max_conns`/`max_fails` read, its request counts
+//! for `sluice_status`, the active check's verdict) is in [`Shared`], which
 //! stays with the peer as long as it is in the list, across changes of its
 //! parameters and across reloads ([`inherit`]).
 //!
 //! * `resolve`: the background resolution (one thread per worker
 //!   generation, one task per resolvable server).
 //! * `view`: one worker's view of the list.
+//! * `api`: NGINX Plus's run-time API on the servers; `registry`: the
+//!   serving configuration's upstreams, where the API finds them.
+//! * `state`: the `state` file, written after every API change.
 
+pub mod api;
+pub mod registry;
 pub mod resolve;
+pub mod state;
 pub mod view;
 
 use std::net::SocketAddr;
@@ -66,15 +73,23 @@ impl ServerSpec {
     }
 }
 
-/// One peer's state that every worker shares, kept while the peer stays.
+/// One peer's state that every worker shares, kept while the peer stays:
+/// what nginx keeps in the zone's `ngx_http_upstream_rr_peer_t` (`conns`,
+/// `fails`, `accessed`, `checked`) under the peer's lock, so `max_conns`,
+/// `max_fails` and least-connections balancing count every worker.
 #[derive(Default)]
 pub struct Shared {
+    /// The failure accounting and connection count of all workers.
+    pub health: Mutex<crate::upstream::balance::PeerHealth>,
     pub requests: AtomicU64,
     pub failures: AtomicU64,
     pub active: AtomicU64,
     /// Until when (`clock::now_secs`) some worker holds it failed out by
     /// `max_fails`.
     pub unavailable_until: AtomicU64,
+    /// `slow_start`: when (`clock::unix_ms`) the peer was added or came
+    /// back; 0: not ramping up.
+    pub slow_since: AtomicU64,
     /// Tengine's `check`: the checker's verdict on this peer, when the
     /// upstream has `check` (and the peer is neither `down` nor a unix
     /// socket, which Tengine does not check).
@@ -88,6 +103,49 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// The peer's health now.
+    pub fn health(&self) -> crate::upstream::balance::PeerHealth {
+        *lock(&self.health)
+    }
+
+    /// Takes a connection slot for a pick: false when another worker took
+    /// the last one (`max_conns`) or failed it out since the views were
+    /// read, as nginx checks again under the peer's lock.
+    pub fn claim(&self, info: &crate::upstream::balance::PeerInfo, now: u64) -> bool {
+        let mut h = lock(&self.health);
+        if !h.view(info, now).usable {
+            return false;
+        }
+        h.picked(info, now);
+        drop(h);
+        self.picked();
+        true
+    }
+
+    /// The session connected (nginx stream's `NOTIFY_CONNECT`).
+    pub fn connected(&self) {
+        lock(&self.health).connected();
+    }
+
+    /// Gives the slot back; true when this failure leaves the peer at its
+    /// `max_fails` (nginx's "upstream server temporarily disabled").
+    pub fn release(&self, conf: &PeerConf, failed: bool, single: bool) -> bool {
+        let (max_fails, fail_timeout) = (conf.max_fails, conf.fail_timeout);
+        let now = crate::clock::now_secs();
+        let (disabled, recovered) = {
+            let mut h = lock(&self.health);
+            let was_out = max_fails != 0 && h.fails() >= max_fails;
+            h.released(failed, now, single);
+            (failed && !single && max_fails != 0 && h.fails() >= max_fails, was_out && h.fails() == 0)
+        };
+        // Back after `fail_timeout`: its weight ramps up again.
+        if recovered {
+            self.start_slow(conf);
+        }
+        self.done(failed, disabled, fail_timeout);
+        disabled
+    }
+
     pub fn picked(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
@@ -103,6 +161,30 @@ impl Shared {
             let until = crate::clock::now_secs().saturating_add(fail_timeout.as_secs());
             self.unavailable_until.fetch_max(until, Ordering::Relaxed);
         }
+    }
+
+    /// Starts the `slow_start` ramp (a peer added, or back in service).
+    pub fn start_slow(&self, conf: &PeerConf) {
+        if !conf.slow_start.is_zero() {
+            self.slow_since.store(crate::clock::unix_ms().max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// How far into its `slow_start` the peer is, in thousandths (None:
+    /// at full weight). nginx Plus grows the weight from zero over the
+    /// time; sluice skips the peer in the same proportion of picks.
+    pub fn slow_start_permille(&self, conf: &PeerConf, now_ms: u64) -> Option<u64> {
+        let since = self.slow_since.load(Ordering::Relaxed);
+        if since == 0 || conf.slow_start.is_zero() {
+            return None;
+        }
+        let total = conf.slow_start.as_millis().max(1) as u64;
+        let gone = now_ms.saturating_sub(since);
+        if gone >= total {
+            self.slow_since.store(0, Ordering::Relaxed);
+            return None;
+        }
+        Some(gone * 1000 / total)
     }
 
     /// Whether the active check holds the peer down.
@@ -186,6 +268,10 @@ pub struct ZoneConf {
     pub backups: bool,
     /// Tengine's `check` settings, when the upstream has `check`.
     pub check: Option<crate::upstream::check::CheckConf>,
+    /// NGINX Plus's `state FILE`: written after every API change.
+    pub state: Option<std::path::PathBuf>,
+    /// A stream upstream (servers name their ports).
+    pub l4: bool,
 }
 
 /// An upstream's changeable server list, shared by all workers.
@@ -274,6 +360,91 @@ impl Zone {
             self.publish(&g);
         }
         Some(changed)
+    }
+
+    /// The servers as configured or changed (the API's list): each with
+    /// its id.
+    pub fn servers(&self) -> Vec<(u64, ServerSpec)> {
+        lock(&self.servers).list.iter().map(|e| (e.id, e.spec.clone())).collect()
+    }
+
+    /// One server by id.
+    pub fn server(&self, id: u64) -> Option<ServerSpec> {
+        lock(&self.servers).list.iter().find(|e| e.id == id).map(|e| e.spec.clone())
+    }
+
+    /// Adds a server (the API's POST): a static one serves at once, a
+    /// resolvable one once the resolver thread finds it (it looks for new
+    /// servers on its next round). Returns its id.
+    pub fn add(&self, spec: ServerSpec) -> u64 {
+        let mut g = lock(&self.servers);
+        let id = g.next_id;
+        g.next_id += 1;
+        let peers: Vec<Arc<Peer>> = static_peer(id, &spec, self.conf.check.as_ref()).into_iter().collect();
+        for p in &peers {
+            p.shared.start_slow(&p.conf);
+        }
+        g.list.push(Entry { id, spec, peers });
+        self.publish(&g);
+        drop(g);
+        self.save();
+        id
+    }
+
+    /// Changes a server's parameters (the API's PATCH); its peers keep
+    /// their ids and shared state. None: no such server.
+    pub fn modify(&self, id: u64, f: impl FnOnce(&mut PeerConf)) -> Option<ServerSpec> {
+        let mut g = lock(&self.servers);
+        let e = g.list.iter_mut().find(|e| e.id == id)?;
+        let was_down = e.spec.params.down;
+        f(&mut e.spec.params);
+        let params = e.spec.params.clone();
+        for p in e.peers.iter_mut() {
+            let mut conf = params.clone();
+            // A resolved peer keeps its address, and an SRV record's weight.
+            conf.addr = p.conf.addr;
+            conf.unix = p.conf.unix.clone();
+            conf.name = p.conf.name.clone();
+            conf.backup = p.conf.backup;
+            if e.spec.service.is_some() && params.weight == 1 {
+                conf.weight = p.conf.weight;
+            }
+            if was_down && !conf.down {
+                p.shared.start_slow(&conf);
+            }
+            *p =
+                Arc::new(Peer { id: p.id, parent: p.parent, conf, server: p.server.clone(), shared: p.shared.clone() });
+        }
+        let spec = e.spec.clone();
+        self.publish(&g);
+        drop(g);
+        self.save();
+        Some(spec)
+    }
+
+    /// Removes a server and its peers (the API's DELETE); requests at
+    /// them finish. False: no such server.
+    pub fn remove(&self, id: u64) -> bool {
+        let mut g = lock(&self.servers);
+        let before = g.list.len();
+        g.list.retain(|e| e.id != id);
+        if g.list.len() == before {
+            return false;
+        }
+        self.publish(&g);
+        drop(g);
+        self.save();
+        true
+    }
+
+    /// Writes the `state` file, if the upstream has one (logged on
+    /// failure: the change itself is made).
+    fn save(&self) {
+        let Some(path) = &self.conf.state else { return };
+        let specs: Vec<ServerSpec> = lock(&self.servers).list.iter().map(|e| e.spec.clone()).collect();
+        if let Err(e) = state::write(path, &specs) {
+            crate::log_error!(crate::log::error::Level::Crit, "{}", e);
+        }
     }
 
     /// Takes over what `old` (the same upstream in the configuration being
@@ -441,6 +612,8 @@ mod tests {
             resolver_timeout: Duration::from_secs(1),
             backups,
             check: None,
+            state: None,
+            l4: false,
         }
     }
 

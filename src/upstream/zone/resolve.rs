@@ -55,20 +55,23 @@ impl Drop for Resolver {
 /// Starts the resolution of every zone of `zones` that has a resolvable
 /// server; None when there is none.
 pub fn start(zones: Vec<Arc<Zone>>) -> Result<Option<Resolver>, String> {
-    let work: Vec<(Arc<Zone>, u64, ServerSpec)> =
-        zones.iter().flat_map(|z| z.resolvable().into_iter().map(move |(id, spec)| (z.clone(), id, spec))).collect();
-    if work.is_empty() {
+    // Zones with a resolver: their configured names, and the names the
+    // run-time API adds later.
+    let zones: Vec<Arc<Zone>> = zones.into_iter().filter(|z| z.conf.resolver.is_some()).collect();
+    if zones.is_empty() {
         return Ok(None);
     }
     let (tx, rx) = oneshot::channel();
     let thread = std::thread::Builder::new()
         .name("sluice-resolve".into())
-        .spawn(move || run(work, rx))
+        .spawn(move || run(zones, rx))
         .map_err(|e| format!("could not start the upstream resolver thread ({e})"))?;
     Ok(Some(Resolver { stop: Some(tx), thread: Some(thread) }))
 }
 
-fn run(work: Vec<(Arc<Zone>, u64, ServerSpec)>, stop: oneshot::Receiver<()>) {
+/// A task per resolvable server; once a second, a task for each one the
+/// API added since (a removed one's task ends at its next answer).
+fn run(zones: Vec<Arc<Zone>>, mut stop: oneshot::Receiver<()>) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -78,14 +81,23 @@ fn run(work: Vec<(Arc<Zone>, u64, ServerSpec)>, stop: oneshot::Receiver<()>) {
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        for (z, id, spec) in work {
-            tokio::task::spawn_local(server_loop(z, id, spec));
+        let mut started: std::collections::HashSet<(usize, u64)> = std::collections::HashSet::new();
+        loop {
+            for (zi, z) in zones.iter().enumerate() {
+                for (id, spec) in z.resolvable() {
+                    if started.insert((zi, id)) {
+                        tokio::task::spawn_local(server_loop(z.clone(), id, spec));
+                    }
+                }
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
         }
-        let _ = stop.await;
     });
 }
 
-/// Resolves one server until the generation ends.
 async fn server_loop(z: Arc<Zone>, id: u64, spec: ServerSpec) {
     let Some(conf) = z.conf.resolver.clone() else { return };
     loop {

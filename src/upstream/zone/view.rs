@@ -1,18 +1,19 @@
 //! One worker's view of a zone's list: the balancer built over the
 //! published [`Peers`], rebuilt when the zone's version moved (one relaxed
-//! atomic load per use), keeping the passive-health state of the peers
-//! that stayed (matched by [`Peer::id`]) and telling the caller where each
-//! old position went, so it can keep the pooled connections of those peers.
+//! atomic load per use), telling the caller where each old position went
+//! (matched by [`Peer::id`]), so it can keep the pooled connections of the
+//! peers that stayed. Their health is in the zone, for every worker.
 //!
 //! A request holds the peer it picked as a [`Picked`]: its position, and
 //! its id and list, so that a list published while the request is at the
 //! origin does not make it release (or pool a connection for) another peer.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::{Peer, Peers, Zone};
 use crate::config::proxy::{Balance, PeerConf, Upstream};
-use crate::upstream::balance::{Balancer, PeerHealth, PeerInfo, PeerView};
+use crate::upstream::balance::{Balancer, PeerInfo, PeerView, PickCtx, Rng, Selection};
 
 /// A peer picked for one request or session.
 #[derive(Clone, Debug)]
@@ -35,20 +36,24 @@ impl Picked {
     }
 }
 
-/// A worker's balancer over a zone's current list.
+/// A worker's balancer over a zone's current list. The peers' health
+/// (connections, failures) is in their [`super::Shared`], for all workers;
+/// what stays per worker is the balancer's own position (round robin's
+/// current weights, `random`'s generator).
 pub struct View {
     pub version: u64,
     pub list: Arc<Peers>,
     pub balancer: Option<Balancer>,
-    pub health: Vec<PeerHealth>,
+    /// For `slow_start`'s skips.
+    rng: Rng,
 }
 
 impl View {
-    /// The view of the zone's current list, with fresh health.
+    /// The view of the zone's current list.
     pub fn new(zone: &Zone, balance: &Balance) -> View {
         let list = zone.current();
         let balancer = build(&list, balance);
-        View { version: list.version, health: vec![PeerHealth::default(); list.list.len()], list, balancer }
+        View { version: list.version, list, balancer, rng: Rng::from_entropy() }
     }
 
     /// Catches up with the zone: None when nothing changed, else for each
@@ -60,14 +65,7 @@ impl View {
         let list = zone.current();
         let remap: Vec<Option<usize>> =
             self.list.list.iter().map(|old| list.list.iter().position(|p| p.id == old.id)).collect();
-        let mut health = vec![PeerHealth::default(); list.list.len()];
-        for (old, new) in remap.iter().enumerate() {
-            if let (Some(n), Some(h)) = (new, self.health.get(old)) {
-                health[*n] = *h;
-            }
-        }
         self.balancer = build(&list, balance);
-        self.health = health;
         self.version = list.version;
         self.list = list;
         Some(remap)
@@ -87,18 +85,93 @@ impl View {
         Picked { i, peer: self.list.list.get(i).cloned() }
     }
 
-    /// Marks the peers the active check holds down, or that another
-    /// worker's failures took out (`max_fails`, shared through the zone
-    /// as nginx's zone shares it).
-    pub fn mark_shared(&self, views: &mut [PeerView], now: u64) {
-        for (v, p) in views.iter_mut().zip(self.list.list.iter()) {
-            if p.shared.checked_down() {
+    /// The next peer, by every worker's counts (None: "no live
+    /// upstreams"). `views` is the caller's reused buffer.
+    pub fn pick(
+        &mut self,
+        views: &mut Vec<PeerView>,
+        sel: &mut Selection,
+        client: Option<IpAddr>,
+        key: &[u8],
+    ) -> Option<Picked> {
+        let now = crate::clock::now_secs();
+        let now_ms = crate::clock::unix_ms();
+        views.clear();
+        let b = self.balancer.as_ref()?;
+        for (info, p) in b.peers().iter().zip(self.list.list.iter()) {
+            let mut v = p.shared.health().view(info, now);
+            // The active check's verdict, and a peer being drained
+            // (`drain`: only its sticky sessions may use it).
+            if p.shared.checked_down() || p.conf.drain {
                 v.usable = false;
             }
-            if p.shared.unavailable_until.load(std::sync::atomic::Ordering::Relaxed) > now {
+            views.push(v);
+        }
+        self.slow_start(views, now_ms);
+        let b = self.balancer.as_mut()?;
+        loop {
+            let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
+            let p = self.list.list.get(i)?;
+            if p.shared.claim(&b.peers()[i], now) {
+                return Some(self.picked(i));
+            }
+            // Another worker took its last slot or failed it out since.
+            if let Some(v) = views.get_mut(i) {
                 v.usable = false;
             }
         }
+    }
+
+    /// `slow_start`: a peer ramping up is left out of this pick with the
+    /// probability of the part of its weight it has not regained, unless
+    /// that would leave no peer to pick.
+    fn slow_start(&mut self, views: &mut [PeerView], now_ms: u64) {
+        let mut skipped = false;
+        for (v, p) in views.iter_mut().zip(self.list.list.iter()) {
+            if !v.usable {
+                continue;
+            }
+            if let Some(pm) = p.shared.slow_start_permille(&p.conf, now_ms) {
+                if self.rng.below(1000) >= pm {
+                    v.usable = false;
+                    skipped = true;
+                }
+            }
+        }
+        if skipped && !views.iter().any(|v| v.usable) {
+            for (v, p) in views.iter_mut().zip(self.list.list.iter()) {
+                if p.shared.slow_start_permille(&p.conf, now_ms).is_some() && !p.shared.checked_down() && !p.conf.drain
+                {
+                    let h = p.shared.health();
+                    v.usable = h.view(&info(&p.conf, &p.server), now_ms / 1000).usable;
+                }
+            }
+        }
+    }
+
+    /// A connection to the picked peer was made.
+    pub fn connected(&self, picked: &Picked) {
+        if let Some(p) = &picked.peer {
+            p.shared.connected();
+        }
+    }
+
+    /// Done with the picked peer; true when a failure leaves it at its
+    /// `max_fails`.
+    pub fn done(&mut self, picked: &Picked, failed: bool) -> bool {
+        let Some(p) = &picked.peer else { return false };
+        let i = self.position(picked);
+        let single = self.balancer.as_ref().is_some_and(|b| b.is_single()) && i.is_some();
+        let disabled = p.shared.release(&p.conf, failed, single);
+        if let (true, Some(i), Some(b)) = (failed, i, self.balancer.as_mut()) {
+            b.failed(i);
+        }
+        disabled
+    }
+
+    /// How many peers one request may try.
+    pub fn tries(&self) -> usize {
+        self.balancer.as_ref().map_or(0, |b| b.tries())
     }
 }
 
