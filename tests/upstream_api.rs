@@ -369,3 +369,42 @@ fn slow_start_ramps_an_added_server_up() {
     let late = share(100);
     assert!((0.35..=0.65).contains(&late), "late share {late}");
 }
+
+/// The API on a `stream` upstream: `/api/N/stream/upstreams/NAME/servers`;
+/// new TCP sessions follow the change.
+#[test]
+fn stream_upstreams_through_the_api() {
+    let a = Origin::ok("a");
+    let b = Origin::ok("b");
+    let s = builder()
+        .main(&format!(
+            r#"stream {{
+                upstream s {{ zone s 64k; server 127.0.0.1:{}; }}
+                server {{ listen 127.0.0.1:{{port1}}; proxy_pass s; }}
+            }}"#,
+            a.port
+        ))
+        .http("server { listen 127.0.0.1:{port}; location /api/ { api write=on; } }")
+        .ports(2)
+        .start();
+    let url = format!("http://127.0.0.1:{}/", s.ports[1]);
+    let get = || {
+        let out = Command::new("curl").args(["-s", "-m", "3", &url]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(get(), "a");
+    let p = "/api/9/stream/upstreams/s/servers";
+    // A stream server names its port.
+    let (code, body) = curl(&s, "POST", p, Some("{\"server\":\"127.0.0.1\"}"));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("\"code\":\"UpstreamBadAddress\""), "{body}");
+    let (code, _) = curl(&s, "POST", p, Some(&format!("{{\"server\":\"127.0.0.1:{}\"}}", b.port)));
+    assert_eq!(code, 201);
+    let (code, _) = curl(&s, "DELETE", &format!("{p}/0"), None);
+    assert_eq!(code, 200);
+    for _ in 0..5 {
+        assert_eq!(get(), "b");
+    }
+    // The http upstreams are another family's.
+    assert_eq!(curl(&s, "GET", "/api/9/http/upstreams/s/servers", None).0, 404);
+}
