@@ -203,11 +203,10 @@ fn pass_hands_connections_to_http_listeners() {
     assert!(r.ends_with(&format!("plain 127.0.0.1 {p2}\n")), "{r}");
     // No listener there: 500, logged.
     assert_eq!(http_get(p5), "");
-    srv.wait_error_log(&format!("port 127.0.0.1:1 not found while passing connection"));
+    srv.wait_error_log("port 127.0.0.1:1 not found while passing connection");
     // Handed-off sessions are the listener's: only the refused one is logged.
     let lines = wait_lines(&srv.path("logs/p.log"), 1, LOG_WAIT);
     assert_eq!(lines, vec!["500".to_string()]);
-    let _ = p3;
 }
 
 /// A DNS server in the test: `A` questions for a name with "app" get
