@@ -350,6 +350,27 @@ pub fn block_var(name: &str) -> Option<Var> {
         .or_else(|| crate::config::split_clients::lookup_var(name).map(Var::Split))
 }
 
+/// `$ssl_client_*` (but `_verify`) by name, for the families that have
+/// them.
+pub fn client_cert_var(name: &str) -> Option<ClientCertVar> {
+    use ClientCertVar::*;
+    Some(match name {
+        "ssl_client_s_dn" => SubjectDn,
+        "ssl_client_i_dn" => IssuerDn,
+        "ssl_client_serial" => Serial,
+        "ssl_client_fingerprint" => Fingerprint,
+        "ssl_client_raw_cert" => RawCert,
+        "ssl_client_escaped_cert" => EscapedCert,
+        "ssl_client_cert" => Cert,
+        "ssl_client_s_dn_legacy" => SubjectDnLegacy,
+        "ssl_client_i_dn_legacy" => IssuerDnLegacy,
+        "ssl_client_v_start" => Start,
+        "ssl_client_v_end" => End,
+        "ssl_client_v_remain" => Remain,
+        _ => return None,
+    })
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientCertVar {
     SubjectDn,

@@ -258,7 +258,6 @@ fn version_flags() {
         "--with-stream_ssl_module",
         "--with-stream_realip_module",
         "--with-stream_ssl_preread_module",
-        "--without-stream_pass_module",
     ] {
         assert!(args.contains(&want), "{want} missing: {err}");
     }
@@ -267,6 +266,7 @@ fn version_flags() {
         "--with-http_dav_module",
         "--with-stream_geoip_module",
         "--without-stream_map_module",
+        "--without-stream_pass_module",
         "--without-stream_upstream_hash_module",
         "--without-http_ssi_module",
         "--without-http_grpc_module",

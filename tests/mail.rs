@@ -481,3 +481,82 @@ fn config_test_speaks_nginx() {
     let (ok, err) = check("auth_http 127.0.0.1:1; server { listen 127.0.0.1:25; }");
     assert!(ok, "{err}");
 }
+
+/// A DNS server for the client's name: PTR for 127.0.0.1 gives `ptr`
+/// (None: SERVFAIL), and `A` for a name gives 127.0.0.1 when it starts
+/// with "client", 192.0.2.1 otherwise.
+fn dns_server(ptr: Option<&'static str>) -> u16 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind dns");
+    let port = s.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        loop {
+            let Ok((len, from)) = s.recv_from(&mut buf) else { return };
+            let q = &buf[..len];
+            let end = 12 + q[12..].iter().position(|&b| b == 0).unwrap_or(0) + 1;
+            let qtype = u16::from_be_bytes([q[end], q[end + 1]]);
+            let qname = String::from_utf8_lossy(&q[12..end]).into_owned();
+            let mut rdata = Vec::new();
+            let mut rcode = 0;
+            match (qtype, ptr) {
+                (12, None) => rcode = 2,
+                (12, Some(name)) => {
+                    for l in name.split('.') {
+                        rdata.push(l.len() as u8);
+                        rdata.extend_from_slice(l.as_bytes());
+                    }
+                    rdata.push(0);
+                }
+                (1, _) if qname.contains("client") => rdata.extend_from_slice(&[127, 0, 0, 1]),
+                (1, _) => rdata.extend_from_slice(&[192, 0, 2, 1]),
+                _ => {}
+            }
+            let an = u8::from(!rdata.is_empty());
+            let mut r = vec![q[0], q[1], 0x81, 0x80 | rcode, 0, 1, 0, an, 0, 0, 0, 0];
+            r.extend_from_slice(&q[12..end + 4]);
+            if an == 1 {
+                r.extend_from_slice(&[0xc0, 0x0c]);
+                r.extend_from_slice(&qtype.to_be_bytes());
+                r.extend_from_slice(&[0, 1, 0, 0, 0, 60]);
+                r.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
+                r.extend_from_slice(&rdata);
+            }
+            let _ = s.send_to(&r, from);
+        }
+    });
+    port
+}
+
+#[test]
+fn smtp_client_host_through_the_resolver() {
+    let (bport, _blog) = backend(Proto::Smtp);
+    let (aport, alog) = auth_server(bport);
+    let good = dns_server(Some("client.example"));
+    let failing = dns_server(None);
+    let elsewhere = dns_server(Some("other.example"));
+    let srv = builder()
+        .ports(3)
+        .whole(&mail_conf(&format!(
+            "auth_http 127.0.0.1:{aport}; server_name mx.test; smtp_auth none; resolver_timeout 2s;
+             server {{ listen 127.0.0.1:{{port0}}; protocol smtp; resolver 127.0.0.1:{good}; }}
+             server {{ listen 127.0.0.1:{{port1}}; protocol smtp; resolver 127.0.0.1:{failing}; }}
+             server {{ listen 127.0.0.1:{{port2}}; protocol smtp; resolver 127.0.0.1:{elsewhere}; }}"
+        )))
+        .start();
+    for (i, port) in srv.ports.iter().enumerate() {
+        let mut c = Client::connect(*port);
+        assert_eq!(c.line(), "220 mx.test ESMTP ready\r\n");
+        c.send("EHLO me.test");
+        c.reply();
+        c.send("MAIL FROM:<a@b.test>");
+        assert_eq!(c.reply(), "250 2.0.0 OK\r\n");
+        c.send("RCPT TO:<c@d.test>");
+        assert_eq!(c.reply(), "250 RCPT ok\r\n", "server {i}");
+        c.send("QUIT");
+    }
+    let reqs = wait_for(&alog, 3);
+    let hosts: Vec<_> = reqs.iter().map(|r| header(r, "Client-Host").unwrap_or("")).collect();
+    assert_eq!(hosts, ["client.example", "[TEMPUNAVAIL]", "[UNAVAILABLE]"]);
+    srv.wait_error_log("127.0.0.1 could not be resolved (2: Server failure)");
+    srv.wait_error_log("other.example address does not match client address");
+}

@@ -314,7 +314,11 @@ fn config_test_speaks_nginx() {
     let (ok, err) =
         check("upstream u { server 127.0.0.1:1; keepalive 2; } server { listen 127.0.0.1:1; proxy_pass u; }");
     assert!(!ok && err.contains("unknown directive \"keepalive\""), "{err}");
+    // Servers share an address (nginx 1.25.5's `server_name`); two without
+    // names conflict on "" and the first wins.
     let (ok, err) = check("server { listen 127.0.0.1:1; return x; } server { listen 127.0.0.1:1; return y; }");
+    assert!(ok && err.contains("conflicting server name \"\" on 127.0.0.1:1, ignored"), "{err}");
+    let (ok, err) = check("server { listen 127.0.0.1:1; listen 127.0.0.1:1; return x; }");
     assert!(!ok && err.contains("duplicate \"127.0.0.1:1\" address and port pair"), "{err}");
     let (ok, err) = check("server { listen 127.0.0.1:1; proxy_pass 127.0.0.1:2; proxy_timeout 5s; }");
     assert!(ok, "{err}");

@@ -94,20 +94,10 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             g.default = Some(server.clone());
         }
         for n in &sl.names {
-            if let Some(rest) = n.strip_prefix('.') {
-                // ".example.com" is both "example.com" and "*.example.com".
-                g.names.exact.entry(rest.to_string()).or_insert_with(|| server.clone());
-                g.names.wildcard_front.push((n.clone(), server.clone()));
-            } else if let Some(rest) = n.strip_prefix('*') {
-                g.names.wildcard_front.push((rest.to_string(), server.clone()));
-            } else if let Some(rest) = n.strip_suffix('*') {
-                g.names.wildcard_back.push((rest.to_string(), server.clone()));
-            } else {
-                g.names.exact.entry(n.clone()).or_insert_with(|| server.clone());
-            }
+            g.names.add(n, &server);
         }
         for r in &sl.regex_names {
-            g.names.regex.push((r.clone(), server.clone()));
+            g.names.add_regex(r, &server);
         }
     }
     for g in &groups {
@@ -142,8 +132,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
     Ok(groups
         .into_iter()
         .map(|mut g| {
-            g.names.wildcard_front.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
-            g.names.wildcard_back.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+            g.names.sort();
             ListenGroup {
                 addr: g.addr,
                 backlog: g.backlog.unwrap_or(DEFAULT_BACKLOG),

@@ -19,6 +19,7 @@ pub mod parser;
 pub mod proxy;
 pub mod proxy_buffers;
 pub mod proxy_ssl;
+pub mod server_names;
 pub mod set_core;
 pub mod set_loc;
 pub mod set_main;

@@ -138,15 +138,8 @@ pub struct SockOpts {
     pub keep_cnt: u32,
 }
 
-#[derive(Default)]
-pub struct ServerNames {
-    pub exact: HashMap<String, Arc<Server>>,
-    /// `*.example.com` stored as `.example.com`, longest first.
-    pub wildcard_front: Vec<(String, Arc<Server>)>,
-    /// `www.example.*` stored as `www.example.`, longest first.
-    pub wildcard_back: Vec<(String, Arc<Server>)>,
-    pub regex: Vec<(Arc<crate::pattern::Regex>, Arc<Server>)>,
-}
+/// An address's server names (`config::server_names`), selecting HTTP servers.
+pub type ServerNames = super::server_names::ServerNames<Arc<Server>>;
 
 pub struct Server {
     /// The first `server_name`, for `$server_name`.

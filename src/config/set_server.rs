@@ -174,23 +174,5 @@ pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {
 }
 
 pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
-    for w in &d.args {
-        let n = &w.text;
-        if let Some(pat) = n.strip_prefix('~') {
-            // nginx compiles server_name regexes caseless.
-            let re = crate::pattern::Regex::new(pat, true).map_err(|e| ConfError::at(e, &d.span))?;
-            super::captures::register(&re);
-            s.regex_names.push(std::sync::Arc::new(re));
-            continue;
-        }
-        let lower = n.to_ascii_lowercase();
-        let stars = lower.matches('*').count();
-        let ok_star =
-            stars == 0 || (stars == 1 && (lower.starts_with("*.") || lower.ends_with(".*")) && lower.len() > 2);
-        if !ok_star || lower.contains('/') {
-            return Err(ConfError::at(format!("invalid server name or wildcard \"{}\"", n), &d.span));
-        }
-        s.names.push(lower);
-    }
-    Ok(())
+    super::server_names::parse(d, &mut s.names, &mut s.regex_names)
 }

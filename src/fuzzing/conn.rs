@@ -126,6 +126,7 @@ fn world() -> Option<World> {
         dns: RefCell::new(Default::default()),
         stats: crate::worker::stats::register(),
         metrics: crate::metrics::register(),
+        handoff: std::cell::RefCell::new(Vec::new()),
     });
     Some(World { rt, w })
 }

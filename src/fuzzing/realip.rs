@@ -55,20 +55,29 @@ pub fn forwarded(data: &[u8]) {
 
 /// A DNS answer to `resolver`'s question (its id taken from the input):
 /// never panics; addresses only of the family asked for, SRV records only
-/// to an SRV question and each with a target, a CNAME only when nothing
+/// to an SRV question and each with a target, PTR names only to a PTR
+/// question and never empty, a CNAME only when nothing
 /// of the type asked came, with a TTL that fits nginx's signed 32 bits;
 /// bytes after our own question parse too.
 pub fn dns_answer(data: &[u8]) {
     use crate::resolver::wire;
     let id = if data.len() >= 2 { u16::from_be_bytes([data[0], data[1]]) } else { 0x0141 };
-    for (qtype, name) in [(wire::A, "app.test"), (wire::AAAA, "app.test"), (wire::SRV, "_http._tcp.app.test")] {
+    for (qtype, name) in [
+        (wire::A, "app.test"),
+        (wire::AAAA, "app.test"),
+        (wire::SRV, "_http._tcp.app.test"),
+        (wire::PTR, "1.0.0.127.in-addr.arpa"),
+    ] {
         if let Ok(r) = wire::parse_records(data, id, name, qtype) {
             assert!(r.ttl <= i32::MAX as u32);
             assert!(r.addrs.iter().all(|a| a.is_ipv4() == (qtype == wire::A)), "{:?}", r.addrs);
             assert!(qtype != wire::SRV || r.addrs.is_empty());
             assert!(qtype == wire::SRV || r.srvs.is_empty());
+            assert!(qtype == wire::PTR || r.names.is_empty());
+            assert!(qtype != wire::PTR || r.addrs.is_empty());
             assert!(r.srvs.iter().all(|s| !s.target.is_empty() && s.target.len() <= 255));
-            assert!(r.cname.is_none() || (r.addrs.is_empty() && r.srvs.is_empty()));
+            assert!(r.names.iter().all(|n| !n.is_empty() && n.len() <= 255));
+            assert!(r.cname.is_none() || (r.addrs.is_empty() && r.srvs.is_empty() && r.names.is_empty()));
         }
         let mut own = wire::query(id, name, qtype).unwrap_or_default();
         if own.len() > 3 {

@@ -87,6 +87,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
         timeout: Duration::from_secs(60),
         real_ip_from: Vec::new(),
         resolver_timeout: Duration::from_secs(30),
+        resolver: None,
     }
 }
 

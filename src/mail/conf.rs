@@ -145,6 +145,9 @@ pub struct SrvConf {
     pub timeout: Duration,
     pub real_ip_from: Vec<Cidr>,
     pub resolver_timeout: Duration,
+    /// `resolver`: the client's name for SMTP's `Client-Host` and XCLIENT
+    /// is looked up (PTR, then confirmed by its addresses).
+    pub resolver: Option<crate::resolver::ResolverConf>,
 }
 
 impl SrvConf {

@@ -191,13 +191,8 @@ pub fn apply(c: &mut SrvConf, d: &Directive, ctx: &mut Ctx, seen: &mut Vec<&'sta
         }
         "timeout" => c.timeout = time(d)?,
         "max_errors" => c.max_errors = value::parse_number(arg(d, 0)).ok_or_else(|| invalid(d, arg(d, 0)))? as u32,
-        // nginx looks the client's name up with a resolver for
-        // Client-Host; sluice does not make that lookup yet.
-        "resolver" if arg(d, 0) != "off" || d.args.len() != 1 => {
-            return Err(ConfError::at(
-                "\"resolver\" in mail is not supported yet (the client's name for Client-Host is not looked up)",
-                &d.span,
-            ));
+        "resolver" => {
+            c.resolver = if arg(d, 0) == "off" && d.args.len() == 1 { None } else { Some(crate::resolver::parse(d)?) };
         }
         "resolver_timeout" => c.resolver_timeout = time(d)?,
         "auth_http" => c.auth_http = Some(auth_http(d)?),

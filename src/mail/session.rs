@@ -317,12 +317,43 @@ async fn run(
     }
     if protocol == Protocol::Smtp {
         // Without a resolver nginx sends this for the client's name.
-        s.host = Some("[UNAVAILABLE]".into());
+        let host = match &s.conf().resolver {
+            Some(r) => client_name(&s, r).await,
+            None => "[UNAVAILABLE]".into(),
+        };
+        s.host = Some(host);
     }
     if !greet(&mut s).await {
         return;
     }
     auth_state(&mut s).await;
+}
+
+/// The client's name as nginx's SMTP module finds it: the address's PTR
+/// name, kept when that name's addresses include the client's;
+/// `[UNAVAILABLE]` when a name does not exist or does not lead back,
+/// `[TEMPUNAVAIL]` when the servers failed (logged as nginx does).
+async fn client_name(s: &Session, r: &crate::resolver::ResolverConf) -> String {
+    use crate::resolver::query;
+    use crate::resolver::wire::Failure;
+    let ip = s.client.ip();
+    let deadline = tokio::time::Instant::now() + s.conf().resolver_timeout;
+    let fail = |f: Failure, what: &dyn std::fmt::Display| {
+        s.log(Level::Error, format_args!("{what} could not be resolved ({})", f.nginx_text()));
+        if f == Failure::HostNotFound { "[UNAVAILABLE]" } else { "[TEMPUNAVAIL]" }.to_string()
+    };
+    let name = match query::name_of(r, ip, deadline).await {
+        Ok((n, _)) => n,
+        Err(f) => return fail(f, &ip),
+    };
+    match query::addresses(r, &name, deadline).await {
+        Ok((addrs, _)) if addrs.contains(&ip) => name,
+        Ok(_) => {
+            s.log(Level::Error, format_args!("{name} address does not match client address"));
+            "[UNAVAILABLE]".into()
+        }
+        Err(f) => fail(f, &name),
+    }
 }
 
 async fn handshake(

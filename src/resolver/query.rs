@@ -117,7 +117,7 @@ async fn follow(servers: &[SocketAddr], name: &str, qtype: u16, deadline: Instan
     for _ in 0..=MAX_CNAMES {
         let r = exchange(servers, &asked, qtype, deadline).await?;
         match &r.cname {
-            Some(next) if r.addrs.is_empty() && r.srvs.is_empty() => asked = next.clone(),
+            Some(next) if r.addrs.is_empty() && r.srvs.is_empty() && r.names.is_empty() => asked = next.clone(),
             _ => return Ok(r),
         }
     }
@@ -201,4 +201,31 @@ pub async fn service(conf: &ResolverConf, srv_name: &str, deadline: Instant) -> 
         return Err(Failure::HostNotFound);
     }
     Ok(out)
+}
+
+/// The name of an address (a PTR question for `in-addr.arpa` or
+/// `ip6.arpa`), following CNAMEs, as nginx's `ngx_resolve_addr`: the first
+/// name, and the TTL. No PTR record at all is `Malformed` (nginx: "no PTR
+/// type in DNS response"), a name that does not exist `HostNotFound`.
+pub async fn name_of(conf: &ResolverConf, ip: IpAddr, deadline: Instant) -> Result<(String, u32), Failure> {
+    let r = follow(&conf.servers, &reverse_name(ip), wire::PTR, deadline).await?;
+    r.names.into_iter().next().map(|n| (n, r.ttl)).ok_or(Failure::Malformed)
+}
+
+/// `1.0.0.127.in-addr.arpa` for 127.0.0.1; nibbles for IPv6.
+pub fn reverse_name(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            format!("{}.{}.{}.{}.in-addr.arpa", o[3], o[2], o[1], o[0])
+        }
+        IpAddr::V6(a) => {
+            let mut s = String::with_capacity(72);
+            for b in a.octets().iter().rev() {
+                s.push_str(&format!("{:x}.{:x}.", b & 0xf, b >> 4));
+            }
+            s.push_str("ip6.arpa");
+            s
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! DNS messages (RFC 1035) as far as a forwarding client needs them: a
-//! recursive query for one name's A, AAAA or SRV (RFC 2782) records, and
+//! recursive query for one name's A, AAAA, SRV (RFC 2782) or PTR records, and
 //! the answer's records with their smallest TTL, or the name a CNAME points
 //! to when the server gave no record of the type asked. The answer is bytes
 //! from the network, so the reader checks every length and offset, follows
@@ -13,6 +13,7 @@ pub const A: u16 = 1;
 pub const AAAA: u16 = 28;
 pub const SRV: u16 = 33;
 pub const CNAME: u16 = 5;
+pub const PTR: u16 = 12;
 const CLASS_IN: u16 = 1;
 
 /// Why an answer gives no addresses, in nginx's words and numbers
@@ -67,6 +68,9 @@ pub struct Records {
     /// SRV questions: every record, duplicates kept (nginx makes a peer of
     /// each).
     pub srvs: Vec<Srv>,
+    /// PTR questions: the names, in answer order (an empty RDATA is
+    /// malformed, as nginx has it).
+    pub names: Vec<String>,
     /// The name a CNAME record gave, when no record of the type asked came
     /// with it (the resolver then asks about that name).
     pub cname: Option<String>,
@@ -193,6 +197,17 @@ pub fn parse_records(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<Reco
                     out.addrs.push(ip);
                 }
             }
+            (PTR, _) if qtype == PTR => {
+                if data.is_empty() {
+                    return Err(Failure::Malformed);
+                }
+                let (target, end) = r.name(data_at)?;
+                if end > at || target.is_empty() {
+                    return Err(Failure::Malformed);
+                }
+                ttl = ttl.min(rttl);
+                out.names.push(target);
+            }
             (SRV, 7..) if qtype == SRV => {
                 let (target, end) = r.name(data_at + 6)?;
                 if end > at {
@@ -214,7 +229,7 @@ pub fn parse_records(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<Reco
             _ => {}
         }
     }
-    if out.addrs.is_empty() && out.srvs.is_empty() {
+    if out.addrs.is_empty() && out.srvs.is_empty() && out.names.is_empty() {
         if let Some((target, t)) = cname {
             out.cname = Some(target);
             ttl = t;
@@ -303,6 +318,32 @@ pub mod tests {
             m.extend_from_slice(data);
         }
         m
+    }
+
+    fn dns_name(n: &str) -> Vec<u8> {
+        let mut v = Vec::new();
+        for l in n.split('.') {
+            v.push(l.len() as u8);
+            v.extend_from_slice(l.as_bytes());
+        }
+        v.push(0);
+        v
+    }
+
+    #[test]
+    fn ptr_records() {
+        let q = "1.0.0.127.in-addr.arpa";
+        let m = answer(7, q, PTR, 0, &[(PTR, 60, dns_name("a.example.net"))]);
+        let r = parse_records(&m, 7, q, PTR).unwrap();
+        assert_eq!(r.names, vec!["a.example.net".to_string()]);
+        assert_eq!((r.ttl, r.addrs.len(), r.cname.is_none()), (60, 0, true));
+        // nginx refuses an empty RDATA; a PTR in an A answer is ignored.
+        assert_eq!(parse_records(&answer(7, q, PTR, 0, &[(PTR, 60, vec![])]), 7, q, PTR), Err(Failure::Malformed));
+        let m = answer(7, "x.test", A, 0, &[(PTR, 60, dns_name("a.example.net"))]);
+        assert!(parse_records(&m, 7, "x.test", A).unwrap().names.is_empty());
+        // Only a CNAME: followed by the caller.
+        let m = answer(7, q, PTR, 0, &[(CNAME, 60, dns_name("1.1.0.0.127.in-addr.arpa"))]);
+        assert_eq!(parse_records(&m, 7, q, PTR).unwrap().cname.as_deref(), Some("1.1.0.0.127.in-addr.arpa"));
     }
 
     #[test]

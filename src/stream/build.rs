@@ -33,9 +33,18 @@ struct ListenSpec {
     proxy_protocol: bool,
     reuseport: bool,
     bind: bool,
+    default_server: bool,
     backlog: Option<i32>,
     sock: SockOpts,
     span: Span,
+}
+
+/// A server with what grouping by address needs of it.
+struct Built {
+    server: Arc<Server>,
+    span: Span,
+    names: Vec<String>,
+    regex_names: Vec<Arc<crate::pattern::Regex>>,
 }
 
 pub fn build(d: &Directive, ctx: &mut Ctx, main: &MainConf) -> Result<StreamConf, ConfError> {
@@ -95,17 +104,18 @@ fn build_block(dirs: &[Directive], ctx: &mut Ctx, main: &MainConf) -> Result<Str
         crate::config::upstream_block::l4_upstream_block(d, ctx, &top.resolver)?;
     }
     let mut servers = Vec::new();
-    let mut specs: Vec<(ListenSpec, Arc<Server>)> = Vec::new();
+    let mut specs: Vec<(ListenSpec, Arc<Built>)> = Vec::new();
     for d in rest.iter().filter(|d| d.name == "server") {
         directives::check(d, Level::Main)?;
-        let (server, listens) = build_server(d, &top, ctx, &zones)?;
+        let (server, listens, names, regex_names) = build_server(d, &top, ctx, &zones)?;
         let server = Arc::new(server);
+        let built = Arc::new(Built { server: server.clone(), span: d.span.clone(), names, regex_names });
         for l in listens {
-            specs.push((l, server.clone()));
+            specs.push((l, built.clone()));
         }
         servers.push(server);
     }
-    let (listens, routes) = group(specs, main)?;
+    let (listens, routes) = group(specs, main, &mut ctx.warnings)?;
     Ok(StreamConf { servers, listens, routes, upstreams: Vec::new(), limit_zones: zones.into_values().collect() })
 }
 
@@ -178,27 +188,41 @@ fn default_conf(main: &MainConf) -> SrvConf {
     }
 }
 
+type ServerParts = (Server, Vec<ListenSpec>, Vec<String>, Vec<Arc<crate::pattern::Regex>>);
+
 fn build_server(
     d: &Directive,
     top: &SrvConf,
     ctx: &mut Ctx,
     zones: &HashMap<String, Arc<super::limit::Zone>>,
-) -> Result<(Server, Vec<ListenSpec>), ConfError> {
+) -> Result<ServerParts, ConfError> {
     let mut conf = top.clone();
     let mut listens = Vec::new();
     let mut content: Option<Content> = None;
     let mut set = Vec::new();
     let mut seen = Vec::new();
+    let (mut names, mut regex_names) = (Vec::new(), Vec::new());
+    let mut first_name: Option<String> = None;
     for sd in d.block.as_deref().unwrap_or(&[]) {
         directives::check(sd, Level::Server)?;
         match sd.name.as_str() {
             "listen" => listens.push(listen(sd)?),
-            "proxy_pass" | "return" => {
+            "server_name" => {
+                // `$server_name`: the first name as written (a leading "."
+                // dropped), regexes and case included, as nginx keeps it.
+                if first_name.is_none() {
+                    let raw = sd.args[0].text.as_str();
+                    first_name = Some(raw.strip_prefix('.').unwrap_or(raw).to_string());
+                }
+                crate::config::server_names::parse(sd, &mut names, &mut regex_names)?
+            }
+            "proxy_pass" | "return" | "pass" => {
                 if content.is_some() {
                     return Err(ConfError::at(format!("\"{}\" directive is duplicate", sd.name), &sd.span));
                 }
                 content = Some(match sd.name.as_str() {
                     "return" => Content::Return(compile(sd, &sd.args[0].text)?),
+                    "pass" => Content::Pass(pass(sd)?),
                     _ => Content::Proxy(proxy_pass(sd, ctx)?),
                 });
             }
@@ -227,12 +251,34 @@ fn build_server(
             line: d.span.line,
         });
     }
-    let ssl = listens.iter().any(|l| l.ssl);
-    let tls = if ssl { Some(super::tls::server_config(&conf, &d.span, ctx)?) } else { None };
+    // A server on a TLS address may be picked by SNI even when its own
+    // `listen` has no `ssl`: its TLS is built whenever it has certificates.
+    let tls = super::tls::server_tls(&conf, &d.span, ctx)?;
     if conf.proxy.ssl {
         conf.proxy.tls = Some(super::tls::client_config(&conf.proxy, &d.span)?);
     }
-    Ok((Server { conf, content, set, tls }, listens))
+    // nginx: a server without server_name has the name "".
+    if names.is_empty() && regex_names.is_empty() {
+        names.push(String::new());
+    }
+    let name = first_name.unwrap_or_default();
+    Ok((Server { name, conf, content, set, tls }, listens, names, regex_names))
+}
+
+/// `pass ADDRESS`: an IP address and port (a host name is looked up now),
+/// or a value with variables.
+fn pass(d: &Directive) -> Result<PassTo, ConfError> {
+    let raw = d.args[0].text.as_str();
+    if raw.contains('$') {
+        return Ok(PassTo::Vars(compile(d, raw)?));
+    }
+    if raw.starts_with("unix:") {
+        return Err(ConfError::at(format!("\"pass\" to a unix socket (\"{raw}\") is not supported yet"), &d.span));
+    }
+    if !crate::config::upstream_block::has_port(raw) {
+        return Err(ConfError::at(format!("no port in upstream \"{}\"", raw), &d.span));
+    }
+    crate::config::proxy::resolve(raw).map(PassTo::Fixed).map_err(|m| ConfError::at(m, &d.span))
 }
 
 pub(super) fn compile(d: &Directive, text: &str) -> Result<Template, ConfError> {
@@ -298,6 +344,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
         proxy_protocol: false,
         reuseport: false,
         bind: false,
+        default_server: false,
         backlog: None,
         sock: SockOpts::default(),
         span: d.span.clone(),
@@ -310,7 +357,7 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
             "proxy_protocol" => l.proxy_protocol = true,
             "reuseport" => l.reuseport = true,
             "bind" => l.bind = true,
-            "default_server" => {}
+            "default_server" => l.default_server = true,
             _ => {
                 if let Some(v) = p.strip_prefix("backlog=") {
                     match crate::config::value::parse_number(v) {
@@ -341,54 +388,132 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     Ok(l)
 }
 
-/// The sockets to bind and what each carries: one per distinct address
-/// (nginx's "duplicate ... address and port pair" otherwise), a specific
-/// address covered by a wildcard on its port (same protocol, no `bind`)
-/// rides on the wildcard's socket.
-fn group(specs: Vec<(ListenSpec, Arc<Server>)>, main: &MainConf) -> Result<(Vec<Listen>, Vec<Route>), ConfError> {
-    for (i, (a, _)) in specs.iter().enumerate() {
-        if specs[..i].iter().any(|(b, _)| b.addr == a.addr && b.udp == a.udp) {
-            let proto = if a.udp { "udp " } else { "" };
-            return Err(ConfError::at(format!("duplicate \"{}{}\" address and port pair", proto, a.addr), &a.span));
+/// The sockets to bind and what each carries: the servers listening on
+/// one address share it (picked by `server_name`), with the address's
+/// flags joined; a specific address covered by a wildcard on its port
+/// (same protocol, no `bind`) rides on the wildcard's socket.
+fn group(
+    specs: Vec<(ListenSpec, Arc<Built>)>,
+    main: &MainConf,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Listen>, Vec<Route>), ConfError> {
+    struct Acc<'a> {
+        first: &'a ListenSpec,
+        ssl: bool,
+        proxy_protocol: bool,
+        bind: bool,
+        reuseport: bool,
+        backlog: Option<i32>,
+        sock: SockOpts,
+        default: Option<&'a Arc<Built>>,
+        members: Vec<&'a Arc<Built>>,
+    }
+    let mut accs: Vec<Acc> = Vec::new();
+    for (l, b) in &specs {
+        let i = match accs.iter().position(|a| a.first.addr == l.addr && a.first.udp == l.udp) {
+            Some(i) => i,
+            None => {
+                accs.push(Acc {
+                    first: l,
+                    ssl: false,
+                    proxy_protocol: false,
+                    bind: false,
+                    reuseport: false,
+                    backlog: None,
+                    sock: SockOpts::default(),
+                    default: None,
+                    members: Vec::new(),
+                });
+                accs.len() - 1
+            }
+        };
+        let a = &mut accs[i];
+        if a.members.iter().any(|m| Arc::ptr_eq(m, b)) {
+            let proto = if l.udp { "udp " } else { "" };
+            return Err(ConfError::at(format!("duplicate \"{}{}\" address and port pair", proto, l.addr), &l.span));
+        }
+        a.members.push(b);
+        a.ssl |= l.ssl;
+        a.proxy_protocol |= l.proxy_protocol;
+        let opts = l.bind || l.reuseport || l.backlog.is_some() || l.sock != SockOpts::default();
+        if opts {
+            if a.bind || a.reuseport || a.backlog.is_some() || a.sock != SockOpts::default() {
+                return Err(ConfError::at(format!("duplicate listen options for {}", l.addr), &l.span));
+            }
+            a.bind = l.bind;
+            a.reuseport = l.reuseport;
+            a.backlog = l.backlog;
+            a.sock = l.sock;
+        }
+        if l.default_server {
+            if a.default.is_some() {
+                return Err(ConfError::at(format!("a duplicate default server for {}", l.addr), &l.span));
+            }
+            a.default = Some(b);
         }
     }
-    let wildcard_of = |a: &ListenSpec| {
-        specs.iter().position(|(w, _)| {
-            w.addr.ip().is_unspecified()
-                && w.addr.port() == a.addr.port()
-                && w.addr.is_ipv4() == a.addr.is_ipv4()
-                && w.udp == a.udp
+    let mut addrs = Vec::new();
+    for a in &accs {
+        let default = a.default.unwrap_or(a.members[0]);
+        if a.ssl && default.server.tls.is_none() {
+            return Err(ConfError::at("no \"ssl_certificate\" is defined for server", &default.span));
+        }
+        let mut names = crate::config::server_names::ServerNames::default();
+        for m in &a.members {
+            for n in &m.names {
+                if !names.add(n, &m.server) {
+                    let msg = format!("conflicting server name \"{n}\" on {}, ignored", a.first.addr);
+                    warnings.push(ConfError::at(msg, &m.span).to_string());
+                }
+            }
+            for r in &m.regex_names {
+                names.add_regex(r, &m.server);
+            }
+        }
+        names.sort();
+        addrs.push(Arc::new(Addr {
+            addr: a.first.addr,
+            udp: a.first.udp,
+            ssl: a.ssl,
+            proxy_protocol: a.proxy_protocol,
+            server: default.server.clone(),
+            names,
+            peek: a.members.iter().any(|m| matches!(m.server.content, Content::Pass(_))),
+        }));
+    }
+    let wildcard_of = |a: &Acc| {
+        accs.iter().position(|w| {
+            w.first.addr.ip().is_unspecified()
+                && w.first.addr.port() == a.first.addr.port()
+                && w.first.addr.is_ipv4() == a.first.addr.is_ipv4()
+                && w.first.udp == a.first.udp
         })
     };
     let mut listens = Vec::new();
     let mut routes: Vec<Route> = Vec::new();
-    let mut slot_of: Vec<Option<usize>> = vec![None; specs.len()];
-    for (i, (l, server)) in specs.iter().enumerate() {
-        let covered = !l.bind && !l.addr.ip().is_unspecified() && wildcard_of(l).is_some();
+    let mut slot_of: Vec<Option<usize>> = vec![None; accs.len()];
+    for (i, a) in accs.iter().enumerate() {
+        let covered = !a.bind && !a.first.addr.ip().is_unspecified() && wildcard_of(a).is_some();
         if covered {
             continue;
         }
         slot_of[i] = Some(listens.len());
         listens.push(Listen {
-            addr: l.addr,
-            udp: l.udp,
-            reuseport: l.reuseport || main.reuse_port,
-            backlog: l.backlog.unwrap_or(511),
-            sock: l.sock,
+            addr: a.first.addr,
+            udp: a.first.udp,
+            reuseport: a.reuseport || main.reuse_port,
+            backlog: a.backlog.unwrap_or(511),
+            sock: a.sock,
         });
-        routes.push(Route { own: Arc::new(addr(l, server)), specific: Vec::new() });
+        routes.push(Route { own: addrs[i].clone(), specific: Vec::new() });
     }
-    for (i, (l, server)) in specs.iter().enumerate() {
+    for (i, a) in accs.iter().enumerate() {
         if slot_of[i].is_some() {
             continue;
         }
-        if let Some(w) = wildcard_of(l).and_then(|w| slot_of[w]) {
-            routes[w].specific.push(Arc::new(addr(l, server)));
+        if let Some(w) = wildcard_of(a).and_then(|w| slot_of[w]) {
+            routes[w].specific.push(addrs[i].clone());
         }
     }
     Ok((listens, routes))
-}
-
-fn addr(l: &ListenSpec, server: &Arc<Server>) -> Addr {
-    Addr { addr: l.addr, udp: l.udp, ssl: l.ssl, proxy_protocol: l.proxy_protocol, server: server.clone() }
 }

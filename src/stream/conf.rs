@@ -45,23 +45,35 @@ impl Route {
     }
 }
 
-/// One `listen` address with its server and flags.
+/// One `listen` address with its servers and flags (a flag on any
+/// server's `listen` applies to the whole address, as in nginx).
 pub struct Addr {
     pub addr: SocketAddr,
     pub udp: bool,
     pub ssl: bool,
     pub proxy_protocol: bool,
+    /// The default server: `listen ... default_server`, else the first.
     pub server: Arc<Server>,
+    /// `server_name`s of the servers on this address, picked by SNI (TLS
+    /// termination) or the preread ClientHello's name.
+    pub names: crate::config::server_names::ServerNames<Arc<Server>>,
+    /// A server here has `pass`: preread peeks (MSG_PEEK) so the
+    /// connection can be handed on with its bytes unread.
+    pub peek: bool,
 }
 
 pub struct Server {
+    /// The first `server_name` ("" without one), for `$server_name`.
+    pub name: String,
     pub conf: SrvConf,
     pub content: Content,
     /// `set $name value;` in order, run at preaccess (nginx's stream set
     /// module runs in its preaccess phase).
     pub set: Vec<(usize, Template)>,
-    /// The TLS of `listen ... ssl` (built from the `ssl_*` settings).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// The TLS of `listen ... ssl` (built from the `ssl_*` settings): None
+    /// without certificates (a server chosen by SNI then continues with
+    /// the default server's, as nginx keeps the default's context).
+    pub tls: Option<super::tls::ServerTls>,
 }
 
 /// What the content phase does.
@@ -69,6 +81,15 @@ pub enum Content {
     Proxy(Pass),
     /// `return VALUE`: sent, then the session closes.
     Return(Template),
+    /// `pass ADDRESS`: the connection goes to the listening socket of that
+    /// address (any family's), as if accepted there.
+    Pass(PassTo),
+}
+
+/// `pass`'s address, fixed or with variables.
+pub enum PassTo {
+    Fixed(SocketAddr),
+    Vars(Template),
 }
 
 /// `proxy_pass`: an upstream (a block or an address made into one), or a

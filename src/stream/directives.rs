@@ -39,7 +39,9 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("server_names_hash_max_size", M, 1, 1, false),
     ("server_names_hash_bucket_size", M, 1, 1, false),
     ("listen", S, 1, MANY, false),
+    ("server_name", S, 1, MANY, false),
     ("proxy_pass", S, 1, 1, false),
+    ("pass", S, 1, 1, false),
     ("return", S, 1, 1, false),
     ("set", S, 2, 2, false),
     ("error_log", MS, 1, 2, false),
@@ -89,6 +91,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("ssl_session_tickets", MS, 1, 1, false),
     ("ssl_session_ticket_key", MS, 1, 1, false),
     ("ssl_handshake_timeout", MS, 1, 1, false),
+    ("ssl_reject_handshake", MS, 1, 1, false),
     ("ssl_verify_client", MS, 1, 1, false),
     ("ssl_verify_depth", MS, 1, 1, false),
     ("ssl_client_certificate", MS, 1, 1, false),
@@ -278,6 +281,7 @@ pub fn apply(
             set_ssl::session_ticket_key_in(&mut c.ssl, d, ctx)?
         }
         "ssl_handshake_timeout" => c.ssl_handshake_timeout = time(d)?,
+        "ssl_reject_handshake" => set_ssl::reject_handshake_in(&mut c.ssl, d, ctx)?,
         "ssl_verify_client" => set_ssl::verify_client_in(&mut c.ssl, d, ctx)?,
         "ssl_verify_depth" => set_ssl::verify_depth_in(&mut c.ssl, d, ctx)?,
         "ssl_client_certificate" => set_ssl::client_certificate_in(&mut c.ssl, d, ctx)?,

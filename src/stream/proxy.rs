@@ -49,19 +49,38 @@ fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
 }
 
 /// The upstream a `proxy_pass` with variables names: a block of this
-/// stream, or an address (a host name needs a resolver, which stream's
-/// `proxy_pass` does not have yet).
-fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upstream>, String> {
+/// stream, an address, or a host name looked up through `resolver` (an
+/// upstream of every address it has, in the answer's order, round robin).
+async fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upstream>, (u16, String)> {
     let v = t.render_to_vec(s);
     let name = String::from_utf8_lossy(&v).into_owned();
     if let Some(u) = s.conf.upstreams.iter().find(|u| !u.implicit && u.name == name) {
         return Ok(u.clone());
     }
-    let host = name.rsplit_once(':').map_or(name.as_str(), |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
-    if !name.starts_with("unix:") && host.parse::<std::net::IpAddr>().is_err() {
-        return Err(format!("no resolver defined to resolve {host}"));
-    }
-    let mut u = super::build::implicit_upstream(&name, usize::MAX)?;
+    let is_addr = |h: &str| h.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>().is_ok();
+    let mut u = if name.starts_with("unix:") || is_addr(name.rsplit_once(':').map_or(name.as_str(), |(h, _)| h)) {
+        super::build::implicit_upstream(&name, usize::MAX).map_err(|e| (500, e))?
+    } else {
+        let Some((host, port)) = name.rsplit_once(':').and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?))) else {
+            return Err((500, format!("no port in upstream \"{name}\"")));
+        };
+        let rc = &s.server().conf.resolver;
+        let Some(r) = &rc.resolver else { return Err((500, format!("no resolver defined to resolve {host}"))) };
+        let addrs = crate::resolver::lookup(&s.w.dns, r, rc.timeout, host)
+            .await
+            .map_err(|why| (502, format!("{host} could not be resolved ({why})")))?;
+        let first = std::net::SocketAddr::new(addrs[0], port).to_string();
+        let mut u = super::build::implicit_upstream(&first, usize::MAX).map_err(|e| (500, e))?;
+        u.name = name.clone();
+        u.peers = addrs
+            .iter()
+            .map(|ip| {
+                let a = std::net::SocketAddr::new(*ip, port);
+                crate::config::proxy::PeerConf::new(a, None, a.to_string())
+            })
+            .collect();
+        u
+    };
     // nginx gives an address resolved per session no failure accounting.
     for p in &mut u.peers {
         p.max_fails = 0;
@@ -71,14 +90,14 @@ fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upstream>,
 
 /// One peer for a datagram session (no retries: UDP has no connect to
 /// fail): the upstream, the peer's index and settings.
-pub fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked, crate::config::proxy::PeerConf)> {
+pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked, crate::config::proxy::PeerConf)> {
     let u = match pass {
         Pass::Fixed(u) => u.clone(),
-        Pass::Vars(t) => match resolve(s, t) {
+        Pass::Vars(t) => match resolve(s, t).await {
             Ok(u) => u,
-            Err(e) => {
+            Err((status, e)) => {
                 s.log(Level::Error, format_args!("{e}"));
-                s.status.set(500);
+                s.status.set(status);
                 return None;
             }
         },
@@ -118,15 +137,15 @@ pub fn connected(u: &Arc<Upstream>, i: &Picked) {
 }
 
 pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
-    let conf = &s.addr.server.conf;
+    let conf = &s.server().conf;
     let p = &conf.proxy;
     let u = match pass {
         Pass::Fixed(u) => u.clone(),
-        Pass::Vars(t) => match resolve(s, t) {
+        Pass::Vars(t) => match resolve(s, t).await {
             Ok(u) => u,
-            Err(e) => {
+            Err((status, e)) => {
                 s.log(Level::Error, format_args!("{e}"));
-                s.status.set(500);
+                s.status.set(status);
                 return;
             }
         },
@@ -139,7 +158,10 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         _ => Vec::new(),
     };
     let mut sel = Selection::new();
-    let peers_tries = if dynamic { 1 } else { with_peers(&u, |st| st.tries()) };
+    let peers_tries = match &state {
+        Some(st) => st.tries(),
+        None => with_peers(&u, |st| st.tries()),
+    };
     let tries = if p.next_upstream_tries == 0 { peers_tries } else { p.next_upstream_tries.min(peers_tries.max(1)) };
     let started = crate::clock::mono();
     let mut tried = 0;
@@ -253,7 +275,7 @@ async fn connect(
             .connect(peer.addr)
             .await
             .map_err(|e| format!("connect() failed ({})", crate::process::signal::os_error(&e)))?;
-        let _ = tcp.set_nodelay(s.addr.server.conf.tcp_nodelay);
+        let _ = tcp.set_nodelay(s.server().conf.tcp_nodelay);
         if p.proxy_protocol {
             let line = crate::proxy_protocol::v1_line(s.client.get(), s.local);
             tcp.write_all(&line)
@@ -293,7 +315,7 @@ async fn relay_session(
     pre: Vec<u8>,
     connected: std::time::Instant,
 ) -> End {
-    let p = &s.addr.server.conf.proxy;
+    let p = &s.server().conf.proxy;
     let c = Counters::new();
     let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
     let opts = relay::CopyOpts {

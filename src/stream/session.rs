@@ -14,7 +14,7 @@ use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::conf::{Addr, Content, StreamConf};
+use super::conf::{Addr, Content, Server, StreamConf};
 use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::{ConnGuard, WorkerCtx, accept::Acceptor};
@@ -60,13 +60,49 @@ pub struct Session {
     pub preread: RefCell<Option<super::preread::Hello>>,
     pub tls: RefCell<Option<super::tls::TlsInfo>>,
     pub limit_status: Cell<&'static str>,
+    /// The server `server_name` picked (by SNI or the preread name); until
+    /// then, and without one, the address's default.
+    pub srv: std::cell::OnceCell<Arc<Server>>,
+    /// The worker's connection slot, which `pass` hands over with the
+    /// connection (None for UDP, whose flows hold theirs).
+    pub guard: RefCell<Option<ConnGuard>>,
+    /// `pass` handed the connection on: the session ends without a log
+    /// line, as nginx's does.
+    pub passed: Cell<bool>,
 }
 
 impl Session {
+    /// The session's virtual server.
+    pub fn server(&self) -> &Arc<Server> {
+        self.srv.get().unwrap_or(&self.addr.server)
+    }
+
+    /// Picks the virtual server for a name the client sent (SNI), as
+    /// nginx's `ngx_stream_find_virtual_server`: validated and lowercased,
+    /// a regex name's captures become variables. Once per session.
+    pub fn select(&self, raw: &[u8]) {
+        if self.addr.names.is_empty() || self.srv.get().is_some() {
+            return;
+        }
+        let Some(host) = crate::config::server_names::validate_host(raw) else { return };
+        let Some((server, re)) = self.addr.names.find(&host) else { return };
+        if let Some(re) = re
+            && let Some(spans) = re.captures(&host)
+        {
+            let mut set = self.named.borrow_mut();
+            for (i, name) in re.names() {
+                let v = spans.get(*i).copied().flatten().map(|(a, b)| host[a..b].to_vec()).unwrap_or_default();
+                set.retain(|(n, _)| n != name);
+                set.push((name.clone(), v));
+            }
+        }
+        let _ = self.srv.set(server.clone());
+    }
+
     /// An error-log line about this session, in nginx's stream shape.
     pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
         log_to!(
-            self.addr.server.conf.error_log,
+            self.server().conf.error_log,
             level,
             "*{} {}, client: {}, server: {}",
             self.id,
@@ -79,7 +115,7 @@ impl Session {
     /// The same, naming the origin as nginx does.
     pub fn log_upstream(&self, level: Level, msg: std::fmt::Arguments<'_>, upstream: &str) {
         log_to!(
-            self.addr.server.conf.error_log,
+            self.server().conf.error_log,
             level,
             "*{} {}, client: {}, server: {}, upstream: \"{}\"",
             self.id,
@@ -91,7 +127,10 @@ impl Session {
     }
 
     pub(super) fn finish(&self) {
-        let conf = &self.addr.server.conf;
+        if self.passed.get() {
+            return;
+        }
+        let conf = &self.server().conf;
         log_to!(
             conf.error_log,
             Level::Info,
@@ -167,7 +206,7 @@ async fn run(
     stream: std::net::TcpStream,
     peer: SocketAddr,
     local: SocketAddr,
-    _guard: ConnGuard,
+    guard: ConnGuard,
 ) {
     let conf = &addr.server.conf;
     let _ = stream.set_nodelay(conf.tcp_nodelay);
@@ -192,6 +231,9 @@ async fn run(
         preread: RefCell::new(None),
         tls: RefCell::new(None),
         limit_status: Cell::new(""),
+        srv: std::cell::OnceCell::new(),
+        guard: RefCell::new(Some(guard)),
+        passed: Cell::new(false),
     };
     log_to!(conf.error_log, Level::Info, "*{} client {}:{} connected to {}", s.id, peer.ip(), peer.port(), local);
     // post-accept: the PROXY protocol header.
@@ -222,7 +264,7 @@ async fn run(
 /// `limit_conn` holds, or None when the session is refused (its status
 /// set).
 pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold>> {
-    let srv = &s.addr.server;
+    let srv = &s.server();
     let conf = &srv.conf;
     for (slot, t) in &srv.set {
         let v = t.render_to_vec(s);
@@ -271,30 +313,23 @@ pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold
 /// Preaccess to content; returns the `limit_conn` holds, released after
 /// the log line.
 async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
-    let srv = &s.addr.server;
+    let srv = &s.server();
     let conf = &srv.conf;
     let Some(holds) = preaccess_and_access(s) else { return Vec::new() };
     // TLS termination, then preread and content.
     if s.addr.ssl {
-        let Some(cfg) = srv.tls.clone() else {
+        let Some((tls, shared)) = handshake(s, tcp).await else {
             s.status.set(500);
             return holds;
         };
-        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-        let tls = match tokio::time::timeout(conf.ssl_handshake_timeout, acceptor.accept(tcp)).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(e)) => {
-                s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
-                s.status.set(500);
-                return holds;
-            }
-            Err(_) => {
-                s.log(Level::Info, format_args!("client timed out (110: Connection timed out) while SSL handshaking"));
-                s.status.set(500);
-                return holds;
-            }
-        };
-        *s.tls.borrow_mut() = Some(super::tls::TlsInfo::of(tls.get_ref().1));
+        let info = super::tls::TlsInfo::of(tls.get_ref().1, &shared);
+        let verify = s.server().conf.ssl.verify_client != crate::config::model::VerifyClient::Off;
+        if let Some(why) = info.refusal(&shared, verify) {
+            s.log(Level::Info, format_args!("{why} while SSL handshaking"));
+            s.status.set(500);
+            return holds;
+        }
+        *s.tls.borrow_mut() = Some(info);
         content(s, super::proxy::Client::Tls(Box::new(tls)), Vec::new()).await;
         return holds;
     }
@@ -310,16 +345,78 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
     holds
 }
 
+/// TLS termination: the ClientHello's name picks the virtual server,
+/// whose configuration (or the default server's, when it has none, as
+/// nginx keeps the default's context) finishes the handshake. The name is
+/// read by peeking with the `ssl_preread` parser, so a server with
+/// `ssl_reject_handshake on` can answer with nginx's `unrecognized_name`
+/// alert (rustls itself would send `access_denied`).
+async fn handshake(
+    s: &Session,
+    mut tcp: TcpStream,
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Arc<crate::tls::ServerTls>)> {
+    let timeout = s.server().conf.ssl_handshake_timeout;
+    let run = async {
+        if s.addr.names.len_hint() > 1 || s.addr.server.tls.as_ref().is_some_and(|t| t.reject) {
+            let mut buf = Vec::new();
+            loop {
+                match super::preread::parse(&buf) {
+                    super::preread::Parsed::Done(h) => {
+                        s.select(&h.server_name);
+                        break;
+                    }
+                    super::preread::Parsed::NotTls => break,
+                    super::preread::Parsed::Need if buf.len() >= HELLO_MAX => break,
+                    super::preread::Parsed::Need => {}
+                }
+                if !matches!(peek_more(&tcp, &mut buf, HELLO_MAX).await, Ok(true)) {
+                    break;
+                }
+            }
+        }
+        let tls = s.server().tls.as_ref().or(s.addr.server.tls.as_ref())?;
+        let cfg = match (&tls.cfg, tls.reject) {
+            (Some(cfg), false) => cfg.clone(),
+            _ => {
+                // A fatal unrecognized_name alert, in a TLS 1.2 record.
+                let _ = tcp.write_all(&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70]).await;
+                s.log(Level::Info, format_args!("SSL handshake rejected (ssl_reject_handshake) while SSL handshaking"));
+                return None;
+            }
+        };
+        match tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await {
+            Ok(t) => Some((t, tls.shared.clone())),
+            Err(e) => {
+                s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
+                None
+            }
+        }
+    };
+    match tokio::time::timeout(timeout, run).await {
+        Ok(r) => r,
+        Err(_) => {
+            s.log(Level::Info, format_args!("client timed out (110: Connection timed out) while SSL handshaking"));
+            None
+        }
+    }
+}
+
+/// The most of a ClientHello peeked at for its name (a larger one goes on
+/// with the default server).
+const HELLO_MAX: usize = 16 * 1024 + 5;
+
 /// Reads the ClientHello for `$ssl_preread_*`; the bytes read go to the
 /// origin first. None: the session ends (buffer full: 400).
 async fn preread(s: &Session, tcp: &mut TcpStream) -> Option<Vec<u8>> {
     use tokio::io::AsyncReadExt;
-    let conf = &s.addr.server.conf;
+    let conf = &s.server().conf;
     let deadline = tokio::time::Instant::now() + conf.preread_timeout;
     let mut buf = Vec::with_capacity(conf.preread_buffer_size.min(16 * 1024));
     loop {
         match super::preread::parse(&buf) {
             super::preread::Parsed::Done(h) => {
+                // nginx 1.25.5: the preread name picks the virtual server.
+                s.select(&h.server_name);
                 *s.preread.borrow_mut() = Some(h);
                 break;
             }
@@ -331,6 +428,13 @@ async fn preread(s: &Session, tcp: &mut TcpStream) -> Option<Vec<u8>> {
             s.status.set(400);
             return None;
         }
+        if s.addr.peek {
+            match tokio::time::timeout_at(deadline, peek_more(tcp, &mut buf, conf.preread_buffer_size)).await {
+                Ok(Ok(true)) => {}
+                Ok(_) | Err(_) => break,
+            }
+            continue;
+        }
         let mut chunk = vec![0u8; (conf.preread_buffer_size - buf.len()).min(16 * 1024)];
         match tokio::time::timeout_at(deadline, tcp.read(&mut chunk)).await {
             Ok(Ok(0)) | Ok(Err(_)) => break,
@@ -339,12 +443,47 @@ async fn preread(s: &Session, tcp: &mut TcpStream) -> Option<Vec<u8>> {
             Err(_) => break,
         }
     }
+    if s.addr.peek {
+        // Peeked: the bytes are still the socket's, for whoever reads next.
+        return Some(Vec::new());
+    }
     s.bytes_received.set(buf.len() as u64);
     Some(buf)
 }
 
+/// Peeks at what the client sent (MSG_PEEK, as nginx's preread does on a
+/// `pass` address, so the connection can be handed on intact) until more
+/// than `buf` holds has arrived: Ok(false) at EOF. A peek that finds no
+/// more clears readiness, so the wait is for the next arrival, not a spin.
+async fn peek_more(tcp: &TcpStream, buf: &mut Vec<u8>, limit: usize) -> std::io::Result<bool> {
+    use std::os::fd::AsFd;
+    let mut b = vec![0u8; limit];
+    loop {
+        tcp.readable().await?;
+        let had = buf.len();
+        let r = tcp.try_io(tokio::io::Interest::READABLE, || {
+            let (n, _) = rustix::net::recv(tcp.as_fd(), &mut b[..], rustix::net::RecvFlags::PEEK)
+                .map_err(std::io::Error::from)?;
+            if n != 0 && n <= had {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match r {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                buf.clear();
+                buf.extend_from_slice(&b[..n]);
+                return Ok(true);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 async fn content(s: &Session, mut client: super::proxy::Client, pre: Vec<u8>) {
-    match &s.addr.server.content {
+    match &s.server().content {
         Content::Return(t) => {
             let v = t.render_to_vec(s);
             let r = match &mut client {
@@ -359,5 +498,55 @@ async fn content(s: &Session, mut client: super::proxy::Client, pre: Vec<u8>) {
             }
         }
         Content::Proxy(pass) => super::proxy::run(s, pass, client, pre).await,
+        Content::Pass(to) => pass(s, client, pre, to),
     }
+}
+
+/// `pass`: the connection goes to the listening socket of the address, as
+/// nginx's `ngx_stream_pass_module` calls that listening's handler. What
+/// was already read from it (preread without peeking, TLS) cannot go with
+/// it: 500, as in nginx for read data.
+fn pass(s: &Session, client: super::proxy::Client, pre: Vec<u8>, to: &super::conf::PassTo) {
+    let addr = match to {
+        super::conf::PassTo::Fixed(a) => *a,
+        super::conf::PassTo::Vars(t) => {
+            let v = t.render_to_vec(s);
+            let text = String::from_utf8_lossy(&v);
+            match text.parse::<SocketAddr>() {
+                Ok(a) => a,
+                Err(_) => {
+                    s.log(Level::Error, format_args!("invalid pass address \"{text}\""));
+                    s.status.set(500);
+                    return;
+                }
+            }
+        }
+    };
+    let tcp = match client {
+        super::proxy::Client::Plain(t) if pre.is_empty() => t,
+        super::proxy::Client::Plain(_) => {
+            s.log(Level::Error, format_args!("cannot pass connection with preread data"));
+            s.status.set(500);
+            return;
+        }
+        super::proxy::Client::Tls(_) => {
+            s.log(
+                Level::Error,
+                format_args!("cannot pass connection with TLS terminated (sluice hands over plain connections only)"),
+            );
+            s.status.set(500);
+            return;
+        }
+    };
+    let Some(handoff) = s.w.handoff_to(addr) else {
+        s.log(Level::Error, format_args!("port {} not found while passing connection", addr));
+        s.status.set(500);
+        return;
+    };
+    let (Ok(std), Some(guard)) = (tcp.into_std(), s.guard.borrow_mut().take()) else {
+        s.status.set(500);
+        return;
+    };
+    s.passed.set(true);
+    handoff(&s.w, std, s.peer, guard);
 }

@@ -10,16 +10,30 @@ use super::conf::{ProxyConf, SrvConf};
 use crate::config::build::Ctx;
 use crate::config::parser::{ConfError, Span};
 
-/// The server configuration of a `listen ... ssl` server.
-pub fn server_config(c: &SrvConf, span: &Span, ctx: &mut Ctx) -> Result<Arc<rustls::ServerConfig>, ConfError> {
-    if c.ssl.certificates.is_empty() {
-        return Err(ConfError::at("no \"ssl_certificate\" is defined for server", span));
-    }
-    let tls = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache)?;
-    let base = tls.and_then(|t| t.h1_only.clone()).ok_or_else(|| ConfError::at("invalid TLS settings", span))?;
-    let mut cfg = (*base).clone();
-    cfg.alpn_protocols = c.ssl_alpn.clone();
-    Ok(Arc::new(cfg))
+/// A server's TLS for `listen ... ssl`: its configuration, or a refusal
+/// (`ssl_reject_handshake on`).
+pub struct ServerTls {
+    pub reject: bool,
+    /// None when rejecting without certificates.
+    pub cfg: Option<Arc<rustls::ServerConfig>>,
+    /// The shared layer's build (client verification settings).
+    pub shared: Arc<crate::tls::ServerTls>,
+}
+
+/// A server's TLS from its `ssl_*` settings: None without certificates
+/// (and without `ssl_reject_handshake on`).
+pub fn server_tls(c: &SrvConf, span: &Span, ctx: &mut Ctx) -> Result<Option<ServerTls>, ConfError> {
+    let Some(shared) = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache)? else { return Ok(None) };
+    let cfg = match &shared.h1_only {
+        Some(base) => {
+            let mut cfg = (**base).clone();
+            cfg.alpn_protocols = c.ssl_alpn.clone();
+            Some(Arc::new(cfg))
+        }
+        None if shared.reject => None,
+        None => return Err(ConfError::at("invalid TLS settings", span)),
+    };
+    Ok(Some(ServerTls { reject: shared.reject, cfg, shared }))
 }
 
 /// The client configuration of `proxy_ssl on`.
@@ -51,10 +65,22 @@ pub struct TlsInfo {
     pub server_name: String,
     pub alpn: Vec<u8>,
     pub resumed: bool,
+    /// The client's certificate (`$ssl_client_*`).
+    pub client_cert: Option<rustls_pki_types::CertificateDer<'static>>,
+    /// Why it failed verification (`$ssl_client_verify`'s `FAILED:`).
+    pub cert_error: Option<crate::tls::client_verify::VerifyError>,
 }
 
 impl TlsInfo {
-    pub fn of(conn: &rustls::ServerConnection) -> TlsInfo {
+    /// The connection's state, the client's chain checked against the
+    /// server's `ssl_client_certificate` as the shared TLS layer does.
+    pub fn of(conn: &rustls::ServerConnection, tls: &crate::tls::ServerTls) -> TlsInfo {
+        let chain = conn.peer_certificates().filter(|c| !c.is_empty());
+        let cert_error = match (&tls.client_verifier, chain) {
+            (Some(v), Some(chain)) => crate::tls::client_verify::check(v.as_ref(), chain).err(),
+            (None, Some(chain)) if tls.no_ca => crate::tls::client_verify::without_ca(chain),
+            _ => None,
+        };
         TlsInfo {
             protocol: conn.protocol_version().map(crate::tls::names::protocol_name).unwrap_or(""),
             cipher: conn
@@ -64,6 +90,36 @@ impl TlsInfo {
             server_name: conn.server_name().unwrap_or("").to_string(),
             alpn: conn.alpn_protocol().map(|a| a.to_vec()).unwrap_or_default(),
             resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+            client_cert: chain.and_then(|c| c.first()).map(|c| c.clone().into_owned()),
+            cert_error,
         }
+    }
+
+    /// `$ssl_client_verify`: NONE, SUCCESS or FAILED:reason.
+    pub fn client_verify(&self) -> std::borrow::Cow<'static, str> {
+        match (&self.cert_error, &self.client_cert) {
+            (_, None) => "NONE".into(),
+            (None, Some(_)) => "SUCCESS".into(),
+            (Some(e), Some(_)) => format!("FAILED:{}", e.text).into(),
+        }
+    }
+
+    /// nginx's check after the handshake (`ngx_stream_ssl_handler`): with
+    /// `ssl_verify_client on` a certificate is required, and a failed one
+    /// ends the session unless `optional_no_ca` tolerates its issuer. The
+    /// error-log text when the session must end.
+    pub fn refusal(&self, tls: &crate::tls::ServerTls, verify: bool) -> Option<String> {
+        if !verify {
+            return None;
+        }
+        if let Some(e) = &self.cert_error
+            && !(tls.no_ca && e.issuer_only())
+        {
+            return Some(format!("client SSL certificate verify error: ({e})"));
+        }
+        if tls.require_client_cert && self.client_cert.is_none() {
+            return Some("client sent no required SSL certificate".into());
+        }
+        None
     }
 }

@@ -130,6 +130,9 @@ async fn session(
         preread: RefCell::new(None),
         tls: RefCell::new(None),
         limit_status: Cell::new(""),
+        srv: std::cell::OnceCell::new(),
+        guard: RefCell::new(None),
+        passed: std::cell::Cell::new(false),
     };
     let _holds = match super::session::preaccess_and_access(&s) {
         Some(h) => h,
@@ -138,7 +141,7 @@ async fn session(
             return;
         }
     };
-    match &s.addr.server.content {
+    match &s.server().content {
         Content::Return(t) => {
             let v = t.render_to_vec(&s);
             if let Some(d) = flow.queue.borrow_mut().pop_front() {
@@ -149,6 +152,11 @@ async fn session(
             }
         }
         Content::Proxy(pass) => proxy(&s, pass, &sock, &flow).await,
+        // A datagram has no connection to hand over.
+        Content::Pass(_) => {
+            s.log(Level::Error, format_args!("cannot pass udp session"));
+            s.status.set(500);
+        }
     }
     end(&s, &flows, &flow);
 }
@@ -164,8 +172,8 @@ fn end(s: &Session, flows: &Flows, flow: &Rc<Flow>) {
 }
 
 async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
-    let p = &s.addr.server.conf.proxy;
-    let Some((u, i, peer)) = super::proxy::pick_one(s, pass) else { return };
+    let p = &s.server().conf.proxy;
+    let Some((u, i, peer)) = super::proxy::pick_one(s, pass).await else { return };
     let name = peer.name.clone();
     s.up.borrow_mut().tries.push(Try {
         addr: name.clone(),

@@ -21,6 +21,7 @@ pub mod id {
     pub const SSL_PREREAD_SERVER_NAME: u16 = 7;
     pub const SSL_PREREAD_ALPN_PROTOCOLS: u16 = 8;
     pub const SSL_PREREAD_PROTOCOL: u16 = 9;
+    pub const SSL_SESSION_ID: u16 = 10;
 }
 
 pub struct StreamNamespace;
@@ -65,6 +66,7 @@ fn builtin(lower: &str) -> Option<Var> {
         "server_addr" => Var::ServerAddr,
         "server_port" => Var::ServerPort,
         "status" => Var::Status,
+        "server_name" => Var::ServerName,
         "bytes_sent" => Var::BytesSent,
         "connection" => Var::Connection,
         "hostname" => Var::Hostname,
@@ -86,6 +88,9 @@ fn builtin(lower: &str) -> Option<Var> {
         "ssl_server_name" => Var::SslServerName,
         "ssl_session_reused" => Var::SslSessionReused,
         "ssl_alpn_protocol" => Var::SslAlpnProtocol,
+        "ssl_client_verify" => Var::SslClientVerify,
+        "ssl_session_id" => Var::Family(SSL_SESSION_ID),
+        n if n.starts_with("ssl_client_") => Var::SslClient(crate::variables::client_cert_var(n)?),
         "limit_conn_status" => Var::LimitConnStatus,
         "bytes_received" => Var::Family(BYTES_RECEIVED),
         "session_time" => Var::Family(SESSION_TIME),
@@ -178,6 +183,7 @@ impl VarSource for Session {
             Var::ServerAddr => push_ip(out, self.local.ip()),
             Var::ServerPort => push_u64(out, self.local.port().into()),
             Var::Status => push_u64(out, self.status.get().into()),
+            Var::ServerName => out.extend_from_slice(self.server().name.as_bytes()),
             Var::BytesSent => push_u64(out, self.bytes_sent.get()),
             Var::Connection => push_u64(out, self.id),
             Var::Hostname => out.extend_from_slice(crate::process::hostname().as_bytes()),
@@ -241,6 +247,19 @@ impl VarSource for Session {
                     }
                 }
             }
+            Var::SslClientVerify => {
+                if let Some(t) = self.tls.borrow().as_ref() {
+                    out.extend_from_slice(t.client_verify().as_bytes())
+                }
+            }
+            Var::SslClient(which) => {
+                if let Some(c) = self.tls.borrow().as_ref().and_then(|t| t.client_cert.as_ref()) {
+                    crate::tls::client_cert::var(c, *which, out)
+                }
+            }
+            // rustls does not show a server the session's ID: empty, as
+            // nginx's is for a session resumed by a TLS 1.3 ticket.
+            Var::Family(SSL_SESSION_ID) => {}
             Var::LimitConnStatus => out.extend_from_slice(self.limit_status.get().as_bytes()),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));

@@ -95,6 +95,9 @@ impl Acceptor for Http {
 /// serving the connections it has.
 pub async fn supervise<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     let addr = a.addr();
+    let h = a.clone();
+    let handoff: super::Handoff = Rc::new(move |w, stream, peer, guard| h.accepted(w, stream, peer, guard));
+    w.handoff.borrow_mut().push((addr, handoff));
     loop {
         let l = match listener.try_clone() {
             Ok(l) => l,

@@ -63,7 +63,14 @@ pub struct WorkerCtx {
     pub stats: std::sync::Arc<stats::WorkerStats>,
     /// This worker's `status_zone` counters.
     pub metrics: std::sync::Arc<crate::metrics::WorkerMetrics>,
+    /// Every TCP listening socket this worker accepts on, by address, with
+    /// its family's handler: stream's `pass` hands a connection to one.
+    pub handoff: RefCell<Vec<(std::net::SocketAddr, Handoff)>>,
 }
+
+/// Serves a connection as if the listening socket it is registered under
+/// had accepted it (`peer`: the client's address).
+pub type Handoff = Rc<dyn Fn(&Rc<WorkerCtx>, std::net::TcpStream, std::net::SocketAddr, ConnGuard)>;
 
 impl WorkerCtx {
     pub fn next_serial(&self) -> u64 {
@@ -80,6 +87,18 @@ impl WorkerCtx {
             }
             _ => Vec::with_capacity(cap),
         }
+    }
+
+    /// The handler of the listening socket `addr` names, as nginx's stream
+    /// `pass` finds it: that exact address, else a wildcard on its port.
+    pub fn handoff_to(&self, addr: std::net::SocketAddr) -> Option<Handoff> {
+        let list = self.handoff.borrow();
+        let exact = list.iter().find(|(a, _)| *a == addr);
+        let wildcard = || {
+            list.iter()
+                .find(|(a, _)| a.ip().is_unspecified() && a.port() == addr.port() && a.is_ipv4() == addr.is_ipv4())
+        };
+        exact.or_else(wildcard).map(|(_, h)| h.clone())
     }
 
     pub fn give_buf(&self, mut b: Vec<u8>) {
@@ -200,6 +219,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         dns: RefCell::new(Default::default()),
         stats: stats::register(),
         metrics: crate::metrics::register(),
+        handoff: RefCell::new(Vec::new()),
     });
     local.block_on(&rt, async move {
         crate::clock::refresh();
