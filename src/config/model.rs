@@ -113,6 +113,9 @@ pub struct ListenGroup {
     pub quic: bool,
     /// `listen ... proxy_protocol`: a PROXY header precedes everything.
     pub proxy_protocol: bool,
+    /// `listen unix:PATH`: a unix-domain socket at PATH (`addr` is then
+    /// `listener::unix::PLACEHOLDER`, never bound or matched).
+    pub unix: Option<Arc<str>>,
     pub default_server: Arc<Server>,
     pub names: ServerNames,
 }

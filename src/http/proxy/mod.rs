@@ -146,7 +146,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         }
         _ => Vec::new(),
     };
-    let client_ip = ctx.client().ip();
+    let client_ip = (!ctx.client_is_unix()).then(|| ctx.client().ip());
     let mut slot = None;
     if let Some(q) = &u.queue {
         let (queued, stats) = {
@@ -440,7 +440,12 @@ async fn attempt(
                 let _ = s.set_nodelay(true);
                 if pp {
                     use tokio::io::AsyncWriteExt;
-                    let line = crate::http::connection::proxy_protocol::v1_line(ctx.client(), ctx.conn.local);
+                    // nginx writes `PROXY UNKNOWN` for a unix-domain client.
+                    let line = if ctx.client_is_unix() {
+                        b"PROXY UNKNOWN\r\n".to_vec()
+                    } else {
+                        crate::http::connection::proxy_protocol::v1_line(ctx.client(), ctx.conn.local)
+                    };
                     if let Err(e) = s.write_all(&line).await {
                         log_upstream(
                             ctx,
