@@ -341,6 +341,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         sub: Default::default(),
         ssi: Default::default(),
         addition: Default::default(),
+        dav: Default::default(),
         mirror: Default::default(),
         limit_except: None,
         limit: Default::default(),

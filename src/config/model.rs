@@ -301,6 +301,8 @@ pub struct LocConf {
     pub ssi: crate::http::ssi::SsiConf,
     /// `add_before_body`, `add_after_body`, `addition_types`.
     pub addition: crate::http::addition::AdditionConf,
+    /// `dav_methods`, `dav_access`, `create_full_put_path`, `min_delete_depth`.
+    pub dav: crate::http::dav::DavConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

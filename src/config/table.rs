@@ -311,6 +311,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::filter::sub::DIRECTIVES,
     crate::http::ssi::DIRECTIVES,
     crate::http::addition::DIRECTIVES,
+    crate::http::dav::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

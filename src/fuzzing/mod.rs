@@ -15,6 +15,7 @@ mod access;
 mod cache;
 mod config;
 mod conn;
+mod dav;
 mod fastcgi;
 mod filter;
 mod h1;
@@ -30,6 +31,7 @@ pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use conn::h1_conn;
+pub use dav::dav_headers;
 pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
@@ -74,6 +76,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("auth_http_response", auth_http_response),
     ("hpack", hpack),
     ("h2_frame", h2_frame),
+    ("dav_headers", dav_headers),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

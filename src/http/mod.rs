@@ -11,6 +11,7 @@ pub mod access;
 pub mod addition;
 pub mod cache;
 pub mod connection;
+pub mod dav;
 pub mod fastcgi;
 pub mod filter;
 pub mod grpc;

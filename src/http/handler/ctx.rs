@@ -135,6 +135,9 @@ pub struct ReqCtx<'c, 'a> {
     /// no longer belongs to the location, so `alias` refuses it and a
     /// `proxy_pass` URI part is not substituted (nginx's `r->valid_location`).
     pub valid_location: bool,
+    /// A WebDAV PUT (`dav_methods PUT`): the connection layer reads the
+    /// body and hands it to `http::dav::put` instead of an origin.
+    pub dav_put: bool,
     /// try_files ran where `alias` is a regex location's whole path: the
     /// URI is appended to it from then on (nginx's `r->add_uri_to_alias`).
     pub add_uri_to_alias: bool,
@@ -285,6 +288,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             vars: Default::default(),
             uri_changed: false,
             valid_location: true,
+            dav_put: false,
             add_uri_to_alias: false,
             trailers: Vec::new(),
             unparsed_uri_valid: true,

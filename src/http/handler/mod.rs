@@ -396,6 +396,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         r.body = crate::http::response::Body::Proxy;
         return Step::Done(r);
     }
+    if let Some(step) = crate::http::dav::handle(ctx) {
+        return step;
+    }
     static_file::serve(ctx)
 }
 

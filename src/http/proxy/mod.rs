@@ -90,6 +90,10 @@ fn method_idempotent(m: Method) -> bool {
 /// Runs the proxy for a request whose location has `proxy_pass`; returns
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
+    if ctx.dav_put {
+        // The body was read as a proxied one; a WebDAV PUT writes it.
+        return crate::http::dav::put::respond(ctx, &mut client.body).await;
+    }
     let lc: &'c crate::config::model::LocConf = ctx.conf;
     let (configured, protocol) = handler_of(lc);
     let pass = match configured {
