@@ -342,6 +342,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         ssi: Default::default(),
         addition: Default::default(),
         dav: Default::default(),
+        gunzip: Default::default(),
         mirror: Default::default(),
         limit_except: None,
         limit: Default::default(),

@@ -303,6 +303,8 @@ pub struct LocConf {
     pub addition: crate::http::addition::AdditionConf,
     /// `dav_methods`, `dav_access`, `create_full_put_path`, `min_delete_depth`.
     pub dav: crate::http::dav::DavConf,
+    /// `gunzip`, `gunzip_buffers`.
+    pub gunzip: crate::http::gunzip::GunzipConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

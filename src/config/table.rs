@@ -312,6 +312,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::ssi::DIRECTIVES,
     crate::http::addition::DIRECTIVES,
     crate::http::dav::DIRECTIVES,
+    crate::http::gunzip::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

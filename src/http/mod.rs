@@ -15,6 +15,7 @@ pub mod dav;
 pub mod fastcgi;
 pub mod filter;
 pub mod grpc;
+pub mod gunzip;
 pub mod handler;
 pub mod limit;
 pub mod proxy;
