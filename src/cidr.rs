@@ -21,8 +21,8 @@ pub enum Cidr {
         addr: u128,
         mask: u128,
     },
-    /// `unix:`: every unix-domain client (sluice listens on TCP only, so
-    /// it never matches a client; it is accepted as nginx accepts it).
+    /// `unix:`: every unix-domain client (`listen unix:PATH`); it matches
+    /// no address, the callers test for such a client apart.
     Unix,
 }
 

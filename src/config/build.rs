@@ -135,10 +135,22 @@ pub struct ListenSpec {
     pub quic: bool,
     /// Connections start with a PROXY protocol header.
     pub proxy_protocol: bool,
+    /// `listen unix:PATH`: the socket file's path (`addr` is then
+    /// 0.0.0.0:0, never bound).
+    pub unix: Option<Arc<str>>,
     pub span: Span,
 }
 
 impl ListenSpec {
+    /// The address as nginx writes it in messages: `127.0.0.1:80`,
+    /// `unix:/path`.
+    pub fn addr_text(&self) -> String {
+        match &self.unix {
+            Some(p) => format!("unix:{p}"),
+            None => self.addr.to_string(),
+        }
+    }
+
     /// A plain listen on `addr` with no parameters.
     pub fn new(addr: SocketAddr, span: Span) -> ListenSpec {
         ListenSpec {
@@ -153,6 +165,7 @@ impl ListenSpec {
             http2: false,
             quic: false,
             proxy_protocol: false,
+            unix: None,
             span,
         }
     }
@@ -329,6 +342,8 @@ fn default_loc(prefix: &Path) -> LocConf {
         sub: Default::default(),
         ssi: Default::default(),
         addition: Default::default(),
+        dav: Default::default(),
+        gunzip: Default::default(),
         mirror: Default::default(),
         limit_except: None,
         limit: Default::default(),

@@ -81,7 +81,9 @@ impl GeoDef {
     }
 
     /// The address a request is looked up by.
-    pub fn address(&self, client: SocketAddr, source: Option<&[u8]>, xff: &[&[u8]]) -> IpAddr {
+    /// `client` is None for a unix-domain client, which has no address
+    /// (nginx looks up `INADDR_NONE`, 255.255.255.255, for it).
+    pub fn address(&self, client: Option<SocketAddr>, source: Option<&[u8]>, xff: &[&[u8]]) -> IpAddr {
         if let Some(v) = source {
             // nginx: a value that is no address counts as 255.255.255.255.
             return std::str::from_utf8(v)
@@ -89,6 +91,7 @@ impl GeoDef {
                 .and_then(|s| s.parse::<IpAddr>().ok())
                 .unwrap_or(IpAddr::from([255, 255, 255, 255]));
         }
+        let Some(client) = client else { return IpAddr::from([255, 255, 255, 255]) };
         if !self.proxies.is_empty()
             && !xff.is_empty()
             && let Some(a) = crate::http::realip::forwarded(client, xff, &self.proxies, self.proxy_recursive)
@@ -108,6 +111,17 @@ fn net(t: &str, e: &Directive, warnings: &mut Vec<String>) -> Result<Cidr, ConfE
         warnings.push(ConfError::at(format!("low address bits of {t} are meaningless"), &e.span).to_string());
     }
     Ok(p.cidr)
+}
+
+/// An entry's network: as `net`, and `255.255.255.255`, which
+/// `ngx_ptocidr` refuses (it is `INADDR_NONE`) but nginx's geo takes as
+/// the address of a client that has none: a unix-domain socket's, or a
+/// source value that is no address.
+fn entry_net(t: &str, e: &Directive, warnings: &mut Vec<String>) -> Result<Cidr, ConfError> {
+    if t == "255.255.255.255" {
+        return Ok(Cidr::V4 { addr: u32::MAX, mask: u32::MAX });
+    }
+    net(t, e, warnings)
 }
 
 fn literal(v: &str) -> Arc<[u8]> {
@@ -201,7 +215,7 @@ pub fn geo_block(d: &Directive, warnings: &mut Vec<String>) -> Result<GeoDef, Co
                 }
             }
             ["delete", n] if ranges.is_none() => {
-                let c = net(n, e, warnings)?;
+                let c = entry_net(n, e, warnings)?;
                 nets.retain(|(x, _)| *x != c);
             }
             [k, v] if ranges.is_some() => {
@@ -211,7 +225,7 @@ pub fn geo_block(d: &Directive, warnings: &mut Vec<String>) -> Result<GeoDef, Co
                 }
             }
             [k, v] => {
-                let c = net(k, e, warnings)?;
+                let c = entry_net(k, e, warnings)?;
                 if let Some(old) = nets.iter_mut().find(|(x, _)| *x == c) {
                     warnings.push(
                         ConfError::at(

@@ -30,6 +30,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         http2: bool,
         quic: bool,
         proxy_protocol: bool,
+        unix: Option<Arc<str>>,
         /// Servers on this address with where they listen, to check TLS.
         members: Vec<(Arc<Server>, crate::config::parser::Span)>,
         opts_set: bool,
@@ -41,7 +42,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
     for (sl, server) in specs {
         let spec = &sl.spec;
         // A `quic` address is UDP: a group of its own beside TCP's.
-        let idx = match groups.iter().position(|g| g.addr == spec.addr && g.quic == spec.quic) {
+        let idx = match groups.iter().position(|g| g.addr == spec.addr && g.quic == spec.quic && g.unix == spec.unix) {
             Some(i) => i,
             None => {
                 groups.push(Acc {
@@ -54,6 +55,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     http2: false,
                     quic: spec.quic,
                     proxy_protocol: false,
+                    unix: spec.unix.clone(),
                     members: Vec::new(),
                     opts_set: false,
                     default: None,
@@ -66,7 +68,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         let g = &mut groups[idx];
         // One server listing an address twice is refused, as nginx does.
         if g.members.iter().any(|(s, _)| Arc::ptr_eq(s, &server)) {
-            return Err(ConfError::at(format!("a duplicate listen {}", spec.addr), &spec.span));
+            return Err(ConfError::at(format!("a duplicate listen {}", spec.addr_text()), &spec.span));
         }
         g.ssl |= spec.ssl;
         g.http2 |= spec.http2;
@@ -79,7 +81,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             || spec.deferred;
         if has_opts {
             if g.opts_set {
-                return Err(ConfError::at(format!("duplicate listen options for {}", spec.addr), &spec.span));
+                return Err(ConfError::at(format!("duplicate listen options for {}", spec.addr_text()), &spec.span));
             }
             g.opts_set = true;
             g.backlog = spec.backlog;
@@ -89,7 +91,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         }
         if spec.default_server {
             if g.default.is_some() {
-                return Err(ConfError::at(format!("a duplicate default server for {}", spec.addr), &spec.span));
+                return Err(ConfError::at(format!("a duplicate default server for {}", spec.addr_text()), &spec.span));
             }
             g.default = Some(server.clone());
         }
@@ -143,6 +145,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 http2: g.http2,
                 quic: g.quic,
                 proxy_protocol: g.proxy_protocol,
+                unix: g.unix,
                 default_server: g.default.unwrap_or(g.first),
                 names: g.names,
             }

@@ -113,6 +113,9 @@ pub struct ListenGroup {
     pub quic: bool,
     /// `listen ... proxy_protocol`: a PROXY header precedes everything.
     pub proxy_protocol: bool,
+    /// `listen unix:PATH`: a unix-domain socket at PATH (`addr` is then
+    /// `listener::unix::PLACEHOLDER`, never bound or matched).
+    pub unix: Option<Arc<str>>,
     pub default_server: Arc<Server>,
     pub names: ServerNames,
 }
@@ -293,6 +296,10 @@ pub struct LocConf {
     pub ssi: crate::http::ssi::SsiConf,
     /// `add_before_body`, `add_after_body`, `addition_types`.
     pub addition: crate::http::addition::AdditionConf,
+    /// `dav_methods`, `dav_access`, `create_full_put_path`, `min_delete_depth`.
+    pub dav: crate::http::dav::DavConf,
+    /// `gunzip`, `gunzip_buffers`.
+    pub gunzip: crate::http::gunzip::GunzipConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

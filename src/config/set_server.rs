@@ -14,8 +14,15 @@ use super::value;
 /// [notsent_lowat=SIZE|off] ...`
 pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     let raw = arg(d, 0);
-    let addr = parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
-    let mut spec = ListenSpec::new(addr, d.span.clone());
+    let mut spec = match raw.strip_prefix("unix:") {
+        Some(path) => {
+            let path = crate::listener::unix::listen_path(path).map_err(|m| ConfError::at(m, &d.span))?;
+            let mut spec = ListenSpec::new(crate::listener::unix::PLACEHOLDER, d.span.clone());
+            spec.unix = Some(path);
+            spec
+        }
+        None => ListenSpec::new(parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?, d.span.clone()),
+    };
     for w in d.args.iter().skip(1) {
         let p = w.text.as_str();
         match p {
@@ -59,6 +66,11 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
                 }
             }
         }
+    }
+    // A unix-domain socket has no SO_REUSEPORT groups or UDP, and
+    // nginx refuses the UDP flavour of it.
+    if spec.unix.is_some() && spec.quic {
+        return Err(ConfError::at(format!("invalid parameter \"quic\" for \"{raw}\""), &d.span));
     }
     // nginx's ngx_http_core_listen: QUIC is TLS 1.3 over UDP by itself.
     if spec.quic {
@@ -134,6 +146,8 @@ fn keepalive(v: &str, o: &mut SockOpts) -> Option<()> {
 /// nginx's forms: `80`, `*:80`, `127.0.0.1`, `127.0.0.1:80`, `[::1]:80`,
 /// `localhost:80`. A bare address means port 80.
 pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {
+    // HTTP's `listen` takes `unix:` before calling this; the stream and
+    // mail families do not listen on unix-domain sockets yet.
     if raw.starts_with("unix:") {
         return Err(format!("listening on a unix socket (\"{}\") is not supported yet", raw));
     }

@@ -312,6 +312,8 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::filter::sub::DIRECTIVES,
     crate::http::ssi::DIRECTIVES,
     crate::http::addition::DIRECTIVES,
+    crate::http::dav::DIRECTIVES,
+    crate::http::gunzip::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

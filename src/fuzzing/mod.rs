@@ -15,6 +15,7 @@ mod access;
 mod cache;
 mod config;
 mod conn;
+mod dav;
 mod fastcgi;
 mod filter;
 mod h1;
@@ -31,6 +32,7 @@ pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
 pub use config::config;
 pub use conn::h1_conn;
+pub use dav::dav_headers;
 pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
@@ -77,6 +79,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("hpack", hpack),
     ("h2_frame", h2_frame),
     ("upstream_api", upstream_api),
+    ("dav_headers", dav_headers),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

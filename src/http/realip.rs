@@ -102,12 +102,13 @@ pub fn apply(ctx: &mut ReqCtx<'_, '_>) {
     }
     let conf = &ctx.conf.realip;
     let Some(from) = conf.from.as_deref() else { return };
-    let peer = ctx.conn.peer;
+    let (peer, unix) = (ctx.conn.peer, ctx.conn.unix.is_some());
     let found = match &conf.source {
         Source::ProxyProtocol => {
             let Some(pp) = ctx.conn.proxy_protocol.as_deref() else { return };
             // The balancer's client port comes with it.
-            forwarded(peer, &[pp.src_addr.as_bytes()], from, false).map(|a| SocketAddr::new(a.ip(), pp.src_port))
+            forwarded_from(peer, unix, &[pp.src_addr.as_bytes()], from, false)
+                .map(|a| SocketAddr::new(a.ip(), pp.src_port))
         }
         Source::XRealIp => forwarded_header(ctx, "x-real-ip", false, from, conf.recursive),
         Source::XForwardedFor => forwarded_header(ctx, "x-forwarded-for", true, from, conf.recursive),
@@ -135,17 +136,29 @@ fn forwarded_header(
     if values.is_empty() {
         return None;
     }
-    forwarded(ctx.conn.peer, &values, from, recursive)
+    forwarded_from(ctx.conn.peer, ctx.conn.unix.is_some(), &values, from, recursive)
 }
 
 /// nginx's `ngx_http_get_forwarded_addr`: if `peer` is trusted, the last
 /// address of the last value; with `recursive`, leftwards past every
 /// trusted address (across fields), stopping at the first untrusted one.
 pub fn forwarded(peer: SocketAddr, values: &[&[u8]], from: &[Cidr], recursive: bool) -> Option<SocketAddr> {
+    forwarded_from(peer, false, values, from, recursive)
+}
+
+/// [`forwarded`], for a peer that may be a unix-domain socket's (`unix`:
+/// then `peer` is a placeholder, trusted by `set_real_ip_from unix:`).
+pub fn forwarded_from(
+    peer: SocketAddr,
+    mut unix: bool,
+    values: &[&[u8]],
+    from: &[Cidr],
+    recursive: bool,
+) -> Option<SocketAddr> {
     let mut addr = peer;
     let mut found = false;
     for v in values.iter().rev() {
-        match walk(&mut addr, v, from, recursive) {
+        match walk(&mut addr, &mut unix, v, from, recursive) {
             Walk::Declined if found => return Some(addr),
             Walk::Declined => return None,
             Walk::Done => return Some(addr),
@@ -166,8 +179,9 @@ enum Walk {
     Ok,
 }
 
-fn walk(addr: &mut SocketAddr, value: &[u8], from: &[Cidr], recursive: bool) -> Walk {
-    if !crate::cidr::any_contains(from, addr.ip()) {
+fn walk(addr: &mut SocketAddr, unix: &mut bool, value: &[u8], from: &[Cidr], recursive: bool) -> Walk {
+    let trusted = if *unix { from.contains(&Cidr::Unix) } else { crate::cidr::any_contains(from, addr.ip()) };
+    if !trusted {
         return Walk::Declined;
     }
     // Trailing separators do not count.
@@ -181,8 +195,9 @@ fn walk(addr: &mut SocketAddr, value: &[u8], from: &[Cidr], recursive: bool) -> 
     }
     let Some(a) = parse_addr_port(&value[start..end]) else { return Walk::Declined };
     *addr = a;
+    *unix = false;
     if recursive && start > 0 {
-        return match walk(addr, &value[..start - 1], from, true) {
+        return match walk(addr, unix, &value[..start - 1], from, true) {
             Walk::Declined => Walk::Done,
             other => other,
         };

@@ -28,9 +28,13 @@ use socket2::{Domain, Socket, Type};
 use crate::config::Config;
 use crate::config::model::SockOpts;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub mod unix;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Key {
     addr: SocketAddr,
+    /// `listen unix:PATH` (HTTP only; `addr` is `unix::PLACEHOLDER`).
+    unix: Option<Arc<str>>,
     reuseport: bool,
     /// Worker index for reuseport sockets, 0 for shared ones.
     index: usize,
@@ -83,24 +87,38 @@ impl Proto {
 impl Key {
     /// The text form the master process and the serving process exchange
     /// with a socket (`process::supervisor`):
-    /// `ADDR reuseport|shared INDEX http|tcp|udp`.
-    fn to_text(self) -> String {
+    /// `ADDR reuseport|shared INDEX http|tcp|udp`, ADDR `unix:PATH` for a
+    /// unix-domain socket (the path may hold spaces: read from the right).
+    fn to_text(&self) -> String {
         let mode = if self.reuseport { "reuseport" } else { "shared" };
-        format!("{} {mode} {} {}", self.addr, self.index, self.proto.name())
+        format!("{} {mode} {} {}", self.label(), self.index, self.proto.name())
     }
 
     fn from_text(s: &str) -> Option<Key> {
-        let mut w = s.split(' ');
-        let addr = w.next()?.parse().ok()?;
+        let mut w = s.rsplitn(4, ' ');
+        let name = w.next()?;
+        let proto = [Proto::Http, Proto::Tcp, Proto::Udp].into_iter().find(|p| p.name() == name)?;
+        let index = w.next()?.parse().ok()?;
         let reuseport = match w.next()? {
             "reuseport" => true,
             "shared" => false,
             _ => return None,
         };
-        let index = w.next()?.parse().ok()?;
-        let name = w.next()?;
-        let proto = [Proto::Http, Proto::Tcp, Proto::Udp].into_iter().find(|p| p.name() == name)?;
-        w.next().is_none().then_some(Key { addr, reuseport, index, proto })
+        let addr = w.next()?;
+        let (addr, unix) = match addr.strip_prefix("unix:") {
+            Some(p) if proto == Proto::Http && !reuseport => (unix::PLACEHOLDER, Some(unix::listen_path(p).ok()?)),
+            Some(_) => return None,
+            None => (addr.parse().ok()?, None),
+        };
+        Some(Key { addr, unix, reuseport, index, proto })
+    }
+
+    /// The address as nginx names it: `127.0.0.1:80`, `unix:/path`.
+    fn label(&self) -> String {
+        match &self.unix {
+            Some(p) => format!("unix:{p}"),
+            None => self.addr.to_string(),
+        }
     }
 }
 
@@ -152,6 +170,7 @@ pub fn covered_by_wildcard(cfg: &Config, addr: SocketAddr) -> bool {
     !addr.ip().is_unspecified()
         && cfg.http.listens.iter().any(|w| {
             !w.quic
+                && w.unix.is_none()
                 && w.addr.ip().is_unspecified()
                 && w.addr.port() == addr.port()
                 && w.addr.is_ipv4() == addr.is_ipv4()
@@ -169,13 +188,16 @@ struct Opts {
 fn keys(cfg: &Config) -> Vec<(Key, Owner, Opts)> {
     let mut out = Vec::new();
     for (gi, g) in cfg.http.listens.iter().enumerate() {
-        if g.quic || covered_by_wildcard(cfg, g.addr) {
+        if g.quic || g.unix.is_none() && covered_by_wildcard(cfg, g.addr) {
             continue;
         }
-        let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
+        // One unix-domain socket per path, whatever reuseport says: Linux
+        // spreads no connections over sockets sharing a path.
+        let reuseport = g.reuseport && g.unix.is_none();
+        let n = if reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
             out.push((
-                Key { addr: g.addr, reuseport: g.reuseport, index, proto: Proto::Http },
+                Key { addr: g.addr, unix: g.unix.clone(), reuseport, index, proto: Proto::Http },
                 Owner::Http(gi),
                 Opts { backlog: g.backlog, notsent_lowat: g.notsent_lowat, sock: g.sock },
             ));
@@ -187,7 +209,7 @@ fn keys(cfg: &Config) -> Vec<(Key, Owner, Opts)> {
             let proto = if l.udp { Proto::Udp } else { Proto::Tcp };
             for index in 0..n {
                 out.push((
-                    Key { addr: l.addr, reuseport: l.reuseport, index, proto },
+                    Key { addr: l.addr, unix: None, reuseport: l.reuseport, index, proto },
                     Owner::Family(fi, li),
                     Opts { backlog: l.backlog, notsent_lowat: 0, sock: l.sock },
                 ));
@@ -203,7 +225,7 @@ fn udp_keys(cfg: &Config) -> Vec<(Key, usize, SockOpts)> {
     for (gi, g) in cfg.http.listens.iter().enumerate().filter(|(_, g)| g.quic) {
         let n = if g.reuseport { cfg.main.worker_processes } else { 1 };
         for index in 0..n {
-            out.push((Key { addr: g.addr, reuseport: g.reuseport, index, proto: Proto::Udp }, gi, g.sock));
+            out.push((Key { addr: g.addr, unix: None, reuseport: g.reuseport, index, proto: Proto::Udp }, gi, g.sock));
         }
     }
     out
@@ -223,6 +245,9 @@ fn bind_quic(k: &Key, o: &SockOpts) -> io::Result<UdpSocket> {
 }
 
 fn bind(k: &Key, o: Opts) -> io::Result<Held> {
+    if let Some(path) = &k.unix {
+        return unix::bind(path, o.backlog, o.sock.rcvbuf, o.sock.sndbuf).map(Held::Tcp);
+    }
     match k.proto {
         Proto::Http => bind_tcp(k, o, true).map(Held::Tcp),
         Proto::Tcp => bind_tcp(k, o, false).map(Held::Tcp),
@@ -393,6 +418,17 @@ impl ListenerSet {
                 continue;
             }
             let sock = match self.socks.iter().find(|(ok, _)| *ok == k) {
+                Some((_, l)) if k.unix.is_some() => {
+                    // Only the backlog applies to a unix-domain socket
+                    // kept across a reload.
+                    let dup = l
+                        .try_clone()
+                        .map_err(|e| format!("dup() of listener {} failed ({})", k.label(), os_error(&e)))?;
+                    if let Held::Tcp(dup) = &dup {
+                        let _ = socket2::SockRef::from(dup).listen(opts.backlog);
+                    }
+                    dup
+                }
                 Some((_, l)) => {
                     let dup =
                         l.try_clone().map_err(|e| format!("dup() of listener {} failed ({})", k.addr, os_error(&e)))?;
@@ -408,7 +444,7 @@ impl ListenerSet {
                     }
                     dup
                 }
-                None => bind(&k, opts).map_err(|e| format!("bind() to {} failed ({})", k.addr, os_error(&e)))?,
+                None => bind(&k, opts).map_err(|e| format!("bind() to {} failed ({})", k.label(), os_error(&e)))?,
             };
             next.socks.push((k, sock));
         }
@@ -476,8 +512,27 @@ impl ListenerSet {
         Ok(out)
     }
 
-    pub fn addrs(&self) -> Vec<SocketAddr> {
-        self.socks.iter().map(|(k, _)| k.addr).chain(self.udp.iter().map(|(k, _)| k.addr)).collect()
+    pub fn addrs(&self) -> Vec<String> {
+        self.socks.iter().map(|(k, _)| k.label()).chain(self.udp.iter().map(|(k, _)| k.label())).collect()
+    }
+
+    /// The paths of this set's unix-domain sockets.
+    pub fn unix_paths(&self) -> Vec<Arc<str>> {
+        let mut out: Vec<Arc<str>> = self.socks.iter().filter_map(|(k, _)| k.unix.clone()).collect();
+        out.dedup();
+        out
+    }
+
+    /// Removes the socket files of this set's unix-domain sockets that
+    /// `next` does not keep (all of them when sluice exits), as nginx
+    /// deletes a unix listen's file when it closes the socket for good.
+    pub fn remove_unix_files(&self, next: Option<&ListenerSet>) {
+        let kept = next.map(|n| n.unix_paths()).unwrap_or_default();
+        for p in self.unix_paths() {
+            if !kept.contains(&p) {
+                unix::remove(&p);
+            }
+        }
     }
 
     /// Every socket with its key in text, for handing the set to another
@@ -563,7 +618,13 @@ mod tests {
 
     /// A blocking listener with `o` on a free loopback port.
     fn listener(o: Opts) -> TcpListener {
-        let key = Key { addr: "127.0.0.1:0".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Http };
+        let key = Key {
+            addr: "127.0.0.1:0".parse().expect("addr"),
+            unix: None,
+            reuseport: false,
+            index: 0,
+            proto: Proto::Http,
+        };
         let l = bind_tcp(&key, o, true).expect("bind");
         l.set_nonblocking(false).expect("blocking");
         l
@@ -572,9 +633,22 @@ mod tests {
     #[test]
     fn keys_round_trip_as_text() {
         for k in [
-            Key { addr: "127.0.0.1:8080".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Http },
-            Key { addr: "[::1]:443".parse().expect("addr"), reuseport: true, index: 3, proto: Proto::Tcp },
-            Key { addr: "[::1]:53".parse().expect("addr"), reuseport: false, index: 0, proto: Proto::Udp },
+            Key {
+                addr: "127.0.0.1:8080".parse().expect("addr"),
+                unix: None,
+                reuseport: false,
+                index: 0,
+                proto: Proto::Http,
+            },
+            Key { addr: "[::1]:443".parse().expect("addr"), unix: None, reuseport: true, index: 3, proto: Proto::Tcp },
+            Key { addr: "[::1]:53".parse().expect("addr"), unix: None, reuseport: false, index: 0, proto: Proto::Udp },
+            Key {
+                addr: unix::PLACEHOLDER,
+                unix: Some("/run/a b.sock".into()),
+                reuseport: false,
+                index: 0,
+                proto: Proto::Http,
+            },
         ] {
             assert_eq!(Key::from_text(&k.to_text()), Some(k));
         }
@@ -587,6 +661,9 @@ mod tests {
             "127.0.0.1:80 shared 0",
             "127.0.0.1:80 shared 0 sctp",
             "127.0.0.1:80 shared 0 tcp extra",
+            "unix:/a reuseport 0 http",
+            "unix:/a shared 0 tcp",
+            "unix: shared 0 http",
         ] {
             assert_eq!(Key::from_text(bad), None, "{bad}");
         }

@@ -375,7 +375,9 @@ impl Master {
             self.retiring.push(w);
         }
         // Old workers hold their own descriptors; the master keeps only the
-        // sockets the new configuration uses.
+        // sockets the new configuration uses. A unix listen the new one
+        // dropped loses its file now, as in nginx's reload.
+        self.listeners.remove_unix_files(Some(&listeners));
         self.listeners = listeners;
         self.logs = logs;
         if let Some(l) = &self.link
@@ -410,7 +412,9 @@ impl Master {
 
     fn stop_all(&mut self, how: Ctl, limit: Duration) {
         // Close the master's listening sockets now: with the workers' copies
-        // gone too, new connections are refused instead of queueing.
+        // gone too, new connections are refused instead of queueing. The
+        // unix listens' files go, as nginx removes them when it exits.
+        self.listeners.remove_unix_files(None);
         self.listeners = ListenerSet::default();
         if let Some(c) = self.current.checker.take() {
             c.stop();

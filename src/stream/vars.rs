@@ -263,7 +263,7 @@ impl VarSource for Session {
             Var::LimitConnStatus => out.extend_from_slice(self.limit_status.get().as_bytes()),
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
-                let ip = g.address(self.client.get(), source.as_deref(), &[]);
+                let ip = g.address(Some(self.client.get()), source.as_deref(), &[]);
                 out.extend_from_slice(g.lookup(ip));
             }
             Var::Split(sc) => {

@@ -70,6 +70,17 @@ impl Acceptor for Http {
 
     fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard) {
         let (addr, group) = (self.addr(), self.group);
+        if let Some(path) = &self.cfg.http.listens[group].unix {
+            // A unix-domain client: no address to pick a group by.
+            let info = ConnInfo {
+                fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+                unix: Some(path.clone()),
+                ..ConnInfo::new(peer, addr, w.next_serial())
+            };
+            let conn = Box::pin(crate::http::connection::start(stream, info, group, guard));
+            tokio::task::spawn_local(crate::clock::per_poll(conn));
+            return;
+        }
         let wildcard = addr.ip().is_unspecified();
         let local = if wildcard { stream.local_addr().unwrap_or(addr) } else { addr };
         // A wildcard socket also carries addresses that have their own

@@ -239,7 +239,12 @@ fn auth_handler(ctx: &ReqCtx<'_, '_>, _any: bool) -> Verdict {
 
 /// ngx_http_access_handler: the client address against the level's rules.
 fn rules_handler(ctx: &ReqCtx<'_, '_>, any: bool) -> Verdict {
-    match ctx.conf.access.rules.check(ctx.client().ip()) {
+    let verdict = if ctx.client_is_unix() {
+        ctx.conf.access.rules.check_unix()
+    } else {
+        ctx.conf.access.rules.check(ctx.client().ip())
+    };
+    match verdict {
         None => Verdict::Declined,
         Some(false) => Verdict::Admit,
         Some(true) => {

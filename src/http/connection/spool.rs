@@ -151,6 +151,13 @@ impl<'a> Spool<'a> {
     }
 }
 
+/// A named temporary file in `dir` that is removed when its name is
+/// dropped unless it was renamed away first: a WebDAV PUT's body, written
+/// there and renamed into place (`http::dav::put`).
+pub(crate) fn rename_source(dir: &Path) -> Result<(File, TempName), String> {
+    named_temp_file(dir, Naming::Clean)
+}
+
 fn write_failed(dir: &Path, e: &io::Error) -> String {
     format!("write() to a temporary file in \"{}\" failed ({})", dir.display(), crate::process::signal::os_error(e))
 }

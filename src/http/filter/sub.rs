@@ -81,7 +81,13 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     if conf.pairs.is_empty() || resp.body.is_empty() && !matches!(resp.body, Body::Upstream(_)) {
         return;
     }
-    if !matches!(resp.body, Body::Static(_) | Body::Owned(_) | Body::Shared(_) | Body::File { .. } | Body::Upstream(_))
+    // A body the gunzip module decompresses takes the replacer after it.
+    let gunzipped = matches!(&resp.body, Body::Compressed(z) if z.coding.is_none() && !z.has_sub());
+    if !gunzipped
+        && !matches!(
+            resp.body,
+            Body::Static(_) | Body::Owned(_) | Body::Shared(_) | Body::File { .. } | Body::Upstream(_)
+        )
     {
         return;
     }
@@ -93,9 +99,13 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     let vars = Vars { resp: Some(resp), ..Vars::request(ctx) };
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = conf.pairs.iter().map(|(p, t)| (p.clone(), t.render_to_vec(&vars))).collect();
     let replacer = Replacer::new(pairs, conf.once);
-    let body = std::mem::replace(&mut resp.body, Body::Empty);
-    resp.body =
-        Body::Compressed(Box::new(crate::http::filter::compress::stream::Compressed::substituting(body, replacer)));
+    if let Body::Compressed(z) = &mut resp.body {
+        z.add_sub(replacer);
+    } else {
+        let body = std::mem::replace(&mut resp.body, Body::Empty);
+        resp.body =
+            Body::Compressed(Box::new(crate::http::filter::compress::stream::Compressed::substituting(body, replacer)));
+    }
     resp.accept_ranges = false;
     resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
     if conf.last_modified {

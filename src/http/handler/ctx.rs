@@ -37,6 +37,10 @@ pub struct ConnInfo {
     /// The client socket's descriptor, for `$tcpinfo_*` (-1: none, as for
     /// the fuzzer's in-memory client).
     pub fd: i32,
+    /// `listen unix:PATH`: the connection came on the unix-domain socket
+    /// at PATH; `peer` and `local` are then placeholders, and the address
+    /// variables say `unix:` as nginx's (`listener::unix`).
+    pub unix: Option<std::sync::Arc<str>>,
 }
 
 impl ConnInfo {
@@ -54,6 +58,7 @@ impl ConnInfo {
             proxy_protocol: None,
             started: crate::clock::unix_ms() as u32,
             fd: -1,
+            unix: None,
         }
     }
 
@@ -130,6 +135,9 @@ pub struct ReqCtx<'c, 'a> {
     /// no longer belongs to the location, so `alias` refuses it and a
     /// `proxy_pass` URI part is not substituted (nginx's `r->valid_location`).
     pub valid_location: bool,
+    /// A WebDAV PUT (`dav_methods PUT`): the connection layer reads the
+    /// body and hands it to `http::dav::put` instead of an origin.
+    pub dav_put: bool,
     /// try_files ran where `alias` is a regex location's whole path: the
     /// URI is appended to it from then on (nginx's `r->add_uri_to_alias`).
     pub add_uri_to_alias: bool,
@@ -280,6 +288,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             vars: Default::default(),
             uri_changed: false,
             valid_location: true,
+            dav_put: false,
             add_uri_to_alias: false,
             trailers: Vec::new(),
             unparsed_uri_valid: true,
@@ -304,6 +313,18 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
     /// module replaced it.
     pub fn client(&self) -> SocketAddr {
         self.realip.unwrap_or(self.conn.peer)
+    }
+
+    /// The client's address as nginx's error log names it (`unix:` for a
+    /// unix-domain socket's).
+    pub fn client_text(&self) -> String {
+        if self.client_is_unix() { "unix:".to_string() } else { self.client().ip().to_string() }
+    }
+
+    /// The client is the unix-domain socket's peer (no realip address
+    /// replaced it): nginx's `AF_UNIX` client, `$remote_addr` `unix:`.
+    pub fn client_is_unix(&self) -> bool {
+        self.realip.is_none() && self.conn.unix.is_some()
     }
 
     /// A regex capture of the same name was written: the variable reads it
@@ -334,7 +355,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
     pub fn log_suffix(&self) -> String {
         let mut s = format!(
             "client: {}, server: {}, request: \"{}\"",
-            self.client().ip(),
+            self.client_text(),
             self.server.name,
             String::from_utf8_lossy(self.req.request_line())
         );

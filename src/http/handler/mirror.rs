@@ -109,6 +109,7 @@ pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>) {
                 requests: c.requests,
                 started: c.started,
                 fd: c.fd,
+                unix: c.unix.clone(),
                 ..ConnInfo::new(c.peer, c.local, c.id)
             },
             realip: ctx.realip,

@@ -399,6 +399,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         r.body = crate::http::response::Body::Proxy;
         return Step::Done(r);
     }
+    if let Some(step) = crate::http::dav::handle(ctx) {
+        return step;
+    }
     static_file::serve(ctx)
 }
 
@@ -417,6 +420,7 @@ pub fn finish_error<'c>(ctx: &mut ReqCtx<'c, '_>, status: u16) -> Response<'c> {
 /// The header filters on a response that came from an origin.
 pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
     crate::http::filter::headers::apply(ctx, &mut resp);
+    crate::http::gunzip::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
     crate::http::ssi::apply(ctx, &mut resp);
@@ -441,6 +445,7 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
         resp = error_page::apply(ctx, resp);
     }
     crate::http::filter::headers::apply(ctx, &mut resp);
+    crate::http::gunzip::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
     crate::http::ssi::apply(ctx, &mut resp);

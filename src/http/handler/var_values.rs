@@ -85,6 +85,8 @@ impl VarSource for Vars<'_, '_, '_> {
         let ctx = self.ctx;
         let req = &ctx.req;
         match var {
+            Var::RemoteAddr if ctx.client_is_unix() => out.extend_from_slice(b"unix:"),
+            Var::RemotePort if ctx.client_is_unix() => {}
             Var::RemoteAddr => push_ip(out, ctx.client().ip()),
             Var::RemotePort => {
                 // A realip address given without a port has none (nginx: empty).
@@ -116,6 +118,10 @@ impl VarSource for Vars<'_, '_, '_> {
                 let t = crate::worker::stats::totals();
                 push_u64(out, [t.active, t.reading, t.writing, t.waiting][usize::from(*which).min(3)]);
             }
+            // nginx's binary form of an AF_UNIX address is its text.
+            Var::BinaryRemoteAddr if ctx.client_is_unix() => out.extend_from_slice(b"unix:"),
+            Var::RealipRemoteAddr if ctx.conn.unix.is_some() => out.extend_from_slice(b"unix:"),
+            Var::RealipRemotePort if ctx.conn.unix.is_some() => {}
             Var::RealipRemoteAddr => push_ip(out, ctx.conn.peer.ip()),
             Var::RealipRemotePort => push_u64(out, ctx.conn.peer.port() as u64),
             Var::ProxyProtocolAddr => {
@@ -187,6 +193,11 @@ impl VarSource for Vars<'_, '_, '_> {
             }
             Var::Hostname => out.extend_from_slice(crate::process::hostname().as_bytes()),
             Var::ServerName => out.extend_from_slice(ctx.server.name.as_bytes()),
+            Var::ServerAddr if ctx.conn.unix.is_some() => {
+                out.extend_from_slice(b"unix:");
+                out.extend_from_slice(ctx.conn.unix.as_deref().unwrap_or("").as_bytes());
+            }
+            Var::ServerPort if ctx.conn.unix.is_some() => {}
             Var::ServerAddr => {
                 use std::io::Write;
                 let _ = write!(out, "{}", ctx.conn.local.ip());
@@ -220,7 +231,11 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(x);
                     out.extend_from_slice(b", ");
                 }
-                push_ip(out, ctx.client().ip());
+                if ctx.client_is_unix() {
+                    out.extend_from_slice(b"unix:");
+                } else {
+                    push_ip(out, ctx.client().ip());
+                }
             }
             Var::UpstreamAddr => {
                 push_list(out, &ctx.upstream.addr, &ctx.upstream.groups, |out, a| out.extend_from_slice(a.as_bytes()))
@@ -263,7 +278,8 @@ impl VarSource for Vars<'_, '_, '_> {
                 } else {
                     req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for")).map(|(_, v)| v).collect()
                 };
-                let ip = g.address(ctx.client(), source.as_deref(), &xff);
+                let client = (!ctx.client_is_unix()).then(|| ctx.client());
+                let ip = g.address(client, source.as_deref(), &xff);
                 out.extend_from_slice(g.lookup(ip));
             }
             Var::Split(sc) => {

@@ -81,7 +81,7 @@ fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
     let sep = if unix_sep && peer.starts_with("unix:") { ":" } else { "" };
     let mut s = format!(
         "client: {}, server: {}, request: \"{}\", upstream: \"{}://{}{}{}\"",
-        ctx.client().ip(),
+        ctx.client_text(),
         ctx.server.name,
         String::from_utf8_lossy(ctx.req.request_line()),
         scheme,

@@ -90,6 +90,10 @@ fn method_idempotent(m: Method) -> bool {
 /// Runs the proxy for a request whose location has `proxy_pass`; returns
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
+    if ctx.dav_put {
+        // The body was read as a proxied one; a WebDAV PUT writes it.
+        return crate::http::dav::put::respond(ctx, &mut client.body).await;
+    }
     let lc: &'c crate::config::model::LocConf = ctx.conf;
     // The run-time API's POST and PATCH come here for their bodies.
     if let Some(api) = &lc.api {
@@ -151,7 +155,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
         }
         _ => Vec::new(),
     };
-    let client_ip = ctx.client().ip();
+    let client_ip = (!ctx.client_is_unix()).then(|| ctx.client().ip());
     let mut slot = None;
     if let Some(q) = &u.queue {
         let (queued, stats) = {
@@ -445,7 +449,12 @@ async fn attempt(
                 let _ = s.set_nodelay(true);
                 if pp {
                     use tokio::io::AsyncWriteExt;
-                    let line = crate::http::connection::proxy_protocol::v1_line(ctx.client(), ctx.conn.local);
+                    // nginx writes `PROXY UNKNOWN` for a unix-domain client.
+                    let line = if ctx.client_is_unix() {
+                        b"PROXY UNKNOWN\r\n".to_vec()
+                    } else {
+                        crate::http::connection::proxy_protocol::v1_line(ctx.client(), ctx.conn.local)
+                    };
                     if let Err(e) = s.write_all(&line).await {
                         log_upstream(
                             ctx,

@@ -148,14 +148,16 @@ impl WorkerProxy {
 
 impl UpstreamRt {
     /// The next peer for a request (None: nginx's "no live upstreams").
-    pub fn pick(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<Picked> {
+    /// `client` is None for a unix-domain client (`ip_hash` hashes nginx's
+    /// pseudo address then).
+    pub fn pick(&mut self, sel: &mut Selection, client: Option<IpAddr>, key: &[u8]) -> Option<Picked> {
         if let Some(v) = &mut self.zone {
-            return v.pick(&mut self.views, sel, Some(client), key);
+            return v.pick(&mut self.views, sel, client, key);
         }
         self.pick_static(sel, client, key).map(|i| Picked { i, peer: None })
     }
 
-    fn pick_static(&mut self, sel: &mut Selection, client: IpAddr, key: &[u8]) -> Option<usize> {
+    fn pick_static(&mut self, sel: &mut Selection, client: Option<IpAddr>, key: &[u8]) -> Option<usize> {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
         let views = &mut self.views;
@@ -165,7 +167,7 @@ impl UpstreamRt {
             c.mark_down(views);
         }
         let Some(q) = &self.shared else {
-            let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
+            let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
             self.health[i].picked(&b.peers()[i], now);
             if let Some(s) = &self.stats {
                 s.picked(i);
@@ -178,7 +180,7 @@ impl UpstreamRt {
             v.usable &= !q.full(i);
         }
         loop {
-            let i = b.pick(sel, &PickCtx { peers: views, client: Some(client), key })?;
+            let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
             // Another worker may have taken the peer's last slot since the
             // counters were read: pick again without it.
             if q.claim(i) {

@@ -64,7 +64,8 @@ pub async fn respond<'c>(
     let passed = crate::http::proxy::passes_body_of(conf, protocol);
     // As in nginx, `client_body_in_file_only` has no effect on a body
     // passed on unbuffered.
-    let stream_it = !crate::http::proxy::up_conf(conf).request_buffering
+    let stream_it = !ctx.dav_put
+        && !crate::http::proxy::up_conf(conf).request_buffering
         && passed
         && match head.body {
             BodyKind::Length(_) => true,

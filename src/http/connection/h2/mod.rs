@@ -220,6 +220,7 @@ where
             proxy_protocol: info.proxy_protocol.clone(),
             started: info.started,
             fd: info.fd,
+            unix: info.unix.clone(),
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
         let mut fut: Pin<Box<dyn Future<Output = ()>>> =

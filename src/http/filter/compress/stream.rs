@@ -21,6 +21,8 @@ use crate::worker::WorkerCtx;
 pub struct Compressed {
     /// None: not encoded, only the sub filter's replacements.
     pub coding: Option<Coding>,
+    /// The gunzip module's decompression, first of the stages.
+    gunzip: Option<Box<crate::http::gunzip::Gunzip>>,
     /// The sub filter, ahead of the encoder.
     sub: Option<Box<crate::http::filter::sub::Replacer>>,
     /// The SSI module, after the sub filter (nginx's body-filter order).
@@ -61,6 +63,8 @@ pub enum StreamError {
     Read(std::io::Error),
     /// The encoder failed.
     Encode(std::io::Error),
+    /// The gunzip stage found no valid gzip data.
+    Decode(std::io::Error),
 }
 
 impl Compressed {
@@ -68,6 +72,7 @@ impl Compressed {
         let flush_each = matches!(&inner, Body::Upstream(u) if !u.buffering);
         Compressed {
             coding: Some(coding),
+            gunzip: None,
             sub: None,
             ssi: None,
             addition: None,
@@ -99,6 +104,24 @@ impl Compressed {
         c.coding = None;
         c.sub = Some(Box::new(sub));
         c
+    }
+
+    /// A gzip body that is decompressed (the gunzip module).
+    pub fn gunzipping(inner: Body) -> Compressed {
+        let mut c = Compressed::new(Coding::Gzip, inner, 0, 0);
+        c.coding = None;
+        c.gunzip = Some(Box::default());
+        c
+    }
+
+    /// Adds the sub filter after the gunzip stage.
+    pub fn add_sub(&mut self, sub: crate::http::filter::sub::Replacer) {
+        self.sub = Some(Box::new(sub));
+    }
+
+    /// The sub filter is in already.
+    pub fn has_sub(&self) -> bool {
+        self.sub.is_some()
     }
 
     /// A body that only goes through the SSI module.
@@ -154,6 +177,7 @@ impl Compressed {
     ) -> Result<bool, StreamError> {
         let Compressed {
             coding,
+            gunzip,
             sub,
             ssi,
             addition,
@@ -172,7 +196,7 @@ impl Compressed {
         if let Some(err) = failed.take() {
             return Err(StreamError::Upstream(err));
         }
-        let mut st = Stages { sub, ssi, w, ctx };
+        let mut st = Stages { gunzip, sub, ssi, w, ctx };
         loop {
             if *done {
                 return Ok(false);
@@ -243,6 +267,12 @@ impl Compressed {
             if eof {
                 *done = true;
                 if let Some(mut e) = enc.take() {
+                    // The gunzip stage's last bytes go through the rest.
+                    if let Some(mut g) = st.gunzip.take() {
+                        let mut rest = Vec::new();
+                        g.finish(&mut rest).map_err(StreamError::Decode)?;
+                        put(&mut e, &mut st, &rest, out, zin).await?;
+                    }
                     let mut held = Vec::new();
                     if let Some(r) = st.sub {
                         r.finish(&mut held);
@@ -298,6 +328,7 @@ pub fn push_ratio(zin: u64, zout: u64, out: &mut Vec<u8>) {
 
 /// The stages ahead of the encoder, and what the SSI stage needs.
 struct Stages<'s, 'r, 'c, 'a> {
+    gunzip: &'s mut Option<Box<crate::http::gunzip::Gunzip>>,
     sub: &'s mut Option<Box<Replacer>>,
     ssi: &'s mut Option<Box<Ssi>>,
     w: &'r WorkerCtx,
@@ -313,11 +344,18 @@ async fn put(
     out: &mut Vec<u8>,
     zin: &mut u64,
 ) -> Result<(), StreamError> {
-    let replaced;
+    let inflated;
     let mut piece = input;
+    if let Some(g) = st.gunzip {
+        let mut v = Vec::with_capacity(input.len() * 4);
+        g.feed(input, &mut v).map_err(StreamError::Decode)?;
+        inflated = v;
+        piece = &inflated;
+    }
+    let replaced;
     if let Some(r) = st.sub {
-        let mut v = Vec::with_capacity(input.len());
-        r.feed(input, &mut v);
+        let mut v = Vec::with_capacity(piece.len());
+        r.feed(piece, &mut v);
         replaced = v;
         piece = &replaced;
     }
@@ -359,6 +397,13 @@ pub fn log_error(ctx: &ReqCtx<'_, '_>, e: &StreamError) {
             "*{} pread() failed ({})",
             ctx.conn.id,
             crate::process::signal::os_error(e)
+        ),
+        StreamError::Decode(e) => log_to!(
+            ctx.conf.error_log,
+            Level::Error,
+            "*{} inflate() failed: {} while sending to client",
+            ctx.conn.id,
+            e
         ),
         StreamError::Encode(e) => {
             log_to!(
