@@ -302,6 +302,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         etag: true,
         if_modified_since: IfModifiedSince::Exact,
         log_not_found: true,
+        log_subrequest: false,
         ssl: SslConf {
             tls12: true,
             tls13: true,
@@ -328,6 +329,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         sub: Default::default(),
         ssi: Default::default(),
         addition: Default::default(),
+        slice: Default::default(),
         mirror: Default::default(),
         limit_except: None,
         limit: Default::default(),
