@@ -78,6 +78,8 @@ pub enum Var {
     /// `_raw_cert`, `_escaped_cert`, `_v_start`, `_v_end`, `_v_remain`.
     SslClient(ClientCertVar),
     SecureLinkExpires,
+    /// `$slice_range` (the slice module).
+    SliceRange,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
     Capture(usize),
@@ -298,6 +300,7 @@ impl Var {
             "invalid_referer" => Var::InvalidReferer,
             "secure_link" => Var::SecureLink,
             "secure_link_expires" => Var::SecureLinkExpires,
+            "slice_range" => Var::SliceRange,
             _ => {
                 let header = |rest: &str| rest.replace('_', "-");
                 if let Some(rest) = lower.strip_prefix("http_") {

@@ -82,3 +82,58 @@ fn off_stands_alone() {
     let err = stderr_of(&out);
     assert!(!out.status.success() && err.contains("\"mirror\" directive is duplicate"), "{err}");
 }
+
+/// No request body with `mirror_request_body off`; `log_subrequest on` logs the mirror in
+/// its location's access log; an index file's internal redirect reaches
+/// the mirror's location twice, and nginx mirrors each time.
+#[test]
+fn bodies_logs_and_redirects() {
+    let app = echo();
+    let shadow = Origin::start(|_| Reply::http(204, &[], ""));
+    let s = builder()
+        .http(&format!(
+            r#"log_format sub "$uri $args";
+            server {{
+                listen 127.0.0.1:{{port}};
+                root {{prefix}}/html;
+                location /up/ {{
+                    mirror /m;
+                    proxy_pass http://127.0.0.1:{a};
+                }}
+                location /nobody/ {{
+                    mirror /m;
+                    mirror_request_body off;
+                    proxy_pass http://127.0.0.1:{a};
+                }}
+                location /dir/ {{
+                    mirror /m;
+                }}
+                location = /m {{
+                    internal;
+                    log_subrequest on;
+                    access_log {{prefix}}/logs/mirror.log sub;
+                    proxy_pass http://127.0.0.1:{m}$request_uri;
+                }}
+            }}"#,
+            a = app.port,
+            m = shadow.port
+        ))
+        .file("html/dir/index.html", "index\n")
+        .start();
+    let r = req(&s, "POST", "/up/a", &["Content-Type: text/plain"], b"0123456789");
+    assert_eq!(r.status, 200);
+    assert!(wait_count(&shadow, 1));
+    assert_eq!(shadow.last().line(), "POST /up/a HTTP/1.0");
+    let r = req(&s, "POST", "/nobody/a", &[], b"0123456789");
+    assert_eq!(r.status, 200);
+    assert!(wait_count(&shadow, 2));
+    let m = shadow.last();
+    assert_eq!((m.line(), m.body.as_slice()), ("POST /nobody/a HTTP/1.0", &b""[..]));
+    // `/dir/` then, after the index redirect, `/dir/index.html`.
+    assert_eq!(s.get("/dir/?q=1").text(), "index\n");
+    assert!(wait_count(&shadow, 4));
+    let lines = wait_lines(&s.path("logs/mirror.log"), 4, Duration::from_secs(5));
+    // (An empty `$args` is written as nothing or `-`.)
+    let lines: Vec<&str> = lines.iter().map(|l| l.trim_end_matches(['-', ' '])).collect();
+    assert_eq!(lines, ["/m", "/m", "/m q=1", "/m q=1"]);
+}

@@ -316,6 +316,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         etag: true,
         if_modified_since: IfModifiedSince::Exact,
         log_not_found: true,
+        log_subrequest: false,
         ssl: SslConf {
             tls12: true,
             tls13: true,
@@ -344,6 +345,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         addition: Default::default(),
         dav: Default::default(),
         gunzip: Default::default(),
+        slice: Default::default(),
         mirror: Default::default(),
         limit_except: None,
         limit: Default::default(),

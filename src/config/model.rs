@@ -268,6 +268,8 @@ pub struct LocConf {
     pub etag: bool,
     pub if_modified_since: IfModifiedSince,
     pub log_not_found: bool,
+    /// `log_subrequest`: subrequests (mirrors) write access log lines.
+    pub log_subrequest: bool,
     pub ssl: SslConf,
     pub http2: Http2Conf,
     /// `http3`, `http3_*`, `quic_*` (`crate::http::connection::h3::conf`).
@@ -300,6 +302,7 @@ pub struct LocConf {
     pub dav: crate::http::dav::DavConf,
     /// `gunzip`, `gunzip_buffers`.
     pub gunzip: crate::http::gunzip::GunzipConf,
+    pub slice: crate::http::slice::SliceConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

@@ -221,6 +221,9 @@ pub struct UpstreamConf {
     pub request_buffering: bool,
     /// Whether the origin request goes on when the client leaves.
     pub ignore_client_abort: bool,
+    /// `*_force_ranges`: ranges of a stored response are served even when
+    /// the origin sent no `Accept-Ranges`.
+    pub force_ranges: bool,
     pub intercept_errors: bool,
     /// `*_cache*`: the cache engine is shared; each module has its own
     /// settings for it, as nginx's proxy and fastcgi modules do.
@@ -251,6 +254,7 @@ impl UpstreamConf {
             buffers,
             request_buffering: true,
             ignore_client_abort: false,
+            force_ranges: false,
             intercept_errors: false,
             cache: Default::default(),
             bind: None,
@@ -636,6 +640,11 @@ pub mod shared {
         Ok(())
     }
 
+    pub fn force_ranges(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.force_ranges = flag(d)?;
+        Ok(())
+    }
+
     pub fn intercept_errors(u: &mut UpstreamConf, d: &Directive) -> R {
         u.intercept_errors = flag(d)?;
         Ok(())
@@ -704,6 +713,9 @@ macro_rules! upstream_directives {
             }
             pub fn ignore_client_abort(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::ignore_client_abort(&mut c.$field.up, d)
+            }
+            pub fn force_ranges(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::force_ranges(&mut c.$field.up, d)
             }
             pub fn intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::intercept_errors(&mut c.$field.up, d)

@@ -99,7 +99,6 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("keepalive_disable", HSL, 1, MANY, Set::Ctx(keepalive_disable)),
     cmd("msie_padding", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("msie_refresh", HSL, 1, 1, Set::Ctx(on_off)),
-    cmd("log_subrequest", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("client_body_in_single_buffer", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("proxy_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("fastcgi_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),

@@ -193,6 +193,7 @@ flag_setter!(tcp_nodelay, tcp_nodelay);
 flag_setter!(etag, etag);
 flag_setter!(open_file_cache_errors, open_file_cache_errors);
 flag_setter!(log_not_found, log_not_found);
+flag_setter!(log_subrequest, log_subrequest);
 
 macro_rules! time_setter {
     ($name:ident, $field:ident) => {

@@ -136,6 +136,7 @@ pub static CORE: &[Cmd] = &[
     cmd("client_body_temp_path", HSL, 1, 4, Set::Loc(set_loc::client_body_temp_path)),
     cmd("client_body_in_file_only", HSL, 1, 1, Set::Loc(set_loc::client_body_in_file_only)),
     cmd("proxy_ignore_client_abort", HSL, 1, 1, Set::Loc(proxy::proxy_up::ignore_client_abort)),
+    cmd("proxy_force_ranges", HSL, 1, 1, Set::Loc(proxy::proxy_up::force_ranges)),
     cmd("send_timeout", HSL, 1, 1, Set::Loc(set_loc::send_timeout)),
     cmd("open_file_cache", HSL, 1, 2, Set::Loc(set_loc::open_file_cache)),
     cmd("open_file_cache_valid", HSL, 1, 1, Set::Loc(set_loc::open_file_cache_valid)),
@@ -162,6 +163,7 @@ pub static CORE: &[Cmd] = &[
     cmd("empty_gif", LOC, 0, 0, Set::Loc(set_loc::empty_gif)),
     cmd("check_status", SRV | LOC, 0, 1, Set::Loc(crate::upstream::check::status::directive)),
     cmd("log_not_found", HSL, 1, 1, Set::Loc(set_loc::log_not_found)),
+    cmd("log_subrequest", HSL, 1, 1, Set::Loc(set_loc::log_subrequest)),
     // TLS (http and server levels, as in nginx)
     cmd("ssl", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ssl)),
     list(cmd("ssl_certificate", HTTP | SRV, 1, 1, Set::Loc(set_ssl::certificate)), set_ssl::reset_certificates),
@@ -314,6 +316,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::addition::DIRECTIVES,
     crate::http::dav::DIRECTIVES,
     crate::http::gunzip::DIRECTIVES,
+    crate::http::slice::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

@@ -211,3 +211,25 @@ pub fn range(data: &[u8]) {
     padded.extend_from_slice(b"\r\n ");
     assert_eq!(range::parse_range(&padded, 1000, None), range::parse_range(data, 1000, None), "{}", show(data));
 }
+
+/// The slice module's `Content-Range` parser (`http/slice`), which reads
+/// an origin's header: what it accepts is `bytes S-E/L` or `bytes S-E/*`
+/// with spaces only around the parts, `end` one past `E`, every number
+/// within nginx's off_t; written back canonically it parses the same.
+pub fn slice_content_range(data: &[u8]) {
+    use crate::http::slice::parse_content_range;
+    let Some(cr) = parse_content_range(data) else { return };
+    assert!(data.starts_with(b"bytes "), "{}", show(data));
+    assert!(cr.start <= i64::MAX as u64 && cr.end >= 1 && cr.end - 1 <= i64::MAX as u64, "{}", show(data));
+    assert!(cr.complete.is_none_or(|l| l <= i64::MAX as u64), "{}", show(data));
+    assert!(
+        data[6..].iter().all(|b| b.is_ascii_digit() || matches!(b, b' ' | b'-' | b'/' | b'*')),
+        "{} has other bytes",
+        show(data)
+    );
+    let canonical = match cr.complete {
+        Some(l) => format!("bytes {}-{}/{}", cr.start, cr.end - 1, l),
+        None => format!("bytes {}-{}/*", cr.start, cr.end - 1),
+    };
+    assert_eq!(parse_content_range(canonical.as_bytes()), Some(cr), "{}", show(data));
+}

@@ -37,7 +37,7 @@ pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
-pub use http::{range, uri};
+pub use http::{range, slice_content_range, uri};
 pub use mail::{auth_http_response, mail_command};
 pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
@@ -57,6 +57,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("chunked", chunked),
     ("uri", uri),
     ("range", range),
+    ("slice_content_range", slice_content_range),
     ("head_scan", head_scan),
     ("cache_entry", cache_entry),
     ("cache_control", cache_control),

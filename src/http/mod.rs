@@ -24,6 +24,7 @@ pub mod realip;
 pub mod rewrite;
 pub mod routing;
 pub mod scgi;
+pub mod slice;
 pub mod ssi;
 pub mod uwsgi;
 

@@ -48,7 +48,7 @@ impl Body {
             Body::File { len, .. } => *len,
             Body::Proxy => 0,
             Body::Upstream(u) => u.known_len().unwrap_or(0),
-            Body::Compressed(_) => 0,
+            Body::Compressed(z) => z.declared_len.unwrap_or(0),
             Body::Multipart { parts, trailer, .. } => {
                 parts.iter().map(|(h, r)| h.len() as u64 + (r.end - r.start + 1)).sum::<u64>() + trailer.len() as u64
             }
@@ -63,7 +63,7 @@ impl Body {
     pub fn known_len(&self) -> Option<u64> {
         match self {
             Body::Upstream(u) => u.known_len(),
-            Body::Compressed(_) => None,
+            Body::Compressed(z) => z.declared_len,
             other => Some(other.len()),
         }
     }

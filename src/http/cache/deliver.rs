@@ -76,7 +76,7 @@ pub fn from_open<'c>(ctx: &mut ReqCtx<'c, '_>, file: Rc<OpenFile>, meta: &Meta, 
 fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response<'c> {
     let mut r = head(meta);
     let len = meta.body_len;
-    let ranges_ok = allow_ranges(&mut r);
+    let ranges_ok = allow_ranges(ctx, &mut r);
     if r.status == 200 && ctx.err_status.is_none() && !ctx.subrequest {
         let (etag, modified) = match conditions(ctx, &mut r) {
             Ok(v) => v,
@@ -111,12 +111,13 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
 }
 
 /// nginx serves ranges of a proxied response (cached or being cached)
-/// only when the origin said `Accept-Ranges`; the header then comes from
-/// the range filter (`Accept-Ranges: bytes`, unless a range is answered).
-fn allow_ranges(r: &mut Response<'_>) -> bool {
+/// only when the origin said `Accept-Ranges` or `*_force_ranges` is on;
+/// the header then comes from the range filter (`Accept-Ranges: bytes`,
+/// unless a range is answered).
+fn allow_ranges(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>) -> bool {
     let before = r.headers.len();
     r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
-    r.accept_ranges = r.headers.len() != before;
+    r.accept_ranges = r.headers.len() != before || crate::http::proxy::up_conf(ctx.conf).force_ranges;
     r.accept_ranges
 }
 
@@ -205,7 +206,7 @@ pub fn on_miss(
     if r.status != 200 || ctx.err_status.is_some() {
         return None;
     }
-    let ranges_ok = allow_ranges(r);
+    let ranges_ok = allow_ranges(ctx, r);
     let (etag, modified) = match conditions(ctx, r) {
         Ok(v) => v,
         Err(304) => return None,

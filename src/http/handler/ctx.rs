@@ -164,8 +164,11 @@ pub struct ReqCtx<'c, 'a> {
     /// The SSI variables of the main request, which its SSI subrequests
     /// share (`ssi::Shared`).
     pub ssi: Option<std::rc::Rc<crate::http::ssi::Shared>>,
-    /// The request reached a location with `mirror` ([`crate::http::handler::mirror`]).
-    pub mirror_due: bool,
+    /// The `mirror` URIs of each location the request reached, with the
+    /// redirect count it was reached at ([`crate::http::handler::mirror`]).
+    pub mirror_due: Vec<(u32, std::sync::Arc<Vec<Vec<u8>>>)>,
+    /// The request body, kept for the mirrors (`mirror_request_body`).
+    pub mirror_body: Option<Vec<u8>>,
     /// The location's mirrors were started (once per request).
     pub mirrored: bool,
     /// This request's `auth_request` answer.
@@ -182,6 +185,10 @@ pub struct ReqCtx<'c, 'a> {
     /// `$request_body_file`: the named temporary file of a body the proxy
     /// read into a file.
     pub request_body_file: Option<std::path::PathBuf>,
+    /// The slice module's piece for this request (its first byte): set
+    /// when `$slice_range` is first read for the client's request, or by
+    /// the subrequest that fetches a later piece.
+    pub slice: std::cell::Cell<Option<u64>>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -298,13 +305,15 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             subrequest: false,
             sub_depth: 0,
             ssi: None,
-            mirror_due: false,
+            mirror_due: Vec::new(),
+            mirror_body: None,
             mirrored: false,
             auth: Default::default(),
             limit: Default::default(),
             auth_delay: None,
             request_body: None,
             request_body_file: None,
+            slice: Default::default(),
         }
     }
 

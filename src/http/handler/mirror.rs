@@ -83,19 +83,35 @@ struct Copy {
     realip: Option<std::net::SocketAddr>,
     group: usize,
     server: usize,
+    /// The request body (`mirror_request_body on`, a body read whole into
+    /// memory for the proxy).
+    body: Option<Vec<u8>>,
 }
 
-/// Starts the location's mirrors for this request (once per request).
-pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>) {
-    if !ctx.mirror_due || ctx.mirrored || ctx.conf.mirror.uris.is_empty() {
+/// Starts the mirrors of the locations this request reached (once per
+/// request). `body_read`: false before the request body was read; a
+/// proxied request with a body and `mirror_request_body on` then waits,
+/// and the caller starts its mirrors again once the proxy read the body
+/// (nginx reads the body before mirroring it).
+pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>, body_read: bool, proxied: bool) {
+    if ctx.mirror_due.is_empty() || ctx.mirrored {
+        return;
+    }
+    if !body_read
+        && proxied
+        && ctx.conf.mirror.request_body
+        && ctx.req.head.body != crate::http::request::BodyKind::None
+    {
         return;
     }
     ctx.mirrored = true;
+    let body = ctx.mirror_body.take();
     let cfg = &w.cfg.http;
     let Some(group) = cfg.listens.iter().position(|g| std::ptr::eq(g, ctx.group)) else { return };
     let Some(server) = cfg.servers.iter().position(|s| std::ptr::eq(&**s, ctx.server)) else { return };
     let c = ctx.conn;
-    for uri in ctx.conf.mirror.uris.iter() {
+    let due = std::mem::take(&mut ctx.mirror_due);
+    for uri in due.iter().flat_map(|(_, uris)| uris.iter()) {
         let copy = Copy {
             buf: ctx.req.buf[..ctx.req.head.head_len.min(ctx.req.buf.len())].to_vec(),
             head: ctx.req.head.clone(),
@@ -115,6 +131,7 @@ pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>) {
             realip: ctx.realip,
             group,
             server,
+            body: body.clone(),
         };
         let task = Box::pin(run(w.clone(), copy, uri.clone()));
         tokio::task::spawn_local(crate::clock::per_poll(task));
@@ -135,16 +152,29 @@ async fn run(w: Rc<WorkerCtx>, copy: Copy, uri: Vec<u8>) {
         args: copy.args.clone().map(Cow::Owned),
         host: Cow::Borrowed(&copy.host),
     };
+    let started = crate::clock::mono();
     let mut sub = ReqCtx::new(g, server, req, &copy.conn);
     sub.subrequest = true;
     sub.mirrored = true;
     sub.realip = copy.realip;
     sub.redirects = 1;
-    let resp = super::route(&mut sub, None);
+    let mut resp = super::route(&mut sub, None);
     if matches!(resp.body, Body::Proxy) {
-        // The copy carries no body (sent with Content-Length: 0).
+        // The body read for the request, or none (then sent with
+        // Content-Length: 0 when the method has a body).
         let mut client = crate::http::proxy::request_body::Client::detached();
-        let resp = Box::pin(crate::http::proxy::respond(&w, &mut sub, &mut client)).await;
-        crate::http::proxy::drain(&w, resp.body).await;
+        if let Some(b) = copy.body {
+            sub.body_read = b.len() as u64;
+            client.body =
+                crate::http::proxy::request_body::ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(b));
+            crate::http::proxy::request_body::keep_for_variable(&mut sub, &client.body);
+        }
+        resp = Box::pin(crate::http::proxy::respond(&w, &mut sub, &mut client)).await;
+        let body = std::mem::replace(&mut resp.body, Body::Empty);
+        crate::http::proxy::drain(&w, body).await;
+    }
+    // `log_subrequest on`: the mirror's own access log line.
+    if sub.conf.log_subrequest {
+        crate::http::connection::h1::conn::log_request(&w, &sub, &resp, 0, 0, started, true);
     }
 }

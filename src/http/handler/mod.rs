@@ -364,8 +364,12 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     }
     // nginx's precontent phase: the mirrors, started by the connection
     // layer once the pipeline returns (they need the worker to spawn on).
-    if !conf.mirror.uris.is_empty() && !ctx.subrequest {
-        ctx.mirror_due = true;
+    // Once per location the request reaches (an internal redirect, such
+    // as an index file's, reaches the precontent phase again, and nginx
+    // mirrors again there); a request resumed after a delay does not.
+    if !conf.mirror.uris.is_empty() && !ctx.subrequest && !ctx.mirror_due.iter().any(|(r, _)| *r == ctx.redirects) {
+        let uris = conf.mirror.uris.clone();
+        ctx.mirror_due.push((ctx.redirects, uris));
     }
     if let Some(tf) = &conf.try_files
         && let Some(step) = try_files::run(ctx, tf)
@@ -419,6 +423,10 @@ pub fn finish_error<'c>(ctx: &mut ReqCtx<'c, '_>, status: u16) -> Response<'c> {
 
 /// The header filters on a response that came from an origin.
 pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
+    // The slice module's filter comes first, as in nginx's filter order.
+    if let Some(r) = crate::http::slice::filter::apply(ctx, &mut resp) {
+        return r;
+    }
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);

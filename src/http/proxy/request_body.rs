@@ -458,6 +458,14 @@ pub fn keep_for_variable(ctx: &mut crate::http::handler::ctx::ReqCtx<'_, '_>, bo
     {
         ctx.request_body_file = Some(name.to_path_buf());
     }
+    if let ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(b)) = body
+        && !b.is_empty()
+        && !ctx.mirror_due.is_empty()
+        && !ctx.mirrored
+        && ctx.conf.mirror.request_body
+    {
+        ctx.mirror_body = Some(b.clone());
+    }
     if crate::variables::request_body_used()
         && let ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(b)) = body
         && !b.is_empty()

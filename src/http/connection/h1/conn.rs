@@ -342,7 +342,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     if crate::http::handler::suspended(&ctx) {
         resp = crate::http::handler::complete(w, &mut ctx, resp).await;
     }
-    crate::http::handler::mirror::start(w, &mut ctx);
+    let proxied = matches!(resp.body, Body::Proxy);
+    crate::http::handler::mirror::start(w, &mut ctx, false, proxied);
     // proxy_pass: the request body goes to the origin (buffered first or
     // streamed, per proxy_request_buffering), then the origin answers.
     let mut body_taken: Option<(usize, Vec<u8>)> = None;
@@ -350,6 +351,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     if matches!(resp.body, Body::Proxy) {
         let (r, taken) = super::upload::respond(w, &mut ctx, out.stream, &rbuf[head_len..], &head).await;
         resp = r;
+        // Mirrors that waited for the request body (read by now).
+        crate::http::handler::mirror::start(w, &mut ctx, true, true);
         continued = taken.continued;
         body_taken = Some((taken.used, taken.extra));
     }

@@ -219,6 +219,12 @@ pub(super) async fn write_compressed(
             }
             Err(e) => {
                 crate::http::filter::compress::stream::log_error(ctx, &e);
+                // A sliced response refused before any of its body went
+                // out is not sent at all, head included (nginx's).
+                if sent == 0 && matches!(e, crate::http::filter::compress::stream::StreamError::Slice) {
+                    c.wbuf.clear();
+                    return (false, 0);
+                }
                 let _ = flush(c, t, false).await;
                 return (false, sent);
             }

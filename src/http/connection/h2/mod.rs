@@ -420,7 +420,7 @@ async fn stream(
     if crate::http::handler::suspended(&ctx) {
         resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
     }
-    crate::http::handler::mirror::start(&w, &mut ctx);
+    crate::http::handler::mirror::start(&w, &mut ctx, true, false);
     // A body for an origin (proxy, FastCGI) is read whole first, within
     // `client_body_timeout` between DATA frames, as nginx buffers it. A
     // handler that does not read the body answers at once, as nginx's

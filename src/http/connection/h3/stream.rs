@@ -178,7 +178,7 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
     if crate::http::handler::suspended(&ctx) {
         resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
     }
-    crate::http::handler::mirror::start(&w, &mut ctx);
+    crate::http::handler::mirror::start(&w, &mut ctx, true, false);
     let mut unread = false;
     if matches!(resp.body, Body::Proxy) {
         let conf = ctx.conf;

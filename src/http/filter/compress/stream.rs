@@ -13,6 +13,7 @@ use crate::http::filter::sub::Replacer;
 use crate::http::handler::ctx::ReqCtx;
 use crate::http::proxy::body::{BodyError, UpstreamBody};
 use crate::http::response::Body;
+use crate::http::slice::filter::Slicer;
 use crate::http::ssi::run::Ssi;
 use crate::log::error::Level;
 use crate::log_to;
@@ -53,6 +54,11 @@ pub struct Compressed {
     zout: u64,
     /// The origin's body failed after the piece last returned.
     failed: Option<BodyError>,
+    /// The slice module's later pieces, read after `inner` ends.
+    slice: Option<Box<Slicer>>,
+    /// The length when the stages keep it (a sliced body not otherwise
+    /// filtered): sent as Content-Length. Any stage added clears it.
+    pub declared_len: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -65,6 +71,8 @@ pub enum StreamError {
     Encode(std::io::Error),
     /// The gunzip stage found no valid gzip data.
     Decode(std::io::Error),
+    /// A later piece of a sliced response was refused (logged).
+    Slice,
 }
 
 impl Compressed {
@@ -87,6 +95,8 @@ impl Compressed {
             zin: 0,
             zout: 0,
             failed: None,
+            slice: None,
+            declared_len: None,
         }
     }
 
@@ -140,19 +150,31 @@ impl Compressed {
         c
     }
 
+    /// A sliced body: `first` piece, then the ones the slicer fetches.
+    pub fn slice(first: Body, slicer: Box<Slicer>) -> Compressed {
+        let mut c = Compressed::new(Coding::Gzip, first, 0, 0);
+        c.coding = None;
+        c.flush_each = false;
+        c.slice = Some(slicer);
+        c
+    }
+
     /// Adds the addition module's bodies.
     pub fn add_addition(&mut self, add: Box<Addition>) {
         self.addition = Some(add);
+        self.declared_len = None;
     }
 
     /// Adds the SSI stage after the sub filter.
     pub fn add_ssi(&mut self, ssi: Box<Ssi>) {
         self.ssi = Some(ssi);
+        self.declared_len = None;
     }
 
     /// Compresses too what the sub filter puts out.
     pub fn encode_too(&mut self, coding: Coding, level: i32, window: u32) {
         (self.coding, self.level, self.window) = (Some(coding), level, window);
+        self.declared_len = None;
     }
 
     /// The origin's body inside, which the proxy must still release.
@@ -192,6 +214,8 @@ impl Compressed {
             zin,
             zout,
             failed,
+            slice,
+            declared_len: _,
         } = self;
         if let Some(err) = failed.take() {
             return Err(StreamError::Upstream(err));
@@ -264,6 +288,29 @@ impl Compressed {
                 }
                 _ => true,
             };
+            // A sliced body goes on with its next piece.
+            if eof && let Some(s) = slice.as_mut() {
+                match s.next_body(w, ctx, inner).await {
+                    Ok(Some(b)) => {
+                        *inner = b;
+                        *pos = 0;
+                        if out.len() > before && !s.holds(out.len() - before) {
+                            *zout += (out.len() - before) as u64;
+                            return Ok(true);
+                        }
+                        continue;
+                    }
+                    Ok(None) => {
+                        *inner = Body::Empty;
+                        *slice = None;
+                    }
+                    Err(()) => {
+                        *inner = Body::Empty;
+                        *slice = None;
+                        return Err(StreamError::Slice);
+                    }
+                }
+            }
             if eof {
                 *done = true;
                 if let Some(mut e) = enc.take() {
@@ -295,7 +342,7 @@ impl Compressed {
                 *zout += (out.len() - before) as u64;
                 return Ok(false);
             }
-            if out.len() > before {
+            if out.len() > before && !slice.as_mut().is_some_and(|s| s.holds(out.len() - before)) {
                 *zout += (out.len() - before) as u64;
                 return Ok(true);
             }
@@ -405,6 +452,8 @@ pub fn log_error(ctx: &ReqCtx<'_, '_>, e: &StreamError) {
             ctx.conn.id,
             e
         ),
+        // Logged where the piece was refused.
+        StreamError::Slice => {}
         StreamError::Encode(e) => {
             log_to!(
                 ctx.conf.error_log,
