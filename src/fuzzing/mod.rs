@@ -25,6 +25,7 @@ mod proxy;
 mod quic;
 mod realip;
 mod stream;
+mod tls;
 
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
@@ -40,6 +41,7 @@ pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
 pub use stream::ssl_preread;
+pub use tls::{encrypted_key, ocsp_response};
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);
@@ -74,6 +76,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("auth_http_response", auth_http_response),
     ("hpack", hpack),
     ("h2_frame", h2_frame),
+    ("encrypted_key", encrypted_key),
+    ("ocsp_response", ocsp_response),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -15,7 +15,13 @@ pub fn server_config(c: &SrvConf, span: &Span, ctx: &mut Ctx) -> Result<Arc<rust
     if c.ssl.certificates.is_empty() {
         return Err(ConfError::at("no \"ssl_certificate\" is defined for server", span));
     }
-    let tls = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache)?;
+    let tls = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache, None)?;
+    if tls.as_ref().is_some_and(|t| t.dynamic.is_some()) {
+        return Err(ConfError::at(
+            "variables in \"ssl_certificate\" or \"ssl_certificate_key\" are not supported in stream yet",
+            span,
+        ));
+    }
     let base = tls.and_then(|t| t.h1_only.clone()).ok_or_else(|| ConfError::at("invalid TLS settings", span))?;
     let mut cfg = (*base).clone();
     cfg.alpn_protocols = c.ssl_alpn.clone();
