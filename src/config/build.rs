@@ -492,7 +492,8 @@ pub fn build(
         files,
         conf_file: conf_file.to_path_buf(),
         prefix: prefix.to_path_buf(),
-        warnings: std::mem::take(&mut ctx.warnings),
+        staples: std::mem::take(&mut ctx.tls_cache.staples),
+        warnings: ctx.warnings.drain(..).chain(ctx.tls_cache.warnings.drain(..)).collect(),
         notices: std::mem::take(&mut ctx.notices),
         error_log_files: std::mem::take(&mut ctx.error_log_files),
         access_log_files: std::mem::take(&mut ctx.log_files),
@@ -641,7 +642,16 @@ fn build_server(
         l.ssl |= conf.ssl.on;
         l.http2 |= conf.http2.on;
     }
-    let tls = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache)?;
+    let tls = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache, Some(&conf.resolver))?;
+    if let Some(l) = sb.listens.iter().find(|l| l.quic)
+        && tls.as_ref().is_some_and(|t| t.dynamic.is_some())
+    {
+        return Err(ConfError::at(
+            "variables in \"ssl_certificate\" or \"ssl_certificate_key\" are not supported with \"listen ... quic\" \
+             yet",
+            &l.span,
+        ));
+    }
     // nginx: a server without server_name has the name "".
     if sb.names.is_empty() && sb.regex_names.is_empty() {
         sb.names.push(String::new());

@@ -106,11 +106,9 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         if !g.ssl && !g.quic {
             continue;
         }
-        // Every server reachable on a TLS address needs a certificate (or
-        // must refuse handshakes), else SNI could pick one with none. On a
-        // QUIC address nginx (ngx_http_ssl_init) asks that of the default
-        // server only, as long as it has certificates: another server
-        // chosen by SNI then uses the default's; and QUIC needs TLS 1.3.
+        // nginx (ngx_http_ssl_init) asks for a certificate (or
+        // `ssl_reject_handshake on`) of the default server only: another
+        // server chosen by SNI then uses the default's; QUIC needs TLS 1.3.
         let default = g.default.as_ref().unwrap_or(&g.first);
         if g.quic && default.tls.as_ref().is_some_and(|t| !t.reject) {
             if !default.conf.ssl.tls13
@@ -123,7 +121,10 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
             }
             continue;
         }
-        if let Some((_, span)) = g.members.iter().find(|(s, _)| s.tls.is_none()) {
+        // On a TLS address too (ngx_http_ssl_init): only the default
+        // server needs a certificate; another chosen by SNI without one
+        // finishes the handshake with the default's (`tls::handshake`).
+        if let Some((_, span)) = g.members.iter().find(|(s, _)| Arc::ptr_eq(s, default) && s.tls.is_none()) {
             let what = if g.quic { "quic" } else { "ssl" };
             return Err(ConfError::at(
                 format!("no \"ssl_certificate\" is defined for the \"listen ... {what}\" directive"),

@@ -22,6 +22,8 @@ pub struct Config {
     pub http: HttpConf,
     /// Every file read, for `-T`.
     pub files: Vec<ConfigFile>,
+    /// The certificates to fetch OCSP responses for (`ssl_stapling on`).
+    pub staples: Vec<Arc<crate::tls::ocsp::Staple>>,
     pub conf_file: PathBuf,
     pub prefix: PathBuf,
     /// nginx's load-time `[warn]`s ("... ignored in FILE:LINE"): printed by
@@ -318,8 +320,12 @@ pub struct SslConf {
     /// Legacy `ssl on`: every listen of the server is TLS.
     pub on: bool,
     /// `ssl_certificate` / `ssl_certificate_key`, paired in order as nginx does.
-    pub certificates: Vec<(PathBuf, Span)>,
-    pub keys: Vec<(PathBuf, Span)>,
+    pub certificates: Vec<(PemSource, Span)>,
+    pub keys: Vec<(PemSource, Span)>,
+    /// `ssl_password_file`: the passphrases, read when the directive is.
+    pub passwords: Option<std::sync::Arc<Vec<Vec<u8>>>>,
+    /// `ssl_certificate_cache max=N [inactive=T] [valid=T]` (None: `off`).
+    pub certificate_cache: Option<CertCacheConf>,
     /// TLSv1.2 and TLSv1.3 (nginx 1.22's default also lists 1.0 and 1.1,
     /// which rustls does not implement).
     pub tls12: bool,
@@ -334,12 +340,49 @@ pub struct SslConf {
     pub early_data: bool,
     pub stapling: bool,
     pub stapling_file: Option<(PathBuf, Span)>,
+    /// `ssl_stapling_responder URL`: instead of the certificate's own.
+    pub stapling_responder: Option<String>,
+    pub stapling_verify: bool,
+    /// `ssl_trusted_certificate`: issuers for stapling (PEM, read at load).
+    pub trusted_certificate: Option<(PathBuf, Span)>,
     pub reject_handshake: bool,
     pub client_certificate: Option<(PathBuf, Span)>,
     /// `ssl_crl`: revoked client certificates (PEM CRLs).
     pub crl: Option<(PathBuf, Span)>,
     pub verify_client: VerifyClient,
     pub verify_depth: u32,
+}
+
+/// Where an `ssl_certificate` or `ssl_certificate_key` value comes from.
+#[derive(Clone, Debug)]
+pub enum PemSource {
+    /// A file, its path resolved against the configuration's directory.
+    File(PathBuf),
+    /// `data:...`: the PEM itself.
+    Data(std::sync::Arc<[u8]>),
+    /// A value with variables, evaluated at each handshake
+    /// (`tls::dynamic`); a relative result resolves against `dir`.
+    Vars(crate::variables::Template, PathBuf),
+}
+
+impl PemSource {
+    /// As nginx names the value in its messages: the path, or `data:...`.
+    pub fn display(&self) -> String {
+        match self {
+            PemSource::File(p) => p.display().to_string(),
+            PemSource::Data(_) => "data:...".to_string(),
+            PemSource::Vars(..) => "(variables)".to_string(),
+        }
+    }
+}
+
+/// `ssl_certificate_cache`: nginx 1.27.4's defaults are `inactive=10s`
+/// and `valid=60s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CertCacheConf {
+    pub max: usize,
+    pub inactive: Duration,
+    pub valid: Duration,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -106,7 +106,7 @@ fn parse_source(path: PathBuf, text: String, conf_dir: &Path) -> Result<Parsed, 
 
 /// Formats like nginx's `call() "path" failed (errno: strerror)`; std's own
 /// ` (os error N)` suffix is stripped to match.
-fn failed(call: &str, path: &Path, err: &io::Error) -> String {
+pub(crate) fn failed(call: &str, path: &Path, err: &io::Error) -> String {
     let text = err.to_string();
     let detail = match err.raw_os_error() {
         Some(code) => {

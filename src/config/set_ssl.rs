@@ -4,7 +4,7 @@
 //! missing or bad file the way nginx does.
 
 use super::build::Ctx;
-use super::model::{LocConf, SessionCache, SslConf, VerifyClient};
+use super::model::{CertCacheConf, LocConf, PemSource, SessionCache, SslConf, VerifyClient};
 use super::parser::{ConfError, Directive};
 use super::set_main::{arg, flag, invalid, number};
 use super::table::R;
@@ -39,14 +39,81 @@ pub fn reset_ticket_keys_in(c: &mut SslConf) {
     c.ticket_keys.clear();
 }
 
+/// An `ssl_certificate` or `ssl_certificate_key` value: with variables,
+/// compiled for evaluation at each handshake (nginx 1.15.9); `data:PEM`
+/// (nginx 1.15.10); else a path under the configuration's directory.
+pub fn pem_source(d: &Directive, ctx: &Ctx) -> Result<PemSource, ConfError> {
+    let v = arg(d, 0);
+    if v.contains('$') {
+        let t = crate::variables::Template::compile(v).map_err(|m| ConfError::at(m, &d.span))?;
+        return Ok(PemSource::Vars(t, ctx.conf_dir.clone()));
+    }
+    if let Some(pem) = v.strip_prefix("data:") {
+        return Ok(PemSource::Data(pem.as_bytes().into()));
+    }
+    Ok(PemSource::File(ctx.conf_path(v)))
+}
+
 pub fn certificate_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.certificates.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
+    c.certificates.push((pem_source(d, ctx)?, d.span.clone()));
     Ok(())
 }
 
 pub fn certificate_key_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
-    c.keys.push((ctx.conf_path(arg(d, 0)), d.span.clone()));
+    c.keys.push((pem_source(d, ctx)?, d.span.clone()));
     Ok(())
+}
+
+/// `ssl_password_file`: read now, as nginx does, so a missing or empty
+/// file fails `-t`; the passphrases are tried in order on every encrypted
+/// key of the level (also those loaded at handshake time).
+pub fn password_file_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.passwords = Some(read_password_file(d, ctx)?);
+    Ok(())
+}
+
+pub fn read_password_file(d: &Directive, ctx: &Ctx) -> Result<std::sync::Arc<Vec<Vec<u8>>>, ConfError> {
+    let path = ctx.conf_path(arg(d, 0));
+    let content = std::fs::read(&path).map_err(|e| ConfError::at(super::parser::failed("open", &path, &e), &d.span))?;
+    let list = crate::tls::keyfile::parse_password_file(&content);
+    if list.is_empty() {
+        return Err(ConfError::at(format!("empty password file \"{}\"", path.display()), &d.span));
+    }
+    Ok(std::sync::Arc::new(list))
+}
+
+/// `ssl_certificate_cache off | max=N [inactive=time] [valid=time]`
+/// (nginx 1.27.4).
+pub fn certificate_cache_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.certificate_cache = parse_certificate_cache(d)?;
+    Ok(())
+}
+
+pub fn parse_certificate_cache(d: &Directive) -> Result<Option<CertCacheConf>, ConfError> {
+    if d.args.len() == 1 && arg(d, 0) == "off" {
+        return Ok(None);
+    }
+    let mut conf = CertCacheConf {
+        max: 0,
+        inactive: std::time::Duration::from_secs(10),
+        valid: std::time::Duration::from_secs(60),
+    };
+    let mut max = None;
+    for w in &d.args {
+        let v = w.text.as_str();
+        let bad = || ConfError::at(format!("invalid parameter \"{v}\""), &d.span);
+        if let Some(n) = v.strip_prefix("max=") {
+            max = Some(value::parse_number(n).filter(|&n| n > 0).ok_or_else(bad)? as usize);
+        } else if let Some(t) = v.strip_prefix("inactive=") {
+            conf.inactive = value::parse_time(t).ok_or_else(bad)?;
+        } else if let Some(t) = v.strip_prefix("valid=") {
+            conf.valid = value::parse_time(t).ok_or_else(bad)?;
+        } else {
+            return Err(bad());
+        }
+    }
+    conf.max = max.ok_or_else(|| ConfError::at(format!("\"{}\" must have \"max\" parameter", d.name), &d.span))?;
+    Ok(Some(conf))
 }
 
 /// `ssl_protocols`: rustls speaks TLSv1.2 and TLSv1.3 only. Older ones
@@ -222,6 +289,24 @@ pub fn stapling_file_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
     Ok(())
 }
 
+pub fn stapling_responder_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    crate::tls::ocsp::http::Url::parse(v.as_bytes())
+        .map_err(|why| ConfError::at(format!("{why} in \"{v}\""), &d.span))?;
+    c.stapling_responder = Some(v.to_string());
+    Ok(())
+}
+
+pub fn stapling_verify_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    c.stapling_verify = flag(d)?;
+    Ok(())
+}
+
+pub fn trusted_certificate_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
+    c.trusted_certificate = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
+    Ok(())
+}
+
 pub fn reject_handshake_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
     c.reject_handshake = flag(d)?;
     Ok(())
@@ -263,7 +348,7 @@ macro_rules! on_loc {
         })*
     };
 }
-on_loc!(ssl => ssl_in, certificate => certificate_in, certificate_key => certificate_key_in, protocols => protocols_in, ciphers => ciphers_in, prefer_server_ciphers => prefer_server_ciphers_in, ecdh_curve => ecdh_curve_in, session_cache => session_cache_in, session_timeout => session_timeout_in, session_tickets => session_tickets_in, session_ticket_key => session_ticket_key_in, early_data => early_data_in, stapling => stapling_in, stapling_file => stapling_file_in, reject_handshake => reject_handshake_in, crl => crl_in, client_certificate => client_certificate_in, verify_client => verify_client_in, verify_depth => verify_depth_in);
+on_loc!(ssl => ssl_in, password_file => password_file_in, certificate_cache => certificate_cache_in, certificate => certificate_in, certificate_key => certificate_key_in, protocols => protocols_in, ciphers => ciphers_in, prefer_server_ciphers => prefer_server_ciphers_in, ecdh_curve => ecdh_curve_in, session_cache => session_cache_in, session_timeout => session_timeout_in, session_tickets => session_tickets_in, session_ticket_key => session_ticket_key_in, early_data => early_data_in, stapling => stapling_in, stapling_file => stapling_file_in, stapling_responder => stapling_responder_in, stapling_verify => stapling_verify_in, trusted_certificate => trusted_certificate_in, reject_handshake => reject_handshake_in, crl => crl_in, client_certificate => client_certificate_in, verify_client => verify_client_in, verify_depth => verify_depth_in);
 
 pub fn http2(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.http2.on = flag(d)?;

@@ -168,6 +168,8 @@ pub static CORE: &[Cmd] = &[
     cmd("ssl", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ssl)),
     list(cmd("ssl_certificate", HTTP | SRV, 1, 1, Set::Loc(set_ssl::certificate)), set_ssl::reset_certificates),
     list(cmd("ssl_certificate_key", HTTP | SRV, 1, 1, Set::Loc(set_ssl::certificate_key)), set_ssl::reset_keys),
+    cmd("ssl_password_file", HTTP | SRV, 1, 1, Set::Loc(set_ssl::password_file)),
+    cmd("ssl_certificate_cache", HTTP | SRV, 1, 3, Set::Loc(set_ssl::certificate_cache)),
     cmd("ssl_protocols", HTTP | SRV, 1, MANY, Set::Loc(set_ssl::protocols)),
     cmd("ssl_ciphers", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ciphers)),
     cmd("ssl_prefer_server_ciphers", HTTP | SRV, 1, 1, Set::Loc(set_ssl::prefer_server_ciphers)),
@@ -182,7 +184,8 @@ pub static CORE: &[Cmd] = &[
     cmd("ssl_early_data", HTTP | SRV, 1, 1, Set::Loc(set_ssl::early_data)),
     cmd("ssl_stapling", HTTP | SRV, 1, 1, Set::Loc(set_ssl::stapling)),
     cmd("ssl_stapling_file", HTTP | SRV, 1, 1, Set::Loc(set_ssl::stapling_file)),
-    cmd("ssl_stapling_verify", HTTP | SRV, 1, 1, Set::Noop),
+    cmd("ssl_stapling_verify", HTTP | SRV, 1, 1, Set::Loc(set_ssl::stapling_verify)),
+    cmd("ssl_stapling_responder", HTTP | SRV, 1, 1, Set::Loc(set_ssl::stapling_responder)),
     cmd("ssl_reject_handshake", HTTP | SRV, 1, 1, Set::Loc(set_ssl::reject_handshake)),
     cmd("ssl_client_certificate", HTTP | SRV, 1, 1, Set::Loc(set_ssl::client_certificate)),
     cmd("ssl_crl", HTTP | SRV, 1, 1, Set::Loc(set_ssl::crl)),
@@ -192,7 +195,7 @@ pub static CORE: &[Cmd] = &[
     // are rustls's own): accepted so existing configs run, documented.
     cmd("ssl_dhparam", HTTP | SRV, 1, 1, Set::Noop),
     cmd("ssl_buffer_size", HTTP | SRV, 1, 1, Set::Noop),
-    cmd("ssl_trusted_certificate", HTTP | SRV, 1, 1, Set::Noop),
+    cmd("ssl_trusted_certificate", HTTP | SRV, 1, 1, Set::Loc(set_ssl::trusted_certificate)),
     // HTTP/3: refused with a message saying so (nginx 1.25's names).
     // HTTP/2
     cmd("http2", HTTP | SRV, 1, 1, Set::Loc(set_ssl::http2)),

@@ -27,6 +27,7 @@ mod quic;
 mod realip;
 mod stream;
 mod upstream;
+mod tls;
 
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
@@ -44,6 +45,7 @@ pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
 pub use stream::ssl_preread;
 pub use upstream::upstream_api;
+pub use tls::{encrypted_key, ocsp_response};
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);
@@ -81,6 +83,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("h2_frame", h2_frame),
     ("upstream_api", upstream_api),
     ("dav_headers", dav_headers),
+    ("encrypted_key", encrypted_key),
+    ("ocsp_response", ocsp_response),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

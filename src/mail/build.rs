@@ -144,7 +144,11 @@ fn build_server(d: &Directive, top: &SrvConf, ctx: &mut Ctx) -> Result<(Server, 
                 line: 0,
             });
         }
-        let built = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache)?;
+        let built = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache, None)?;
+        if built.as_ref().is_some_and(|t| t.dynamic.is_some()) {
+            // nginx's mail module has no variables either.
+            return Err(ConfError::at("\"ssl_certificate\" in mail does not take variables", &d.span));
+        }
         tls_srv = built.clone();
         let base =
             built.and_then(|t| t.h1_only.clone()).ok_or_else(|| ConfError::at("invalid TLS settings", &d.span))?;

@@ -314,12 +314,7 @@ pub fn apply(c: &mut SrvConf, d: &Directive, ctx: &mut Ctx, seen: &mut Vec<&'sta
                 &d.span,
             ));
         }
-        "ssl_password_file" => {
-            return Err(ConfError::at(
-                "\"ssl_password_file\" is not supported: sluice reads unencrypted keys",
-                &d.span,
-            ));
-        }
+        "ssl_password_file" => set_ssl::password_file_in(&mut c.ssl, d, ctx)?,
         _ => {}
     }
     Ok(())

@@ -25,6 +25,8 @@ struct Generation {
     checker: Option<crate::upstream::check::Checker>,
     /// The re-resolution of `server ... resolve` (one thread; None without).
     resolver: Option<crate::upstream::zone::resolve::Resolver>,
+    /// OCSP stapling's fetches (one thread; None without `ssl_stapling`).
+    _ocsp: Option<crate::tls::ocsp::Fetcher>,
 }
 
 fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
@@ -59,6 +61,7 @@ fn start_generation(
 fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) -> Result<Generation, String> {
     let checker = crate::upstream::check::start(&cfg)?;
     let resolver = crate::upstream::zone::resolve::start(crate::upstream::zone::zones(&cfg))?;
+    let ocsp = crate::tls::ocsp::start(&cfg.staples)?;
     let mut workers = Vec::new();
     for i in 0..cfg.main.worker_processes {
         let socks = listeners.for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
@@ -88,7 +91,7 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     listeners.take_over_udp();
     // The run-time API now reaches this configuration's zones.
     crate::upstream::zone::registry::publish(&cfg);
-    Ok(Generation { cfg, workers, checker, resolver })
+    Ok(Generation { cfg, workers, checker, resolver, _ocsp: ocsp })
 }
 
 /// Panics are logged at `alert`, as nginx logs a worker that died: one

@@ -289,12 +289,7 @@ pub fn apply(
         "ssl_alpn" => c.ssl_alpn = d.args.iter().map(|w| w.text.as_bytes().to_vec()).collect(),
         // OpenSSL's knobs with no rustls counterpart, as in http.
         "ssl_dhparam" | "ssl_trusted_certificate" => {}
-        "ssl_password_file" => {
-            return Err(ConfError::at(
-                "\"ssl_password_file\" is not supported: sluice reads unencrypted keys",
-                &d.span,
-            ));
-        }
+        "ssl_password_file" => set_ssl::password_file_in(&mut c.ssl, d, ctx)?,
         "set_real_ip_from" => {
             if first {
                 c.real_ip_from.clear();

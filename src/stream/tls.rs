@@ -23,7 +23,13 @@ pub struct ServerTls {
 /// A server's TLS from its `ssl_*` settings: None without certificates
 /// (and without `ssl_reject_handshake on`).
 pub fn server_tls(c: &SrvConf, span: &Span, ctx: &mut Ctx) -> Result<Option<ServerTls>, ConfError> {
-    let Some(shared) = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache)? else { return Ok(None) };
+    let Some(shared) = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache, None)? else { return Ok(None) };
+    if shared.dynamic.is_some() {
+        return Err(ConfError::at(
+            "variables in \"ssl_certificate\" or \"ssl_certificate_key\" are not supported in stream yet",
+            span,
+        ));
+    }
     let cfg = match &shared.h1_only {
         Some(base) => {
             let mut cfg = (**base).clone();

@@ -123,7 +123,13 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
     let mut cfg = match &k.client_cert {
         None => builder.with_no_client_auth(),
         Some((cert, key)) => {
-            let ck = crate::tls::certs::load_pair(&provider, cert, key, None)?;
+            let ck = crate::tls::certs::load_pair(
+                &provider,
+                crate::tls::certs::Pem::File(cert),
+                crate::tls::certs::Pem::File(key),
+                &[],
+                None,
+            )?;
             builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)))
         }
     };

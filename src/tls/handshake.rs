@@ -63,6 +63,7 @@ pub async fn accept(
         log_to!(log, Level::Info, "*{} {} while SSL handshaking, client: {}, server: {}", id, what, peer.ip(), g.addr);
     };
     let default_log = &g.default_server.conf.error_log;
+    let local = tcp.local_addr().unwrap_or(g.addr);
     let run = async {
         let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await {
             Ok(s) => s,
@@ -84,10 +85,33 @@ pub async fn accept(
         } else {
             tls.h1_only.clone()
         };
-        let Some(cfg) = cfg else {
+        let Some(mut cfg) = cfg else {
             fail(&server.conf.error_log, &"no TLS configuration for this server");
             return None;
         };
+        if let Some(d) = tls.dynamic.as_ref().filter(|_| !tls.reject) {
+            let conn = super::dynamic::Conn { peer, local, sni: sni.as_deref() };
+            match d.resolve(&conn).await {
+                Ok(certs) => cfg = tls.with_certs(&cfg, certs),
+                Err(m) => {
+                    // nginx: the certificate callback fails, the handshake
+                    // ends with an alert, and the reason is an error.
+                    log_to!(
+                        server.conf.error_log,
+                        Level::Error,
+                        "*{} {} while SSL handshaking, client: {}, server: {}",
+                        id,
+                        m,
+                        peer.ip(),
+                        g.addr
+                    );
+                    if let Some(rc) = crate::tls::reject_config() {
+                        let _ = start.into_stream(rc).await;
+                    }
+                    return None;
+                }
+            }
+        }
         let stream = match start.into_stream(cfg).await {
             Ok(s) => s,
             Err(e) => {

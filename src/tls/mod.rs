@@ -7,8 +7,11 @@ pub mod certs;
 pub mod client;
 pub mod client_cert;
 pub mod client_verify;
+pub mod dynamic;
 pub mod handshake;
+pub mod keyfile;
 pub mod names;
+pub mod ocsp;
 pub mod quic;
 pub mod session;
 
@@ -18,7 +21,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::crypto::aws_lc_rs as provider;
 use rustls::server::{NoServerSessionStorage, ServerConfig, WebPkiClientVerifier};
 
-use crate::config::model::{SessionCache, SslConf, VerifyClient};
+use crate::config::model::{PemSource, SessionCache, SslConf, VerifyClient};
 use crate::config::parser::{ConfError, Span};
 pub use certs::CertCache;
 
@@ -38,6 +41,22 @@ pub struct ServerTls {
     pub no_ca: bool,
     /// Checks a client's chain after the handshake (`ssl_verify_client`).
     pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    /// Certificates with variables: evaluated and loaded at each
+    /// handshake (`dynamic`), the configurations above then carry none.
+    pub dynamic: Option<Arc<dynamic::DynamicCerts>>,
+    /// Whether the configurations offer TLS 1.3 (for `CertChooser`).
+    pub tls13: bool,
+}
+
+impl ServerTls {
+    /// `cfg` with the connection's own certificates (a server whose
+    /// certificates have variables): the same settings, sessions and
+    /// tickets, another certificate resolver.
+    pub fn with_certs(&self, cfg: &ServerConfig, certs: Vec<Arc<rustls::sign::CertifiedKey>>) -> Arc<ServerConfig> {
+        let mut c = cfg.clone();
+        c.cert_resolver = Arc::new(certs::CertChooser::new(certs, self.tls13));
+        Arc::new(c)
+    }
 }
 
 fn err(msg: String, span: &Span) -> ConfError {
@@ -127,7 +146,11 @@ fn choose_groups(curve: Option<&(String, Span)>) -> Vec<&'static dyn rustls::cry
 
 /// Builds a server's TLS from its `ssl_*` settings: None when it has no
 /// certificate (a plain-HTTP server).
-pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<ServerTls>>, ConfError> {
+pub fn build_server(
+    ssl: &SslConf,
+    cache: &mut CertCache,
+    resolver: Option<&crate::resolver::Conf>,
+) -> Result<Option<Arc<ServerTls>>, ConfError> {
     if ssl.certificates.is_empty() {
         return Ok(ssl.reject_handshake.then(|| {
             Arc::new(ServerTls {
@@ -138,6 +161,8 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
                 require_client_cert: false,
                 no_ca: false,
                 client_verifier: None,
+                dynamic: None,
+                tls13: false,
             })
         }));
     }
@@ -148,6 +173,15 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
 
     let mut keys = Vec::new();
     let ocsp = if ssl.stapling { ssl.stapling_file.as_ref().map(|(p, _)| p.clone()) } else { None };
+    let passwords: &[Vec<u8>] = ssl.passwords.as_deref().map(|v| v.as_slice()).unwrap_or(&[]);
+    let dynamic = ssl.certificates.iter().chain(&ssl.keys).any(|(c, _)| matches!(c, PemSource::Vars(..)));
+    let trusted = match &ssl.trusted_certificate {
+        Some((p, span)) if ssl.stapling => {
+            certs::load_chain(p).map_err(|m| err(m, span))?.into_iter().map(|c| c.as_ref().to_vec()).collect()
+        }
+        _ => Vec::new(),
+    };
+    let mut pairs = Vec::new();
     for (i, (cert, span)) in ssl.certificates.iter().enumerate() {
         let Some((key, _)) = ssl.keys.get(i) else {
             return Err(err(
@@ -155,17 +189,30 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
                 span,
             ));
         };
-        let id = (cert.clone(), key.clone(), ocsp.clone());
-        let ck = match cache.get(&id) {
+        if dynamic {
+            // nginx loads none of them now: with one value having
+            // variables, every pair is evaluated at handshake time.
+            pairs.push((cert.clone(), key.clone()));
+            continue;
+        }
+        let (cert, key) = (static_pem(cert), static_pem(key));
+        let id = (cert.id(), key.id(), ocsp.clone());
+        let ck = match cache.pairs.get(&id) {
             Some(ck) => ck.clone(),
             None => {
-                let ck = certs::load_pair(&provider, cert, key, ocsp.as_deref()).map_err(|m| err(m, span))?;
-                cache.insert(id, ck.clone());
+                let ck =
+                    certs::load_pair(&provider, cert, key, passwords, ocsp.as_deref()).map_err(|m| err(m, span))?;
+                cache.pairs.insert(id, ck.clone());
                 ck
             }
         };
-        keys.push(ck);
+        let staple =
+            if ssl.stapling && ocsp.is_none() { staple(ssl, cache, &ck, cert, &trusted, resolver, span) } else { None };
+        keys.push((ck, staple));
     }
+    let dynamic = dynamic.then(|| {
+        Arc::new(dynamic::DynamicCerts::new(pairs, ssl.passwords.clone(), provider.clone(), ssl.certificate_cache))
+    });
 
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
     if ssl.tls13 {
@@ -191,21 +238,75 @@ pub fn build_server(ssl: &SslConf, cache: &mut CertCache) -> Result<Option<Arc<S
         reject: ssl.reject_handshake,
         with_h2: Some(Arc::new(cfg)),
         h1_only: Some(Arc::new(h1)),
-        quic: Some(Arc::new(quic)),
+        // QUIC's handshake cannot wait for a loader: refused at load
+        // (`config::build`) for a server whose certificates have variables.
+        quic: if dynamic.is_some() { None } else { Some(Arc::new(quic)) },
         require_client_cert: ssl.verify_client == VerifyClient::On,
         no_ca: ssl.verify_client == VerifyClient::OptionalNoCa,
         client_verifier,
+        dynamic,
+        tls13: ssl.tls13,
     })))
 }
 
+/// A value without variables as the loader reads it.
+fn static_pem(v: &PemSource) -> certs::Pem<'_> {
+    match v {
+        PemSource::File(p) => certs::Pem::File(p),
+        PemSource::Data(d) => certs::Pem::Data(d),
+        // Not reached: a value with variables makes the server dynamic.
+        PemSource::Vars(_, dir) => certs::Pem::File(dir),
+    }
+}
+
 type ClientVerifier = Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>;
+
+/// A certified key and its OCSP staple, if stapled.
+type Keyed = (Arc<rustls::sign::CertifiedKey>, Option<Arc<ocsp::Staple>>);
+
+/// The staple of a certificate (one per certificate, responder and
+/// verification setting for the whole configuration), or None with
+/// nginx's warning when it cannot be stapled.
+fn staple(
+    ssl: &SslConf,
+    cache: &mut CertCache,
+    ck: &Arc<rustls::sign::CertifiedKey>,
+    cert: certs::Pem<'_>,
+    trusted: &[Vec<u8>],
+    resolver: Option<&crate::resolver::Conf>,
+    span: &Span,
+) -> Option<Arc<ocsp::Staple>> {
+    let key = (cert.id(), ssl.stapling_responder.clone(), ssl.stapling_verify);
+    if let Some(s) = cache.stapled.get(&key) {
+        return Some(s.clone());
+    }
+    let conf = ocsp::StaplingConf {
+        responder: ssl.stapling_responder.as_deref(),
+        verify: ssl.stapling_verify,
+        trusted,
+        resolver: resolver.and_then(|r| r.resolver.clone()),
+        timeout: resolver.map_or(std::time::Duration::from_secs(30), |r| r.timeout),
+    };
+    match ocsp::staple_for(ck, &cert.name(), &conf) {
+        Ok(Some(s)) => {
+            cache.stapled.insert(key, s.clone());
+            cache.staples.push(s.clone());
+            Some(s)
+        }
+        Ok(None) => None,
+        Err(why) => {
+            cache.warnings.push(err(why, span).to_string());
+            None
+        }
+    }
+}
 
 /// One rustls configuration of a server for the protocol `versions`, with
 /// its certificates, client verification, session cache and tickets.
 fn server_config(
     ssl: &SslConf,
     provider: &Arc<CryptoProvider>,
-    keys: Vec<Arc<rustls::sign::CertifiedKey>>,
+    keys: Vec<Keyed>,
     versions: &[&'static rustls::SupportedProtocolVersion],
     span0: &Span,
 ) -> Result<(ServerConfig, ClientVerifier), ConfError> {
@@ -255,7 +356,7 @@ fn server_config(
         }
     };
     let tls13 = versions.contains(&&rustls::version::TLS13);
-    let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::new(keys, tls13)));
+    let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::stapled(keys, tls13)));
     cfg.ignore_client_order = ssl.prefer_server_ciphers;
     cfg.session_storage = match &ssl.session_cache {
         SessionCache::Off | SessionCache::None => Arc::new(NoServerSessionStorage {}),

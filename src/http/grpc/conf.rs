@@ -281,6 +281,13 @@ pub fn check_client_certificate(c: &LocConf, at: &crate::config::parser::Span) -
         return Err(ConfError::at(why, at));
     };
     let provider = rustls::crypto::aws_lc_rs::default_provider();
-    crate::tls::certs::load_pair(&provider, cert, key, None).map_err(|m| ConfError::at(m, at))?;
+    crate::tls::certs::load_pair(
+        &provider,
+        crate::tls::certs::Pem::File(cert),
+        crate::tls::certs::Pem::File(key),
+        &[],
+        None,
+    )
+    .map_err(|m| ConfError::at(m, at))?;
     Ok(())
 }

@@ -1,0 +1,247 @@
+//! Certificates chosen at handshake time: `ssl_certificate` and
+//! `ssl_certificate_key` with variables (nginx 1.15.9), evaluated for each
+//! connection once its ClientHello is read (`$ssl_server_name`, the
+//! addresses, `map`/`geo`/`split_clients` over them), loaded off the
+//! worker's event loop (`spawn_blocking`: a slow disk or a large chain
+//! never stalls the worker's other connections), and kept in the server's
+//! `ssl_certificate_cache` (nginx 1.27.4) when it has one.
+//!
+//! This is the per-connection half of the certificate store: `resolve`
+//! hands the handshake the certified keys, and the handshake finishes with
+//! a rustls `ResolvesServerCert` over them (`certs::CertChooser`, which
+//! picks ECDSA or RSA by what the client offers). `tls::store` is the
+//! process-wide half, where names are installed by code rather than by
+//! files (the hook an ACME client fills).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use rustls::crypto::CryptoProvider;
+use rustls::sign::CertifiedKey;
+
+use super::certs::{self, Pem};
+use crate::config::model::{CertCacheConf, PemSource};
+use crate::variables::{Var, VarSource};
+
+/// The connection a handshake's values are evaluated for.
+pub struct Conn<'a> {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub sni: Option<&'a str>,
+}
+
+/// What an evaluated value names: a file, or PEM (`data:`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Source {
+    File(PathBuf),
+    Data(Arc<[u8]>),
+}
+
+impl Source {
+    fn pem(&self) -> Pem<'_> {
+        match self {
+            Source::File(p) => Pem::File(p),
+            Source::Data(d) => Pem::Data(d),
+        }
+    }
+}
+
+/// A server's certificates with variables in them.
+pub struct DynamicCerts {
+    pairs: Vec<(PemSource, PemSource)>,
+    passwords: Arc<Vec<Vec<u8>>>,
+    provider: Arc<CryptoProvider>,
+    cache: Option<Cache>,
+}
+
+type Key = (Source, Source);
+
+struct Entry {
+    ck: Arc<CertifiedKey>,
+    /// When it was loaded or last found unchanged (`valid`).
+    checked: Instant,
+    used: Instant,
+    /// The files' identities when loaded: after `valid`, an unchanged
+    /// pair is kept rather than read again, as nginx does.
+    ident: (Option<FileId>, Option<FileId>),
+}
+
+/// What tells a changed file: its modification time, size and inode.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct FileId(SystemTime, u64, u64);
+
+fn file_id(s: &Source) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    match s {
+        Source::File(p) => {
+            std::fs::metadata(p).ok().map(|m| FileId(m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len(), m.ino()))
+        }
+        Source::Data(_) => None,
+    }
+}
+
+struct Cache {
+    conf: CertCacheConf,
+    map: Mutex<HashMap<Key, Entry>>,
+}
+
+impl Cache {
+    /// A fresh entry, or the stale one (to be checked against its files).
+    fn get(&self, key: &Key, now: Instant) -> Result<Arc<CertifiedKey>, Option<Entry>> {
+        let Ok(mut map) = self.map.lock() else { return Err(None) };
+        let Some(e) = map.get_mut(key) else { return Err(None) };
+        if now.duration_since(e.used) > self.conf.inactive {
+            map.remove(key);
+            return Err(None);
+        }
+        if now.duration_since(e.checked) > self.conf.valid {
+            return Err(map.remove(key));
+        }
+        e.used = now;
+        Ok(e.ck.clone())
+    }
+
+    fn put(&self, key: Key, e: Entry, now: Instant) {
+        let Ok(mut map) = self.map.lock() else { return };
+        let inactive = self.conf.inactive;
+        map.retain(|_, e| now.duration_since(e.used) <= inactive);
+        // nginx caches a certificate and a key as two elements of `max`.
+        while !map.is_empty() && (map.len() + 1) * 2 > self.conf.max {
+            // The least recently used goes, as in nginx's LRU queue.
+            let Some(oldest) = map.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) else { break };
+            map.remove(&oldest);
+        }
+        map.insert(key, e);
+    }
+}
+
+impl DynamicCerts {
+    pub fn new(
+        pairs: Vec<(PemSource, PemSource)>,
+        passwords: Option<Arc<Vec<Vec<u8>>>>,
+        provider: Arc<CryptoProvider>,
+        cache: Option<CertCacheConf>,
+    ) -> DynamicCerts {
+        DynamicCerts {
+            pairs,
+            passwords: passwords.unwrap_or_default(),
+            provider,
+            cache: cache.map(|conf| Cache { conf, map: Mutex::new(HashMap::new()) }),
+        }
+    }
+
+    /// The connection's certified keys, in `ssl_certificate` order; the
+    /// error is nginx's "cannot load certificate ..." for the error log.
+    pub async fn resolve(&self, conn: &Conn<'_>) -> Result<Vec<Arc<CertifiedKey>>, String> {
+        let vars = HandshakeVars(conn);
+        let mut out = Vec::with_capacity(self.pairs.len());
+        for (cert, key) in &self.pairs {
+            let key = (evaluate(cert, &vars), evaluate(key, &vars));
+            out.push(self.load(key).await?);
+        }
+        Ok(out)
+    }
+
+    async fn load(&self, key: Key) -> Result<Arc<CertifiedKey>, String> {
+        let now = Instant::now();
+        let stale = match &self.cache {
+            Some(c) => match c.get(&key, now) {
+                Ok(ck) => return Ok(ck),
+                Err(stale) => stale,
+            },
+            None => None,
+        };
+        let provider = self.provider.clone();
+        let passwords = self.passwords.clone();
+        let k = key.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            let ident = (file_id(&k.0), file_id(&k.1));
+            if let Some(old) = stale.filter(|old| old.ident == ident && ident.0.is_some() && ident.1.is_some()) {
+                return Ok((old.ck, ident));
+            }
+            certs::load_pair(&provider, k.0.pem(), k.1.pem(), &passwords, None).map(|ck| (ck, ident))
+        })
+        .await
+        .map_err(|e| format!("certificate loader failed: {e}"))??;
+        let (ck, ident) = loaded;
+        if let Some(c) = &self.cache {
+            c.put(key, Entry { ck: ck.clone(), checked: now, used: now, ident }, now);
+        }
+        Ok(ck)
+    }
+}
+
+/// A value evaluated for the connection: `data:` PEM, or a path (relative
+/// ones under the configuration's directory, as nginx's conf prefix).
+fn evaluate(v: &PemSource, vars: &HandshakeVars<'_>) -> Source {
+    match v {
+        PemSource::File(p) => Source::File(p.clone()),
+        PemSource::Data(d) => Source::Data(d.clone()),
+        PemSource::Vars(t, dir) => {
+            let text = t.render_to_vec(vars);
+            if let Some(pem) = text.strip_prefix(b"data:") {
+                return Source::Data(pem.into());
+            }
+            let p = PathBuf::from(String::from_utf8_lossy(&text).into_owned());
+            Source::File(if p.is_absolute() { p } else { Path::new(dir).join(p) })
+        }
+    }
+}
+
+/// The variables a handshake has: the connection's addresses, the SNI
+/// name, and blocks (`map`, `geo`, `split_clients`) over them. Request
+/// variables are empty, as in nginx before the request exists.
+struct HandshakeVars<'a>(&'a Conn<'a>);
+
+impl VarSource for HandshakeVars<'_> {
+    fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
+        use std::io::Write;
+        let c = self.0;
+        match var {
+            Var::RemoteAddr | Var::RealipRemoteAddr => {
+                let _ = write!(out, "{}", c.peer.ip());
+            }
+            Var::RemotePort | Var::RealipRemotePort => {
+                let _ = write!(out, "{}", c.peer.port());
+            }
+            Var::BinaryRemoteAddr => match c.peer.ip() {
+                std::net::IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                std::net::IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+            },
+            Var::ServerAddr => {
+                let _ = write!(out, "{}", c.local.ip());
+            }
+            Var::ServerPort => {
+                let _ = write!(out, "{}", c.local.port());
+            }
+            Var::SslServerName => out.extend_from_slice(c.sni.unwrap_or("").as_bytes()),
+            Var::Hostname => out.extend_from_slice(crate::process::hostname().as_bytes()),
+            Var::Pid => {
+                let _ = write!(out, "{}", std::process::id());
+            }
+            Var::Geo(g) => {
+                let source = g.source.as_ref().map(|t| t.render_to_vec(self));
+                let ip = g.address(c.peer, source.as_deref(), &[]);
+                out.extend_from_slice(g.lookup(ip));
+            }
+            Var::Split(sc) => {
+                let key = sc.source.render_to_vec(self);
+                out.extend_from_slice(sc.lookup(&key));
+            }
+            Var::Map(m) => {
+                let key = m.source.render_to_vec(self);
+                match m.lookup(&key) {
+                    (t, None) => t.render(self, out),
+                    (t, Some((re, spans))) => t.render(
+                        &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
+                        out,
+                    ),
+                }
+            }
+            _ => {}
+        }
+    }
+}
