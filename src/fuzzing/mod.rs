@@ -19,6 +19,7 @@ mod fastcgi;
 mod filter;
 mod h1;
 mod h2;
+mod h2conn;
 mod http;
 mod mail;
 mod proxy;
@@ -34,6 +35,7 @@ pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
+pub use h2conn::h2_conn;
 pub use http::{range, uri};
 pub use mail::{auth_http_response, mail_command};
 pub use proxy::head_scan;
@@ -74,6 +76,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("auth_http_response", auth_http_response),
     ("hpack", hpack),
     ("h2_frame", h2_frame),
+    ("h2_conn", h2_conn),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing
