@@ -13,15 +13,19 @@
 #
 #   bench/callgrind_h2.sh --sluice target/release/sluice [--nginx /usr/sbin/nginx]
 #                         [--h2o PATH] [--small 10000] [--big 60000] [--keep DIR]
+#                         [--servers "sluice nginx h2o"]
 #
+# The environment reaches the servers: SLUICE_H2_SERVER=own measures
+# sluice's own HTTP/2 connection loop instead of the h2 crate's.
 # Without --h2o, Debian's h2o package is downloaded and unpacked (not
 # installed) into the work directory. Prints one line per server.
 set -euo pipefail
-sluice=target/release/sluice nginx=$(command -v nginx || echo /usr/sbin/nginx) h2o="" small=10000 big=60000 keep=""
+sluice=target/release/sluice nginx=$(command -v nginx || echo /usr/sbin/nginx) h2o="" small=10000 big=60000 keep="" servers="sluice nginx h2o"
 while [ $# -gt 0 ]; do
   case $1 in
     --sluice) sluice=$2; shift 2;; --nginx) nginx=$2; shift 2;; --h2o) h2o=$2; shift 2;;
     --small) small=$2; shift 2;; --big) big=$2; shift 2;; --keep) keep=$2; shift 2;;
+    --servers) servers=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
@@ -36,7 +40,7 @@ printf 'hello world\n' > "$w/www/12.txt"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/key.pem" \
   -out "$w/cert.pem" -days 30 -subj /CN=localhost 2>/dev/null
 chmod 644 "$w/key.pem"
-if [ -z "$h2o" ]; then
+if [ -z "$h2o" ] && [[ " $servers " == *" h2o "* ]]; then
   (cd "$w" && apt-get download h2o >/dev/null 2>&1 && dpkg -x h2o_*.deb h2o-pkg)
   h2o=$w/h2o-pkg/usr/bin/h2o
 fi
@@ -98,7 +102,7 @@ run() { # name port n dump cmd...
 }
 
 printf '%-8s %14s %14s %10s\n' server "Ir A" "Ir B" "Ir/req"
-for srv in sluice nginx h2o; do
+for srv in $servers; do
   case $srv in
     sluice) port=19443 dump=no; cmd=("$sluice" -c "$w/sluice.conf" -p "$w" -g "daemon off; master_process off;");;
     nginx) port=19444 dump=no; cmd=("$nginx" -c "$w/nginx.conf" -p "$w" -g "daemon off; master_process off;");;

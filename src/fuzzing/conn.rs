@@ -131,6 +131,16 @@ fn world() -> Option<World> {
     Some(World { rt, w })
 }
 
+/// Runs `f` with this thread's runtime and worker (None without them).
+pub(super) fn with<R>(f: impl FnOnce(&tokio::runtime::Runtime, &Rc<WorkerCtx>) -> R) -> Option<R> {
+    WORLD.with(|world| {
+        let World { rt, w } = world.as_ref()?;
+        let r = f(rt, w);
+        w.pool.borrow_mut().clear();
+        Some(r)
+    })
+}
+
 /// The HTTP/1 connection target. The first byte picks the address (`:1`
 /// or `:2`) and how the client's bytes are cut into sends (all at once,
 /// byte by byte, or at input-chosen points); the rest is what the client

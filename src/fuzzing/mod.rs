@@ -20,6 +20,7 @@ mod fastcgi;
 mod filter;
 mod h1;
 mod h2;
+mod h2conn;
 mod http;
 mod mail;
 mod proxy;
@@ -38,6 +39,7 @@ pub use fastcgi::fastcgi;
 pub use filter::{ssi, sub_filter};
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
+pub use h2conn::h2_conn;
 pub use http::{range, slice_content_range, uri};
 pub use mail::{auth_http_response, mail_command};
 pub use proxy::head_scan;
@@ -85,6 +87,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("dav_headers", dav_headers),
     ("encrypted_key", encrypted_key),
     ("ocsp_response", ocsp_response),
+    ("h2_conn", h2_conn),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

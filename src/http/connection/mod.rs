@@ -94,7 +94,11 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
         info.tls = Some(Rc::new(tinfo));
         if h2 {
             info.http2 = true;
-            h2::serve(tls, info, group, guard).await
+            if h2::own::enabled() {
+                h2::own::serve(tls, info, group, guard).await
+            } else {
+                h2::serve(tls, info, group, guard).await
+            }
         } else {
             h1::conn::serve(Sock::Tls(Box::new(tls)), info, group, guard).await
         }
@@ -102,7 +106,11 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
         match sniff_preface(&tcp, timeout).await {
             Some(Proto::H2) => {
                 info.http2 = true;
-                h2::serve(tcp, info, group, guard).await
+                if h2::own::enabled() {
+                    h2::own::serve(tcp, info, group, guard).await
+                } else {
+                    h2::serve(tcp, info, group, guard).await
+                }
             }
             Some(Proto::H1) => h1::conn::serve(Sock::Reg(tcp), info, group, guard).await,
             Some(Proto::Neither) => {

@@ -222,7 +222,12 @@ pub(crate) async fn exchange(
 /// follow. A client that stalls past `client_body_timeout`, resets its
 /// stream or sends more than `client_max_body_size` (0: no limit) resets
 /// the origin's stream.
-async fn pump(mut rx: h2::RecvStream, mut tx: h2::SendStream<Bytes>, max: u64, timeout: std::time::Duration) {
+async fn pump(
+    mut rx: crate::http::connection::h2::handle::Rx,
+    mut tx: h2::SendStream<Bytes>,
+    max: u64,
+    timeout: std::time::Duration,
+) {
     let mut total = 0u64;
     loop {
         match tokio::time::timeout(timeout, rx.data()).await {
@@ -251,7 +256,7 @@ async fn pump(mut rx: h2::RecvStream, mut tx: h2::SendStream<Bytes>, max: u64, t
                 if client::send_data(&mut tx, chunk, last).await.is_err() {
                     return;
                 }
-                let _ = rx.flow_control().release_capacity(n);
+                let _ = rx.release_capacity(n);
                 if last {
                     return;
                 }

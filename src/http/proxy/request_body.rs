@@ -32,7 +32,7 @@ pub struct Client<'s> {
     /// An HTTP/2 stream: a RST_STREAM from the client, or the end of its
     /// connection, means it left (nginx sets `error` on the stream's fake
     /// connection and the upstream's broken-connection check sees it).
-    pub stream: Option<&'s mut h2::server::SendResponse<bytes::Bytes>>,
+    pub stream: Option<&'s mut crate::http::connection::h2::handle::Respond>,
     /// An HTTP/3 request's QUIC connection: its end means the client left.
     pub quic: Option<quinn::Connection>,
     pub body: ReqBody,
@@ -40,7 +40,7 @@ pub struct Client<'s> {
     pub left: Option<ClientLeft>,
     /// An HTTP/2 client's body still arriving, for a gRPC origin: passed
     /// on frame by frame (bidirectional streaming), not read whole first.
-    pub h2_body: Option<h2::RecvStream>,
+    pub h2_body: Option<crate::http::connection::h2::handle::Rx>,
     /// The streamed HTTP/2 body went (partly) to an origin: no retry.
     pub h2_body_sent: bool,
 }
@@ -63,7 +63,7 @@ impl<'s> Client<'s> {
     }
 
     /// An HTTP/2 stream and its body, already read whole.
-    pub fn h2(stream: &'s mut h2::server::SendResponse<bytes::Bytes>, body: Spooled) -> Self {
+    pub fn h2(stream: &'s mut crate::http::connection::h2::handle::Respond, body: Spooled) -> Self {
         Client {
             sock: None,
             stream: Some(stream),
@@ -116,7 +116,7 @@ impl<'s> Client<'s> {
             return;
         }
         if let Some(r) = self.stream.as_deref_mut() {
-            let id = u32::from(r.stream_id());
+            let id = r.stream_id();
             self.left = Some(match std::future::poll_fn(|cx| r.poll_reset(cx)).await {
                 Ok(reason) => ClientLeft::Reset(reason, id),
                 Err(_) => ClientLeft::Ended,

@@ -23,9 +23,8 @@
 use std::cell::Cell;
 use std::time::Instant;
 
+use super::handle::{Respond, Rx, Tx};
 use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::http::handler::ctx::ReqCtx;
@@ -62,8 +61,8 @@ pub async fn run<'c>(
     ctx: &mut ReqCtx<'c, '_>,
     resp: Response<'c>,
     websocket: bool,
-    body: RecvStream,
-    respond: &mut SendResponse<Bytes>,
+    body: Rx,
+    respond: &mut Respond,
     started: Instant,
 ) -> Outcome<'c> {
     if !websocket {
@@ -161,8 +160,8 @@ enum End {
 /// stream until both directions ended; returns how it ended and the bytes
 /// sent to the client.
 async fn tunnel(
-    mut tx: SendStream<Bytes>,
-    mut rx: RecvStream,
+    mut tx: Tx,
+    mut rx: Rx,
     up: &mut UpstreamBody,
     conf: &crate::config::model::LocConf,
     id: u64,
@@ -180,7 +179,7 @@ async fn tunnel(
                 let chunk = chunk.map_err(|_| ())?;
                 to_origin.write_all(&chunk).await.map_err(|_| ())?;
                 last.set(Instant::now());
-                rx.flow_control().release_capacity(chunk.len()).map_err(|_| ())?;
+                rx.release_capacity(chunk.len()).map_err(|_| ())?;
             }
             // END_STREAM is the client's FIN (RFC 8441 4).
             let _ = to_origin.shutdown().await;

@@ -17,7 +17,9 @@
 
 pub mod connect;
 pub mod frame;
+pub mod handle;
 pub mod hpack;
+pub mod own;
 pub mod request;
 pub mod response;
 mod send;
@@ -31,8 +33,7 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::RecvStream;
-use h2::server::SendResponse;
+use handle::{Respond, Rx};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::http::handler::ctx::{ConnInfo, ReqCtx};
@@ -45,7 +46,7 @@ use send::{send_body, send_compressed, send_upstream};
 
 /// Per-connection counters the streams report into.
 #[derive(Default)]
-struct Shared {
+pub(crate) struct Shared {
     active: Cell<usize>,
     /// Streams the peer reset before we could answer them.
     resets: Cell<u64>,
@@ -55,7 +56,7 @@ struct Shared {
 
 /// Resets tolerated before the ratio test applies, and the ratio: a peer
 /// resetting more streams than it lets complete is cut off.
-const RESET_FLOOR: u64 = 100;
+pub(crate) const RESET_FLOOR: u64 = 100;
 
 /// Largest piece of a file read and queued per stream at a time.
 const MAX_PIECE: usize = 64 * 1024;
@@ -223,19 +224,37 @@ where
             unix: info.unix.clone(),
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
-        let mut fut: Pin<Box<dyn Future<Output = ()>>> =
-            Box::pin(guarded(w.clone(), group, sinfo, req, respond, shared.clone()));
-        // Most responses finish within this first poll; the rest wait for
-        // window as tasks of their own.
-        if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
-            tokio::task::spawn_local(crate::clock::per_poll(fut));
-        }
+        let (parts, body) = req.into_parts();
+        start_stream(
+            w.clone(),
+            group,
+            sinfo,
+            http::Request::from_parts(parts, Rx::Crate(body)),
+            Respond::Crate(respond),
+            shared.clone(),
+        );
         if !closing && (requests >= conf.keepalive_requests || info.past_keepalive_time(conf.keepalive_time)) {
             conn.graceful_shutdown();
             closing = true;
         }
     }
     drop(guard);
+}
+
+/// Runs a stream's handler: polled once inline, where most responses
+/// finish; the rest wait for window or an origin as tasks of their own.
+pub(crate) fn start_stream(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    req: http::Request<Rx>,
+    respond: Respond,
+    shared: Rc<Shared>,
+) {
+    let mut fut: Pin<Box<dyn Future<Output = ()>>> = Box::pin(guarded(w, group, info, req, respond, shared));
+    if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
+        tokio::task::spawn_local(crate::clock::per_poll(fut));
+    }
 }
 
 /// One stream under a panic guard (see `worker::unwind`): a panic in its
@@ -246,8 +265,8 @@ async fn guarded(
     w: Rc<WorkerCtx>,
     group: usize,
     info: ConnInfo,
-    req: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
+    req: http::Request<Rx>,
+    mut respond: Respond,
     shared: Rc<Shared>,
 ) {
     let (id, peer) = (info.id, info.peer);
@@ -328,8 +347,8 @@ async fn stream(
     w: Rc<WorkerCtx>,
     group: usize,
     info: ConnInfo,
-    req: http::Request<RecvStream>,
-    respond: &mut SendResponse<Bytes>,
+    req: http::Request<Rx>,
+    respond: &mut Respond,
     shared: Rc<Shared>,
 ) {
     let started = Instant::now();
@@ -596,7 +615,7 @@ enum Discard {
 /// returning window as it goes; stops past `client_max_body_size` or after
 /// `client_body_timeout` of silence.
 async fn discard(
-    mut body: RecvStream,
+    mut body: Rx,
     max: u64,
     timeout: Duration,
     mut keep: Option<&mut crate::http::connection::spool::Spool<'_>>,
@@ -613,7 +632,7 @@ async fn discard(
                 {
                     return Discard::Spool(why);
                 }
-                if body.flow_control().release_capacity(chunk.len()).is_err() {
+                if body.release_capacity(chunk.len()).is_err() {
                     return Discard::Failed;
                 }
                 if max > 0 && total > max {
@@ -631,11 +650,11 @@ async fn discard(
 /// such as a wrong content-length) is seen as the peer sends it. Silence
 /// past `client_body_timeout` or more than `client_max_body_size` ends it:
 /// dropping the stream then resets it with NO_ERROR (RFC 9113 8.1).
-async fn drain_rest(mut body: RecvStream, max: u64, timeout: Duration) {
+async fn drain_rest(mut body: Rx, max: u64, timeout: Duration) {
     let mut total = 0u64;
     while let Ok(Some(Ok(chunk))) = tokio::time::timeout(timeout, body.data()).await {
         total += chunk.len() as u64;
-        if body.flow_control().release_capacity(chunk.len()).is_err() || (max > 0 && total > max) {
+        if body.release_capacity(chunk.len()).is_err() || (max > 0 && total > max) {
             return;
         }
     }

@@ -3,8 +3,8 @@
 //! compressed as it goes; each piece waits for the peer's flow-control
 //! window, `limit_rate`'s pacer and `send_timeout`.
 
+use super::handle::Tx;
 use bytes::Bytes;
-use h2::SendStream;
 
 use super::MAX_PIECE;
 use super::response::Seg;
@@ -18,7 +18,7 @@ use crate::worker::WorkerCtx;
 /// Sends the body as the peer's window opens; Err when the stream was
 /// reset or stalled past `send_timeout`.
 pub(super) async fn send_body(
-    tx: &mut SendStream<Bytes>,
+    tx: &mut Tx,
     segs: Vec<Seg>,
     total: u64,
     fin: bool,
@@ -68,7 +68,7 @@ pub(super) async fn send_body(
 /// never takes a truncated body for a complete one.
 pub(super) async fn send_upstream(
     w: &WorkerCtx,
-    tx: &mut SendStream<Bytes>,
+    tx: &mut Tx,
     up: &mut crate::http::proxy::body::UpstreamBody,
     fin: bool,
     ctx: &ReqCtx<'_, '_>,
@@ -120,7 +120,7 @@ pub(super) async fn send_upstream(
 /// resets the stream.
 pub(super) async fn send_compressed(
     w: &WorkerCtx,
-    tx: &mut SendStream<Bytes>,
+    tx: &mut Tx,
     z: &mut crate::http::filter::compress::stream::Compressed,
     fin: bool,
     ctx: &ReqCtx<'_, '_>,
@@ -159,7 +159,7 @@ pub(super) async fn send_compressed(
 
 /// Waits until the stream may send some bytes (at most `want`).
 pub(super) async fn capacity(
-    tx: &mut SendStream<Bytes>,
+    tx: &mut Tx,
     want: usize,
     conf: &LocConf,
     id: u64,
@@ -176,7 +176,7 @@ pub(super) async fn capacity(
     window(tx, want, conf, id).await
 }
 
-pub(super) async fn window(tx: &mut SendStream<Bytes>, want: usize, conf: &LocConf, id: u64) -> Result<usize, ()> {
+pub(super) async fn window(tx: &mut Tx, want: usize, conf: &LocConf, id: u64) -> Result<usize, ()> {
     tx.reserve_capacity(want);
     if tx.capacity() > 0 {
         return Ok(tx.capacity());

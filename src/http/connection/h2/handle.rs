@@ -1,0 +1,150 @@
+//! The stream handles the HTTP/2 stream code works through, over either
+//! server-side connection loop: the `h2` crate's (`Crate`) or sluice's own
+//! (`Own`, see `own`). The stream pipeline (`stream`, `send`, `connect`,
+//! the proxy's request body and gRPC's body pump) is written once against
+//! these; each method is the `h2` crate's of the same name.
+
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use h2::Reason;
+
+use super::own::handles as own;
+
+/// The stream or its connection is gone (reset, closed, broken).
+#[derive(Debug)]
+pub struct Gone;
+
+impl From<h2::Error> for Gone {
+    fn from(_: h2::Error) -> Gone {
+        Gone
+    }
+}
+
+/// Where a stream's response head goes (h2's `SendResponse`).
+pub enum Respond {
+    Crate(h2::server::SendResponse<Bytes>),
+    Own(own::Respond),
+}
+
+/// Where a stream's response body goes (h2's `SendStream`).
+pub enum Tx {
+    Crate(h2::SendStream<Bytes>),
+    Own(own::Tx),
+}
+
+/// A stream's request body (h2's `RecvStream`).
+pub enum Rx {
+    Crate(h2::RecvStream),
+    Own(own::Rx),
+}
+
+impl Respond {
+    pub fn send_response(&mut self, head: http::Response<()>, end: bool) -> Result<Tx, Gone> {
+        match self {
+            Respond::Crate(r) => Ok(Tx::Crate(r.send_response(head, end)?)),
+            Respond::Own(r) => Ok(Tx::Own(r.send_response(head, end)?)),
+        }
+    }
+
+    pub fn send_reset(&mut self, reason: Reason) {
+        match self {
+            Respond::Crate(r) => r.send_reset(reason),
+            Respond::Own(r) => r.send_reset(reason),
+        }
+    }
+
+    pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<Result<Reason, Gone>> {
+        match self {
+            Respond::Crate(r) => r.poll_reset(cx).map_err(Gone::from),
+            Respond::Own(r) => r.poll_reset(cx),
+        }
+    }
+
+    pub fn stream_id(&self) -> u32 {
+        match self {
+            Respond::Crate(r) => u32::from(r.stream_id()),
+            Respond::Own(r) => r.stream_id(),
+        }
+    }
+}
+
+impl Tx {
+    pub fn send_data(&mut self, data: Bytes, end: bool) -> Result<(), Gone> {
+        match self {
+            Tx::Crate(t) => Ok(t.send_data(data, end)?),
+            Tx::Own(t) => t.send_data(data, end),
+        }
+    }
+
+    pub fn send_trailers(&mut self, trailers: http::HeaderMap) -> Result<(), Gone> {
+        match self {
+            Tx::Crate(t) => Ok(t.send_trailers(trailers)?),
+            Tx::Own(t) => t.send_trailers(trailers),
+        }
+    }
+
+    pub fn reserve_capacity(&mut self, n: usize) {
+        match self {
+            Tx::Crate(t) => t.reserve_capacity(n),
+            Tx::Own(t) => t.reserve_capacity(n),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        match self {
+            Tx::Crate(t) => t.capacity(),
+            Tx::Own(t) => t.capacity(),
+        }
+    }
+
+    pub fn poll_capacity(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<usize, Gone>>> {
+        match self {
+            Tx::Crate(t) => t.poll_capacity(cx).map(|o| o.map(|r| r.map_err(Gone::from))),
+            Tx::Own(t) => t.poll_capacity(cx),
+        }
+    }
+
+    pub fn send_reset(&mut self, reason: Reason) {
+        match self {
+            Tx::Crate(t) => t.send_reset(reason),
+            Tx::Own(t) => t.send_reset(reason),
+        }
+    }
+}
+
+impl Rx {
+    pub async fn data(&mut self) -> Option<Result<Bytes, Gone>> {
+        std::future::poll_fn(|cx| self.poll_data(cx)).await
+    }
+
+    pub fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, Gone>>> {
+        match self {
+            Rx::Crate(r) => r.poll_data(cx).map(|o| o.map(|r| r.map_err(Gone::from))),
+            Rx::Own(r) => r.poll_data(cx),
+        }
+    }
+
+    pub async fn trailers(&mut self) -> Result<Option<http::HeaderMap>, Gone> {
+        match self {
+            Rx::Crate(r) => Ok(r.trailers().await?),
+            Rx::Own(r) => std::future::poll_fn(|cx| r.poll_trailers(cx)).await,
+        }
+    }
+
+    pub fn is_end_stream(&self) -> bool {
+        match self {
+            Rx::Crate(r) => r.is_end_stream(),
+            Rx::Own(r) => r.is_end_stream(),
+        }
+    }
+
+    /// Gives `n` bytes of window back to the peer (h2's
+    /// `flow_control().release_capacity`).
+    pub fn release_capacity(&mut self, n: usize) -> Result<(), Gone> {
+        match self {
+            Rx::Crate(r) => Ok(r.flow_control().release_capacity(n)?),
+            Rx::Own(r) => r.release_capacity(n),
+        }
+    }
+}

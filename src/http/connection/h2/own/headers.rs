@@ -1,0 +1,157 @@
+//! A client's header block as a request (or its trailers), with RFC 9113
+//! 8.2 and 8.3's rules: lowercase names, pseudo-headers first, once each
+//! and only the request ones, no connection-specific fields, `te` only
+//! `trailers`, the pseudo-headers each method needs. A block that breaks
+//! them is a malformed request: a stream error, not a response.
+
+use super::super::hpack::{self, Decoder};
+
+pub enum Refuse {
+    /// RST_STREAM PROTOCOL_ERROR.
+    Malformed,
+    /// Past SETTINGS_MAX_HEADER_LIST_SIZE: 431.
+    TooLarge,
+}
+
+/// A decoded request: its head (body-less) and its declared length.
+pub struct Req {
+    pub req: http::Request<()>,
+    pub content_length: Option<u64>,
+}
+
+const CONNECTION_SPECIFIC: &[&[u8]] =
+    &[b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
+
+#[derive(Default)]
+struct Fields {
+    method: Option<Vec<u8>>,
+    scheme: Option<Vec<u8>>,
+    authority: Option<Vec<u8>>,
+    path: Option<Vec<u8>>,
+    protocol: Option<Vec<u8>>,
+    headers: http::HeaderMap,
+    content_length: Option<u64>,
+    size: usize,
+    regular_seen: bool,
+    malformed: bool,
+    too_large: bool,
+}
+
+impl Fields {
+    fn take(&mut self, name: &[u8], value: &[u8], limit: usize, trailers: bool) {
+        self.size += name.len() + value.len() + 32;
+        if self.size > limit {
+            self.too_large = true;
+        }
+        if self.malformed || self.too_large {
+            return;
+        }
+        if let Some(pseudo) = name.strip_prefix(b":") {
+            let slot = match pseudo {
+                _ if self.regular_seen || trailers => None,
+                b"method" => Some(&mut self.method),
+                b"scheme" => Some(&mut self.scheme),
+                b"authority" => Some(&mut self.authority),
+                b"path" => Some(&mut self.path),
+                b"protocol" => Some(&mut self.protocol),
+                _ => None,
+            };
+            match slot {
+                Some(s) if s.is_none() => *s = Some(value.to_vec()),
+                _ => self.malformed = true,
+            }
+            return;
+        }
+        self.regular_seen = true;
+        if name.iter().any(|b| b.is_ascii_uppercase())
+            || CONNECTION_SPECIFIC.contains(&name)
+            || (name == b"te" && value != b"trailers")
+        {
+            self.malformed = true;
+            return;
+        }
+        if name == b"content-length" {
+            let n = std::str::from_utf8(value).ok().and_then(|v| v.parse::<u64>().ok());
+            match (n, self.content_length) {
+                (Some(n), None) => self.content_length = Some(n),
+                (Some(n), Some(m)) if n == m => {}
+                _ => {
+                    self.malformed = true;
+                    return;
+                }
+            }
+        }
+        match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
+            (Ok(n), Ok(v)) => {
+                self.headers.append(n, v);
+            }
+            _ => self.malformed = true,
+        }
+    }
+}
+
+/// Decodes a request's header block. The outer error is the connection's
+/// (the HPACK state is lost); the inner one the stream's.
+pub fn request(dec: &mut Decoder, block: &[u8], limit: usize) -> Result<Result<Req, Refuse>, hpack::Error> {
+    let mut f = Fields::default();
+    dec.decode(block, &mut |n, v, _| f.take(n, v, limit, false))?;
+    if f.too_large {
+        return Ok(Err(Refuse::TooLarge));
+    }
+    if f.malformed {
+        return Ok(Err(Refuse::Malformed));
+    }
+    Ok(build(f).ok_or(Refuse::Malformed))
+}
+
+fn build(f: Fields) -> Option<Req> {
+    let method = http::Method::from_bytes(f.method.as_deref()?).ok()?;
+    let connect = method == http::Method::CONNECT;
+    let uri = if connect && f.protocol.is_none() {
+        // A plain CONNECT: only :authority (RFC 9113 8.5).
+        if f.scheme.is_some() || f.path.is_some() {
+            return None;
+        }
+        http::Uri::builder().authority(f.authority?).build().ok()?
+    } else {
+        if f.protocol.is_some() && !connect {
+            return None;
+        }
+        let (scheme, path) = (f.scheme?, f.path?);
+        if path.is_empty() {
+            return None;
+        }
+        let mut b = http::Uri::builder();
+        if let Some(a) = f.authority {
+            b = b.scheme(&scheme[..]).authority(a);
+        }
+        b.path_and_query(path).build().ok()?
+    };
+    let mut req = http::Request::new(());
+    *req.method_mut() = method;
+    *req.uri_mut() = uri;
+    *req.version_mut() = http::Version::HTTP_2;
+    *req.headers_mut() = f.headers;
+    if let Some(p) = f.protocol {
+        let p = std::str::from_utf8(&p).ok()?;
+        req.extensions_mut().insert(h2::ext::Protocol::from(p));
+    }
+    Some(Req { req, content_length: f.content_length })
+}
+
+/// Decodes a trailing header block: regular fields only.
+pub fn trailers(
+    dec: &mut Decoder,
+    block: &[u8],
+    limit: usize,
+) -> Result<Result<http::HeaderMap, Refuse>, hpack::Error> {
+    let mut f = Fields::default();
+    dec.decode(block, &mut |n, v, _| f.take(n, v, limit, true))?;
+    if f.too_large {
+        return Ok(Err(Refuse::TooLarge));
+    }
+    if f.malformed {
+        return Ok(Err(Refuse::Malformed));
+    }
+    Ok(Ok(f.headers))
+}
