@@ -118,6 +118,7 @@ impl Ctx {
     }
 }
 
+#[derive(Clone)]
 pub struct ListenSpec {
     pub addr: SocketAddr,
     pub default_server: bool,
@@ -329,6 +330,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         ssi: Default::default(),
         addition: Default::default(),
         mirror: Default::default(),
+        post_action: Default::default(),
         limit_except: None,
         limit: Default::default(),
     }

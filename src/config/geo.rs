@@ -101,6 +101,12 @@ impl GeoDef {
 
 /// A network of the block (nginx warns about host bits and masks them).
 fn net(t: &str, e: &Directive, warnings: &mut Vec<String>) -> Result<Cidr, ConfError> {
+    // The address parser refuses 255.255.255.255 (INADDR_NONE); geo takes
+    // it, as nginx's does: it is what a client that has no IP address
+    // (a unix-socket one, a source value that is no address) is looked up by.
+    if t == "255.255.255.255" {
+        return Ok(Cidr::V4 { addr: u32::MAX, mask: u32::MAX });
+    }
     let p = Cidr::parse(t)
         .filter(|p| p.cidr != Cidr::Unix)
         .ok_or_else(|| ConfError::at(format!("invalid network \"{t}\""), &e.span))?;
