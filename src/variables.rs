@@ -104,6 +104,7 @@ pub enum Var {
     UpstreamCacheStatus,
     UpstreamResponseLength,
     UpstreamBytesReceived,
+    UpstreamBytesSent,
     /// `p` for a request that was pipelined, else `.`.
     Pipe,
     /// Seconds (with milliseconds) since the connection was accepted.
@@ -120,6 +121,8 @@ pub enum Var {
     Tcpinfo(crate::http::connection::tcpinfo::Field),
     SslAlpnProtocol,
     SslCurve,
+    SslCurves,
+    SslSessionId,
     /// Always empty: sluice accepts no TLS early data.
     SslEarlyData,
     /// A cookie of the origin's `Set-Cookie` headers.
@@ -253,6 +256,7 @@ impl Var {
             "upstream_cache_status" => Var::UpstreamCacheStatus,
             "upstream_response_length" => Var::UpstreamResponseLength,
             "upstream_bytes_received" => Var::UpstreamBytesReceived,
+            "upstream_bytes_sent" => Var::UpstreamBytesSent,
             "pipe" => Var::Pipe,
             "connection_time" => Var::ConnectionTime,
             "request_completion" => Var::RequestCompletion,
@@ -266,6 +270,8 @@ impl Var {
             "tcpinfo_rcv_space" => Var::Tcpinfo(crate::http::connection::tcpinfo::Field::RcvSpace),
             "ssl_alpn_protocol" => Var::SslAlpnProtocol,
             "ssl_curve" => Var::SslCurve,
+            "ssl_curves" => Var::SslCurves,
+            "ssl_session_id" => Var::SslSessionId,
             "ssl_early_data" => Var::SslEarlyData,
             "request_body" => {
                 REQUEST_BODY_USED.store(true, std::sync::atomic::Ordering::Relaxed);

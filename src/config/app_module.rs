@@ -76,6 +76,7 @@ macro_rules! app_directives {
             cmd(concat!($p, "_max_temp_file_size"), HSL, 1, 1, Set::Loc(up::max_temp_file_size)),
             cmd(concat!($p, "_temp_path"), HSL, 1, 4, Set::Loc(up::temp_path)),
             cmd(concat!($p, "_intercept_errors"), HSL, 1, 1, Set::Loc(up::intercept_errors)),
+            cmd(concat!($p, "_force_ranges"), HSL, 1, 1, Set::Loc(up::force_ranges)),
             cmd(concat!($p, "_bind"), HSL, 1, 2, Set::Loc(up::bind)),
             cmd(concat!($p, "_limit_rate"), HSL, 1, 1, Set::Loc(up::limit_rate)),
             cmd(concat!($p, "_ignore_client_abort"), HSL, 1, 1, Set::Loc(up::ignore_client_abort)),

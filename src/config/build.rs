@@ -118,6 +118,7 @@ impl Ctx {
     }
 }
 
+#[derive(Clone)]
 pub struct ListenSpec {
     pub addr: SocketAddr,
     pub default_server: bool,
@@ -347,6 +348,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         gunzip: Default::default(),
         slice: Default::default(),
         mirror: Default::default(),
+        post_action: Default::default(),
         limit_except: None,
         limit: Default::default(),
     }

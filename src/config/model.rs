@@ -294,6 +294,8 @@ pub struct LocConf {
     pub charset: crate::http::filter::charset::CharsetConf,
     /// `mirror`, `mirror_request_body`.
     pub mirror: crate::http::handler::mirror::MirrorConf,
+    /// `post_action`.
+    pub post_action: crate::http::handler::post_action::PostAction,
     /// `sub_filter*`.
     pub sub: crate::http::filter::sub::SubConf,
     /// `ssi*`.

@@ -225,6 +225,9 @@ pub struct UpstreamConf {
     /// the origin sent no `Accept-Ranges`.
     pub force_ranges: bool,
     pub intercept_errors: bool,
+    /// `*_force_ranges`: answer byte ranges of the origin's 200 whatever
+    /// its `Accept-Ranges` says (one range unless the answer is cached).
+    pub force_ranges: bool,
     /// `*_cache*`: the cache engine is shared; each module has its own
     /// settings for it, as nginx's proxy and fastcgi modules do.
     pub cache: crate::http::cache::conf::CacheConf,
@@ -256,6 +259,7 @@ impl UpstreamConf {
             ignore_client_abort: false,
             force_ranges: false,
             intercept_errors: false,
+            force_ranges: false,
             cache: Default::default(),
             bind: None,
             limit_rate: 0,
@@ -650,6 +654,11 @@ pub mod shared {
         Ok(())
     }
 
+    pub fn force_ranges(u: &mut UpstreamConf, d: &Directive) -> R {
+        u.force_ranges = flag(d)?;
+        Ok(())
+    }
+
     pub fn bind(u: &mut UpstreamConf, d: &Directive) -> R {
         u.bind = crate::upstream::bind::parse(d)?;
         Ok(())
@@ -719,6 +728,9 @@ macro_rules! upstream_directives {
             }
             pub fn intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::intercept_errors(&mut c.$field.up, d)
+            }
+            pub fn force_ranges(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                shared::force_ranges(&mut c.$field.up, d)
             }
             pub fn bind(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::bind(&mut c.$field.up, d)

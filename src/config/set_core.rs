@@ -38,7 +38,19 @@ pub struct CoreFlags {
     /// `max_headers`: header lines a request may have (server level, read
     /// with the other head limits).
     pub max_headers: usize,
+    /// `keepalive_disable`: [`KEEPALIVE_MSIE6`] | [`KEEPALIVE_SAFARI`].
+    pub keepalive_disable: u8,
+    /// `msie_padding`: error pages for MSIE and Chrome padded past the size
+    /// below which they show their own.
+    pub msie_padding: bool,
+    /// `msie_refresh`: MSIE gets a 301/302 as a page that refreshes.
+    pub msie_refresh: bool,
 }
+
+/// `keepalive_disable msie6`: no keep-alive after an old MSIE's POST.
+pub const KEEPALIVE_MSIE6: u8 = 1;
+/// `keepalive_disable safari`: no keep-alive with Safari on macOS.
+pub const KEEPALIVE_SAFARI: u8 = 2;
 
 impl Default for CoreFlags {
     fn default() -> Self {
@@ -54,6 +66,9 @@ impl Default for CoreFlags {
             ignore_invalid_headers: true,
             merge_slashes: true,
             max_headers: 1000,
+            keepalive_disable: KEEPALIVE_MSIE6,
+            msie_padding: true,
+            msie_refresh: false,
         }
     }
 }
@@ -96,9 +111,9 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("proxy_headers_hash_bucket_size", HSL, 1, 1, Set::Ctx(number)),
     cmd("connection_pool_size", HTTP | SRV, 1, 1, Set::Ctx(size)),
     cmd("request_pool_size", HTTP | SRV, 1, 1, Set::Ctx(size)),
-    cmd("keepalive_disable", HSL, 1, MANY, Set::Ctx(keepalive_disable)),
-    cmd("msie_padding", HSL, 1, 1, Set::Ctx(on_off)),
-    cmd("msie_refresh", HSL, 1, 1, Set::Ctx(on_off)),
+    cmd("keepalive_disable", HSL, 1, MANY, Set::Loc(keepalive_disable)),
+    cmd("msie_padding", HSL, 1, 1, Set::Loc(msie_padding)),
+    cmd("msie_refresh", HSL, 1, 1, Set::Loc(msie_refresh)),
     cmd("client_body_in_single_buffer", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("proxy_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("fastcgi_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
@@ -215,12 +230,27 @@ fn aio(d: &Directive, ctx: &mut Ctx) -> R {
     if matches!(v, "on" | "off" | "threads") || v.starts_with("threads=") { Ok(()) } else { Err(bad_word(d, v)) }
 }
 
-fn keepalive_disable(d: &Directive, _: &mut Ctx) -> R {
+fn keepalive_disable(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    let mut bits = 0;
     for w in &d.args {
-        if !matches!(w.text.as_str(), "none" | "msie6" | "safari") {
-            return Err(bad_word(d, &w.text));
-        }
+        bits |= match w.text.as_str() {
+            "none" => 0,
+            "msie6" => KEEPALIVE_MSIE6,
+            "safari" => KEEPALIVE_SAFARI,
+            _ => return Err(bad_word(d, &w.text)),
+        };
     }
+    c.core.keepalive_disable = bits;
+    Ok(())
+}
+
+fn msie_padding(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.msie_padding = flag(d)?;
+    Ok(())
+}
+
+fn msie_refresh(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    c.core.msie_refresh = flag(d)?;
     Ok(())
 }
 

@@ -14,14 +14,17 @@ use super::value;
 /// [notsent_lowat=SIZE|off] ...`
 pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     let raw = arg(d, 0);
-    let mut spec = match raw.strip_prefix("unix:") {
+    let (mut spec, more_ports) = match raw.strip_prefix("unix:") {
         Some(path) => {
             let path = crate::listener::unix::listen_path(path).map_err(|m| ConfError::at(m, &d.span))?;
             let mut spec = ListenSpec::new(crate::listener::unix::PLACEHOLDER, d.span.clone());
             spec.unix = Some(path);
-            spec
+            (spec, 1..=0)
         }
-        None => ListenSpec::new(parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?, d.span.clone()),
+        None => {
+            let (addr, more) = listen_range(raw).map_err(|m| ConfError::at(m, &d.span))?;
+            (ListenSpec::new(addr, d.span.clone()), more)
+        }
     };
     for w in d.args.iter().skip(1) {
         let p = w.text.as_str();
@@ -80,8 +83,35 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
             }
         }
     }
+    // A port range is one listen per port, each with the same parameters.
+    let more: Vec<ListenSpec> = more_ports
+        .map(|port| {
+            let mut c = spec.clone();
+            c.addr.set_port(port);
+            c
+        })
+        .collect();
     s.listens.push(spec);
+    s.listens.extend(more);
     Ok(())
+}
+
+/// `ADDR:FIRST-LAST` (nginx 1.27.3): the first port's address and the
+/// other ports of the range; any other form is one address.
+pub fn listen_range(raw: &str) -> Result<(SocketAddr, std::ops::RangeInclusive<u16>), String> {
+    let ports = raw.rsplit_once(':').map_or(raw, |(_, p)| p);
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let Some((first, last)) = ports.split_once('-').filter(|(a, b)| digits(a) && digits(b)) else {
+        return Ok((parse_listen_addr(raw)?, 1..=0));
+    };
+    let bad = || format!("invalid port range in \"{}\" of the \"listen\" directive", raw);
+    let host = &raw[..raw.len() - ports.len()];
+    let addr = parse_listen_addr(&format!("{host}{first}"))?;
+    let last = match value::parse_number(last) {
+        Some(n) if n <= 65535 && n as u16 >= addr.port() => n as u16,
+        _ => return Err(bad()),
+    };
+    Ok((addr, addr.port() + 1..=last))
 }
 
 /// The socket options `listen` passes to the listening socket, with

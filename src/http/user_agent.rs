@@ -29,6 +29,15 @@ pub fn is_msie6(ua: &[u8]) -> bool {
     }
 }
 
+/// `r->headers_in.safari`: Safari on macOS, when the agent is neither
+/// Gecko nor Chrome (`keepalive_disable safari`).
+pub fn is_safari(ua: &[u8]) -> bool {
+    find(ua, b"Gecko/").is_none()
+        && find(ua, b"Chrome/").is_none()
+        && find(ua, b"Safari/").is_some()
+        && find(ua, b"Mac OS X").is_some()
+}
+
 /// Chrome, when the agent is neither MSIE, Opera nor Gecko (`msie_padding`
 /// pads error pages for it too).
 pub fn is_chrome(ua: &[u8]) -> bool {

@@ -28,6 +28,14 @@ pub struct TlsInfo {
     /// The key exchange group (`$ssl_curve`), in OpenSSL's name.
     pub curve: Option<&'static str>,
     pub resumed: bool,
+    /// `$ssl_session_id`: 32 random bytes chosen at the session's full
+    /// handshake and carried in its TLS 1.3 resumption ticket, so a resumed
+    /// session shows the same id (as OpenSSL's session id does). rustls
+    /// keeps no such data for TLS 1.2: a resumed one gets a new id.
+    pub session_id: Option<[u8; 32]>,
+    /// `$ssl_curves`: the groups the client offered, in OpenSSL's names
+    /// (unknown ones as `0x` and the hex code, as nginx prints them).
+    pub curves: Option<Box<str>>,
     pub has_client_cert: bool,
     pub require_client_cert: bool,
     /// The client's certificate failed verification: nginx's 495 unless
@@ -47,6 +55,21 @@ impl TlsInfo {
             (Some(e), true) => format!("FAILED:{}", e.text).into(),
         }
     }
+}
+
+/// `$ssl_curves`: the offered groups joined by `:`.
+fn curve_list(groups: &[rustls::NamedGroup]) -> Box<str> {
+    let mut out = String::new();
+    for g in groups {
+        if !out.is_empty() {
+            out.push(':');
+        }
+        match super::names::group_name(*g) {
+            "" => out.push_str(&format!("0x{:04x}", u16::from(*g))),
+            name => out.push_str(name),
+        }
+    }
+    out.into_boxed_str()
 }
 
 /// Runs the handshake; None when it failed (logged at info, as nginx does).
@@ -73,6 +96,7 @@ pub async fn accept(
             }
         };
         let sni = start.client_hello().server_name().map(|s| s.to_ascii_lowercase());
+        let curves = start.client_hello().named_groups().map(curve_list);
         let server: &Arc<Server> = match &sni {
             Some(name) => crate::http::routing::server::select(g, name.as_bytes()),
             None => &g.default_server,
@@ -112,7 +136,9 @@ pub async fn accept(
                 }
             }
         }
-        let stream = match start.into_stream(cfg).await {
+        let mut fresh_id = [0u8; 32];
+        let _ = aws_lc_rs::rand::fill(&mut fresh_id);
+        let stream = match start.into_stream_with(cfg, |c| c.set_resumption_data(&fresh_id)).await {
             Ok(s) => s,
             Err(e) => {
                 if tls.reject {
@@ -152,6 +178,10 @@ pub async fn accept(
                 .map(|g| super::names::group_name(g.name()))
                 .filter(|n| !n.is_empty()),
             resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+            session_id: Some(
+                conn.received_resumption_data().and_then(|d| <[u8; 32]>::try_from(d).ok()).unwrap_or(fresh_id),
+            ),
+            curves,
             has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
             require_client_cert: tls.require_client_cert,
             cert_error_tolerated: tls.no_ca && cert_error.as_ref().is_some_and(|e| e.issuer_only()),

@@ -76,7 +76,7 @@ pub fn from_open<'c>(ctx: &mut ReqCtx<'c, '_>, file: Rc<OpenFile>, meta: &Meta, 
 fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response<'c> {
     let mut r = head(meta);
     let len = meta.body_len;
-    let ranges_ok = allow_ranges(ctx, &mut r);
+    let ranges_ok = allow_ranges(&mut r, force_ranges(ctx));
     if r.status == 200 && ctx.err_status.is_none() && !ctx.subrequest {
         let (etag, modified) = match conditions(ctx, &mut r) {
             Ok(v) => v,
@@ -114,11 +114,15 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
 /// only when the origin said `Accept-Ranges` or `*_force_ranges` is on;
 /// the header then comes from the range filter (`Accept-Ranges: bytes`,
 /// unless a range is answered).
-fn allow_ranges(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>) -> bool {
+fn allow_ranges(r: &mut Response<'_>, force: bool) -> bool {
     let before = r.headers.len();
     r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges"));
-    r.accept_ranges = r.headers.len() != before || crate::http::proxy::up_conf(ctx.conf).force_ranges;
+    r.accept_ranges = force || r.headers.len() != before;
     r.accept_ranges
+}
+
+fn force_ranges(ctx: &ReqCtx<'_, '_>) -> bool {
+    crate::http::proxy::up_conf(ctx.conf).force_ranges
 }
 
 /// The stored validators, after the client's conditions: Err(304) with
@@ -206,7 +210,7 @@ pub fn on_miss(
     if r.status != 200 || ctx.err_status.is_some() {
         return None;
     }
-    let ranges_ok = allow_ranges(ctx, r);
+    let ranges_ok = allow_ranges(r, force_ranges(ctx));
     let (etag, modified) = match conditions(ctx, r) {
         Ok(v) => v,
         Err(304) => return None,
@@ -215,9 +219,40 @@ pub fn on_miss(
     if !ranges_ok {
         return None;
     }
+    window(ctx, r, body, etag.as_deref(), modified)
+}
+
+/// `*_force_ranges` on a response that is not cached: the range filter
+/// cuts one range out of the origin's 200 (several ranges get the whole
+/// body), after `If-Range`; no 304 (nginx's not-modified filter skips
+/// uncacheable upstream answers). Some(416) for a range past the end.
+pub fn forced(
+    ctx: &ReqCtx<'_, '_>,
+    r: &mut Response<'_>,
+    body: &mut crate::http::proxy::body::UpstreamBody,
+) -> Option<u16> {
+    if r.status != 200 || ctx.err_status.is_some() || ctx.subrequest || !force_ranges(ctx) {
+        return None;
+    }
+    allow_ranges(r, true);
+    ctx.req.header("range")?;
+    let etag = r.header("etag").map(<[u8]>::to_vec);
+    let modified = r.header("last-modified").and_then(crate::http::date::parse_http_date);
+    window(ctx, r, body, etag.as_deref(), modified)
+}
+
+/// One satisfiable range of a streamed body of known length becomes the
+/// body's window and a 206.
+fn window(
+    ctx: &ReqCtx<'_, '_>,
+    r: &mut Response<'_>,
+    body: &mut crate::http::proxy::body::UpstreamBody,
+    etag: Option<&[u8]>,
+    modified: Option<u64>,
+) -> Option<u16> {
     let len = body.known_len()?;
     let h = ctx.req.header("range")?;
-    if !crate::http::handler::static_file::if_range_ok(ctx, etag.as_deref(), modified) {
+    if !crate::http::handler::static_file::if_range_ok(ctx, etag, modified) {
         return None;
     }
     match range::parse_range(h, len, ctx.conf.core.max_ranges) {

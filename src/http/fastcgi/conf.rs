@@ -40,6 +40,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("fastcgi_max_temp_file_size", HSL, 1, 1, Set::Loc(up::max_temp_file_size)),
     cmd("fastcgi_temp_path", HSL, 1, 4, Set::Loc(up::temp_path)),
     cmd("fastcgi_intercept_errors", HSL, 1, 1, Set::Loc(up::intercept_errors)),
+    cmd("fastcgi_force_ranges", HSL, 1, 1, Set::Loc(up::force_ranges)),
     cmd("fastcgi_bind", HSL, 1, 2, Set::Loc(up::bind)),
     cmd("fastcgi_limit_rate", HSL, 1, 1, Set::Loc(up::limit_rate)),
     cmd("fastcgi_ignore_client_abort", HSL, 1, 1, Set::Loc(up::ignore_client_abort)),

@@ -12,6 +12,7 @@ pub mod error_page;
 pub mod mirror;
 mod more_vars;
 pub mod open_cache;
+pub mod post_action;
 pub mod random_index;
 pub mod ret;
 pub mod static_file;

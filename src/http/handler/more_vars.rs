@@ -43,6 +43,18 @@ pub(super) fn write(v: &Vars<'_, '_, '_>, var: &Var, out: &mut Vec<u8>) {
                 out.extend_from_slice(c.as_bytes())
             }
         }
+        Var::SslCurves => {
+            if let Some(c) = ctx.conn.tls.as_ref().and_then(|t| t.curves.as_deref()) {
+                out.extend_from_slice(c.as_bytes())
+            }
+        }
+        Var::SslSessionId => {
+            if let Some(id) = ctx.conn.tls.as_ref().and_then(|t| t.session_id) {
+                for b in id {
+                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                }
+            }
+        }
         // 0-RTT is never accepted (see tls::mod), so no request is early.
         // Never compiled in http's namespace.
         Var::SslEarlyData | Var::Family(_) => {}

@@ -19,13 +19,54 @@ pub fn special<'c>(ctx: &ReqCtx<'c, '_>, status: u16) -> Response<'c> {
     let mut r = Response::new(status);
     r.is_error_page = status >= 300;
     r.close = closes_connection(status);
-    if let Some(body) =
-        crate::http::error_html::error_body(status, ctx.conf.server_tokens, crate::config::Config::version())
-    {
+    // msie_padding: MSIE and Chrome would show their own page in place of
+    // a short error page (HTTP/1.0 and later, 4xx and 5xx: `write_error_body`).
+    let pad = status >= 400
+        && ctx.conf.core.msie_padding
+        && ctx.req.head.version != crate::http::request::Version::Http09
+        && ctx.req.header("user-agent").is_some_and(crate::http::error_html::wants_msie_padding);
+    let mut body = Vec::new();
+    if crate::http::error_html::write_error_body(
+        status,
+        ctx.conf.server_tokens,
+        crate::config::Config::version(),
+        pad,
+        &mut body,
+    ) {
         r.content_type = Some(Cow::Borrowed("text/html"));
-        r.body = Body::Owned(body.to_vec());
+        r.body = Body::Owned(body);
     }
     r
+}
+
+/// msie_refresh: MSIE gets a 301/302 as a 200 page whose meta refresh
+/// goes to the target as written (nginx's `ngx_http_send_refresh`).
+fn msie_refresh<'c>(ctx: &ReqCtx<'c, '_>, status: u16, target: &[u8]) -> Option<Response<'c>> {
+    if !ctx.conf.core.msie_refresh
+        || !matches!(status, 301 | 302)
+        // error_page comes first (nginx's special response handler): a
+        // redirect it makes comes back here with its own target.
+        || super::has_error_page(ctx, status)
+        || ctx.req.method == crate::http::request::Method::Head
+        || !ctx.req.header("user-agent").is_some_and(crate::http::user_agent::is_msie)
+    {
+        return None;
+    }
+    let mut body = Vec::with_capacity(96 + target.len() * 3);
+    body.extend_from_slice(b"<html><head><meta http-equiv=\"Refresh\" content=\"0; URL=");
+    for &b in target {
+        // NGX_ESCAPE_REFRESH: space, quotes, control bytes and non-ASCII.
+        if b <= b' ' || b == b'"' || b == b'\'' || b >= 0x7f {
+            body.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            body.push(b);
+        }
+    }
+    body.extend_from_slice(b"\"></head><body></body></html>\r\n");
+    let mut r = Response::new(200);
+    r.content_type = Some(Cow::Borrowed("text/html"));
+    r.body = Body::Owned(body);
+    Some(r)
 }
 
 /// Makes a redirect target absolute the way nginx's header filter does:
@@ -61,6 +102,9 @@ pub fn absolute_location(ctx: &ReqCtx<'_, '_>, target: &[u8]) -> Vec<u8> {
 }
 
 pub fn redirect<'c>(ctx: &ReqCtx<'c, '_>, status: u16, target: &[u8]) -> Response<'c> {
+    if let Some(r) = msie_refresh(ctx, status, target) {
+        return r;
+    }
     let mut r = special(ctx, status);
     r.location = Some(absolute_location(ctx, target));
     r

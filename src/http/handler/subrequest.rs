@@ -90,38 +90,10 @@ pub async fn fetch(
         log_req!(parent, Level::Error, "subrequests cycle while processing \"{}\"", String::from_utf8_lossy(&path));
         return Err(Failed::Cycle);
     }
-    let req = Request {
-        buf: parent.req.buf,
-        method: Method::Get,
-        head: parent.req.head,
-        path: Cow::Owned(path),
-        args: args.map(Cow::Owned),
-        host: parent.req.host.clone(),
-    };
-    let mut sub = ReqCtx::new(parent.group, parent.server, req, parent.conn);
-    sub.subrequest = true;
-    sub.realip = parent.realip;
-    sub.sub_depth = parent.sub_depth + 1;
+    let mut sub = child(parent, Method::Get, path, args);
     sub.ssi = ssi.or_else(|| parent.ssi.clone());
-    // An internal request: `internal` locations answer it.
-    sub.redirects = 1;
-    // nginx's subrequests share the main request's `$request_id`.
-    let mut id = Vec::new();
-    crate::variables::VarSource::write_var(
-        &crate::http::handler::ctx::Vars::request(parent),
-        &crate::variables::Var::RequestId,
-        &mut id,
-    );
-    sub.request_id.set(parent.request_id.get());
     let resp = crate::http::handler::route(&mut sub, None);
-    let mut resp = crate::http::handler::finish_subrequest(&mut sub, resp);
-    if crate::http::handler::suspended(&sub) {
-        resp = Box::pin(crate::http::handler::complete(w, &mut sub, resp)).await;
-    }
-    if matches!(resp.body, Body::Proxy) {
-        let mut client = crate::http::proxy::request_body::Client::detached();
-        resp = Box::pin(crate::http::proxy::respond(w, &mut sub, &mut client)).await;
-    }
+    let resp = settle(w, &mut sub, resp).await;
     let status = resp.status;
     let limit = if in_memory { Some(sub.conf.subrequest_output_buffer_size) } else { None };
     let mut out = Vec::new();
@@ -137,9 +109,60 @@ pub async fn fetch(
     }
 }
 
+/// A request inside `parent` (internal, past the limit and access phases)
+/// for `path` and `args`, with the parent's head and connection.
+pub(crate) fn child<'c, 'a>(
+    parent: &ReqCtx<'c, 'a>,
+    method: Method,
+    path: Vec<u8>,
+    args: Option<Vec<u8>>,
+) -> ReqCtx<'c, 'a> {
+    let req = Request {
+        buf: parent.req.buf,
+        method,
+        head: parent.req.head,
+        path: Cow::Owned(path),
+        args: args.map(Cow::Owned),
+        host: parent.req.host.clone(),
+    };
+    let mut sub = ReqCtx::new(parent.group, parent.server, req, parent.conn);
+    sub.subrequest = true;
+    sub.realip = parent.realip;
+    sub.sub_depth = parent.sub_depth + 1;
+    // An internal request: `internal` locations answer it.
+    sub.redirects = 1;
+    // nginx's subrequests share the main request's `$request_id`.
+    let mut id = Vec::new();
+    crate::variables::VarSource::write_var(
+        &crate::http::handler::ctx::Vars::request(parent),
+        &crate::variables::Var::RequestId,
+        &mut id,
+    );
+    sub.request_id.set(parent.request_id.get());
+    sub
+}
+
+/// The routed response of a child request, after its filters, a delayed
+/// phase and the origin's answer.
+pub(crate) async fn settle<'c>(
+    w: &WorkerCtx,
+    sub: &mut ReqCtx<'c, '_>,
+    resp: crate::http::response::Response<'c>,
+) -> crate::http::response::Response<'c> {
+    let mut resp = crate::http::handler::finish_subrequest(sub, resp);
+    if crate::http::handler::suspended(sub) {
+        resp = Box::pin(crate::http::handler::complete(w, sub, resp)).await;
+    }
+    if matches!(resp.body, Body::Proxy) {
+        let mut client = crate::http::proxy::request_body::Client::detached();
+        resp = Box::pin(crate::http::proxy::respond(w, sub, &mut client)).await;
+    }
+    resp
+}
+
 /// Reads a response body into `out`; Err(Some(message)) for a failure to
 /// log, Err(None) for one logged already.
-async fn gather(
+pub(crate) async fn gather(
     w: &WorkerCtx,
     ctx: &ReqCtx<'_, '_>,
     body: Body,

@@ -19,6 +19,9 @@ pub struct UpstreamLog {
     /// Bytes each try read from the origin, head included
     /// (`$upstream_bytes_received`).
     pub bytes_received: Tries<u64>,
+    /// Bytes each try wrote to the origin: the PROXY protocol line, the
+    /// request head and body as framed (`$upstream_bytes_sent`).
+    pub bytes_sent: Tries<u64>,
     /// Where a request that reached a second upstream (X-Accel-Redirect,
     /// `error_page` to a proxied location) began it: the number of tries
     /// before it. The lists print ` : ` there, as nginx does.

@@ -257,6 +257,9 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::UpstreamBytesReceived => {
                 push_list(out, &ctx.upstream.bytes_received, &ctx.upstream.groups, |out, n| push_u64(out, *n))
             }
+            Var::UpstreamBytesSent => {
+                push_list(out, &ctx.upstream.bytes_sent, &ctx.upstream.groups, |out, n| push_u64(out, *n))
+            }
             Var::Pipe => out.push(if ctx.conn.pipelined { b'p' } else { b'.' }),
             Var::ConnectionTime
             | Var::RequestCompletion
@@ -266,6 +269,8 @@ impl VarSource for Vars<'_, '_, '_> {
             | Var::Tcpinfo(_)
             | Var::SslAlpnProtocol
             | Var::SslCurve
+            | Var::SslCurves
+            | Var::SslSessionId
             | Var::SslEarlyData
             | Var::Family(_)
             | Var::UpstreamCookie(_)

@@ -441,6 +441,8 @@ async fn attempt(
         },
         None => None,
     };
+    // The PROXY protocol line counts in `$upstream_bytes_sent`, as nginx's.
+    let mut pp_len = 0u64;
     let (mut stream, requests) = match idle {
         Some(s) => s,
         None => match crate::clock::timeout(conf.connect_timeout, connect(p, bound)).await {
@@ -467,6 +469,7 @@ async fn attempt(
                         push_times(ctx, 502, None, None, started);
                         return Attempt::Failed { status: 502, next: next.error, sent: false };
                     }
+                    pp_len = line.len() as u64;
                 }
                 if !pass.tls {
                     (UpStream::Plain(s), peers::Uses::fresh())
@@ -520,6 +523,7 @@ async fn attempt(
     }
     let connect_ms = ms(t0);
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
+    let mut sent = pp_len;
     let outcome = match &mut stream {
         UpStream::H2(c) if grpc => match crate::http::grpc::request(ctx, pass, &client.body) {
             Ok(r) => {
@@ -530,7 +534,7 @@ async fn attempt(
         },
         _ => {
             let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
-            exchange(&mut stream, req, client, &mut buf, conf, &mut reader).await
+            exchange(&mut stream, req, client, &mut buf, conf, &mut reader, &mut sent).await
         }
     };
     if let request_body::ReqBody::Streamed(c) = &client.body
@@ -549,6 +553,7 @@ async fn attempt(
             // The body's bytes are counted as they pass (`finish_body`).
             ctx.upstream.response_len.push(0);
             ctx.upstream.bytes_received.push(head.head_len as u64);
+            ctx.upstream.bytes_sent.push(sent);
             // The buffer goes on with what followed the head (no copy into
             // a new allocation).
             buf.drain(..head.head_len);
@@ -605,6 +610,9 @@ async fn attempt(
                 log_upstream(ctx, p, &why);
             }
             push_times(ctx, status, Some(connect_ms), None, started);
+            if let Some(last) = ctx.upstream.bytes_sent.last_mut() {
+                *last = sent;
+            }
             Attempt::Failed { status, next: go_next, sent: !unsent }
         }
     }
@@ -617,6 +625,7 @@ fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, heade
     ctx.upstream.response_ms.push(Some(ms(started)));
     ctx.upstream.response_len.push(0);
     ctx.upstream.bytes_received.push(0);
+    ctx.upstream.bytes_sent.push(0);
 }
 
 pub(crate) enum ExchangeError {
@@ -640,9 +649,10 @@ async fn exchange(
     buf: &mut Vec<u8>,
     conf: &UpstreamConf,
     reader: &mut HeadReader,
+    sent: &mut u64,
 ) -> Result<response_head::ResponseHead, ExchangeError> {
     let watch = !conf.ignore_client_abort;
-    match request_body::send(stream, req.head, client, req.framing, conf.send_timeout).await {
+    match request_body::send(stream, req.head, client, req.framing, conf.send_timeout, sent).await {
         Err(SendError::Client(e)) => return Err(ExchangeError::Client(e)),
         Err(SendError::Origin(None)) => return Err(ExchangeError::Timeout("sending request to upstream")),
         Err(SendError::Origin(Some(e)))
@@ -789,6 +799,16 @@ fn build_response<'c>(
             // The origin's body (and its entry) is dropped with `body`.
             return r;
         }
+    }
+    if body.cache.is_none()
+        && let Some(status) = crate::http::cache::deliver::forced(ctx, &mut resp, &mut body)
+    {
+        release_as(w, &mut body, false);
+        let mut r = crate::http::handler::finish_error(ctx, status);
+        let mut cr = Vec::with_capacity(24);
+        crate::http::range::unsatisfied_range(body.known_len().unwrap_or(0), &mut cr);
+        r.content_range = Some(cr);
+        return r;
     }
     resp.body = Body::Upstream(Box::new(body));
     crate::http::handler::finish_proxied(ctx, resp)

@@ -304,7 +304,9 @@ fn keep(copy: &mut Option<Vec<u8>>, limit: usize, data: &[u8]) {
     }
 }
 
-async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration) -> Result<(), SendError> {
+/// `sent` counts the bytes written (`$upstream_bytes_sent`).
+async fn write(stream: &mut UpStream, mut data: &[u8], t: Duration, sent: &mut u64) -> Result<(), SendError> {
+    *sent += data.len() as u64;
     // A request usually fits the socket buffer: write it without setting
     // up a timer, which only a write that must wait needs.
     while !data.is_empty() {
@@ -337,21 +339,22 @@ pub async fn send(
     client: &mut Client<'_>,
     framing: SendFraming,
     t: Duration,
+    sent: &mut u64,
 ) -> Result<(), SendError> {
     if framing == SendFraming::Records {
-        return send_records(stream, head, client, t).await;
+        return send_records(stream, head, client, t, sent).await;
     }
     match &mut client.body {
-        ReqBody::Buffered(Spooled::Memory(m)) if m.is_empty() => write(stream, head, t).await,
+        ReqBody::Buffered(Spooled::Memory(m)) if m.is_empty() => write(stream, head, t, sent).await,
         ReqBody::Buffered(Spooled::Memory(m)) if m.len() <= PIECE => {
             // One write for a small request, head and body together.
             let mut all = Vec::with_capacity(head.len() + m.len());
             all.extend_from_slice(head);
             all.extend_from_slice(m);
-            write(stream, &all, t).await
+            write(stream, &all, t, sent).await
         }
         ReqBody::Buffered(b) => {
-            write(stream, head, t).await?;
+            write(stream, head, t, sent).await?;
             let mut buf = vec![0u8; PIECE];
             let mut off = 0u64;
             while off < b.len() {
@@ -359,7 +362,7 @@ pub async fn send(
                 if n == 0 {
                     break;
                 }
-                write(stream, &buf[..n], t).await?;
+                write(stream, &buf[..n], t, sent).await?;
                 off += n as u64;
             }
             Ok(())
@@ -368,7 +371,7 @@ pub async fn send(
             let Some(sock) = client.sock.as_deref_mut() else {
                 return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
             };
-            write(stream, head, t).await?;
+            write(stream, head, t, sent).await?;
             let mut piece = Vec::with_capacity(PIECE + 32);
             loop {
                 piece.clear();
@@ -377,7 +380,7 @@ pub async fn send(
                     return Ok(());
                 }
                 c.started = true;
-                write(stream, &piece, t).await?;
+                write(stream, &piece, t, sent).await?;
                 if c.done {
                     return Ok(());
                 }
@@ -394,6 +397,7 @@ async fn send_records(
     head: &[u8],
     client: &mut Client<'_>,
     t: Duration,
+    sent: &mut u64,
 ) -> Result<(), SendError> {
     use crate::http::fastcgi::record;
     let mut out = Vec::with_capacity(head.len() + 64);
@@ -403,10 +407,10 @@ async fn send_records(
             // One write for a small request.
             record::stdin(&mut out, m);
             record::end_stdin(&mut out);
-            write(stream, &out, t).await
+            write(stream, &out, t, sent).await
         }
         ReqBody::Buffered(b) => {
-            write(stream, &out, t).await?;
+            write(stream, &out, t, sent).await?;
             let mut buf = vec![0u8; PIECE];
             let mut off = 0u64;
             while off < b.len() {
@@ -416,18 +420,18 @@ async fn send_records(
                 }
                 out.clear();
                 record::stdin(&mut out, &buf[..n]);
-                write(stream, &out, t).await?;
+                write(stream, &out, t, sent).await?;
                 off += n as u64;
             }
             out.clear();
             record::end_stdin(&mut out);
-            write(stream, &out, t).await
+            write(stream, &out, t, sent).await
         }
         ReqBody::Streamed(c) => {
             let Some(sock) = client.sock.as_deref_mut() else {
                 return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
             };
-            write(stream, &out, t).await?;
+            write(stream, &out, t, sent).await?;
             let mut piece = Vec::with_capacity(PIECE);
             loop {
                 piece.clear();
@@ -440,7 +444,7 @@ async fn send_records(
                 if c.done {
                     record::end_stdin(&mut out);
                 }
-                write(stream, &out, t).await?;
+                write(stream, &out, t, sent).await?;
                 if c.done {
                     return Ok(());
                 }

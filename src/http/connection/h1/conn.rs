@@ -383,6 +383,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         && !conf.keepalive_timeout.is_zero()
         && info.requests < conf.keepalive_requests
         && !info.past_keepalive_time(conf.keepalive_time)
+        && !keepalive_disabled(conf.core.keepalive_disable, head.method, ctx.req.header("user-agent"))
         && (resp.body.known_len().is_some() || chunked);
     let has_body = head.body != BodyKind::None;
     out.closing = !keep_alive;
@@ -460,6 +461,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     let total = if sent_ok { header_bytes + body_bytes } else { 0 };
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log_request(w, &ctx, &resp, total, if sent_ok { body_bytes } else { 0 }, started, sent_ok);
+    crate::http::handler::post_action::run(w, &ctx).await;
     // proxy_cache_background_update: the stale answer is out; refresh now.
     if ctx.cache.is_some() {
         drop(resp);
@@ -654,4 +656,13 @@ pub(super) async fn send_error(
     let ok = stream.write_all_flags(wbuf, ctx.conf.send_timeout, true).await.is_ok();
     wbuf.clear();
     log_request(w, &ctx, &resp, if ok { hl + body_len } else { 0 }, if ok { body_len } else { 0 }, started, ok);
+}
+
+/// `keepalive_disable`: an old MSIE's POST, or Safari on macOS, ends the
+/// connection (nginx's workarounds for their broken keep-alive).
+fn keepalive_disabled(bits: u8, method: Method, ua: Option<&[u8]>) -> bool {
+    use crate::config::set_core::{KEEPALIVE_MSIE6, KEEPALIVE_SAFARI};
+    let Some(ua) = ua.filter(|_| bits != 0) else { return false };
+    (bits & KEEPALIVE_MSIE6 != 0 && method == Method::Post && crate::http::user_agent::is_msie6(ua))
+        || (bits & KEEPALIVE_SAFARI != 0 && crate::http::user_agent::is_safari(ua))
 }
