@@ -110,8 +110,7 @@ fn counting_origin() -> (u16, Arc<Mutex<Vec<usize>>>) {
             let Ok(mut c) = c else { continue };
             let mut got = Vec::new();
             let mut buf = [0u8; 4096];
-            loop {
-                let Ok(n) = c.read(&mut buf) else { break };
+            while let Ok(n) = c.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
@@ -307,7 +306,7 @@ fn listen_port_range() {
         return;
     }
     let p = port_pair();
-    let s = start_http(&format!(
+    let _s = start_http(&format!(
         r#"
         server {{
             listen 127.0.0.1:{{port}};

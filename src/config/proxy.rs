@@ -221,9 +221,6 @@ pub struct UpstreamConf {
     pub request_buffering: bool,
     /// Whether the origin request goes on when the client leaves.
     pub ignore_client_abort: bool,
-    /// `*_force_ranges`: ranges of a stored response are served even when
-    /// the origin sent no `Accept-Ranges`.
-    pub force_ranges: bool,
     pub intercept_errors: bool,
     /// `*_force_ranges`: answer byte ranges of the origin's 200 whatever
     /// its `Accept-Ranges` says (one range unless the answer is cached).
@@ -257,7 +254,6 @@ impl UpstreamConf {
             buffers,
             request_buffering: true,
             ignore_client_abort: false,
-            force_ranges: false,
             intercept_errors: false,
             force_ranges: false,
             cache: Default::default(),
@@ -644,11 +640,6 @@ pub mod shared {
         Ok(())
     }
 
-    pub fn force_ranges(u: &mut UpstreamConf, d: &Directive) -> R {
-        u.force_ranges = flag(d)?;
-        Ok(())
-    }
-
     pub fn intercept_errors(u: &mut UpstreamConf, d: &Directive) -> R {
         u.intercept_errors = flag(d)?;
         Ok(())
@@ -722,9 +713,6 @@ macro_rules! upstream_directives {
             }
             pub fn ignore_client_abort(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::ignore_client_abort(&mut c.$field.up, d)
-            }
-            pub fn force_ranges(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-                shared::force_ranges(&mut c.$field.up, d)
             }
             pub fn intercept_errors(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::intercept_errors(&mut c.$field.up, d)

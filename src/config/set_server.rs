@@ -19,7 +19,7 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
             let path = crate::listener::unix::listen_path(path).map_err(|m| ConfError::at(m, &d.span))?;
             let mut spec = ListenSpec::new(crate::listener::unix::PLACEHOLDER, d.span.clone());
             spec.unix = Some(path);
-            (spec, 1..=0)
+            (spec, Vec::new())
         }
         None => {
             let (addr, more) = listen_range(raw).map_err(|m| ConfError::at(m, &d.span))?;
@@ -85,6 +85,7 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
     }
     // A port range is one listen per port, each with the same parameters.
     let more: Vec<ListenSpec> = more_ports
+        .into_iter()
         .map(|port| {
             let mut c = spec.clone();
             c.addr.set_port(port);
@@ -98,11 +99,11 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
 
 /// `ADDR:FIRST-LAST` (nginx 1.27.3): the first port's address and the
 /// other ports of the range; any other form is one address.
-pub fn listen_range(raw: &str) -> Result<(SocketAddr, std::ops::RangeInclusive<u16>), String> {
+pub fn listen_range(raw: &str) -> Result<(SocketAddr, Vec<u16>), String> {
     let ports = raw.rsplit_once(':').map_or(raw, |(_, p)| p);
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     let Some((first, last)) = ports.split_once('-').filter(|(a, b)| digits(a) && digits(b)) else {
-        return Ok((parse_listen_addr(raw)?, 1..=0));
+        return Ok((parse_listen_addr(raw)?, Vec::new()));
     };
     let bad = || format!("invalid port range in \"{}\" of the \"listen\" directive", raw);
     let host = &raw[..raw.len() - ports.len()];
@@ -111,7 +112,7 @@ pub fn listen_range(raw: &str) -> Result<(SocketAddr, std::ops::RangeInclusive<u
         Some(n) if n <= 65535 && n as u16 >= addr.port() => n as u16,
         _ => return Err(bad()),
     };
-    Ok((addr, addr.port() + 1..=last))
+    Ok((addr, (addr.port() + 1..=last).collect()))
 }
 
 /// The socket options `listen` passes to the listening socket, with

@@ -249,7 +249,6 @@ pub static CORE: &[Cmd] = &[
     cmd("proxy_max_temp_file_size", HSL, 1, 1, Set::Loc(proxy::proxy_up::max_temp_file_size)),
     cmd("proxy_temp_path", HSL, 1, 4, Set::Loc(proxy::proxy_up::temp_path)),
     cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_up::intercept_errors)),
-    cmd("proxy_force_ranges", HSL, 1, 1, Set::Loc(proxy::proxy_up::force_ranges)),
     cmd("proxy_bind", HSL, 1, 2, Set::Loc(proxy::proxy_up::bind)),
     cmd("proxy_limit_rate", HSL, 1, 1, Set::Loc(proxy::proxy_up::limit_rate)),
     multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),

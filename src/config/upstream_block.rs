@@ -214,15 +214,15 @@ fn build(
     }
     // Without a zone these would have nothing to act on (sluice keeps
     // them in the zone's shared peer state).
-    if zone.is_none() {
-        if let Some(s) = specs.iter().find(|s| s.params.drain || !s.params.slow_start.is_zero()) {
-            let what = if s.params.drain { "drain" } else { "slow_start" };
-            return Err(ConfError {
-                msg: format!("\"{}\" requires upstream \"{}\" in {} to be in shared memory", what, name, at),
-                file: None,
-                line: 0,
-            });
-        }
+    if zone.is_none()
+        && let Some(s) = specs.iter().find(|s| s.params.drain || !s.params.slow_start.is_zero())
+    {
+        let what = if s.params.drain { "drain" } else { "slow_start" };
+        return Err(ConfError {
+            msg: format!("\"{}\" requires upstream \"{}\" in {} to be in shared memory", what, name, at),
+            file: None,
+            line: 0,
+        });
     }
     if let Some(http) = http.filter(|_| !own_resolver) {
         resolver.resolver = http.resolver.clone();

@@ -27,8 +27,8 @@ mod proxy;
 mod quic;
 mod realip;
 mod stream;
-mod upstream;
 mod tls;
+mod upstream;
 
 pub use access::{access_rule, authorization, htpasswd};
 pub use cache::{accept_encoding, cache_control, cache_entry};
@@ -46,8 +46,8 @@ pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
 pub use stream::ssl_preread;
-pub use upstream::upstream_api;
 pub use tls::{encrypted_key, ocsp_response};
+pub use upstream::upstream_api;
 
 /// An entry point: runs one input, panics on a violated property.
 pub type Entry = fn(&[u8]);

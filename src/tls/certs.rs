@@ -17,9 +17,12 @@ use rustls_pki_types::pem::PemObject;
 /// file paths (or `data:` contents), so servers inheriting
 /// `ssl_certificate` from `http` share one key (and one OCSP fetch);
 /// the certificates to staple; and load-time warnings.
+/// A certificate file's bytes, its key file's, and the password file.
+type PairKey = (Vec<u8>, Vec<u8>, Option<PathBuf>);
+
 #[derive(Default)]
 pub struct CertCache {
-    pub pairs: HashMap<(Vec<u8>, Vec<u8>, Option<PathBuf>), Arc<CertifiedKey>>,
+    pub pairs: HashMap<PairKey, Arc<CertifiedKey>>,
     /// One staple per certificate, responder and verification setting.
     pub stapled: HashMap<(Vec<u8>, Option<String>, bool), Arc<super::ocsp::Staple>>,
     pub staples: Vec<Arc<super::ocsp::Staple>>,

@@ -224,7 +224,7 @@ impl VarSource for HandshakeVars<'_> {
             }
             Var::Geo(g) => {
                 let source = g.source.as_ref().map(|t| t.render_to_vec(self));
-                let ip = g.address(c.peer, source.as_deref(), &[]);
+                let ip = g.address(Some(c.peer), source.as_deref(), &[]);
                 out.extend_from_slice(g.lookup(ip));
             }
             Var::Split(sc) => {

@@ -181,7 +181,7 @@ impl Aes {
 }
 
 fn cbc_decrypt(alg: Aes, key: &[u8], iv: &[u8; 16], data: &[u8]) -> Option<Vec<u8>> {
-    if data.is_empty() || data.len() % 16 != 0 {
+    if data.is_empty() || !data.len().is_multiple_of(16) {
         return None;
     }
     let a = match alg {

@@ -44,7 +44,6 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("fastcgi_bind", HSL, 1, 2, Set::Loc(up::bind)),
     cmd("fastcgi_limit_rate", HSL, 1, 1, Set::Loc(up::limit_rate)),
     cmd("fastcgi_ignore_client_abort", HSL, 1, 1, Set::Loc(up::ignore_client_abort)),
-    cmd("fastcgi_force_ranges", HSL, 1, 1, Set::Loc(up::force_ranges)),
     list(cmd("fastcgi_hide_header", HSL, 1, 1, Set::Loc(up::hide_header)), up::reset_hide_headers),
     list(cmd("fastcgi_pass_header", HSL, 1, 1, Set::Loc(up::pass_header)), up::reset_pass_headers),
 ];

@@ -36,12 +36,12 @@ impl<'a> Der<'a> {
         Some((tag, body, whole))
     }
 
-    pub fn next(&mut self) -> Option<(u8, &'a [u8])> {
+    pub fn next_item(&mut self) -> Option<(u8, &'a [u8])> {
         self.next_raw().map(|(t, b, _)| (t, b))
     }
 
     pub fn expect(&mut self, tag: u8) -> Option<&'a [u8]> {
-        match self.next() {
+        match self.next_item() {
             Some((t, body)) if t == tag => Some(body),
             _ => None,
         }
@@ -264,7 +264,7 @@ pub fn parse_response(der: &[u8]) -> Result<Response<'_>, Why> {
     }
     let mut d = Der(tbs_body);
     d.optional(0xa0);
-    match d.next() {
+    match d.next_item() {
         Some((0xa1 | 0xa2, _)) => {}
         _ => return Err(bad),
     }
@@ -278,7 +278,7 @@ pub fn parse_response(der: &[u8]) -> Result<Response<'_>, Why> {
         let name_hash = id.expect(OCTETS).ok_or(bad)?;
         let key_hash = id.expect(OCTETS).ok_or(bad)?;
         let serial = id.expect(INT).ok_or(bad)?;
-        let status = match s.next().ok_or(bad)?.0 {
+        let status = match s.next_item().ok_or(bad)?.0 {
             0x80 => Status::Good,
             0xa1 => Status::Revoked,
             0x82 => Status::Unknown,

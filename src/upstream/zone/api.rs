@@ -129,7 +129,7 @@ pub fn server_json(id: u64, spec: &ServerSpec) -> String {
 
 fn secs(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{}ms", ms) }
+    if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{}ms", ms) }
 }
 
 /// A JSON string literal.

@@ -131,11 +131,11 @@ impl View {
             if !v.usable {
                 continue;
             }
-            if let Some(pm) = p.shared.slow_start_permille(&p.conf, now_ms) {
-                if self.rng.below(1000) >= pm {
-                    v.usable = false;
-                    skipped = true;
-                }
+            if let Some(pm) = p.shared.slow_start_permille(&p.conf, now_ms)
+                && self.rng.below(1000) >= pm
+            {
+                v.usable = false;
+                skipped = true;
             }
         }
         if skipped && !views.iter().any(|v| v.usable) {
