@@ -122,6 +122,7 @@ pub enum Var {
     SslAlpnProtocol,
     SslCurve,
     SslCurves,
+    SslCiphers,
     SslSessionId,
     /// Always empty: sluice accepts no TLS early data.
     SslEarlyData,
@@ -271,6 +272,7 @@ impl Var {
             "ssl_alpn_protocol" => Var::SslAlpnProtocol,
             "ssl_curve" => Var::SslCurve,
             "ssl_curves" => Var::SslCurves,
+            "ssl_ciphers" => Var::SslCiphers,
             "ssl_session_id" => Var::SslSessionId,
             "ssl_early_data" => Var::SslEarlyData,
             "request_body" => {

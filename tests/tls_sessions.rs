@@ -457,7 +457,8 @@ fn ssl_ecdh_curve_selects_the_key_exchange_group() {
 /// client offered.
 #[test]
 fn ssl_session_id_and_curves() {
-    let loc = r#"location /id { return 200 "id=$ssl_session_id r=$ssl_session_reused c=$ssl_curves\n"; }"#;
+    let loc =
+        r#"location /id { return 200 "id=$ssl_session_id r=$ssl_session_reused c=$ssl_curves s=$ssl_ciphers\n"; }"#;
     let s = start(&[loc]);
     let field = |r: &SClient, name: &str| -> String {
         let line = r.out.lines().find(|l| l.starts_with("id=")).unwrap_or_else(|| panic!("no body:\n{}", r.out));
@@ -480,6 +481,9 @@ fn ssl_session_id_and_curves() {
             assert!(!strict || id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit()), "id {id:?}");
             assert_eq!(field(&first, "r="), ".");
             assert_eq!(field(&first, "c="), "prime256v1:X25519");
+            let suites = field(&first, "s=");
+            assert!(suites.contains("TLS_AES_128_GCM_SHA256") || suites.contains("ECDHE-"), "{suites}");
+            assert!(suites.split(':').all(|n| !n.is_empty()), "{suites}");
             let args = [proto, "-servername", "a.test", "-sess_in", &sess];
             let again = s_client(&s, s.port, &args, &req);
             assert!(again.reused(), "{}", again.out);

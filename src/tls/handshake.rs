@@ -36,6 +36,9 @@ pub struct TlsInfo {
     /// `$ssl_curves`: the groups the client offered, in OpenSSL's names
     /// (unknown ones as `0x` and the hex code, as nginx prints them).
     pub curves: Option<Box<str>>,
+    /// `$ssl_ciphers`: the cipher suites the client offered, in OpenSSL's
+    /// names (unknown ones as `0x` and the hex code).
+    pub ciphers: Option<Box<str>>,
     pub has_client_cert: bool,
     pub require_client_cert: bool,
     /// The client's certificate failed verification: nginx's 495 unless
@@ -72,6 +75,26 @@ fn curve_list(groups: &[rustls::NamedGroup]) -> Box<str> {
     out.into_boxed_str()
 }
 
+/// `$ssl_ciphers`: the offered suites joined by `:`, without the
+/// signalling values (OpenSSL drops them from the list too).
+fn cipher_list(suites: &[rustls::CipherSuite]) -> Box<str> {
+    let mut out = String::new();
+    for s in suites {
+        let code = u16::from(*s);
+        if code == 0x00ff || code == 0x5600 {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(':');
+        }
+        match super::names::openssl_suite_name(*s) {
+            "UNKNOWN" => out.push_str(&format!("0x{code:04x}")),
+            name => out.push_str(name),
+        }
+    }
+    out.into_boxed_str()
+}
+
 /// Runs the handshake; None when it failed (logged at info, as nginx does).
 pub async fn accept(
     tcp: TcpStream,
@@ -97,6 +120,7 @@ pub async fn accept(
         };
         let sni = start.client_hello().server_name().map(|s| s.to_ascii_lowercase());
         let curves = start.client_hello().named_groups().map(curve_list);
+        let ciphers = Some(cipher_list(start.client_hello().cipher_suites()));
         let server: &Arc<Server> = match &sni {
             Some(name) => crate::http::routing::server::select(g, name.as_bytes()),
             None => &g.default_server,
@@ -182,6 +206,7 @@ pub async fn accept(
                 conn.received_resumption_data().and_then(|d| <[u8; 32]>::try_from(d).ok()).unwrap_or(fresh_id),
             ),
             curves,
+            ciphers,
             has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
             require_client_cert: tls.require_client_cert,
             cert_error_tolerated: tls.no_ca && cert_error.as_ref().is_some_and(|e| e.issuer_only()),

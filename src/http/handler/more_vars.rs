@@ -48,6 +48,11 @@ pub(super) fn write(v: &Vars<'_, '_, '_>, var: &Var, out: &mut Vec<u8>) {
                 out.extend_from_slice(c.as_bytes())
             }
         }
+        Var::SslCiphers => {
+            if let Some(c) = ctx.conn.tls.as_ref().and_then(|t| t.ciphers.as_deref()) {
+                out.extend_from_slice(c.as_bytes())
+            }
+        }
         Var::SslSessionId => {
             if let Some(id) = ctx.conn.tls.as_ref().and_then(|t| t.session_id) {
                 for b in id {

@@ -270,6 +270,7 @@ impl VarSource for Vars<'_, '_, '_> {
             | Var::SslAlpnProtocol
             | Var::SslCurve
             | Var::SslCurves
+            | Var::SslCiphers
             | Var::SslSessionId
             | Var::SslEarlyData
             | Var::Family(_)

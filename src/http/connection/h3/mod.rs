@@ -261,6 +261,7 @@ fn tls_info(g: &crate::config::model::ListenGroup, conn: &quinn::Connection) -> 
         // quinn keeps the session and the ClientHello to itself.
         session_id: None,
         curves: None,
+        ciphers: None,
         has_client_cert: chain.is_some(),
         require_client_cert: tls.is_some_and(|t| t.require_client_cert),
         cert_error_tolerated: no_ca && cert_error.as_ref().is_some_and(|e| e.issuer_only()),
