@@ -119,7 +119,10 @@ mod tests {
         let mut c = std::os::unix::net::UnixStream::connect(&path).expect("connect");
         c.write_all(b"ping").expect("write");
         l.set_nonblocking(false).expect("blocking");
-        let (mut a, _) = l.accept().expect("accept");
+        // std's accept refuses a unix peer address; the worker's accept
+        // loop takes the descriptor alone, as socket2 does here.
+        let (a, _) = socket2::SockRef::from(&l).accept().expect("accept");
+        let mut a = std::net::TcpStream::from(a);
         let mut buf = [0u8; 4];
         a.read_exact(&mut buf).expect("read");
         assert_eq!(&buf, b"ping");
