@@ -51,6 +51,13 @@ impl PartialEq for GeoDef {
 }
 
 impl GeoDef {
+    /// The value for a family's variables: the address (the client's, or
+    /// the rendered source; `xff` for `proxy`) looked up.
+    pub fn eval(&self, src: &dyn crate::variables::VarSource, client: Option<SocketAddr>, xff: &[&[u8]]) -> &[u8] {
+        let source = self.source.as_ref().map(|t| t.render_to_vec(src));
+        self.lookup(self.address(client, source.as_deref(), xff))
+    }
+
     pub fn lookup(&self, ip: IpAddr) -> &[u8] {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),

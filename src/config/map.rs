@@ -92,6 +92,41 @@ impl MapDef {
     }
 }
 
+/// Named captures kept as variables for the rest of a request or session.
+pub type NamedCaptures = RefCell<Vec<(Arc<str>, Vec<u8>)>>;
+
+impl MapDef {
+    /// Evaluates the map for every family: renders the source, writes the
+    /// value to `out`. A regex's named captures become variables from then
+    /// on (nginx's behaviour) when `named` is given; `on_match` runs before
+    /// the value is rendered, so a family can clear what the captures
+    /// shadow.
+    pub fn eval(
+        &self,
+        src: &dyn crate::variables::VarSource,
+        named: Option<&NamedCaptures>,
+        on_match: &dyn Fn(&crate::pattern::Regex),
+        out: &mut Vec<u8>,
+    ) {
+        let key = self.source.render_to_vec(src);
+        match self.lookup(&key) {
+            (t, None) => t.render(src, out),
+            (t, Some((re, spans))) => {
+                if let Some(named) = named {
+                    let mut set = named.borrow_mut();
+                    for (i, name) in re.names() {
+                        let v = spans.get(*i).copied().flatten().map(|(a, b)| key[a..b].to_vec()).unwrap_or_default();
+                        set.retain(|(n, _)| n != name);
+                        set.push((name.clone(), v));
+                    }
+                }
+                on_match(re);
+                t.render(&WithCaptures { inner: src, re, subject: &key, spans: &spans }, out)
+            }
+        }
+    }
+}
+
 /// Renders a map value with the matching regex's captures in front of the
 /// request's own variables.
 pub struct WithCaptures<'s> {

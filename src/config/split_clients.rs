@@ -29,6 +29,11 @@ impl PartialEq for SplitDef {
 }
 
 impl SplitDef {
+    /// The value for a family's variables: the source rendered, then looked up.
+    pub fn eval(&self, src: &dyn crate::variables::VarSource) -> &[u8] {
+        self.lookup(&self.source.render_to_vec(src))
+    }
+
     /// The value for a rendered source string; empty when the percentages
     /// leave it out.
     pub fn lookup(&self, value: &[u8]) -> &[u8] {

@@ -261,35 +261,9 @@ impl VarSource for Session {
             // nginx's is for a session resumed by a TLS 1.3 ticket.
             Var::Family(SSL_SESSION_ID) => {}
             Var::LimitConnStatus => out.extend_from_slice(self.limit_status.get().as_bytes()),
-            Var::Geo(g) => {
-                let source = g.source.as_ref().map(|t| t.render_to_vec(self));
-                let ip = g.address(Some(self.client.get()), source.as_deref(), &[]);
-                out.extend_from_slice(g.lookup(ip));
-            }
-            Var::Split(sc) => {
-                let key = sc.source.render_to_vec(self);
-                out.extend_from_slice(sc.lookup(&key));
-            }
-            Var::Map(m) => {
-                let key = m.source.render_to_vec(self);
-                match m.lookup(&key) {
-                    (t, None) => t.render(self, out),
-                    (t, Some((re, spans))) => {
-                        let mut set = self.named.borrow_mut();
-                        for (i, name) in re.names() {
-                            let v =
-                                spans.get(*i).copied().flatten().map(|(a, b)| key[a..b].to_vec()).unwrap_or_default();
-                            set.retain(|(n, _)| n != name);
-                            set.push((name.clone(), v));
-                        }
-                        drop(set);
-                        t.render(
-                            &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
-                            out,
-                        )
-                    }
-                }
-            }
+            Var::Geo(g) => out.extend_from_slice(g.eval(self, Some(self.client.get()), &[])),
+            Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
+            Var::Map(m) => m.eval(self, Some(&self.named), &|_| {}, out),
             Var::Named(name) => {
                 if let Some((_, v)) = self.named.borrow().iter().find(|(n, _)| **n == **name) {
                     out.extend_from_slice(v);

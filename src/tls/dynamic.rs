@@ -222,25 +222,9 @@ impl VarSource for HandshakeVars<'_> {
             Var::Pid => {
                 let _ = write!(out, "{}", std::process::id());
             }
-            Var::Geo(g) => {
-                let source = g.source.as_ref().map(|t| t.render_to_vec(self));
-                let ip = g.address(Some(c.peer), source.as_deref(), &[]);
-                out.extend_from_slice(g.lookup(ip));
-            }
-            Var::Split(sc) => {
-                let key = sc.source.render_to_vec(self);
-                out.extend_from_slice(sc.lookup(&key));
-            }
-            Var::Map(m) => {
-                let key = m.source.render_to_vec(self);
-                match m.lookup(&key) {
-                    (t, None) => t.render(self, out),
-                    (t, Some((re, spans))) => t.render(
-                        &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
-                        out,
-                    ),
-                }
-            }
+            Var::Geo(g) => out.extend_from_slice(g.eval(self, Some(c.peer), &[])),
+            Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
+            Var::Map(m) => m.eval(self, None, &|_| {}, out),
             _ => {}
         }
     }

@@ -21,6 +21,8 @@ use aws_lc_rs::iv::FixedLength;
 use rustls_pki_types::PrivateKeyDer;
 use rustls_pki_types::pem::PemObject;
 
+use super::der::Der;
+
 /// Why a key did not load; the text follows the key's path in nginx's
 /// `cannot load certificate key "PATH": ...`.
 #[derive(Debug, PartialEq)]
@@ -235,56 +237,22 @@ fn parse_dek_info(v: &str) -> Result<(Aes, [u8; 16]), String> {
 
 // --- DER, just enough for EncryptedPrivateKeyInfo (RFC 5958, RFC 8018) ---
 
-/// A DER reader over a slice: every read checks its bounds.
-struct Der<'a>(&'a [u8]);
-
-impl<'a> Der<'a> {
-    /// The next element's tag and contents.
-    fn next(&mut self) -> Option<(u8, &'a [u8])> {
-        let b = self.0;
-        let tag = *b.first()?;
-        let first = *b.get(1)?;
-        let (len, hdr) = if first < 0x80 {
-            (first as usize, 2)
-        } else {
-            let n = (first & 0x7f) as usize;
-            if n == 0 || n > 4 {
-                return None;
-            }
-            let mut len = 0usize;
-            for i in 0..n {
-                len = (len << 8) | *b.get(2 + i)? as usize;
-            }
-            (len, 2 + n)
-        };
-        let end = hdr.checked_add(len)?;
-        let body = b.get(hdr..end)?;
-        self.0 = &b[end..];
-        Some((tag, body))
-    }
-
-    fn expect(&mut self, tag: u8) -> Result<&'a [u8], String> {
-        match self.next() {
-            Some((t, body)) if t == tag => Ok(body),
-            _ => Err("invalid encrypted private key (DER)".into()),
-        }
-    }
-}
-
 fn der_whole_sequence(b: &[u8]) -> bool {
     let mut d = Der(b);
-    matches!(d.next(), Some((0x30, _))) && d.0.is_empty()
+    matches!(d.next_item(), Some((0x30, _))) && d.is_empty()
 }
 
 fn looks_like_pkcs8(b: &[u8]) -> bool {
     // PrivateKeyInfo ::= SEQUENCE { version INTEGER, algorithm SEQUENCE, key OCTET STRING, ... }
     let mut d = Der(b);
-    let Some((0x30, inner)) = d.next() else { return false };
-    if !d.0.is_empty() {
+    let Some((0x30, inner)) = d.next_item() else { return false };
+    if !d.is_empty() {
         return false;
     }
     let mut i = Der(inner);
-    matches!(i.next(), Some((0x02, _))) && matches!(i.next(), Some((0x30, _))) && matches!(i.next(), Some((0x04, _)))
+    matches!(i.next_item(), Some((0x02, _)))
+        && matches!(i.next_item(), Some((0x30, _)))
+        && matches!(i.next_item(), Some((0x04, _)))
 }
 
 const OID_PBES2: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x05, 0x0d];
@@ -331,28 +299,29 @@ fn uint(b: &[u8]) -> Option<u64> {
 /// schemes, `-v1`, are refused with a reason).
 pub fn parse_pkcs8_encrypted(der: &[u8]) -> Result<Pkcs8Encrypted<'_>, String> {
     let bad = || "invalid encrypted private key (DER)".to_string();
-    let mut top = Der(Der(der).expect(0x30)?);
-    let mut alg = Der(top.expect(0x30)?);
-    let data = top.expect(0x04)?;
-    if alg.expect(0x06)? != OID_PBES2 {
+    let mut top = Der(Der(der).expect(0x30).ok_or_else(bad)?);
+    let mut alg = Der(top.expect(0x30).ok_or_else(bad)?);
+    let data = top.expect(0x04).ok_or_else(bad)?;
+    if alg.expect(0x06).ok_or_else(bad)? != OID_PBES2 {
         return Err("unsupported key encryption (sluice reads PBES2 with AES-CBC)".into());
     }
-    let mut params = Der(alg.expect(0x30)?);
-    let mut kdf = Der(params.expect(0x30)?);
-    let mut enc = Der(params.expect(0x30)?);
-    if kdf.expect(0x06)? != OID_PBKDF2 {
+    let mut params = Der(alg.expect(0x30).ok_or_else(bad)?);
+    let mut kdf = Der(params.expect(0x30).ok_or_else(bad)?);
+    let mut enc = Der(params.expect(0x30).ok_or_else(bad)?);
+    if kdf.expect(0x06).ok_or_else(bad)? != OID_PBKDF2 {
         return Err("unsupported key derivation (sluice reads PBKDF2)".into());
     }
-    let mut kp = Der(kdf.expect(0x30)?);
-    let salt = kp.expect(0x04)?;
-    let iterations = uint(kp.expect(0x02)?).filter(|&n| n > 0 && n <= MAX_ITERATIONS).ok_or_else(bad)? as u32;
+    let mut kp = Der(kdf.expect(0x30).ok_or_else(bad)?);
+    let salt = kp.expect(0x04).ok_or_else(bad)?;
+    let iterations =
+        uint(kp.expect(0x02).ok_or_else(bad)?).filter(|&n| n > 0 && n <= MAX_ITERATIONS).ok_or_else(bad)? as u32;
     let mut prf = Prf::Sha1;
     let mut key_len = None;
-    while let Some((tag, body)) = kp.next() {
+    while let Some((tag, body)) = kp.next_item() {
         match tag {
             0x02 => key_len = Some(uint(body).ok_or_else(bad)?),
             0x30 => {
-                prf = match Der(body).expect(0x06)? {
+                prf = match Der(body).expect(0x06).ok_or_else(bad)? {
                     OID_HMAC_SHA1 => Prf::Sha1,
                     OID_HMAC_SHA256 => Prf::Sha256,
                     OID_HMAC_SHA384 => Prf::Sha384,
@@ -363,7 +332,7 @@ pub fn parse_pkcs8_encrypted(der: &[u8]) -> Result<Pkcs8Encrypted<'_>, String> {
             _ => return Err(bad()),
         }
     }
-    let cipher = match enc.expect(0x06)? {
+    let cipher = match enc.expect(0x06).ok_or_else(bad)? {
         OID_AES128_CBC => Aes::A128,
         OID_AES192_CBC => Aes::A192,
         OID_AES256_CBC => Aes::A256,
@@ -372,7 +341,7 @@ pub fn parse_pkcs8_encrypted(der: &[u8]) -> Result<Pkcs8Encrypted<'_>, String> {
     if key_len.is_some_and(|n| n != cipher.key_len() as u64) {
         return Err(bad());
     }
-    let iv: [u8; 16] = enc.expect(0x04)?.try_into().map_err(|_| bad())?;
+    let iv: [u8; 16] = enc.expect(0x04).ok_or_else(bad)?.try_into().map_err(|_| bad())?;
     Ok(Pkcs8Encrypted { salt, iterations, prf, cipher, iv, data })
 }
 

@@ -278,44 +278,16 @@ impl VarSource for Vars<'_, '_, '_> {
             | Var::RequestBody
             | Var::RequestBodyFile => super::more_vars::write(self, var, out),
             Var::Geo(g) => {
-                let source = g.source.as_ref().map(|t| t.render_to_vec(self));
                 let xff: Vec<&[u8]> = if g.proxies.is_empty() {
                     Vec::new()
                 } else {
                     req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for")).map(|(_, v)| v).collect()
                 };
                 let client = (!ctx.client_is_unix()).then(|| ctx.client());
-                let ip = g.address(client, source.as_deref(), &xff);
-                out.extend_from_slice(g.lookup(ip));
+                out.extend_from_slice(g.eval(self, client, &xff));
             }
-            Var::Split(sc) => {
-                let key = sc.source.render_to_vec(self);
-                out.extend_from_slice(sc.lookup(&key));
-            }
-            Var::Map(m) => {
-                let mut key = Vec::new();
-                m.source.render(self, &mut key);
-                match m.lookup(&key) {
-                    (t, None) => t.render(self, out),
-                    (t, Some((re, spans))) => {
-                        // nginx: the regex's named captures are variables
-                        // from now on in this request.
-                        let mut set = ctx.map_named.borrow_mut();
-                        for (i, name) in re.names() {
-                            let v =
-                                spans.get(*i).copied().flatten().map(|(a, b)| key[a..b].to_vec()).unwrap_or_default();
-                            set.retain(|(n, _)| n != name);
-                            set.push((name.clone(), v));
-                        }
-                        drop(set);
-                        ctx.captured(re);
-                        t.render(
-                            &crate::config::map::WithCaptures { inner: self, re, subject: &key, spans: &spans },
-                            out,
-                        )
-                    }
-                }
-            }
+            Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
+            Var::Map(m) => m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out),
             Var::Set(sv) => {
                 let value = ctx.vars.borrow().get(sv.slot).map(|v| v.as_ref().map(|v| out.extend_from_slice(v)));
                 if !matches!(value, Some(Some(()))) {
