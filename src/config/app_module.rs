@@ -22,6 +22,8 @@ pub struct AppConf {
     /// has none.
     pub modifier1: u8,
     pub modifier2: u8,
+    /// `uwsgi_ssl_*`: TLS to a `suwsgi://` origin (SCGI has none).
+    pub ssl: crate::config::upstream_ssl::UpstreamSsl,
     /// What the upstream core reads (shared with `proxy_*`).
     pub up: UpstreamConf,
 }
@@ -36,6 +38,7 @@ impl AppConf {
             pass_request_body: true,
             modifier1: 0,
             modifier2: 0,
+            ssl: Default::default(),
             // nginx has no uwsgi_/scgi_cache_convert_head: a HEAD reaches
             // the application as HEAD.
             up: UpstreamConf {
@@ -106,14 +109,31 @@ macro_rules! app_directives {
                     return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
                 }
                 let written = arg(d, 0);
-                if $p == "uwsgi" && written.starts_with("suwsgi://") {
-                    return Err(ConfError::at("\"suwsgi://\" (uwsgi over TLS) is not supported yet", &d.span));
-                }
-                let raw = if $p == "uwsgi" { written.strip_prefix("uwsgi://").unwrap_or(written) } else { written };
+                // uwsgi's schemes: `uwsgi://`, and `suwsgi://` for TLS; with
+                // variables the scheme is read per request.
+                let (raw, tls) = if $p != "uwsgi" {
+                    (written, false)
+                } else if let Some(r) = written.strip_prefix("suwsgi://") {
+                    (r, true)
+                } else {
+                    (written.strip_prefix("uwsgi://").unwrap_or(written), false)
+                };
                 if raw.contains("://") && !raw.contains('$') {
                     return Err(ConfError::at(format!("invalid host in upstream \"{written}\""), &d.span));
                 }
-                let pass = $crate::http::fastcgi::conf::parse_pass(raw, d, ctx, $protocol)?;
+                let raw = if raw.contains('$') { written } else { raw };
+                let mut pass = $crate::http::fastcgi::conf::parse_pass(raw, d, ctx, $protocol)?;
+                if let (true, $crate::config::proxy::Pass::Fixed(p)) = (tls, &mut pass) {
+                    if raw.starts_with("unix:") {
+                        let why = format!("TLS to a unix socket is not supported in \"{written}\"");
+                        return Err(ConfError::at(why, &d.span));
+                    }
+                    // Just made by parse_pass, so not shared yet.
+                    if let Some(p) = std::sync::Arc::get_mut(p) {
+                        p.tls = true;
+                        p.proxy_host = raw.to_string();
+                    }
+                }
                 c.clear_handlers();
                 c.$field.pass = Some(pass);
                 Ok(())

@@ -157,8 +157,7 @@ fn build_one(
     conf.location_name = Arc::from(describe(&matcher));
     let dirs = d.block.as_deref().unwrap_or(&[]);
     let mut children = apply_location_level(dirs, ctx, main, &mut conf)?;
-    super::proxy::check_client_certificate(&conf, &d.span)?;
-    crate::http::grpc::conf::check_client_certificate(&conf, &d.span)?;
+    super::upstream_ssl::check_client_certificate(&conf, &d.span)?;
     conf.rewrite.script = crate::http::rewrite::compile::level(dirs, true, &conf, ctx, main)?;
     // limit_except: built on the location's complete settings.
     if let Some(i) = children.iter().position(|(c, _)| c.name == "limit_except") {

@@ -18,7 +18,6 @@ pub mod model;
 pub mod parser;
 pub mod proxy;
 pub mod proxy_buffers;
-pub mod proxy_ssl;
 pub mod server_names;
 pub mod set_core;
 pub mod set_loc;
@@ -29,6 +28,7 @@ pub mod set_ssl;
 pub mod split_clients;
 pub mod table;
 pub mod upstream_block;
+pub mod upstream_ssl;
 pub mod value;
 
 use std::path::{Path, PathBuf};

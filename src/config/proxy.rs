@@ -15,11 +15,6 @@ use super::table::R;
 use super::value;
 use crate::variables::{Part, Template, Var};
 
-pub use super::proxy_ssl::{
-    check_client_certificate, proxy_ssl_certificate, proxy_ssl_certificate_key, proxy_ssl_crl, proxy_ssl_name,
-    proxy_ssl_server_name, proxy_ssl_trusted_certificate, proxy_ssl_verify,
-};
-
 /// One `server` line of an `upstream` block.
 #[derive(Clone, Debug)]
 pub struct PeerConf {
@@ -281,17 +276,8 @@ pub struct ProxyConf {
     /// `proxy_protocol on`: a PROXY protocol v1 line naming the client
     /// starts every origin connection (sluice's; nginx has it in `stream`).
     pub proxy_protocol: bool,
-    pub ssl_verify: bool,
-    pub ssl_trusted_certificate: Option<std::path::PathBuf>,
-    /// `proxy_ssl_crl`: revoked origin certificates (PEM CRLs).
-    pub ssl_crl: Option<std::path::PathBuf>,
-    /// `proxy_ssl_certificate` (resolved, and as written for messages)
-    /// and `_key`: the certificate sluice shows an origin that asks.
-    pub ssl_certificate: Option<(std::path::PathBuf, Arc<str>)>,
-    pub ssl_certificate_key: Option<std::path::PathBuf>,
-    pub ssl_server_name: bool,
-    /// `proxy_ssl_name`; None: the host of `$proxy_host`.
-    pub ssl_name: Option<String>,
+    /// `proxy_ssl_*`: TLS to an `https://` origin.
+    pub ssl: crate::config::upstream_ssl::UpstreamSsl,
     /// `proxy_redirect`: None is `off`; `default` is resolved per request.
     pub redirect: Redirect,
     /// `proxy_method`: the origin request's method instead of the client's.
@@ -323,13 +309,7 @@ impl Default for ProxyConf {
             set_headers: default_headers(),
             http_version_11: false,
             proxy_protocol: false,
-            ssl_verify: false,
-            ssl_trusted_certificate: None,
-            ssl_crl: None,
-            ssl_certificate: None,
-            ssl_certificate_key: None,
-            ssl_server_name: false,
-            ssl_name: None,
+            ssl: Default::default(),
             redirect: Redirect::Default,
             method: None,
             pass_request_headers: true,

@@ -264,18 +264,6 @@ pub static CORE: &[Cmd] = &[
         cmd("proxy_cookie_flags", HSL, 1, 9, Set::Loc(crate::http::proxy::cookie::proxy_cookie_flags)),
         crate::http::proxy::cookie::reset_flags,
     ),
-    cmd("proxy_ssl_verify", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_verify)),
-    cmd("proxy_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_trusted_certificate)),
-    cmd("proxy_ssl_crl", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_crl)),
-    cmd("proxy_ssl_certificate", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_certificate)),
-    cmd("proxy_ssl_certificate_key", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_certificate_key)),
-    cmd("proxy_ssl_server_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_server_name)),
-    cmd("proxy_ssl_name", HSL, 1, 1, Set::Loc(proxy::proxy_ssl_name)),
-    // rustls's defaults (TLS 1.2 and 1.3, its cipher suites, resumption)
-    cmd("proxy_ssl_protocols", HSL, 1, MANY, Set::Noop),
-    cmd("proxy_ssl_ciphers", HSL, 1, 1, Set::Noop),
-    cmd("proxy_ssl_session_reuse", HSL, 1, 1, Set::Noop),
-    cmd("proxy_ssl_verify_depth", HSL, 1, 1, Set::Noop),
     // Hash sizing knobs for nginx's static hashes; sluice's tables need none.
     cmd("types_hash_max_size", HSL, 1, 1, Set::Noop),
     cmd("types_hash_bucket_size", HSL, 1, 1, Set::Noop),
@@ -291,6 +279,9 @@ static KNOWN_NGINX: &[&str] = &["include_subdomains", "charset_map"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
+/// `proxy_ssl_*` (the grpc and uwsgi modules have theirs).
+static PROXY_SSL: &[Cmd] = crate::upstream_ssl_directives!("proxy");
+
 pub static TABLES: &[&[Cmd]] = &[
     CORE,
     super::set_core::DIRECTIVES,
@@ -305,6 +296,9 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::uwsgi::conf::MODIFIERS,
     crate::http::scgi::conf::DIRECTIVES,
     crate::http::grpc::conf::DIRECTIVES,
+    PROXY_SSL,
+    crate::http::grpc::conf::SSL_DIRECTIVES,
+    crate::http::uwsgi::conf::SSL_DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::http::filter::charset::DIRECTIVES,

@@ -1,94 +1,197 @@
-//! The `proxy_ssl_*` location directives: TLS to the origin (verification,
-//! the name sent and checked, the client certificate), checked when the
-//! configuration loads.
+//! TLS to origins, as the `proxy_ssl_*`, `grpc_ssl_*` and `uwsgi_ssl_*`
+//! directives set it: one settings type ([`UpstreamSsl`]) in each
+//! module's location settings, one set of setters that find the module's
+//! settings by the directive's prefix, and one table per module made by
+//! [`upstream_ssl_directives!`]. Files are read when the configuration
+//! loads, so `-t` reports a missing or bad one, and a client certificate
+//! is paired with its key once the location is complete.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::build::Ctx;
 use super::model::LocConf;
-use super::parser::{ConfError, Directive};
+use super::parser::{ConfError, Directive, Span};
 use super::proxy::Pass;
 use super::set_main::{arg, flag};
 use super::table::R;
 
-pub fn proxy_ssl_verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.ssl_verify = flag(d)?;
-    Ok(())
+/// One module's TLS-to-origin settings (nginx's defaults: no
+/// verification, no SNI, the name of the pass target).
+#[derive(Clone, Default, Debug)]
+pub struct UpstreamSsl {
+    pub verify: bool,
+    pub trusted_certificate: Option<PathBuf>,
+    /// `X_ssl_crl`: revoked origin certificates (PEM CRLs).
+    pub crl: Option<PathBuf>,
+    /// The certificate shown to an origin that asks: resolved, and as
+    /// written for messages.
+    pub certificate: Option<(PathBuf, Arc<str>)>,
+    pub certificate_key: Option<PathBuf>,
+    /// `X_ssl_password_file`: passphrases tried in order on the key.
+    pub passwords: Option<Arc<Vec<Vec<u8>>>>,
+    pub server_name: bool,
+    /// `X_ssl_name`; None: the host of the pass target.
+    pub name: Option<String>,
 }
 
-pub fn proxy_ssl_server_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.proxy.ssl_server_name = flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_ssl_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') && v != "$proxy_host" {
-        return Err(ConfError::at("variables in \"proxy_ssl_name\" are not supported yet", &d.span));
+impl UpstreamSsl {
+    /// The client configuration's identity for a worker's cache.
+    pub fn client_key(&self, alpn_h2: bool) -> crate::tls::client::Key {
+        crate::tls::client::Key {
+            verify: self.verify,
+            trusted: self.trusted_certificate.clone(),
+            crl: self.crl.clone(),
+            sni: self.server_name,
+            client_cert: self.certificate.as_ref().map(|(p, _)| p.clone()).zip(self.certificate_key.clone()),
+            passwords: self.passwords.clone(),
+            alpn_h2,
+        }
     }
-    c.proxy.ssl_name = (v != "$proxy_host").then(|| v.to_string());
-    Ok(())
 }
 
-/// `proxy_ssl_certificate`: loaded here so `-t` reports a missing or bad
-/// file; paired with its key once the location is complete
-/// (`check_client_certificate`).
-pub fn proxy_ssl_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+/// The module's directive table: `X_ssl_*` for the prefix `$p` (a string
+/// literal: `"proxy"`).
+#[macro_export]
+macro_rules! upstream_ssl_directives {
+    ($p:literal) => {{
+        use $crate::config::table::{HSL, MANY, Set, cmd};
+        use $crate::config::upstream_ssl as s;
+        &[
+            cmd(concat!($p, "_ssl_verify"), HSL, 1, 1, Set::Loc(s::verify)),
+            cmd(concat!($p, "_ssl_trusted_certificate"), HSL, 1, 1, Set::Loc(s::trusted_certificate)),
+            cmd(concat!($p, "_ssl_crl"), HSL, 1, 1, Set::Loc(s::crl)),
+            cmd(concat!($p, "_ssl_certificate"), HSL, 1, 1, Set::Loc(s::certificate)),
+            cmd(concat!($p, "_ssl_certificate_key"), HSL, 1, 1, Set::Loc(s::certificate_key)),
+            cmd(concat!($p, "_ssl_password_file"), HSL, 1, 1, Set::Loc(s::password_file)),
+            cmd(concat!($p, "_ssl_server_name"), HSL, 1, 1, Set::Loc(s::server_name)),
+            cmd(concat!($p, "_ssl_name"), HSL, 1, 1, Set::Loc(s::name)),
+            // rustls's defaults: TLS 1.2 and 1.3 with its own suites, the
+            // whole chain verified, sessions resumed.
+            cmd(concat!($p, "_ssl_protocols"), HSL, 1, MANY, Set::Noop),
+            cmd(concat!($p, "_ssl_ciphers"), HSL, 1, 1, Set::Noop),
+            cmd(concat!($p, "_ssl_session_reuse"), HSL, 1, 1, Set::Ctx(s::on_off)),
+            cmd(concat!($p, "_ssl_verify_depth"), HSL, 1, 1, Set::Noop),
+            cmd(concat!($p, "_ssl_conf_command"), HSL, 2, 2, Set::Ctx(s::no_conf_command)),
+        ]
+    }};
+}
+
+/// The settings the directive `d` sets, by its module prefix.
+fn of<'a>(c: &'a mut LocConf, d: &Directive) -> &'a mut UpstreamSsl {
+    if d.name.starts_with("grpc_") {
+        &mut c.grpc.ssl
+    } else if d.name.starts_with("uwsgi_") {
+        &mut c.uwsgi.ssl
+    } else {
+        &mut c.proxy.ssl
+    }
+}
+
+/// A value with variables, refused where sluice reads files at load.
+fn no_vars(d: &Directive) -> Result<&str, ConfError> {
     let v = arg(d, 0);
     if v.contains('$') {
-        return Err(ConfError::at("variables in \"proxy_ssl_certificate\" are not supported yet", &d.span));
+        return Err(ConfError::at(format!("variables in \"{}\" are not supported yet", d.name), &d.span));
     }
-    let p = ctx.conf_path(v);
-    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.proxy.ssl_certificate = Some((p, Arc::from(v)));
+    Ok(v)
+}
+
+pub fn verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    of(c, d).verify = flag(d)?;
     Ok(())
 }
 
-pub fn proxy_ssl_certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn server_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    of(c, d).server_name = flag(d)?;
+    Ok(())
+}
+
+/// `X_ssl_name`: `$proxy_host` is the default spelled out.
+pub fn name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at("variables in \"proxy_ssl_certificate_key\" are not supported yet", &d.span));
-    }
-    c.proxy.ssl_certificate_key = Some(ctx.conf_path(v));
-    Ok(())
-}
-
-/// A location proxying to `https://` with a client certificate needs its
-/// key, and the pair must load and match (nginx checks at the same point,
-/// for TLS origins only).
-pub fn check_client_certificate(c: &LocConf, at: &crate::config::parser::Span) -> R {
-    let (Some(Pass::Fixed(p)), Some(cert)) = (&c.proxy.pass, &c.proxy.ssl_certificate) else { return Ok(()) };
-    if !p.tls {
+    if v == "$proxy_host" {
+        of(c, d).name = None;
         return Ok(());
     }
-    let (cert, written) = cert;
-    let Some(key) = &c.proxy.ssl_certificate_key else {
-        let why = format!("no \"proxy_ssl_certificate_key\" is defined for certificate \"{written}\"");
-        return Err(ConfError::at(why, at));
-    };
-    let provider = rustls::crypto::aws_lc_rs::default_provider();
-    crate::tls::certs::load_pair(
-        &provider,
-        crate::tls::certs::Pem::File(cert),
-        crate::tls::certs::Pem::File(key),
-        &[],
-        None,
-    )
-    .map_err(|m| ConfError::at(m, at))?;
+    of(c, d).name = Some(no_vars(d)?.to_string());
     Ok(())
 }
 
-/// Loaded here too, so `-t` reports a missing or bad file.
-pub fn proxy_ssl_crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+/// Loaded here so `-t` reports a missing or bad file; paired with its key
+/// once the location is complete ([`check_client_certificate`]).
+pub fn certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let v = no_vars(d)?;
+    let p = ctx.conf_path(v);
+    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
+    of(c, d).certificate = Some((p, Arc::from(v)));
+    Ok(())
+}
+
+pub fn certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let p = ctx.conf_path(no_vars(d)?);
+    of(c, d).certificate_key = Some(p);
+    Ok(())
+}
+
+/// Read now, as nginx does: a missing or empty file fails `-t`.
+pub fn password_file(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    of(c, d).passwords = Some(super::set_ssl::read_password_file(d, ctx)?);
+    Ok(())
+}
+
+pub fn crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let p = ctx.conf_path(arg(d, 0));
     crate::tls::certs::load_crls(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.proxy.ssl_crl = Some(p);
+    of(c, d).crl = Some(p);
     Ok(())
 }
 
-pub fn proxy_ssl_trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+pub fn trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let p = ctx.conf_path(arg(d, 0));
     crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.proxy.ssl_trusted_certificate = Some(p);
+    of(c, d).trusted_certificate = Some(p);
+    Ok(())
+}
+
+pub fn on_off(d: &Directive, _: &mut Ctx) -> R {
+    flag(d).map(|_| ())
+}
+
+/// nginx passes these to OpenSSL's SSL_CONF_cmd; rustls has no such
+/// interface, so a configuration relying on one is refused.
+pub fn no_conf_command(d: &Directive, _: &mut Ctx) -> R {
+    Err(ConfError::at(format!("\"{}\" is not supported (sluice's TLS is rustls, not OpenSSL)", d.name), &d.span))
+}
+
+/// A location passing to a TLS origin with a client certificate needs its
+/// key, and the pair must load (with the password file) and match; nginx
+/// checks at the same point, for TLS origins only.
+pub fn check_client_certificate(c: &LocConf, at: &Span) -> R {
+    let targets = [
+        ("proxy", &c.proxy.pass, &c.proxy.ssl),
+        ("grpc", &c.grpc.pass, &c.grpc.ssl),
+        ("uwsgi", &c.uwsgi.pass, &c.uwsgi.ssl),
+    ];
+    for (p, pass, ssl) in targets {
+        let (Some(Pass::Fixed(pass)), Some((cert, written))) = (pass, &ssl.certificate) else { continue };
+        if !pass.tls {
+            continue;
+        }
+        let Some(key) = &ssl.certificate_key else {
+            let why = format!("no \"{p}_ssl_certificate_key\" is defined for certificate \"{written}\"");
+            return Err(ConfError::at(why, at));
+        };
+        let provider = rustls::crypto::aws_lc_rs::default_provider();
+        let passwords = ssl.passwords.as_deref().map_or(&[][..], |v| v.as_slice());
+        crate::tls::certs::load_pair(
+            &provider,
+            crate::tls::certs::Pem::File(cert),
+            crate::tls::certs::Pem::File(key),
+            passwords,
+            None,
+        )
+        .map_err(|m| ConfError::at(m, at))?;
+    }
     Ok(())
 }

@@ -307,7 +307,8 @@ pub fn apply(c: &mut SrvConf, d: &Directive, ctx: &mut Ctx, seen: &mut Vec<&'sta
         "ssl_client_certificate" => set_ssl::client_certificate_in(&mut c.ssl, d, ctx)?,
         "ssl_crl" => set_ssl::crl_in(&mut c.ssl, d, ctx)?,
         // OpenSSL's knobs with no rustls counterpart, as in http and stream.
-        "ssl_dhparam" | "ssl_trusted_certificate" => {}
+        "ssl_trusted_certificate" => set_ssl::trusted_certificate_in(&mut c.ssl, d, ctx)?,
+        "ssl_dhparam" => {}
         "ssl_conf_command" => {
             return Err(ConfError::at(
                 "\"ssl_conf_command\" is not supported: sluice's TLS is rustls, not OpenSSL",

@@ -163,6 +163,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
             ssl_trusted_certificate: None,
             ssl_certificate: None,
             ssl_certificate_key: None,
+            ssl_passwords: None,
             tls: None,
         },
         tcp_nodelay: true,

@@ -172,6 +172,8 @@ pub struct ProxyConf {
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,
     pub ssl_certificate: Option<std::path::PathBuf>,
     pub ssl_certificate_key: Option<std::path::PathBuf>,
+    /// `proxy_ssl_password_file`: passphrases for the client key.
+    pub ssl_passwords: Option<Arc<Vec<Vec<u8>>>>,
     /// The client configuration made from the settings above.
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }

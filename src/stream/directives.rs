@@ -76,6 +76,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("proxy_ssl_trusted_certificate", MS, 1, 1, false),
     ("proxy_ssl_certificate", MS, 1, 1, false),
     ("proxy_ssl_certificate_key", MS, 1, 1, false),
+    ("proxy_ssl_password_file", MS, 1, 1, false),
     ("proxy_ssl_protocols", MS, 1, MANY, false),
     ("proxy_ssl_ciphers", MS, 1, 1, false),
     ("proxy_ssl_session_reuse", MS, 1, 1, false),
@@ -251,6 +252,7 @@ pub fn apply(
         "proxy_ssl_trusted_certificate" => p.ssl_trusted_certificate = Some(ctx.conf_path(arg(d, 0))),
         "proxy_ssl_certificate" => p.ssl_certificate = Some(ctx.conf_path(arg(d, 0))),
         "proxy_ssl_certificate_key" => p.ssl_certificate_key = Some(ctx.conf_path(arg(d, 0))),
+        "proxy_ssl_password_file" => p.ssl_passwords = Some(crate::config::set_ssl::read_password_file(d, ctx)?),
         // rustls's own choices (TLS 1.2 and 1.3, its suites, resumption).
         "proxy_ssl_session_reuse" => p.ssl_session_reuse = flag(d)?,
         "proxy_ssl_verify_depth" | "proxy_ssl_protocols" | "proxy_ssl_ciphers" => {}
@@ -288,7 +290,8 @@ pub fn apply(
         "ssl_crl" => set_ssl::crl_in(&mut c.ssl, d, ctx)?,
         "ssl_alpn" => c.ssl_alpn = d.args.iter().map(|w| w.text.as_bytes().to_vec()).collect(),
         // OpenSSL's knobs with no rustls counterpart, as in http.
-        "ssl_dhparam" | "ssl_trusted_certificate" => {}
+        "ssl_trusted_certificate" => set_ssl::trusted_certificate_in(&mut c.ssl, d, ctx)?,
+        "ssl_dhparam" => {}
         "ssl_password_file" => set_ssl::password_file_in(&mut c.ssl, d, ctx)?,
         "set_real_ip_from" => {
             if first {

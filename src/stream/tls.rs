@@ -53,6 +53,7 @@ pub fn client_config(p: &ProxyConf, span: &Span) -> Result<Arc<rustls::ClientCon
             (Some(c), Some(k)) => Some((c.clone(), k.clone())),
             _ => None,
         },
+        passwords: p.ssl_passwords.clone(),
         alpn_h2: false,
     };
     let cfg = crate::tls::client::client_config(&key).map_err(|m| ConfError::at(m, span))?;

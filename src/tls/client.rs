@@ -94,6 +94,8 @@ pub struct Key {
     pub sni: bool,
     /// `proxy_ssl_certificate` and its key.
     pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// `proxy_ssl_password_file`: passphrases for the client key.
+    pub passwords: Option<Arc<Vec<Vec<u8>>>>,
     /// Offer ALPN `h2` (`grpcs://`).
     pub alpn_h2: bool,
 }
@@ -127,7 +129,7 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
                 &provider,
                 crate::tls::certs::Pem::File(cert),
                 crate::tls::certs::Pem::File(key),
-                &[],
+                k.passwords.as_deref().map_or(&[][..], |v| v.as_slice()),
                 None,
             )?;
             builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(ck)))

@@ -85,6 +85,94 @@ impl ClientCertVerifier for Deferred {
     }
 }
 
+/// The CA's verifier with OpenSSL's rule for a certificate that is itself
+/// in the trust store (`ssl_client_certificate` listing a client's own
+/// self-signed certificate): trusted while valid, whatever its version or
+/// CA flag. webpki only builds paths from an end-entity certificate to a
+/// CA, so such a certificate (version 1, or the CA certificate `openssl req
+/// -x509` makes) would fail there.
+#[derive(Debug)]
+pub struct Anchored {
+    pub inner: Arc<dyn ClientCertVerifier>,
+    /// Every certificate of the trust files, as read.
+    pub anchors: Vec<CertificateDer<'static>>,
+    pub algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl Anchored {
+    fn trusted_itself(&self, leaf: &CertificateDer<'_>, now: UnixTime) -> bool {
+        let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+        self.anchors.iter().any(|a| a.as_ref() == leaf.as_ref())
+            && super::client_cert::validity(leaf).is_some_and(|(start, end)| start.unix <= now && now <= end.unix)
+    }
+}
+
+impl ClientCertVerifier for Anchored {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        leaf: &CertificateDer<'_>,
+        rest: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, Error> {
+        match self.inner.verify_client_cert(leaf, rest, now) {
+            Err(_) if self.trusted_itself(leaf, now) => Ok(ClientCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        match self.inner.verify_tls13_signature(message, cert, dss) {
+            // A version 1 certificate webpki cannot parse: its key signs.
+            Err(e) => match super::client_cert::spki(cert) {
+                Some(spki) => rustls::crypto::verify_tls13_signature_with_raw_key(
+                    message,
+                    &rustls_pki_types::SubjectPublicKeyInfoDer::from(spki),
+                    dss,
+                    &self.algorithms,
+                ),
+                None => Err(e),
+            },
+            ok => ok,
+        }
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// A certificate's subject as a client-certificate request names an
+/// acceptable issuer.
+pub fn subject(cert: &CertificateDer<'_>) -> Option<DistinguishedName> {
+    super::ocsp::der::cert_fields(cert.as_ref()).map(|f| DistinguishedName::from(f.subject.to_vec()))
+}
+
 /// Why a client certificate failed, as OpenSSL's verify result names it
 /// (nginx logs `(CODE:TEXT)` and gives TEXT in `$ssl_client_verify`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@ pub mod certs;
 pub mod client;
 pub mod client_cert;
 pub mod client_verify;
+pub mod der;
 pub mod dynamic;
 pub mod handshake;
 pub mod keyfile;
@@ -318,36 +319,61 @@ fn server_config(
         VerifyClient::Off => builder.with_no_client_auth(),
         // nginx needs no CA for optional_no_ca: any certificate is then of
         // an unknown issuer, which that mode lets through.
-        VerifyClient::OptionalNoCa if ssl.client_certificate.is_none() => {
-            builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {
+        VerifyClient::OptionalNoCa if ssl.client_certificate.is_none() && ssl.trusted_certificate.is_none() => builder
+            .with_client_cert_verifier(Arc::new(client_verify::Deferred {
                 inner: None,
                 algorithms: provider.signature_verification_algorithms,
-            }))
-        }
+            })),
         _ => {
-            let Some((ca, span)) = &ssl.client_certificate else {
-                return Err(err("no ssl_client_certificate for ssl_verify_client".into(), span0));
+            // nginx verifies with both files; only `ssl_client_certificate`'s
+            // names are sent to the client as acceptable issuers.
+            let (ca, span) = match (&ssl.client_certificate, &ssl.trusted_certificate) {
+                (Some((p, s)), _) | (None, Some((p, s))) => (p, s),
+                (None, None) => {
+                    let why = "no ssl_client_certificate or ssl_trusted_certificate for ssl_verify_client";
+                    return Err(err(why.into(), span0));
+                }
             };
             let mut roots = rustls::RootCertStore::empty();
-            for c in certs::load_chain(ca).map_err(|m| err(m, span))? {
-                roots
-                    .add(c)
-                    .map_err(|e| err(format!("invalid CA certificate in \"{}\": {}", ca.display(), e), span))?;
+            let mut anchors = Vec::new();
+            let mut hints = Vec::new();
+            let files = [ssl.client_certificate.as_ref(), ssl.trusted_certificate.as_ref()];
+            for (i, (path, span)) in files.into_iter().enumerate().filter_map(|(i, f)| Some((i, f?))) {
+                for c in certs::load_chain(path).map_err(|m| err(m, span))? {
+                    if i == 0
+                        && let Some(n) = client_verify::subject(&c)
+                    {
+                        hints.push(n);
+                    }
+                    // A certificate webpki cannot take as a root (version
+                    // 1) still counts for itself.
+                    let _ = roots.add(c.clone());
+                    anchors.push(c);
+                }
+            }
+            if roots.is_empty() && anchors.is_empty() {
+                return Err(err(format!("no certificates in \"{}\"", ca.display()), span));
             }
             // Optional at the TLS level and checked after the handshake:
             // nginx completes it and answers 400 to a request without a
             // certificate (with `on`) or with one that fails verification.
-            let mut vb =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone()).allow_unauthenticated();
+            let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .allow_unauthenticated()
+                .clear_root_hint_subjects()
+                .add_root_hint_subjects(hints);
             // OpenSSL's CRL_CHECK_ALL, as nginx sets it: every certificate
             // of the chain under a CA needs its issuer's CRL, and an
             // expired CRL fails the check.
             if let Some((path, span)) = &ssl.crl {
                 vb = vb.with_crls(certs::load_crls(path).map_err(|m| err(m, span))?).enforce_revocation_expiration();
             }
-            let v = vb
-                .build()
-                .map_err(|e| err(format!("cannot use \"{}\" for client verification: {}", ca.display(), e), span))?;
+            let v: Arc<dyn rustls::server::danger::ClientCertVerifier> = Arc::new(client_verify::Anchored {
+                inner: vb.build().map_err(|e| {
+                    err(format!("cannot use \"{}\" for client verification: {}", ca.display(), e), span)
+                })?,
+                anchors,
+                algorithms: provider.signature_verification_algorithms,
+            });
             client_verifier = Some(v.clone());
             builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {
                 inner: Some(v),

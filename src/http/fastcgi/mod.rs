@@ -172,7 +172,15 @@ pub fn resolve(
     protocol: crate::config::proxy::Protocol,
 ) -> Result<Arc<ProxyPass>, u16> {
     let rendered = tpl.render_to_vec(&Vars::request(ctx));
-    let authority = String::from_utf8_lossy(&rendered).into_owned();
+    let written = String::from_utf8_lossy(&rendered);
+    // uwsgi's value may carry its scheme: `suwsgi://` is TLS.
+    let (authority, tls) = match protocol {
+        crate::config::proxy::Protocol::Uwsgi => match written.strip_prefix("suwsgi://") {
+            Some(r) => (r.to_string(), true),
+            None => (written.strip_prefix("uwsgi://").unwrap_or(&written).to_string(), false),
+        },
+        _ => (written.into_owned(), false),
+    };
     let named = w.cfg.http.upstreams.iter().find(|u| !u.implicit && u.name == authority).cloned();
     let upstream = match named {
         Some(u) => u,
@@ -180,11 +188,12 @@ pub fn resolve(
             // Kept apart from a proxy_pass to the same address: a pool
             // holds connections of one protocol.
             let scheme = match protocol {
+                crate::config::proxy::Protocol::Uwsgi if tls => "suwsgi",
                 crate::config::proxy::Protocol::Uwsgi => "uwsgi",
                 crate::config::proxy::Protocol::Scgi => "scgi",
                 _ => "fastcgi",
             };
-            match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, false) {
+            match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, tls) {
                 Ok(u) => u,
                 Err(why) => {
                     log_req!(ctx, Level::Error, "{} while handling request", why);
@@ -204,7 +213,10 @@ pub fn resolve(
             return Err(502);
         }
     };
-    Ok(Arc::new(conf::target(upstream, protocol)))
+    let mut target = conf::target(upstream, protocol);
+    target.tls = tls;
+    target.proxy_host = authority;
+    Ok(Arc::new(target))
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! TLS to the origin, and the settings every upstream module shares
 //! (through [`crate::upstream_directives!`]).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::build::Ctx;
@@ -24,23 +23,10 @@ pub struct GrpcConf {
     /// `grpc_set_header`, on top of nginx's defaults ([`DEFAULT_HEADERS`]);
     /// an empty value removes the header.
     pub set_headers: Vec<(String, Template)>,
-    pub ssl: GrpcSsl,
+    /// `grpc_ssl_*`: TLS to a `grpcs://` origin, as `proxy_ssl_*`.
+    pub ssl: crate::config::upstream_ssl::UpstreamSsl,
     /// What the upstream core reads (shared with `proxy_*`).
     pub up: UpstreamConf,
-}
-
-/// `grpc_ssl_*`: TLS to a `grpcs://` origin, as `proxy_ssl_*`.
-#[derive(Clone, Default)]
-pub struct GrpcSsl {
-    pub verify: bool,
-    pub trusted_certificate: Option<PathBuf>,
-    pub crl: Option<PathBuf>,
-    /// Resolved, and as written for messages.
-    pub certificate: Option<(PathBuf, Arc<str>)>,
-    pub certificate_key: Option<PathBuf>,
-    pub server_name: bool,
-    /// `grpc_ssl_name`; None: the host of `grpc_pass`.
-    pub name: Option<String>,
 }
 
 impl GrpcConf {
@@ -53,7 +39,7 @@ impl GrpcConf {
         // body is read as proxy's default does.
         up.buffering = false;
         up.cache = crate::http::cache::conf::CacheConf { convert_head: false, ..Default::default() };
-        GrpcConf { pass: None, set_headers: Vec::new(), ssl: GrpcSsl::default(), up }
+        GrpcConf { pass: None, set_headers: Vec::new(), ssl: Default::default(), up }
     }
 }
 
@@ -90,22 +76,10 @@ pub static DIRECTIVES: &[Cmd] = &[
     // nginx's SO_KEEPALIVE on origin sockets; sluice leaves it to the
     // kernel, as for proxy_socket_keepalive.
     cmd("grpc_socket_keepalive", HSL, 1, 1, Set::Ctx(on_off)),
-    cmd("grpc_ssl_verify", HSL, 1, 1, Set::Loc(ssl_verify)),
-    cmd("grpc_ssl_trusted_certificate", HSL, 1, 1, Set::Loc(ssl_trusted_certificate)),
-    cmd("grpc_ssl_crl", HSL, 1, 1, Set::Loc(ssl_crl)),
-    cmd("grpc_ssl_certificate", HSL, 1, 1, Set::Loc(ssl_certificate)),
-    cmd("grpc_ssl_certificate_key", HSL, 1, 1, Set::Loc(ssl_certificate_key)),
-    cmd("grpc_ssl_server_name", HSL, 1, 1, Set::Loc(ssl_server_name)),
-    cmd("grpc_ssl_name", HSL, 1, 1, Set::Loc(ssl_name)),
-    // As their proxy_ssl_* twins: rustls negotiates TLS 1.2 and 1.3 with
-    // its own suites, verifies the whole chain, and resumes sessions.
-    cmd("grpc_ssl_protocols", HSL, 1, MANY, Set::Noop),
-    cmd("grpc_ssl_ciphers", HSL, 1, 1, Set::Noop),
-    cmd("grpc_ssl_session_reuse", HSL, 1, 1, Set::Ctx(on_off)),
-    cmd("grpc_ssl_verify_depth", HSL, 1, 1, Set::Noop),
-    cmd("grpc_ssl_password_file", HSL, 1, 1, Set::Ctx(no_password_file)),
-    cmd("grpc_ssl_conf_command", HSL, 2, 2, Set::Ctx(no_conf_command)),
 ];
+
+/// `grpc_ssl_*`.
+pub static SSL_DIRECTIVES: &[Cmd] = crate::upstream_ssl_directives!("grpc");
 
 fn reset_set_headers(c: &mut LocConf) {
     c.grpc.set_headers.clear();
@@ -201,93 +175,4 @@ fn ignore_headers(d: &Directive, _: &mut Ctx) -> R {
 
 fn on_off(d: &Directive, _: &mut Ctx) -> R {
     flag(d).map(|_| ())
-}
-
-fn no_password_file(d: &Directive, _: &mut Ctx) -> R {
-    Err(ConfError::at("\"grpc_ssl_password_file\" is not supported: keys must be unencrypted", &d.span))
-}
-
-/// nginx passes these to OpenSSL's SSL_CONF_cmd; rustls has no such
-/// interface, so a configuration relying on one is refused.
-fn no_conf_command(d: &Directive, _: &mut Ctx) -> R {
-    Err(ConfError::at("\"grpc_ssl_conf_command\" is not supported (sluice's TLS is rustls, not OpenSSL)", &d.span))
-}
-
-fn ssl_verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.grpc.ssl.verify = flag(d)?;
-    Ok(())
-}
-
-fn ssl_server_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    c.grpc.ssl.server_name = flag(d)?;
-    Ok(())
-}
-
-fn ssl_name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at("variables in \"grpc_ssl_name\" are not supported yet", &d.span));
-    }
-    c.grpc.ssl.name = Some(v.to_string());
-    Ok(())
-}
-
-/// Loaded here so `-t` reports a missing or bad file.
-fn ssl_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at("variables in \"grpc_ssl_certificate\" are not supported yet", &d.span));
-    }
-    let p = ctx.conf_path(v);
-    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.grpc.ssl.certificate = Some((p, Arc::from(v)));
-    Ok(())
-}
-
-fn ssl_certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at("variables in \"grpc_ssl_certificate_key\" are not supported yet", &d.span));
-    }
-    c.grpc.ssl.certificate_key = Some(ctx.conf_path(v));
-    Ok(())
-}
-
-fn ssl_crl(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let p = ctx.conf_path(arg(d, 0));
-    crate::tls::certs::load_crls(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.grpc.ssl.crl = Some(p);
-    Ok(())
-}
-
-fn ssl_trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let p = ctx.conf_path(arg(d, 0));
-    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    c.grpc.ssl.trusted_certificate = Some(p);
-    Ok(())
-}
-
-/// A `grpcs://` location with a client certificate needs its key, and the
-/// pair must load and match (as `proxy_ssl_certificate`).
-pub fn check_client_certificate(c: &LocConf, at: &crate::config::parser::Span) -> R {
-    let (Some(Pass::Fixed(p)), Some((cert, written))) = (&c.grpc.pass, &c.grpc.ssl.certificate) else {
-        return Ok(());
-    };
-    if !p.tls {
-        return Ok(());
-    }
-    let Some(key) = &c.grpc.ssl.certificate_key else {
-        let why = format!("no \"grpc_ssl_certificate_key\" is defined for certificate \"{written}\"");
-        return Err(ConfError::at(why, at));
-    };
-    let provider = rustls::crypto::aws_lc_rs::default_provider();
-    crate::tls::certs::load_pair(
-        &provider,
-        crate::tls::certs::Pem::File(cert),
-        crate::tls::certs::Pem::File(key),
-        &[],
-        None,
-    )
-    .map_err(|m| ConfError::at(m, at))?;
-    Ok(())
 }

@@ -39,30 +39,14 @@ pub(super) async fn tls_connect(
     pass: &ProxyPass,
     tcp: TcpStream,
 ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
-    let (key, ssl_name, connect_timeout) = if pass.protocol == Protocol::Grpc {
-        // `grpc_ssl_*`, and ALPN h2: gRPC needs HTTP/2.
-        let s = &ctx.conf.grpc.ssl;
-        let key = upstream_tls::Key {
-            verify: s.verify,
-            trusted: s.trusted_certificate.clone(),
-            crl: s.crl.clone(),
-            sni: s.server_name,
-            client_cert: s.certificate.as_ref().map(|(p, _)| p.clone()).zip(s.certificate_key.clone()),
-            alpn_h2: true,
-        };
-        (key, s.name.as_deref(), ctx.conf.grpc.up.connect_timeout)
-    } else {
-        let conf = &ctx.conf.proxy;
-        let key = upstream_tls::Key {
-            verify: conf.ssl_verify,
-            trusted: conf.ssl_trusted_certificate.clone(),
-            crl: conf.ssl_crl.clone(),
-            sni: conf.ssl_server_name,
-            client_cert: conf.ssl_certificate.as_ref().map(|(p, _)| p.clone()).zip(conf.ssl_certificate_key.clone()),
-            alpn_h2: false,
-        };
-        (key, conf.ssl_name.as_deref(), conf.up.connect_timeout)
+    // Each module's own `X_ssl_*`; gRPC offers ALPN h2: it needs HTTP/2.
+    let (ssl, connect_timeout) = match pass.protocol {
+        Protocol::Grpc => (&ctx.conf.grpc.ssl, ctx.conf.grpc.up.connect_timeout),
+        Protocol::Uwsgi => (&ctx.conf.uwsgi.ssl, ctx.conf.uwsgi.up.connect_timeout),
+        _ => (&ctx.conf.proxy.ssl, ctx.conf.proxy.up.connect_timeout),
     };
+    let key = ssl.client_key(pass.protocol == Protocol::Grpc);
+    let ssl_name = ssl.name.as_deref();
     let cfg = w.tls_clients.borrow_mut().get(&key)?;
     let name = ssl_name.unwrap_or(&pass.proxy_host);
     let server_name = upstream_tls::server_name(name).ok_or_else(|| format!("invalid proxy_ssl_name \"{}\"", name))?;

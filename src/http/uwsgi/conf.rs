@@ -12,6 +12,9 @@ pub use crate::config::app_module::AppConf as UwsgiConf;
 
 crate::app_directives!(uwsgi, "uwsgi", crate::config::proxy::Protocol::Uwsgi);
 
+/// `uwsgi_ssl_*`: TLS to a `suwsgi://` origin.
+pub static SSL_DIRECTIVES: &[Cmd] = crate::upstream_ssl_directives!("uwsgi");
+
 /// uwsgi's own: the packet header's two modifiers.
 pub static MODIFIERS: &[Cmd] = &[
     cmd("uwsgi_modifier1", HSL, 1, 1, Set::Loc(uwsgi_modifier1)),
