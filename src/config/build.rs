@@ -347,6 +347,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         dav: Default::default(),
         gunzip: Default::default(),
         slice: Default::default(),
+        userid: Default::default(),
         mirror: Default::default(),
         post_action: Default::default(),
         limit_except: None,

@@ -307,6 +307,8 @@ pub struct LocConf {
     /// `gunzip`, `gunzip_buffers`.
     pub gunzip: crate::http::gunzip::GunzipConf,
     pub slice: crate::http::slice::SliceConf,
+    /// `userid*` (`crate::http::userid`).
+    pub userid: crate::http::userid::UseridConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.

@@ -26,6 +26,7 @@ pub mod routing;
 pub mod scgi;
 pub mod slice;
 pub mod ssi;
+pub mod userid;
 pub mod uwsgi;
 
 pub mod date;
