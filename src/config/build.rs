@@ -334,6 +334,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         },
         fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix),
         uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
+        memcached: crate::http::memcached::MemcachedConf::new(prefix),
         scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
         grpc: crate::http::grpc::conf::GrpcConf::new(prefix),
         compress: Default::default(),

@@ -307,6 +307,8 @@ pub struct LocConf {
     /// `gunzip`, `gunzip_buffers`.
     pub gunzip: crate::http::gunzip::GunzipConf,
     pub slice: crate::http::slice::SliceConf,
+    /// `memcached_*` (`crate::http::memcached`).
+    pub memcached: crate::http::memcached::MemcachedConf,
     /// `userid*` (`crate::http::userid`).
     pub userid: crate::http::userid::UseridConf,
     /// `disable_symlinks`.
@@ -432,6 +434,7 @@ impl LocConf {
         self.uwsgi.pass = None;
         self.scgi.pass = None;
         self.grpc.pass = None;
+        self.memcached.pass = None;
     }
 }
 

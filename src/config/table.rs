@@ -305,6 +305,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::uwsgi::conf::MODIFIERS,
     crate::http::scgi::conf::DIRECTIVES,
     crate::http::grpc::conf::DIRECTIVES,
+    crate::http::memcached::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::http::filter::charset::DIRECTIVES,

@@ -19,6 +19,7 @@ pub mod grpc;
 pub mod gunzip;
 pub mod handler;
 pub mod limit;
+pub mod memcached;
 pub mod proxy;
 pub mod realip;
 pub mod rewrite;

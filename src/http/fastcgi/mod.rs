@@ -182,6 +182,7 @@ pub fn resolve(
             let scheme = match protocol {
                 crate::config::proxy::Protocol::Uwsgi => "uwsgi",
                 crate::config::proxy::Protocol::Scgi => "scgi",
+                crate::config::proxy::Protocol::Memcached => "memcached",
                 _ => "fastcgi",
             };
             match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, false) {
