@@ -99,7 +99,7 @@ fn server() -> TestServer {
 /// `uid=VALUE; rest` → (VALUE, rest).
 fn split_cookie<'a>(sc: &'a str, name: &str) -> (&'a str, &'a str) {
     let v = sc.strip_prefix(&format!("{name}=")).unwrap_or_else(|| panic!("{sc}"));
-    v.split_once(';').map(|(a, b)| (a, b)).unwrap_or((v, ""))
+    v.split_once(';').unwrap_or((v, ""))
 }
 
 #[test]

@@ -105,11 +105,6 @@ mod tests {
 
     #[test]
     fn decodes_22_characters() {
-        let v = b"fwAAAWWq7fQDAwMDAwMDAw==";
-        match read(&[&v[..]], b"uid") {
-            Found::None | Found::TooShort { .. } | Found::Invalid { .. } => panic!("not decoded"),
-            Found::Got { .. } => {}
-        }
         let Found::Got { uid, .. } = read(&[b"uid=fwAAAWWq7fQDAwMDAwMDAw=="], b"uid") else { panic!() };
         assert_eq!(&uid[..4], &[0x7f, 0, 0, 1]);
         let mut hex = Vec::new();
