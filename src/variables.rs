@@ -80,6 +80,11 @@ pub enum Var {
     SecureLinkExpires,
     /// `$slice_range` (the slice module).
     SliceRange,
+    /// `$uid_got`, `$uid_set` (the userid module).
+    UidGot,
+    UidSet,
+    /// `$uid_reset` where no `map` or `set` defines it: empty.
+    UidReset,
     /// `$1`..`$9`: a capture of the matched regex location, else of the
     /// regex `server_name` that chose the server.
     Capture(usize),
@@ -188,7 +193,7 @@ impl Var {
     pub fn empty_is_value(&self) -> bool {
         // A `set` variable is empty once set to "" (or read unset, with the
         // warning), where nginx logs nothing rather than `-`.
-        matches!(self, Var::Http2 | Var::Http3 | Var::Https | Var::RequestCompletion | Var::Msie)
+        matches!(self, Var::Http2 | Var::Http3 | Var::Https | Var::RequestCompletion | Var::Msie | Var::UidReset)
             || matches!(self, Var::Set(sv) if sv.fallback.is_none())
     }
 
@@ -309,6 +314,9 @@ impl Var {
             "secure_link" => Var::SecureLink,
             "secure_link_expires" => Var::SecureLinkExpires,
             "slice_range" => Var::SliceRange,
+            "uid_got" => Var::UidGot,
+            "uid_set" => Var::UidSet,
+            "uid_reset" => Var::UidReset,
             _ => {
                 let header = |rest: &str| rest.replace('_', "-");
                 if let Some(rest) = lower.strip_prefix("http_") {
@@ -467,8 +475,12 @@ impl Template {
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())));
                 Var::Set(std::sync::Arc::new(SetVar { slot, name: name.to_ascii_lowercase(), fallback }))
             } else {
+                // A built-in nginx lets the configuration define (the
+                // userid module's `$uid_reset`) yields to a `map` of it.
                 Var::from_name(name)
+                    .filter(|v| *v != Var::UidReset)
                     .or_else(|| block_var(name))
+                    .or_else(|| Var::from_name(name))
                     .or_else(|| crate::config::captures::is_defined(name).then(|| Var::Named(name.into())))
                     .ok_or_else(|| unknown_variable(name))?
             };

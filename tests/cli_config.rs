@@ -274,7 +274,11 @@ fn version_flags() {
     ] {
         assert!(!args.contains(&lacking), "{lacking} named: {err}");
     }
-    assert!(args.contains(&"--without-http_memcached_module"), "--without-http_memcached_module missing: {err}");
+    // A default module sluice lacks is named as nginx's configure would.
+    assert!(args.contains(&"--without-http_browser_module"), "--without-http_browser_module missing: {err}");
+    // memcached_pass and userid are there: built in, as in nginx.
+    assert!(!args.contains(&"--without-http_memcached_module"), "{err}");
+    assert!(!args.contains(&"--without-http_userid_module"), "{err}");
     // grpc_pass is there: the module is built in.
     assert!(!args.contains(&"--without-http_grpc_module"), "{err}");
     assert!(!args.iter().any(|a| a.starts_with("--without-http_proxy")), "{err}");

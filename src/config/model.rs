@@ -307,6 +307,10 @@ pub struct LocConf {
     /// `gunzip`, `gunzip_buffers`.
     pub gunzip: crate::http::gunzip::GunzipConf,
     pub slice: crate::http::slice::SliceConf,
+    /// `memcached_*` (`crate::http::memcached`).
+    pub memcached: crate::http::memcached::MemcachedConf,
+    /// `userid*` (`crate::http::userid`).
+    pub userid: crate::http::userid::UseridConf,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.
@@ -430,6 +434,7 @@ impl LocConf {
         self.uwsgi.pass = None;
         self.scgi.pass = None;
         self.grpc.pass = None;
+        self.memcached.pass = None;
     }
 }
 

@@ -137,6 +137,8 @@ pub enum Protocol {
     Scgi,
     /// `grpc_pass` (`crate::http::grpc`): HTTP/2 to the origin.
     Grpc,
+    /// `memcached_pass` (`crate::http::memcached`).
+    Memcached,
 }
 
 /// `proxy_pass`, as written: settled at load time, or with variables.

@@ -23,6 +23,7 @@ mod h2;
 mod h2conn;
 mod http;
 mod mail;
+mod modules;
 mod proxy;
 mod quic;
 mod realip;
@@ -42,6 +43,7 @@ pub use h2::{h2_frame, hpack};
 pub use h2conn::h2_conn;
 pub use http::{range, slice_content_range, uri};
 pub use mail::{auth_http_response, mail_command};
+pub use modules::{memcached_response, userid_cookie};
 pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
@@ -68,6 +70,8 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("accept_encoding", accept_encoding),
     ("proxy_protocol", proxy_protocol),
     ("forwarded", forwarded),
+    ("userid_cookie", userid_cookie),
+    ("memcached_response", memcached_response),
     ("dns_answer", dns_answer),
     ("sub_filter", sub_filter),
     ("ssi", ssi),

@@ -130,6 +130,29 @@ fn local_secs(unix_secs: u64, utc_offset_secs: i32) -> (i64, i32) {
     (secs.saturating_add(i64::from(gmtoff_min) * 60), gmtoff_min)
 }
 
+/// nginx's `ngx_http_cookie_time`: `Thu, 31-Dec-37 23:55:55 GMT`, the
+/// year in two digits up to 2037 (old browsers read no more) and in full
+/// after it.
+pub fn cookie_time(unix_secs: i64, out: &mut Vec<u8>) {
+    let tm = Tm::from_unix(unix_secs.clamp(0, MAX_HTTP_SECS as i64));
+    out.extend_from_slice(WDAYS[usize::from(tm.wday)]);
+    out.extend_from_slice(b", ");
+    out.extend_from_slice(&two(tm.mday));
+    out.push(b'-');
+    out.extend_from_slice(MONTHS[usize::from(tm.mon - 1)]);
+    out.push(b'-');
+    if tm.year > 2037 {
+        out.extend_from_slice(tm.year.to_string().as_bytes());
+    } else {
+        out.extend_from_slice(&two((tm.year % 100) as u8));
+    }
+    for (sep, n) in [(b' ', tm.hour), (b':', tm.min), (b':', tm.sec)] {
+        out.push(sep);
+        out.extend_from_slice(&two(n));
+    }
+    out.extend_from_slice(b" GMT");
+}
+
 pub fn http_date(unix_secs: u64, out: &mut [u8; 29]) {
     let secs = unix_secs.min(MAX_HTTP_SECS) as i64;
     let tm = Tm::from_unix(secs);
@@ -400,6 +423,19 @@ mod tests {
         let mut v = Vec::new();
         f(secs, off, &mut v);
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn cookie_time_as_nginx() {
+        let mut v = Vec::new();
+        super::cookie_time(2_145_916_555, &mut v);
+        assert_eq!(v, b"Thu, 31-Dec-37 23:55:55 GMT");
+        v.clear();
+        super::cookie_time(0, &mut v);
+        assert_eq!(v, b"Thu, 01-Jan-70 00:00:00 GMT");
+        v.clear();
+        super::cookie_time(2_208_988_800, &mut v);
+        assert_eq!(v, b"Sun, 01-Jan-2040 00:00:00 GMT");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod grpc;
 pub mod gunzip;
 pub mod handler;
 pub mod limit;
+pub mod memcached;
 pub mod proxy;
 pub mod realip;
 pub mod rewrite;
@@ -26,6 +27,7 @@ pub mod routing;
 pub mod scgi;
 pub mod slice;
 pub mod ssi;
+pub mod userid;
 pub mod uwsgi;
 
 pub mod date;

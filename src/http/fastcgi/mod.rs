@@ -191,6 +191,7 @@ pub fn resolve(
                 crate::config::proxy::Protocol::Uwsgi if tls => "suwsgi",
                 crate::config::proxy::Protocol::Uwsgi => "uwsgi",
                 crate::config::proxy::Protocol::Scgi => "scgi",
+                crate::config::proxy::Protocol::Memcached => "memcached",
                 _ => "fastcgi",
             };
             match w.proxy.borrow_mut().targets.get_as(&format!("{scheme}://{}", authority), &authority, tls) {

@@ -189,6 +189,8 @@ pub struct ReqCtx<'c, 'a> {
     /// when `$slice_range` is first read for the client's request, or by
     /// the subrequest that fetches a later piece.
     pub slice: std::cell::Cell<Option<u64>>,
+    /// The userid module's identifiers, read and made on first use.
+    pub userid: std::cell::RefCell<Option<crate::http::userid::State>>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -314,6 +316,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             request_body: None,
             request_body_file: None,
             slice: Default::default(),
+            userid: Default::default(),
         }
     }
 

@@ -429,6 +429,7 @@ pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> R
         return r;
     }
     crate::http::filter::headers::apply(ctx, &mut resp);
+    crate::http::userid::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
@@ -454,6 +455,7 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
         resp = error_page::apply(ctx, resp);
     }
     crate::http::filter::headers::apply(ctx, &mut resp);
+    crate::http::userid::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
     crate::http::filter::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);

@@ -423,6 +423,9 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::SecureLink => out.extend(crate::http::access::secure_link::value(ctx).unwrap_or_default()),
             Var::SecureLinkExpires => out.extend(crate::http::access::secure_link::expires(ctx).unwrap_or_default()),
             Var::SliceRange => crate::http::slice::range_var(ctx, out),
+            Var::UidGot => crate::http::userid::got_var(ctx, out),
+            Var::UidSet => crate::http::userid::set_var(ctx, out),
+            Var::UidReset => {}
             Var::Capture(n) => {
                 if ctx.captures.is_empty() {
                     if let Some((nums, _)) = server_captures(ctx)

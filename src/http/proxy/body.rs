@@ -131,6 +131,7 @@ impl UpstreamBody {
             Framing::None(declared) => Some(declared.unwrap_or(0)),
             Framing::Length(n) => Some(*n),
             Framing::FastCgi(b) => b.declared_len(),
+            Framing::Memcached(v) => Some(v.len),
             _ => None,
         }
     }
@@ -252,6 +253,11 @@ impl UpstreamBody {
                 let used = b.decode(&self.buf, sink)?;
                 self.buf.drain(..used);
                 self.done = b.is_done();
+            }
+            Framing::Memcached(v) => {
+                let used = v.decode(&self.buf, max, sink);
+                self.buf.drain(..used);
+                self.done = v.is_done();
             }
         }
         Ok(())

@@ -72,6 +72,7 @@ fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
         Some(p) if p.protocol == Protocol::FastCgi => "fastcgi",
         Some(p) if p.protocol == Protocol::Uwsgi => "uwsgi",
         Some(p) if p.protocol == Protocol::Scgi => "scgi",
+        Some(p) if p.protocol == Protocol::Memcached => "memcached",
         Some(p) if p.protocol == Protocol::Grpc && p.tls => "grpcs",
         Some(p) if p.protocol == Protocol::Grpc => "grpc",
         Some(p) if p.tls => "https",

@@ -103,6 +103,11 @@ pub async fn fill_rest(w: &WorkerCtx, body: &mut UpstreamBody, head_only: bool) 
 /// release (the origin's last byte), as nginx measures it.
 pub fn finish_body(w: &WorkerCtx, ctx: &mut ReqCtx<'_, '_>, body: &mut UpstreamBody) {
     release(w, body);
+    if let super::response_head::Framing::Memcached(v) = &body.framing
+        && v.invalid
+    {
+        super::log_body_error(ctx, &super::body::BodyError::Protocol("memcached sent invalid trailer".into()));
+    }
     if let Some(t) = body.response_ms.take()
         && let Some(last) = ctx.upstream.response_ms.last_mut()
     {

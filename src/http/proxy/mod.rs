@@ -535,7 +535,8 @@ async fn attempt(
             Err(why) => Err(ExchangeError::Invalid(why.into())),
         },
         _ => {
-            let mut reader = HeadReader::new(ctx, req.protocol, upstream_suffix(ctx, &p.name), head_request, u);
+            let mut reader =
+                HeadReader::new(ctx, req.protocol, req.head, upstream_suffix(ctx, &p.name), head_request, u);
             exchange(&mut stream, req, client, &mut buf, conf, &mut reader, &mut sent).await
         }
     };
@@ -688,12 +689,21 @@ fn build_response<'c>(
             _ => {}
         }
     }
+    if pass.protocol == Protocol::Memcached {
+        // A value has no type of its own: the URI's, as nginx sets it.
+        let t = crate::http::handler::static_file::content_type(ctx.conf, &ctx.req.path);
+        resp.content_type = Some(std::borrow::Cow::Owned(t.to_string()));
+    }
     let conf = up_conf(ctx.conf);
     let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
     body.release = Some(release);
     body.buffering = head.accel_buffering.unwrap_or(conf.buffering);
     body.limit_rate = (body.buffering && conf.limit_rate > 0).then(|| (conf.limit_rate, crate::clock::mono()));
-    if conf.intercept_errors && resp.status >= 300 && crate::http::handler::has_error_page(ctx, resp.status) {
+    // memcached's END is answered as nginx's own 404 (its `intercept_404`).
+    let not_found = pass.protocol == Protocol::Memcached && resp.status == 404;
+    if not_found
+        || conf.intercept_errors && resp.status >= 300 && crate::http::handler::has_error_page(ctx, resp.status)
+    {
         // The origin's body is not wanted: its connection is not reusable
         // unless read to the end, so it is closed; the peer answered, so it
         // did not fail, and its connection count and queue slot come back.

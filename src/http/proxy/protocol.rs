@@ -2,8 +2,8 @@
 //! ([`Protocol`]): which handler a location has, whether its request
 //! carries the client's body, how the request starts ([`request_start`])
 //! and how the response head is read ([`HeadReader`]). HTTP is the
-//! proxy's (`wire`, `response_head`), FastCGI, uwsgi and SCGI their
-//! modules' (SCGI's answer is read as uwsgi's).
+//! proxy's (`wire`, `response_head`), FastCGI, uwsgi, SCGI and memcached
+//! their modules' (SCGI's answer is read as uwsgi's).
 
 use super::request_body::{ReqBody, SendFraming};
 use super::{response_head, wire};
@@ -26,6 +26,7 @@ pub fn passes_body_of(lc: &LocConf, protocol: Protocol) -> bool {
         Protocol::Uwsgi => lc.uwsgi.pass_request_body,
         Protocol::Scgi => lc.scgi.pass_request_body,
         Protocol::Grpc => true,
+        Protocol::Memcached => false,
     }
 }
 
@@ -48,6 +49,7 @@ pub fn up_conf(lc: &LocConf) -> &UpstreamConf {
         Protocol::Uwsgi => &lc.uwsgi.up,
         Protocol::Scgi => &lc.scgi.up,
         Protocol::Grpc => &lc.grpc.up,
+        Protocol::Memcached => &lc.memcached.up,
         Protocol::Http => &lc.proxy.up,
     }
 }
@@ -62,6 +64,8 @@ pub fn handler_of(lc: &LocConf) -> (&Option<Pass>, Protocol) {
         (&lc.scgi.pass, Protocol::Scgi)
     } else if lc.grpc.pass.is_some() {
         (&lc.grpc.pass, Protocol::Grpc)
+    } else if lc.memcached.pass.is_some() {
+        (&lc.memcached.pass, Protocol::Memcached)
     } else {
         (&lc.proxy.pass, Protocol::Http)
     }
@@ -106,6 +110,8 @@ pub fn request_start(ctx: &mut ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody)
         // whole: see connection/h1/upload).
         Protocol::Uwsgi => (Head::Binary(crate::http::uwsgi::request_head(ctx, body)?), raw_framing(body)),
         Protocol::Scgi => (Head::Binary(crate::http::scgi::request_head(ctx, body)), raw_framing(body)),
+        // `get KEY`; the client's body is not sent (nginx reads and drops it).
+        Protocol::Memcached => (Head::Binary(crate::http::memcached::request_head(ctx)?.0), SendFraming::None),
         // HTTP/2 frames, written on the stream by `grpc::exchange`.
         Protocol::Grpc => {
             crate::http::fastcgi::note_body_len(ctx, body);
@@ -127,16 +133,28 @@ fn raw_framing(body: &ReqBody) -> SendFraming {
 /// records whose STDOUT starts with CGI header lines, or uwsgi's status
 /// line (or CGI lines) on a connection that is not reused.
 pub enum HeadReader {
-    Http { head_request: bool },
+    Http {
+        head_request: bool,
+    },
     FastCgi(Box<crate::http::fastcgi::response::Reader>),
-    Uwsgi { head_request: bool },
+    Uwsgi {
+        head_request: bool,
+    },
+    /// The key as sent, which a `VALUE` line must name.
+    Memcached {
+        key: Vec<u8>,
+        gzip_flag: u32,
+        head_request: bool,
+    },
 }
 
 impl HeadReader {
-    /// `suffix`: the error log's context for the peer (FastCGI's stderr).
+    /// `suffix`: the error log's context for the peer (FastCGI's stderr);
+    /// `sent`: the request's start as written.
     pub fn new(
         ctx: &ReqCtx<'_, '_>,
         protocol: Protocol,
+        sent: &[u8],
         suffix: String,
         head_request: bool,
         u: &Upstream,
@@ -151,6 +169,11 @@ impl HeadReader {
                 ctx.conf.fastcgi.keep_conn && u.keepalive > 0,
             ))),
             Protocol::Uwsgi | Protocol::Scgi => HeadReader::Uwsgi { head_request },
+            Protocol::Memcached => HeadReader::Memcached {
+                key: crate::http::memcached::sent_key(sent).to_vec(),
+                gzip_flag: ctx.conf.memcached.gzip_flag,
+                head_request,
+            },
         }
     }
 
@@ -159,6 +182,9 @@ impl HeadReader {
             HeadReader::Http { head_request } => response_head::parse_response(buf, *head_request, conf),
             HeadReader::FastCgi(r) => r.parse(buf, conf),
             HeadReader::Uwsgi { head_request } => crate::http::uwsgi::response::parse(buf, *head_request, conf),
+            HeadReader::Memcached { key, gzip_flag, head_request } => {
+                crate::http::memcached::response::parse(buf, key, *gzip_flag, *head_request)
+            }
         }
     }
 

@@ -26,6 +26,8 @@ pub enum Framing {
     Stream,
     /// FastCGI STDOUT records, until END_REQUEST.
     FastCgi(Box<crate::http::fastcgi::response::Body>),
+    /// A memcached value, then its `\r\nEND\r\n` trailer.
+    Memcached(crate::http::memcached::response::Value),
 }
 
 #[derive(Debug)]

@@ -26,6 +26,8 @@ pub fn settable(name: &str) -> bool {
         Some(Var::Http(_) | Var::SentHttp(_) | Var::Arg(_) | Var::Cookie(_)) => true,
         // nginx's changeable `$limit_rate` (see `limit::rate`).
         Some(Var::LimitRate) => true,
+        // The userid module's changeable `$uid_reset`.
+        Some(Var::UidReset) => true,
         Some(_) => false,
     }
 }
