@@ -130,6 +130,16 @@ fn local_secs(unix_secs: u64, utc_offset_secs: i32) -> (i64, i32) {
     (secs.saturating_add(i64::from(gmtoff_min) * 60), gmtoff_min)
 }
 
+/// nginx's `ngx_http_cookie_time`: `Thu, 31-Dec-37 23:55:55 GMT`, the
+/// year in two digits up to 2037 (as old browsers read it), in four after.
+pub fn cookie_time(unix_secs: u64) -> String {
+    let tm = Tm::from_unix(unix_secs.min(MAX_HTTP_SECS) as i64);
+    let wd = String::from_utf8_lossy(WDAYS[usize::from(tm.wday)]);
+    let mo = String::from_utf8_lossy(MONTHS[usize::from(tm.mon - 1)]);
+    let year = if tm.year > 2037 { format!("{}", tm.year) } else { format!("{:02}", tm.year % 100) };
+    format!("{wd}, {:02}-{mo}-{year} {:02}:{:02}:{:02} GMT", tm.mday, tm.hour, tm.min, tm.sec)
+}
+
 pub fn http_date(unix_secs: u64, out: &mut [u8; 29]) {
     let secs = unix_secs.min(MAX_HTTP_SECS) as i64;
     let tm = Tm::from_unix(secs);
@@ -400,6 +410,14 @@ mod tests {
         let mut v = Vec::new();
         f(secs, off, &mut v);
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn cookie_time_as_nginx() {
+        // nginx's `expires=max` for sticky: 2145916555.
+        assert_eq!(cookie_time(2_145_916_555), "Thu, 31-Dec-37 23:55:55 GMT");
+        assert_eq!(cookie_time(0), "Thu, 01-Jan-70 00:00:00 GMT");
+        assert_eq!(cookie_time(2_208_988_800), "Sat, 01-Jan-2040 00:00:00 GMT");
     }
 
     #[test]

@@ -325,6 +325,7 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
         queue: None,
         check: None,
         zone: None,
+        sticky: None,
     })
 }
 

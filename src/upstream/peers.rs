@@ -87,7 +87,7 @@ impl PeerState {
         let now = crate::clock::now_secs();
         self.views.clear();
         if let Some((_, v)) = &mut self.zone {
-            return v.pick(&mut self.views, sel, client, key);
+            return v.pick(&mut self.views, sel, client, key, b"");
         }
         let b = self.balancer.as_mut()?;
         self.views.extend(b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)));

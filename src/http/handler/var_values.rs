@@ -49,7 +49,7 @@ fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
 }
 
 /// A cookie from any of the request's Cookie headers.
-fn request_cookie<'q>(req: &crate::http::request::Request<'q>, name: &str) -> Option<&'q [u8]> {
+pub(crate) fn request_cookie<'q>(req: &crate::http::request::Request<'q>, name: &str) -> Option<&'q [u8]> {
     req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie")).find_map(|(_, v)| cookie(v, name))
 }
 
