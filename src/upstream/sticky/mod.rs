@@ -111,9 +111,8 @@ pub fn choose(peers: &[PeerInfo], views: &[PeerView], ids: &[Arc<str>], sel: &Se
     if want.is_empty() {
         return None;
     }
-    let avail = |i: usize| {
-        !sel.is_tried(i) && peers.get(i).is_some_and(|p| !p.down) && views.get(i).is_some_and(|v| v.usable)
-    };
+    let avail =
+        |i: usize| !sel.is_tried(i) && peers.get(i).is_some_and(|p| !p.down) && views.get(i).is_some_and(|v| v.usable);
     let matches = |i: usize| ids.get(i).is_some_and(|id| id.as_bytes() == want);
     let n = peers.len();
     if let Some(i) = (0..n).find(|&i| !peers[i].backup && matches(i) && avail(i)) {

@@ -141,7 +141,8 @@ impl View {
     /// marked tried (None: the balancer picks).
     fn sticky(&mut self, views: &mut [PeerView], sel: &mut Selection, want: &[u8], now: u64) -> Option<usize> {
         let list = &self.list.list;
-        let ids = self.ids.get_or_insert_with(|| list.iter().map(|p| crate::upstream::sticky::peer_id(&p.conf)).collect());
+        let ids =
+            self.ids.get_or_insert_with(|| list.iter().map(|p| crate::upstream::sticky::peer_id(&p.conf)).collect());
         let b = self.balancer.as_ref()?;
         let i = crate::upstream::sticky::choose(b.peers(), views, ids, sel, want)?;
         sel.mark_tried(i);
