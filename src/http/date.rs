@@ -417,7 +417,7 @@ mod tests {
         // nginx's `expires=max` for sticky: 2145916555.
         assert_eq!(cookie_time(2_145_916_555), "Thu, 31-Dec-37 23:55:55 GMT");
         assert_eq!(cookie_time(0), "Thu, 01-Jan-70 00:00:00 GMT");
-        assert_eq!(cookie_time(2_208_988_800), "Sat, 01-Jan-2040 00:00:00 GMT");
+        assert_eq!(cookie_time(2_208_988_800), "Sun, 01-Jan-2040 00:00:00 GMT");
     }
 
     #[test]
