@@ -228,14 +228,12 @@ fn build(
             line: 0,
         });
     }
-    // Without a zone these would have nothing to act on (sluice keeps
-    // them in the zone's shared peer state).
-    if zone.is_none()
-        && let Some(s) = specs.iter().find(|s| s.params.drain || !s.params.slow_start.is_zero())
-    {
-        let what = if s.params.drain { "drain" } else { "slow_start" };
+    // Without a zone slow_start would have nothing to act on (sluice
+    // keeps its ramp in the zone's shared peer state). `drain` works
+    // either way (a drained peer takes only its sticky sessions).
+    if zone.is_none() && specs.iter().any(|s| !s.params.slow_start.is_zero()) {
         return Err(ConfError {
-            msg: format!("\"{}\" requires upstream \"{}\" in {} to be in shared memory", what, name, at),
+            msg: format!("\"slow_start\" requires upstream \"{}\" in {} to be in shared memory", name, at),
             file: None,
             line: 0,
         });

@@ -44,7 +44,8 @@ fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
     header.split(|&b| b == b';').find_map(|kv| {
         let kv = kv.strip_prefix(b" ").unwrap_or(kv);
         let i = kv.iter().position(|&b| b == b'=')?;
-        (&kv[..i] == name.as_bytes()).then_some(&kv[i + 1..])
+        // Names match in any case, as nginx's ngx_http_parse_multi_header_lines.
+        kv[..i].eq_ignore_ascii_case(name.as_bytes()).then_some(&kv[i + 1..])
     })
 }
 

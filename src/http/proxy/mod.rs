@@ -230,7 +230,13 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
                     && within(conf.next_upstream_timeout, started);
                 if next_ok {
-                    peer_failed(w, ctx, &u, &peer);
+                    // nginx never counts a 403 or 404 as an unsuccessful
+                    // attempt (NGX_PEER_NEXT): the peer is not failed out.
+                    if matches!(status, 403 | 404) {
+                        let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
+                    } else {
+                        peer_failed(w, ctx, &u, &peer);
+                    }
                     last_status = status;
                     continue;
                 }

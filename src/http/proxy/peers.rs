@@ -208,6 +208,12 @@ impl UpstreamRt {
                 }
             }
         }
+        // A peer being drained (`drain`) takes only its sticky sessions.
+        for (v, p) in views.iter_mut().zip(&u.peers) {
+            if p.drain {
+                v.usable = false;
+            }
+        }
         let Some(q) = &self.shared else {
             let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
             self.health[i].picked(&b.peers()[i], now);
