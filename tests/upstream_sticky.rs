@@ -397,9 +397,15 @@ fn route_from_cookie_and_argument_variables() {
                 server 127.0.0.1:{b} route=b;
                 sticky route $arg_route;
             }}
+            upstream dr {{
+                server 127.0.0.1:{a} route=a drain;
+                server 127.0.0.1:{b} route=b;
+                sticky route $arg_route;
+            }}
             server {{
                 listen 127.0.0.1:{{port}};
                 location / {{ proxy_pass http://u; }}
+                location /dr {{ proxy_pass http://dr; }}
                 location /iph {{ proxy_pass http://iph; }}
                 location /backup {{ proxy_pass http://backup; }}
                 location /lim {{ proxy_pass http://lim; }}
@@ -422,6 +428,9 @@ fn route_from_cookie_and_argument_variables() {
         // Route with ip_hash.
         assert_eq!(s.get("/iph?route=b").text(), "b");
         assert_eq!(s.get("/iph?route=a").text(), "a");
+        // A drained server (no zone needed) keeps its sessions, no others.
+        assert_eq!(s.get("/dr?route=a").text(), "a");
+        assert_eq!(s.get("/dr").text(), "b");
         // A backup is not reached by its route while primaries live.
         assert_ne!(s.get("/backup?route=d").text(), "d");
     }
