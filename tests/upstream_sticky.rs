@@ -539,6 +539,15 @@ fn learn_sessions_from_the_origin_and_forget_them_after_timeout() {
         let seen: Vec<String> = (0..8).map(|_| with_cookie(&s, "/", &sid).text()).collect();
         assert!(seen.contains(&"a".to_string()) && seen.contains(&"b".to_string()), "{seen:?}");
     }
+    // Learned sessions outlive a reload (the zone keeps its name and size).
+    let r = s.get("/");
+    let who = r.text();
+    let sid = r.header("set-cookie").expect("a session").split(';').next().unwrap().to_string();
+    s.signal("reload");
+    thread::sleep(Duration::from_millis(500));
+    for _ in 0..8 {
+        assert_eq!(with_cookie(&s, "/", &sid).text(), who, "after the reload");
+    }
     // An unknown session is balanced.
     let seen: Vec<String> = (0..8).map(|_| with_cookie(&s, "/", "sid=never").text()).collect();
     assert!(seen.contains(&"a".to_string()) && seen.contains(&"b".to_string()), "{seen:?}");
@@ -611,6 +620,13 @@ fn config_errors_in_nginx_words() {
         .prepare();
     let out = t.run(&["-t"]);
     assert!(stderr_of(&out).contains("unknown directive \"sticky\""), "{}", stderr_of(&out));
+    let t = builder()
+        .main(
+            "stream { upstream s { server 127.0.0.1:81 route=a; } server { listen 127.0.0.1:{port}; proxy_pass s; } }",
+        )
+        .prepare();
+    let out = t.run(&["-t"]);
+    assert!(stderr_of(&out).contains("invalid value \"route=a\""), "{}", stderr_of(&out));
     // A good one passes.
     let t = builder()
         .http(&up(

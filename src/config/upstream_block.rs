@@ -422,7 +422,8 @@ fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, Co
         } else if t == "drain" {
             p.drain = true;
         } else if let Some(v) = t.strip_prefix("route=") {
-            if v.is_empty() || v.len() > 32 {
+            // For `sticky`, which stream upstreams do not have.
+            if l4 || v.is_empty() || v.len() > 32 {
                 return Err(invalid(d, t));
             }
             p.route = Some(v.into());

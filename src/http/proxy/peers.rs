@@ -69,6 +69,8 @@ pub struct UpstreamRt {
     /// The peers' sticky ids (`upstream::sticky::peer_id`), made on the
     /// first sticky pick.
     ids: Option<Vec<Arc<str>>>,
+    /// Some peer has `drain` (static upstreams).
+    drain: bool,
 }
 
 #[derive(Default)]
@@ -141,6 +143,7 @@ impl WorkerProxy {
             rt.health = vec![PeerHealth::default(); u.peers.len()];
             rt.shared = u.queue.clone();
             rt.check = u.check.clone();
+            rt.drain = u.peers.iter().any(|p| p.drain);
             if u.index != usize::MAX {
                 rt.stats = Some(crate::metrics::PeerSet::register(u));
             }
@@ -209,9 +212,11 @@ impl UpstreamRt {
             }
         }
         // A peer being drained (`drain`) takes only its sticky sessions.
-        for (v, p) in views.iter_mut().zip(&u.peers) {
-            if p.drain {
-                v.usable = false;
+        if self.drain {
+            for (v, p) in views.iter_mut().zip(&u.peers) {
+                if p.drain {
+                    v.usable = false;
+                }
             }
         }
         let Some(q) = &self.shared else {
