@@ -338,3 +338,19 @@ fn upstream_keepalive_time() {
     assert_eq!(conn(), first, "taken once more past keepalive_time");
     assert_ne!(conn(), first, "then closed");
 }
+
+/// `$cookie_NAME` finds the cookie whatever the case of its name in the
+/// request (nginx's ngx_http_parse_multi_header_lines compares caselessly).
+#[test]
+fn cookie_names_match_in_any_case() {
+    let s = start_http(
+        r#"
+        server {
+            listen 127.0.0.1:{port};
+            location / { return 200 "[$cookie_sid]"; }
+        }"#,
+    );
+    assert_eq!(s.get_with("/", &["Cookie: SID=x"]).text(), "[x]");
+    assert_eq!(s.get_with("/", &["Cookie: a=1; Sid=y"]).text(), "[y]");
+    assert_eq!(s.get_with("/", &["Cookie: sidx=1"]).text(), "[]");
+}

@@ -422,6 +422,32 @@ fn backup_only_when_primary_is_down() {
     assert!(log.contains(&format!("upstream: \"http://127.0.0.1:{a_port}/\"")), "{log}");
 }
 
+/// `proxy_next_upstream http_403 http_404 http_502`: a 403 or 404 sends
+/// the request on without failing the peer out (nginx's NGX_PEER_NEXT);
+/// a 502 does (max_fails=1), so the next request skips it.
+#[test]
+fn a_403_or_404_does_not_fail_the_peer_out() {
+    let a = Origin::start(|r| match r.target() {
+        "/403" => Reply::http(403, &[], "no"),
+        "/404" => Reply::http(404, &[], "no"),
+        _ => Reply::http(502, &[], "bad"),
+    });
+    let b = Origin::ok("B");
+    let s = proxy(
+        r#"
+        upstream u { server 127.0.0.1:%A% max_fails=1 fail_timeout=30s; server 127.0.0.1:%B% backup; }
+        server { listen 127.0.0.1:{port}; location / { proxy_pass http://u; proxy_next_upstream http_403 http_404 http_502; } }"#,
+        &[("%A%", a.port), ("%B%", b.port)],
+    );
+    for path in ["/403", "/404", "/403", "/404"] {
+        assert_eq!(s.get(path).text(), "B");
+    }
+    assert_eq!(a.count(), 4, "every request tried the primary first");
+    assert_eq!(s.get("/502").text(), "B");
+    assert_eq!(s.get("/403").text(), "B");
+    assert_eq!(a.count(), 5, "after a 502 the primary is out for fail_timeout");
+}
+
 #[test]
 fn max_conns_limits_concurrent_requests() {
     let slow = |_: &Req| Reply::ok("A").after(Duration::from_millis(600));

@@ -311,7 +311,7 @@ fn config_errors() {
         "\"state\" directive is incompatible with \"server\"",
     );
     assert_refused("upstream u { state u.state; }", "\"state\" requires upstream \"u\" to be in shared memory");
-    assert_refused("upstream u { server 127.0.0.1:1 drain; }", "\"drain\" requires upstream \"u\" in");
+    // (`drain` works without a zone, as in NGINX Plus: upstream_sticky.rs.)
     assert_refused("upstream u { server 127.0.0.1:1 slow_start=10s; }", "\"slow_start\" requires upstream \"u\" in");
     assert_refused(
         "upstream u { zone u 64k; server 127.0.0.1:1; } server { listen 127.0.0.1:{port}; location / { api write=maybe; } }",

@@ -537,3 +537,36 @@ fn resolved_peers_are_actively_checked() {
     let log = s.error_log();
     assert!(log.contains(&format!("disable check peer: 127.0.0.4:{port}")), "{log}");
 }
+
+/// `sticky cookie` over resolved peers: the cookie names a peer by the MD5
+/// of its address, so it follows the peer while the name resolves to it,
+/// falls back (and is reissued) when the address leaves, and sticks again
+/// when it returns.
+#[test]
+fn sticky_sessions_follow_resolved_peers() {
+    use md5::Digest;
+    let dns = Dns::start();
+    let (_o2, _o3, port) = two_hosts();
+    dns.set_a("app.test", &[[127, 0, 0, 2], [127, 0, 0, 3]]);
+    let s = server(&dns, &format!("server app.test:{port} resolve; sticky cookie s;"));
+    let cookie_of = |ip: &str| -> String {
+        md5::Md5::digest(format!("{ip}:{port}").as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let (c2, c3) = (cookie_of("127.0.0.2"), cookie_of("127.0.0.3"));
+    let get = |c: &str| {
+        let r = s.get_with("/", &[&format!("Cookie: s={c}")]);
+        let set = r.header("set-cookie").unwrap_or("").to_string();
+        (r.text(), set)
+    };
+    until(Duration::from_secs(5), "both addresses resolved", || get(&c3).0 == "3" && get(&c2).0 == "2");
+    for _ in 0..6 {
+        assert_eq!(get(&c3), ("3".to_string(), format!("s={c3}")));
+        assert_eq!(get(&c2), ("2".to_string(), format!("s={c2}")));
+    }
+    dns.set_a("app.test", &[[127, 0, 0, 2]]);
+    until(Duration::from_secs(5), "127.0.0.3 left the upstream", || get(&c3).0 == "2");
+    assert_eq!(get(&c3), ("2".to_string(), format!("s={c2}")));
+    dns.set_a("app.test", &[[127, 0, 0, 2], [127, 0, 0, 3]]);
+    until(Duration::from_secs(5), "127.0.0.3 is back", || get(&c3).0 == "3");
+    assert_eq!(get(&c3), ("3".to_string(), format!("s={c3}")));
+}

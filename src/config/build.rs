@@ -65,6 +65,8 @@ pub struct Ctx {
     /// `thread_pool` names, and the pools `aio threads=NAME` asked for
     /// (checked once the whole file is read: a pool may come later).
     pub thread_pools: Vec<String>,
+    /// `sticky learn` zone names, each declared once.
+    pub sticky_zones: Vec<String>,
     pub aio_pools: Vec<(String, ConfError)>,
 }
 
@@ -421,6 +423,7 @@ pub fn build(
         cache_zones: Default::default(),
         limit_zones: Default::default(),
         thread_pools: Vec::new(),
+        sticky_zones: Vec::new(),
         aio_pools: Vec::new(),
     };
     let mut main = default_main(prefix);

@@ -38,6 +38,10 @@ pub struct PeerConf {
     /// NGINX Plus's `slow_start=T`: the weight grows from zero over T
     /// after the peer is added or comes back; zero: none.
     pub slow_start: Duration,
+    /// NGINX Plus's `route=STRING`: the server's name for `sticky` (the
+    /// cookie's value, what `sticky route` matches). None: the MD5 of its
+    /// address (`upstream::sticky::peer_id`).
+    pub route: Option<Arc<str>>,
 }
 
 impl PeerConf {
@@ -55,6 +59,7 @@ impl PeerConf {
             max_conns: 0,
             drain: false,
             slow_start: Duration::ZERO,
+            route: None,
         }
     }
 }
@@ -99,6 +104,8 @@ pub struct Upstream {
     /// `zone` with `server ... resolve`: the servers change at run time;
     /// workers balance over the zone's list (and `peers` is empty).
     pub zone: Option<Arc<crate::upstream::zone::Zone>>,
+    /// `sticky`: session persistence in front of the balancer.
+    pub sticky: Option<Arc<crate::upstream::sticky::Sticky>>,
 }
 
 /// What `proxy_pass` points at, resolved.
@@ -407,6 +414,7 @@ pub fn implicit_upstream(authority: &str, tls: bool, index: usize) -> Result<Ups
         queue: None,
         check: None,
         zone: None,
+        sticky: None,
     })
 }
 

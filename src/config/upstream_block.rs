@@ -52,6 +52,7 @@ fn build(
         queue: None,
         check: None,
         zone: None,
+        sticky: None,
     };
     // `zone`, `resolver`, `resolver_timeout` and the servers as written.
     let mut zone: Option<String> = None;
@@ -86,6 +87,7 @@ fn build(
                     | "check_http_send"
                     | "check_http_expect_alive"
                     | "check_keepalive_requests"
+                    | "sticky"
             )
         {
             return Err(ConfError::at(format!("unknown directive \"{}\"", sub.name), &sub.span));
@@ -156,6 +158,20 @@ fn build(
                 })?;
                 own_timeout = true;
             }
+            "sticky" => {
+                once(&mut seen, "sticky")?;
+                let s = crate::upstream::sticky::conf::directive(sub, &mut ctx.sticky_zones)?;
+                if let crate::upstream::sticky::Sticky::Learn(l) = &s {
+                    let name = &l.table.name;
+                    if ctx.cache_zones.contains_key(name) || ctx.limit_zones.contains_key(name) {
+                        return Err(ConfError::at(
+                            format!("the shared memory zone \"{name}\" is already declared for a different use"),
+                            &sub.span,
+                        ));
+                    }
+                }
+                u.sticky = Some(Arc::new(s));
+            }
             "check" | "check_http_send" | "check_http_expect_alive" | "check_keepalive_requests" => {
                 crate::upstream::check::conf::directive(&mut check, sub)?;
             }
@@ -212,14 +228,12 @@ fn build(
             line: 0,
         });
     }
-    // Without a zone these would have nothing to act on (sluice keeps
-    // them in the zone's shared peer state).
-    if zone.is_none()
-        && let Some(s) = specs.iter().find(|s| s.params.drain || !s.params.slow_start.is_zero())
-    {
-        let what = if s.params.drain { "drain" } else { "slow_start" };
+    // Without a zone slow_start would have nothing to act on (sluice
+    // keeps its ramp in the zone's shared peer state). `drain` works
+    // either way (a drained peer takes only its sticky sessions).
+    if zone.is_none() && specs.iter().any(|s| !s.params.slow_start.is_zero()) {
         return Err(ConfError {
-            msg: format!("\"{}\" requires upstream \"{}\" in {} to be in shared memory", what, name, at),
+            msg: format!("\"slow_start\" requires upstream \"{}\" in {} to be in shared memory", name, at),
             file: None,
             line: 0,
         });
@@ -333,7 +347,8 @@ pub fn server_spec(d: &Directive, l4: bool) -> Result<crate::upstream::zone::Ser
 }
 
 /// `server ADDR [weight=N] [max_fails=N] [fail_timeout=T] [backup] [down]
-/// [max_conns=N] [resolve] [service=NAME]` inside `upstream`. A name with
+/// [max_conns=N] [resolve] [service=NAME] [route=STRING] [slow_start=T]
+/// [drain]` inside `upstream`. A name with
 /// `resolve` is not resolved now: the zone's resolution finds its
 /// addresses once workers run (`upstream::zone::resolve`).
 fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, ConfError> {
@@ -406,6 +421,12 @@ fn peer(d: &Directive, l4: bool) -> Result<crate::upstream::zone::ServerSpec, Co
             p.slow_start = value::parse_time(v).ok_or_else(|| invalid(d, t))?;
         } else if t == "drain" {
             p.drain = true;
+        } else if let Some(v) = t.strip_prefix("route=") {
+            // For `sticky`, which stream upstreams do not have.
+            if l4 || v.is_empty() || v.len() > 32 {
+                return Err(invalid(d, t));
+            }
+            p.route = Some(v.into());
         } else if t == "backup" {
             p.backup = true;
         } else if t == "down" {

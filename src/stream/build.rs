@@ -326,6 +326,7 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
         queue: None,
         check: None,
         zone: None,
+        sticky: None,
     })
 }
 

@@ -5,4 +5,5 @@ pub mod bind;
 pub mod check;
 pub mod peers;
 pub mod queue;
+pub mod sticky;
 pub mod zone;

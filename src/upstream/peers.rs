@@ -53,6 +53,8 @@ pub struct PeerState {
     /// An upstream with a `zone`: the balancer over its current list
     /// (then `balancer` and `health` are unused).
     zone: Option<(Arc<Zone>, View)>,
+    /// The peers' `drain` flags (without a zone).
+    drain: Vec<bool>,
 }
 
 impl PeerState {
@@ -64,6 +66,7 @@ impl PeerState {
                 check: None,
                 views: Vec::new(),
                 zone: Some((z.clone(), View::new(z, &u.balance))),
+                drain: Vec::new(),
             };
         }
         PeerState {
@@ -72,6 +75,7 @@ impl PeerState {
             check: u.check.clone(),
             views: Vec::new(),
             zone: None,
+            drain: u.peers.iter().map(|p| p.drain).collect(),
         }
     }
 
@@ -87,12 +91,18 @@ impl PeerState {
         let now = crate::clock::now_secs();
         self.views.clear();
         if let Some((_, v)) = &mut self.zone {
-            return v.pick(&mut self.views, sel, client, key);
+            return v.pick(&mut self.views, sel, client, key, b"");
         }
         let b = self.balancer.as_mut()?;
         self.views.extend(b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)));
         if let Some(c) = &self.check {
             c.mark_down(&mut self.views);
+        }
+        // `drain`: no new sessions (the stream proxy has no `sticky`).
+        for (v, d) in self.views.iter_mut().zip(&self.drain) {
+            if *d {
+                v.usable = false;
+            }
         }
         let i = b.pick(sel, &PickCtx { peers: &self.views, client, key })?;
         self.health[i].picked(&b.peers()[i], now);

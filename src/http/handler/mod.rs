@@ -22,6 +22,7 @@ pub mod symlinks;
 pub mod try_files;
 pub mod upstream_log;
 mod var_values;
+pub(crate) use var_values::request_cookie;
 
 use std::borrow::Cow;
 

@@ -44,12 +44,13 @@ fn cookie<'q>(header: &'q [u8], name: &str) -> Option<&'q [u8]> {
     header.split(|&b| b == b';').find_map(|kv| {
         let kv = kv.strip_prefix(b" ").unwrap_or(kv);
         let i = kv.iter().position(|&b| b == b'=')?;
-        (&kv[..i] == name.as_bytes()).then_some(&kv[i + 1..])
+        // Names match in any case, as nginx's ngx_http_parse_multi_header_lines.
+        kv[..i].eq_ignore_ascii_case(name.as_bytes()).then_some(&kv[i + 1..])
     })
 }
 
 /// A cookie from any of the request's Cookie headers.
-fn request_cookie<'q>(req: &crate::http::request::Request<'q>, name: &str) -> Option<&'q [u8]> {
+pub(crate) fn request_cookie<'q>(req: &crate::http::request::Request<'q>, name: &str) -> Option<&'q [u8]> {
     req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie")).find_map(|(_, v)| cookie(v, name))
 }
 

@@ -52,6 +52,9 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
         c.commit();
     }
     let Some(r) = body.release.take() else { return };
+    if let Some(l) = &r.learned {
+        l.commit();
+    }
     // A body that came whole with the head ended when the head did: the
     // header time already stands for it.
     if body.read_since_head {

@@ -29,6 +29,7 @@ pub mod peers;
 mod protocol;
 pub mod request_body;
 pub mod response_head;
+mod sticky;
 pub mod upstream_tls;
 pub mod websocket;
 pub mod wire;
@@ -66,6 +67,9 @@ pub struct Release {
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// When this peer was tried, for `$upstream_response_time`.
     pub started: Instant,
+    /// `sticky learn`: the session this response made, recorded when the
+    /// origin is done.
+    pub learned: Option<crate::upstream::sticky::learn::Pending>,
 }
 
 enum Attempt {
@@ -197,11 +201,12 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
             }
         }
     }
+    let want = sticky::want(ctx, &u);
     let mut sel = crate::upstream::balance::Selection::new();
     let mut tries = 0u32;
     let mut last_status = 502u16;
     loop {
-        let pick = w.proxy.borrow_mut().get(&u).pick(&mut sel, client_ip, &key);
+        let pick = w.proxy.borrow_mut().get(&u).pick(&u, &mut sel, client_ip, &key, &want.id);
         let Some(peer) = pick else {
             if tries == 0 {
                 log_to!(
@@ -225,12 +230,19 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     && (method_idempotent(ctx.req.method) || conf.next_upstream.non_idempotent)
                     && within(conf.next_upstream_timeout, started);
                 if next_ok {
-                    peer_failed(w, ctx, &u, &peer);
+                    // nginx never counts a 403 or 404 as an unsuccessful
+                    // attempt (NGX_PEER_NEXT): the peer is not failed out.
+                    if matches!(status, 403 | 404) {
+                        let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
+                    } else {
+                        peer_failed(w, ctx, &u, &peer);
+                    }
                     last_status = status;
                     continue;
                 }
                 let keep_alive = head.keep_alive && !lc_proxy_protocol(ctx);
-                let release = Release { upstream: u.clone(), peer, uses, keep_alive, slot, started: tried };
+                let release =
+                    Release { upstream: u.clone(), peer, uses, keep_alive, slot, started: tried, learned: None };
                 // The cache may answer instead (a stale entry for a listed
                 // status, or the entry the origin's 304 revalidated): the
                 // origin's answer is then left, its peer released.
@@ -255,7 +267,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     release_as(w, &mut body, false);
                     return Box::pin(accel::redirect(w, ctx, client, &to, carried)).await;
                 }
-                return build_response(w, ctx, &pass, head, stream, rest, release, fill);
+                return build_response(w, ctx, &pass, head, stream, rest, release, fill, &want);
             }
             Attempt::Gone(when) => {
                 let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
@@ -668,8 +680,9 @@ fn build_response<'c>(
     head: response_head::ResponseHead,
     stream: UpStream,
     rest: Vec<u8>,
-    release: Release,
+    mut release: Release,
     fill: Option<crate::http::cache::serve::Fill>,
+    want: &sticky::Want,
 ) -> Response<'c> {
     let mut resp = Response::new(head.status);
     resp.content_type = head.content_type;
@@ -693,6 +706,11 @@ fn build_response<'c>(
         // A value has no type of its own: the URI's, as nginx sets it.
         let t = crate::http::handler::static_file::content_type(ctx.conf, &ctx.req.path);
         resp.content_type = Some(std::borrow::Cow::Owned(t.to_string()));
+    }
+    // After proxy_cookie_*, which are for the origin's cookies.
+    if release.upstream.sticky.is_some() {
+        let u = release.upstream.clone();
+        release.learned = sticky::answered(ctx, &u, release.peer.conf(&u), want, &mut resp);
     }
     let conf = up_conf(ctx.conf);
     let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);

@@ -66,6 +66,11 @@ pub struct UpstreamRt {
     /// An upstream with a `zone`: the balancer over its current list
     /// (then `balancer` and `health` are unused).
     zone: Option<View>,
+    /// The peers' sticky ids (`upstream::sticky::peer_id`), made on the
+    /// first sticky pick.
+    ids: Option<Vec<Arc<str>>>,
+    /// Some peer has `drain` (static upstreams).
+    drain: bool,
 }
 
 #[derive(Default)]
@@ -138,6 +143,7 @@ impl WorkerProxy {
             rt.health = vec![PeerHealth::default(); u.peers.len()];
             rt.shared = u.queue.clone();
             rt.check = u.check.clone();
+            rt.drain = u.peers.iter().any(|p| p.drain);
             if u.index != usize::MAX {
                 rt.stats = Some(crate::metrics::PeerSet::register(u));
             }
@@ -150,14 +156,30 @@ impl UpstreamRt {
     /// The next peer for a request (None: nginx's "no live upstreams").
     /// `client` is None for a unix-domain client (`ip_hash` hashes nginx's
     /// pseudo address then).
-    pub fn pick(&mut self, sel: &mut Selection, client: Option<IpAddr>, key: &[u8]) -> Option<Picked> {
+    /// `want` is the request's sticky id (empty: none): the peer with that
+    /// id, when usable, is taken before the balancer is asked.
+    pub fn pick(
+        &mut self,
+        u: &Upstream,
+        sel: &mut Selection,
+        client: Option<IpAddr>,
+        key: &[u8],
+        want: &[u8],
+    ) -> Option<Picked> {
         if let Some(v) = &mut self.zone {
-            return v.pick(&mut self.views, sel, client, key);
+            return v.pick(&mut self.views, sel, client, key, want);
         }
-        self.pick_static(sel, client, key).map(|i| Picked { i, peer: None })
+        self.pick_static(u, sel, client, key, want).map(|i| Picked { i, peer: None })
     }
 
-    fn pick_static(&mut self, sel: &mut Selection, client: Option<IpAddr>, key: &[u8]) -> Option<usize> {
+    fn pick_static(
+        &mut self,
+        u: &Upstream,
+        sel: &mut Selection,
+        client: Option<IpAddr>,
+        key: &[u8],
+        want: &[u8],
+    ) -> Option<usize> {
         let b = self.balancer.as_mut()?;
         let now = crate::clock::now_secs();
         let views = &mut self.views;
@@ -165,6 +187,37 @@ impl UpstreamRt {
         views.extend(b.peers().iter().zip(&self.health).map(|(p, h)| h.view(p, now)));
         if let Some(c) = &self.check {
             c.mark_down(views);
+        }
+        if let Some(q) = &self.shared {
+            // With a queue, max_conns counts every worker's connections.
+            for (i, v) in views.iter_mut().enumerate() {
+                v.conns = q.conns(i);
+                v.usable &= !q.full(i);
+            }
+        }
+        if !want.is_empty() {
+            let ids = self.ids.get_or_insert_with(|| u.peers.iter().map(crate::upstream::sticky::peer_id).collect());
+            if let Some(i) = crate::upstream::sticky::choose(b.peers(), views, ids, sel, want) {
+                sel.mark_tried(i);
+                if self.shared.as_ref().is_none_or(|q| q.claim(i)) {
+                    self.health[i].picked(&b.peers()[i], now);
+                    if let Some(s) = &self.stats {
+                        s.picked(i);
+                    }
+                    return Some(i);
+                }
+                if let Some(v) = views.get_mut(i) {
+                    v.usable = false;
+                }
+            }
+        }
+        // A peer being drained (`drain`) takes only its sticky sessions.
+        if self.drain {
+            for (v, p) in views.iter_mut().zip(&u.peers) {
+                if p.drain {
+                    v.usable = false;
+                }
+            }
         }
         let Some(q) = &self.shared else {
             let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
@@ -174,11 +227,6 @@ impl UpstreamRt {
             }
             return Some(i);
         };
-        // With a queue, max_conns counts every worker's connections.
-        for (i, v) in views.iter_mut().enumerate() {
-            v.conns = q.conns(i);
-            v.usable &= !q.full(i);
-        }
         loop {
             let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
             // Another worker may have taken the peer's last slot since the

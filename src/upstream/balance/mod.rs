@@ -213,6 +213,12 @@ impl Selection {
     pub fn on_backup(&self) -> bool {
         self.on_backup
     }
+
+    /// Peer `i` was picked for this request outside the balancer (by
+    /// `sticky`): a retry does not pick it again.
+    pub fn mark_tried(&mut self, i: usize) {
+        self.tried.insert(i);
+    }
 }
 
 /// Why a peer list cannot be balanced.

@@ -329,6 +329,7 @@ mod tests {
             max_conns: 0,
             drain: false,
             slow_start: Duration::ZERO,
+            route: None,
         };
         let conf = |kind, default_down| CheckConf {
             kind,

@@ -8,7 +8,7 @@
 //!
 //! A server's fields: `server`, `service`, `weight`, `max_conns`,
 //! `max_fails`, `fail_timeout`, `slow_start`, `backup`, `down`, `drain`,
-//! `route` (empty: `sticky route` is not supported). `id`, `backup`,
+//! `route` (the server's `route=`, which `sticky` reads; empty: none). `id`, `backup`,
 //! `service` and `server` cannot be changed (Plus changes `server`;
 //! sluice refuses it: remove and add instead).
 
@@ -111,12 +111,13 @@ pub fn server_json(id: u64, spec: &ServerSpec) -> String {
     }
     let _ = write!(
         s,
-        ",\"weight\":{},\"max_conns\":{},\"max_fails\":{},\"fail_timeout\":\"{}\",\"slow_start\":\"{}\",\"route\":\"\",\"backup\":{},\"down\":{}",
+        ",\"weight\":{},\"max_conns\":{},\"max_fails\":{},\"fail_timeout\":\"{}\",\"slow_start\":\"{}\",\"route\":{},\"backup\":{},\"down\":{}",
         p.weight,
         p.max_conns,
         p.max_fails,
         secs(p.fail_timeout),
         secs(p.slow_start),
+        json_str(p.route.as_deref().unwrap_or("")),
         p.backup,
         p.down
     );
@@ -162,6 +163,8 @@ struct Change {
     slow_start: Option<Duration>,
     down: Option<bool>,
     drain: Option<bool>,
+    /// `route`: Some(None) clears it.
+    route: Option<Option<Arc<str>>>,
 }
 
 impl Change {
@@ -186,6 +189,9 @@ impl Change {
         }
         if let Some(v) = self.drain {
             p.drain = v;
+        }
+        if let Some(v) = &self.route {
+            p.route = v.clone();
         }
     }
 }
@@ -234,9 +240,12 @@ fn changes(fields: &Fields) -> Result<Change, ApiError> {
             "down" => c.down = Some(boolean(k, v)?),
             "drain" => c.drain = Some(boolean(k, v)?),
             "route" => {
-                if v.as_str().is_none_or(|s| !s.is_empty()) {
+                // As the configuration's `route=`: at most 32 bytes.
+                let Some(r) = v.as_str() else { return Err(format_error("invalid \"route\" value")) };
+                if r.len() > 32 {
                     return Err(err(400, "UpstreamBadRoute", "invalid \"route\""));
                 }
+                c.route = Some((!r.is_empty()).then(|| Arc::from(r)));
             }
             "id" | "server" | "service" | "backup" => {
                 return Err(format_error(format!("the \"{}\" parameter cannot be changed", k)));

@@ -34,6 +34,9 @@ fn params(s: &mut String, p: &PeerConf) {
     if !p.slow_start.is_zero() {
         let _ = write!(s, " slow_start={}s", p.slow_start.as_secs());
     }
+    if let Some(r) = &p.route {
+        let _ = write!(s, " {}", quote(&format!("route={r}")));
+    }
     for (on, word) in [(p.backup, " backup"), (p.down, " down"), (p.drain, " drain")] {
         if on {
             s.push_str(word);
@@ -88,6 +91,7 @@ mod tests {
         p.weight = 3;
         p.slow_start = Duration::from_secs(30);
         p.down = true;
+        p.route = Some("a".into());
         let spec = ServerSpec {
             server: "10.0.0.1:8080".into(),
             resolve: false,
@@ -97,7 +101,7 @@ mod tests {
         };
         assert_eq!(
             line(&spec),
-            "server 10.0.0.1:8080 weight=3 max_conns=0 max_fails=1 fail_timeout=10s slow_start=30s down;"
+            "server 10.0.0.1:8080 weight=3 max_conns=0 max_fails=1 fail_timeout=10s slow_start=30s route=a down;"
         );
         assert_eq!(quote("a b"), "\"a b\"");
     }

@@ -46,6 +46,8 @@ pub struct View {
     pub balancer: Option<Balancer>,
     /// For `slow_start`'s skips.
     rng: Rng,
+    /// The peers' sticky ids, made on the first sticky pick of a list.
+    ids: Option<Vec<Arc<str>>>,
 }
 
 impl View {
@@ -53,7 +55,7 @@ impl View {
     pub fn new(zone: &Zone, balance: &Balance) -> View {
         let list = zone.current();
         let balancer = build(&list, balance);
-        View { version: list.version, list, balancer, rng: Rng::from_entropy() }
+        View { version: list.version, list, balancer, rng: Rng::from_entropy(), ids: None }
     }
 
     /// Catches up with the zone: None when nothing changed, else for each
@@ -66,6 +68,7 @@ impl View {
         let remap: Vec<Option<usize>> =
             self.list.list.iter().map(|old| list.list.iter().position(|p| p.id == old.id)).collect();
         self.balancer = build(&list, balance);
+        self.ids = None;
         self.version = list.version;
         self.list = list;
         Some(remap)
@@ -86,13 +89,15 @@ impl View {
     }
 
     /// The next peer, by every worker's counts (None: "no live
-    /// upstreams"). `views` is the caller's reused buffer.
+    /// upstreams"). `views` is the caller's reused buffer. `want`: the
+    /// request's sticky id (empty: none), tried before the balancer.
     pub fn pick(
         &mut self,
         views: &mut Vec<PeerView>,
         sel: &mut Selection,
         client: Option<IpAddr>,
         key: &[u8],
+        want: &[u8],
     ) -> Option<Picked> {
         let now = crate::clock::now_secs();
         let now_ms = crate::clock::unix_ms();
@@ -100,12 +105,22 @@ impl View {
         let b = self.balancer.as_ref()?;
         for (info, p) in b.peers().iter().zip(self.list.list.iter()) {
             let mut v = p.shared.health().view(info, now);
-            // The active check's verdict, and a peer being drained
-            // (`drain`: only its sticky sessions may use it).
-            if p.shared.checked_down() || p.conf.drain {
+            // The active check's verdict.
+            if p.shared.checked_down() {
                 v.usable = false;
             }
             views.push(v);
+        }
+        if !want.is_empty()
+            && let Some(i) = self.sticky(views, sel, want, now)
+        {
+            return Some(self.picked(i));
+        }
+        // A peer being drained (`drain`) takes only its sticky sessions.
+        for (v, p) in views.iter_mut().zip(self.list.list.iter()) {
+            if p.conf.drain {
+                v.usable = false;
+            }
         }
         self.slow_start(views, now_ms);
         let b = self.balancer.as_mut()?;
@@ -120,6 +135,25 @@ impl View {
                 v.usable = false;
             }
         }
+    }
+
+    /// The peer with sticky id `want`, its connection slot claimed and
+    /// marked tried (None: the balancer picks).
+    fn sticky(&mut self, views: &mut [PeerView], sel: &mut Selection, want: &[u8], now: u64) -> Option<usize> {
+        let list = &self.list.list;
+        let ids =
+            self.ids.get_or_insert_with(|| list.iter().map(|p| crate::upstream::sticky::peer_id(&p.conf)).collect());
+        let b = self.balancer.as_ref()?;
+        let i = crate::upstream::sticky::choose(b.peers(), views, ids, sel, want)?;
+        sel.mark_tried(i);
+        if list.get(i)?.shared.claim(&b.peers()[i], now) {
+            return Some(i);
+        }
+        // Another worker took its last slot or failed it out since.
+        if let Some(v) = views.get_mut(i) {
+            v.usable = false;
+        }
+        None
     }
 
     /// `slow_start`: a peer ramping up is left out of this pick with the
