@@ -52,7 +52,14 @@ fn static_name(n: &str) -> Cow<'static, str> {
 fn head<'c>(meta: &Meta) -> Response<'c> {
     let mut r = Response::new(meta.status);
     r.content_type = meta.content_type.clone().map(Cow::Owned);
-    r.headers = meta.headers.iter().map(|(n, v)| (static_name(n), FieldValue::copy_from(v))).collect();
+    r.headers = Vec::with_capacity(meta.headers.len());
+    for (n, v) in &meta.headers {
+        if n == super::serve::ACCEL_CHARSET {
+            r.override_charset = Some(String::from_utf8_lossy(v).into_owned());
+        } else {
+            r.headers.push((static_name(n), FieldValue::copy_from(v)));
+        }
+    }
     r
 }
 
@@ -86,6 +93,7 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
         if ranges_ok
             && let Some(h) = ctx.req.header("range")
             && crate::http::handler::static_file::if_range_ok(ctx, etag.as_deref(), modified)
+            && !crate::http::charset::filter::changes_length(ctx, &r)
         {
             match range::parse_range(h, len, ctx.conf.core.max_ranges) {
                 RangeResult::Ignore => {}
@@ -97,7 +105,7 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
                     return crate::http::handler::finish_proxied(ctx, e);
                 }
                 RangeResult::Satisfiable(ranges) => {
-                    ranged(&mut r, &ranges, len, &stored);
+                    ranged(ctx, &mut r, &ranges, len, &stored);
                     return crate::http::handler::finish_proxied(ctx, r);
                 }
             }
@@ -149,7 +157,7 @@ fn conditions(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>) -> Result<(Option<Vec<
 }
 
 /// A 206 of one range, or multipart/byteranges of several.
-fn ranged(r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &Stored) {
+fn ranged(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &Stored) {
     r.status = 206;
     r.accept_ranges = false;
     if let [br] = ranges {
@@ -165,7 +173,13 @@ fn ranged(r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &
         return;
     }
     let boundary = range::Boundary::new(crate::clock::unix_now_ms()).as_str().to_string();
-    let ct = r.content_type.as_deref().unwrap_or("").as_bytes().to_vec();
+    // The parts name the charset the charset filter sends (nginx's range
+    // filter runs after it), and are recoded with the ranges.
+    let charset = crate::http::charset::decide(ctx, r, true);
+    let ct = match &charset {
+        Some(d) => d.content_type.as_bytes().to_vec(),
+        None => r.content_type.as_deref().unwrap_or("").as_bytes().to_vec(),
+    };
     let parts: Vec<(Vec<u8>, range::ByteRange)> = ranges
         .iter()
         .map(|br| {
@@ -196,6 +210,9 @@ fn ranged(r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &
             Body::Owned(out)
         }
     };
+    if let Some(rec) = charset.and_then(|d| d.recode) {
+        crate::http::charset::install(r, rec);
+    }
 }
 
 /// The same filters for a response that is being stored as it streams (a

@@ -430,7 +430,7 @@ pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> R
     }
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
-    crate::http::filter::charset::apply(ctx, &mut resp);
+    crate::http::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
     crate::http::ssi::apply(ctx, &mut resp);
     crate::http::addition::apply(ctx, &mut resp);
@@ -455,7 +455,7 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
     }
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
-    crate::http::filter::charset::apply(ctx, &mut resp);
+    crate::http::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
     crate::http::ssi::apply(ctx, &mut resp);
     crate::http::addition::apply(ctx, &mut resp);
