@@ -85,9 +85,6 @@ pub struct Response<'c> {
     pub close: bool,
     /// Set for nginx's generated error pages, so `error_page` may replace them.
     pub is_error_page: bool,
-    /// An origin's `X-Accel-Charset`: the charset the charset filter
-    /// recodes this response to (never sent as a header).
-    pub override_charset: Option<String>,
 }
 
 impl<'c> Response<'c> {
@@ -104,7 +101,6 @@ impl<'c> Response<'c> {
             body: Body::Empty,
             close: false,
             is_error_page: false,
-            override_charset: None,
         }
     }
 

@@ -49,13 +49,16 @@ fn static_name(n: &str) -> Cow<'static, str> {
     }
 }
 
-fn head<'c>(meta: &Meta) -> Response<'c> {
+/// The stored response; the stored `X-Accel-Charset` goes to the
+/// charset filter.
+fn head<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta) -> Response<'c> {
+    ctx.override_charset = None;
     let mut r = Response::new(meta.status);
     r.content_type = meta.content_type.clone().map(Cow::Owned);
     r.headers = Vec::with_capacity(meta.headers.len());
     for (n, v) in &meta.headers {
         if n == super::serve::ACCEL_CHARSET {
-            r.override_charset = Some(String::from_utf8_lossy(v).into_owned());
+            ctx.override_charset = Some(String::from_utf8_lossy(v).into_owned());
         } else {
             r.headers.push((static_name(n), FieldValue::copy_from(v)));
         }
@@ -81,7 +84,7 @@ pub fn from_open<'c>(ctx: &mut ReqCtx<'c, '_>, file: Rc<OpenFile>, meta: &Meta, 
 }
 
 fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response<'c> {
-    let mut r = head(meta);
+    let mut r = head(ctx, meta);
     let len = meta.body_len;
     let ranges_ok = allow_ranges(&mut r, force_ranges(ctx));
     if r.status == 200 && ctx.err_status.is_none() && !ctx.subrequest {

@@ -383,7 +383,7 @@ pub fn writer_for(
             .iter()
             .map(|(n, v)| (n.to_string(), v.as_slice().to_vec()))
             // nginx keeps the origin's whole head, so a hit recodes too.
-            .chain(resp.override_charset.iter().map(|c| (ACCEL_CHARSET.to_string(), c.as_bytes().to_vec())))
+            .chain(ctx.override_charset.iter().map(|c| (ACCEL_CHARSET.to_string(), c.as_bytes().to_vec())))
             .collect(),
     };
     match store::Writer::start(fill.zone.clone(), hash, main, meta, fill.flight.take()) {

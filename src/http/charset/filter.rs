@@ -75,7 +75,7 @@ pub fn decide(ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, log: bool) -> Option<De
         return None;
     }
     let (base, named) = split_charset(ct);
-    let dst = match resp.override_charset.as_deref().filter(|o| !o.is_empty()) {
+    let dst = match ctx.override_charset.as_deref().filter(|o| !o.is_empty()) {
         Some(o) => {
             if !conf.known(o) {
                 if log {

@@ -189,6 +189,10 @@ pub struct ReqCtx<'c, 'a> {
     /// when `$slice_range` is first read for the client's request, or by
     /// the subrequest that fetches a later piece.
     pub slice: std::cell::Cell<Option<u64>>,
+    /// The origin's `X-Accel-Charset` for the response being filtered: the
+    /// charset the charset filter recodes it to (`handler::finish_proxied`
+    /// clears it once used).
+    pub override_charset: Option<String>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -314,6 +318,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             request_body: None,
             request_body_file: None,
             slice: Default::default(),
+            override_charset: None,
         }
     }
 
