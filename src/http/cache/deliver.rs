@@ -163,6 +163,9 @@ fn conditions(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>) -> Result<(Option<Vec<
 fn ranged(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &Stored) {
     r.status = 206;
     r.accept_ranges = false;
+    // The origin's own Content-Range (stored with the entry) is not the
+    // range answered: nginx's range filter replaces it.
+    r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
     if let [br] = ranges {
         let mut cr = Vec::with_capacity(40);
         range::content_range(*br, len, &mut cr);
@@ -272,7 +275,9 @@ fn window(
 ) -> Option<u16> {
     let len = body.known_len()?;
     let h = ctx.req.header("range")?;
-    if !crate::http::handler::static_file::if_range_ok(ctx, etag, modified) {
+    if !crate::http::handler::static_file::if_range_ok(ctx, etag, modified)
+        || crate::http::charset::filter::changes_length(ctx, r)
+    {
         return None;
     }
     match range::parse_range(h, len, ctx.conf.core.max_ranges) {
@@ -282,6 +287,7 @@ fn window(
             if let [br] = ranges[..] {
                 r.status = 206;
                 r.accept_ranges = false;
+                r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
                 let mut cr = Vec::with_capacity(40);
                 range::content_range(br, len, &mut cr);
                 r.content_range = Some(cr);
