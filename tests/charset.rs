@@ -212,3 +212,47 @@ fn a_bad_charset_map_line_is_refused_with_its_file_and_line() {
     let at = format!("invalid value \"ZZ\" in {}:{line}", t.conf_path().display());
     assert!(err.contains(&at), "{err}");
 }
+
+#[test]
+fn cached_responses_are_recoded_and_ranged_as_nginx_does() {
+    let o = Origin::start(|r| match r.target() {
+        "/accel" => Reply::http(
+            200,
+            &["Content-Type: text/html; charset=koi8-r", "X-Accel-Charset: windows-1251", "Accept-Ranges: bytes"],
+            KOI8R,
+        ),
+        _ => Reply::http(200, &["Content-Type: text/html; charset=koi8-r", "Accept-Ranges: bytes"], KOI8R),
+    });
+    let s = builder()
+        .http(&format!(
+            r#"{maps}
+            proxy_cache_path {{prefix}}/cache keys_zone=z:1m;
+            server {{
+                listen 127.0.0.1:{{port}};
+                proxy_cache z;
+                proxy_cache_valid 200 10m;
+                location /utf/ {{ charset utf-8; override_charset on; proxy_pass http://127.0.0.1:{p}/; }}
+                location / {{ proxy_pass http://127.0.0.1:{p}/; }}
+            }}"#,
+            maps = maps(),
+            p = o.port
+        ))
+        .start();
+    // Recoded to UTF-8: no length, so a range gets the whole body, on the
+    // miss and on the hit.
+    for _ in 0..2 {
+        let r = s.get_with("/utf/page", &["Range: bytes=0-3"]);
+        assert_eq!((r.status, r.text().as_str()), (200, UTF8), "{}", r.head);
+        assert_eq!(ct(&r), Some("text/html; charset=utf-8"));
+    }
+    // The origin's X-Accel-Charset is kept with the entry: a hit is
+    // recoded too, and its ranges (byte for byte) are recoded parts.
+    let _ = s.get("/accel");
+    let r = s.get_with("/accel", &["Range: bytes=0-1, 3-4"]);
+    assert_eq!(r.status, 206, "{}", r.head);
+    let body = r.body.clone();
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    assert!(has(b"Content-Type: text/html; charset=windows-1251\r\n"), "{}", String::from_utf8_lossy(&body));
+    assert!(has(&CP1251[..2]) && has(&CP1251[3..5]), "{}", String::from_utf8_lossy(&body));
+    assert_eq!(o.count(), 2);
+}
