@@ -71,7 +71,8 @@ pub fn decide(ctx: &ReqCtx<'_, '_>, resp: &Response<'_>, log: bool) -> Option<De
     let ct = resp.content_type.as_deref().filter(|c| !c.is_empty())?;
     // A multipart/byteranges answer was decided when its parts were made
     // (nginx's range filter runs after this one).
-    if resp.status == 206 && ct.len() >= 20 && ct[..20].eq_ignore_ascii_case("multipart/byteranges") {
+    // (Bytes: an origin's type may hold any character.)
+    if resp.status == 206 && ct.as_bytes().get(..20).is_some_and(|p| p.eq_ignore_ascii_case(b"multipart/byteranges")) {
         return None;
     }
     let (base, named) = split_charset(ct);
@@ -194,5 +195,6 @@ mod tests {
         assert_eq!(split_charset("text/html;charset=\"koi8-r\""), ("text/html", Some("koi8-r")));
         assert_eq!(split_charset("text/html; q=1;  Charset=x"), ("text/html; q=1", Some("x")));
         assert_eq!(split_charset("text/html; q=1"), ("text/html; q=1", None));
+        assert_eq!(split_charset("текст/html;charset="), ("текст/html", Some("")));
     }
 }
