@@ -588,9 +588,17 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
             f(d, ctx)?;
         }
     }
+    // charset_map tables too: any level's `charset` may recode through one.
+    let maps: Vec<&Directive> = dirs.iter().filter(|d| d.name == "charset_map").collect();
+    for d in &maps {
+        table::check_shape(table::lookup(&d.name).ok_or_else(|| table::unknown(d))?, d)?;
+    }
+    conf.charset.maps = Arc::new(crate::http::charset::map::Charsets::build(&maps)?);
     let rest: Vec<Directive> = dirs
         .iter()
-        .filter(|d| d.name != "log_format" && !VAR_BLOCKS.contains(&d.name.as_str()) && !zone_dir(d))
+        .filter(|d| {
+            d.name != "log_format" && d.name != "charset_map" && !VAR_BLOCKS.contains(&d.name.as_str()) && !zone_dir(d)
+        })
         .cloned()
         .collect();
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;

@@ -290,8 +290,9 @@ pub struct LocConf {
     pub realip: crate::http::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.
     pub resolver: crate::resolver::Conf,
-    /// `charset`, `charset_types`, `source_charset`, `override_charset`.
-    pub charset: crate::http::filter::charset::CharsetConf,
+    /// `charset`, `charset_types`, `source_charset`, `override_charset`,
+    /// and the http level's `charset_map` tables.
+    pub charset: crate::http::charset::CharsetConf,
     /// `mirror`, `mirror_request_body`.
     pub mirror: crate::http::handler::mirror::MirrorConf,
     /// `post_action`.

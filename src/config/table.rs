@@ -275,7 +275,7 @@ pub static CORE: &[Cmd] = &[
 
 /// Directives nginx has that sluice does not implement yet: refused like
 /// any unknown directive, but with a hint so the operator knows why.
-static KNOWN_NGINX: &[&str] = &["include_subdomains", "charset_map"];
+static KNOWN_NGINX: &[&str] = &["include_subdomains"];
 
 /// Every directive table, searched in order: the core's, then each
 /// module's. A module adds its table here and nowhere else.
@@ -302,7 +302,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::memcached::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
-    crate::http::filter::charset::DIRECTIVES,
+    crate::http::charset::DIRECTIVES,
     crate::http::handler::symlinks::DIRECTIVES,
     crate::http::handler::stub_status::DIRECTIVES,
     crate::http::handler::autoindex::DIRECTIVES,

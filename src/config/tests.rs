@@ -37,7 +37,19 @@ fn nginx_wording_for_bad_directives() {
     assert_eq!(err("http {}"), "no \"events\" section in configuration");
     assert_eq!(err("events {} http;"), "directive \"http\" has no opening \"{\" in /etc/t.conf:1");
     assert_eq!(err("events {} http { root x { } }"), "directive \"root\" is not terminated by \";\" in /etc/t.conf:1");
-    assert!(err("events {} http { charset_map a b { } }").starts_with("unknown directive \"charset_map\" (an nginx"));
+    assert!(
+        err("events {} http { include_subdomains on; }")
+            .starts_with("unknown directive \"include_subdomains\" (an nginx")
+    );
+    assert_eq!(
+        err("events {} http { server { charset_map a b { } } }"),
+        "\"charset_map\" directive is not allowed here in /etc/t.conf:1"
+    );
+    assert_eq!(err("events {} http { charset_map a b {\n 1 2 3; } }"), "invalid parameters number in /etc/t.conf:2");
+    assert_eq!(
+        err("events {} http { server { charset b; source_charset a; } charset_map a c { } }"),
+        "no \"charset_map\" between the charsets \"a\" and \"b\" in /etc/t.conf:1"
+    );
     assert_eq!(
         err("events {} http { proxy_pass http://x; }"),
         "\"proxy_pass\" directive is not allowed here in /etc/t.conf:1"

@@ -47,6 +47,61 @@ pub fn sub_filter(data: &[u8]) {
     }
 }
 
+/// The charset filter's recoding (`charset::recode`) with nginx's koi8-r
+/// to UTF-8 map: the first byte picks the direction (koi8-r to UTF-8, UTF-8
+/// to koi8-r, or a byte-for-byte map), the rest is the body. The output
+/// does not depend on how the body is cut; byte for byte keeps the length;
+/// to UTF-8 gives valid UTF-8; from UTF-8 gives at most one reference
+/// (`&#1114111;`, 10 bytes) per input byte, and valid UTF-8 comes out as
+/// a plain model says (each character its byte, else `&#N;`).
+pub fn charset_recode(data: &[u8]) {
+    use crate::http::charset::map::Charsets;
+    use crate::http::charset::recode::Recoder;
+    let Some((&first, body)) = data.split_first() else { return };
+    let text = concat!(include_str!("../../conf/koi-utf"), "\ncharset_map B A { 58 59; C1 E1; }");
+    let Ok(p) = crate::config::parser::parse_str(text, "/f/koi-utf".as_ref(), "/f".as_ref()) else { return };
+    let maps: Vec<_> = p.directives.iter().collect();
+    let Ok(cs) = Charsets::build(&maps) else { panic!("nginx's koi-utf map is refused") };
+    let (from, to) = [("koi8-r", "utf-8"), ("utf-8", "koi8-r"), ("B", "A")][usize::from(first % 3)];
+    let Some(table) = cs.recode(from, to) else { panic!("no map from {from} to {to}") };
+    let model = match (&table, std::str::from_utf8(body)) {
+        (crate::http::charset::map::Recode::FromUtf8(t), Ok(s)) => Some(s.chars().fold(Vec::new(), |mut v, c| {
+            match t.byte(c as u32) {
+                _ if c.is_ascii() => v.push(c as u8),
+                Some(b) => v.push(b),
+                None => v.extend_from_slice(format!("&#{};", c as u32).as_bytes()),
+            }
+            v
+        })),
+        _ => None,
+    };
+    let mut whole = Vec::new();
+    let mut r = Recoder::new(table.clone());
+    r.feed(body, &mut whole);
+    r.finish();
+    let mut picks = Picks::new(data);
+    let mut pieces = Vec::new();
+    let mut r = Recoder::new(table);
+    let mut at = 0;
+    while at < body.len() {
+        let end = (at + 1 + (picks.next() % 7) as usize).min(body.len());
+        r.feed(&body[at..end], &mut pieces);
+        at = end;
+    }
+    r.finish();
+    assert_eq!(pieces, whole, "pieces differ from the whole ({from} to {to})");
+    match to {
+        "utf-8" => assert!(std::str::from_utf8(&whole).is_ok(), "not UTF-8"),
+        "A" => assert_eq!(whole.len(), body.len()),
+        _ => {
+            assert!(whole.len() <= body.len() * 10);
+            if let Some(m) = model {
+                assert_eq!(whole, m, "valid UTF-8 recoded unlike the model");
+            }
+        }
+    }
+}
+
 /// The SSI command parser (`ssi::parse`): the first byte picks
 /// `ssi_value_length` (1 to 256), the rest is the page. The events do not
 /// depend on how the page is cut into pieces; every command keeps nginx's

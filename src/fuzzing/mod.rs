@@ -37,7 +37,7 @@ pub use config::config;
 pub use conn::h1_conn;
 pub use dav::dav_headers;
 pub use fastcgi::fastcgi;
-pub use filter::{ssi, sub_filter};
+pub use filter::{charset_recode, ssi, sub_filter};
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
 pub use h2conn::h2_conn;
@@ -74,6 +74,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("memcached_response", memcached_response),
     ("dns_answer", dns_answer),
     ("sub_filter", sub_filter),
+    ("charset_recode", charset_recode),
     ("ssi", ssi),
     ("authorization", authorization),
     ("htpasswd", htpasswd),

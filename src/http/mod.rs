@@ -11,6 +11,7 @@ pub mod access;
 pub mod addition;
 pub mod api;
 pub mod cache;
+pub mod charset;
 pub mod connection;
 pub mod dav;
 pub mod fastcgi;

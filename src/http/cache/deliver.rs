@@ -49,10 +49,20 @@ fn static_name(n: &str) -> Cow<'static, str> {
     }
 }
 
-fn head<'c>(meta: &Meta) -> Response<'c> {
+/// The stored response; the stored `X-Accel-Charset` goes to the
+/// charset filter.
+fn head<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta) -> Response<'c> {
+    ctx.override_charset = None;
     let mut r = Response::new(meta.status);
     r.content_type = meta.content_type.clone().map(Cow::Owned);
-    r.headers = meta.headers.iter().map(|(n, v)| (static_name(n), FieldValue::copy_from(v))).collect();
+    r.headers = Vec::with_capacity(meta.headers.len());
+    for (n, v) in &meta.headers {
+        if n == super::serve::ACCEL_CHARSET {
+            ctx.override_charset = Some(String::from_utf8_lossy(v).into_owned());
+        } else {
+            r.headers.push((static_name(n), FieldValue::copy_from(v)));
+        }
+    }
     r
 }
 
@@ -74,7 +84,7 @@ pub fn from_open<'c>(ctx: &mut ReqCtx<'c, '_>, file: Rc<OpenFile>, meta: &Meta, 
 }
 
 fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response<'c> {
-    let mut r = head(meta);
+    let mut r = head(ctx, meta);
     let len = meta.body_len;
     let ranges_ok = allow_ranges(&mut r, force_ranges(ctx));
     if r.status == 200 && ctx.err_status.is_none() && !ctx.subrequest {
@@ -86,6 +96,7 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
         if ranges_ok
             && let Some(h) = ctx.req.header("range")
             && crate::http::handler::static_file::if_range_ok(ctx, etag.as_deref(), modified)
+            && !crate::http::charset::filter::changes_length(ctx, &r)
         {
             match range::parse_range(h, len, ctx.conf.core.max_ranges) {
                 RangeResult::Ignore => {}
@@ -97,7 +108,7 @@ fn answer<'c>(ctx: &mut ReqCtx<'c, '_>, meta: &Meta, stored: Stored) -> Response
                     return crate::http::handler::finish_proxied(ctx, e);
                 }
                 RangeResult::Satisfiable(ranges) => {
-                    ranged(&mut r, &ranges, len, &stored);
+                    ranged(ctx, &mut r, &ranges, len, &stored);
                     return crate::http::handler::finish_proxied(ctx, r);
                 }
             }
@@ -149,9 +160,12 @@ fn conditions(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>) -> Result<(Option<Vec<
 }
 
 /// A 206 of one range, or multipart/byteranges of several.
-fn ranged(r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &Stored) {
+fn ranged(ctx: &ReqCtx<'_, '_>, r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &Stored) {
     r.status = 206;
     r.accept_ranges = false;
+    // The origin's own Content-Range (stored with the entry) is not the
+    // range answered: nginx's range filter replaces it.
+    r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
     if let [br] = ranges {
         let mut cr = Vec::with_capacity(40);
         range::content_range(*br, len, &mut cr);
@@ -165,7 +179,13 @@ fn ranged(r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &
         return;
     }
     let boundary = range::Boundary::new(crate::clock::unix_now_ms()).as_str().to_string();
-    let ct = r.content_type.as_deref().unwrap_or("").as_bytes().to_vec();
+    // The parts name the charset the charset filter sends (nginx's range
+    // filter runs after it), and are recoded with the ranges.
+    let charset = crate::http::charset::decide(ctx, r, true);
+    let ct = match &charset {
+        Some(d) => d.content_type.as_bytes().to_vec(),
+        None => r.content_type.as_deref().unwrap_or("").as_bytes().to_vec(),
+    };
     let parts: Vec<(Vec<u8>, range::ByteRange)> = ranges
         .iter()
         .map(|br| {
@@ -196,6 +216,9 @@ fn ranged(r: &mut Response<'_>, ranges: &[range::ByteRange], len: u64, stored: &
             Body::Owned(out)
         }
     };
+    if let Some(rec) = charset.and_then(|d| d.recode) {
+        crate::http::charset::install(r, rec);
+    }
 }
 
 /// The same filters for a response that is being stored as it streams (a
@@ -252,7 +275,9 @@ fn window(
 ) -> Option<u16> {
     let len = body.known_len()?;
     let h = ctx.req.header("range")?;
-    if !crate::http::handler::static_file::if_range_ok(ctx, etag, modified) {
+    if !crate::http::handler::static_file::if_range_ok(ctx, etag, modified)
+        || crate::http::charset::filter::changes_length(ctx, r)
+    {
         return None;
     }
     match range::parse_range(h, len, ctx.conf.core.max_ranges) {
@@ -262,6 +287,7 @@ fn window(
             if let [br] = ranges[..] {
                 r.status = 206;
                 r.accept_ranges = false;
+                r.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("content-range"));
                 let mut cr = Vec::with_capacity(40);
                 range::content_range(br, len, &mut cr);
                 r.content_range = Some(cr);

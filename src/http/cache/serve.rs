@@ -340,6 +340,9 @@ impl Drop for Fill {
     }
 }
 
+/// An entry's stored `X-Accel-Charset` (the charset filter's, not sent).
+pub const ACCEL_CHARSET: &str = "X-Accel-Charset";
+
 /// The origin's head arrived: the entry writer when the response may be
 /// stored (nginx's `u->cacheable` after `proxy_no_cache`, the headers'
 /// rules and `proxy_cache_valid`). `buffering` off stores nothing, as in
@@ -375,7 +378,13 @@ pub fn writer_for(
         vary: v.vary,
         variant: var,
         content_type: resp.content_type.as_deref().map(str::to_string),
-        headers: resp.headers.iter().map(|(n, v)| (n.to_string(), v.as_slice().to_vec())).collect(),
+        headers: resp
+            .headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.as_slice().to_vec()))
+            // nginx keeps the origin's whole head, so a hit recodes too.
+            .chain(ctx.override_charset.iter().map(|c| (ACCEL_CHARSET.to_string(), c.as_bytes().to_vec())))
+            .collect(),
     };
     match store::Writer::start(fill.zone.clone(), hash, main, meta, fill.flight.take()) {
         Ok(w) => Some(Box::new(w)),

@@ -307,6 +307,7 @@ fn interpret(
     let mut accel_buffering = None;
     let mut accel_expires = None;
     let mut accel_redirect = None;
+    let mut accel_charset = None;
     let mut headers = Vec::with_capacity(fields.len());
     for f in fields {
         let name = f.name;
@@ -347,6 +348,8 @@ fn interpret(
             }
         } else if is("x-accel-redirect") {
             accel_redirect = Some(v.to_vec());
+        } else if is("x-accel-charset") {
+            accel_charset = Some(v.to_vec());
         }
         let listed = |list: &[String]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name.as_bytes()));
         let default_hidden = NOT_PASSED.iter().any(|n| is(n)) && !is("content-type");
@@ -373,6 +376,7 @@ fn interpret(
         accel_buffering,
         accel_expires,
         accel_redirect,
+        accel_charset,
     })
 }
 

@@ -1,7 +1,7 @@
 //! Response filters that run after the content handler (nginx's header
-//! filter chain): expires and add_header, the charset, then compression.
+//! filter chain): expires and add_header, then compression (the charset
+//! module is `http::charset`).
 
-pub mod charset;
 pub mod compress;
 pub mod headers;
 pub mod sub;

@@ -353,6 +353,7 @@ pub fn response_head(parts: &http::response::Parts, conf: &UpstreamConf) -> Resp
         accel_buffering: None,
         accel_expires: None,
         accel_redirect: None,
+        accel_charset: None,
     }
 }
 

@@ -191,6 +191,10 @@ pub struct ReqCtx<'c, 'a> {
     pub slice: std::cell::Cell<Option<u64>>,
     /// The userid module's identifiers, read and made on first use.
     pub userid: std::cell::RefCell<Option<crate::http::userid::State>>,
+    /// The origin's `X-Accel-Charset` for the response being filtered: the
+    /// charset the charset filter recodes it to (`handler::finish_proxied`
+    /// clears it once used).
+    pub override_charset: Option<String>,
 }
 
 pub use super::upstream_log::{Tries, UpstreamLog};
@@ -317,6 +321,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             request_body_file: None,
             slice: Default::default(),
             userid: Default::default(),
+            override_charset: None,
         }
     }
 

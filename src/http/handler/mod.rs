@@ -432,7 +432,8 @@ pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> R
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::userid::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
-    crate::http::filter::charset::apply(ctx, &mut resp);
+    crate::http::charset::apply(ctx, &mut resp);
+    ctx.override_charset = None;
     crate::http::filter::sub::apply(ctx, &mut resp);
     crate::http::ssi::apply(ctx, &mut resp);
     crate::http::addition::apply(ctx, &mut resp);
@@ -458,7 +459,7 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
     crate::http::filter::headers::apply(ctx, &mut resp);
     crate::http::userid::apply(ctx, &mut resp);
     crate::http::gunzip::apply(ctx, &mut resp);
-    crate::http::filter::charset::apply(ctx, &mut resp);
+    crate::http::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
     crate::http::ssi::apply(ctx, &mut resp);
     crate::http::addition::apply(ctx, &mut resp);

@@ -173,6 +173,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
         && if_range_ok(ctx, r.etag.as_deref(), Some(file.mtime))
         && !(size > 0 && crate::http::ssi::processes(ctx, r.content_type.as_deref()))
         && !crate::http::addition::applies(ctx, r.content_type.as_deref())
+        && !crate::http::charset::filter::changes_length(ctx, &r)
     {
         match range::parse_range(h, size, ctx.conf.core.max_ranges) {
             range::RangeResult::Ignore => {}
@@ -199,7 +200,14 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
                     b.set(n + 1);
                     format!("{n:020}")
                 });
-                let ct = r.content_type.as_deref().unwrap_or("").as_bytes().to_vec();
+                // The parts name the charset the charset filter sends
+                // (nginx's range filter runs after it); a byte-for-byte
+                // recoding recodes them with the ranges.
+                let charset = crate::http::charset::decide(ctx, &r, true);
+                let ct = match &charset {
+                    Some(d) => d.content_type.as_bytes().to_vec(),
+                    None => r.content_type.as_deref().unwrap_or("").as_bytes().to_vec(),
+                };
                 let parts = ranges
                     .iter()
                     .map(|br| {
@@ -214,6 +222,9 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
                 r.accept_ranges = false;
                 r.content_type = Some(Cow::Owned(format!("multipart/byteranges; boundary={boundary}")));
                 r.body = Body::Multipart { file, parts, trailer };
+                if let Some(rec) = charset.and_then(|d| d.recode) {
+                    crate::http::charset::install(&mut r, rec);
+                }
                 return r;
             }
         }

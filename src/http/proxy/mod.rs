@@ -687,6 +687,10 @@ fn build_response<'c>(
     let mut resp = Response::new(head.status);
     resp.content_type = head.content_type;
     resp.headers = head.headers;
+    ctx.override_charset = head
+        .accel_charset
+        .filter(|_| !crate::http::cache::conf::of(ctx.conf).ignore.x_accel_charset)
+        .map(|v| String::from_utf8_lossy(&v).into_owned());
     for (n, v) in resp.headers.iter_mut() {
         match pass.protocol {
             Protocol::Http if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") => {

@@ -47,6 +47,9 @@ pub struct ResponseHead {
     /// `X-Accel-Redirect`: the URI (or `@name`) to redirect to internally
     /// instead of sending this response (never passed to the client).
     pub accel_redirect: Option<Vec<u8>>,
+    /// `X-Accel-Charset`: the charset to recode the body to (never
+    /// passed to the client).
+    pub accel_charset: Option<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -67,6 +70,7 @@ enum Kind {
     AccelBuffering,
     AccelExpires,
     AccelRedirect,
+    AccelCharset,
     /// Carried separately, never as a header.
     ContentType,
     /// Hop-by-hop, replaced by sluice's own, or on nginx's default
@@ -88,6 +92,7 @@ impl Kind {
                 | Kind::AccelBuffering
                 | Kind::AccelExpires
                 | Kind::AccelRedirect
+                | Kind::AccelCharset
                 | Kind::NotReturned
         )
     }
@@ -111,7 +116,7 @@ const KNOWN: [(&[u8], Kind); 36] = [
     (b"x-accel-expires", Kind::AccelExpires),
     (b"x-accel-redirect", Kind::AccelRedirect),
     (b"x-accel-limit-rate", Kind::NotReturned),
-    (b"x-accel-charset", Kind::NotReturned),
+    (b"x-accel-charset", Kind::AccelCharset),
     (b"last-modified", Kind::Common("Last-Modified")),
     (b"etag", Kind::Common("ETag")),
     (b"accept-ranges", Kind::Common("Accept-Ranges")),
@@ -313,6 +318,7 @@ fn interpret(
     let mut accel_buffering = None;
     let mut accel_expires = None;
     let mut accel_redirect = None;
+    let mut accel_charset = None;
     for f in fields {
         let v = f.value;
         let kind = classify(f.name);
@@ -355,6 +361,7 @@ fn interpret(
             Kind::AccelExpires if accel_expires.is_none() => accel_expires = Some(v.to_vec()),
             Kind::AccelExpires => {}
             Kind::AccelRedirect => accel_redirect = Some(v.to_vec()),
+            Kind::AccelCharset => accel_charset = Some(v.to_vec()),
             Kind::ContentType => {
                 content_type = Some(match common_type(v) {
                     Some(t) => Cow::Borrowed(t),
@@ -405,6 +412,7 @@ fn interpret(
         accel_buffering,
         accel_expires,
         accel_redirect,
+        accel_charset,
     })
 }
 

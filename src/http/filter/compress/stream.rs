@@ -9,6 +9,7 @@ use std::future::Future;
 use super::encoder::Encoder;
 use super::negotiate::Coding;
 use crate::http::addition::Addition;
+use crate::http::charset::recode::Recoder;
 use crate::http::filter::sub::Replacer;
 use crate::http::handler::ctx::ReqCtx;
 use crate::http::proxy::body::{BodyError, UpstreamBody};
@@ -26,12 +27,15 @@ pub struct Compressed {
     gunzip: Option<Box<crate::http::gunzip::Gunzip>>,
     /// The sub filter, ahead of the encoder.
     sub: Option<Box<crate::http::filter::sub::Replacer>>,
-    /// The SSI module, after the sub filter (nginx's body-filter order).
+    /// The charset module's recoding, after the sub filter.
+    charset: Option<Box<Recoder>>,
+    /// The SSI module, after the charset filter (nginx's body-filter order).
     ssi: Option<Box<Ssi>>,
     /// The addition module's bodies, around what the stages above make.
     addition: Option<Box<Addition>>,
-    /// What is being compressed (never `Compressed`, `Proxy` or
-    /// `Multipart`: the filter does not wrap those).
+    /// What is being compressed (never `Compressed` or `Proxy`; a
+    /// `Multipart` one only for the charset filter, which recodes its part
+    /// headers too, as nginx's filter sees the range filter's output).
     pub inner: Body,
     /// Bytes of a file or in-memory body read so far.
     pos: u64,
@@ -82,6 +86,7 @@ impl Compressed {
             coding: Some(coding),
             gunzip: None,
             sub: None,
+            charset: None,
             ssi: None,
             addition: None,
             inner,
@@ -122,6 +127,19 @@ impl Compressed {
         c.coding = None;
         c.gunzip = Some(Box::default());
         c
+    }
+
+    /// A body that only goes through the charset filter's recoding.
+    pub fn recoding(inner: Body, rec: Box<Recoder>) -> Compressed {
+        let mut c = Compressed::new(Coding::Gzip, inner, 0, 0);
+        c.coding = None;
+        c.charset = Some(rec);
+        c
+    }
+
+    /// Adds the charset filter's recoding (after gunzip and slices).
+    pub fn add_charset(&mut self, rec: Box<Recoder>) {
+        self.charset = Some(rec);
     }
 
     /// Adds the sub filter after the gunzip stage.
@@ -201,6 +219,7 @@ impl Compressed {
             coding,
             gunzip,
             sub,
+            charset,
             ssi,
             addition,
             inner,
@@ -220,7 +239,7 @@ impl Compressed {
         if let Some(err) = failed.take() {
             return Err(StreamError::Upstream(err));
         }
-        let mut st = Stages { gunzip, sub, ssi, w, ctx };
+        let mut st = Stages { gunzip, sub, charset, ssi, w, ctx };
         loop {
             if *done {
                 return Ok(false);
@@ -265,6 +284,33 @@ impl Compressed {
                         *pos += n;
                     }
                     *pos == *len
+                }
+                Body::Multipart { file, parts, trailer } => {
+                    match multipart_piece(parts, trailer, *pos) {
+                        Some(Piece::Mem(b)) => {
+                            let n = b.len().min(max);
+                            put(e, &mut st, &b[..n], out, zin).await?;
+                            *pos += n as u64;
+                        }
+                        Some(Piece::File(at, n)) => {
+                            let n = n.min(max as u64);
+                            match file.cached_bytes(at, n) {
+                                Some(b) => put(e, &mut st, b, out, zin).await?,
+                                None => {
+                                    let Some(f) = file.file.as_ref() else {
+                                        return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
+                                    };
+                                    scratch.clear();
+                                    crate::http::connection::io::pread_into(f, at, n, scratch)
+                                        .map_err(StreamError::Read)?;
+                                    put(e, &mut st, scratch, out, zin).await?;
+                                }
+                            }
+                            *pos += n;
+                        }
+                        None => {}
+                    }
+                    multipart_piece(parts, trailer, *pos).is_none()
                 }
                 Body::Upstream(up) => {
                     scratch.clear();
@@ -324,6 +370,12 @@ impl Compressed {
                     if let Some(r) = st.sub {
                         r.finish(&mut held);
                     }
+                    if let Some(r) = st.charset {
+                        let mut recoded = Vec::with_capacity(held.len());
+                        r.feed(&held, &mut recoded);
+                        r.finish();
+                        held = recoded;
+                    }
                     if let Some(s) = st.ssi {
                         let mut processed = Vec::new();
                         s.feed(w, ctx, &held, &mut processed).await;
@@ -377,6 +429,7 @@ pub fn push_ratio(zin: u64, zout: u64, out: &mut Vec<u8>) {
 struct Stages<'s, 'r, 'c, 'a> {
     gunzip: &'s mut Option<Box<crate::http::gunzip::Gunzip>>,
     sub: &'s mut Option<Box<Replacer>>,
+    charset: &'s mut Option<Box<Recoder>>,
     ssi: &'s mut Option<Box<Ssi>>,
     w: &'r WorkerCtx,
     ctx: &'r ReqCtx<'c, 'a>,
@@ -406,6 +459,13 @@ async fn put(
         replaced = v;
         piece = &replaced;
     }
+    let recoded;
+    if let Some(r) = st.charset {
+        let mut v = Vec::with_capacity(piece.len());
+        r.feed(piece, &mut v);
+        recoded = v;
+        piece = &recoded;
+    }
     let processed;
     if let Some(s) = st.ssi {
         let mut v = Vec::with_capacity(piece.len());
@@ -415,6 +475,34 @@ async fn put(
     }
     *zin += piece.len() as u64;
     e.write(piece, out).map_err(StreamError::Encode)
+}
+
+/// Where a multipart/byteranges body goes on at `pos`: part headers and
+/// trailer in memory, ranges in the file (None at the end).
+enum Piece<'b> {
+    Mem(&'b [u8]),
+    File(u64, u64),
+}
+
+fn multipart_piece<'b>(
+    parts: &'b [(Vec<u8>, crate::http::range::ByteRange)],
+    trailer: &'b [u8],
+    pos: u64,
+) -> Option<Piece<'b>> {
+    let mut off = pos;
+    for (h, r) in parts {
+        let hl = h.len() as u64;
+        if off < hl {
+            return Some(Piece::Mem(&h[off as usize..]));
+        }
+        off -= hl;
+        let rl = r.end - r.start + 1;
+        if off < rl {
+            return Some(Piece::File(r.start + off, rl - off));
+        }
+        off -= rl;
+    }
+    trailer.get(off as usize..).filter(|t| !t.is_empty()).map(Piece::Mem)
 }
 
 /// One piece of an in-memory body; true at its end.

@@ -132,7 +132,7 @@ pub fn serve<'c>(ctx: &ReqCtx<'c, '_>, dir: &[u8]) -> Response<'c> {
     let mut body = Vec::with_capacity(256 + entries.len() * 120);
     let content_type = match (conf.format, callback) {
         (Format::Html, _) => {
-            let utf8_charset = ctx.conf.charset.charset.as_deref().is_some_and(|c| c.eq_ignore_ascii_case("utf-8"));
+            let utf8_charset = ctx.conf.charset.fixed_charset().is_some_and(|c| c.eq_ignore_ascii_case("utf-8"));
             let utc_offset_secs = if conf.localtime { crate::clock::offset() } else { 0 };
             let style = html::Style { utf8_charset, utc_offset_secs, rounded_sizes: !conf.exact_size };
             html::render_with(&ctx.req.path, &mut entries, style, &mut body);
