@@ -32,6 +32,7 @@ pub fn parse(buf: &[u8], key: &[u8], gzip_flag: u32, head_request: bool) -> Resu
         accel_buffering: None,
         accel_expires: None,
         accel_redirect: None,
+        accel_charset: None,
     };
     if let Some(rest) = line.strip_prefix(b"VALUE ") {
         let bad = |what: &str| {
