@@ -307,6 +307,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::grpc::conf::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
+    crate::tls::acme::conf::DIRECTIVES,
     crate::http::filter::charset::DIRECTIVES,
     crate::http::handler::symlinks::DIRECTIVES,
     crate::http::handler::stub_status::DIRECTIVES,
