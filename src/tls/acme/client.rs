@@ -128,10 +128,12 @@ impl<'a> Session<'a> {
         let order_url = a.location.clone().ok_or("ACME server sent no order URL")?;
         let mut order = wire::order(&a.body)?;
         let thumb = acct.key.thumbprint();
-        let mut published = Vec::new();
+        // Withdrawn however this ends, also when the thread stops mid-order
+        // (the future is dropped).
+        let mut published = Published(Vec::new(), withdraw);
         let result = async {
             for authz_url in &order.authorizations {
-                self.authorize(acct, authz_url, &thumb, publish, &mut published).await?;
+                self.authorize(acct, authz_url, &thumb, publish, &mut published.0).await?;
             }
             let deadline = tokio::time::Instant::now() + POLL_LIMIT;
             order = self.poll_order(acct, &order_url, &["ready", "valid"], deadline).await?;
@@ -150,9 +152,7 @@ impl<'a> Session<'a> {
             Ok(a.body)
         }
         .await;
-        for t in &published {
-            withdraw(t);
-        }
+        drop(published);
         result
     }
 
@@ -219,6 +219,17 @@ impl<'a> Session<'a> {
                 return Err(format!("order is invalid: {why}"));
             }
             wait(&a, deadline, "order").await?;
+        }
+    }
+}
+
+/// The tokens published for an order, withdrawn when it ends.
+struct Published<'a>(Vec<String>, &'a dyn Fn(&str));
+
+impl Drop for Published<'_> {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            (self.1)(t);
         }
     }
 }
