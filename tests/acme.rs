@@ -347,8 +347,13 @@ fn config_test_is_offline_and_refuses_bad_blocks() {
             "invalid server name",
         ),
         (
-            format!("{resolver}{}{}", issuer(""), server("acme_certificate example key=rsa:1024;")),
-            "unsupported key algorithm",
+            format!("{resolver}{}{}", issuer(""), server("acme_certificate example key=rsa:2048;")),
+            "RSA keys are not supported by sluice yet",
+        ),
+        (format!("{resolver}{}{}", issuer("account_key rsa:1024;"), server("")), "unsupported key size"),
+        (
+            format!("{resolver}{}{}", issuer("challenge tls-alpn;"), server("")),
+            "challenge \"tls-alpn-01\" is not supported by sluice yet",
         ),
     ] {
         let (ok, err) = check(http.clone());

@@ -142,15 +142,21 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
     let Some(r) = resolver.resolver.clone() else {
         return Err(err(format!("\"resolver\" is not defined for acme_issuer \"{name}\""), d));
     };
-    let key = crate::tls::client::Key {
-        verify,
-        trusted: Some(trusted.unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"))),
-        crl: None,
-        sni: true,
-        client_cert: None,
-        alpn_h2: false,
+    let tls = if verify {
+        let trusted = trusted.unwrap_or_else(|| PathBuf::from("/etc/ssl/certs/ca-certificates.crt"));
+        super::verify::client_config(&trusted)
+    } else {
+        let key = crate::tls::client::Key {
+            verify: false,
+            trusted: None,
+            crl: None,
+            sni: true,
+            client_cert: None,
+            alpn_h2: false,
+        };
+        crate::tls::client::client_config(&key)
     };
-    let tls = crate::tls::client::client_config(&key).map_err(|e| err(e, d))?;
+    let tls = tls.map_err(|e| err(e, d))?;
     let http = super::http::Client { tls, resolver: Some(r), timeout: resolver.timeout };
     let issuer = Issuer { name: name.clone(), uri, account_key, contact, accept_terms, state: StateDir(state), http };
     ctx.acme.issuers.insert(name, Arc::new(issuer));

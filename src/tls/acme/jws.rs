@@ -23,6 +23,9 @@ impl Curve {
             None => (v, None),
         };
         if alg.eq_ignore_ascii_case("rsa") {
+            if !matches!(size, None | Some("2048" | "3072" | "4096")) {
+                return Err(format!("unsupported key size \"{v}\""));
+            }
             return Err(format!("unsupported key algorithm \"{v}\" (RSA keys are not supported by sluice yet)"));
         }
         if !alg.eq_ignore_ascii_case("ecdsa") {

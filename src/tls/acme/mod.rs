@@ -17,6 +17,7 @@ pub mod conf;
 pub mod http;
 pub mod jws;
 pub mod state;
+pub mod verify;
 pub mod wire;
 
 use std::collections::HashMap;
