@@ -35,8 +35,18 @@ pub struct Session<'a> {
 const POLL_LIMIT: Duration = Duration::from_secs(120);
 
 impl<'a> Session<'a> {
+    /// Fetches the directory, following up to five redirects (nginx-acme
+    /// does: a directory URL may answer 301 or 302).
     pub async fn open(http: &'a Client, uri: &str) -> Result<Session<'a>, String> {
-        let a = http.request(uri, None).await?;
+        let mut url = uri.to_string();
+        let mut a = http.request(&url, None).await?;
+        for _ in 0..5 {
+            let Some(next) = a.location.as_deref().filter(|_| matches!(a.status, 301 | 302 | 303 | 307 | 308)) else {
+                break;
+            };
+            url = join(&url, next)?;
+            a = http.request(&url, None).await?;
+        }
         if a.status != 200 {
             return Err(format!(
                 "ACME directory \"{uri}\" answered {}: {}",
@@ -221,6 +231,20 @@ impl<'a> Session<'a> {
             wait(&a, deadline, "order").await?;
         }
     }
+}
+
+/// A `Location` against the URL it came from: absolute, or a path on the
+/// same origin.
+fn join(base: &str, location: &str) -> Result<String, String> {
+    if super::http::Url::parse(location).is_ok() {
+        return Ok(location.to_string());
+    }
+    let b = super::http::Url::parse(base)?;
+    if !location.starts_with('/') {
+        return Err(format!("invalid redirect \"{location}\" from \"{base}\""));
+    }
+    let host = if b.host.contains(':') { format!("[{}]", b.host) } else { b.host };
+    Ok(format!("{}://{host}:{}{location}", if b.tls { "https" } else { "http" }, b.port))
 }
 
 /// The tokens published for an order, withdrawn when it ends.

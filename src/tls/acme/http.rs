@@ -124,7 +124,7 @@ impl Client {
         let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
             .connect(name, tcp)
             .await
-            .map_err(|e| crate::tls::client::handshake_error(&e, &u.host).replace("upstream ", "ACME server "))?;
+            .map_err(|e| crate::tls::client::handshake_error(&e, &u.host))?;
         send(tls, head.as_bytes()).await
     }
 }

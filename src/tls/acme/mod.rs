@@ -197,13 +197,7 @@ fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
                     Err(why) => {
                         let wait = backoff(fails[i]);
                         fails[i] += 1;
-                        log_error!(
-                            Level::Warn,
-                            "{} while updating certificate \"{}\", next attempt in {}s",
-                            why,
-                            o.slot.name,
-                            wait.as_secs()
-                        );
+                        log_error!(Level::Warn, "{}, next attempt in {}s", why, wait.as_secs());
                         due[i] = tokio::time::Instant::now() + wait;
                     }
                 }
@@ -262,12 +256,7 @@ fn account_for(issuer: &Issuer) -> Result<client::Account, String> {
 async fn obtain(o: &Order, accounts: &mut HashMap<String, client::Account>) -> Result<Issued, String> {
     match obtain_once(o, accounts).await {
         Err(e) if e.contains("accountDoesNotExist") => {
-            log_error!(
-                Level::Info,
-                "{} while updating certificate \"{}\", registering the account again",
-                e,
-                o.slot.name
-            );
+            log_error!(Level::Info, "{}, registering the account again", e);
             if let Some(a) = accounts.get_mut(&o.issuer.name) {
                 a.kid = None;
             }
@@ -279,24 +268,26 @@ async fn obtain(o: &Order, accounts: &mut HashMap<String, client::Account>) -> R
 
 async fn obtain_once(o: &Order, accounts: &mut HashMap<String, client::Account>) -> Result<Issued, String> {
     let issuer = &o.issuer;
-    let mut session = client::Session::open(&issuer.http, &issuer.uri).await?;
+    // nginx-acme's words: the directory and the account are the issuer's,
+    // the order the certificate's.
+    let for_account = |e: String| format!("{e} while creating account for acme issuer \"{}\"", issuer.name);
+    let mut session = client::Session::open(&issuer.http, &issuer.uri).await.map_err(for_account)?;
     if !accounts.contains_key(&issuer.name) {
-        accounts.insert(issuer.name.clone(), account_for(issuer)?);
+        accounts.insert(issuer.name.clone(), account_for(issuer).map_err(for_account)?);
     }
     let acct = accounts.get_mut(&issuer.name).ok_or("no account")?;
     let conf = client::AccountConf { contact: &issuer.contact, accept_terms: issuer.accept_terms };
     let had = acct.kid.is_some();
-    if let Err(e) = session.account(acct, &conf).await {
-        return Err(format!("{e} while creating account for acme issuer \"{}\"", issuer.name));
-    }
+    session.account(acct, &conf).await.map_err(for_account)?;
     if !had && let Some(kid) = &acct.kid {
         log_error!(Level::Info, "account \"{}\" for acme issuer \"{}\"", kid, issuer.name);
         issuer.state.write("account.url", kid.as_bytes(), false)?;
     }
-    let key = jws::Key::generate(o.curve)?;
-    let chain = session.order(acct, &o.names, &key, &publish, &withdraw).await?;
+    let for_cert = |e: String| format!("{e} while updating certificate \"{}\"", o.slot.name);
+    let key = jws::Key::generate(o.curve).map_err(for_cert)?;
+    let chain = session.order(acct, &o.names, &key, &publish, &withdraw).await.map_err(for_cert)?;
     let key_pem = key.pem();
-    let issued = Issued::load(&chain, &key_pem)?;
+    let issued = Issued::load(&chain, &key_pem).map_err(for_cert)?;
     // Stored before it is served: a restart finds what was served.
     let stored = issuer
         .state
