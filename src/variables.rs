@@ -98,6 +98,10 @@ pub enum Var {
     SslProtocol,
     SslCipher,
     SslServerName,
+    /// nginx-acme's `$acme_certificate` and `$acme_certificate_key`: the
+    /// server's ACME certificate and key as `data:` PEM, at a handshake.
+    AcmeCertificate,
+    AcmeCertificateKey,
     SslSessionReused,
     ProxyHost,
     ProxyAddXForwardedFor,
@@ -235,6 +239,8 @@ impl Var {
             "ssl_protocol" => Var::SslProtocol,
             "ssl_cipher" => Var::SslCipher,
             "ssl_server_name" => Var::SslServerName,
+            "acme_certificate" => Var::AcmeCertificate,
+            "acme_certificate_key" => Var::AcmeCertificateKey,
             "ssl_session_reused" => Var::SslSessionReused,
             "ssl_client_verify" => Var::SslClientVerify,
             "gzip_ratio" => Var::CompressRatio(crate::http::filter::compress::negotiate::Coding::Gzip),

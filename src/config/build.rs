@@ -68,6 +68,8 @@ pub struct Ctx {
     /// `sticky learn` zone names, each declared once.
     pub sticky_zones: Vec<String>,
     pub aio_pools: Vec<(String, ConfError)>,
+    /// `acme_issuer` blocks and the certificates servers ask them for.
+    pub acme: crate::tls::acme::conf::Build,
 }
 
 impl Ctx {
@@ -179,6 +181,8 @@ pub struct ServerBuild {
     pub names: Vec<String>,
     pub regex_names: Vec<Arc<crate::pattern::Regex>>,
     pub listens: Vec<ListenSpec>,
+    /// `acme_certificate`, resolved once the server's names are known.
+    pub acme: Option<Directive>,
 }
 
 /// Applies the simple directives of one block; returns the child blocks for
@@ -425,6 +429,7 @@ pub fn build(
         thread_pools: Vec::new(),
         sticky_zones: Vec::new(),
         aio_pools: Vec::new(),
+        acme: Default::default(),
     };
     let mut main = default_main(prefix);
     super::dynamic_modules::reset();
@@ -500,6 +505,7 @@ pub fn build(
         conf_file: conf_file.to_path_buf(),
         prefix: prefix.to_path_buf(),
         staples: std::mem::take(&mut ctx.tls_cache.staples),
+        acme: crate::tls::acme::conf::take_orders(&mut ctx),
         warnings: ctx.warnings.drain(..).chain(ctx.tls_cache.warnings.drain(..)).collect(),
         notices: std::mem::take(&mut ctx.notices),
         error_log_files: std::mem::take(&mut ctx.error_log_files),
@@ -604,6 +610,11 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();
+    // Issuers before servers: `acme_certificate` may name one defined
+    // later in the file.
+    for (_, d) in children.iter().filter(|(c, _)| c.name == "acme_issuer") {
+        crate::tls::acme::conf::issuer(d, ctx, &conf.resolver)?;
+    }
     for (_, d) in children.iter().filter(|(c, _)| c.name == "upstream") {
         super::upstream_block::upstream_block(d, ctx, &conf.resolver)?;
     }
@@ -656,6 +667,9 @@ fn build_server(
     for l in sb.listens.iter_mut().filter(|l| !l.quic) {
         l.ssl |= conf.ssl.on;
         l.http2 |= conf.http2.on;
+    }
+    if let Some(ad) = sb.acme.take() {
+        conf.ssl.acme = Some(crate::tls::acme::conf::certificate(&ad, &sb.names, ctx)?);
     }
     let tls = crate::tls::build_server(&conf.ssl, &mut ctx.tls_cache, Some(&conf.resolver))?;
     if let Some(l) = sb.listens.iter().find(|l| l.quic)

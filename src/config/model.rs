@@ -24,6 +24,8 @@ pub struct Config {
     pub files: Vec<ConfigFile>,
     /// The certificates to fetch OCSP responses for (`ssl_stapling on`).
     pub staples: Vec<Arc<crate::tls::ocsp::Staple>>,
+    /// The certificates to obtain from ACME servers (`acme_certificate`).
+    pub acme: Vec<Arc<crate::tls::acme::Order>>,
     pub conf_file: PathBuf,
     pub prefix: PathBuf,
     /// nginx's load-time `[warn]`s ("... ignored in FILE:LINE"): printed by
@@ -358,6 +360,9 @@ pub struct SslConf {
     pub crl: Option<(PathBuf, Span)>,
     pub verify_client: VerifyClient,
     pub verify_depth: u32,
+    /// `acme_certificate`: what `$acme_certificate` and
+    /// `$acme_certificate_key` read at a handshake.
+    pub acme: Option<Arc<crate::tls::acme::CertSlot>>,
 }
 
 /// Where an `ssl_certificate` or `ssl_certificate_key` value comes from.

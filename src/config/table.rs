@@ -303,6 +303,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::http::charset::DIRECTIVES,
+    crate::tls::acme::conf::DIRECTIVES,
     crate::http::handler::symlinks::DIRECTIVES,
     crate::http::handler::stub_status::DIRECTIVES,
     crate::http::handler::autoindex::DIRECTIVES,

@@ -91,3 +91,10 @@ pub fn ocsp_response(data: &[u8]) {
         }
     }
 }
+
+/// What an ACME server sends (`tls::acme::wire`): the input as a whole
+/// HTTP answer, and as the JSON body of each document (directory, order,
+/// authorization, problem). None may panic.
+pub fn acme_response(data: &[u8]) {
+    crate::tls::acme::wire::fuzz(data);
+}

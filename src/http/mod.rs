@@ -8,6 +8,7 @@
 //! and nginx rules for URIs, ranges, dates, entity tags and error pages.
 
 pub mod access;
+pub mod acme_challenge;
 pub mod addition;
 pub mod api;
 pub mod cache;

@@ -27,6 +27,8 @@ struct Generation {
     resolver: Option<crate::upstream::zone::resolve::Resolver>,
     /// OCSP stapling's fetches (one thread; None without `ssl_stapling`).
     _ocsp: Option<crate::tls::ocsp::Fetcher>,
+    /// ACME orders and renewals (one thread; None without `acme_certificate`).
+    _acme: Option<crate::tls::acme::Runner>,
 }
 
 fn open_access_logs(cfg: &Config) -> Result<Vec<File>, String> {
@@ -62,6 +64,7 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     let checker = crate::upstream::check::start(&cfg)?;
     let resolver = crate::upstream::zone::resolve::start(crate::upstream::zone::zones(&cfg))?;
     let ocsp = crate::tls::ocsp::start(&cfg.staples)?;
+    let acme = crate::tls::acme::start(&cfg.acme)?;
     let mut workers = Vec::new();
     for i in 0..cfg.main.worker_processes {
         let socks = listeners.for_worker(&cfg, i).map_err(|e| format!("dup() of listeners failed ({e})"))?;
@@ -91,7 +94,7 @@ fn spawn_generation(cfg: Arc<Config>, listeners: &ListenerSet, logs: &[File]) ->
     listeners.take_over_udp();
     // The run-time API now reaches this configuration's zones.
     crate::upstream::zone::registry::publish(&cfg);
-    Ok(Generation { cfg, workers, checker, resolver, _ocsp: ocsp })
+    Ok(Generation { cfg, workers, checker, resolver, _ocsp: ocsp, _acme: acme })
 }
 
 /// Panics are logged at `alert`, as nginx logs a worker that died: one

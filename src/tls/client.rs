@@ -70,18 +70,29 @@ impl NoVerify {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let bad = || rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature);
-        let spki = crate::tls::client_cert::spki(cert).ok_or_else(bad)?;
-        let spki = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki);
-        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| bad())?;
-        let algs = self.0.signature_verification_algorithms.mapping.iter().find(|(s, _)| *s == dss.scheme);
-        for alg in algs.map_or(&[][..], |(_, a)| *a) {
-            if key.verify_signature(*alg, message, dss.signature()).is_ok() {
-                return Ok(HandshakeSignatureValid::assertion());
-            }
-        }
-        Err(bad())
+        verify_by_key(&self.0, message, cert, dss)
     }
+}
+
+/// A handshake signature checked with the certificate's public key alone
+/// (any certificate version; see `NoVerify::by_key`).
+pub fn verify_by_key(
+    provider: &CryptoProvider,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    let bad = || rustls::Error::InvalidCertificate(rustls::CertificateError::BadSignature);
+    let spki = crate::tls::client_cert::spki(cert).ok_or_else(bad)?;
+    let spki = rustls_pki_types::SubjectPublicKeyInfoDer::from(spki);
+    let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| bad())?;
+    let algs = provider.signature_verification_algorithms.mapping.iter().find(|(s, _)| *s == dss.scheme);
+    for alg in algs.map_or(&[][..], |(_, a)| *a) {
+        if key.verify_signature(*alg, message, dss.signature()).is_ok() {
+            return Ok(HandshakeSignatureValid::assertion());
+        }
+    }
+    Err(bad())
 }
 
 /// What distinguishes one client configuration from another.

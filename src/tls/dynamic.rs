@@ -55,6 +55,8 @@ pub struct DynamicCerts {
     passwords: Arc<Vec<Vec<u8>>>,
     provider: Arc<CryptoProvider>,
     cache: Option<Cache>,
+    /// `acme_certificate`: what `$acme_certificate` reads.
+    acme: Option<Arc<super::acme::CertSlot>>,
 }
 
 type Key = (Source, Source);
@@ -124,21 +126,42 @@ impl DynamicCerts {
         passwords: Option<Arc<Vec<Vec<u8>>>>,
         provider: Arc<CryptoProvider>,
         cache: Option<CertCacheConf>,
+        acme: Option<Arc<super::acme::CertSlot>>,
     ) -> DynamicCerts {
         DynamicCerts {
             pairs,
             passwords: passwords.unwrap_or_default(),
             provider,
             cache: cache.map(|conf| Cache { conf, map: Mutex::new(HashMap::new()) }),
+            acme,
         }
     }
 
     /// The connection's certified keys, in `ssl_certificate` order; the
     /// error is nginx's "cannot load certificate ..." for the error log.
     pub async fn resolve(&self, conn: &Conn<'_>) -> Result<Vec<Arc<CertifiedKey>>, String> {
-        let vars = HandshakeVars(conn);
+        let issued = self.acme.as_ref().and_then(|s| s.current());
+        let vars = HandshakeVars(conn, issued.as_deref());
         let mut out = Vec::with_capacity(self.pairs.len());
         for (cert, key) in &self.pairs {
+            // `ssl_certificate $acme_certificate; ssl_certificate_key
+            // $acme_certificate_key;` (nginx-acme's form): the key loaded
+            // once when it was issued, not parsed at each handshake.
+            if is_var(cert, &Var::AcmeCertificate) && is_var(key, &Var::AcmeCertificateKey) {
+                match (&issued, &self.acme) {
+                    (Some(i), _) => out.push(i.ck.clone()),
+                    (None, Some(s)) => {
+                        return Err(format!(
+                            "cannot load certificate \"data:\": acme certificate \"{}\" is not issued yet",
+                            s.name
+                        ));
+                    }
+                    (None, None) => {
+                        return Err("cannot load certificate \"data:\": no \"acme_certificate\" in this server".into());
+                    }
+                }
+                continue;
+            }
             let key = (evaluate(cert, &vars), evaluate(key, &vars));
             out.push(self.load(key).await?);
         }
@@ -174,6 +197,11 @@ impl DynamicCerts {
     }
 }
 
+/// Whether `v` is exactly `$name`.
+fn is_var(v: &PemSource, var: &Var) -> bool {
+    matches!(v, PemSource::Vars(t, _) if matches!(t.parts.as_slice(), [crate::variables::Part::Var(x)] if x == var))
+}
+
 /// A value evaluated for the connection: `data:` PEM, or a path (relative
 /// ones under the configuration's directory, as nginx's conf prefix).
 fn evaluate(v: &PemSource, vars: &HandshakeVars<'_>) -> Source {
@@ -194,7 +222,7 @@ fn evaluate(v: &PemSource, vars: &HandshakeVars<'_>) -> Source {
 /// The variables a handshake has: the connection's addresses, the SNI
 /// name, and blocks (`map`, `geo`, `split_clients`) over them. Request
 /// variables are empty, as in nginx before the request exists.
-struct HandshakeVars<'a>(&'a Conn<'a>);
+struct HandshakeVars<'a>(&'a Conn<'a>, Option<&'a super::acme::state::Issued>);
 
 impl VarSource for HandshakeVars<'_> {
     fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
@@ -218,6 +246,12 @@ impl VarSource for HandshakeVars<'_> {
                 let _ = write!(out, "{}", c.local.port());
             }
             Var::SslServerName => out.extend_from_slice(c.sni.unwrap_or("").as_bytes()),
+            Var::AcmeCertificate | Var::AcmeCertificateKey => {
+                if let Some(i) = self.1 {
+                    out.extend_from_slice(b"data:");
+                    out.extend_from_slice(if *var == Var::AcmeCertificate { &i.chain_pem } else { &i.key_pem });
+                }
+            }
             Var::Hostname => out.extend_from_slice(crate::process::hostname().as_bytes()),
             Var::Pid => {
                 let _ = write!(out, "{}", std::process::id());

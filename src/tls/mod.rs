@@ -3,6 +3,7 @@
 //! (`handshake`), so each server's certificates, protocols and client
 //! verification apply, as with nginx's SNI callback.
 
+pub mod acme;
 pub mod certs;
 pub mod client;
 pub mod client_cert;
@@ -212,7 +213,13 @@ pub fn build_server(
         keys.push((ck, staple));
     }
     let dynamic = dynamic.then(|| {
-        Arc::new(dynamic::DynamicCerts::new(pairs, ssl.passwords.clone(), provider.clone(), ssl.certificate_cache))
+        Arc::new(dynamic::DynamicCerts::new(
+            pairs,
+            ssl.passwords.clone(),
+            provider.clone(),
+            ssl.certificate_cache,
+            ssl.acme.clone(),
+        ))
     });
 
     let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();

@@ -55,6 +55,10 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
     }
     // nginx's post-read phase: the realip module with the server's settings.
     crate::http::realip::apply(ctx);
+    // An ACME HTTP-01 challenge of sluice's own client, before any location.
+    if let Some(r) = crate::http::acme_challenge::respond(ctx) {
+        return finish(ctx, r);
+    }
     let resp = route(ctx, None);
     finish(ctx, resp)
 }

@@ -218,6 +218,13 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::SslServerName => out.extend_from_slice(
                 ctx.conn.tls.as_ref().and_then(|t| t.server_name.as_deref()).unwrap_or("").as_bytes(),
             ),
+            // As at a handshake: the server's ACME certificate as `data:` PEM.
+            Var::AcmeCertificate | Var::AcmeCertificateKey => {
+                if let Some(i) = ctx.server.conf.ssl.acme.as_ref().and_then(|s| s.current()) {
+                    out.extend_from_slice(b"data:");
+                    out.extend_from_slice(if *var == Var::AcmeCertificate { &i.chain_pem } else { &i.key_pem });
+                }
+            }
             Var::ProxyHost => {
                 let fixed = match &ctx.conf.proxy.pass {
                     Some(crate::config::proxy::Pass::Fixed(p)) => Some(p),

@@ -1,0 +1,289 @@
+//! Keys and signatures for ACME: ECDSA keys (P-256, P-384, P-521) made and
+//! used with aws-lc-rs, the flattened JWS every request is (RFC 8555
+//! section 6.2, ES256/ES384/ES512), the JWK thumbprint of the HTTP-01 key
+//! authorization (RFC 7638), a PKCS#10 certificate signing request with
+//! the order's names, and PEM.
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{self, EcdsaKeyPair, EcdsaSigningAlgorithm, KeyPair};
+
+/// A curve nginx-acme accepts (`ecdsa:256` and so on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Curve {
+    P256,
+    P384,
+    P521,
+}
+
+impl Curve {
+    /// `ecdsa[:SIZE]`, nginx-acme's values; RSA keys are not supported yet.
+    pub fn parse(v: &str) -> Result<Curve, String> {
+        let (alg, size) = match v.split_once(':') {
+            Some((a, s)) => (a, Some(s)),
+            None => (v, None),
+        };
+        if alg.eq_ignore_ascii_case("rsa") {
+            if !matches!(size, None | Some("2048" | "3072" | "4096")) {
+                return Err(format!("unsupported key size \"{v}\""));
+            }
+            return Err(format!("unsupported key algorithm \"{v}\" (RSA keys are not supported by sluice yet)"));
+        }
+        if !alg.eq_ignore_ascii_case("ecdsa") {
+            return Err(format!("unsupported key algorithm \"{v}\""));
+        }
+        match size {
+            None | Some("256") => Ok(Curve::P256),
+            Some("384") => Ok(Curve::P384),
+            Some("521") => Ok(Curve::P521),
+            Some(_) => Err(format!("unsupported curve \"{v}\"")),
+        }
+    }
+
+    fn fixed(self) -> &'static EcdsaSigningAlgorithm {
+        match self {
+            Curve::P256 => &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            Curve::P384 => &signature::ECDSA_P384_SHA384_FIXED_SIGNING,
+            Curve::P521 => &signature::ECDSA_P521_SHA512_FIXED_SIGNING,
+        }
+    }
+
+    fn asn1(self) -> &'static EcdsaSigningAlgorithm {
+        match self {
+            Curve::P256 => &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
+            Curve::P384 => &signature::ECDSA_P384_SHA384_ASN1_SIGNING,
+            Curve::P521 => &signature::ECDSA_P521_SHA512_ASN1_SIGNING,
+        }
+    }
+
+    fn jws_alg(self) -> &'static str {
+        match self {
+            Curve::P256 => "ES256",
+            Curve::P384 => "ES384",
+            Curve::P521 => "ES512",
+        }
+    }
+
+    fn jwk_crv(self) -> &'static str {
+        match self {
+            Curve::P256 => "P-256",
+            Curve::P384 => "P-384",
+            Curve::P521 => "P-521",
+        }
+    }
+
+    /// The curve's OID (DER contents) and that of its ECDSA signature.
+    fn oids(self) -> (&'static [u8], &'static [u8]) {
+        match self {
+            Curve::P256 => {
+                (&[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02])
+            }
+            Curve::P384 => (&[0x2b, 0x81, 0x04, 0x00, 0x22], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03]),
+            Curve::P521 => (&[0x2b, 0x81, 0x04, 0x00, 0x23], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x04]),
+        }
+    }
+}
+
+/// An ECDSA key with its PKCS#8 form (what the state directory holds).
+pub struct Key {
+    pub curve: Curve,
+    pub pkcs8: Vec<u8>,
+    fixed: EcdsaKeyPair,
+    asn1: EcdsaKeyPair,
+}
+
+impl Key {
+    pub fn generate(curve: Curve) -> Result<Key, String> {
+        let doc = EcdsaKeyPair::generate_pkcs8(curve.fixed(), &SystemRandom::new())
+            .map_err(|_| "key generation failed".to_string())?;
+        Key::from_pkcs8(curve, doc.as_ref())
+    }
+
+    pub fn from_pkcs8(curve: Curve, der: &[u8]) -> Result<Key, String> {
+        let fixed = EcdsaKeyPair::from_pkcs8(curve.fixed(), der).map_err(|e| format!("invalid key ({e})"))?;
+        let asn1 = EcdsaKeyPair::from_pkcs8(curve.asn1(), der).map_err(|e| format!("invalid key ({e})"))?;
+        Ok(Key { curve, pkcs8: der.to_vec(), fixed, asn1 })
+    }
+
+    /// A PEM key (PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`) on any
+    /// of the curves.
+    pub fn from_pem(pem: &[u8]) -> Result<Key, String> {
+        let der = crate::tls::keyfile::read_key(pem, &[]).map_err(|e| e.to_string())?;
+        let der = der.secret_der();
+        for curve in [Curve::P256, Curve::P384, Curve::P521] {
+            if let Ok(k) = EcdsaKeyPair::from_private_key_der(curve.fixed(), der) {
+                let pkcs8 = k.to_pkcs8v1().map_err(|_| "invalid key".to_string())?;
+                return Key::from_pkcs8(curve, pkcs8.as_ref());
+            }
+        }
+        Err("not an ECDSA P-256, P-384 or P-521 key".into())
+    }
+
+    pub fn pem(&self) -> Vec<u8> {
+        pem("PRIVATE KEY", &self.pkcs8).into_bytes()
+    }
+
+    /// The JWK of the public key, members in lexical order (RFC 7638).
+    pub fn jwk(&self) -> String {
+        let p = self.fixed.public_key().as_ref();
+        let n = (p.len() - 1) / 2;
+        format!(
+            r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
+            self.curve.jwk_crv(),
+            b64u(&p[1..1 + n]),
+            b64u(&p[1 + n..])
+        )
+    }
+
+    pub fn thumbprint(&self) -> String {
+        b64u(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, self.jwk().as_bytes()).as_ref())
+    }
+
+    /// A flattened JWS over `payload` (None: POST-as-GET, empty payload)
+    /// with the account URL (`kid`) or, before there is one, the JWK.
+    pub fn jws(&self, url: &str, nonce: &str, kid: Option<&str>, payload: Option<&str>) -> Result<String, String> {
+        let who = match kid {
+            Some(k) => format!(r#""kid":{}"#, serde_json::Value::from(k)),
+            None => format!(r#""jwk":{}"#, self.jwk()),
+        };
+        let protected = format!(
+            r#"{{"alg":"{}",{},"nonce":{},"url":{}}}"#,
+            self.curve.jws_alg(),
+            who,
+            serde_json::Value::from(nonce),
+            serde_json::Value::from(url)
+        );
+        let protected = b64u(protected.as_bytes());
+        let payload = payload.map(|p| b64u(p.as_bytes())).unwrap_or_default();
+        let input = format!("{protected}.{payload}");
+        let sig = self.fixed.sign(&SystemRandom::new(), input.as_bytes()).map_err(|_| "signing failed".to_string())?;
+        Ok(format!(r#"{{"protected":"{}","payload":"{}","signature":"{}"}}"#, protected, payload, b64u(sig.as_ref())))
+    }
+
+    /// A PKCS#10 request for `names` (DNS names and IP addresses), with
+    /// the first as the subject's CN, signed with this key.
+    pub fn csr(&self, names: &[String]) -> Result<Vec<u8>, String> {
+        let (curve_oid, sig_oid) = self.curve.oids();
+        let spki = tlv(
+            0x30,
+            &[
+                tlv(0x30, &[tlv(0x06, EC_PUBLIC_KEY), tlv(0x06, curve_oid)].concat()),
+                tlv(0x03, &[&[0u8][..], self.asn1.public_key().as_ref()].concat()),
+            ]
+            .concat(),
+        );
+        let mut general = Vec::new();
+        for n in names {
+            match n.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(a)) => general.extend(tlv(0x87, &a.octets())),
+                Ok(std::net::IpAddr::V6(a)) => general.extend(tlv(0x87, &a.octets())),
+                Err(_) => general.extend(tlv(0x82, n.as_bytes())),
+            }
+        }
+        let san = tlv(0x30, &[tlv(0x06, SUBJECT_ALT_NAME), tlv(0x04, &tlv(0x30, &general))].concat());
+        let ext_req = tlv(0x30, &[tlv(0x06, EXTENSION_REQUEST), tlv(0x31, &tlv(0x30, &san))].concat());
+        let subject = match names.first().filter(|n| n.len() <= 64 && n.parse::<std::net::IpAddr>().is_err()) {
+            Some(cn) => tlv(0x30, &tlv(0x31, &tlv(0x30, &[tlv(0x06, COMMON_NAME), tlv(0x0c, cn.as_bytes())].concat()))),
+            None => tlv(0x30, &[]),
+        };
+        let info = tlv(0x30, &[tlv(0x02, &[0]), subject, spki, tlv(0xa0, &ext_req)].concat());
+        let sig = self.asn1.sign(&SystemRandom::new(), &info).map_err(|_| "signing failed".to_string())?;
+        let alg = tlv(0x30, &tlv(0x06, sig_oid));
+        Ok(tlv(0x30, &[info, alg, tlv(0x03, &[&[0u8][..], sig.as_ref()].concat())].concat()))
+    }
+}
+
+const EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
+const EXTENSION_REQUEST: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x0e];
+const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
+
+/// One DER element.
+fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let n = body.len();
+    if n < 0x80 {
+        out.push(n as u8);
+    } else {
+        let bytes: Vec<u8> = n.to_be_bytes().into_iter().skip_while(|&b| b == 0).collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(body);
+    out
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64(data: &[u8], url: bool) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            let c = B64[(n >> (18 - 6 * i) & 63) as usize];
+            out.push(match (url, c) {
+                (true, b'+') => '-',
+                (true, b'/') => '_',
+                (_, c) => c as char,
+            });
+        }
+        if !url {
+            for _ in chunk.len()..3 {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// base64url without padding (RFC 7515 section 2).
+pub fn b64u(data: &[u8]) -> String {
+    base64(data, true)
+}
+
+pub fn pem(label: &str, der: &[u8]) -> String {
+    let b = base64(der, false);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_forms() {
+        assert_eq!(b64u(b""), "");
+        assert_eq!(b64u(b"f"), "Zg");
+        assert_eq!(b64u(b"fo"), "Zm8");
+        assert_eq!(b64u(b"foo"), "Zm9v");
+        assert_eq!(b64u(&[0xfb, 0xff]), "-_8");
+        assert_eq!(base64(b"fo", false), "Zm8=");
+    }
+
+    #[test]
+    fn curves_as_nginx_acme() {
+        assert_eq!(Curve::parse("ecdsa:256"), Ok(Curve::P256));
+        assert_eq!(Curve::parse("ecdsa"), Ok(Curve::P256));
+        assert!(Curve::parse("ecdsa:234").unwrap_err().contains("unsupported curve"));
+        assert!(Curve::parse("rsa:2048").is_err());
+    }
+
+    #[test]
+    fn keys_round_trip_and_sign() {
+        for curve in [Curve::P256, Curve::P384, Curve::P521] {
+            let k = Key::generate(curve).unwrap();
+            let again = Key::from_pem(&k.pem()).unwrap();
+            assert_eq!(again.jwk(), k.jwk());
+            let jws = k.jws("https://ca/x", "nonce", None, Some("{}")).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&jws).unwrap();
+            assert!(v["signature"].as_str().unwrap().len() > 40);
+            let csr = k.csr(&["example.test".into(), "127.0.0.1".into()]).unwrap();
+            assert_eq!(csr[0], 0x30);
+        }
+    }
+}
