@@ -152,6 +152,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
             crl: None,
             sni: true,
             client_cert: None,
+            passwords: None,
             alpn_h2: false,
         };
         crate::tls::client::client_config(&key)
