@@ -62,18 +62,8 @@ impl ClientCertVerifier for Deferred {
     ) -> Result<HandshakeSignatureValid, Error> {
         match &self.inner {
             Some(v) => v.verify_tls13_signature(message, cert, dss),
-            None => match super::client_cert::spki(cert) {
-                // Any certificate version (webpki refuses version 1, which
-                // `openssl req -x509` makes without extensions): the key
-                // signs, whatever the certificate around it.
-                Some(spki) => rustls::crypto::verify_tls13_signature_with_raw_key(
-                    message,
-                    &rustls_pki_types::SubjectPublicKeyInfoDer::from(spki),
-                    dss,
-                    &self.algorithms,
-                ),
-                None => rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms),
-            },
+            None => tls13_by_key(message, cert, dss, &self.algorithms)
+                .unwrap_or_else(|| rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)),
         }
     }
 
@@ -149,15 +139,7 @@ impl ClientCertVerifier for Anchored {
     ) -> Result<HandshakeSignatureValid, Error> {
         match self.inner.verify_tls13_signature(message, cert, dss) {
             // A version 1 certificate webpki cannot parse: its key signs.
-            Err(e) => match super::client_cert::spki(cert) {
-                Some(spki) => rustls::crypto::verify_tls13_signature_with_raw_key(
-                    message,
-                    &rustls_pki_types::SubjectPublicKeyInfoDer::from(spki),
-                    dss,
-                    &self.algorithms,
-                ),
-                None => Err(e),
-            },
+            Err(e) => tls13_by_key(message, cert, dss, &self.algorithms).unwrap_or(Err(e)),
             ok => ok,
         }
     }
@@ -171,6 +153,25 @@ impl ClientCertVerifier for Anchored {
 /// acceptable issuer.
 pub fn subject(cert: &CertificateDer<'_>) -> Option<DistinguishedName> {
     super::ocsp::der::cert_fields(cert.as_ref()).map(|f| DistinguishedName::from(f.subject.to_vec()))
+}
+
+/// A TLS 1.3 signature checked with the certificate's key alone, of any
+/// certificate version (webpki refuses version 1, which `openssl req
+/// -x509` makes without extensions): None when the certificate has no
+/// readable key.
+fn tls13_by_key(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algorithms: &rustls::crypto::WebPkiSupportedAlgorithms,
+) -> Option<Result<HandshakeSignatureValid, Error>> {
+    let spki = super::client_cert::spki(cert)?;
+    Some(rustls::crypto::verify_tls13_signature_with_raw_key(
+        message,
+        &rustls_pki_types::SubjectPublicKeyInfoDer::from(spki),
+        dss,
+        algorithms,
+    ))
 }
 
 /// Why a client certificate failed, as OpenSSL's verify result names it
