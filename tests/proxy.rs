@@ -223,8 +223,27 @@ fn response_headers_passthrough_hiding_and_redirects() {
             return Reply::http(200, &hs.iter().map(String::as_str).collect::<Vec<_>>(), "many");
         }
         if r.target().starts_with("/new/") {
-            let loc = format!("Location: http://{}/new/there", r.header("Host").unwrap_or(""));
-            return Reply::http(302, &[&loc], "");
+            let host = r.header("Host").unwrap_or("");
+            let loc = format!("Location: http://{host}/new/there");
+            let refresh = format!("Refresh: 3; URL=http://{host}/new/there");
+            return Reply::http(302, &[&loc, &refresh], "");
+        }
+        // nginx takes the first of a repeated Expires or Content-Type and
+        // refuses a repeated Content-Length or Transfer-Encoding.
+        match r.target() {
+            "/a/dup-expires" => {
+                let hs = ["Expires: foo", "Expires: bar", "Content-Type: text/one", "Content-Type: text/two"];
+                return Reply::http(200, &hs, "");
+            }
+            "/a/dup-length" => {
+                return Reply::raw("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok");
+            }
+            "/a/dup-chunked" => {
+                return Reply::raw(
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                );
+            }
+            _ => {}
         }
         let hs = "Server: origin/9|Date: Mon, 01 Jan 2001 00:00:00 GMT|Content-Type: text/x-origin|X-One: 1|\
                   Set-Cookie: a=1|Set-Cookie: b=2|Connection: keep-alive|Keep-Alive: timeout=99|X-Secret: s|\
@@ -240,6 +259,21 @@ fn response_headers_passthrough_hiding_and_redirects() {
             location /old/ { proxy_pass http://127.0.0.1:%A%/new/; }
             location /roff/ { proxy_pass http://127.0.0.1:%A%/new/; proxy_redirect off; }
             location /rrule/ { proxy_pass http://127.0.0.1:%A%/new/; proxy_redirect http://127.0.0.1:%A%/new/ http://front.example/r/; }
+            location /rvar/ {
+                set $v var_here;
+                proxy_pass http://127.0.0.1:%A%/new/;
+                proxy_redirect http://127.0.0.1:%A%/nothing/ /no/;
+                proxy_redirect http://127.0.0.1:%A%/new/ /$v/;
+            }
+            location /rre/ {
+                proxy_pass http://127.0.0.1:%A%/new/;
+                proxy_redirect ~*^(.+)/NEW/(\w+)$ $1/re/$2/x;
+            }
+            location /rdef/ {
+                proxy_pass http://127.0.0.1:%A%/new/;
+                proxy_redirect wrong wrong;
+                proxy_redirect default;
+            }
         }"#,
         &[("%A%", o.port)],
     );
@@ -280,6 +314,35 @@ fn response_headers_passthrough_hiding_and_redirects() {
     checks.run("proxy_redirect FROM TO", || {
         assert_eq!(s.get("/rrule/x").must("Location"), "http://front.example/r/there");
     });
+    checks.run("Refresh: only the URL, left relative", || {
+        assert_eq!(s.get("/old/x").must("Refresh"), "3; URL=/old/there");
+        assert_eq!(s.get("/rdef/x").must("Refresh"), "3; URL=/rdef/there");
+        assert_eq!(s.get("/roff/x").must("Refresh"), format!("3; URL=http://127.0.0.1:{}/new/there", o.port));
+    });
+    checks.run("proxy_redirect with variables, the first matching rule", || {
+        let r = s.get("/rvar/x");
+        assert_eq!(r.must("Location"), format!("http://localhost:{}/var_here/there", s.port));
+        assert_eq!(r.must("Refresh"), "3; URL=/var_here/there");
+    });
+    checks.run("proxy_redirect ~* regex: the whole value, with captures", || {
+        let r = s.get("/rre/x");
+        assert_eq!(r.must("Location"), format!("http://127.0.0.1:{}/re/there/x", o.port));
+        assert_eq!(r.must("Refresh"), format!("3; URL=http://127.0.0.1:{}/re/there/x", o.port));
+    });
+    // nginx 1.23 and later (1.26.3: nginx-tests' proxy_duplicate_headers.t);
+    // Debian's 1.22 passed both and took the last.
+    if prog() != "nginx" {
+        checks.run("repeated Expires and Content-Type: the first", || {
+            let r = s.get("/a/dup-expires");
+            assert_eq!(r.headers_named("Expires"), ["foo"], "{}", r.head);
+            assert_eq!(r.headers_named("Content-Type"), ["text/one"], "{}", r.head);
+        });
+        checks.run("repeated Content-Length or Transfer-Encoding: 502", || {
+            assert_eq!(s.get("/a/dup-length").status, 502);
+            assert_eq!(s.get("/a/dup-chunked").status, 502);
+            s.wait_error_log("upstream sent duplicate header line: \"Content-Length\"");
+        });
+    }
     checks.finish();
 }
 

@@ -370,6 +370,22 @@ fn buffered_bodies_spill_to_a_temp_file_wait_for_the_end_and_survive_a_retry() {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         assert_eq!(String::from_utf8_lossy(&body), Digest::of_pattern(10).text());
     });
+    checks.run("100 Continue for an empty body too, in any case; none for HTTP/1.0", || {
+        for (version, expect, want) in
+            [("1.1", "100-continue", true), ("1.1", "100-Continue", true), ("1.0", "100-continue", false)]
+        {
+            let mut c = connect(s.port);
+            let head = post_head("/up", 0)
+                .replacen("HTTP/1.1", &format!("HTTP/{version}"), 1)
+                .replace("\r\n\r\n", &format!("\r\nExpect: {expect}\r\n\r\n"));
+            c.write_all(head.as_bytes()).expect("head");
+            let mut all = Vec::new();
+            let _ = c.read_to_end(&mut all);
+            let all = String::from_utf8_lossy(&all);
+            assert_eq!(all.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200"), want, "{version} {expect}: {all}");
+            assert!(all.contains(" 200 "), "{all}");
+        }
+    });
     checks.finish();
 }
 

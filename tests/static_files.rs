@@ -494,7 +494,8 @@ fn server_name_selection() {
         server { listen 127.0.0.1:{port}; server_name exact.test alias.test; return 200 "exact\n"; }
         server { listen 127.0.0.1:{port}; server_name *.wild.test; return 200 "wild-front\n"; }
         server { listen 127.0.0.1:{port}; server_name www.back.*; return 200 "wild-back\n"; }
-        server { listen 127.0.0.1:{port}; server_name ~\.wild\.test$ ~^re(\d+)\.test$; return 200 "regex\n"; }
+        server { listen 127.0.0.1:{port}; server_name ~\.wild\.test$ ~^RE(\d+)\.test$; return 200 "regex $server_name\n"; }
+        server { listen 127.0.0.1:{port}; server_name .Dot.test; return 200 "dot $server_name\n"; }
         server { listen 127.0.0.1:{port} default_server; server_name def.test; return 200 "default\n"; }
     "#;
     let s = builder().http(http).start();
@@ -514,7 +515,11 @@ fn server_name_selection() {
     assert_eq!(host(Some("a.wild.test")), "wild-front\n", "wildcard beats regex");
     assert_eq!(host(Some("a.b.wild.test")), "wild-front\n");
     assert_eq!(host(Some("www.back.org")), "wild-back\n");
-    assert_eq!(host(Some("re42.test")), "regex\n");
+    // A regex is caseless; $server_name is the server's first name: a
+    // regex as written, a ".name" without its dot, lowercase.
+    assert_eq!(host(Some("re42.test")), "regex ~\\.wild\\.test$\n");
+    assert_eq!(host(Some("a.dot.test")), "dot dot.test\n");
+    assert_eq!(host(Some("dot.test")), "dot dot.test\n");
     assert_eq!(host(Some("unknown.test")), "default\n");
     assert_eq!(host(None), "default\n");
     // absolute-form request target overrides Host

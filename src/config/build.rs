@@ -180,6 +180,8 @@ impl ListenSpec {
 pub struct ServerBuild {
     pub names: Vec<String>,
     pub regex_names: Vec<Arc<crate::pattern::Regex>>,
+    /// `$server_name` (`server_names::parse`).
+    pub first_name: Option<String>,
     pub listens: Vec<ListenSpec>,
     /// `acme_certificate`, resolved once the server's names are known.
     pub acme: Option<Directive>,
@@ -685,7 +687,7 @@ fn build_server(
     if sb.names.is_empty() && sb.regex_names.is_empty() {
         sb.names.push(String::new());
     }
-    let name = sb.names.first().cloned().unwrap_or_default();
+    let name = sb.first_name.clone().unwrap_or_default();
     let server = Server { name, conf: Arc::new(conf), rewrite, locations, named, tls };
     let listens = sb
         .listens

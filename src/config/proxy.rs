@@ -287,8 +287,8 @@ pub struct ProxyConf {
     pub proxy_protocol: bool,
     /// `proxy_ssl_*`: TLS to an `https://` origin.
     pub ssl: crate::config::upstream_ssl::UpstreamSsl,
-    /// `proxy_redirect`: None is `off`; `default` is resolved per request.
-    pub redirect: Redirect,
+    /// `proxy_redirect`.
+    pub redirect: crate::http::proxy::redirect::Redirect,
     /// `proxy_method`: the origin request's method instead of the client's.
     pub method: Option<Template>,
     /// `proxy_pass_request_headers`: the client's headers go along.
@@ -303,14 +303,6 @@ pub struct ProxyConf {
     pub cookie: crate::http::proxy::cookie::CookieConf,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub enum Redirect {
-    Off,
-    Default,
-    /// Replace a Location/Refresh prefix.
-    Rules(Vec<(String, String)>),
-}
-
 impl Default for ProxyConf {
     fn default() -> Self {
         ProxyConf {
@@ -319,7 +311,7 @@ impl Default for ProxyConf {
             http_version_11: false,
             proxy_protocol: false,
             ssl: Default::default(),
-            redirect: Redirect::Default,
+            redirect: Default::default(),
             method: None,
             pass_request_headers: true,
             pass_request_body: true,
@@ -533,22 +525,6 @@ pub fn proxy_pass_request_headers(c: &mut LocConf, d: &Directive, _: &mut Ctx) -
 
 pub fn proxy_pass_request_body(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.proxy.pass_request_body = super::set_main::flag(d)?;
-    Ok(())
-}
-
-pub fn proxy_redirect(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    match (d.args.len(), arg(d, 0)) {
-        (1, "off") => c.proxy.redirect = Redirect::Off,
-        (1, "default") => c.proxy.redirect = Redirect::Default,
-        (2, from) => {
-            let rule = (from.to_string(), arg(d, 1).to_string());
-            match &mut c.proxy.redirect {
-                Redirect::Rules(r) => r.push(rule),
-                other => *other = Redirect::Rules(vec![rule]),
-            }
-        }
-        (_, v) => return Err(invalid(d, v)),
-    }
     Ok(())
 }
 

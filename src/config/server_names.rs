@@ -112,8 +112,26 @@ impl<S> ServerNames<S> {
 
 /// `server_name NAME ...`: plain and wildcard names (lowercased) into
 /// `names`, `~regex` names (caseless, their captures declared) into
-/// `regex`, with nginx's "invalid server name or wildcard".
-pub fn parse(d: &Directive, names: &mut Vec<String>, regex: &mut Vec<Arc<Regex>>) -> Result<(), ConfError> {
+/// `regex`, with nginx's "invalid server name or wildcard". `first` gets
+/// `$server_name` when it has none yet: the server's first name as nginx
+/// keeps it, a regex as written (with its `~`), a plain name lowercased
+/// and without a leading `.`.
+pub fn parse(
+    d: &Directive,
+    names: &mut Vec<String>,
+    regex: &mut Vec<Arc<Regex>>,
+    first: &mut Option<String>,
+) -> Result<(), ConfError> {
+    if first.is_none()
+        && let Some(w) = d.args.first()
+    {
+        let n = w.text.as_str();
+        *first = Some(if n.starts_with('~') {
+            n.to_string()
+        } else {
+            n.strip_prefix('.').unwrap_or(n).to_ascii_lowercase()
+        });
+    }
     for w in &d.args {
         let n = &w.text;
         if let Some(pat) = n.strip_prefix('~') {

@@ -219,5 +219,5 @@ pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {
 }
 
 pub fn server_name(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
-    super::server_names::parse(d, &mut s.names, &mut s.regex_names)
+    super::server_names::parse(d, &mut s.names, &mut s.regex_names, &mut s.first_name)
 }

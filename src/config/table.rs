@@ -251,7 +251,10 @@ pub static CORE: &[Cmd] = &[
     cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_up::intercept_errors)),
     cmd("proxy_bind", HSL, 1, 2, Set::Loc(proxy::proxy_up::bind)),
     cmd("proxy_limit_rate", HSL, 1, 1, Set::Loc(proxy::proxy_up::limit_rate)),
-    multi(cmd("proxy_redirect", HSL, 1, 2, Set::Loc(proxy::proxy_redirect))),
+    list(
+        cmd("proxy_redirect", HSL, 1, 2, Set::Loc(crate::http::proxy::redirect::proxy_redirect)),
+        crate::http::proxy::redirect::reset,
+    ),
     list(
         cmd("proxy_cookie_domain", HSL, 1, 2, Set::Loc(crate::http::proxy::cookie::proxy_cookie_domain)),
         crate::http::proxy::cookie::reset_domain,

@@ -255,6 +255,28 @@ pub fn unescape_redirect(s: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Every well-formed `%XX` decoded; anything else kept as written.
+pub fn percent_decode(s: &[u8]) -> Cow<'_, [u8]> {
+    if !s.contains(&b'%') {
+        return Cow::Borrowed(s);
+    }
+    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'%'
+            && let (Some(h), Some(l)) = (s.get(i + 1).and_then(|&c| hex(c)), s.get(i + 2).and_then(|&c| hex(c)))
+        {
+            out.push(h << 4 | l);
+            i += 3;
+            continue;
+        }
+        out.push(s[i]);
+        i += 1;
+    }
+    Cow::Owned(out)
+}
+
 /// Whether nginx's request-line parser set `quoted_uri` or `plus_in_uri`
 /// for this raw path: a `%` or `+` seen before the parser leaves its fast
 /// states (a `.` or `/` right after a slash, or a `#`). With either flag,

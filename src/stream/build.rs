@@ -208,15 +208,7 @@ fn build_server(
         directives::check(sd, Level::Server)?;
         match sd.name.as_str() {
             "listen" => listens.push(listen(sd)?),
-            "server_name" => {
-                // `$server_name`: the first name as written (a leading "."
-                // dropped), regexes and case included, as nginx keeps it.
-                if first_name.is_none() {
-                    let raw = sd.args[0].text.as_str();
-                    first_name = Some(raw.strip_prefix('.').unwrap_or(raw).to_string());
-                }
-                crate::config::server_names::parse(sd, &mut names, &mut regex_names)?
-            }
+            "server_name" => crate::config::server_names::parse(sd, &mut names, &mut regex_names, &mut first_name)?,
             "proxy_pass" | "return" | "pass" => {
                 if content.is_some() {
                     return Err(ConfError::at(format!("\"{}\" directive is duplicate", sd.name), &sd.span));

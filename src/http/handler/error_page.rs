@@ -104,10 +104,10 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
 /// nginx keeps the response headers set so far across the error page's
 /// internal redirect: auth_basic's `WWW-Authenticate` goes out with the
 /// page a 401 was redirected to.
-fn keep_www_authenticate<'c>(from: &Response<'c>, to: &mut Response<'c>) {
-    if let Some((n, v)) = from.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"))
-        && to.header("www-authenticate").is_none()
-    {
-        to.headers.push((n.clone(), v.clone()));
+pub fn keep_www_authenticate<'c>(from: &Response<'c>, to: &mut Response<'c>) {
+    if to.header("www-authenticate").is_some() {
+        return;
     }
+    let all = from.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("www-authenticate"));
+    to.headers.extend(all.cloned());
 }

@@ -219,8 +219,12 @@ pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c
                 Some(q) => (&to[..q], Some(to[q + 1..].to_vec())),
                 None => (to, None),
             };
-            let unsafe_uri =
-                path.contains(&0) || path.split(|&b| b == b'/').any(|seg| seg == b"..") || path.first() != Some(&b'/');
+            // Judged decoded, as nginx's ngx_http_parse_unsafe_uri: a
+            // `.%2e` segment is `..`.
+            let decoded = crate::http::uri::percent_decode(path);
+            let unsafe_uri = decoded.contains(&0)
+                || decoded.split(|&b| b == b'/').any(|seg| seg == b"..")
+                || path.first() != Some(&b'/');
             match crate::http::uri::normalize_path(path) {
                 Ok(p) if !unsafe_uri => {
                     if !count_redirect(ctx, "internally redirecting to", &String::from_utf8_lossy(path)) {
@@ -424,6 +428,17 @@ pub fn error<'c>(ctx: &ReqCtx<'c, '_>, status: u16) -> Response<'c> {
 /// error_page and the header filters applied.
 pub fn finish_error<'c>(ctx: &mut ReqCtx<'c, '_>, status: u16) -> Response<'c> {
     let r = error(ctx, status);
+    finish(ctx, r)
+}
+
+/// `proxy_intercept_errors`: the origin's error answered by error_page,
+/// with the origin's `WWW-Authenticate` fields kept on a 401 (nginx
+/// copies them before it redirects to the page).
+pub fn intercepted<'c>(ctx: &mut ReqCtx<'c, '_>, origin: &Response<'c>) -> Response<'c> {
+    let mut r = error(ctx, origin.status);
+    if origin.status == 401 {
+        error_page::keep_www_authenticate(origin, &mut r);
+    }
     finish(ctx, r)
 }
 

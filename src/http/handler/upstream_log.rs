@@ -26,12 +26,17 @@ pub struct UpstreamLog {
     /// `error_page` to a proxied location) began it: the number of tries
     /// before it. The lists print ` : ` there, as nginx does.
     pub groups: Vec<u16>,
+    /// The head of an origin that answered with `X-Accel-Redirect`: what
+    /// `$upstream_http_*` reads while the redirected request runs (nginx
+    /// keeps the upstream's headers until another upstream starts).
+    pub redirected_by: Option<Vec<(std::borrow::Cow<'static, str>, crate::http::field_value::FieldValue)>>,
 }
 
 impl UpstreamLog {
     /// A request reaches an upstream: after one already tried, the lists
     /// get nginx's ` : ` (its empty state pushed at upstream init).
     pub fn begin(&mut self) {
+        self.redirected_by = None;
         if !self.addr.is_empty() {
             self.groups.push(self.addr.len() as u16);
         }

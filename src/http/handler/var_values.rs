@@ -167,6 +167,9 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::BodyBytesSent => push_u64(out, self.body_bytes_sent),
             Var::BytesSent => push_u64(out, self.bytes_sent),
             Var::RequestTime => push_secs_ms(out, self.request_time_ms),
+            // An internal redirect that made the request a GET (error_page,
+            // X-Accel-Redirect) renames it too, as nginx's method_name.
+            Var::RequestMethod if req.method == crate::http::request::Method::Get => out.extend_from_slice(b"GET"),
             Var::RequestMethod => out.extend_from_slice(req.method_bytes()),
             Var::RequestUri => out.extend_from_slice(req.target()),
             Var::Uri => out.extend_from_slice(&req.path),
@@ -344,6 +347,17 @@ impl VarSource for Vars<'_, '_, '_> {
                 // (Cookie with "; ", others with ", ").
                 let sep: &[u8] = if name == "cookie" { b"; " } else { b", " };
                 join_request_headers(req, name, sep, out);
+            }
+            Var::UpstreamHttp(name) if ctx.upstream.redirected_by.is_some() => {
+                let fields = ctx.upstream.redirected_by.iter().flatten();
+                let mut first = true;
+                for (_, v) in fields.filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                    if !first {
+                        out.extend_from_slice(b", ");
+                    }
+                    first = false;
+                    out.extend_from_slice(v);
+                }
             }
             Var::SentHttp(name) | Var::UpstreamHttp(name) => {
                 // The origin's headers are those of a response it gave.

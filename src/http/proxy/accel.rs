@@ -4,7 +4,7 @@
 //! location the header gives (usually an `internal` location serving a
 //! protected file), and the few fields nginx carries over from the origin's
 //! response (`Content-Type`, which wins over the file's, `Set-Cookie`,
-//! `Content-Disposition`, `Cache-Control`, `Expires`) are added to whatever
+//! `Content-Disposition`, `Cache-Control`, `Expires`, `Accept-Ranges`) are added to whatever
 //! that location answers. Off with
 //! `proxy_ignore_headers X-Accel-Redirect` (or the fastcgi_ spelling).
 
@@ -19,11 +19,21 @@ use crate::worker::WorkerCtx;
 
 /// The fields nginx copies onto the redirected request's response (its
 /// upstream header table's `redirect` flag).
-const CARRIED: [&str; 4] = ["set-cookie", "content-disposition", "cache-control", "expires"];
+const CARRIED: [&str; 5] = ["set-cookie", "content-disposition", "cache-control", "expires", "accept-ranges"];
 
 pub struct Carried {
     content_type: Option<Cow<'static, str>>,
     fields: Vec<(Cow<'static, str>, FieldValue)>,
+}
+
+/// The origin's fields, and its X-Accel-Redirect, for `$upstream_http_*`.
+pub fn remember(ctx: &mut ReqCtx<'_, '_>, head: &ResponseHead, to: &[u8]) {
+    let mut fields = head.headers.clone();
+    fields.push((Cow::Borrowed("X-Accel-Redirect"), FieldValue::copy_from(to)));
+    if let Some(t) = &head.content_type {
+        fields.push((Cow::Borrowed("Content-Type"), FieldValue::copy_from(t.as_bytes())));
+    }
+    ctx.upstream.redirected_by = Some(fields);
 }
 
 pub fn carried(head: &ResponseHead) -> Carried {
@@ -60,6 +70,10 @@ pub async fn redirect<'c>(
     }
     if carried.content_type.is_some() && r.content_type.is_some() {
         r.content_type = carried.content_type;
+    }
+    // The origin's Accept-Ranges replaces the page's own.
+    if carried.fields.iter().any(|(n, _)| n.eq_ignore_ascii_case("accept-ranges")) {
+        r.accept_ranges = false;
     }
     r.headers.extend(carried.fields);
     r

@@ -95,7 +95,9 @@ pub async fn resolve(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, tpl: &Template) -> Res
             return Err(500);
         }
     };
-    let named = w.cfg.http.upstreams.iter().find(|u| !u.implicit && u.name == url.authority).cloned();
+    // An upstream block, or (as in nginx) the implicit upstream another
+    // `proxy_pass` made for the same host and port.
+    let named = w.cfg.http.upstreams.iter().find(|u| u.name == url.authority).cloned();
     let upstream = match named {
         Some(u) => u,
         None if is_address(url.authority) => match w.proxy.borrow_mut().targets.get(url.authority, url.tls) {

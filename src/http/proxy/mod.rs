@@ -27,6 +27,7 @@ mod finish;
 pub mod head_scan;
 pub mod peers;
 mod protocol;
+pub mod redirect;
 pub mod request_body;
 pub mod response_head;
 mod sticky;
@@ -46,7 +47,7 @@ use std::time::{Duration, Instant};
 use request_body::{Client, ClientLeft, ReqBody, SendFraming};
 use upstream_tls::UpStream;
 
-use crate::config::proxy::{Pass, Protocol, ProxyPass, Redirect, Upstream};
+use crate::config::proxy::{Pass, Protocol, ProxyPass, Upstream};
 use crate::http::handler::ctx::ReqCtx;
 use crate::http::request::Method;
 use crate::http::response::{Body, Response};
@@ -216,6 +217,10 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     ctx.conn.id,
                     upstream_suffix(ctx, &u.name)
                 );
+                // nginx's $upstream_addr names the upstream then, and
+                // $upstream_status is the 502.
+                ctx.upstream.addr.push(u.name.as_str().into());
+                push_times(ctx, 502, None, None, started);
             }
             break;
         };
@@ -262,6 +267,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     // nginx closes the origin connection and redirects.
                     let carried = accel::carried(&head);
                     let to = to.to_vec();
+                    accel::remember(ctx, &head, &to);
                     let mut body = UpstreamBody::new(stream, rest, head.framing, conf.read_timeout);
                     body.release = Some(release);
                     release_as(w, &mut body, false);
@@ -643,35 +649,6 @@ fn push_times(ctx: &mut ReqCtx<'_, '_>, status: u16, connect: Option<u64>, heade
     ctx.upstream.bytes_sent.push(0);
 }
 
-/// nginx's `proxy_redirect default`: a Location pointing at the proxied
-/// URL is rewritten to the location the client used.
-fn rewrite_location(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, v: &[u8]) -> Vec<u8> {
-    let rules: Vec<(String, String)> = match &ctx.conf.proxy.redirect {
-        Redirect::Off => return v.to_vec(),
-        Redirect::Default => {
-            let from =
-                format!("http://{}{}", pass.proxy_host, String::from_utf8_lossy(pass.uri.as_deref().unwrap_or(b"/")));
-            let to = match pass.uri {
-                Some(_) => {
-                    String::from_utf8_lossy(&ctx.req.path[..pass.location_len.min(ctx.req.path.len())]).into_owned()
-                }
-                None => "/".to_string(),
-            };
-            vec![(from, to)]
-        }
-        Redirect::Rules(r) => r.clone(),
-    };
-    for (from, to) in rules {
-        if let Some(rest) = v.strip_prefix(from.as_bytes()) {
-            let mut out = to.into_bytes();
-            out.extend_from_slice(rest);
-            // nginx sends the rewritten Location absolute, as its own.
-            return crate::http::handler::ret::absolute_location(ctx, &out);
-        }
-    }
-    v.to_vec()
-}
-
 #[allow(clippy::too_many_arguments)]
 fn build_response<'c>(
     w: &WorkerCtx,
@@ -693,8 +670,15 @@ fn build_response<'c>(
         .map(|v| String::from_utf8_lossy(&v).into_owned());
     for (n, v) in resp.headers.iter_mut() {
         match pass.protocol {
-            Protocol::Http if n.eq_ignore_ascii_case("location") || n.eq_ignore_ascii_case("refresh") => {
-                *v = rewrite_location(ctx, pass, v).into();
+            Protocol::Http if n.eq_ignore_ascii_case("location") => {
+                if let Some(new) = redirect::location(ctx, pass, v) {
+                    *v = new.into();
+                }
+            }
+            Protocol::Http if n.eq_ignore_ascii_case("refresh") => {
+                if let Some(new) = redirect::refresh(ctx, pass, v) {
+                    *v = new.into();
+                }
             }
             Protocol::Http if n.eq_ignore_ascii_case("set-cookie") && ctx.conf.proxy.cookie.active() => {
                 if let Some(new) = cookie::rewrite(ctx, v) {
@@ -730,7 +714,7 @@ fn build_response<'c>(
         // unless read to the end, so it is closed; the peer answered, so it
         // did not fail, and its connection count and queue slot come back.
         release_as(w, &mut body, false);
-        return crate::http::handler::finish_error(ctx, resp.status);
+        return crate::http::handler::intercepted(ctx, &resp);
     }
     if let Some(mut f) = fill {
         body.cache =

@@ -200,11 +200,7 @@ impl UpstreamRt {
             if let Some(i) = crate::upstream::sticky::choose(b.peers(), views, ids, sel, want) {
                 sel.mark_tried(i);
                 if self.shared.as_ref().is_none_or(|q| q.claim(i)) {
-                    self.health[i].picked(&b.peers()[i], now);
-                    if let Some(s) = &self.stats {
-                        s.picked(i);
-                    }
-                    return Some(i);
+                    return Some(took(&mut self.health, &self.stats, &b.peers()[i], i, now));
                 }
                 if let Some(v) = views.get_mut(i) {
                     v.usable = false;
@@ -221,22 +217,14 @@ impl UpstreamRt {
         }
         let Some(q) = &self.shared else {
             let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
-            self.health[i].picked(&b.peers()[i], now);
-            if let Some(s) = &self.stats {
-                s.picked(i);
-            }
-            return Some(i);
+            return Some(took(&mut self.health, &self.stats, &b.peers()[i], i, now));
         };
         loop {
             let i = b.pick(sel, &PickCtx { peers: views, client, key })?;
             // Another worker may have taken the peer's last slot since the
             // counters were read: pick again without it.
             if q.claim(i) {
-                self.health[i].picked(&b.peers()[i], now);
-                if let Some(s) = &self.stats {
-                    s.picked(i);
-                }
-                return Some(i);
+                return Some(took(&mut self.health, &self.stats, &b.peers()[i], i, now));
             }
             if let Some(v) = views.get_mut(i) {
                 v.usable = false;
@@ -336,4 +324,20 @@ impl UpstreamRt {
         }
         self.idle.push(Idle { peer, stream, since: now, uses });
     }
+}
+
+/// Peer `i` was chosen: its health bookkeeping and its `sluice_status`
+/// count. Returns `i`.
+fn took(
+    health: &mut [PeerHealth],
+    stats: &Option<Arc<crate::metrics::PeerSet>>,
+    peer: &crate::upstream::balance::PeerInfo,
+    i: usize,
+    now: u64,
+) -> usize {
+    health[i].picked(peer, now);
+    if let Some(s) = stats {
+        s.picked(i);
+    }
+    i
 }

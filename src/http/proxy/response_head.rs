@@ -290,6 +290,15 @@ pub fn parse_response(buf: &[u8], head_request: bool, conf: &UpstreamConf) -> Re
     interpret(line, &fields, head_request, conf).map(Some)
 }
 
+/// Fields that nginx (1.23 and later) takes once: a repeat is dropped
+/// ("upstream sent duplicate header line ..., ignoring"), so that what
+/// the client and the cache see is unambiguous. Content-Type and the
+/// X-Accel fields are kept once by their own arms; Date and Server are
+/// replaced anyway.
+const FIRST_ONLY: [&str; 4] = ["Last-Modified", "ETag", "Expires", "Location"];
+/// `first_seen`'s bit for Refresh (not a `Kind::Common` name).
+const REFRESH_SEEN: u8 = 1 << FIRST_ONLY.len();
+
 struct StatusLine {
     http11: bool,
     status: u16,
@@ -319,6 +328,7 @@ fn interpret(
     let mut accel_expires = None;
     let mut accel_redirect = None;
     let mut accel_charset = None;
+    let mut first_seen = 0u8;
     for f in fields {
         let v = f.value;
         let kind = classify(f.name);
@@ -326,7 +336,9 @@ fn interpret(
             Kind::ContentLength => {
                 let n =
                     content_length(v).ok_or(HeadError::Invalid("upstream sent invalid \"Content-Length\" header"))?;
-                if length.is_some_and(|l| l != n) {
+                // nginx refuses a repeated Content-Length even with the same
+                // value (a framing ambiguity a smuggling attempt relies on).
+                if length.is_some() {
                     return Err(HeadError::Invalid("upstream sent duplicate header line: \"Content-Length\""));
                 }
                 length = Some(n);
@@ -334,6 +346,9 @@ fn interpret(
             Kind::TransferEncoding => {
                 if !v.eq_ignore_ascii_case(b"chunked") {
                     return Err(HeadError::Invalid("upstream sent unknown \"Transfer-Encoding\""));
+                }
+                if chunked {
+                    return Err(HeadError::Invalid("upstream sent duplicate header line: \"Transfer-Encoding\""));
                 }
                 chunked = true;
             }
@@ -360,8 +375,11 @@ fn interpret(
             // nginx acts on the first X-Accel-Expires; a duplicate is ignored.
             Kind::AccelExpires if accel_expires.is_none() => accel_expires = Some(v.to_vec()),
             Kind::AccelExpires => {}
-            Kind::AccelRedirect => accel_redirect = Some(v.to_vec()),
+            Kind::AccelRedirect if accel_redirect.is_none() => accel_redirect = Some(v.to_vec()),
+            Kind::AccelRedirect => {}
             Kind::AccelCharset => accel_charset = Some(v.to_vec()),
+            // The first Content-Type counts, as in nginx.
+            Kind::ContentType if content_type.is_some() => continue,
             Kind::ContentType => {
                 content_type = Some(match common_type(v) {
                     Some(t) => Cow::Borrowed(t),
@@ -369,7 +387,21 @@ fn interpret(
                 });
                 continue;
             }
-            Kind::NotReturned | Kind::Common(_) | Kind::Other => {}
+            Kind::Common(c) => {
+                if let Some(i) = FIRST_ONLY.iter().position(|&u| u == c) {
+                    if first_seen & (1 << i) != 0 {
+                        continue;
+                    }
+                    first_seen |= 1 << i;
+                }
+            }
+            Kind::Other if f.name.eq_ignore_ascii_case(b"refresh") => {
+                if first_seen & REFRESH_SEEN != 0 {
+                    continue;
+                }
+                first_seen |= REFRESH_SEEN;
+            }
+            Kind::NotReturned | Kind::Other => {}
         }
         let listed = |list: &[String]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(f.name));
         let switching = status == 101 && f.name.eq_ignore_ascii_case(b"upgrade");

@@ -33,10 +33,11 @@ pub async fn respond<'c>(
 ) -> (Response<'c>, Taken) {
     let conf = ctx.conf;
     let mut taken = Taken { used: 0, extra: Vec::new(), continued: false };
-    // Even when the body came with the head: nginx sends `100 Continue`
-    // whenever it starts reading a body the client said it would hold back
+    // Even when the body came with the head, or is empty
+    // (`Content-Length: 0`): nginx sends `100 Continue` whenever it starts
+    // reading a request body for a client that asked
     // (ngx_http_test_expect), and a client that waits for it gets it.
-    if head.body != BodyKind::None && head.expect_continue {
+    if head.expect_continue {
         if let BodyKind::Length(n) = head.body
             && conf.client_max_body_size > 0
             && n > conf.client_max_body_size

@@ -269,18 +269,7 @@ impl Compressed {
                     let n = (*len - *pos).min(max as u64);
                     if n > 0 {
                         let at = *offset + *pos;
-                        match file.cached_bytes(at, n) {
-                            Some(b) => put(e, &mut st, b, out, zin).await?,
-                            None => {
-                                let Some(f) = file.file.as_ref() else {
-                                    return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
-                                };
-                                scratch.clear();
-                                crate::http::connection::io::pread_into(f, at, n, scratch)
-                                    .map_err(StreamError::Read)?;
-                                put(e, &mut st, scratch, out, zin).await?;
-                            }
-                        }
+                        put_file(e, &mut st, file, at, n, scratch, out, zin).await?;
                         *pos += n;
                     }
                     *pos == *len
@@ -294,18 +283,7 @@ impl Compressed {
                         }
                         Some(Piece::File(at, n)) => {
                             let n = n.min(max as u64);
-                            match file.cached_bytes(at, n) {
-                                Some(b) => put(e, &mut st, b, out, zin).await?,
-                                None => {
-                                    let Some(f) = file.file.as_ref() else {
-                                        return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
-                                    };
-                                    scratch.clear();
-                                    crate::http::connection::io::pread_into(f, at, n, scratch)
-                                        .map_err(StreamError::Read)?;
-                                    put(e, &mut st, scratch, out, zin).await?;
-                                }
-                            }
+                            put_file(e, &mut st, file, at, n, scratch, out, zin).await?;
                             *pos += n;
                         }
                         None => {}
@@ -482,6 +460,30 @@ async fn put(
 enum Piece<'b> {
     Mem(&'b [u8]),
     File(u64, u64),
+}
+
+/// Feeds `n` bytes of `file` from `at`: from the open-file cache's memory
+/// when it holds them, else read into `scratch`.
+#[allow(clippy::too_many_arguments)]
+async fn put_file(
+    e: &mut Encoder,
+    st: &mut Stages<'_, '_, '_, '_>,
+    file: &crate::http::handler::open_cache::OpenFile,
+    at: u64,
+    n: u64,
+    scratch: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    zin: &mut u64,
+) -> Result<(), StreamError> {
+    if let Some(b) = file.cached_bytes(at, n) {
+        return put(e, st, b, out, zin).await;
+    }
+    let Some(f) = file.file.as_ref() else {
+        return Err(StreamError::Read(std::io::ErrorKind::NotFound.into()));
+    };
+    scratch.clear();
+    crate::http::connection::io::pread_into(f, at, n, scratch).map_err(StreamError::Read)?;
+    put(e, st, scratch, out, zin).await
 }
 
 fn multipart_piece<'b>(
