@@ -618,3 +618,83 @@ fn response_bytes_reach_the_client_as_the_origin_sends_them() {
         assert_eq!(d, Digest::of_pattern(2000), "{path}");
     }
 }
+
+#[test]
+fn unbuffered_h2_bodies_stream_to_the_origin_as_their_frames_arrive() {
+    let a = Sink::start();
+    let s = builder()
+        .http(&sub(
+            r#"
+            client_max_body_size 0;
+            server {
+                listen 127.0.0.1:{port} http2;
+                location /stream/ { proxy_pass http://127.0.0.1:%A%; proxy_request_buffering off; }
+                location /stream11/ {
+                    proxy_pass http://127.0.0.1:%A%;
+                    proxy_request_buffering off;
+                    proxy_http_version 1.1;
+                }
+                location /buffered/ { proxy_pass http://127.0.0.1:%A%; proxy_http_version 1.1; }
+            }"#,
+            &[("%A%", a.port)],
+        ))
+        .start();
+    let len: u64 = 4 * 1024 * 1024;
+    // curl reads the body from a pipe and sends DATA frames as it gets
+    // them: the first MiB must reach the origin before the rest exists.
+    let upload = |path: &str, length: Option<u64>, streamed: bool| {
+        let url = s.url(path);
+        let mut args = vec!["-sS", "--max-time", "30", "--http2-prior-knowledge", "-T", "-", "-X", "POST"];
+        let cl = length.map(|n| format!("Content-Length: {n}"));
+        if let Some(h) = &cl {
+            args.extend(["-H", h.as_str()]);
+        }
+        args.push(&url);
+        let mut child = std::process::Command::new("curl")
+            .args(&args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let p = pattern();
+        for _ in 0..(1024 * 1024 / BLOCK) {
+            stdin.write_all(p).expect("first MiB");
+        }
+        stdin.flush().expect("flush");
+        if streamed {
+            wait_for("the first MiB at the origin", Duration::from_secs(10), || {
+                a.state.progress.load(Ordering::SeqCst) >= 1024 * 1024
+            });
+        } else {
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(a.heads().iter().filter(|h| h.contains("/buffered/")).count(), 0, "buffered body went early");
+        }
+        for _ in 0..((len - 1024 * 1024) / BLOCK as u64) {
+            stdin.write_all(p).expect("the rest");
+        }
+        drop(stdin);
+        let out = child.wait_with_output().expect("curl output");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.is_empty() {
+            return format!("(curl: {})", String::from_utf8_lossy(&out.stderr));
+        }
+        text
+    };
+    let mut checks = Checks::new();
+    checks.run("content-length: as it arrives, the length passed on", || {
+        assert_eq!(upload("/stream/cl", Some(len), true), Digest::of_pattern(len).text());
+        let head = a.heads().into_iter().rfind(|h| h.contains("/stream/cl")).expect("head");
+        assert!(head.to_ascii_lowercase().contains(&format!("content-length: {len}")), "{head}");
+    });
+    checks.run("no length: chunked to an HTTP/1.1 origin, as it arrives", || {
+        assert_eq!(upload("/stream11/nl", None, true), Digest::of_pattern(len).text());
+        let head = a.heads().into_iter().rfind(|h| h.contains("/stream11/nl")).expect("head");
+        assert!(head.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{head}");
+    });
+    checks.run("proxy_request_buffering on: the origin waits for the whole body", || {
+        assert_eq!(upload("/buffered/b", None, false), Digest::of_pattern(len).text());
+    });
+    checks.finish();
+}

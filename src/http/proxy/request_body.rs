@@ -62,17 +62,10 @@ impl<'s> Client<'s> {
         Client { sock: Some(sock), stream: None, quic: None, body, left: None, h2_body: None, h2_body_sent: false }
     }
 
-    /// An HTTP/2 stream and its body, already read whole.
-    pub fn h2(stream: &'s mut crate::http::connection::h2::handle::Respond, body: Spooled) -> Self {
-        Client {
-            sock: None,
-            stream: Some(stream),
-            quic: None,
-            body: ReqBody::Buffered(body),
-            left: None,
-            h2_body: None,
-            h2_body_sent: false,
-        }
+    /// An HTTP/2 stream and its body (read whole, or streamed from its
+    /// DATA frames: `ClientBody::h2`).
+    pub fn h2(stream: &'s mut crate::http::connection::h2::handle::Respond, body: ReqBody) -> Self {
+        Client { sock: None, stream: Some(stream), quic: None, body, left: None, h2_body: None, h2_body_sent: false }
     }
 
     /// An HTTP/3 request on `conn`, its body already read whole.
@@ -147,10 +140,18 @@ pub enum SendFraming {
 enum Left {
     Length(u64),
     Chunked(Decoder),
+    /// An HTTP/2 body without content-length: DATA frames until the
+    /// stream's end.
+    Frames(u64),
 }
 
-/// A body still arriving from an HTTP/1 client.
+/// A body still arriving from the client: read from its HTTP/1
+/// connection, or from its HTTP/2 stream's DATA frames.
 pub struct ClientBody {
+    /// The HTTP/2 stream the body comes on; None: the HTTP/1 connection.
+    h2: Option<crate::http::connection::h2::handle::Rx>,
+    /// The HTTP/2 stream ended (END_STREAM seen).
+    ended: bool,
     /// Read from the client, not yet passed on.
     pending: Vec<u8>,
     left: Left,
@@ -187,6 +188,8 @@ impl ClientBody {
         };
         let done = matches!(left, Left::Length(0));
         ClientBody {
+            h2: None,
+            ended: false,
             pending: initial.to_vec(),
             left,
             max,
@@ -197,6 +200,20 @@ impl ClientBody {
             copy: None,
             copy_limit: 0,
         }
+    }
+
+    /// An HTTP/2 request's body, as its DATA frames arrive; `length` is
+    /// its content-length, if it gave one.
+    pub fn h2(rx: crate::http::connection::h2::handle::Rx, length: Option<u64>, max: u64, timeout: Duration) -> Self {
+        let mut c = ClientBody::new(b"", length, max, timeout);
+        if length.is_none() {
+            c.left = Left::Frames(0);
+        }
+        // Done at the stream's end, not when the length is reached: data
+        // past it is the client's error (400), as in nginx.
+        c.done = false;
+        c.h2 = Some(rx);
+        c
     }
 
     /// Keeps a copy of the body passed on for `$request_body`, up to
@@ -215,26 +232,79 @@ impl ClientBody {
     pub fn framing(&self) -> SendFraming {
         match &self.left {
             Left::Length(n) => SendFraming::Length(*n),
-            Left::Chunked(_) => SendFraming::Chunked,
+            Left::Chunked(_) | Left::Frames(_) => SendFraming::Chunked,
         }
     }
 
     /// The next piece of the body, framed for the origin, into `out`
     /// (empty once the body is complete).
-    async fn next(&mut self, sock: &mut Sock, out: &mut Vec<u8>, framing: SendFraming) -> Result<(), BodyError> {
+    async fn next(
+        &mut self,
+        mut sock: Option<&mut Sock>,
+        out: &mut Vec<u8>,
+        framing: SendFraming,
+    ) -> Result<(), BodyError> {
         loop {
             if self.done {
                 return Ok(());
             }
+            if self.h2.is_some()
+                && let Left::Length(n) = self.left
+            {
+                // HTTP/2 frames the body itself: nothing may follow it.
+                if self.pending.len() as u64 > n {
+                    return Err(BodyError {
+                        status: 400,
+                        reason: "client intended to send body data larger than declared".into(),
+                    });
+                }
+                if n == 0 && self.ended {
+                    self.done = true;
+                    return Ok(());
+                }
+            }
+            if let Left::Frames(total) = &mut self.left
+                && (!self.pending.is_empty() || self.ended)
+            {
+                *total += self.pending.len() as u64;
+                if self.max > 0 && *total > self.max {
+                    return Err(BodyError {
+                        status: 413,
+                        reason: format!("client intended to send too large body: {} bytes", *total),
+                    });
+                }
+                let data = std::mem::take(&mut self.pending);
+                keep(&mut self.copy, self.copy_limit, &data);
+                if !data.is_empty() {
+                    if framing == SendFraming::Chunked {
+                        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                        out.extend_from_slice(&data);
+                        out.extend_from_slice(b"\r\n");
+                    } else {
+                        out.extend_from_slice(&data);
+                    }
+                }
+                if self.ended {
+                    self.done = true;
+                    if framing == SendFraming::Chunked {
+                        out.extend_from_slice(b"0\r\n\r\n");
+                    }
+                }
+                return Ok(());
+            }
+            if self.ended && self.pending.is_empty() {
+                return Err(BodyError { status: 400, reason: "client prematurely closed stream".into() });
+            }
             if !self.pending.is_empty() {
                 match &mut self.left {
+                    Left::Frames(_) => {}
                     Left::Length(n) => {
                         let take = (*n).min(self.pending.len() as u64) as usize;
                         out.extend_from_slice(&self.pending[..take]);
                         *n -= take as u64;
                         keep(&mut self.copy, self.copy_limit, &self.pending[..take]);
                         self.pending.drain(..take);
-                        if *n == 0 {
+                        if *n == 0 && self.h2.is_none() {
                             self.done = true;
                             self.extra = std::mem::take(&mut self.pending);
                         }
@@ -276,6 +346,49 @@ impl ClientBody {
                     }
                 }
             }
+            if let Some(rx) = self.h2.as_mut() {
+                match crate::clock::timeout(self.timeout, rx.data()).await {
+                    Ok(Some(Ok(b))) => {
+                        // The window comes back as the piece moves on; the
+                        // origin's pace is the client's.
+                        if rx.release_capacity(b.len()).is_err() {
+                            return Err(BodyError { status: 400, reason: "client prematurely closed stream".into() });
+                        }
+                        self.pending.extend_from_slice(&b);
+                        // Frames that are already here go on together.
+                        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                        while self.pending.len() < PIECE {
+                            match rx.poll_data(&mut cx) {
+                                std::task::Poll::Ready(Some(Ok(b))) => {
+                                    if rx.release_capacity(b.len()).is_err() {
+                                        break;
+                                    }
+                                    self.pending.extend_from_slice(&b);
+                                }
+                                std::task::Poll::Ready(None) => {
+                                    self.ended = true;
+                                    break;
+                                }
+                                _ => break,
+                            }
+                        }
+                    }
+                    Ok(None) => self.ended = true,
+                    Ok(Some(Err(_))) => {
+                        return Err(BodyError { status: 400, reason: "client prematurely closed stream".into() });
+                    }
+                    Err(_) => {
+                        return Err(BodyError {
+                            status: 408,
+                            reason: "client timed out (110: Connection timed out)".into(),
+                        });
+                    }
+                }
+                continue;
+            }
+            let Some(sock) = sock.as_deref_mut() else {
+                return Err(BodyError { status: 500, reason: "no client connection".into() });
+            };
             self.pending.reserve(PIECE);
             match crate::clock::timeout(self.timeout, sock.read_some(&mut self.pending)).await {
                 Ok(Ok(n)) if n > 0 => {}
@@ -368,14 +481,11 @@ pub async fn send(
             Ok(())
         }
         ReqBody::Streamed(c) => {
-            let Some(sock) = client.sock.as_deref_mut() else {
-                return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
-            };
             write(stream, head, t, sent).await?;
             let mut piece = Vec::with_capacity(PIECE + 32);
             loop {
                 piece.clear();
-                c.next(sock, &mut piece, framing).await.map_err(SendError::Client)?;
+                c.next(client.sock.as_deref_mut(), &mut piece, framing).await.map_err(SendError::Client)?;
                 if piece.is_empty() && c.done {
                     return Ok(());
                 }
@@ -428,14 +538,13 @@ async fn send_records(
             write(stream, &out, t, sent).await
         }
         ReqBody::Streamed(c) => {
-            let Some(sock) = client.sock.as_deref_mut() else {
-                return Err(SendError::Client(BodyError { status: 500, reason: "no client connection".into() }));
-            };
             write(stream, &out, t, sent).await?;
             let mut piece = Vec::with_capacity(PIECE);
             loop {
                 piece.clear();
-                c.next(sock, &mut piece, SendFraming::Records).await.map_err(SendError::Client)?;
+                c.next(client.sock.as_deref_mut(), &mut piece, SendFraming::Records)
+                    .await
+                    .map_err(SendError::Client)?;
                 out.clear();
                 if !piece.is_empty() {
                     c.started = true;

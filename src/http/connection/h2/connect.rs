@@ -87,7 +87,9 @@ pub async fn run<'c>(
     ctx.websocket_key = Some(key.clone());
     let mut client = crate::http::proxy::request_body::Client::h2(
         respond,
-        crate::http::connection::spool::Spooled::Memory(Vec::new()),
+        crate::http::proxy::request_body::ReqBody::Buffered(
+            crate::http::connection::spool::Spooled::Memory(Vec::new()),
+        ),
     );
     let mut resp = crate::http::proxy::respond(w, ctx, &mut client).await;
     let switched = resp.status == 101 && matches!(resp.body, Body::Upstream(_));

@@ -37,6 +37,7 @@ use handle::{Respond, Rx};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::http::handler::ctx::{ConnInfo, ReqCtx};
+use crate::http::proxy::request_body::{ClientBody, ReqBody};
 use crate::http::request::{Method, Request};
 use crate::http::response::Response;
 use crate::log::error::Level;
@@ -462,10 +463,36 @@ async fn stream(
         // calls need the origin's answers before the client's end).
         let mut client = crate::http::proxy::request_body::Client::h2(
             respond,
-            crate::http::connection::spool::Spooled::Memory(Vec::new()),
+            ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(Vec::new())),
         );
         client.h2_body = Some(body);
         resp = crate::http::proxy::respond(&w, &mut ctx, &mut client).await;
+    } else if matches!(resp.body, crate::http::response::Body::Proxy)
+        && has_body
+        && let Some(length) = streams_body(&ctx, &head)
+    {
+        // `proxy_request_buffering off`: the body goes on to the origin as
+        // its DATA frames arrive, as nginx passes it.
+        let conf = ctx.conf;
+        if let Some(n) = length
+            && conf.client_max_body_size > 0
+            && n > conf.client_max_body_size
+        {
+            log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
+            resp = crate::http::handler::finish_error(&mut ctx, 413);
+        } else {
+            let mut c = ClientBody::h2(body, length, conf.client_max_body_size, conf.client_body_timeout);
+            if crate::variables::request_body_used() {
+                c.keep_copy(conf.client_body_buffer_size);
+            }
+            let mut client = crate::http::proxy::request_body::Client::h2(respond, ReqBody::Streamed(c));
+            resp = crate::http::proxy::respond(&w, &mut ctx, &mut client).await;
+            if let ReqBody::Streamed(c) = &client.body
+                && c.done
+            {
+                ctx.body_read = length.unwrap_or(0);
+            }
+        }
     } else if matches!(resp.body, crate::http::response::Body::Proxy) {
         let conf = ctx.conf;
         // A body nginx would pass on unbuffered (`proxy_request_buffering
@@ -490,7 +517,7 @@ async fn stream(
             Discard::Done => {
                 let data = spool.finish();
                 ctx.body_read = data.len();
-                let mut client = crate::http::proxy::request_body::Client::h2(respond, data);
+                let mut client = crate::http::proxy::request_body::Client::h2(respond, ReqBody::Buffered(data));
                 crate::http::proxy::respond(&w, &mut ctx, &mut client).await
             }
             Discard::TooLarge(n) => {
@@ -609,6 +636,30 @@ enum Discard {
     Failed,
     /// The body's temporary file failed.
     Spool(String),
+}
+
+/// Whether a proxied HTTP/2 body goes on unbuffered (nginx's
+/// `proxy_request_buffering off`), and its content-length. As for HTTP/1,
+/// a body of unknown length needs an origin that can take it chunked
+/// (HTTP/1.1, FastCGI); uwsgi and SCGI need the length.
+fn streams_body(ctx: &ReqCtx<'_, '_>, head: &crate::http::request::Head) -> Option<Option<u64>> {
+    use crate::config::proxy::Protocol;
+    let conf = ctx.conf;
+    let protocol = crate::http::proxy::protocol_of(conf);
+    if ctx.dav_put
+        || crate::http::proxy::up_conf(conf).request_buffering
+        || !crate::http::proxy::passes_body_of(conf, protocol)
+    {
+        return None;
+    }
+    match head.body {
+        crate::http::request::BodyKind::Length(n) => Some(Some(n)),
+        crate::http::request::BodyKind::Chunked => {
+            let sized = matches!(protocol, Protocol::Uwsgi | Protocol::Scgi);
+            (!sized && (conf.proxy.http_version_11 || protocol == Protocol::FastCgi)).then_some(None)
+        }
+        crate::http::request::BodyKind::None => None,
+    }
 }
 
 /// Reads a request body to its end (keeping it in `keep` if given),
