@@ -9,7 +9,8 @@
 //! `PROXY TCP4|TCP6 SRC DST SPORT DPORT\r\n` with addresses kept as the
 //! text sent (hex digits, `.` and `:` only) or `PROXY UNKNOWN...\r\n`;
 //! v2 is the 12-byte signature, version 2, and for the PROXY command over
-//! TCP the binary addresses (LOCAL, UDP, unix and TLVs are skipped).
+//! TCP the binary addresses and the TLVs after them (LOCAL, UDP and unix
+//! are skipped), which `$proxy_protocol_tlv_*` reads ([`ProxyAddrs::tlv`]).
 //! Unlike nginx, which parses whatever its first read returned, a header
 //! split across packets is waited for (`Need`) within the connection's
 //! `client_header_timeout`. [`read`] consumes exactly the header with
@@ -30,6 +31,61 @@ pub struct ProxyAddrs {
     pub src_port: u16,
     pub dst_addr: String,
     pub dst_port: u16,
+    /// v2's TLV block as sent (empty for v1).
+    pub tlvs: Vec<u8>,
+}
+
+/// The TLV types nginx names (`$proxy_protocol_tlv_alpn`...).
+const NAMED: [(&str, u8); 5] =
+    [("alpn", 0x01), ("authority", 0x02), ("unique_id", 0x05), ("ssl", 0x20), ("netns", 0x30)];
+/// The sub-TLVs of PP2_TYPE_SSL nginx names (`$proxy_protocol_tlv_ssl_cn`...).
+const SSL_NAMED: [(&str, u8); 5] =
+    [("version", 0x21), ("cn", 0x22), ("cipher", 0x23), ("sig_alg", 0x24), ("key_alg", 0x25)];
+
+impl ProxyAddrs {
+    /// `$proxy_protocol_tlv_NAME`, as nginx's ngx_proxy_protocol_get_tlv
+    /// reads it: a named type or `0xHH`, `ssl_NAME` or `ssl_0xHH` for the
+    /// SSL TLV's sub-TLVs, and `ssl_verify` for its verify field (as a
+    /// decimal number). None: not sent (or a name nginx does not know).
+    pub fn tlv(&self, name: &str) -> Option<std::borrow::Cow<'_, [u8]>> {
+        if let Some(sub) = name.strip_prefix("ssl_") {
+            let ssl = find_tlv(&self.tlvs, 0x20)?;
+            // client (1 byte), verify (4 bytes), then sub-TLVs.
+            if ssl.len() < 5 {
+                return None;
+            }
+            if sub == "verify" {
+                let v = u32::from_be_bytes([ssl[1], ssl[2], ssl[3], ssl[4]]);
+                return Some(std::borrow::Cow::Owned(v.to_string().into_bytes()));
+            }
+            let t = tlv_type(sub, &SSL_NAMED)?;
+            return find_tlv(&ssl[5..], t).map(std::borrow::Cow::Borrowed);
+        }
+        find_tlv(&self.tlvs, tlv_type(name, &NAMED)?).map(std::borrow::Cow::Borrowed)
+    }
+}
+
+/// A type by nginx's name for it or as `0xHH` (any number of hex digits,
+/// at most 0xff).
+fn tlv_type(name: &str, named: &[(&str, u8)]) -> Option<u8> {
+    if let Some(hex) = name.strip_prefix("0x") {
+        return u32::from_str_radix(hex, 16).ok().and_then(|n| u8::try_from(n).ok());
+    }
+    named.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// The value of the first TLV of type `t` in `block` (type, 16-bit length,
+/// value; a truncated one ends the search).
+fn find_tlv(mut block: &[u8], t: u8) -> Option<&[u8]> {
+    while block.len() >= 3 {
+        let len = u16::from_be_bytes([block[1], block[2]]) as usize;
+        let value = block.get(3..3 + len)?;
+        if block[0] == t {
+            return Some(value);
+        }
+        block = &block[3 + len..];
+    }
+    None
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -90,8 +146,13 @@ fn parse_v1(line: &[u8]) -> Option<Parsed> {
     let dst = addr_text(fields.next()?)?;
     let ports = fields.next()?;
     let sp = ports.iter().position(|&c| c == b' ')?;
-    let addrs =
-        ProxyAddrs { src_addr: src, src_port: port(&ports[..sp])?, dst_addr: dst, dst_port: port(&ports[sp + 1..])? };
+    let addrs = ProxyAddrs {
+        src_addr: src,
+        src_port: port(&ports[..sp])?,
+        dst_addr: dst,
+        dst_port: port(&ports[sp + 1..])?,
+        tlvs: Vec::new(),
+    };
     Some(Parsed::Done { len, addrs: Some(addrs) })
 }
 
@@ -139,6 +200,7 @@ fn parse_v2(buf: &[u8]) -> Parsed {
             dst_addr: Ipv4Addr::new(body[4], body[5], body[6], body[7]).to_string(),
             src_port: u16::from_be_bytes([body[8], body[9]]),
             dst_port: u16::from_be_bytes([body[10], body[11]]),
+            tlvs: body[12..].to_vec(),
         },
         2 if body.len() >= 36 => {
             let v6 = |b: &[u8]| {
@@ -151,6 +213,7 @@ fn parse_v2(buf: &[u8]) -> Parsed {
                 dst_addr: v6(&body[16..32]),
                 src_port: u16::from_be_bytes([body[32], body[33]]),
                 dst_port: u16::from_be_bytes([body[34], body[35]]),
+                tlvs: body[36..].to_vec(),
             }
         }
         // nginx closes on an address block too short for its family.
@@ -252,6 +315,40 @@ mod tests {
         }
         let long = [b"PROXY ".as_slice(), &[b'1'; 200]].concat();
         assert!(matches!(parse(&long), Parsed::Invalid(_)));
+    }
+
+    fn tlv(t: u8, v: &[u8]) -> Vec<u8> {
+        [&[t][..], &(v.len() as u16).to_be_bytes(), v].concat()
+    }
+
+    #[test]
+    fn v2_tlvs() {
+        let mut body = vec![192, 0, 2, 1, 192, 0, 2, 2, 0, 123, 22, 46];
+        body.extend(tlv(0x01, b"h2"));
+        body.extend(tlv(0x03, b"4321"));
+        body.extend(tlv(0x01, b"second"));
+        let mut ssl = vec![0x01, 0, 0, 0, 255];
+        ssl.extend(tlv(0x21, b"TLSv1.3"));
+        ssl.extend(tlv(0x22, b"example.com"));
+        body.extend(tlv(0x20, &ssl));
+        body.extend(tlv(0xae, b"custom"));
+        let a = done(&v2(1, 0x11, &body)).1.unwrap();
+        let get = |n: &str| a.tlv(n).map(|v| String::from_utf8_lossy(&v).into_owned());
+        assert_eq!(get("alpn").as_deref(), Some("h2"), "the first of a type");
+        assert_eq!(get("0x01").as_deref(), Some("h2"));
+        assert_eq!(get("0x3").as_deref(), Some("4321"));
+        assert_eq!(get("0x000ae").as_deref(), Some("custom"));
+        assert_eq!(get("ssl_verify").as_deref(), Some("255"));
+        assert_eq!(get("ssl_version").as_deref(), Some("TLSv1.3"));
+        assert_eq!(get("ssl_0x22").as_deref(), Some("example.com"));
+        assert_eq!(a.tlv("ssl").map(|v| v.len()), Some(ssl.len()));
+        for absent in ["authority", "0x0f", "ssl_cipher", "0x100", "nonsense", "0xzz"] {
+            assert_eq!(get(absent), None, "{absent}");
+        }
+        // A truncated TLV ends the search.
+        let mut cut = body[..12].to_vec();
+        cut.extend_from_slice(&[0x01, 0, 9, b'h']);
+        assert_eq!(done(&v2(1, 0x11, &cut)).1.unwrap().tlv("alpn"), None);
     }
 
     fn v2(cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {

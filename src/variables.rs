@@ -25,6 +25,8 @@ pub enum Var {
     ProxyProtocolPort,
     ProxyProtocolServerAddr,
     ProxyProtocolServerPort,
+    /// `$proxy_protocol_tlv_NAME` (`ProxyAddrs::tlv`), NAME lowercase.
+    ProxyProtocolTlv(String),
     TimeLocal,
     TimeIso8601,
     Msec,
@@ -331,6 +333,8 @@ impl Var {
                     Var::SentHttp(header(rest))
                 } else if let Some(rest) = lower.strip_prefix("sent_trailer_") {
                     Var::SentTrailer(header(rest))
+                } else if let Some(rest) = lower.strip_prefix("proxy_protocol_tlv_") {
+                    Var::ProxyProtocolTlv(rest.to_string())
                 } else if let Some(rest) = lower.strip_prefix("upstream_http_") {
                     Var::UpstreamHttp(header(rest))
                 } else if let Some(rest) = name.strip_prefix("upstream_cookie_") {

@@ -131,11 +131,18 @@ fn a_location_setting_applies_after_rewrites() {
 const PP_SHOW: &str = r#"return 200 "pp=$proxy_protocol_addr:$proxy_protocol_port server=$proxy_protocol_server_addr:$proxy_protocol_server_port addr=$remote_addr:$remote_port\n";"#;
 
 fn pp_server() -> TestServer {
+    // $proxy_protocol_tlv_* came with nginx 1.23.2 (Debian 12 has 1.22).
+    let tlv = if nginx_mode() {
+        ""
+    } else {
+        r#"location /tlv { return 200 "authority=$proxy_protocol_tlv_authority 0x02=$proxy_protocol_tlv_0x02 alpn=$proxy_protocol_tlv_alpn"; }"#
+    };
     builder()
         .http(&format!(
             r#"server {{
                 listen 127.0.0.1:{{port0}} proxy_protocol;
                 location / {{ {PP_SHOW} }}
+                {tlv}
             }}
             server {{
                 listen 127.0.0.1:{{port1}} proxy_protocol;
@@ -155,7 +162,7 @@ fn v2_header(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
     h.extend_from_slice(&dst);
     h.extend_from_slice(&sport.to_be_bytes());
     h.extend_from_slice(&dport.to_be_bytes());
-    // A TLV (PP2_TYPE_AUTHORITY "a.test"), skipped.
+    // A TLV (PP2_TYPE_AUTHORITY "a.tx").
     h.extend_from_slice(&[0x02, 0, 4, b'a', b'.', b't', b'x']);
     h
 }
@@ -177,6 +184,14 @@ fn proxy_protocol_v1_and_v2_name_the_client() {
     let mut c = Conn::connect(s.ports[0]);
     c.send([v2_header([10, 1, 2, 3], [10, 9, 9, 9], 4000, 8443), REQ.to_vec()].concat());
     assert!(body(&c.read_response()).starts_with("pp=10.1.2.3:4000 server=10.9.9.9:8443 addr=127.0.0.1:"));
+    if !nginx_mode() {
+        let mut c = Conn::connect(s.ports[0]);
+        c.send(
+            [v2_header([10, 1, 2, 3], [10, 9, 9, 9], 4000, 8443), b"GET /tlv HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()]
+                .concat(),
+        );
+        assert_eq!(body(&c.read_response()), "authority=a.tx 0x02=a.tx alpn=");
+    }
 
     // The header split across packets.
     let mut c = Conn::connect(s.ports[0]);

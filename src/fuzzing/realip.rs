@@ -21,6 +21,15 @@ pub fn proxy_protocol(data: &[u8]) {
                     assert_eq!(proxy_protocol::parse(&data[..cut]), Parsed::Need, "prefix {cut} of {len}");
                 }
             }
+            // The TLV reader (`$proxy_protocol_tlv_*`) stays inside the
+            // header for every name it knows and for numbered types.
+            if let Some(a) = addrs {
+                for name in ["alpn", "authority", "unique_id", "ssl", "netns", "0x3", "0xff", "ssl_verify", "ssl_cn"] {
+                    if let Some(v) = a.tlv(name) {
+                        assert!(v.len() <= *len, "{name}: {} of {len}", v.len());
+                    }
+                }
+            }
             if let (Some(a), true) = (addrs, data.starts_with(b"PROXY ")) {
                 for t in [&a.src_addr, &a.dst_addr] {
                     assert!(t.bytes().all(|c| c == b'.' || c == b':' || c.is_ascii_hexdigit()), "{t:?}");

@@ -81,6 +81,9 @@ fn builtin(lower: &str) -> Option<Var> {
         "proxy_protocol_port" => Var::ProxyProtocolPort,
         "proxy_protocol_server_addr" => Var::ProxyProtocolServerAddr,
         "proxy_protocol_server_port" => Var::ProxyProtocolServerPort,
+        n if n.starts_with("proxy_protocol_tlv_") => {
+            Var::ProxyProtocolTlv(n["proxy_protocol_tlv_".len()..].to_string())
+        }
         "realip_remote_addr" => Var::RealipRemoteAddr,
         "realip_remote_port" => Var::RealipRemotePort,
         "ssl_protocol" => Var::SslProtocol,
@@ -203,6 +206,11 @@ impl VarSource for Session {
                         Var::ProxyProtocolServerAddr => out.extend_from_slice(p.dst_addr.as_bytes()),
                         _ => push_u64(out, p.dst_port.into()),
                     }
+                }
+            }
+            Var::ProxyProtocolTlv(name) => {
+                if let Some(v) = self.proxy_protocol.as_ref().and_then(|p| p.tlv(name)) {
+                    out.extend_from_slice(&v);
                 }
             }
             Var::UpstreamAddr => push_list(out, &self.up.borrow().tries, |o, t| o.extend_from_slice(t.addr.as_bytes())),

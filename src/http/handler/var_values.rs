@@ -130,6 +130,11 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(pp.src_addr.as_bytes())
                 }
             }
+            Var::ProxyProtocolTlv(name) => {
+                if let Some(v) = ctx.conn.proxy_protocol.as_ref().and_then(|p| p.tlv(name)) {
+                    out.extend_from_slice(&v);
+                }
+            }
             Var::ProxyProtocolPort => {
                 if let Some(pp) = &ctx.conn.proxy_protocol {
                     push_u64(out, pp.src_port as u64)
