@@ -159,6 +159,19 @@ fn histogram_buckets(s: &Samples, name: &str, labels: &[(&str, &str)]) -> Vec<(S
     buckets
 }
 
+/// Prometheus' histogram_quantile: the first bucket whose count reaches
+/// rank `p × count`, interpolated linearly from the bound below (0 for the
+/// first); the last finite bound when that is +Inf.
+fn histogram_quantile(p: f64, buckets: &[(String, f64, f64)]) -> f64 {
+    let rank = p * buckets.last().unwrap().2;
+    let b = buckets.iter().position(|x| x.2 >= rank).unwrap();
+    if b == buckets.len() - 1 {
+        return buckets[b - 1].1;
+    }
+    let (start, below) = if b > 0 { (buckets[b - 1].1, buckets[b - 1].2) } else { (0.0, 0.0) };
+    start + (buckets[b].1 - start) * (rank - below) / (buckets[b].2 - below)
+}
+
 /// Histogram `name` with `labels`: every documented bucket and no other,
 /// cumulative, +Inf equal to `_count`; returns the buckets.
 fn check_histogram_of(s: &Samples, name: &str, labels: &[(&str, &str)]) -> Vec<(String, f64, f64)> {
@@ -303,6 +316,69 @@ fn zones_connections_and_peers_in_both_formats() {
     assert_eq!(r.status, 400);
     let r = request(s.ports[1], "POST /status HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 405);
+}
+
+/// Fast local requests read in microseconds: the JSON page's p50 below
+/// 1 ms and a mean above 0 (whole milliseconds made them 2.5 ms and 0),
+/// for the process, a zone and an upstream; Prometheus exposes exactly the
+/// documented `le` set, and histogram_quantile over it gives the JSON's
+/// p50.
+#[test]
+fn fast_requests_read_in_microseconds() {
+    let origin = common::origin::Origin::ok("hi");
+    let s = builder()
+        .server_is_nginx(false)
+        .http(&format!(
+            r#"upstream back {{ server 127.0.0.1:{o}; }}
+            server {{
+                listen 127.0.0.1:{{port}};
+                location = /status {{ sluice_status; }}
+                location /fast {{ status_zone fast; return 204; }}
+                location /up {{ proxy_pass http://back; }}
+            }}"#,
+            o = origin.port
+        ))
+        .start();
+    const N: u64 = 300;
+    let mut c = s.connect();
+    for _ in 0..N {
+        c.send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.read_response().status, 204);
+    }
+    for _ in 0..20 {
+        c.send("GET /up HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.read_response().status, 200);
+    }
+    let j = get_json(s.port, "/status");
+    let fast = &j["server_zones"]["fast"]["request_time"];
+    let all = &j["request_time"];
+    let back = &j["upstreams"]["back"]["response_time"];
+    for (what, h, count, p50_below) in
+        [("zone", fast, N, 0.001), ("all", all, N + 20, 0.001), ("upstream", back, 20, 0.01)]
+    {
+        let (p50, p99, sum) = (h["p50"].as_f64(), h["p99"].as_f64(), h["sum"].as_f64().unwrap());
+        let mean = sum / count as f64;
+        println!("{what}: p50 {p50:?} s, p99 {p99:?} s, mean {mean:.6} s over {count}");
+        assert_eq!(h["count"], count, "{what}: {j}");
+        assert!(p50.is_some_and(|p| p > 0.0 && p < p50_below), "{what}: {h}");
+        assert!(mean > 0.0 && mean < p50_below, "{what}: {h}");
+        // Keys are documented bounds; the count at +Inf is the count.
+        let doc = documented_bounds();
+        let keys = h["buckets"].as_object().unwrap();
+        assert!(keys.keys().all(|k| doc.contains(k)), "{what}: {h}");
+        assert_eq!(keys["+Inf"], count, "{what}: {h}");
+    }
+    let p = get_prometheus(s.port, "/status?format=prometheus");
+    check_histogram_of(&p, "sluice_http_request_duration_seconds", &[]);
+    check_histogram_of(&p, "sluice_upstream_response_duration_seconds", &[("upstream", "back")]);
+    let zone = check_histogram_of(&p, "sluice_zone_request_duration_seconds", &[("zone", "fast")]);
+    // Nothing reached the zone since the JSON: the same histogram, read
+    // as Prometheus reads it.
+    let promql = histogram_quantile(0.5, &zone);
+    let json = fast["p50"].as_f64().unwrap();
+    assert!((promql - json).abs() < 1e-9, "histogram_quantile {promql}, JSON {json}");
+    let sum = get(&p, "sluice_zone_request_duration_seconds_sum", &[("zone", "fast")]);
+    assert_eq!(sum, fast["sum"].as_f64().unwrap());
 }
 
 #[test]
