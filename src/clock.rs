@@ -158,7 +158,12 @@ pub fn mono_stale() {
 
 /// Milliseconds since `t`, per `mono()`.
 pub fn since_ms(t: Instant) -> u64 {
-    mono().saturating_duration_since(t).as_millis() as u64
+    since(t).as_millis() as u64
+}
+
+/// The time since `t`, per `mono()`.
+pub fn since(t: Instant) -> Duration {
+    mono().saturating_duration_since(t)
 }
 
 /// `tokio::time::timeout` measured from `mono()` (tokio's own reads the

@@ -221,7 +221,8 @@ fn full_doc(k: u64) -> Value {
         "responses": {"1xx": 0, "2xx": 88 * (50 + k), "3xx": 0, "4xx": 10 * (50 + k), "5xx": 2 * (50 + k)},
         "request_time": {"sum": 15.0, "buckets": buckets},
         "server_zones": {"z<i>x</i>": {"requests": 10, "responses": {"1xx": 0, "2xx": 10, "3xx": 0, "4xx": 0, "5xx": 0},
-                         "received": 2048, "sent": 1_048_576, "request_time": {"sum": 0.1, "buckets": buckets}}},
+                         "received": 2048, "sent": 1_048_576, "request_time": {"sum": 0.000515, "count": 10,
+                         "buckets": {"0.00004924": 0, "0.0000538": 10, "+Inf": 10}}}},
         "upstreams": {"<script>u</script>": {
             "queue": {"length": 2, "waits": 9, "timeouts": 1},
             "response_time": {"sum": 15.0, "buckets": buckets},
@@ -297,7 +298,10 @@ fn whole_json_contract_renders_without_errors() {
                  return [...r.cells].map((c) => c.textContent); return null; }})()"
         ))
     };
-    assert_eq!(cells(&mut br, "#latency", "since start"), json!(["since start", "25 ms", "50 ms", "95 ms", "15 ms"]));
+    assert_eq!(
+        cells(&mut br, "#latency", "since start"),
+        json!(["since start", "25.0 ms", "50.0 ms", "95.0 ms", "15.0 ms"])
+    );
     assert_eq!(cells(&mut br, "#conns", "parked"), json!(["parked", "3"]));
     assert_eq!(cells(&mut br, "#codes", "4xx")[2], json!("10.0%"), "share of responses");
     let cache = cells(&mut br, "#caches", "<b>c</b>");
@@ -310,7 +314,9 @@ fn whole_json_contract_renders_without_errors() {
     assert_eq!(text(&mut br, "ssl-failed"), json!("5"));
     assert_eq!(cells(&mut br, "#h2", "share of connections")[1], json!("25.0%"));
     let zone = cells(&mut br, "#zones", "z<i>x</i>");
-    assert_eq!((&zone[9], &zone[10]), (&json!("1.0 MiB"), &json!("25 ms")));
+    // The server's sparse form: only the bucket with requests and the
+    // bound below it.
+    assert_eq!((&zone[9], &zone[10], &zone[11]), (&json!("1.0 MiB"), &json!("51.5 µs"), &json!("53.8 µs")));
     let up = br.eval(
         "(() => { const u = document.querySelector('#upstreams .upstream'); return [u.dataset.upstream, u.querySelector('h3').textContent, u.querySelector('p').textContent]; })()",
     );
@@ -319,7 +325,7 @@ fn whole_json_contract_renders_without_errors() {
         json!([
             "<script>u</script>",
             "<script>u</script>",
-            "queue 2, waits 9, timeouts 1 · response time p50 25 ms, p99 95 ms"
+            "queue 2, waits 9, timeouts 1 · response time p50 25.0 ms, p99 95.0 ms"
         ])
     );
     let peers = cells(&mut br, "#upstreams", "10.0.0.2:80");

@@ -127,26 +127,68 @@ fn wait_json(port: u16, what: &str, mut done: impl FnMut(&Value) -> bool) -> Val
     }
 }
 
-/// The histogram of `zone`: buckets cumulative, +Inf last and equal to
-/// `_count`; returns the count.
-fn check_histogram(s: &Samples, zone: &str) -> f64 {
-    let mut buckets: Vec<(f64, f64)> = s
+/// The `le` values docs/configuration.md lists for the time histograms
+/// (the code block after "**Time histograms.**"), then `+Inf`.
+fn documented_bounds() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md")).unwrap();
+    let at = doc.find("**Time histograms.**").expect("the time histograms' section");
+    let block = doc[at..].split("```").nth(1).expect("the bounds' code block");
+    let mut les: Vec<String> = block.split_whitespace().map(String::from).collect();
+    les.push("+Inf".into());
+    les
+}
+
+/// The `_bucket` samples of histogram `name` with `labels` (besides
+/// `le`), by bound: (le as written, le, cumulative count).
+fn histogram_buckets(s: &Samples, name: &str, labels: &[(&str, &str)]) -> Vec<(String, f64, f64)> {
+    let bucket = format!("{name}_bucket");
+    let mut buckets: Vec<(String, f64, f64)> = s
         .iter()
         .filter(|((n, l), _)| {
-            n == "sluice_zone_request_duration_seconds_bucket" && l.contains(&("zone".into(), zone.into()))
+            *n == bucket
+                && l.len() == labels.len() + 1
+                && labels.iter().all(|(k, v)| l.contains(&(k.to_string(), v.to_string())))
         })
         .map(|((_, l), v)| {
-            let le = &l.iter().find(|(k, _)| k == "le").unwrap().1;
-            (if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap() }, *v)
+            let le = l.iter().find(|(k, _)| k == "le").unwrap().1.clone();
+            let bound = if le == "+Inf" { f64::INFINITY } else { le.parse().unwrap() };
+            (le, bound, *v)
         })
         .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    assert_eq!(buckets.len(), 11, "{buckets:?}");
-    assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "not cumulative: {buckets:?}");
-    let count = get(s, "sluice_zone_request_duration_seconds_count", &[("zone", zone)]);
-    assert_eq!(buckets.last().map(|b| (b.0, b.1)), Some((f64::INFINITY, count)));
-    assert!(get(s, "sluice_zone_request_duration_seconds_sum", &[("zone", zone)]) >= 0.0);
-    count
+    buckets.sort_by(|a, b| a.1.total_cmp(&b.1));
+    buckets
+}
+
+/// Prometheus' histogram_quantile: the first bucket whose count reaches
+/// rank `p × count`, interpolated linearly from the bound below (0 for the
+/// first); the last finite bound when that is +Inf.
+fn histogram_quantile(p: f64, buckets: &[(String, f64, f64)]) -> f64 {
+    let rank = p * buckets.last().unwrap().2;
+    let b = buckets.iter().position(|x| x.2 >= rank).unwrap();
+    if b == buckets.len() - 1 {
+        return buckets[b - 1].1;
+    }
+    let (start, below) = if b > 0 { (buckets[b - 1].1, buckets[b - 1].2) } else { (0.0, 0.0) };
+    start + (buckets[b].1 - start) * (rank - below) / (buckets[b].2 - below)
+}
+
+/// Histogram `name` with `labels`: every documented bucket and no other,
+/// cumulative, +Inf equal to `_count`; returns the buckets.
+fn check_histogram_of(s: &Samples, name: &str, labels: &[(&str, &str)]) -> Vec<(String, f64, f64)> {
+    let buckets = histogram_buckets(s, name, labels);
+    let les: Vec<&String> = buckets.iter().map(|b| &b.0).collect();
+    assert_eq!(les, documented_bounds().iter().collect::<Vec<_>>(), "{name} {labels:?}: the le set");
+    assert!(buckets.windows(2).all(|w| w[0].2 <= w[1].2), "not cumulative: {buckets:?}");
+    let count = get(s, &format!("{name}_count"), labels);
+    assert_eq!(buckets.last().map(|b| b.2), Some(count));
+    assert!(get(s, &format!("{name}_sum"), labels) >= 0.0);
+    buckets
+}
+
+/// The histogram of `zone` (see [`check_histogram_of`]); returns the count.
+fn check_histogram(s: &Samples, zone: &str) -> f64 {
+    let buckets = check_histogram_of(s, "sluice_zone_request_duration_seconds", &[("zone", zone)]);
+    buckets.last().unwrap().2
 }
 
 #[test]
@@ -274,6 +316,69 @@ fn zones_connections_and_peers_in_both_formats() {
     assert_eq!(r.status, 400);
     let r = request(s.ports[1], "POST /status HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 405);
+}
+
+/// Fast local requests read in microseconds: the JSON page's p50 below
+/// 1 ms and a mean above 0 (whole milliseconds made them 2.5 ms and 0),
+/// for the process, a zone and an upstream; Prometheus exposes exactly the
+/// documented `le` set, and histogram_quantile over it gives the JSON's
+/// p50.
+#[test]
+fn fast_requests_read_in_microseconds() {
+    let origin = common::origin::Origin::ok("hi");
+    let s = builder()
+        .server_is_nginx(false)
+        .http(&format!(
+            r#"upstream back {{ server 127.0.0.1:{o}; }}
+            server {{
+                listen 127.0.0.1:{{port}};
+                location = /status {{ sluice_status; }}
+                location /fast {{ status_zone fast; return 204; }}
+                location /up {{ proxy_pass http://back; }}
+            }}"#,
+            o = origin.port
+        ))
+        .start();
+    const N: u64 = 300;
+    let mut c = s.connect();
+    for _ in 0..N {
+        c.send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.read_response().status, 204);
+    }
+    for _ in 0..20 {
+        c.send("GET /up HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.read_response().status, 200);
+    }
+    let j = get_json(s.port, "/status");
+    let fast = &j["server_zones"]["fast"]["request_time"];
+    let all = &j["request_time"];
+    let back = &j["upstreams"]["back"]["response_time"];
+    for (what, h, count, p50_below) in
+        [("zone", fast, N, 0.001), ("all", all, N + 20, 0.001), ("upstream", back, 20, 0.01)]
+    {
+        let (p50, p99, sum) = (h["p50"].as_f64(), h["p99"].as_f64(), h["sum"].as_f64().unwrap());
+        let mean = sum / count as f64;
+        println!("{what}: p50 {p50:?} s, p99 {p99:?} s, mean {mean:.6} s over {count}");
+        assert_eq!(h["count"], count, "{what}: {j}");
+        assert!(p50.is_some_and(|p| p > 0.0 && p < p50_below), "{what}: {h}");
+        assert!(mean > 0.0 && mean < p50_below, "{what}: {h}");
+        // Keys are documented bounds; the count at +Inf is the count.
+        let doc = documented_bounds();
+        let keys = h["buckets"].as_object().unwrap();
+        assert!(keys.keys().all(|k| doc.contains(k)), "{what}: {h}");
+        assert_eq!(keys["+Inf"], count, "{what}: {h}");
+    }
+    let p = get_prometheus(s.port, "/status?format=prometheus");
+    check_histogram_of(&p, "sluice_http_request_duration_seconds", &[]);
+    check_histogram_of(&p, "sluice_upstream_response_duration_seconds", &[("upstream", "back")]);
+    let zone = check_histogram_of(&p, "sluice_zone_request_duration_seconds", &[("zone", "fast")]);
+    // Nothing reached the zone since the JSON: the same histogram, read
+    // as Prometheus reads it.
+    let promql = histogram_quantile(0.5, &zone);
+    let json = fast["p50"].as_f64().unwrap();
+    assert!((promql - json).abs() < 1e-9, "histogram_quantile {promql}, JSON {json}");
+    let sum = get(&p, "sluice_zone_request_duration_seconds_sum", &[("zone", "fast")]);
+    assert_eq!(sum, fast["sum"].as_f64().unwrap());
 }
 
 #[test]
@@ -615,7 +720,12 @@ fn upstream_queue_waits_and_timeouts() {
     // Response heads come 800 ms after each try starts (the wait in the
     // queue is before the try).
     let rt = &patient["response_time"];
-    assert_eq!((rt["buckets"]["0.5"].as_u64(), rt["buckets"]["+Inf"].as_u64()), (Some(0), Some(2)), "{j}");
+    assert_eq!(rt["buckets"]["+Inf"], 2, "{j}");
+    // Nothing counted at or below 0.7 s; both in the buckets around 0.8 s.
+    for (le, n) in rt["buckets"].as_object().unwrap() {
+        assert!(n == 0 || le == "+Inf" || le.parse::<f64>().unwrap() > 0.7, "{le}: {j}");
+    }
+    assert!(rt["p50"].as_f64().unwrap() >= 0.72 && rt["p99"].as_f64().unwrap() < 1.5, "{j}");
     assert!(rt["sum"].as_f64().unwrap() >= 1.6, "{j}");
     assert_eq!(hasty["response_time"]["buckets"]["+Inf"], 1, "{j}");
     assert_eq!(j["responses"]["5xx"], 1, "{j}");

@@ -4,8 +4,9 @@
 
 use std::fmt::Write;
 
+use super::hist::{Hist, NBOUNDS, le, ns_secs, us_secs};
 use super::snapshot::{CacheSnap, Snapshot, UpstreamSnap};
-use super::worker::{CACHE_STATUSES, Hist};
+use super::worker::CACHE_STATUSES;
 
 /// A JSON string literal.
 fn json_str(out: &mut String, s: &str) {
@@ -24,22 +25,40 @@ fn json_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// The upper bound of time bucket `j` in seconds, as Prometheus writes
-/// floats (`0.005`, `1`, `2.5`, `+Inf`); the JSON page's bucket keys too.
-pub fn le(j: usize) -> String {
-    super::BUCKETS_MS.get(j).map_or_else(|| "+Inf".to_string(), |&ms| (ms as f64 / 1000.0).to_string())
-}
-
-/// Milliseconds as seconds with three decimals.
-pub fn secs(ms: u64) -> String {
-    format!("{}.{:03}", ms / 1000, ms % 1000)
-}
-
-/// `{"sum":SECONDS,"buckets":{"0.005":CUMULATIVE,...,"+Inf":COUNT}}`.
-fn hist(o: &mut String, h: &Hist) {
-    let _ = write!(o, "{{\"sum\":{},\"buckets\":{{", secs(h.sum_ms));
+/// `{"sum":SECONDS,"count":N,"p50":SECONDS,"p90":..,"p99":..,"buckets":{..}}`:
+/// the percentiles as [`Hist::quantile`] estimates them (null without
+/// observations or past the last bound), and the cumulative count at each
+/// bound where it grows and at the bound just below each such one (the
+/// bucket's lower edge), then `+Inf` (the count). Empty stretches are left
+/// out: a histogram of fast local requests is a few keys, not 180, and the
+/// count at a bound not listed is that of the next lower listed one.
+pub(super) fn hist(o: &mut String, h: &Hist) {
+    let _ = write!(o, "{{\"sum\":{},\"count\":{}", us_secs(h.sum_us), h.count());
+    for (name, p) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+        match h.quantile(p) {
+            Some(q) if q.is_finite() => {
+                let _ = write!(o, ",\"{name}\":{}", ns_secs((q * 1e9).round() as u64));
+            }
+            _ => {
+                let _ = write!(o, ",\"{name}\":null");
+            }
+        }
+    }
+    o.push_str(",\"buckets\":{");
+    let (mut listed, mut below) = (None, 0u64);
+    let key = |o: &mut String, listed: &mut Option<usize>, j: usize, n: u64| {
+        let _ = write!(o, "{}\"{}\":{n}", if listed.is_some() { "," } else { "" }, le(j));
+        *listed = Some(j);
+    };
     for (j, cum) in h.cumulative() {
-        let _ = write!(o, "{}\"{}\":{cum}", if j > 0 { "," } else { "" }, le(j));
+        let own = h.buckets[j];
+        if own > 0 && j > 0 && listed != Some(j - 1) {
+            key(o, &mut listed, j - 1, below);
+        }
+        if own > 0 || j == NBOUNDS {
+            key(o, &mut listed, j, cum);
+        }
+        below = cum;
     }
     o.push_str("}}");
 }
@@ -171,7 +190,22 @@ mod tests {
         assert!(j.contains("\"reloads\":{\"ok\":2,\"failed\":1},\"connections\":{\"accepted\":2,"), "{j}");
         assert!(j.contains("\"waiting\":0,\"parked\":0},\"requests\":{\"total\":4},"), "{j}");
         assert!(j.contains("\"responses\":{\"1xx\":0,\"2xx\":5,\"3xx\":1,\"4xx\":1,\"5xx\":0},"), "{j}");
-        assert!(j.contains("\"request_time\":{\"sum\":6.001,\"buckets\":{\"0.005\":6,\"0.01\":6,"), "{j}");
+        // Six requests of 1 ms and one of 100 s: the buckets where the count
+        // grows, the bound below each, and +Inf.
+        assert!(
+            j.contains(
+                "\"request_time\":{\"sum\":100.006000,\"count\":7,\"p50\":0.000964667,\"p90\":null,\"p99\":null,\
+                 \"buckets\":{\"0.0009152\":0,\"0.001\":6,\"64.22\":6,\"+Inf\":7}}"
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains(
+                "\"request_time\":{\"sum\":1.205000,\"count\":3,\"p50\":0.003028,\"p90\":1.271,\"p99\":1.3007,\
+                 \"buckets\":{\"0.001859\":0,\"0.002031\":1,\"0.002894\":1,\"0.003162\":2,\"1.194\":2,\"1.304\":3,\"+Inf\":3}}"
+            ),
+            "{j}"
+        );
         assert!(j.contains("\"ssl\":{\"handshakes\":{\"TLSv1.2\":1,\"TLSv1.3\":4},\"resumed\":{\"TLSv1.2\":0,\"TLSv1.3\":2},\"failed\":0}"));
         assert!(j.contains("\"http2\":{\"connections\":2,\"streams\":7}"), "{j}");
         assert!(j.contains("\"a\\\"b\\\\c\":{\"requests\":3,\"responses\":{\"1xx\":0,\"2xx\":2,"), "{j}");
@@ -184,9 +218,12 @@ mod tests {
             "{j}"
         );
         assert!(
-            j.contains("\"queue\":{\"length\":1,\"waits\":3,\"timeouts\":1},\"response_time\":{\"sum\":0.012,"),
+            j.contains("\"queue\":{\"length\":1,\"waits\":3,\"timeouts\":1},\"response_time\":{\"sum\":0.012000,"),
             "{j}"
         );
-        assert!(j.ends_with("\"+Inf\":2}}}}}\n"), "{j}");
+        assert!(
+            j.ends_with("\"buckets\":{\"0.004924\":0,\"0.00538\":1,\"0.006422\":1,\"0.007017\":2,\"+Inf\":2}}}}}\n"),
+            "{j}"
+        );
     }
 }

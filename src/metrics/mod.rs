@@ -24,10 +24,12 @@
 //!   parked connections, cache lookups and evictions).
 //! * [`upstream`]: per-worker counters of an upstream block's peers, queue
 //!   and response times.
+//! * [`hist`]: the time histograms' buckets (10 µs to 60 s within 10 %).
 //! * [`snapshot`]: one scrape's sums; [`json`] and [`prometheus`] write it.
 //! * [`page`]: the `sluice_status` handler; [`dashboard`]: its HTML page.
 
 pub mod dashboard;
+pub mod hist;
 pub mod json;
 pub mod page;
 pub mod prometheus;
@@ -43,8 +45,9 @@ use crate::config::model::LocConf;
 use crate::config::parser::{ConfError, Directive};
 use crate::config::table::{Cmd, LOC, R, SRV, Set, cmd};
 
+pub use hist::Hist;
 pub use upstream::{PeerSet, PeerTotals};
-pub use worker::{Hist, WorkerMetrics, ZoneTotals, register, with_local};
+pub use worker::{WorkerMetrics, ZoneTotals, register, with_local};
 
 /// `sluice_status [format=json|prometheus|html]` (location) and `status_zone
 /// NAME` (server, location).
@@ -135,10 +138,6 @@ pub fn zone_names() -> Vec<Arc<str>> {
 pub fn cache_index(name: &str) -> u32 {
     CACHES.index(name)
 }
-
-/// Upper bounds of the time histograms, in milliseconds; a last bucket
-/// (+Inf) follows.
-pub const BUCKETS_MS: [u64; 10] = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
 
 /// A count of the calling thread's own: relaxed load and store, no locked
 /// instruction (one writer only).

@@ -6,9 +6,9 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::json::{le, secs};
+use super::hist::{Hist, le, us_secs};
 use super::snapshot::{PeerSnap, Snapshot, UpstreamSnap};
-use super::worker::{CACHE_STATUSES, Hist};
+use super::worker::CACHE_STATUSES;
 
 /// A Prometheus label value: backslash, double quote and newline escaped.
 fn label(s: &str) -> Cow<'_, str> {
@@ -18,19 +18,26 @@ fn label(s: &str) -> Cow<'_, str> {
     Cow::Owned(s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n"))
 }
 
+/// Milliseconds as seconds with three decimals.
+fn secs(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
 fn head(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = write!(o, "# HELP sluice_{name} {help}\n# TYPE sluice_{name} {kind}\n");
 }
 
 /// The samples of histogram `name` for one label set (`labels`: already
-/// escaped `k="v"` pairs, or empty).
+/// escaped `k="v"` pairs, or empty): every bucket of [`super::hist`],
+/// empty or not, so the `le` set is the same fixed one in every scrape
+/// (histogram_quantile over it is within 10 % from 10 µs to 60 s).
 fn histogram(o: &mut String, name: &str, labels: &str, h: &Hist) {
     let comma = if labels.is_empty() { "" } else { "," };
     for (j, cum) in h.cumulative() {
         let _ = writeln!(o, "sluice_{name}_bucket{{{labels}{comma}le=\"{}\"}} {cum}", le(j));
     }
     let braces = |l: &str| if l.is_empty() { String::new() } else { format!("{{{l}}}") };
-    let _ = writeln!(o, "sluice_{name}_sum{} {}", braces(labels), secs(h.sum_ms));
+    let _ = writeln!(o, "sluice_{name}_sum{} {}", braces(labels), us_secs(h.sum_us));
     let _ = writeln!(o, "sluice_{name}_count{} {}", braces(labels), h.count());
 }
 
@@ -215,14 +222,19 @@ mod tests {
     fn prometheus_escapes_and_accumulates() {
         let p = prometheus(&super::super::snapshot::sample());
         assert!(p.contains("sluice_zone_requests_total{zone=\"a\\\"b\\\\c\"} 3\n"), "{p}");
-        assert!(p.contains("le=\"0.005\"} 2\n") && p.contains("le=\"1\"} 3\n") && p.contains("le=\"+Inf\"} 3\n"));
-        assert!(p.contains("sluice_zone_request_duration_seconds_sum{zone=\"a\\\"b\\\\c\"} 1.205\n"));
+        let zone = "sluice_zone_request_duration_seconds_bucket{zone=\"a\\\"b\\\\c\",le=";
+        for (le, n) in [("0.000009152", 0), ("0.002031", 1), ("0.003162", 2), ("1", 2), ("1.304", 3), ("+Inf", 3)] {
+            assert!(p.contains(&format!("{zone}\"{le}\"}} {n}\n")), "{le} {n}: {p}");
+        }
+        // Every bucket, empty or not: the same le set in every scrape.
+        assert_eq!(p.matches(zone).count(), super::super::hist::NBUCKETS);
+        assert!(p.contains("sluice_zone_request_duration_seconds_sum{zone=\"a\\\"b\\\\c\"} 1.205000\n"));
         assert!(p.contains("sluice_zone_request_duration_seconds_count{zone=\"a\\\"b\\\\c\"} 3\n"));
         assert!(p.contains("sluice_upstream_peer_up{upstream=\"up\",peer=\"127.0.0.1:2\"} 0\n"));
         assert!(p.contains("# TYPE sluice_zone_request_duration_seconds histogram\n"));
         assert!(p.contains("sluice_http_request_duration_seconds_bucket{le=\"+Inf\"} 7\n"), "{p}");
         assert!(p.contains(
-            "sluice_http_request_duration_seconds_sum 6.001\nsluice_http_request_duration_seconds_count 7\n"
+            "sluice_http_request_duration_seconds_sum 100.006000\nsluice_http_request_duration_seconds_count 7\n"
         ));
         assert!(p.contains("sluice_http_responses_total{code=\"2xx\"} 5\n"));
         assert!(p.contains("sluice_reloads_total{result=\"failed\"} 1\n"));

@@ -182,15 +182,20 @@ fn zone_peers(z: &crate::upstream::zone::Zone, now: u64) -> Vec<PeerSnap> {
 /// A scrape with one of everything, for the writers' tests.
 #[cfg(test)]
 pub fn sample() -> Snapshot {
-    use super::worker::Hist;
+    use super::hist::{Hist, HistCounters};
+    let hist = |ms: &[u64]| -> Hist {
+        let h = HistCounters::default();
+        ms.iter().for_each(|&ms| h.record(std::time::Duration::from_millis(ms)));
+        h.read()
+    };
     let mut z = ZoneTotals { requests: 3, received: 30, sent: 300, ..Default::default() };
     z.responses[1] = 2;
     z.responses[3] = 1;
-    z.time = Hist { buckets: [2, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], sum_ms: 1205 };
+    z.time = hist(&[2, 3, 1200]);
     let mut all =
         ProcessTotals { handshakes: [1, 4], resumed: [0, 2], h2_connections: 2, h2_streams: 7, ..Default::default() };
     all.responses = [0, 5, 1, 1, 0];
-    all.time = Hist { buckets: [6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], sum_ms: 6001 };
+    all.time = hist(&[1, 1, 1, 1, 1, 1, 100_000]);
     let mut counts = CacheTotals { evictions: 3, ..Default::default() };
     counts.statuses[0] = 4;
     counts.statuses[1] = 2;
@@ -216,10 +221,7 @@ pub fn sample() -> Snapshot {
         }],
         upstreams: vec![UpstreamSnap {
             name: "up".into(),
-            totals: UpstreamTotals {
-                response: Hist { buckets: [1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0], sum_ms: 12 },
-                ..Default::default()
-            },
+            totals: UpstreamTotals { response: hist(&[5, 7]), ..Default::default() },
             queue: Some(QueueSnap { length: 1, waits: 3, timeouts: 1 }),
             peers: vec![
                 peer(0, "127.0.0.1:1", "up", PeerTotals { requests: 5, ..Default::default() }),

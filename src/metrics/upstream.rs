@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use super::add;
-use super::worker::{Hist, HistCounters};
+use super::hist::{Hist, HistCounters};
 
 /// One worker's counts for one upstream peer.
 #[derive(Default)]
@@ -105,9 +105,9 @@ impl PeerSet {
         }
     }
 
-    /// A try got its response head `ms` after it started.
-    pub fn responded(&self, ms: u64) {
-        self.response.record(ms);
+    /// A try got its response head `took` after it started.
+    pub fn responded(&self, took: std::time::Duration) {
+        self.response.record(took);
     }
 
     /// A request found every slot taken and waits in the queue.
@@ -207,7 +207,7 @@ mod tests {
             gone.picked(0);
             gone.done(0, true, true);
             gone.picked(0);
-            gone.responded(7);
+            gone.responded(std::time::Duration::from_millis(7));
             gone.queue_wait();
             all.push(gone);
             retire_unheld(&mut all);
@@ -223,7 +223,7 @@ mod tests {
         assert_eq!(ab.queue_waits.load(Relaxed), 30);
         let mut h = Hist::default();
         ab.response.sum_into(&mut h);
-        assert_eq!((h.count(), h.sum_ms), (30, 210));
+        assert_eq!((h.count(), h.sum_us), (30, 210_000));
         // A retired set stays put however often registration runs.
         retire_unheld(&mut all);
         assert_eq!(all.len(), 3);

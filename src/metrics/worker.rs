@@ -9,67 +9,11 @@
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::{BUCKETS_MS, add};
+use super::add;
+use super::hist::{Hist, HistCounters};
 use crate::http::cache::serve::{BYPASS, EXPIRED, HIT, MISS, REVALIDATED, STALE, UPDATING};
-
-/// Buckets of a time histogram: one per bound of [`BUCKETS_MS`], then +Inf.
-pub const NBUCKETS: usize = BUCKETS_MS.len() + 1;
-
-/// A time histogram as one thread counts it.
-#[derive(Default)]
-pub struct HistCounters {
-    /// Observations per bucket (not cumulative: the scrape adds them up).
-    buckets: [AtomicU64; NBUCKETS],
-    sum_ms: AtomicU64,
-}
-
-impl HistCounters {
-    pub fn record(&self, ms: u64) {
-        let b = BUCKETS_MS.iter().position(|&le| ms <= le).unwrap_or(BUCKETS_MS.len());
-        add(&self.buckets[b], 1);
-        add(&self.sum_ms, ms);
-    }
-
-    /// Adds `other`'s counts into this histogram; only for a set nobody
-    /// else writes (a retired one, under the registry's lock).
-    pub(super) fn absorb(&self, other: &HistCounters) {
-        for (a, b) in self.buckets.iter().zip(&other.buckets) {
-            add(a, b.load(Relaxed));
-        }
-        add(&self.sum_ms, other.sum_ms.load(Relaxed));
-    }
-
-    pub(super) fn sum_into(&self, h: &mut Hist) {
-        for (a, b) in h.buckets.iter_mut().zip(&self.buckets) {
-            *a = a.wrapping_add(b.load(Relaxed));
-        }
-        h.sum_ms = h.sum_ms.wrapping_add(self.sum_ms.load(Relaxed));
-    }
-}
-
-/// A time histogram summed over threads.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Hist {
-    /// Observations per bucket (not cumulative).
-    pub buckets: [u64; NBUCKETS],
-    pub sum_ms: u64,
-}
-
-impl Hist {
-    /// (bucket index, cumulative count), as Prometheus and the JSON page
-    /// write them; the last is the total count.
-    pub fn cumulative(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.buckets.iter().enumerate().scan(0u64, |cum, (j, n)| {
-            *cum = cum.wrapping_add(*n);
-            Some((j, *cum))
-        })
-    }
-
-    pub fn count(&self) -> u64 {
-        self.buckets.iter().fold(0u64, |a, n| a.wrapping_add(*n))
-    }
-}
 
 /// One worker's counts for one zone.
 #[derive(Default)]
@@ -146,18 +90,19 @@ impl WorkerMetrics {
     }
 
     /// Any finished request: its status class and time (the request
-    /// path's whole cost here: three relaxed adds).
+    /// path's whole cost here: three relaxed adds and the bucket's
+    /// computation, see [`super::hist::bucket`]).
     #[inline]
-    pub fn finished(&self, status: u16, ms: u64) {
+    pub fn finished(&self, status: u16, took: Duration) {
         if let Some(c) = class(status) {
             add(&self.all.responses[c], 1);
         }
-        self.all.time.record(ms);
+        self.all.time.record(took);
     }
 
     /// A finished request of zone `zone`: its status, bytes read and
     /// written, and time.
-    pub fn record(&self, zone: u32, status: u16, received: u64, sent: u64, ms: u64) {
+    pub fn record(&self, zone: u32, status: u16, received: u64, sent: u64, took: Duration) {
         let Some(z) = self.zones.get(zone as usize) else { return };
         add(&z.requests, 1);
         if let Some(c) = class(status) {
@@ -165,7 +110,7 @@ impl WorkerMetrics {
         }
         add(&z.received, received);
         add(&z.sent, sent);
-        z.time.record(ms);
+        z.time.record(took);
     }
 
     /// A request that asked cache zone `cache` (`ZoneConf::metrics`),
@@ -388,12 +333,8 @@ impl Totals {
     fn add_totals(&mut self, r: &Totals) {
         let (a, b) = (&mut self.all, &r.all);
         let add_all = |a: &mut [u64], b: &[u64]| a.iter_mut().zip(b).for_each(|(a, b)| *a = a.wrapping_add(*b));
-        let add_hist = |a: &mut Hist, b: &Hist| {
-            add_all(&mut a.buckets, &b.buckets);
-            a.sum_ms = a.sum_ms.wrapping_add(b.sum_ms);
-        };
         add_all(&mut a.responses, &b.responses);
-        add_hist(&mut a.time, &b.time);
+        a.time.add(&b.time);
         add_all(&mut a.handshakes, &b.handshakes);
         add_all(&mut a.resumed, &b.resumed);
         a.handshakes_failed = a.handshakes_failed.wrapping_add(b.handshakes_failed);
@@ -406,7 +347,7 @@ impl Totals {
             add_all(&mut t.responses, &z.responses);
             t.received = t.received.wrapping_add(z.received);
             t.sent = t.sent.wrapping_add(z.sent);
-            add_hist(&mut t.time, &z.time);
+            t.time.add(&z.time);
         }
         for (t, c) in self.caches.iter_mut().zip(&r.caches) {
             add_all(&mut t.statuses, &c.statuses);
@@ -443,30 +384,51 @@ mod tests {
         c.iter().map(|c| c.load(Relaxed)).collect()
     }
 
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// The non-zero buckets of `h` as (bucket, count).
+    fn filled(h: &Hist) -> Vec<(usize, u64)> {
+        h.buckets.iter().copied().enumerate().filter(|&(_, n)| n > 0).collect()
+    }
+
     #[test]
     fn record_fills_classes_and_buckets() {
         let w = sized(2, 0);
-        w.record(1, 200, 10, 100, 3);
-        w.record(1, 404, 10, 50, 5000);
-        w.record(1, 499, 1, 0, 6000);
-        w.record(1, 42, 1, 0, 7);
-        w.record(9, 200, 1, 1, 1);
+        w.record(1, 200, 10, 100, ms(3));
+        w.record(1, 404, 10, 50, ms(5000));
+        w.record(1, 499, 1, 0, ms(6000));
+        w.record(1, 42, 1, 0, Duration::from_micros(7));
+        w.record(9, 200, 1, 1, ms(1));
         let z = &w.zones[1];
         assert_eq!(z.requests.load(Relaxed), 4);
         assert_eq!(loads(&z.responses), [0, 1, 0, 2, 0]);
-        assert_eq!(loads(&z.time.buckets), [1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1]);
-        assert_eq!((z.received.load(Relaxed), z.sent.load(Relaxed), z.time.sum_ms.load(Relaxed)), (22, 150, 11010));
+        let h = z.time.read();
+        // 7 µs is in the first bucket (up to 9.152 µs); 3 ms in
+        // (2.894, 3.162] ms; 5 s in (4.924, 5.380] s; 6 s in (5.878, 6.422] s.
+        assert_eq!(filled(&h), [(0, 1), (66, 1), (150, 1), (152, 1)]);
+        let bounds = super::super::hist::BOUNDS_NS;
+        assert_eq!(
+            [bounds[65], bounds[66], bounds[150], bounds[152]],
+            [2_894_000, 3_162_000, 5_380_000_000, 6_422_000_000]
+        );
+        assert_eq!((z.received.load(Relaxed), z.sent.load(Relaxed), h.sum_us), (22, 150, 11_003_007));
         assert_eq!(w.zones[0].requests.load(Relaxed), 0);
     }
 
     #[test]
     fn process_counts_classes_tls_and_caches() {
         let w = sized(0, 1);
-        for (status, ms) in [(200, 0), (304, 11), (503, 100_000), (600, 1), (99, 1)] {
-            w.finished(status, ms);
+        for (status, took) in [(200, ms(0)), (304, ms(11)), (503, ms(100_000)), (600, ms(1)), (99, ms(1))] {
+            w.finished(status, took);
         }
         assert_eq!(loads(&w.all.responses), [0, 1, 1, 0, 1]);
-        assert_eq!(loads(&w.all.time.buckets), [3, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let h = w.all.time.read();
+        // 0 in the first bucket, 1 ms (a bound) in its own, 11 ms in
+        // (10.93, 11.94] ms, 100 s past the last bound (+Inf).
+        assert_eq!(filled(&h), [(0, 1), (53, 2), (81, 1), (179, 1)]);
+        assert_eq!(h.sum_us, 100_013_000);
         w.tls_handshake("TLSv1.3", true);
         w.tls_handshake("TLSv1.2", false);
         w.tls_handshake("SSLv3", false);
@@ -489,8 +451,8 @@ mod tests {
         reg.live.push(held.clone());
         for round in 0..50u64 {
             let gone = Arc::new(sized(2, 1));
-            gone.finished(200, 3);
-            gone.record(1, 404, 10, 20, 30);
+            gone.finished(200, ms(3));
+            gone.record(1, 404, 10, 20, ms(30));
             gone.cache_lookup(0, "HIT");
             gone.tls_handshake("TLSv1.3", round % 2 == 0);
             gone.set_parked(7);
@@ -498,7 +460,7 @@ mod tests {
             reg.retire_unheld();
             assert_eq!(reg.live.len(), 1, "only the held set stays");
         }
-        held.finished(500, 1);
+        held.finished(500, ms(1));
         let mut t = Totals::sized(2, 1);
         if let Some(r) = &reg.retired {
             t.add_totals(r);
@@ -511,15 +473,7 @@ mod tests {
         assert_eq!((t.all.handshakes, t.all.resumed), ([0, 50], [0, 25]));
         assert_eq!(t.all.parked, 0, "an ended thread's gauge is not carried over");
         assert_eq!((t.zones[1].requests, t.zones[1].responses[3], t.zones[1].sent), (50, 50, 1000));
-        assert_eq!(t.zones[1].time.sum_ms, 1500);
+        assert_eq!(t.zones[1].time.sum_us, 1_500_000);
         assert_eq!(t.caches[0].statuses[0], 50);
-    }
-
-    #[test]
-    fn hist_is_cumulative() {
-        let h = Hist { buckets: [2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3], sum_ms: 9 };
-        let c: Vec<u64> = h.cumulative().map(|(_, n)| n).collect();
-        assert_eq!(c, [2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 6]);
-        assert_eq!(h.count(), 6);
     }
 }

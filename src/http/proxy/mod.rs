@@ -567,8 +567,9 @@ async fn attempt(
         Ok(head) => {
             ctx.upstream.status.push(head.status);
             ctx.upstream.connect_ms.push(Some(connect_ms));
-            let header_ms = ms(t0);
-            w.proxy.borrow_mut().get(u).responded(header_ms);
+            let took = crate::clock::since(t0);
+            let header_ms = took.as_millis() as u64;
+            w.proxy.borrow_mut().get(u).responded(took);
             ctx.upstream.header_ms.push(Some(header_ms));
             ctx.upstream.response_ms.push(Some(header_ms));
             // The body's bytes are counted as they pass (`finish_body`).

@@ -232,10 +232,10 @@ impl UpstreamRt {
         }
     }
 
-    /// A try got its response head `ms` after it started.
-    pub fn responded(&self, ms: u64) {
+    /// A try got its response head `took` after it started.
+    pub fn responded(&self, took: std::time::Duration) {
         if let Some(s) = &self.stats {
-            s.responded(ms);
+            s.responded(took);
         }
     }
 
