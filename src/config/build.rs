@@ -331,18 +331,20 @@ fn default_loc(prefix: &Path) -> LocConf {
             session_tickets: true,
             verify_depth: 1,
             ..SslConf::default()
-        },
+        }
+        .into(),
         http2: Http2Conf::default(),
         h3: Default::default(),
         proxy: super::proxy::ProxyConf {
             up: super::proxy::UpstreamConf::new(prefix.join("proxy_temp")),
             ..Default::default()
-        },
-        fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix),
-        uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
-        memcached: crate::http::memcached::MemcachedConf::new(prefix),
-        scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
-        grpc: crate::http::grpc::conf::GrpcConf::new(prefix),
+        }
+        .into(),
+        fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix).into(),
+        uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp").into(),
+        memcached: crate::http::memcached::MemcachedConf::new(prefix).into(),
+        scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp").into(),
+        grpc: crate::http::grpc::conf::GrpcConf::new(prefix).into(),
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),
@@ -364,7 +366,8 @@ fn default_loc(prefix: &Path) -> LocConf {
 
 /// What a child level inherits: everything except the per-level actions
 /// nginx does not merge (the rewrite directives, `try_files`, the content
-/// handler).
+/// handler). The modules' `Shared` settings stay shared with the parent
+/// unless one of these is set there (a write copies them).
 pub fn inherit(p: &LocConf) -> LocConf {
     let mut c = p.clone();
     c.try_files = None;
@@ -373,9 +376,12 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.stub_status = false;
     c.metrics.page = None;
     c.core.internal = false;
-    c.access.own_rules = false;
-    c.access.secure_link.own_link = false;
-    c.access.secure_link.own_secret = false;
+    let a = &c.access;
+    if a.own_rules || a.secure_link.own_link || a.secure_link.own_secret {
+        c.access.own_rules = false;
+        c.access.secure_link.own_link = false;
+        c.access.secure_link.own_secret = false;
+    }
     c.check_status = None;
     c.api = None;
     c.limit_except = None;
