@@ -175,10 +175,16 @@ pub fn main_entry(args: &[String]) -> i32 {
                 println!();
             }
         }
+        // The process ends now: freeing the configuration piece by piece
+        // would only add to `-t`'s time (a fifth of it with 10,000 servers).
+        std::mem::forget(cfg);
         return 0;
     }
     if let Some(sig) = &cli.signal {
-        return match signal::send(&cfg, sig) {
+        let sent = signal::send(&cfg, sig);
+        // As for `-t`: nothing to free before exiting.
+        std::mem::forget(cfg);
+        return match sent {
             Ok(()) => 0,
             Err(e) => {
                 // nginx: a missing or unreadable pid file is an error, a
