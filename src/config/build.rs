@@ -188,9 +188,13 @@ pub struct ServerBuild {
 }
 
 /// Applies the simple directives of one block; returns the child blocks for
-/// the caller to build once this level is complete.
+/// the caller to build once this level is complete. `dirs` are the
+/// directives to apply, `block` the whole block (what the level's checks
+/// look through): the main and http levels leave out what was handled
+/// before, without copying the rest of the tree.
 fn apply_level<'d>(
-    dirs: &'d [Directive],
+    dirs: impl IntoIterator<Item = &'d Directive>,
+    block: &[Directive],
     level: u8,
     ctx: &mut Ctx,
     main: &mut MainConf,
@@ -240,10 +244,10 @@ fn apply_level<'d>(
         }
     }
     if let Some(l) = loc {
-        super::proxy_buffers::check(l, dirs)?;
+        super::proxy_buffers::check(l, block)?;
         crate::http::access::referer::check_level(l)?;
         if level != HTTP {
-            crate::http::cache::conf::check_level(l, dirs, ctx);
+            crate::http::cache::conf::check_level(l, block, ctx);
         }
     }
     Ok(children)
@@ -333,18 +337,20 @@ fn default_loc(prefix: &Path) -> LocConf {
             session_tickets: true,
             verify_depth: 1,
             ..SslConf::default()
-        },
+        }
+        .into(),
         http2: Http2Conf::default(),
         h3: Default::default(),
         proxy: super::proxy::ProxyConf {
             up: super::proxy::UpstreamConf::new(prefix.join("proxy_temp")),
             ..Default::default()
-        },
-        fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix),
-        uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp"),
-        memcached: crate::http::memcached::MemcachedConf::new(prefix),
-        scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp"),
-        grpc: crate::http::grpc::conf::GrpcConf::new(prefix),
+        }
+        .into(),
+        fastcgi: crate::http::fastcgi::conf::FastcgiConf::new(prefix).into(),
+        uwsgi: crate::http::uwsgi::conf::UwsgiConf::new(prefix, "uwsgi_temp").into(),
+        memcached: crate::http::memcached::MemcachedConf::new(prefix).into(),
+        scgi: crate::http::scgi::conf::ScgiConf::new(prefix, "scgi_temp").into(),
+        grpc: crate::http::grpc::conf::GrpcConf::new(prefix).into(),
         compress: Default::default(),
         realip: Default::default(),
         resolver: Default::default(),
@@ -366,7 +372,8 @@ fn default_loc(prefix: &Path) -> LocConf {
 
 /// What a child level inherits: everything except the per-level actions
 /// nginx does not merge (the rewrite directives, `try_files`, the content
-/// handler).
+/// handler). The modules' `Shared` settings stay shared with the parent
+/// unless one of these is set there (a write copies them).
 pub fn inherit(p: &LocConf) -> LocConf {
     let mut c = p.clone();
     c.try_files = None;
@@ -375,9 +382,12 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.stub_status = false;
     c.metrics.page = None;
     c.core.internal = false;
-    c.access.own_rules = false;
-    c.access.secure_link.own_link = false;
-    c.access.secure_link.own_secret = false;
+    let a = &c.access;
+    if a.own_rules || a.secure_link.own_link || a.secure_link.own_secret {
+        c.access.own_rules = false;
+        c.access.secure_link.own_link = false;
+        c.access.secure_link.own_secret = false;
+    }
     c.check_status = None;
     c.api = None;
     c.limit_except = None;
@@ -435,31 +445,25 @@ pub fn build(
     };
     let mut main = default_main(prefix);
     super::dynamic_modules::reset();
-    let mut all: Vec<Directive> = cmdline.to_vec();
-    all.extend_from_slice(dirs);
     // The other families' blocks (`stream {}`) go to their modules, after
     // http; each may appear once.
-    let mut family_blocks: Vec<(&'static dyn super::family::Family, Directive)> = Vec::new();
-    let mut rest = Vec::with_capacity(all.len());
-    for d in all {
-        match super::family::find(&d.name) {
-            Some(f) => {
-                if family_blocks.iter().any(|(g, _)| g.block() == f.block()) {
-                    return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
-                }
-                if d.block.is_none() {
-                    return Err(ConfError::at(format!("directive \"{}\" has no opening \"{{\"", d.name), &d.span));
-                }
-                if !d.args.is_empty() {
-                    let msg = format!("invalid number of arguments in \"{}\" directive", d.name);
-                    return Err(ConfError::at(msg, &d.span));
-                }
-                family_blocks.push((f, d));
-            }
-            None => rest.push(d),
+    let mut family_blocks: Vec<(&'static dyn super::family::Family, &Directive)> = Vec::new();
+    for d in cmdline.iter().chain(dirs) {
+        let Some(f) = super::family::find(&d.name) else { continue };
+        if family_blocks.iter().any(|(g, _)| g.block() == f.block()) {
+            return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
         }
+        if d.block.is_none() {
+            return Err(ConfError::at(format!("directive \"{}\" has no opening \"{{\"", d.name), &d.span));
+        }
+        if !d.args.is_empty() {
+            let msg = format!("invalid number of arguments in \"{}\" directive", d.name);
+            return Err(ConfError::at(msg, &d.span));
+        }
+        family_blocks.push((f, d));
     }
-    let blocks = apply_level(&rest, MAIN, &mut ctx, &mut main, None, None)?;
+    let rest = cmdline.iter().chain(dirs).filter(|d| super::family::find(&d.name).is_none());
+    let blocks = apply_level(rest, &[], MAIN, &mut ctx, &mut main, None, None)?;
     // nginx's compiled-in main log (or `-e`'s), unless the main level
     // names its own.
     if !ctx.error_log_set {
@@ -487,7 +491,8 @@ pub fn build(
         file: None,
         line: 0,
     })?;
-    apply_level(events.block.as_deref().unwrap_or(&[]), EVENTS, &mut ctx, &mut main, None, None)?;
+    let events = events.block.as_deref().unwrap_or(&[]);
+    apply_level(events, events, EVENTS, &mut ctx, &mut main, None, None)?;
     let http = match http {
         Some(d) => build_http(d.block.as_deref().unwrap_or(&[]), &mut ctx, &mut main)?,
         None => HttpConf { servers: Vec::new(), listens: Vec::new(), upstreams: Vec::new(), cache_zones: Vec::new() },
@@ -602,14 +607,10 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
         table::check_shape(table::lookup(&d.name).ok_or_else(|| table::unknown(d))?, d)?;
     }
     conf.charset.maps = Arc::new(crate::http::charset::map::Charsets::build(&maps)?);
-    let rest: Vec<Directive> = dirs
-        .iter()
-        .filter(|d| {
-            d.name != "log_format" && d.name != "charset_map" && !VAR_BLOCKS.contains(&d.name.as_str()) && !zone_dir(d)
-        })
-        .cloned()
-        .collect();
-    let children = apply_level(&rest, HTTP, ctx, main, Some(&mut conf), None)?;
+    let rest = dirs.iter().filter(|d| {
+        d.name != "log_format" && d.name != "charset_map" && !VAR_BLOCKS.contains(&d.name.as_str()) && !zone_dir(d)
+    });
+    let children = apply_level(rest, dirs, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();
     let mut specs = Vec::new();
     // Issuers before servers: `acme_certificate` may name one defined
@@ -657,7 +658,7 @@ fn build_server(
     ctx.root_here = false;
     ctx.alias_here = false;
     let dirs = d.block.as_deref().unwrap_or(&[]);
-    let children = apply_level(dirs, SRV, ctx, main, Some(&mut conf), Some(&mut sb))?;
+    let children = apply_level(dirs, dirs, SRV, ctx, main, Some(&mut conf), Some(&mut sb))?;
     // Server-level rewrite directives run before location matching; the
     // server's own settings (used when no location matches) have none.
     let rewrite = crate::http::rewrite::compile::level(dirs, false, &conf, ctx, main)?;
@@ -710,7 +711,7 @@ pub(super) fn apply_location_level<'d>(
     main: &mut MainConf,
     conf: &mut LocConf,
 ) -> Result<Vec<(&'static Cmd, &'d Directive)>, ConfError> {
-    apply_level(dirs, LOC, ctx, main, Some(conf), None)
+    apply_level(dirs, dirs, LOC, ctx, main, Some(conf), None)
 }
 
 /// Applies the directives of an `if` block (`level`: table::LIF or
@@ -726,7 +727,7 @@ pub(crate) fn apply_if_level(
 ) -> Result<(), ConfError> {
     let saved = (ctx.root_here, ctx.alias_here, ctx.in_regex_location);
     (ctx.root_here, ctx.alias_here, ctx.in_regex_location) = (false, false, true);
-    let r = apply_level(dirs, level, ctx, main, Some(conf), None);
+    let r = apply_level(dirs, dirs, level, ctx, main, Some(conf), None);
     (ctx.root_here, ctx.alias_here, ctx.in_regex_location) = saved;
     match r?.first() {
         // Blocks are never allowed inside `if` (the table refuses them

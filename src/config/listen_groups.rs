@@ -2,6 +2,7 @@
 //! server-name tables in nginx's selection order (exact, longest leading
 //! wildcard, longest trailing wildcard, first matching regex, default).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::build::ServerListen;
@@ -33,6 +34,9 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         unix: Option<Arc<str>>,
         /// Servers on this address with where they listen, to check TLS.
         members: Vec<(Arc<Server>, crate::config::parser::Span)>,
+        /// The same servers by address, to find a duplicate listen without
+        /// scanning `members` (quadratic with thousands of servers).
+        member_set: HashSet<*const Server>,
         opts_set: bool,
         default: Option<Arc<Server>>,
         first: Arc<Server>,
@@ -57,6 +61,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     proxy_protocol: false,
                     unix: spec.unix.clone(),
                     members: Vec::new(),
+                    member_set: HashSet::new(),
                     opts_set: false,
                     default: None,
                     first: server.clone(),
@@ -67,7 +72,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         };
         let g = &mut groups[idx];
         // One server listing an address twice is refused, as nginx does.
-        if g.members.iter().any(|(s, _)| Arc::ptr_eq(s, &server)) {
+        if !g.member_set.insert(Arc::as_ptr(&server)) {
             return Err(ConfError::at(format!("a duplicate listen {}", spec.addr_text()), &spec.span));
         }
         g.ssl |= spec.ssl;

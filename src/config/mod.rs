@@ -25,6 +25,7 @@ pub mod set_main;
 pub mod set_process;
 pub mod set_server;
 pub mod set_ssl;
+pub mod shared;
 pub mod split_clients;
 pub mod table;
 pub mod upstream_block;

@@ -17,6 +17,8 @@ use crate::log::error_file::LogFile;
 use crate::log::format::LogFormat;
 use crate::variables::Template;
 
+pub use super::shared::Shared;
+
 pub struct Config {
     pub main: MainConf,
     pub http: HttpConf,
@@ -212,7 +214,7 @@ pub struct LocConf {
     /// nginx core settings for requests and redirects (`internal`, ...).
     pub core: super::set_core::CoreFlags,
     /// The access phase: allow/deny, satisfy, auth_basic, valid_referers.
-    pub access: crate::http::access::AccessConf,
+    pub access: Shared<crate::http::access::AccessConf>,
     /// Tengine's `check_status` content handler.
     pub check_status: Option<Arc<crate::upstream::check::status::StatusPage>>,
     /// NGINX Plus's `api`: the run-time API (not inherited).
@@ -274,27 +276,27 @@ pub struct LocConf {
     pub log_not_found: bool,
     /// `log_subrequest`: subrequests (mirrors) write access log lines.
     pub log_subrequest: bool,
-    pub ssl: SslConf,
+    pub ssl: Shared<SslConf>,
     pub http2: Http2Conf,
     /// `http3`, `http3_*`, `quic_*` (`crate::http::connection::h3::conf`).
     pub h3: crate::http::connection::h3::conf::H3Conf,
-    pub proxy: super::proxy::ProxyConf,
+    pub proxy: Shared<super::proxy::ProxyConf>,
     /// gzip, brotli and zstd, on the fly and precompressed.
-    pub compress: super::compress::CompressConf,
+    pub compress: Shared<super::compress::CompressConf>,
     /// `fastcgi_*` (the FastCGI module's settings).
-    pub fastcgi: crate::http::fastcgi::conf::FastcgiConf,
+    pub fastcgi: Shared<crate::http::fastcgi::conf::FastcgiConf>,
     /// `uwsgi_*` (`crate::http::uwsgi`).
-    pub uwsgi: crate::http::uwsgi::conf::UwsgiConf,
+    pub uwsgi: Shared<crate::http::uwsgi::conf::UwsgiConf>,
     /// `scgi_*` (`crate::http::scgi`).
-    pub scgi: crate::http::scgi::conf::ScgiConf,
-    pub grpc: crate::http::grpc::conf::GrpcConf,
+    pub scgi: Shared<crate::http::scgi::conf::ScgiConf>,
+    pub grpc: Shared<crate::http::grpc::conf::GrpcConf>,
     /// `set_real_ip_from`, `real_ip_header`, `real_ip_recursive`.
     pub realip: crate::http::realip::RealIpConf,
     /// `resolver`, `resolver_timeout`.
     pub resolver: crate::resolver::Conf,
     /// `charset`, `charset_types`, `source_charset`, `override_charset`,
     /// and the http level's `charset_map` tables.
-    pub charset: crate::http::charset::CharsetConf,
+    pub charset: Shared<crate::http::charset::CharsetConf>,
     /// `mirror`, `mirror_request_body`.
     pub mirror: crate::http::handler::mirror::MirrorConf,
     /// `post_action`.
@@ -311,15 +313,15 @@ pub struct LocConf {
     pub gunzip: crate::http::gunzip::GunzipConf,
     pub slice: crate::http::slice::SliceConf,
     /// `memcached_*` (`crate::http::memcached`).
-    pub memcached: crate::http::memcached::MemcachedConf,
+    pub memcached: Shared<crate::http::memcached::MemcachedConf>,
     /// `userid*` (`crate::http::userid`).
-    pub userid: crate::http::userid::UseridConf,
+    pub userid: Shared<crate::http::userid::UseridConf>,
     /// `disable_symlinks`.
     pub symlinks: crate::http::handler::symlinks::SymlinksConf,
     /// `limit_except`: the settings for the methods it does not list.
     pub limit_except: Option<Arc<super::limit_except::LimitExcept>>,
     /// `limit_req*`, `limit_conn*`, `limit_rate*`.
-    pub limit: crate::http::limit::LimitConf,
+    pub limit: Shared<crate::http::limit::LimitConf>,
 }
 
 /// The `ssl_*` directives as written (http and server levels); the tls
@@ -434,13 +436,28 @@ impl LocConf {
     /// a new `proxy_pass`, `fastcgi_pass`, `uwsgi_pass` or `scgi_pass`
     /// replaces whichever of them was set (the last one wins, as nginx's
     /// `clcf->handler`).
+    ///
+    /// Each module's settings are written only when they hold a handler, so
+    /// a level without one keeps sharing them (`Shared`).
     pub fn clear_handlers(&mut self) {
-        self.proxy.pass = None;
-        self.fastcgi.pass = None;
-        self.uwsgi.pass = None;
-        self.scgi.pass = None;
-        self.grpc.pass = None;
-        self.memcached.pass = None;
+        if self.proxy.pass.is_some() {
+            self.proxy.pass = None;
+        }
+        if self.fastcgi.pass.is_some() {
+            self.fastcgi.pass = None;
+        }
+        if self.uwsgi.pass.is_some() {
+            self.uwsgi.pass = None;
+        }
+        if self.scgi.pass.is_some() {
+            self.scgi.pass = None;
+        }
+        if self.grpc.pass.is_some() {
+            self.grpc.pass = None;
+        }
+        if self.memcached.pass.is_some() {
+            self.memcached.pass = None;
+        }
     }
 }
 

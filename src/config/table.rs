@@ -4,6 +4,8 @@
 //! builder consults this table for every directive; anything not listed is
 //! refused with nginx's `unknown directive` message.
 
+use std::collections::HashMap;
+
 use super::build::{Ctx, ServerBuild};
 use super::model::{LocConf, MainConf};
 use super::parser::{ConfError, Directive};
@@ -328,8 +330,22 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::connection::h3::conf::DIRECTIVES,
 ];
 
+/// The directive named `name` (the first table listing it wins). A hash
+/// map built once: scanning every table for each directive read was a
+/// fifth of `-t`'s time with 10,000 servers.
 pub fn lookup(name: &str) -> Option<&'static Cmd> {
-    TABLES.iter().flat_map(|t| t.iter()).find(|c| c.name == name)
+    static BY_NAME: std::sync::OnceLock<HashMap<&'static str, &'static Cmd, foldhash::fast::FixedState>> =
+        std::sync::OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            let mut m = HashMap::with_hasher(foldhash::fast::FixedState::default());
+            for c in TABLES.iter().flat_map(|t| t.iter()) {
+                m.entry(c.name).or_insert(c);
+            }
+            m
+        })
+        .get(name)
+        .copied()
 }
 
 pub fn unknown(d: &Directive) -> ConfError {

@@ -215,7 +215,7 @@ pub fn run(cfg: Config, opts: LoadOptions, serving: Option<(super::serving::Link
         }
         None => super::daemon::ready(),
     }
-    let mut m = Master { opts, current, retiring: Vec::new(), listeners, logs, link };
+    let mut m = Master { opts, current, retiring: Vec::new(), retired_cfgs: Vec::new(), listeners, logs, link };
     rt.block_on(m.signal_loop(sigs))
 }
 
@@ -249,6 +249,9 @@ struct Master {
     opts: LoadOptions,
     current: Generation,
     retiring: Vec<worker::Handle>,
+    /// The configurations of retiring generations, until their workers
+    /// let go of them.
+    retired_cfgs: Vec<std::sync::Weak<Config>>,
     listeners: ListenerSet,
     logs: Vec<File>,
     /// Under a master: the channel that gets the sockets after a reload.
@@ -372,7 +375,10 @@ impl Master {
             }
         };
         crate::log::error::install(next.cfg.main.error_log.clone());
+        // What loading freed (the parse tree) goes back to the kernel.
+        crate::worker::trim::release_free_memory();
         let old = std::mem::replace(&mut self.current, next);
+        self.retired_cfgs.push(Arc::downgrade(&old.cfg));
         // The old checker stops now; the old workers drain on its last state.
         drop(old.checker);
         drop(old.resolver);
@@ -414,6 +420,13 @@ impl Master {
 
     fn reap(&mut self) {
         self.retiring.retain(|w| w.done.try_recv().is_err() && !w.thread.is_finished());
+        let before = self.retired_cfgs.len();
+        self.retired_cfgs.retain(|c| c.strong_count() > 0);
+        if self.retired_cfgs.len() < before {
+            // The last holder of an old configuration (its last worker)
+            // dropped it: its pages go back to the kernel.
+            crate::worker::trim::release_free_memory();
+        }
     }
 
     fn stop_all(&mut self, how: Ctl, limit: Duration) {

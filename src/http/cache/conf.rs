@@ -568,16 +568,24 @@ pub fn of(lc: &LocConf) -> &CacheConf {
 /// key (every response of the location shares one entry), and so does
 /// sluice.
 pub fn check_level(l: &mut LocConf, dirs: &[Directive], ctx: &mut Ctx) {
-    let modules =
-        [("fastcgi", &mut l.fastcgi.up.cache), ("uwsgi", &mut l.uwsgi.up.cache), ("scgi", &mut l.scgi.up.cache)];
-    for (p, c) in modules {
-        if c.zone.is_none() || c.key.is_some() {
-            continue;
-        }
+    // Read first: a module's settings are copied only when written
+    // (`config::shared`), and most levels need no change.
+    let missing = |c: &CacheConf| c.zone.is_some() && c.key.is_none();
+    let modules = [
+        ("fastcgi", missing(&l.fastcgi.up.cache)),
+        ("uwsgi", missing(&l.uwsgi.up.cache)),
+        ("scgi", missing(&l.scgi.up.cache)),
+    ];
+    for (p, _) in modules.into_iter().filter(|(_, m)| *m) {
         let name = format!("{p}_cache");
         if let Some(d) = dirs.iter().find(|d| d.name == name).or(dirs.first()) {
             ctx.warnings.push(ConfError::at(format!("no \"{p}_cache_key\" for \"{name}\""), &d.span).to_string());
         }
+        let c = match p {
+            "fastcgi" => &mut l.fastcgi.up.cache,
+            "uwsgi" => &mut l.uwsgi.up.cache,
+            _ => &mut l.scgi.up.cache,
+        };
         c.key = Some(Arc::new(Template { parts: Vec::new() }));
     }
 }
