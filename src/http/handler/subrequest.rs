@@ -57,21 +57,7 @@ pub fn parse_uri(uri: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
 
 /// `%XX` decoded; a malformed escape kept as written.
 fn percent_decode(s: &[u8]) -> Vec<u8> {
-    let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] == b'%'
-            && let (Some(h), Some(l)) = (s.get(i + 1).and_then(|&c| hex(c)), s.get(i + 2).and_then(|&c| hex(c)))
-        {
-            out.push(h << 4 | l);
-            i += 3;
-            continue;
-        }
-        out.push(s[i]);
-        i += 1;
-    }
-    out
+    crate::http::uri::percent_decode(s).into_owned()
 }
 
 /// Runs a GET of `path` (decoded) with `args` as a subrequest of `parent`

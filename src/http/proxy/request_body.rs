@@ -275,15 +275,7 @@ impl ClientBody {
                 }
                 let data = std::mem::take(&mut self.pending);
                 keep(&mut self.copy, self.copy_limit, &data);
-                if !data.is_empty() {
-                    if framing == SendFraming::Chunked {
-                        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-                        out.extend_from_slice(&data);
-                        out.extend_from_slice(b"\r\n");
-                    } else {
-                        out.extend_from_slice(&data);
-                    }
-                }
+                frame(out, &data, framing);
                 if self.ended {
                     self.done = true;
                     if framing == SendFraming::Chunked {
@@ -324,15 +316,7 @@ impl ClientBody {
                             });
                         }
                         keep(&mut self.copy, self.copy_limit, &data);
-                        if !data.is_empty() {
-                            if framing == SendFraming::Chunked {
-                                out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
-                                out.extend_from_slice(&data);
-                                out.extend_from_slice(b"\r\n");
-                            } else {
-                                out.extend_from_slice(&data);
-                            }
-                        }
+                        frame(out, &data, framing);
                         if d.is_done() {
                             self.done = true;
                             if framing == SendFraming::Chunked {
@@ -403,6 +387,20 @@ impl ClientBody {
                 }
             }
         }
+    }
+}
+
+/// A piece of body for the origin: as a chunk when re-chunked, else as is.
+fn frame(out: &mut Vec<u8>, data: &[u8], framing: SendFraming) {
+    if data.is_empty() {
+        return;
+    }
+    if framing == SendFraming::Chunked {
+        out.extend_from_slice(format!("{:x}\r\n", data.len()).as_bytes());
+        out.extend_from_slice(data);
+        out.extend_from_slice(b"\r\n");
+    } else {
+        out.extend_from_slice(data);
     }
 }
 
