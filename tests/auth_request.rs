@@ -11,9 +11,7 @@ use common::*;
 /// The authentication service: the bearer token decides.
 fn auth_service() -> Origin {
     Origin::start(|r| match r.header("Authorization").unwrap_or("") {
-        "Bearer good" => {
-            Reply::http(200, &["X-User: alice", &format!("X-Where: {}", r.target()), "Content-Length: 2"], "ok")
-        }
+        "Bearer good" => Reply::http(200, &["X-User: alice", &format!("X-Where: {}", r.target())], "ok"),
         "Bearer bad" => Reply::http(401, &["WWW-Authenticate: Bearer realm=\"app\""], "no"),
         "Bearer forbidden" => Reply::http(403, &[], "no"),
         _ => Reply::http(418, &[], "teapot"),

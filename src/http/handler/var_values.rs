@@ -174,7 +174,11 @@ impl VarSource for Vars<'_, '_, '_> {
             Var::RequestTime => push_secs_ms(out, self.request_time_ms),
             // An internal redirect that made the request a GET (error_page,
             // X-Accel-Redirect) renames it too, as nginx's method_name.
-            Var::RequestMethod if req.method == crate::http::request::Method::Get => out.extend_from_slice(b"GET"),
+            // (An HTTP/2 extended CONNECT is routed as a GET but stays
+            // CONNECT.)
+            Var::RequestMethod if ctx.redirects > 0 && req.method == crate::http::request::Method::Get => {
+                out.extend_from_slice(b"GET")
+            }
             Var::RequestMethod => out.extend_from_slice(req.method_bytes()),
             Var::RequestUri => out.extend_from_slice(req.target()),
             Var::Uri => out.extend_from_slice(&req.path),
