@@ -169,3 +169,32 @@ fn map_forward_variables_and_hostnames() {
     assert_eq!(get(p, "/h?h=include", &[]), "include");
     assert_eq!(get(p, "/h?h=other.org", &[]), "none");
 }
+
+/// A `map` keeps its first value for the whole request, across internal
+/// redirects, unless it is `volatile` (nginx-tests' map_volatile.t).
+#[test]
+fn map_values_last_the_request_unless_volatile() {
+    let s = builder()
+        .http(
+            r#"map $uri $kept {
+                /c/a     first;
+                default  again;
+            }
+            map $uri $fresh {
+                volatile;
+                /v/a     first;
+                default  again;
+            }
+            server {
+                listen 127.0.0.1:{port};
+                location /c/a { set $seen $kept; rewrite ^ /c/b last; }
+                location /c/b { return 200 "$kept\n"; }
+                location /v/a { set $seen $fresh; rewrite ^ /v/b last; }
+                location /v/b { return 200 "$fresh\n"; }
+            }"#,
+        )
+        .start();
+    assert_eq!(get(s.port, "/c/a", &[]), "first");
+    assert_eq!(get(s.port, "/c/b", &[]), "again");
+    assert_eq!(get(s.port, "/v/a", &[]), "again");
+}

@@ -55,6 +55,7 @@ fn response_headers_passthrough_hiding_and_redirects() {
             listen 127.0.0.1:{port};
             location /a/ { proxy_pass http://127.0.0.1:%A%; proxy_hide_header X-Secret; }
             location /pass/ { proxy_pass http://127.0.0.1:%A%; proxy_pass_header Server; proxy_pass_header X-Accel-Expires; }
+            location /passdate/ { proxy_pass http://127.0.0.1:%A%/new/; proxy_pass_header Date; proxy_pass_header Server; }
             location /old/ { proxy_pass http://127.0.0.1:%A%/new/; }
             location /roff/ { proxy_pass http://127.0.0.1:%A%/new/; proxy_redirect off; }
             location /rrule/ { proxy_pass http://127.0.0.1:%A%/new/; proxy_redirect http://127.0.0.1:%A%/new/ http://front.example/r/; }
@@ -100,6 +101,11 @@ fn response_headers_passthrough_hiding_and_redirects() {
         let r = s.get("/pass/");
         assert_eq!(r.headers_named("Server"), ["origin/9"], "{}", r.head);
         assert_eq!(r.header("X-Accel-Expires"), Some("10"), "{}", r.head);
+    });
+    checks.run("proxy_pass_header Date, Server: none when the origin sends none", || {
+        let r = s.get("/passdate/x");
+        assert_eq!(r.status, 302);
+        assert_eq!((r.header("Date"), r.header("Server")), (None, None), "{}", r.head);
     });
     checks.run("proxy_redirect default", || {
         let r = s.get("/old/x");

@@ -30,6 +30,10 @@ pub struct MapDef {
     pub head: Vec<(Vec<u8>, bool, Template)>,
     /// `www.example.*`: the key without `*`, lowercased.
     pub tail: Vec<(Vec<u8>, Template)>,
+    /// `volatile`: evaluated at each use. Otherwise the first value of a
+    /// request is kept for the rest of it (across internal redirects too),
+    /// as nginx caches its variables.
+    pub volatile: bool,
 }
 
 impl std::fmt::Debug for MapDef {
@@ -190,13 +194,14 @@ pub fn map_block(d: &Directive) -> Result<(), ConfError> {
         hostnames: false,
         head: Vec::new(),
         tail: Vec::new(),
+        volatile: false,
     };
     for e in d.block.as_deref().unwrap_or(&[]) {
         let mut words = vec![e.name.as_str()];
         words.extend(e.args.iter().map(|w| w.text.as_str()));
         match words.as_slice() {
             ["hostnames"] => m.hostnames = true,
-            ["volatile"] => {}
+            ["volatile"] => m.volatile = true,
             [k, v] if m.hostnames && (k.starts_with('.') || k.starts_with("*.")) => {
                 let dot = k.starts_with('.');
                 let suffix = k.strip_prefix('*').unwrap_or(k).as_bytes().to_ascii_lowercase();

@@ -85,6 +85,10 @@ pub struct Response<'c> {
     pub close: bool,
     /// Set for nginx's generated error pages, so `error_page` may replace them.
     pub is_error_page: bool,
+    /// `proxy_pass_header Server` (or `Date`) was set and the origin sent
+    /// none: nginx then sends none of its own either.
+    pub no_server: bool,
+    pub no_date: bool,
 }
 
 impl<'c> Response<'c> {
@@ -101,6 +105,8 @@ impl<'c> Response<'c> {
             body: Body::Empty,
             close: false,
             is_error_page: false,
+            no_server: false,
+            no_date: false,
         }
     }
 

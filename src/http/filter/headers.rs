@@ -117,6 +117,28 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     }
 }
 
+/// The ETag and Last-Modified a 200 response will carry once add_header
+/// has run: nginx's range filter runs after the headers filter, so
+/// `If-Range` is compared with them. Each is `None` when add_header does
+/// not set it (the response's own stays).
+#[allow(clippy::type_complexity)]
+pub fn validators_added(ctx: &ReqCtx<'_, '_>) -> (Option<Option<Vec<u8>>>, Option<Option<u64>>) {
+    let (mut etag, mut modified) = (None, None);
+    for h in &ctx.conf.add_headers {
+        let is_etag = h.name.eq_ignore_ascii_case("etag");
+        if !is_etag && !h.name.eq_ignore_ascii_case("last-modified") {
+            continue;
+        }
+        let v = h.value.render_to_vec(&Vars::request(ctx));
+        if is_etag {
+            etag = Some((!v.is_empty()).then_some(v));
+        } else {
+            modified = Some(crate::http::date::parse_http_date(&v));
+        }
+    }
+    (etag, modified)
+}
+
 /// nginx's add_header sets ETag and Last-Modified in place of the
 /// response's own (ngx_http_set_response_header): the last one given wins,
 /// and an empty value removes the header. Returns false for other names.

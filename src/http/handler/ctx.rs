@@ -101,6 +101,9 @@ pub struct ReqCtx<'c, 'a> {
     /// them variables once the map's own variable has been evaluated (a
     /// later one of the same name wins, as over a location's).
     pub map_named: std::cell::RefCell<Vec<(std::sync::Arc<str>, Vec<u8>)>>,
+    /// The values of the non-`volatile` maps evaluated so far: nginx keeps
+    /// a map's first value for the whole request.
+    pub map_values: std::cell::RefCell<Vec<(std::sync::Arc<crate::config::map::MapDef>, Vec<u8>)>>,
     /// `$upstream_*`: one entry per peer tried, joined with ", " as nginx.
     pub upstream: UpstreamLog,
     /// Set for an HTTP/2 extended CONNECT (RFC 8441) WebSocket stream: the
@@ -289,6 +292,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             captures: Vec::new(),
             named: Vec::new(),
             map_named: Default::default(),
+            map_values: Default::default(),
             upstream: UpstreamLog::default(),
             body_read: 0,
             websocket_key: None,

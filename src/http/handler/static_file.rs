@@ -268,6 +268,12 @@ pub(crate) fn precondition(ctx: &ReqCtx<'_, '_>, etag: Option<&[u8]>, mtime: Opt
 /// If-Range: an entity tag must match strongly, a date exactly.
 pub(crate) fn if_range_ok(ctx: &ReqCtx<'_, '_>, etag: Option<&[u8]>, mtime: Option<u64>) -> bool {
     let Some(h) = ctx.req.header("if-range") else { return true };
+    let (added_etag, added_modified) = crate::http::filter::headers::validators_added(ctx);
+    let etag = match &added_etag {
+        Some(e) => e.as_deref(),
+        None => etag,
+    };
+    let mtime = added_modified.unwrap_or(mtime);
     if h.starts_with(b"\"") || h.starts_with(b"W/") {
         return etag == Some(h);
     }

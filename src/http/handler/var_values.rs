@@ -5,6 +5,7 @@
 use super::ctx::*;
 use super::upstream_log::{push_list, push_ms_list};
 use crate::variables::{Var, VarSource};
+use std::sync::Arc;
 
 /// An address as `IpAddr`'s Display writes it; IPv4 without the
 /// formatting machinery (every access log line has `$remote_addr`).
@@ -307,7 +308,20 @@ impl VarSource for Vars<'_, '_, '_> {
                 out.extend_from_slice(g.eval(self, client, &xff));
             }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
-            Var::Map(m) => m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out),
+            Var::Map(m) if m.volatile => m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out),
+            Var::Map(m) => {
+                let known = ctx
+                    .map_values
+                    .borrow()
+                    .iter()
+                    .find(|(d, _)| Arc::ptr_eq(d, m))
+                    .map(|(_, v)| out.extend_from_slice(v));
+                if known.is_none() {
+                    let from = out.len();
+                    m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out);
+                    ctx.map_values.borrow_mut().push((m.clone(), out[from..].to_vec()));
+                }
+            }
             Var::Set(sv) => {
                 let value = ctx.vars.borrow().get(sv.slot).map(|v| v.as_ref().map(|v| out.extend_from_slice(v)));
                 if !matches!(value, Some(Some(()))) {

@@ -665,6 +665,9 @@ fn build_response<'c>(
     let mut resp = Response::new(head.status);
     resp.content_type = head.content_type;
     resp.headers = head.headers;
+    let passed = &protocol::up_conf(ctx.conf).pass_headers;
+    let absent = |n: &str| passed.iter().any(|p| p == n) && resp.header(n).is_none();
+    (resp.no_server, resp.no_date) = (absent("server"), absent("date"));
     ctx.override_charset = head
         .accel_charset
         .filter(|_| !crate::http::cache::conf::of(ctx.conf).ignore.x_accel_charset)

@@ -65,14 +65,14 @@ pub fn write_head(resp: &Response<'_>, opts: &HeadOpts, out: &mut Vec<u8>) {
     }
     // An origin's Server or Date passed with proxy_pass_header replaces ours.
     let passed = |n: &str| !resp.headers.is_empty() && resp.header(n).is_some();
-    if !passed("server") {
+    if !passed("server") && !resp.no_server {
         out.extend_from_slice(if opts.server_tokens {
             concat!("Server: sluice/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes()
         } else {
             b"Server: sluice\r\n"
         });
     }
-    if !passed("date") {
+    if !passed("date") && !resp.no_date {
         push_dated(out, b"Date: ", crate::clock::http_date());
     }
     if let Some(ct) = &resp.content_type {

@@ -24,8 +24,12 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     // Sized once for the usual head (ours plus the added or origin's
     // headers), instead of growing and rehashing as they are inserted.
     h.reserve(8 + resp.headers.len());
-    h.insert(http::header::SERVER, server_value(server_tokens));
-    if let Ok(v) = HeaderValue::from_bytes(&crate::clock::http_date()) {
+    if !resp.no_server {
+        h.insert(http::header::SERVER, server_value(server_tokens));
+    }
+    if !resp.no_date
+        && let Ok(v) = HeaderValue::from_bytes(&crate::clock::http_date())
+    {
         h.insert(http::header::DATE, v);
     }
     if let Some(ct) = &resp.content_type
