@@ -82,6 +82,8 @@ macro_rules! app_directives {
             cmd(concat!($p, "_force_ranges"), HSL, 1, 1, Set::Loc(up::force_ranges)),
             cmd(concat!($p, "_bind"), HSL, 1, 2, Set::Loc(up::bind)),
             cmd(concat!($p, "_limit_rate"), HSL, 1, 1, Set::Loc(up::limit_rate)),
+            cmd(concat!($p, "_store"), HSL, 1, 1, Set::Loc(up::store)),
+            cmd(concat!($p, "_store_access"), HSL, 1, 3, Set::Loc(up::store_access)),
             cmd(concat!($p, "_ignore_client_abort"), HSL, 1, 1, Set::Loc(up::ignore_client_abort)),
             list(cmd(concat!($p, "_hide_header"), HSL, 1, 1, Set::Loc(up::hide_header)), up::reset_hide_headers),
             list(cmd(concat!($p, "_pass_header"), HSL, 1, 1, Set::Loc(up::pass_header)), up::reset_pass_headers),

@@ -237,6 +237,9 @@ pub struct UpstreamConf {
     /// `*_limit_rate`: bytes per second read from the origin (buffered
     /// responses; 0: no limit).
     pub limit_rate: u64,
+    /// `*_store` and `*_store_access`.
+    pub store: crate::http::proxy::store::StoreConf,
+    pub store_access: u32,
 }
 
 impl UpstreamConf {
@@ -263,6 +266,8 @@ impl UpstreamConf {
             cache: Default::default(),
             bind: None,
             limit_rate: 0,
+            store: Default::default(),
+            store_access: 0o600,
         }
     }
 }
@@ -691,6 +696,12 @@ macro_rules! upstream_directives {
             }
             pub fn limit_rate(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 shared::limit_rate(&mut c.$field.up, d)
+            }
+            pub fn store(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                $crate::http::proxy::store::store(&mut c.$field.up, d)
+            }
+            pub fn store_access(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+                $crate::http::proxy::store::store_access(&mut c.$field.up, d)
             }
             pub fn buffering(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
                 b::buffering(&mut c.$field.up, d)

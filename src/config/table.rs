@@ -253,6 +253,8 @@ pub static CORE: &[Cmd] = &[
     cmd("proxy_intercept_errors", HSL, 1, 1, Set::Loc(proxy::proxy_up::intercept_errors)),
     cmd("proxy_bind", HSL, 1, 2, Set::Loc(proxy::proxy_up::bind)),
     cmd("proxy_limit_rate", HSL, 1, 1, Set::Loc(proxy::proxy_up::limit_rate)),
+    cmd("proxy_store", HSL, 1, 1, Set::Loc(proxy::proxy_up::store)),
+    cmd("proxy_store_access", HSL, 1, 3, Set::Loc(proxy::proxy_up::store_access)),
     list(
         cmd("proxy_redirect", HSL, 1, 2, Set::Loc(crate::http::proxy::redirect::proxy_redirect)),
         crate::http::proxy::redirect::reset,

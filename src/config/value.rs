@@ -3,6 +3,42 @@
 
 use std::time::Duration;
 
+/// nginx's access slot (`dav_access`, `proxy_store_access`): `user:rw|r`,
+/// `group:rw|r`, `all:rw|r` as a file mode; the user keeps `rw` unless
+/// given. Err names the word that is not one of these.
+pub fn parse_access<'a>(words: impl IntoIterator<Item = &'a str>) -> Result<u32, &'a str> {
+    let mut user = 0o600;
+    let mut rest = 0;
+    for t in words {
+        let (shift, right) = if let Some(r) = t.strip_prefix("user:") {
+            (6, r)
+        } else if let Some(r) = t.strip_prefix("group:") {
+            (3, r)
+        } else if let Some(r) = t.strip_prefix("all:") {
+            (0, r)
+        } else {
+            return Err(t);
+        };
+        let bits = match right {
+            "rw" => 6,
+            "r" => 4,
+            _ => return Err(t),
+        };
+        if shift == 6 {
+            user = bits << 6;
+        } else {
+            rest |= bits << shift;
+        }
+    }
+    Ok(user | rest)
+}
+
+/// nginx's `ngx_dir_access`: an `x` wherever there is an `r`, for the
+/// directories made for files of an access slot's mode.
+pub fn dir_access(a: u32) -> u32 {
+    a | (a & 0o444) >> 2
+}
+
 /// `1024`, `8k`, `1m`, `1g` (case-insensitive suffix). nginx rejects
 /// anything else, including fractions and negative numbers.
 pub fn parse_size(s: &str) -> Option<u64> {

@@ -80,35 +80,10 @@ fn dav_methods(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// nginx's `ngx_conf_set_access_slot`: `user:rw|r`, `group:rw|r`,
-/// `all:rw|r`; the user keeps `rw` unless given.
+/// nginx's `ngx_conf_set_access_slot`.
 fn dav_access(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
-    let mut user = 0o600;
-    let mut rest = 0;
-    for a in &d.args {
-        let t = a.text.as_str();
-        let invalid = || ConfError::at(format!("invalid value \"{t}\""), &d.span);
-        let (shift, right) = if let Some(r) = t.strip_prefix("user:") {
-            (6, r)
-        } else if let Some(r) = t.strip_prefix("group:") {
-            (3, r)
-        } else if let Some(r) = t.strip_prefix("all:") {
-            (0, r)
-        } else {
-            return Err(invalid());
-        };
-        let bits = match right {
-            "rw" => 6,
-            "r" => 4,
-            _ => return Err(invalid()),
-        };
-        if shift == 6 {
-            user = bits << 6;
-        } else {
-            rest |= bits << shift;
-        }
-    }
-    c.dav.access = user | rest;
+    c.dav.access = crate::config::value::parse_access(d.args.iter().map(|a| a.text.as_str()))
+        .map_err(|t| ConfError::at(format!("invalid value \"{t}\""), &d.span))?;
     Ok(())
 }
 
@@ -125,10 +100,7 @@ fn min_delete_depth(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// nginx's `ngx_dir_access`: an `x` wherever there is an `r`.
-pub fn dir_access(a: u32) -> u32 {
-    a | (a & 0o444) >> 2
-}
+pub use crate::config::value::dir_access;
 
 fn method_flag(m: &[u8]) -> u8 {
     match m {

@@ -39,6 +39,8 @@ pub struct UpstreamBody {
     pub response_ms: Option<u64>,
     /// The cache entry this body fills as it passes (`proxy_cache`).
     pub cache: Option<Box<crate::http::cache::store::Writer>>,
+    /// The file this body is stored to as it passes (`proxy_store`).
+    pub store: Option<Box<super::store::StoreFile>>,
     /// A byte range of the body that alone goes to the client (a `Range`
     /// answered from a response being cached): (first byte, length). The
     /// whole body still passes through to the cache.
@@ -102,6 +104,7 @@ impl UpstreamBody {
             read_since_head: false,
             response_ms: None,
             cache: None,
+            store: None,
             window: None,
             passed: 0,
             handed_off: false,
@@ -217,10 +220,13 @@ impl UpstreamBody {
         // Every body byte passes here exactly once (whether it goes to the
         // client now or to the read-ahead store): the cache entry is fed
         // from the same place.
-        let cache = &mut self.cache;
+        let (cache, store) = (&mut self.cache, &mut self.store);
         let mut tee = |data: &[u8]| {
             if let Some(c) = cache.as_mut() {
                 c.push(data);
+            }
+            if let Some(s) = store.as_mut() {
+                s.push(data);
             }
             sink(data)
         };

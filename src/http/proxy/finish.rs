@@ -51,6 +51,13 @@ pub fn release_as(w: &WorkerCtx, body: &mut UpstreamBody, failed: bool) {
     {
         c.commit();
     }
+    // A store cut short is dropped, and its temporary file with it.
+    if let Some(mut s) = body.store.take()
+        && body.done
+        && !failed
+    {
+        s.finish();
+    }
     let Some(r) = body.release.take() else { return };
     if let Some(l) = &r.learned {
         l.commit();

@@ -31,6 +31,7 @@ pub mod redirect;
 pub mod request_body;
 pub mod response_head;
 mod sticky;
+pub mod store;
 pub mod upstream_tls;
 pub mod websocket;
 pub mod wire;
@@ -738,6 +739,10 @@ fn build_response<'c>(
             // The origin's body (and its entry) is dropped with `body`.
             return r;
         }
+    }
+    if body.cache.is_none() && !matches!(conf.store, store::StoreConf::Off) {
+        let modified = resp.header("last-modified").and_then(crate::http::date::parse_http_date);
+        body.store = store::StoreFile::start(ctx, conf, resp.status, body.buffering, modified);
     }
     if body.cache.is_none()
         && let Some(status) = crate::http::cache::deliver::forced(ctx, &mut resp, &mut body)
