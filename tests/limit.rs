@@ -322,7 +322,12 @@ fn limit_rate_paces_response_bodies() {
     // 15000 bytes: at 10k/s the first second's 10240 go at once, the rest a
     // second later.
     let body = vec![b'x'; 15000];
-    let o = Origin::start(|_| Reply::ok(vec![b'o'; 15000]));
+    // The origin's X-Accel-Limit-Rate paces its answer where no
+    // limit_rate is set.
+    let o = Origin::start(|r| match r.target() {
+        "/px/xal" => Reply::http(200, &["X-Accel-Limit-Rate: 5000"], vec![b'o'; 15000]),
+        _ => Reply::ok(vec![b'o'; 15000]),
+    });
     let s = builder()
         .ports(2)
         .http(&format!(
@@ -334,7 +339,8 @@ fn limit_rate_paces_response_bodies() {
              location /b/ {{ alias {{prefix}}/html/; limit_rate 10k; limit_rate_after 10k; }}\n\
              location /c/ {{ alias {{prefix}}/html/; set $limit_rate 5k; }}\n\
              location /d/ {{ alias {{prefix}}/html/; limit_rate $arg_r; }}\n\
-             location /p/ {{ limit_rate 10k; proxy_pass http://{}; }}\n\
+             location /p/ {{ limit_rate 10k; proxy_pass http://{0}; }}\n\
+             location /px/ {{ proxy_pass http://{0}; }}\n\
              location /n/ {{ alias {{prefix}}/html/; }} }}",
             o.addr()
         ))
@@ -359,6 +365,8 @@ fn limit_rate_paces_response_bodies() {
         ("/d/f.bin?r=4k", false, 2.7, 5.0),
         ("/d/f.bin", false, 0.0, 0.7),
         ("/p/x", false, 0.7, 3.0),
+        ("/px/xal", false, 1.7, 4.0),
+        ("/px/plain", false, 0.0, 0.7),
         ("/n/f.bin", false, 0.0, 0.7),
         ("/a/f.bin", true, 0.7, 3.0),
     ];

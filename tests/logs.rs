@@ -199,6 +199,40 @@ fn access_log_off() {
     assert!(!s.path("logs/access.log").exists(), "access.log written with access_log off");
 }
 
+/// Without `buffer=` a line is in the file once the client has its
+/// answer, as with nginx's unbuffered write: on a closed connection and
+/// on one kept alive.
+#[test]
+fn unbuffered_lines_are_there_when_the_answer_is() {
+    let s = builder()
+        .http("server { listen 127.0.0.1:{port}; return 200 x;\n access_log logs/access.log combined; }")
+        .start();
+    for i in 0..20 {
+        // Read to the close, the server's last act for the request.
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        std::io::Write::write_all(&mut c, format!("GET /closed-{i} HTTP/1.0\r\n\r\n").as_bytes()).unwrap();
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut c, &mut got).unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+        let log = s.access_log();
+        assert!(log.contains(&format!("GET /closed-{i} HTTP/1.0")), "line {i} missing:\n{log}");
+    }
+    let mut c = s.connect();
+    for i in 0..5 {
+        c.send(format!("GET /kept-{i} HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert_eq!(c.read_response_to("GET").status, 200);
+        let mut found = false;
+        for _ in 0..50 {
+            found = s.access_log().contains(&format!("GET /kept-{i} HTTP/1.1"));
+            if found {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(found, "line {i} not written within 100 ms");
+    }
+}
+
 #[test]
 fn flush_interval_writes_buffered_lines() {
     let s = builder()

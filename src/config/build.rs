@@ -107,6 +107,7 @@ impl Ctx {
             buffer: buffer.unwrap_or(64 * 1024) as usize,
             flush: flush.unwrap_or(Duration::from_secs(1)),
             gzip,
+            eager: !explicit,
         };
         if let Some(i) = self.log_files.iter().position(|f| f.path == file.path) {
             // One buffer per file: explicit buffer=/flush= win over defaults.

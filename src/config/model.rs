@@ -566,6 +566,10 @@ pub struct AccessLogFile {
     pub flush: Duration,
     /// `gzip[=level]`: each buffer written as one gzip member.
     pub gzip: Option<u32>,
+    /// No `buffer=`, `flush=` or `gzip` given: nginx writes each line at
+    /// once; sluice writes the lines of one turn of the worker's event
+    /// loop together, right after it.
+    pub eager: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -21,6 +21,9 @@ struct Writer {
     /// When the oldest unflushed line was written.
     since: Option<u64>,
     gzip: Option<u32>,
+    /// Written right after the current turn of the event loop (no
+    /// `buffer=`: see `AccessLogFile::eager`).
+    eager: bool,
 }
 
 impl Writer {
@@ -50,6 +53,12 @@ pub struct AccessLogs {
     writers: Vec<Writer>,
     syslog: Vec<AccessSender>,
     scratch: Vec<u8>,
+    /// Wakes the worker's task that writes the eager files' lines once the
+    /// turn that logged them is over (`flush_eager`); `pending` while it is
+    /// due, so a burst of requests in one turn costs one wake-up and one
+    /// `write` per file.
+    soon: std::rc::Rc<tokio::sync::Notify>,
+    pending: bool,
 }
 
 impl AccessLogs {
@@ -64,10 +73,11 @@ impl AccessLogs {
                 flush_secs: c.flush.as_secs().max(1),
                 since: None,
                 gzip: c.gzip,
+                eager: c.eager,
             })
             .collect();
         let syslog = syslog.iter().map(|p| AccessSender::new(p.clone())).collect();
-        AccessLogs { writers, syslog, scratch: Vec::new() }
+        AccessLogs { writers, syslog, scratch: Vec::new(), soon: Default::default(), pending: false }
     }
 
     pub fn log(&mut self, refs: &[AccessLogRef], vars: &crate::http::handler::ctx::Vars<'_, '_, '_>) {
@@ -117,6 +127,10 @@ impl AccessLogs {
             if w.since.is_none() {
                 w.since = Some(crate::clock::now_secs());
             }
+            if w.eager && !self.pending {
+                self.pending = true;
+                self.soon.notify_one();
+            }
             if w.buf.len() >= w.cap {
                 if before > 0 && w.buf.len() > w.cap {
                     // Keep the line that overflowed for the next buffer.
@@ -146,6 +160,28 @@ impl AccessLogs {
         }
         for s in &mut self.syslog {
             s.report();
+        }
+    }
+
+    /// What the eager-flush task waits on (see `soon`).
+    pub fn soon(&self) -> std::rc::Rc<tokio::sync::Notify> {
+        self.soon.clone()
+    }
+
+    /// Writes the eager files' lines now if some wait: a connection about
+    /// to close calls it, so a client that reads the log once the server
+    /// closed (as nginx's tests do) finds its line there.
+    pub fn flush_pending(&mut self) {
+        if self.pending {
+            self.flush_eager();
+        }
+    }
+
+    /// Writes the eager files' buffered lines.
+    pub fn flush_eager(&mut self) {
+        self.pending = false;
+        for w in self.writers.iter_mut().filter(|w| w.eager) {
+            w.flush();
         }
     }
 

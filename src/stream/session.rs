@@ -143,7 +143,11 @@ impl Session {
             self.up.borrow().tries.last().map_or(0, |t| t.sent),
         );
         if !conf.access_log.is_empty() {
-            self.w.logs.borrow_mut().log_with(&conf.access_log, self, |d, line| write_dynamic(self, d, line));
+            let mut logs = self.w.logs.borrow_mut();
+            logs.log_with(&conf.access_log, self, |d, line| write_dynamic(self, d, line));
+            // The session's sockets may be closed already: the line goes
+            // now, as nginx writes it, for whoever saw the close.
+            logs.flush_pending();
         }
     }
 }

@@ -306,6 +306,7 @@ fn interpret(
     let mut content_type = None;
     let mut accel_buffering = None;
     let mut accel_expires = None;
+    let mut accel_limit_rate = None;
     let mut accel_redirect = None;
     let mut accel_charset = None;
     let mut headers = Vec::with_capacity(fields.len());
@@ -350,6 +351,8 @@ fn interpret(
             accel_redirect = Some(v.to_vec());
         } else if is("x-accel-charset") {
             accel_charset = Some(v.to_vec());
+        } else if is("x-accel-limit-rate") {
+            accel_limit_rate = crate::http::proxy::response_head::limit_rate(v).or(accel_limit_rate);
         }
         let listed = |list: &[String]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(name.as_bytes()));
         let default_hidden = NOT_PASSED.iter().any(|n| is(n)) && !is("content-type");
@@ -375,6 +378,7 @@ fn interpret(
         head_len: 0,
         accel_buffering,
         accel_expires,
+        accel_limit_rate,
         accel_redirect,
         accel_charset,
     })

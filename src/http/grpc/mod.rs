@@ -352,6 +352,7 @@ pub fn response_head(parts: &http::response::Parts, conf: &UpstreamConf) -> Resp
         head_len: 0,
         accel_buffering: None,
         accel_expires: None,
+        accel_limit_rate: None,
         accel_redirect: None,
         accel_charset: None,
     }

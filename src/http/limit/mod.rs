@@ -94,6 +94,10 @@ pub struct Limits {
     /// The request's places in limit_conn zones, given back when the
     /// request's context is dropped (after its access log line).
     pub holds: Vec<conn::Hold>,
+    /// The origin's `X-Accel-Limit-Rate`: the response's rate from then
+    /// on, over the location's `limit_rate` (also after an
+    /// `X-Accel-Redirect`), as nginx's `r->limit_rate_set`.
+    pub accel_rate: Option<u64>,
 }
 
 /// A zone's key for this request.

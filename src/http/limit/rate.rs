@@ -85,6 +85,9 @@ fn parse_or_log(ctx: &ReqCtx<'_, '_>, v: &[u8]) -> Option<u64> {
 /// The request's rate in bytes per second (0: none): `set $limit_rate`'s
 /// value once set, else the location's `limit_rate`.
 pub fn rate_of(ctx: &ReqCtx<'_, '_>) -> u64 {
+    if let Some(n) = ctx.limit.accel_rate {
+        return n;
+    }
     let rc = &ctx.conf.limit.rate;
     if let Some(slot) = rc.set_slot {
         let set = ctx.vars.borrow().get(slot).and_then(|v| v.clone());
@@ -100,7 +103,7 @@ pub fn rate_of(ctx: &ReqCtx<'_, '_>) -> u64 {
 /// The pace of one response; None when it has no rate.
 pub fn pacer(ctx: &ReqCtx<'_, '_>, started: Instant) -> Option<Pacer> {
     let rc = &ctx.conf.limit.rate;
-    if rc.rate.is_none() && rc.set_slot.is_none() {
+    if rc.rate.is_none() && rc.set_slot.is_none() && ctx.limit.accel_rate.is_none() {
         return None;
     }
     let rate = rate_of(ctx);

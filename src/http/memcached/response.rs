@@ -31,6 +31,7 @@ pub fn parse(buf: &[u8], key: &[u8], gzip_flag: u32, head_request: bool) -> Resu
         head_len: lf + 1,
         accel_buffering: None,
         accel_expires: None,
+        accel_limit_rate: None,
         accel_redirect: None,
         accel_charset: None,
     };

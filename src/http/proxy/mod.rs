@@ -262,6 +262,9 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                     release_as(w, &mut body, false);
                     return r;
                 }
+                if head.accel_limit_rate.is_some() && !crate::http::cache::conf::of(lc).ignore.x_accel_limit_rate {
+                    ctx.limit.accel_rate = head.accel_limit_rate;
+                }
                 if let Some(to) = head.accel_redirect.as_deref()
                     && !crate::http::cache::conf::of(lc).ignore.x_accel_redirect
                 {

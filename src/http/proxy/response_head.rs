@@ -44,6 +44,8 @@ pub struct ResponseHead {
     pub accel_buffering: Option<bool>,
     /// `X-Accel-Expires`, for the cache (never passed to the client).
     pub accel_expires: Option<Vec<u8>>,
+    /// `X-Accel-Limit-Rate`: bytes per second for the rest of the response.
+    pub accel_limit_rate: Option<u64>,
     /// `X-Accel-Redirect`: the URI (or `@name`) to redirect to internally
     /// instead of sending this response (never passed to the client).
     pub accel_redirect: Option<Vec<u8>>,
@@ -61,6 +63,15 @@ pub enum HeadError {
     Incomplete,
 }
 
+/// An `X-Accel-Limit-Rate` value: nginx's `ngx_atoi`, digits only, else
+/// the header is ignored.
+pub fn limit_rate(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
+}
+
 /// What a response header is to the proxy, from its lowercase name.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
@@ -71,6 +82,7 @@ enum Kind {
     AccelExpires,
     AccelRedirect,
     AccelCharset,
+    AccelLimitRate,
     /// Carried separately, never as a header.
     ContentType,
     /// Hop-by-hop, replaced by sluice's own, or on nginx's default
@@ -93,6 +105,7 @@ impl Kind {
                 | Kind::AccelExpires
                 | Kind::AccelRedirect
                 | Kind::AccelCharset
+                | Kind::AccelLimitRate
                 | Kind::NotReturned
         )
     }
@@ -115,7 +128,7 @@ const KNOWN: [(&[u8], Kind); 36] = [
     (b"x-pad", Kind::NotReturned),
     (b"x-accel-expires", Kind::AccelExpires),
     (b"x-accel-redirect", Kind::AccelRedirect),
-    (b"x-accel-limit-rate", Kind::NotReturned),
+    (b"x-accel-limit-rate", Kind::AccelLimitRate),
     (b"x-accel-charset", Kind::AccelCharset),
     (b"last-modified", Kind::Common("Last-Modified")),
     (b"etag", Kind::Common("ETag")),
@@ -326,6 +339,7 @@ fn interpret(
     let mut options: Vec<&[u8]> = Vec::new();
     let mut accel_buffering = None;
     let mut accel_expires = None;
+    let mut accel_limit_rate = None;
     let mut accel_redirect = None;
     let mut accel_charset = None;
     let mut first_seen = 0u8;
@@ -378,6 +392,7 @@ fn interpret(
             Kind::AccelRedirect if accel_redirect.is_none() => accel_redirect = Some(v.to_vec()),
             Kind::AccelRedirect => {}
             Kind::AccelCharset => accel_charset = Some(v.to_vec()),
+            Kind::AccelLimitRate => accel_limit_rate = limit_rate(v).or(accel_limit_rate),
             // The first Content-Type counts, as in nginx.
             Kind::ContentType if content_type.is_some() => continue,
             Kind::ContentType => {
@@ -443,6 +458,7 @@ fn interpret(
         head_len: line.head_len,
         accel_buffering,
         accel_expires,
+        accel_limit_rate,
         accel_redirect,
         accel_charset,
     })

@@ -109,6 +109,7 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
             }
         }
     }
+    w.logs.borrow_mut().flush_pending();
     if c.linger {
         Box::pin(c.stream.linger(&mut c.rbuf)).await;
     } else if c.stream.is_tls() {
