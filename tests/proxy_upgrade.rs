@@ -64,8 +64,16 @@ fn websocket_upgrade_is_tunnelled_both_ways() {
     let s = builder()
         .http(&format!(
             "map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}\n\
+             log_format up '$uri $status $bytes_sent $body_bytes_sent $sent_http_connection';\n\
              server {{\n\
                listen 127.0.0.1:{{port}};\n\
+               access_log logs/up.log up;\n\
+               location /noup {{\n\
+                 proxy_pass http://127.0.0.1:{origin};\n\
+                 proxy_http_version 1.1;\n\
+                 proxy_set_header Connection upgrade;\n\
+                 proxy_read_timeout 1s;\n\
+               }}\n\
                location /ws {{\n\
                  proxy_pass http://127.0.0.1:{origin};\n\
                  proxy_http_version 1.1;\n\
@@ -116,6 +124,26 @@ fn websocket_upgrade_is_tunnelled_both_ways() {
     drop(c);
     let r = request(s.port, "GET /nows HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
     assert_eq!(r.status, 404);
+    // The tunnel's line is written when it ends, with the bytes that went
+    // through it to the client.
+    let tunneled = "hello from origin\n".len() + "PING ONESECOND MESSAGEX".len();
+    let log = wait_contains(&s.path("logs/up.log"), "/nows", Duration::from_secs(5));
+    let line = line_with(&log, "/ws ");
+    let f: Vec<&str> = line.split(' ').collect();
+    assert_eq!((f[1], f[3], f[4]), ("101", tunneled.to_string().as_str(), "upgrade"), "{line}");
+    let head: usize = f[2].parse::<usize>().unwrap() - tunneled;
+    assert!((100..400).contains(&head), "{line}");
+    assert!(line_with(&log, "/nows ").ends_with(" close"), "{log}");
+
+    // A 101 to a client that asked for no upgrade: the head, no tunnel.
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"GET /noup HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    assert!(!text.contains("hello from origin"), "{text}");
 }
 
 #[test]

@@ -110,6 +110,9 @@ pub struct ReqCtx<'c, 'a> {
     /// `Sec-WebSocket-Key` of the HTTP/1.1 Upgrade request the proxy sends
     /// the origin in its place (see `proxy::websocket`).
     pub websocket_key: Option<String>,
+    /// The HTTP/1 connection stays open after this response (nginx's
+    /// `r->keepalive`, for `$sent_http_connection`).
+    pub keep_alive: bool,
     /// The `proxy_pass` this request went to (resolved when it has
     /// variables), for `$proxy_host` and error-log lines.
     pub proxy_pass: Option<std::sync::Arc<crate::config::proxy::ProxyPass>>,
@@ -296,6 +299,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             upstream: UpstreamLog::default(),
             body_read: 0,
             websocket_key: None,
+            keep_alive: false,
             proxy_pass: None,
             cache_status: None,
             cache_zone: u32::MAX,

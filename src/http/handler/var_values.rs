@@ -388,6 +388,12 @@ impl VarSource for Vars<'_, '_, '_> {
                 if let Some(r) = self.resp.filter(|_| from_origin) {
                     let v = match name.as_str() {
                         "content-type" => r.content_type.as_deref().map(str::as_bytes),
+                        // What the HTTP/1 writer sends, as nginx's variable.
+                        "connection" if matches!(var, Var::SentHttp(_)) => Some(match () {
+                            _ if r.status == 101 => &b"upgrade"[..],
+                            _ if ctx.keep_alive => b"keep-alive",
+                            _ => b"close",
+                        }),
                         "location" => r.location.as_deref(),
                         "etag" => r.etag.as_deref(),
                         "accept-ranges" if r.accept_ranges && r.status == 200 => Some(&b"bytes"[..]),

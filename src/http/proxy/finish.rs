@@ -133,19 +133,22 @@ pub fn finish_body(w: &WorkerCtx, ctx: &mut ReqCtx<'_, '_>, body: &mut UpstreamB
 
 /// Copies both ways between the client and the origin after a 101, until
 /// either side closes, or nothing moves for proxy_read_timeout (as nginx
-/// applies it to upgraded connections).
-pub async fn tunnel(client: &mut crate::http::connection::sock::Sock, early: &[u8], up: &mut UpstreamBody) {
+/// applies it to upgraded connections). Returns the bytes it wrote to the
+/// client, for the access log.
+pub async fn tunnel(client: &mut crate::http::connection::sock::Sock, early: &[u8], up: &mut UpstreamBody) -> u64 {
     use tokio::io::AsyncReadExt;
-    let Some(mut origin) = up.stream.take() else { return };
-    let Some(client) = client.as_io() else { return };
+    let Some(mut origin) = up.stream.take() else { return 0 };
+    let Some(client) = client.as_io() else { return 0 };
     // Bytes that came along with the heads belong to the other side.
     if !early.is_empty() && origin.write_all(early).await.is_err() {
-        return;
+        return 0;
     }
+    let mut to_client = 0u64;
     if !up.buf.is_empty() {
         if client.write_all(&up.buf).await.is_err() {
-            return;
+            return 0;
         }
+        to_client = up.buf.len() as u64;
         up.buf.clear();
     }
     let idle = up.read_timeout;
@@ -159,14 +162,18 @@ pub async fn tunnel(client: &mut crate::http::connection::sock::Sock, early: &[u
                 },
                 r = origin.read(&mut b) => match r {
                     Ok(0) | Err(_) => false,
-                    Ok(n) => client.write_all(&b[..n]).await.is_ok(),
+                    Ok(n) => {
+                        let ok = client.write_all(&b[..n]).await.is_ok();
+                        to_client += if ok { n as u64 } else { 0 };
+                        ok
+                    }
                 },
             }
         });
         if !matches!(step.await, Ok(true)) {
             let _ = origin.shutdown().await;
             let _ = client.shutdown().await;
-            return;
+            return to_client;
         }
     }
 }

@@ -386,6 +386,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         && !info.past_keepalive_time(conf.keepalive_time)
         && !keepalive_disabled(conf.core.keepalive_disable, head.method, ctx.req.header("user-agent"))
         && (resp.body.known_len().is_some() || chunked);
+    ctx.keep_alive = keep_alive;
     let has_body = head.body != BodyKind::None;
     out.closing = !keep_alive;
     *linger = !keep_alive && (has_body || rbuf.len() > head_len);
@@ -407,19 +408,26 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     if resp.status == 101 && matches!(resp.body, Body::Upstream(_)) {
         // Switching protocols (WebSocket): after the 101 the connection is
         // a two-way tunnel to the origin until either side closes.
+        // Only a client that asked for an upgrade gets the tunnel; to any
+        // other, nginx sends the head and nothing after it.
         let head_bytes = out.wbuf.len() as u64;
         let ok = flush(&mut out, conf.send_timeout, false).await;
-        log_request(w, &ctx, &resp, if ok { head_bytes } else { 0 }, 0, started, ok);
+        let asked = ctx.req.header("upgrade").is_some();
+        let mut tunneled = 0;
         if let Body::Upstream(mut up) = std::mem::replace(&mut resp.body, Body::Empty) {
-            if ok {
+            if ok && asked {
                 let client_early = rbuf[head_len..].to_vec();
-                crate::http::proxy::tunnel(out.stream, &client_early, &mut up).await;
+                tunneled = crate::http::proxy::tunnel(out.stream, &client_early, &mut up).await;
             }
             // A tunnel that ran its course is no failure of the peer; its
             // connection is not reusable either way (the stream is gone).
             up.done = ok;
             crate::http::proxy::release(w, &mut up);
         }
+        // Logged when the tunnel ends, with what went through it to the
+        // client (nginx's `$bytes_sent` counts the connection's bytes).
+        let sent = if ok { head_bytes + tunneled } else { 0 };
+        log_request(w, &ctx, &resp, sent, tunneled, started, ok);
         return Next::Close;
     }
     let (sent_ok, body_bytes) = match &mut resp.body {
