@@ -150,3 +150,30 @@ fn truncated_origin_body_is_never_complete_looking() {
     }
     checks.finish();
 }
+
+/// A retry that finds every peer down before each was tried ends with
+/// nginx's "no live upstreams": `$upstream_addr` names the peer tried,
+/// then the upstream (nginx-tests upstream_hash.t's "busy" cases).
+#[test]
+fn a_retry_without_live_peers_names_the_upstream() {
+    let (p1, p2) = (free_port(), free_port());
+    let s = proxy(
+        r#"
+        upstream lone { server 127.0.0.1:%P1%; server 127.0.0.1:%P2%; }
+        server {
+            listen 127.0.0.1:{port};
+            add_header X-A $upstream_addr always;
+            location /one { proxy_pass http://lone; proxy_next_upstream off; }
+            location /two { proxy_pass http://lone; }
+        }"#,
+        &[("%P1%", p1), ("%P2%", p2)],
+    );
+    // The first peer fails (and is down for fail_timeout), alone.
+    let r = s.get("/one");
+    assert_eq!((r.status, r.header("X-A")), (502, Some(format!("127.0.0.1:{p1}").as_str())), "{}", r.head);
+    // The second fails too: no peer is left for the retry.
+    let r = s.get("/two");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("X-A"), Some(format!("127.0.0.1:{p2}, lone").as_str()), "{}", r.head);
+    s.wait_error_log("no live upstreams while connecting to upstream");
+}

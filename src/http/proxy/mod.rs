@@ -210,7 +210,11 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     loop {
         let pick = w.proxy.borrow_mut().get(&u).pick(&u, &mut sel, client_ip, &key, &want.id);
         let Some(peer) = pick else {
-            if tries == 0 {
+            // nginx's "no live upstreams" also ends a retry that finds
+            // every peer down before each was tried (a failure just marked
+            // the last live one down): $upstream_addr then ends with the
+            // upstream's name.
+            if tries == 0 || (tries as usize) < u.peers.len() {
                 log_to!(
                     ctx.conf.error_log,
                     Level::Error,
