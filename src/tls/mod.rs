@@ -14,6 +14,7 @@ pub mod handshake;
 pub mod keyfile;
 pub mod names;
 pub mod ocsp;
+pub mod origin_verify;
 pub mod quic;
 pub mod session;
 
