@@ -200,14 +200,14 @@ impl DynamicCerts {
 
 /// Whether `v` is exactly `$name`.
 fn is_var(v: &PemSource, var: &Var) -> bool {
-    matches!(v, PemSource::Vars(t, _) if matches!(t.parts.as_slice(), [crate::variables::Part::Var(x)] if x == var))
+    matches!(v, PemSource::Vars(t, _, _) if matches!(t.parts.as_slice(), [crate::variables::Part::Var(x)] if x == var))
 }
 
 /// A value evaluated for the connection: `data:` PEM, or a path (relative
 /// ones under the configuration's directory, as nginx's conf prefix).
 pub fn evaluate(v: &PemSource, vars: &dyn VarSource) -> Source {
     match v {
-        PemSource::Vars(t, dir) => source_of(&t.render_to_vec(vars), dir),
+        PemSource::Vars(t, dir, _) => source_of(&t.render_to_vec(vars), dir),
         _ => fixed(v),
     }
 }
@@ -216,7 +216,7 @@ pub fn evaluate(v: &PemSource, vars: &dyn VarSource) -> Source {
 /// origin no certificate).
 pub fn evaluate_nonempty(v: &PemSource, vars: &dyn VarSource) -> Option<Source> {
     match v {
-        PemSource::Vars(t, dir) => {
+        PemSource::Vars(t, dir, _) => {
             let text = t.render_to_vec(vars);
             (!text.is_empty()).then(|| source_of(&text, dir))
         }
@@ -229,7 +229,7 @@ pub fn fixed(v: &PemSource) -> Source {
     match v {
         PemSource::File(p) => Source::File(p.clone()),
         PemSource::Data(d) => Source::Data(d.clone()),
-        PemSource::Vars(_, dir) => Source::File(dir.clone()),
+        PemSource::Vars(_, dir, _) => Source::File(dir.clone()),
     }
 }
 
