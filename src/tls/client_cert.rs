@@ -457,6 +457,26 @@ pub fn fuzz(data: &[u8]) {
 mod tests {
     use super::*;
 
+    /// `openssl req -x509` with a critical subjectAltName (two DNS names
+    /// and an IP) and CN=no.match.example.com; and one without extensions
+    /// (version 1, CN=2.example.com). Both are in the fuzz corpus.
+    const SAN: &[u8] = include_bytes!("../../fuzz/corpus/htpasswd/4b07a00a3d32b89fa8801bb55c5c706ea9de817a");
+    const V1: &[u8] = include_bytes!("../../fuzz/corpus/htpasswd/655c50244f6eb50f859718f43aa6d8944dffff47");
+
+    #[test]
+    fn names_of_version_1_and_3_certificates() {
+        let san = CertificateDer::from(SAN);
+        assert_eq!(dns_names(&san), ["example.com", "*.example.com"]);
+        assert_eq!(common_names(&san), ["no.match.example.com"]);
+        let v1 = CertificateDer::from(V1);
+        assert!(dns_names(&v1).is_empty());
+        assert_eq!(common_names(&v1), ["2.example.com"]);
+        let n = names(&v1).expect("a version 1 certificate's names");
+        assert_eq!((n.subject.as_str(), n.issuer.as_str()), ("CN=2.example.com", "CN=2.example.com"));
+        assert_eq!(n.subject_legacy, "/CN=2.example.com");
+        assert!(validity(&v1).is_some() && spki(&v1).is_some());
+    }
+
     #[test]
     fn escaping_as_openssl_rfc2253() {
         let mut s = String::new();

@@ -128,7 +128,23 @@ fn name_matches(pattern: &str, host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::name_matches;
+    use super::{host_matches, name_matches};
+    use rustls_pki_types::{CertificateDer, ServerName};
+
+    fn host(cert: &[u8], name: &str) -> bool {
+        host_matches(&CertificateDer::from(cert), &ServerName::try_from(name.to_string()).unwrap())
+    }
+
+    #[test]
+    fn dns_names_first_then_the_common_name() {
+        let san = include_bytes!("../../fuzz/corpus/htpasswd/4b07a00a3d32b89fa8801bb55c5c706ea9de817a");
+        let v1 = include_bytes!("../../fuzz/corpus/htpasswd/655c50244f6eb50f859718f43aa6d8944dffff47");
+        assert!(host(san, "example.com") && host(san, "foo.example.com"));
+        // Its commonName is not read: it has DNS names.
+        assert!(!host(san, "no.match.example.com"));
+        assert!(host(v1, "2.example.com") && !host(v1, "bad.example.com"));
+        assert!(!host(v1, "127.0.0.1"));
+    }
 
     #[test]
     fn wildcards_as_openssl() {

@@ -55,7 +55,7 @@ pub(super) async fn tls_connect(
         _ => (&ctx.conf.proxy.ssl, ctx.conf.proxy.up.connect_timeout),
     };
     let (key, dynamic) = ssl.client_key(pass.protocol == Protocol::Grpc, &Vars::request(ctx));
-    let cfg = if dynamic {
+    let cfg = if dynamic && key.client_cert.is_some() {
         upstream_tls::Clients::get_dynamic(&w.tls_clients, &key).await.map_err(TlsFail::Certificate)?
     } else {
         w.tls_clients.borrow_mut().get(&key).map_err(TlsFail::Handshake)?
