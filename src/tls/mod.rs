@@ -60,6 +60,30 @@ impl ServerTls {
         c.cert_resolver = Arc::new(certs::CertChooser::new(certs, self.tls13));
         Arc::new(c)
     }
+
+    /// The configuration to finish a handshake with, once its ClientHello
+    /// is read: `cfg`, or, for certificates with variables, `cfg` with
+    /// the pairs they name for `conn` (both families' handshakes). The
+    /// error is nginx's "cannot load certificate ..." for an `[error]`
+    /// line; the handshake then ends with [`refuse`].
+    pub async fn for_connection(
+        &self,
+        cfg: Arc<ServerConfig>,
+        conn: &dynamic::Conn<'_>,
+    ) -> Result<Arc<ServerConfig>, String> {
+        match self.dynamic.as_ref().filter(|_| !self.reject) {
+            Some(d) => Ok(self.with_certs(&cfg, d.resolve(conn).await?)),
+            None => Ok(cfg),
+        }
+    }
+}
+
+/// Ends a handshake whose certificates did not load with an alert, as
+/// nginx's failed certificate callback does.
+pub async fn refuse<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(start: tokio_rustls::StartHandshake<IO>) {
+    if let Some(rc) = reject_config() {
+        let _ = start.into_stream(rc).await;
+    }
 }
 
 fn err(msg: String, span: &Span) -> ConfError {
