@@ -375,8 +375,9 @@ pub enum PemSource {
     /// `data:...`: the PEM itself.
     Data(std::sync::Arc<[u8]>),
     /// A value with variables, evaluated at each handshake
-    /// (`tls::dynamic`); a relative result resolves against `dir`.
-    Vars(crate::variables::Template, PathBuf),
+    /// (`tls::dynamic`); a relative result resolves against `dir`; and
+    /// the value as written (messages, the session id context).
+    Vars(crate::variables::Template, PathBuf, std::sync::Arc<str>),
 }
 
 impl PemSource {
@@ -385,7 +386,7 @@ impl PemSource {
         match self {
             PemSource::File(p) => p.display().to_string(),
             PemSource::Data(_) => "data:...".to_string(),
-            PemSource::Vars(..) => "(variables)".to_string(),
+            PemSource::Vars(_, _, written) => written.to_string(),
         }
     }
 }

@@ -46,7 +46,7 @@ pub fn pem_source(d: &Directive, ctx: &Ctx) -> Result<PemSource, ConfError> {
     let v = arg(d, 0);
     if v.contains('$') {
         let t = crate::variables::Template::compile(v).map_err(|m| ConfError::at(m, &d.span))?;
-        return Ok(PemSource::Vars(t, ctx.conf_dir.clone()));
+        return Ok(PemSource::Vars(t, ctx.conf_dir.clone(), v.into()));
     }
     if let Some(pem) = v.strip_prefix("data:") {
         return Ok(PemSource::Data(pem.as_bytes().into()));

@@ -4,13 +4,18 @@
 //! settings by the directive's prefix, and one table per module made by
 //! [`upstream_ssl_directives!`]. Files are read when the configuration
 //! loads, so `-t` reports a missing or bad one, and a client certificate
-//! is paired with its key once the location is complete.
+//! is paired with its key once the location is complete. A client
+//! certificate or key with variables (nginx 1.21.0) is evaluated for each
+//! connection to the origin instead ([`UpstreamSsl::client_key`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::tls::dynamic::Source;
+use crate::variables::VarSource;
+
 use super::build::Ctx;
-use super::model::LocConf;
+use super::model::{LocConf, PemSource};
 use super::parser::{ConfError, Directive, Span};
 use super::proxy::Pass;
 use super::set_main::{arg, flag};
@@ -24,10 +29,11 @@ pub struct UpstreamSsl {
     pub trusted_certificate: Option<PathBuf>,
     /// `X_ssl_crl`: revoked origin certificates (PEM CRLs).
     pub crl: Option<PathBuf>,
-    /// The certificate shown to an origin that asks: resolved, and as
-    /// written for messages.
-    pub certificate: Option<(PathBuf, Arc<str>)>,
-    pub certificate_key: Option<PathBuf>,
+    /// The certificate shown to an origin that asks, and its value as
+    /// written for messages; None also for `""`, which cancels an
+    /// inherited one, as in nginx.
+    pub certificate: Option<(PemSource, Arc<str>)>,
+    pub certificate_key: Option<PemSource>,
     /// `X_ssl_password_file`: passphrases tried in order on the key.
     pub passwords: Option<Arc<Vec<Vec<u8>>>>,
     pub server_name: bool,
@@ -36,18 +42,37 @@ pub struct UpstreamSsl {
 }
 
 impl UpstreamSsl {
-    /// The client configuration's identity for a worker's cache.
-    pub fn client_key(&self, alpn_h2: bool) -> crate::tls::client::Key {
-        crate::tls::client::Key {
+    /// The client configuration's identity for a worker's cache, and
+    /// whether its certificate was chosen by variables (evaluated with
+    /// `vars`: an empty certificate value means none, as nginx's
+    /// `ngx_http_upstream_ssl_certificate`).
+    pub fn client_key(&self, alpn_h2: bool, vars: &dyn VarSource) -> (crate::tls::client::Key, bool) {
+        let (client_cert, dynamic) = match (&self.certificate, &self.certificate_key) {
+            (Some((cert, _)), Some(key)) => client_pair(cert, key, vars),
+            _ => (None, false),
+        };
+        let key = crate::tls::client::Key {
             verify: self.verify,
             trusted: self.trusted_certificate.clone(),
             crl: self.crl.clone(),
             sni: self.server_name,
-            client_cert: self.certificate.as_ref().map(|(p, _)| p.clone()).zip(self.certificate_key.clone()),
+            client_cert,
             passwords: self.passwords.clone(),
             alpn_h2,
-        }
+        };
+        (key, dynamic)
     }
+}
+
+/// A client certificate and key as sources to load, evaluated for a
+/// connection when either has variables; whether one had.
+pub fn client_pair(cert: &PemSource, key: &PemSource, vars: &dyn VarSource) -> (Option<(Source, Source)>, bool) {
+    if !matches!(cert, PemSource::Vars(..)) && !matches!(key, PemSource::Vars(..)) {
+        return (Some((crate::tls::dynamic::fixed(cert), crate::tls::dynamic::fixed(key))), false);
+    }
+    let Some(cert) = crate::tls::dynamic::evaluate_nonempty(cert, vars) else { return (None, true) };
+    let key = crate::tls::dynamic::evaluate(key, vars);
+    (Some((cert, key)), true)
 }
 
 /// The module's directive table: `X_ssl_*` for the prefix `$p` (a string
@@ -118,19 +143,27 @@ pub fn name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// Loaded here so `-t` reports a missing or bad file; paired with its key
-/// once the location is complete ([`check_client_certificate`]).
+/// A file is loaded here so `-t` reports a missing or bad one (paired
+/// with its key once the location is complete: [`check_client_certificate`]);
+/// a value with variables is evaluated for each connection; `""` cancels
+/// an inherited certificate.
 pub fn certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let v = no_vars(d)?;
-    let p = ctx.conf_path(v);
-    crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
-    of(c, d).certificate = Some((p, Arc::from(v)));
+    let v = arg(d, 0);
+    if v.is_empty() {
+        of(c, d).certificate = None;
+        return Ok(());
+    }
+    let src = super::set_ssl::pem_source(d, ctx)?;
+    if let PemSource::File(p) = &src {
+        crate::tls::certs::load_chain(p).map_err(|m| ConfError::at(m, &d.span))?;
+    }
+    of(c, d).certificate = Some((src, Arc::from(v)));
     Ok(())
 }
 
 pub fn certificate_key(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
-    let p = ctx.conf_path(no_vars(d)?);
-    of(c, d).certificate_key = Some(p);
+    let v = arg(d, 0);
+    of(c, d).certificate_key = if v.is_empty() { None } else { Some(super::set_ssl::pem_source(d, ctx)?) };
     Ok(())
 }
 
@@ -182,16 +215,20 @@ pub fn check_client_certificate(c: &LocConf, at: &Span) -> R {
             let why = format!("no \"{p}_ssl_certificate_key\" is defined for certificate \"{written}\"");
             return Err(ConfError::at(why, at));
         };
+        // With variables: evaluated, and loaded, for each connection.
+        let (Some(cert), Some(key)) = (static_pem(cert), static_pem(key)) else { continue };
         let provider = rustls::crypto::aws_lc_rs::default_provider();
         let passwords = ssl.passwords.as_deref().map_or(&[][..], |v| v.as_slice());
-        crate::tls::certs::load_pair(
-            &provider,
-            crate::tls::certs::Pem::File(cert),
-            crate::tls::certs::Pem::File(key),
-            passwords,
-            None,
-        )
-        .map_err(|m| ConfError::at(m, at))?;
+        crate::tls::certs::load_pair(&provider, cert, key, passwords, None).map_err(|m| ConfError::at(m, at))?;
     }
     Ok(())
+}
+
+/// A file or `data:` value, None with variables.
+pub fn static_pem(v: &PemSource) -> Option<crate::tls::certs::Pem<'_>> {
+    match v {
+        PemSource::File(p) => Some(crate::tls::certs::Pem::File(p)),
+        PemSource::Data(d) => Some(crate::tls::certs::Pem::Data(d)),
+        PemSource::Vars(..) => None,
+    }
 }

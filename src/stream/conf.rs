@@ -170,11 +170,14 @@ pub struct ProxyConf {
     /// `proxy_ssl_session_reuse` (on by default).
     pub ssl_session_reuse: bool,
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,
-    pub ssl_certificate: Option<std::path::PathBuf>,
-    pub ssl_certificate_key: Option<std::path::PathBuf>,
+    /// `proxy_ssl_certificate` and its key: files, `data:` PEM, or values
+    /// with variables evaluated for each session (None also for `""`).
+    pub ssl_certificate: Option<(crate::config::model::PemSource, Arc<str>)>,
+    pub ssl_certificate_key: Option<crate::config::model::PemSource>,
     /// `proxy_ssl_password_file`: passphrases for the client key.
     pub ssl_passwords: Option<Arc<Vec<Vec<u8>>>>,
-    /// The client configuration made from the settings above.
+    /// The client configuration made from the settings above (without a
+    /// client certificate when it has variables: `tls::session_client`).
     pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 

@@ -250,8 +250,15 @@ pub fn apply(
         "proxy_ssl_name" => p.ssl_name = Some(Arc::new(super::build::compile(d, arg(d, 0))?)),
         "proxy_ssl_verify" => p.ssl_verify = flag(d)?,
         "proxy_ssl_trusted_certificate" => p.ssl_trusted_certificate = Some(ctx.conf_path(arg(d, 0))),
-        "proxy_ssl_certificate" => p.ssl_certificate = Some(ctx.conf_path(arg(d, 0))),
-        "proxy_ssl_certificate_key" => p.ssl_certificate_key = Some(ctx.conf_path(arg(d, 0))),
+        // `""` cancels an inherited certificate, as in nginx.
+        "proxy_ssl_certificate" => {
+            let v = arg(d, 0);
+            p.ssl_certificate =
+                if v.is_empty() { None } else { Some((set_ssl::pem_source(d, ctx)?, std::sync::Arc::from(v))) }
+        }
+        "proxy_ssl_certificate_key" => {
+            p.ssl_certificate_key = if arg(d, 0).is_empty() { None } else { Some(set_ssl::pem_source(d, ctx)?) }
+        }
         "proxy_ssl_password_file" => p.ssl_passwords = Some(crate::config::set_ssl::read_password_file(d, ctx)?),
         // rustls's own choices (TLS 1.2 and 1.3, its suites, resumption).
         "proxy_ssl_session_reuse" => p.ssl_session_reuse = flag(d)?,

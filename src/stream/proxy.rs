@@ -150,6 +150,17 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             }
         },
     };
+    // A client certificate with variables, loaded once for the session:
+    // one that does not load ends it with 500 (nginx's
+    // NGX_STREAM_INTERNAL_SERVER_ERROR), no origin tried.
+    let tls = match super::tls::session_client(p, s, &s.w.tls_clients).await {
+        Ok(t) => t,
+        Err(e) => {
+            s.log(Level::Error, format_args!("{e} while connecting to upstream"));
+            s.status.set(500);
+            return;
+        }
+    };
     let dynamic = u.index == usize::MAX;
     let mut state = if dynamic { Some(PeerState::new(&u)) } else { None };
     let client_ip = Some(s.client.get().ip());
@@ -195,7 +206,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             sent: 0,
             received: 0,
         });
-        match connect(s, &u.name, peer, p).await {
+        match connect(s, &u.name, peer, p, tls.as_ref()).await {
             Ok(o) => {
                 if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
@@ -243,6 +254,7 @@ async fn connect(
     upstream: &str,
     peer: &crate::config::proxy::PeerConf,
     p: &super::conf::ProxyConf,
+    tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<Origin, String> {
     let work = async {
         if let Some(path) = &peer.unix {
@@ -285,7 +297,7 @@ async fn connect(
                 t.sent += line.len() as u64;
             }
         }
-        if let Some(cfg) = &p.tls {
+        if let Some(cfg) = tls {
             let name = match &p.ssl_name {
                 Some(t) => String::from_utf8_lossy(&t.render_to_vec(s)).into_owned(),
                 // nginx's default: the host of `proxy_pass` (an

@@ -388,7 +388,30 @@ async fn handshake(
                 return None;
             }
         };
-        match tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await {
+        let accepted = if tls.shared.dynamic.is_none() {
+            tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await
+        } else {
+            // Certificates with variables: evaluated once the ClientHello
+            // is read (`$ssl_server_name`), as in the http family.
+            let start = match tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await {
+                Ok(st) => st,
+                Err(e) => {
+                    s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
+                    return None;
+                }
+            };
+            let sni = start.client_hello().server_name().map(|n| n.to_ascii_lowercase());
+            let conn = crate::tls::dynamic::Conn { peer: s.client.get(), local: s.local, sni: sni.as_deref() };
+            match tls.shared.for_connection(cfg, &conn).await {
+                Ok(cfg) => start.into_stream(cfg).await,
+                Err(m) => {
+                    s.log(Level::Error, format_args!("{m} while SSL handshaking"));
+                    crate::tls::refuse(start).await;
+                    return None;
+                }
+            }
+        };
+        match accepted {
             Ok(t) => Some((t, tls.shared.clone())),
             Err(e) => {
                 s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use super::conf::{ProxyConf, SrvConf};
 use crate::config::build::Ctx;
+use crate::config::model::PemSource;
 use crate::config::parser::{ConfError, Span};
+use crate::tls::dynamic::Source;
 
 /// A server's TLS for `listen ... ssl`: its configuration, or a refusal
 /// (`ssl_reject_handshake on`).
@@ -24,12 +26,6 @@ pub struct ServerTls {
 /// (and without `ssl_reject_handshake on`).
 pub fn server_tls(c: &SrvConf, span: &Span, ctx: &mut Ctx) -> Result<Option<ServerTls>, ConfError> {
     let Some(shared) = crate::tls::build_server(&c.ssl, &mut ctx.tls_cache, None)? else { return Ok(None) };
-    if shared.dynamic.is_some() {
-        return Err(ConfError::at(
-            "variables in \"ssl_certificate\" or \"ssl_certificate_key\" are not supported in stream yet",
-            span,
-        ));
-    }
     let cfg = match &shared.h1_only {
         Some(base) => {
             let mut cfg = (**base).clone();
@@ -42,27 +38,69 @@ pub fn server_tls(c: &SrvConf, span: &Span, ctx: &mut Ctx) -> Result<Option<Serv
     Ok(Some(ServerTls { reject: shared.reject, cfg, shared }))
 }
 
-/// The client configuration of `proxy_ssl on`.
+/// The client configuration of `proxy_ssl on`; a certificate with
+/// variables is added for each session ([`session_client`]). As nginx's
+/// `ngx_stream_proxy_set_ssl`, a certificate needs its key, and one
+/// without variables must load now.
 pub fn client_config(p: &ProxyConf, span: &Span) -> Result<Arc<rustls::ClientConfig>, ConfError> {
-    let key = crate::tls::client::Key {
+    let client_cert = match (&p.ssl_certificate, &p.ssl_certificate_key) {
+        (Some((_, written)), None) => {
+            let why = format!("no \"proxy_ssl_certificate_key\" is defined for certificate \"{written}\"");
+            return Err(ConfError::at(why, span));
+        }
+        (Some((c, _)), Some(k)) if !has_vars(c) && !has_vars(k) => {
+            Some((crate::tls::dynamic::fixed(c), crate::tls::dynamic::fixed(k)))
+        }
+        _ => None,
+    };
+    let cfg = crate::tls::client::client_config(&client_key(p, client_cert)).map_err(|m| ConfError::at(m, span))?;
+    Ok(session_reuse(p, cfg))
+}
+
+fn has_vars(v: &PemSource) -> bool {
+    matches!(v, PemSource::Vars(..))
+}
+
+fn client_key(p: &ProxyConf, client_cert: Option<(Source, Source)>) -> crate::tls::client::Key {
+    crate::tls::client::Key {
         verify: p.ssl_verify,
         trusted: p.ssl_trusted_certificate.clone(),
         crl: None,
         sni: p.ssl_server_name,
-        client_cert: match (&p.ssl_certificate, &p.ssl_certificate_key) {
-            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
-            _ => None,
-        },
+        client_cert,
         passwords: p.ssl_passwords.clone(),
         alpn_h2: false,
-    };
-    let cfg = crate::tls::client::client_config(&key).map_err(|m| ConfError::at(m, span))?;
+    }
+}
+
+fn session_reuse(p: &ProxyConf, cfg: Arc<rustls::ClientConfig>) -> Arc<rustls::ClientConfig> {
     if p.ssl_session_reuse {
-        return Ok(cfg);
+        return cfg;
     }
     let mut cfg = (*cfg).clone();
     cfg.resumption = rustls::client::Resumption::disabled();
-    Ok(Arc::new(cfg))
+    Arc::new(cfg)
+}
+
+/// The session's client configuration: the one built at load, or, with
+/// a certificate with variables, one for the certificate they name (none
+/// when it is empty), from the worker's cache. The error is nginx's
+/// "cannot load certificate ..." (the session then ends with 500).
+pub async fn session_client(
+    p: &ProxyConf,
+    vars: &dyn crate::variables::VarSource,
+    clients: &std::cell::RefCell<crate::tls::client::Clients>,
+) -> Result<Option<Arc<rustls::ClientConfig>>, String> {
+    let Some(base) = &p.tls else { return Ok(None) };
+    let (Some((cert, _)), Some(key)) = (&p.ssl_certificate, &p.ssl_certificate_key) else {
+        return Ok(Some(base.clone()));
+    };
+    let (pair, dynamic) = crate::config::upstream_ssl::client_pair(cert, key, vars);
+    if !dynamic || pair.is_none() {
+        return Ok(Some(base.clone()));
+    }
+    let cfg = crate::tls::client::Clients::get_dynamic(clients, &client_key(p, pair)).await?;
+    Ok(Some(session_reuse(p, cfg)))
 }
 
 /// What `$ssl_*` read on a terminated connection.

@@ -4,14 +4,18 @@
 //! on` (with `proxy_ssl_trusted_certificate`), and SNI is sent only with
 //! `proxy_ssl_server_name on`.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+use super::dynamic::{FileId, Source, file_id};
 
 /// `proxy_ssl_verify off`: any certificate, but the handshake signature is
 /// still checked (the origin must hold the key it presents).
@@ -103,8 +107,8 @@ pub struct Key {
     /// `proxy_ssl_crl`.
     pub crl: Option<PathBuf>,
     pub sni: bool,
-    /// `proxy_ssl_certificate` and its key.
-    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// `proxy_ssl_certificate` and its key (files or `data:` PEM).
+    pub client_cert: Option<(Source, Source)>,
     /// `proxy_ssl_password_file`: passphrases for the client key.
     pub passwords: Option<Arc<Vec<Vec<u8>>>>,
     /// Offer ALPN `h2` (`grpcs://`).
@@ -121,15 +125,18 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
     let builder = if k.verify {
         let path = k.trusted.as_ref().ok_or("no proxy_ssl_trusted_certificate for proxy_ssl_verify")?;
         let mut roots = rustls::RootCertStore::empty();
-        for c in crate::tls::certs::load_chain(path)? {
-            roots.add(c).map_err(|e| format!("invalid certificate in \"{}\": {}", path.display(), e))?;
+        let anchors = crate::tls::certs::load_chain(path)?;
+        for c in &anchors {
+            roots.add(c.clone()).map_err(|e| format!("invalid certificate in \"{}\": {}", path.display(), e))?;
         }
         let mut vb = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
         // OpenSSL's CRL_CHECK_ALL, as nginx sets it with proxy_ssl_crl.
         if let Some(crl) = &k.crl {
             vb = vb.with_crls(crate::tls::certs::load_crls(crl)?).enforce_revocation_expiration();
         }
-        builder.with_webpki_verifier(vb.build().map_err(|e| e.to_string())?)
+        let inner = vb.build().map_err(|e| e.to_string())?;
+        let v = crate::tls::origin_verify::OriginVerifier { inner, anchors, provider: provider.clone() };
+        builder.dangerous().with_custom_certificate_verifier(Arc::new(v))
     } else {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider.clone())))
     };
@@ -138,8 +145,8 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
         Some((cert, key)) => {
             let ck = crate::tls::certs::load_pair(
                 &provider,
-                crate::tls::certs::Pem::File(cert),
-                crate::tls::certs::Pem::File(key),
+                cert.pem(),
+                key.pem(),
                 k.passwords.as_deref().map_or(&[][..], |v| v.as_slice()),
                 None,
             )?;
@@ -179,18 +186,85 @@ fn server_name_text(name: &str) -> &str {
     }
 }
 
-/// Client configurations of one worker, built on first use.
+/// Client configurations of one worker, built on first use. Those whose
+/// certificate was chosen by variables are kept apart, at most
+/// [`DYNAMIC_MAX`], and read again when their files change (checked at
+/// most every [`RECHECK`]): nginx reads such a certificate at every
+/// connection (before `proxy_ssl_certificate_cache`, 1.27.4), which this
+/// matches but for a change less than a second old.
 #[derive(Default)]
-pub struct Clients(HashMap<Key, Arc<ClientConfig>>);
+pub struct Clients {
+    fixed: HashMap<Key, Arc<ClientConfig>>,
+    dynamic: HashMap<Key, Dynamic>,
+}
+
+struct Dynamic {
+    cfg: Arc<ClientConfig>,
+    checked: Instant,
+    used: Instant,
+    ident: Ident,
+}
+
+/// The certificate's and key's file identities when loaded.
+type Ident = (Option<FileId>, Option<FileId>);
+
+pub const DYNAMIC_MAX: usize = 64;
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+fn ident(k: &Key) -> Ident {
+    match &k.client_cert {
+        Some((c, key)) => (file_id(c), file_id(key)),
+        None => (None, None),
+    }
+}
 
 impl Clients {
     pub fn get(&mut self, k: &Key) -> Result<Arc<ClientConfig>, String> {
-        if let Some(c) = self.0.get(k) {
+        if let Some(c) = self.fixed.get(k) {
             return Ok(c.clone());
         }
         let c = client_config(k)?;
-        self.0.insert(k.clone(), c.clone());
+        self.fixed.insert(k.clone(), c.clone());
         Ok(c)
+    }
+
+    /// The configuration for a certificate chosen by variables: from the
+    /// worker's cache while its files are unchanged, else loaded off the
+    /// event loop (a slow disk never stalls the worker's other
+    /// connections). The error is nginx's "cannot load certificate ...".
+    pub async fn get_dynamic(clients: &RefCell<Clients>, k: &Key) -> Result<Arc<ClientConfig>, String> {
+        let now = Instant::now();
+        let stale = {
+            let mut me = clients.borrow_mut();
+            match me.dynamic.get_mut(k) {
+                Some(e) if now.duration_since(e.checked) <= RECHECK => {
+                    e.used = now;
+                    return Ok(e.cfg.clone());
+                }
+                Some(e) => Some((e.cfg.clone(), e.ident)),
+                None => None,
+            }
+        };
+        let key = k.clone();
+        let (cfg, id) = tokio::task::spawn_blocking(move || {
+            let id = ident(&key);
+            match stale {
+                // `data:` PEM is its own identity (both None).
+                Some((cfg, old)) if old == id => Ok((cfg, id)),
+                _ => client_config(&key).map(|c| (c, id)),
+            }
+        })
+        .await
+        .map_err(|e| format!("certificate loader failed: {e}"))??;
+        let mut me = clients.borrow_mut();
+        if !me.dynamic.contains_key(k) && me.dynamic.len() >= DYNAMIC_MAX {
+            // The least recently used goes.
+            if let Some(old) = me.dynamic.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| k.clone()) {
+                me.dynamic.remove(&old);
+            }
+        }
+        me.dynamic.insert(k.clone(), Dynamic { cfg: cfg.clone(), checked: now, used: now, ident: id });
+        Ok(cfg)
     }
 }
 

@@ -9,8 +9,11 @@
 //! `$ssl_client_escaped_cert` (PEM, URI-escaped), `$ssl_client_cert` (PEM
 //! folded with tabs) and the validity (`_v_start`, `_v_end`, `_v_remain`).
 //!
-//! The certificate is parsed by webpki (rustls's own parser); the names'
-//! DER is walked here with every length checked against what is left.
+//! The certificate's DER is walked here, every length checked against
+//! what is left, for any version (webpki parses version 3 only, and
+//! `openssl req -x509` without extensions makes version 1). The subject's
+//! commonNames and the subjectAltName's DNS names serve the origin's name
+//! check (`origin_verify`).
 
 use rustls_pki_types::CertificateDer;
 
@@ -240,20 +243,67 @@ pub struct Names {
     pub issuer_legacy: String,
 }
 
+/// The names and serial of a certificate of any version (webpki parses
+/// version 3 only; `openssl req -x509` without extensions makes version 1).
 pub fn names(cert: &CertificateDer<'_>) -> Option<Names> {
-    let c = webpki::EndEntityCert::try_from(cert).ok()?;
+    let (f, _) = tbs_fields(cert.as_ref())?;
+    let (subject, issuer) = (f[4].1, f[2].1);
     let mut serial = String::new();
-    let s = c.serial();
+    let s = f[0].1;
     // DER's sign byte is not part of the number OpenSSL prints.
     let s = if s.len() > 1 && s[0] == 0 { &s[1..] } else { s };
     hex_upper(s, &mut serial);
     Some(Names {
-        subject: rfc2253(c.subject())?,
-        issuer: rfc2253(c.issuer())?,
+        subject: rfc2253(subject)?,
+        issuer: rfc2253(issuer)?,
         serial,
-        subject_legacy: oneline(c.subject())?,
-        issuer_legacy: oneline(c.issuer())?,
+        subject_legacy: oneline(subject)?,
+        issuer_legacy: oneline(issuer)?,
     })
+}
+
+/// The subject's commonName values as text: the names OpenSSL's host
+/// check (`X509_check_host`) reads when the certificate has no DNS name
+/// in a subjectAltName.
+pub fn common_names(cert: &CertificateDer<'_>) -> Vec<String> {
+    let Some((f, _)) = tbs_fields(cert.as_ref()) else { return Vec::new() };
+    let Some(attrs) = attrs(f[4].1) else { return Vec::new() };
+    attrs.iter().filter(|a| a.oid == "2.5.4.3").filter_map(|a| text(a.tag, a.value)).collect()
+}
+
+/// The dNSName entries of the subjectAltName extension (none in a
+/// version 1 certificate).
+pub fn dns_names(cert: &CertificateDer<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some((_, mut rest)) = tbs_fields(cert.as_ref()) else { return out };
+    // issuerUniqueID [1], subjectUniqueID [2], then extensions [3].
+    while let Some((tag, v, after)) = tlv(rest) {
+        rest = after;
+        if tag != 0xa3 {
+            continue;
+        }
+        let Some((0x30, mut exts, _)) = tlv(v) else { return out };
+        while let Some((_, ext, after)) = tlv(exts) {
+            exts = after;
+            let Some((0x06, id, mut body)) = tlv(ext) else { continue };
+            if id != [0x55, 0x1d, 0x11] {
+                continue;
+            }
+            // An optional `critical` BOOLEAN before the OCTET STRING.
+            if body.first() == Some(&0x01) {
+                body = tlv(body).map_or(&[][..], |t| t.2);
+            }
+            let Some((0x04, octets, _)) = tlv(body) else { continue };
+            let Some((0x30, mut names, _)) = tlv(octets) else { continue };
+            while let Some((tag, name, after)) = tlv(names) {
+                names = after;
+                if tag == 0x82 {
+                    out.push(String::from_utf8_lossy(name).into_owned());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// SHA-1 of the DER, lower-case hex (`$ssl_client_fingerprint`).
@@ -277,7 +327,7 @@ type Field<'a> = (u8, &'a [u8], &'a [u8]);
 /// subjectPublicKeyInfo), each as (tag, contents, whole element). A
 /// version 1 certificate has no version field, which is why this walk is
 /// here and not webpki's: webpki parses version 3 only.
-fn tbs_fields(cert: &[u8]) -> Option<[Field<'_>; 6]> {
+fn tbs_fields(cert: &[u8]) -> Option<([Field<'_>; 6], &[u8])> {
     let (_, c, _) = tlv(cert).filter(|(t, _, _)| *t == 0x30)?;
     let (_, tbs, _) = tlv(c).filter(|(t, _, _)| *t == 0x30)?;
     let mut rest = tbs;
@@ -290,12 +340,12 @@ fn tbs_fields(cert: &[u8]) -> Option<[Field<'_>; 6]> {
         *slot = (tag, v, &rest[..rest.len() - after.len()]);
         rest = after;
     }
-    Some(out)
+    Some((out, rest))
 }
 
 /// notBefore and notAfter.
 pub fn validity(cert: &CertificateDer<'_>) -> Option<(CertTime, CertTime)> {
-    let (_, v, _) = tbs_fields(cert.as_ref())?[3];
+    let (_, v, _) = tbs_fields(cert.as_ref())?.0[3];
     let (t1, a, after) = tlv(v)?;
     let (t2, b, _) = tlv(after)?;
     Some((cert_time(t1, a)?, cert_time(t2, b)?))
@@ -304,7 +354,7 @@ pub fn validity(cert: &CertificateDer<'_>) -> Option<(CertTime, CertTime)> {
 /// The subjectPublicKeyInfo element, whole (what a private key's public
 /// half is compared with), of any certificate version.
 pub fn spki<'a>(cert: &'a CertificateDer<'_>) -> Option<&'a [u8]> {
-    Some(tbs_fields(cert.as_ref())?[5].2)
+    Some(tbs_fields(cert.as_ref())?.0[5].2)
 }
 
 fn cert_time(tag: u8, v: &[u8]) -> Option<CertTime> {
@@ -394,6 +444,8 @@ pub fn fuzz(data: &[u8]) {
     }
     let _ = names(&CertificateDer::from(data));
     let _ = validity(&CertificateDer::from(data));
+    let _ = common_names(&CertificateDer::from(data));
+    let _ = dns_names(&CertificateDer::from(data));
     let der = CertificateDer::from(data);
     if let Some(k) = spki(&der) {
         // The element lies inside the input and is one whole SEQUENCE.
@@ -404,6 +456,26 @@ pub fn fuzz(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `openssl req -x509` with a critical subjectAltName (two DNS names
+    /// and an IP) and CN=no.match.example.com; and one without extensions
+    /// (version 1, CN=2.example.com). Both are in the fuzz corpus.
+    const SAN: &[u8] = include_bytes!("../../fuzz/corpus/htpasswd/4b07a00a3d32b89fa8801bb55c5c706ea9de817a");
+    const V1: &[u8] = include_bytes!("../../fuzz/corpus/htpasswd/655c50244f6eb50f859718f43aa6d8944dffff47");
+
+    #[test]
+    fn names_of_version_1_and_3_certificates() {
+        let san = CertificateDer::from(SAN);
+        assert_eq!(dns_names(&san), ["example.com", "*.example.com"]);
+        assert_eq!(common_names(&san), ["no.match.example.com"]);
+        let v1 = CertificateDer::from(V1);
+        assert!(dns_names(&v1).is_empty());
+        assert_eq!(common_names(&v1), ["2.example.com"]);
+        let n = names(&v1).expect("a version 1 certificate's names");
+        assert_eq!((n.subject.as_str(), n.issuer.as_str()), ("CN=2.example.com", "CN=2.example.com"));
+        assert_eq!(n.subject_legacy, "/CN=2.example.com");
+        assert!(validity(&v1).is_some() && spki(&v1).is_some());
+    }
 
     #[test]
     fn escaping_as_openssl_rfc2253() {

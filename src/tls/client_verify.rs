@@ -197,6 +197,8 @@ impl std::fmt::Display for VerifyError {
     }
 }
 
+impl std::error::Error for VerifyError {}
+
 /// The post-handshake check: Err with the reason when the chain does not
 /// lead to a trusted CA (or is expired, or otherwise invalid).
 pub fn check(inner: &dyn ClientCertVerifier, chain: &[CertificateDer<'_>]) -> Result<(), VerifyError> {
@@ -250,6 +252,13 @@ pub(crate) fn openssl_reason(e: &Error) -> VerifyError {
             C::ExpiredRevocationList | C::ExpiredRevocationListContext { .. } => (12, "CRL has expired"),
             C::InvalidPurpose | C::InvalidPurposeContext { .. } => (26, "unsupported certificate purpose"),
             C::BadEncoding => (4, "unable to decode issuer public key"),
+            // A reason already in OpenSSL's words (`origin_verify`).
+            C::Other(o) if o.0.downcast_ref::<VerifyError>().is_some() => {
+                return o.0.downcast_ref::<VerifyError>().cloned().unwrap_or_else(|| VerifyError {
+                    code: 1,
+                    text: "unspecified certificate verification error".into(),
+                });
+            }
             _ => (1, "unspecified certificate verification error"),
         },
         _ => (1, "unspecified certificate verification error"),

@@ -33,15 +33,16 @@ pub struct Conn<'a> {
     pub sni: Option<&'a str>,
 }
 
-/// What an evaluated value names: a file, or PEM (`data:`).
+/// What an evaluated value names: a file, or PEM (`data:`). Shared with
+/// the client certificates shown to origins (`proxy_ssl_certificate`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Source {
+pub enum Source {
     File(PathBuf),
     Data(Arc<[u8]>),
 }
 
 impl Source {
-    fn pem(&self) -> Pem<'_> {
+    pub fn pem(&self) -> Pem<'_> {
         match self {
             Source::File(p) => Pem::File(p),
             Source::Data(d) => Pem::Data(d),
@@ -73,9 +74,9 @@ struct Entry {
 
 /// What tells a changed file: its modification time, size and inode.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct FileId(SystemTime, u64, u64);
+pub struct FileId(SystemTime, u64, u64);
 
-fn file_id(s: &Source) -> Option<FileId> {
+pub fn file_id(s: &Source) -> Option<FileId> {
     use std::os::unix::fs::MetadataExt;
     match s {
         Source::File(p) => {
@@ -199,24 +200,45 @@ impl DynamicCerts {
 
 /// Whether `v` is exactly `$name`.
 fn is_var(v: &PemSource, var: &Var) -> bool {
-    matches!(v, PemSource::Vars(t, _) if matches!(t.parts.as_slice(), [crate::variables::Part::Var(x)] if x == var))
+    matches!(v, PemSource::Vars(t, _, _) if matches!(t.parts.as_slice(), [crate::variables::Part::Var(x)] if x == var))
 }
 
 /// A value evaluated for the connection: `data:` PEM, or a path (relative
 /// ones under the configuration's directory, as nginx's conf prefix).
-fn evaluate(v: &PemSource, vars: &HandshakeVars<'_>) -> Source {
+pub fn evaluate(v: &PemSource, vars: &dyn VarSource) -> Source {
+    match v {
+        PemSource::Vars(t, dir, _) => source_of(&t.render_to_vec(vars), dir),
+        _ => fixed(v),
+    }
+}
+
+/// As [`evaluate`], None when the value is empty (nginx then shows an
+/// origin no certificate).
+pub fn evaluate_nonempty(v: &PemSource, vars: &dyn VarSource) -> Option<Source> {
+    match v {
+        PemSource::Vars(t, dir, _) => {
+            let text = t.render_to_vec(vars);
+            (!text.is_empty()).then(|| source_of(&text, dir))
+        }
+        _ => Some(fixed(v)),
+    }
+}
+
+/// A value without variables as a source.
+pub fn fixed(v: &PemSource) -> Source {
     match v {
         PemSource::File(p) => Source::File(p.clone()),
         PemSource::Data(d) => Source::Data(d.clone()),
-        PemSource::Vars(t, dir) => {
-            let text = t.render_to_vec(vars);
-            if let Some(pem) = text.strip_prefix(b"data:") {
-                return Source::Data(pem.into());
-            }
-            let p = PathBuf::from(String::from_utf8_lossy(&text).into_owned());
-            Source::File(if p.is_absolute() { p } else { Path::new(dir).join(p) })
-        }
+        PemSource::Vars(_, dir, _) => Source::File(dir.clone()),
     }
+}
+
+fn source_of(text: &[u8], dir: &Path) -> Source {
+    if let Some(pem) = text.strip_prefix(b"data:") {
+        return Source::Data(pem.into());
+    }
+    let p = PathBuf::from(String::from_utf8_lossy(text).into_owned());
+    Source::File(if p.is_absolute() { p } else { dir.join(p) })
 }
 
 /// The variables a handshake has: the connection's addresses, the SNI

@@ -133,33 +133,29 @@ pub async fn accept(
         } else {
             tls.h1_only.clone()
         };
-        let Some(mut cfg) = cfg else {
+        let Some(cfg) = cfg else {
             fail(&server.conf.error_log, &"no TLS configuration for this server");
             return None;
         };
-        if let Some(d) = tls.dynamic.as_ref().filter(|_| !tls.reject) {
-            let conn = super::dynamic::Conn { peer, local, sni: sni.as_deref() };
-            match d.resolve(&conn).await {
-                Ok(certs) => cfg = tls.with_certs(&cfg, certs),
-                Err(m) => {
-                    // nginx: the certificate callback fails, the handshake
-                    // ends with an alert, and the reason is an error.
-                    log_to!(
-                        server.conf.error_log,
-                        Level::Error,
-                        "*{} {} while SSL handshaking, client: {}, server: {}",
-                        id,
-                        m,
-                        peer.ip(),
-                        g.addr
-                    );
-                    if let Some(rc) = crate::tls::reject_config() {
-                        let _ = start.into_stream(rc).await;
-                    }
-                    return None;
-                }
+        let conn = super::dynamic::Conn { peer, local, sni: sni.as_deref() };
+        let cfg = match tls.for_connection(cfg, &conn).await {
+            Ok(cfg) => cfg,
+            Err(m) => {
+                // nginx: the certificate callback fails, the handshake
+                // ends with an alert, and the reason is an error.
+                log_to!(
+                    server.conf.error_log,
+                    Level::Error,
+                    "*{} {} while SSL handshaking, client: {}, server: {}",
+                    id,
+                    m,
+                    peer.ip(),
+                    g.addr
+                );
+                super::refuse(start).await;
+                return None;
             }
-        }
+        };
         let mut fresh_id = [0u8; 32];
         let _ = aws_lc_rs::rand::fill(&mut fresh_id);
         let stream = match start.into_stream_with(cfg, |c| c.set_resumption_data(&fresh_id)).await {

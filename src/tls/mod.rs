@@ -14,6 +14,7 @@ pub mod handshake;
 pub mod keyfile;
 pub mod names;
 pub mod ocsp;
+pub mod origin_verify;
 pub mod quic;
 pub mod session;
 
@@ -58,6 +59,30 @@ impl ServerTls {
         let mut c = cfg.clone();
         c.cert_resolver = Arc::new(certs::CertChooser::new(certs, self.tls13));
         Arc::new(c)
+    }
+
+    /// The configuration to finish a handshake with, once its ClientHello
+    /// is read: `cfg`, or, for certificates with variables, `cfg` with
+    /// the pairs they name for `conn` (both families' handshakes). The
+    /// error is nginx's "cannot load certificate ..." for an `[error]`
+    /// line; the handshake then ends with [`refuse`].
+    pub async fn for_connection(
+        &self,
+        cfg: Arc<ServerConfig>,
+        conn: &dynamic::Conn<'_>,
+    ) -> Result<Arc<ServerConfig>, String> {
+        match self.dynamic.as_ref().filter(|_| !self.reject) {
+            Some(d) => Ok(self.with_certs(&cfg, d.resolve(conn).await?)),
+            None => Ok(cfg),
+        }
+    }
+}
+
+/// Ends a handshake whose certificates did not load with an alert, as
+/// nginx's failed certificate callback does.
+pub async fn refuse<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(start: tokio_rustls::StartHandshake<IO>) {
+    if let Some(rc) = reject_config() {
+        let _ = start.into_stream(rc).await;
     }
 }
 
@@ -263,7 +288,7 @@ fn static_pem(v: &PemSource) -> certs::Pem<'_> {
         PemSource::File(p) => certs::Pem::File(p),
         PemSource::Data(d) => certs::Pem::Data(d),
         // Not reached: a value with variables makes the server dynamic.
-        PemSource::Vars(_, dir) => certs::Pem::File(dir),
+        PemSource::Vars(_, dir, _) => certs::Pem::File(dir),
     }
 }
 
@@ -389,27 +414,53 @@ fn server_config(
         }
     };
     let tls13 = versions.contains(&&rustls::version::TLS13);
+    let context = session_context(ssl, &keys);
     let mut cfg = builder.with_cert_resolver(Arc::new(certs::CertChooser::stapled(keys, tls13)));
     cfg.ignore_client_order = ssl.prefer_server_ciphers;
     cfg.session_storage = match &ssl.session_cache {
         SessionCache::Off | SessionCache::None => Arc::new(NoServerSessionStorage {}),
         SessionCache::Builtin(n) => {
-            Arc::new(session::TimedStore { store: session::Store::new(*n), timeout: ssl.session_timeout })
+            Arc::new(session::TimedStore { store: session::Store::new(*n), timeout: ssl.session_timeout, context })
         }
-        SessionCache::Shared(name, n) => {
-            Arc::new(session::TimedStore { store: session::Store::shared(name, *n), timeout: ssl.session_timeout })
-        }
+        SessionCache::Shared(name, n) => Arc::new(session::TimedStore {
+            store: session::Store::shared(name, *n),
+            timeout: ssl.session_timeout,
+            context,
+        }),
     };
     if ssl.session_tickets {
         let files: Vec<_> = ssl.ticket_keys.iter().map(|(p, _)| p.clone()).collect();
         let span = ssl.ticket_keys.first().map(|(_, s)| s).unwrap_or(span0);
-        cfg.ticketer = session::Tickets::new(&files, ssl.session_timeout).map_err(|m| err(m, span))?;
+        cfg.ticketer = session::Tickets::new(&files, ssl.session_timeout, context).map_err(|m| err(m, span))?;
     } else {
         // TLS 1.3 resumption then relies on the cache alone, as in nginx.
         cfg.send_tls13_tickets =
             if matches!(ssl.session_cache, SessionCache::Off | SessionCache::None) { 0 } else { 1 };
     }
     Ok((cfg, client_verifier))
+}
+
+/// OpenSSL's session id context as nginx sets it
+/// (`ngx_ssl_session_id_context`): a digest of the server's certificates,
+/// or, when they are chosen by variables, of their values as written. A
+/// session (cached or in a ticket) resumes only on a server with the
+/// same context: servers sharing a cache or ticket keys but not their
+/// certificates do not resume each other's sessions.
+fn session_context(ssl: &SslConf, keys: &[Keyed]) -> session::Context {
+    let mut h = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    for (ck, _) in keys {
+        if let Some(leaf) = ck.cert.first() {
+            h.update(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, leaf.as_ref()).as_ref());
+        }
+    }
+    if keys.is_empty() {
+        for (c, _) in &ssl.certificates {
+            h.update(c.display().as_bytes());
+        }
+    }
+    let mut out = [0u8; session::CONTEXT_LEN];
+    out.copy_from_slice(&h.finish().as_ref()[..session::CONTEXT_LEN]);
+    out
 }
 
 /// A configuration that refuses every handshake with an alert.

@@ -49,15 +49,29 @@ impl Store {
     }
 }
 
-/// One server's view of a store, with its own timeout.
+/// A server's session id context (`tls::session_context`).
+pub const CONTEXT_LEN: usize = 20;
+pub type Context = [u8; CONTEXT_LEN];
+
+/// One server's view of a store, with its own timeout; its sessions are
+/// kept under its session id context, so a server with another context
+/// sharing the store finds none of them (OpenSSL's sid_ctx check).
 #[derive(Debug)]
 pub struct TimedStore {
     pub store: Arc<Store>,
     pub timeout: Duration,
+    pub context: Context,
+}
+
+impl TimedStore {
+    fn key(&self, key: &[u8]) -> Vec<u8> {
+        [&self.context[..], key].concat()
+    }
 }
 
 impl StoresServerSessions for TimedStore {
     fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let key = self.key(&key);
         let mut s = self.store.lock();
         let expires = Instant::now() + self.timeout;
         if s.map.insert(key.clone(), (expires, value)).is_none() {
@@ -71,14 +85,16 @@ impl StoresServerSessions for TimedStore {
     }
 
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let key = self.key(key);
         let s = self.store.lock();
-        s.map.get(key).filter(|(exp, _)| *exp > Instant::now()).map(|(_, v)| v.clone())
+        s.map.get(&key).filter(|(exp, _)| *exp > Instant::now()).map(|(_, v)| v.clone())
     }
 
     fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let key = self.key(key);
         let mut s = self.store.lock();
-        let (exp, v) = s.map.remove(key)?;
-        if let Some(i) = s.order.iter().position(|k| k == key) {
+        let (exp, v) = s.map.remove(&key)?;
+        if let Some(i) = s.order.iter().position(|k| *k == key) {
             s.order.remove(i);
         }
         (exp > Instant::now()).then_some(v)
@@ -98,12 +114,14 @@ struct TicketKey {
 
 /// Session tickets sealed with AES-256-GCM. The first key seals, every key
 /// opens (nginx's rotation scheme with several `ssl_session_ticket_key`).
-/// A ticket is `name | nonce | seal(issued_at | session)`; one older than
-/// `ssl_session_timeout` is refused.
+/// A ticket is `name | nonce | seal(issued_at | context | session)`; one
+/// older than `ssl_session_timeout`, or from a server with another
+/// session id context, is refused.
 pub struct Tickets {
     keys: Vec<TicketKey>,
     lifetime: Duration,
     rng: SystemRandom,
+    context: Context,
 }
 
 impl std::fmt::Debug for Tickets {
@@ -140,7 +158,7 @@ fn process_key() -> &'static [u8; 80] {
 impl Tickets {
     /// From `ssl_session_ticket_key` files (48 or 80 bytes each, as nginx
     /// requires), or the process key when there are none.
-    pub fn new(files: &[std::path::PathBuf], lifetime: Duration) -> Result<Arc<Tickets>, String> {
+    pub fn new(files: &[std::path::PathBuf], lifetime: Duration, context: Context) -> Result<Arc<Tickets>, String> {
         let mut keys = Vec::new();
         for f in files {
             let data = std::fs::read(f).map_err(|e| format!("open() \"{}\" failed ({})", f.display(), e))?;
@@ -152,7 +170,7 @@ impl Tickets {
         if keys.is_empty() {
             keys.push(key_from(process_key())?);
         }
-        Ok(Arc::new(Tickets { keys, lifetime, rng: SystemRandom::new() }))
+        Ok(Arc::new(Tickets { keys, lifetime, rng: SystemRandom::new(), context }))
     }
 }
 
@@ -173,8 +191,9 @@ impl ProducesTickets for Tickets {
         let k = self.keys.first()?;
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
-        let mut sealed = Vec::with_capacity(8 + plain.len() + 16);
+        let mut sealed = Vec::with_capacity(8 + CONTEXT_LEN + plain.len() + 16);
         sealed.extend_from_slice(&now_secs().to_be_bytes());
+        sealed.extend_from_slice(&self.context);
         sealed.extend_from_slice(plain);
         k.key.seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(&k.name), &mut sealed).ok()?;
         let mut out = Vec::with_capacity(NAME_LEN + NONCE_LEN + sealed.len());
@@ -185,7 +204,7 @@ impl ProducesTickets for Tickets {
     }
 
     fn decrypt(&self, ticket: &[u8]) -> Option<Vec<u8>> {
-        if ticket.len() < NAME_LEN + NONCE_LEN + 8 + 16 {
+        if ticket.len() < NAME_LEN + NONCE_LEN + 8 + CONTEXT_LEN + 16 {
             return None;
         }
         let (name, rest) = ticket.split_at(NAME_LEN);
@@ -198,7 +217,10 @@ impl ProducesTickets for Tickets {
         if now_secs() > issued.saturating_add(self.lifetime.as_secs()) {
             return None;
         }
-        Some(plain[8..].to_vec())
+        if plain.get(8..8 + CONTEXT_LEN)? != self.context {
+            return None;
+        }
+        Some(plain[8 + CONTEXT_LEN..].to_vec())
     }
 }
 
@@ -208,25 +230,28 @@ mod tests {
 
     #[test]
     fn tickets_round_trip_and_expire_and_rotate() {
-        let t = Tickets::new(&[], Duration::from_secs(60)).unwrap();
+        let t = Tickets::new(&[], Duration::from_secs(60), [0; CONTEXT_LEN]).unwrap();
         let sealed = t.encrypt(b"session state").unwrap();
         assert_eq!(t.decrypt(&sealed).unwrap(), b"session state");
         let mut bad = sealed.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert!(t.decrypt(&bad).is_none(), "a tampered ticket must not open");
-        let expired = Tickets::new(&[], Duration::ZERO).unwrap();
+        let expired = Tickets::new(&[], Duration::ZERO, [0; CONTEXT_LEN]).unwrap();
         let old = expired.encrypt(b"x").unwrap();
         std::thread::sleep(Duration::from_millis(1100));
         assert!(expired.decrypt(&old).is_none(), "a ticket older than the timeout must not open");
         // Another Tickets from the process key opens it (another worker).
-        let other = Tickets::new(&[], Duration::from_secs(60)).unwrap();
+        let other = Tickets::new(&[], Duration::from_secs(60), [0; CONTEXT_LEN]).unwrap();
         assert_eq!(other.decrypt(&sealed).unwrap(), b"session state");
+        // A server with another session id context does not.
+        let elsewhere = Tickets::new(&[], Duration::from_secs(60), [1; CONTEXT_LEN]).unwrap();
+        assert!(elsewhere.decrypt(&sealed).is_none());
     }
 
     #[test]
     fn store_bounds_and_expiry() {
-        let s = TimedStore { store: Store::new(2), timeout: Duration::from_secs(60) };
+        let s = TimedStore { store: Store::new(2), timeout: Duration::from_secs(60), context: [0; CONTEXT_LEN] };
         s.put(b"a".to_vec(), b"1".to_vec());
         s.put(b"b".to_vec(), b"2".to_vec());
         s.put(b"c".to_vec(), b"3".to_vec());
@@ -234,7 +259,7 @@ mod tests {
         assert_eq!(s.get(b"c").unwrap(), b"3");
         assert_eq!(s.take(b"b").unwrap(), b"2");
         assert!(s.get(b"b").is_none());
-        let z = TimedStore { store: Store::new(2), timeout: Duration::ZERO };
+        let z = TimedStore { store: Store::new(2), timeout: Duration::ZERO, context: [0; CONTEXT_LEN] };
         z.put(b"k".to_vec(), b"v".to_vec());
         assert!(z.get(b"k").is_none(), "expired at once");
     }

@@ -6,7 +6,7 @@ use tokio::net::TcpStream;
 
 use super::upstream_tls;
 use crate::config::proxy::{Protocol, ProxyPass};
-use crate::http::handler::ctx::ReqCtx;
+use crate::http::handler::ctx::{ReqCtx, Vars};
 use crate::worker::WorkerCtx;
 
 pub(super) enum Connected {
@@ -31,6 +31,15 @@ pub(super) fn lc_proxy_protocol(ctx: &ReqCtx<'_, '_>) -> bool {
     ctx.conf.proxy.proxy_protocol && ctx.proxy_pass.as_ref().is_none_or(|p| p.protocol == Protocol::Http)
 }
 
+/// Why no TLS connection to the origin was made.
+pub(super) enum TlsFail {
+    /// The handshake failed or timed out: the next upstream may be tried.
+    Handshake(String),
+    /// The client certificate chosen by variables did not load: nginx's
+    /// 500, logged as an error.
+    Certificate(String),
+}
+
 /// The TLS handshake with an origin (`proxy_pass https://`), bounded by
 /// proxy_connect_timeout.
 pub(super) async fn tls_connect(
@@ -38,22 +47,26 @@ pub(super) async fn tls_connect(
     ctx: &ReqCtx<'_, '_>,
     pass: &ProxyPass,
     tcp: TcpStream,
-) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, TlsFail> {
     // Each module's own `X_ssl_*`; gRPC offers ALPN h2: it needs HTTP/2.
     let (ssl, connect_timeout) = match pass.protocol {
         Protocol::Grpc => (&ctx.conf.grpc.ssl, ctx.conf.grpc.up.connect_timeout),
         Protocol::Uwsgi => (&ctx.conf.uwsgi.ssl, ctx.conf.uwsgi.up.connect_timeout),
         _ => (&ctx.conf.proxy.ssl, ctx.conf.proxy.up.connect_timeout),
     };
-    let key = ssl.client_key(pass.protocol == Protocol::Grpc);
-    let ssl_name = ssl.name.as_deref();
-    let cfg = w.tls_clients.borrow_mut().get(&key)?;
-    let name = ssl_name.unwrap_or(&pass.proxy_host);
-    let server_name = upstream_tls::server_name(name).ok_or_else(|| format!("invalid proxy_ssl_name \"{}\"", name))?;
+    let (key, dynamic) = ssl.client_key(pass.protocol == Protocol::Grpc, &Vars::request(ctx));
+    let cfg = if dynamic && key.client_cert.is_some() {
+        upstream_tls::Clients::get_dynamic(&w.tls_clients, &key).await.map_err(TlsFail::Certificate)?
+    } else {
+        w.tls_clients.borrow_mut().get(&key).map_err(TlsFail::Handshake)?
+    };
+    let name = ssl.name.as_deref().unwrap_or(&pass.proxy_host);
+    let server_name = upstream_tls::server_name(name)
+        .ok_or_else(|| TlsFail::Handshake(format!("invalid proxy_ssl_name \"{}\"", name)))?;
     let connector = tokio_rustls::TlsConnector::from(cfg);
     match crate::clock::timeout(connect_timeout, connector.connect(server_name, tcp)).await {
         Ok(Ok(t)) => Ok(t),
-        Ok(Err(e)) => Err(upstream_tls::handshake_error(&e, name)),
-        Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
+        Ok(Err(e)) => Err(TlsFail::Handshake(upstream_tls::handshake_error(&e, name))),
+        Err(_) => Err(TlsFail::Handshake("upstream timed out (110: Connection timed out)".into())),
     }
 }

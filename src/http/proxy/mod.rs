@@ -56,7 +56,7 @@ use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::WorkerCtx;
 use body::UpstreamBody;
-use connect::{Connected, connect, lc_proxy_protocol, tls_connect};
+use connect::{Connected, TlsFail, connect, lc_proxy_protocol, tls_connect};
 
 /// Where the origin connection goes once its body is done.
 #[derive(Debug)]
@@ -85,6 +85,9 @@ enum Attempt {
     /// No connection could be made from the `*_bind` address: nginx's 500,
     /// not counted against the peer.
     Bind(String),
+    /// The client certificate chosen by variables did not load: nginx's
+    /// 500, not counted against the peer.
+    Certificate(String),
     /// A streamed request body failed on the client's side.
     Client(crate::http::connection::body::BodyError),
     /// The client closed its connection while the origin worked.
@@ -298,6 +301,17 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
                 );
                 return crate::http::handler::finish_error(ctx, 500);
             }
+            Attempt::Certificate(why) => {
+                let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
+                let suffix = upstream_suffix(ctx, &peer.conf(&u).name);
+                log_to!(
+                    ctx.conf.error_log,
+                    Level::Error,
+                    "*{} {why} while connecting to upstream, {suffix}",
+                    ctx.conn.id
+                );
+                return crate::http::handler::finish_error(ctx, 500);
+            }
             Attempt::Client(e) => {
                 // Not the peer's fault: its slot is freed as a success.
                 let _ = w.proxy.borrow_mut().get(&u).done(&peer, false);
@@ -506,7 +520,8 @@ async fn attempt(
                     // connection needs it (the request's future stays small).
                     match Box::pin(tls_connect(w, ctx, pass, s)).await {
                         Ok(t) => (UpStream::Tls(Box::new(t)), peers::Uses::fresh()),
-                        Err(why) => {
+                        Err(TlsFail::Certificate(why)) => return Attempt::Certificate(why),
+                        Err(TlsFail::Handshake(why)) => {
                             log_upstream(ctx, p, &format!("{} while SSL handshaking to upstream", why));
                             push_times(ctx, 502, None, None, started);
                             return Attempt::Failed { status: 502, next: next.error, sent: false };

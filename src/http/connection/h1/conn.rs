@@ -660,6 +660,9 @@ pub(super) async fn send_error(
     let ctx = ReqCtx::new(g, server, error_request(rbuf, &head), info);
     let mut resp = crate::http::handler::error(&ctx, status);
     resp.close = true;
+    // nginx's header filter runs on these too: the server's
+    // `add_header ... always` fields are sent.
+    crate::http::filter::headers::apply(&ctx, &mut resp);
     let opts =
         HeadOpts { keep_alive: false, chunked: false, keepalive_header: None, server_tokens: ctx.conf.server_tokens };
     writer::write_head(&resp, &opts, wbuf);
