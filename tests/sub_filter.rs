@@ -12,7 +12,10 @@ use common::*;
 fn replaces_in_static_proxied_and_compressed_bodies() {
     let page = "<html><head></head><body>see HTTP://old.example/a and http://old.example/b</body></html>\n";
     // A body the origin sends in several pieces, the string cut between them.
-    let o = Origin::start(|_| {
+    let o = Origin::start(|r| {
+        if r.target() == "/untyped" {
+            return Reply::http(200, &[], "http://old.example/u");
+        }
         Reply::raw(
             "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n\
              b\r\n<p>http://o\r\n13\r\nld.example/x</p>   \r\n0\r\n\r\n",
@@ -40,6 +43,11 @@ fn replaces_in_static_proxied_and_compressed_bodies() {
                 }}
                 location /up/ {{
                     sub_filter 'http://old.example' 'https://new.example';
+                    proxy_pass http://127.0.0.1:{p}/;
+                }}
+                location /any/ {{
+                    sub_filter 'http://old.example' 'https://new.example';
+                    sub_filter_types *;
                     proxy_pass http://127.0.0.1:{p}/;
                 }}
                 location /gz/ {{
@@ -76,6 +84,9 @@ fn replaces_in_static_proxied_and_compressed_bodies() {
     assert!(r.header("Last-Modified").is_some(), "{}", r.head);
     assert!(r.header("ETag").is_some_and(|e| e.starts_with("W/")), "{}", r.head);
     assert_eq!(s.get("/up/").text(), "<p>https://new.example/x</p>   ");
+    // `*` takes a response without Content-Type too.
+    let r = s.get("/any/untyped");
+    assert_eq!((r.text().as_str(), r.header("Content-Length")), ("https://new.example/u", None), "{}", r.head);
     let r = s.get_with("/gz/big.html", &["Accept-Encoding: gzip"]);
     let want = big.replace("http://old.example", "https://new.example");
     codings::assert_encoded(&r, "gzip", want.as_bytes(), "sub_filter then gzip");

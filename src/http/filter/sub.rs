@@ -91,7 +91,9 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
     {
         return;
     }
-    let Some(ct) = resp.content_type.as_deref() else { return };
+    // A response without a type is matched by `*` only, as nginx's
+    // ngx_http_test_content_type.
+    let ct = resp.content_type.as_deref().unwrap_or("");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if !super::type_listed(&conf.types, mime) {
         return;
