@@ -14,6 +14,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::fcgi_app::*;
 use common::fpm::*;
 use common::*;
 
@@ -520,47 +521,6 @@ fn queued_requests_are_served_in_arrival_order() {
             lines.join("\n")
         );
     }
-}
-
-/// A FastCGI application on loopback TCP that reads each request (to its
-/// empty STDIN record) and answers with the bytes `reply` gives for the
-/// request's number, then closes.
-fn raw_app(reply: impl Fn(usize) -> Vec<u8> + Send + 'static) -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for (n, c) in l.incoming().enumerate() {
-            let Ok(mut c) = c else { return };
-            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-            // Records until the empty STDIN.
-            loop {
-                let mut h = [0u8; 8];
-                if std::io::Read::read_exact(&mut c, &mut h).is_err() {
-                    break;
-                }
-                let len = u16::from_be_bytes([h[4], h[5]]) as usize + h[6] as usize;
-                let mut skip = vec![0u8; len];
-                if std::io::Read::read_exact(&mut c, &mut skip).is_err() {
-                    break;
-                }
-                if h[1] == 5 && h[4] == 0 && h[5] == 0 {
-                    break;
-                }
-            }
-            let _ = std::io::Write::write_all(&mut c, &reply(n));
-        }
-    });
-    port
-}
-
-fn rec(kind: u8, content: &[u8]) -> Vec<u8> {
-    let mut v = vec![1, kind, 0, 1, (content.len() >> 8) as u8, content.len() as u8, 0, 0];
-    v.extend_from_slice(content);
-    v
-}
-
-fn end_request() -> Vec<u8> {
-    rec(3, &[0; 8])
 }
 
 #[test]

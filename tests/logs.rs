@@ -474,3 +474,45 @@ fn variables_in_the_path_pick_the_file_per_request() {
         assert!(!out.status.success() && err.contains(&want), "{params}: {err}");
     }
 }
+
+/// `open_log_file_cache` (nginx-tests' access_log.t): a path used
+/// `min_uses` times keeps its descriptor, so its lines still reach the file
+/// after its directory is renamed; a path used less often, or pushed out by
+/// `max` newer ones, is opened per line and its lines are lost then.
+#[test]
+fn open_log_file_cache_keeps_descriptors_of_paths_in_use() {
+    let mut s = builder()
+        .http(
+            "server { listen 127.0.0.1:{port}; root html;\n\
+               location / {\n\
+                 open_log_file_cache max=3 inactive=20s valid=1m min_uses=2;\n\
+                 access_log {prefix}/dir/$arg_n.log;\n\
+                 return 200 x; } }",
+        )
+        .file("html/.keep", "")
+        .file("dir/.keep", "")
+        .start();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(s.path("dir"), fs::Permissions::from_mode(0o777)).expect("chmod dir");
+    let get = |n: &str| assert_eq!(s.get(&format!("/?n={n}")).status, 200);
+    for n in ["lru", "lru", "once", "first", "first", "second", "second"] {
+        get(n);
+    }
+    // nginx writes a line after the answer went out: let the last one land.
+    std::thread::sleep(Duration::from_millis(300));
+    fs::rename(s.path("dir"), s.path("moved")).expect("rename");
+    for n in ["lru", "once", "first", "second"] {
+        get(n);
+    }
+    // A line is written after its answer: stop the server to have them all.
+    assert!(s.quit().success());
+    let lines = |n: &str| fs::read_to_string(s.path(&format!("moved/{n}.log"))).unwrap_or_default().lines().count();
+    assert_eq!(lines("lru"), 2, "closed: the fourth path pushed it out");
+    assert_eq!(lines("once"), 1, "below min_uses: opened per line");
+    assert_eq!((lines("first"), lines("second")), (3, 3), "kept open");
+    let log = s.error_log();
+    let moved_away = s.path("dir/lru.log").display().to_string();
+    assert!(
+        line_with(&log, &format!("open() \"{moved_away}\" failed (2: No such file or directory)")).contains("[crit]")
+    );
+}

@@ -2,9 +2,9 @@
 //! (`internal`, `recursive_error_pages`, `absolute_redirect`,
 //! `port_in_redirect`, `server_name_in_redirect`, `max_ranges`,
 //! `chunked_transfer_encoding`, `underscores_in_headers`,
-//! `ignore_invalid_headers`), and the tuning directives of nginx's own
-//! memory and I/O model that sluice accepts with their values checked but
-//! has no use for (documented in docs/configuration.md, "Accepted
+//! `ignore_invalid_headers`, `open_log_file_cache`), and the tuning
+//! directives of nginx's own memory and I/O model that sluice accepts with
+//! their values checked but has no use for (documented in docs/configuration.md, "Accepted
 //! directives"), so that configs carrying them run unchanged.
 
 use super::build::Ctx;
@@ -45,6 +45,8 @@ pub struct CoreFlags {
     pub msie_padding: bool,
     /// `msie_refresh`: MSIE gets a 301/302 as a page that refreshes.
     pub msie_refresh: bool,
+    /// `open_log_file_cache`: for access logs with variables in the path.
+    pub open_log_file_cache: Option<crate::log::access_path::LogFileCache>,
 }
 
 /// `keepalive_disable msie6`: no keep-alive after an old MSIE's POST.
@@ -69,6 +71,7 @@ impl Default for CoreFlags {
             keepalive_disable: KEEPALIVE_MSIE6,
             msie_padding: true,
             msie_refresh: false,
+            open_log_file_cache: None,
         }
     }
 }
@@ -91,7 +94,7 @@ pub static DIRECTIVES: &[Cmd] = &[
     cmd("lingering_time", HSL, 1, 1, Set::Ctx(time)),
     cmd("lingering_timeout", HSL, 1, 1, Set::Ctx(time)),
     cmd("reset_timedout_connection", HSL, 1, 1, Set::Ctx(on_off)),
-    cmd("open_log_file_cache", HSL, 1, 4, Set::Ctx(open_log_file_cache)),
+    cmd("open_log_file_cache", HSL, 1, 4, Set::Loc(open_log_file_cache)),
     cmd("aio", HSL, 1, 1, Set::Ctx(aio)),
     cmd("aio_write", HSL, 1, 1, Set::Ctx(on_off)),
     cmd("directio", HSL, 1, 1, Set::Ctx(size_or_off)),
@@ -255,22 +258,37 @@ fn msie_refresh(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 }
 
 /// `open_log_file_cache off | max=N [inactive=T] [min_uses=N] [valid=T]`:
-/// access logs are per-worker buffers on descriptors opened at load time,
-/// so there is nothing to cache.
-fn open_log_file_cache(d: &Directive, _: &mut Ctx) -> R {
+/// the descriptors of access logs whose path has variables, kept per
+/// worker (`crate::log::access_path`); nginx's defaults and messages.
+fn open_log_file_cache(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     if d.args.len() == 1 && arg(d, 0) == "off" {
+        c.core.open_log_file_cache = None;
         return Ok(());
     }
+    let mut conf = crate::log::access_path::LogFileCache {
+        max: 0,
+        inactive: std::time::Duration::from_secs(10),
+        min_uses: 1,
+        valid: std::time::Duration::from_secs(60),
+    };
     for w in &d.args {
-        let ok = match w.text.split_once('=') {
-            Some(("max" | "min_uses", n)) => value::parse_number(n).is_some(),
-            Some(("inactive" | "valid", t)) => value::parse_time(t).is_some(),
-            _ => false,
-        };
-        if !ok {
-            return Err(ConfError::at(format!("invalid \"open_log_file_cache\" parameter \"{}\"", w.text), &d.span));
+        let bad = || ConfError::at(format!("invalid \"open_log_file_cache\" parameter \"{}\"", w.text), &d.span);
+        match w.text.split_once('=') {
+            Some(("max", n)) => {
+                conf.max = value::parse_number(n).filter(|n| *n > 0).ok_or_else(bad)? as usize;
+            }
+            Some(("min_uses", n)) => {
+                conf.min_uses = value::parse_number(n).and_then(|n| u32::try_from(n).ok()).ok_or_else(bad)?;
+            }
+            Some(("inactive", t)) => conf.inactive = value::parse_time(t).ok_or_else(bad)?,
+            Some(("valid", t)) => conf.valid = value::parse_time(t).ok_or_else(bad)?,
+            _ => return Err(bad()),
         }
     }
+    if conf.max == 0 {
+        return Err(ConfError::at("\"open_log_file_cache\" must have \"max\" parameter", &d.span));
+    }
+    c.core.open_log_file_cache = Some(conf);
     Ok(())
 }
 

@@ -23,6 +23,7 @@ pub mod browser;
 pub mod cache;
 mod client;
 pub mod codings;
+pub mod fcgi_app;
 pub mod fpm;
 pub mod h2raw;
 pub mod h3;

@@ -190,11 +190,60 @@ pub struct Valid {
     pub time: Duration,
 }
 
+/// `proxy_cache`: off, a zone, or a value naming one per request.
+#[derive(Clone, Debug, Default)]
+pub enum CacheZone {
+    #[default]
+    Off,
+    Zone(Arc<ZoneConf>),
+    /// `proxy_cache $var`: evaluated per request; empty or "off" is no
+    /// caching, a name not among the module's zones is nginx's 500 with
+    /// `cache "NAME" not found` (`ngx_http_upstream_cache_get`). The zones
+    /// are the module's own (a `fastcgi_cache_path` zone is not found by
+    /// `proxy_cache`), taken when the directive is read, as every
+    /// `*_cache_path` is read before any server.
+    Var(Arc<Template>, Arc<Zones>),
+}
+
+/// What a request's `proxy_cache` value came to.
+pub enum Resolved<'a> {
+    Off,
+    Zone(&'a Arc<ZoneConf>),
+    /// The value named no zone of the module.
+    Unknown(Vec<u8>),
+}
+
+impl CacheZone {
+    /// Whether the location caches at all (a variable may still come to
+    /// nothing for a request).
+    pub fn is_on(&self) -> bool {
+        !matches!(self, CacheZone::Off)
+    }
+
+    /// The zone for this request.
+    pub fn resolve(&self, vars: &dyn crate::variables::VarSource) -> Resolved<'_> {
+        match self {
+            CacheZone::Off => Resolved::Off,
+            CacheZone::Zone(z) => Resolved::Zone(z),
+            CacheZone::Var(t, zones) => {
+                let v = t.render_to_vec(vars);
+                if v.is_empty() || v == b"off" {
+                    return Resolved::Off;
+                }
+                match std::str::from_utf8(&v).ok().and_then(|n| zones.get(n)) {
+                    Some(z) => Resolved::Zone(z),
+                    None => Resolved::Unknown(v),
+                }
+            }
+        }
+    }
+}
+
 /// The per-location cache settings.
 #[derive(Clone, Debug)]
 pub struct CacheConf {
-    /// `proxy_cache NAME`; None is `off`.
-    pub zone: Option<Arc<ZoneConf>>,
+    /// `proxy_cache`.
+    pub zone: CacheZone,
     pub key: Option<Arc<Template>>,
     pub valid: Vec<Valid>,
     /// GET and HEAD are always cached; `POST` may be added.
@@ -218,7 +267,7 @@ pub struct CacheConf {
 impl Default for CacheConf {
     fn default() -> Self {
         CacheConf {
-            zone: None,
+            zone: CacheZone::Off,
             key: None,
             valid: Vec::new(),
             post: false,
@@ -384,14 +433,15 @@ fn bad_value(d: &Directive, v: &str) -> ConfError {
 pub fn cache(c: &mut CacheConf, d: &Directive, ctx: &mut Ctx, module: &str) -> R {
     let name = arg(d, 0);
     if name == "off" {
-        c.zone = None;
+        c.zone = CacheZone::Off;
         return Ok(());
     }
     if name.contains('$') {
-        return Err(ConfError::at(
-            format!("\"{}\" with variables is not supported (name a zone or \"off\")", d.name),
-            &d.span,
-        ));
+        let t = template(d, name)?;
+        let own: Zones =
+            ctx.cache_zones.iter().filter(|(_, z)| z.module == module).map(|(n, z)| (n.clone(), z.clone())).collect();
+        c.zone = CacheZone::Var(Arc::new(t), Arc::new(own));
+        return Ok(());
     }
     let z = ctx
         .cache_zones
@@ -402,7 +452,7 @@ pub fn cache(c: &mut CacheConf, d: &Directive, ctx: &mut Ctx, module: &str) -> R
     if z.module != module {
         return Err(ConfError::at(DIFFERENT_USE.replace("{}", name), &d.span));
     }
-    c.zone = Some(z.clone());
+    c.zone = CacheZone::Zone(z.clone());
     Ok(())
 }
 
@@ -570,7 +620,7 @@ pub fn of(lc: &LocConf) -> &CacheConf {
 pub fn check_level(l: &mut LocConf, dirs: &[Directive], ctx: &mut Ctx) {
     // Read first: a module's settings are copied only when written
     // (`config::shared`), and most levels need no change.
-    let missing = |c: &CacheConf| c.zone.is_some() && c.key.is_none();
+    let missing = |c: &CacheConf| c.zone.is_on() && c.key.is_none();
     let modules = [
         ("fastcgi", missing(&l.fastcgi.up.cache)),
         ("uwsgi", missing(&l.uwsgi.up.cache)),

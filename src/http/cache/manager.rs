@@ -116,7 +116,13 @@ fn index_file(zone: &Zone, path: &Path) {
     } else {
         zone.stored(&h, Node::entry(&meta, file_len, accessed));
         let vary: Arc<[u8]> = meta.vary.clone().into();
-        zone.with_node(&super::zone::hash(&meta.key), true, |n| n.vary = Some(vary));
+        let stored = meta.stored;
+        zone.with_node(&super::zone::hash(&meta.key), true, |n| {
+            if n.vary.is_none() || stored >= n.vary_stored {
+                n.vary = Some(vary);
+                n.vary_stored = stored;
+            }
+        });
     }
 }
 

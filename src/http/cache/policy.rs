@@ -41,7 +41,51 @@ pub fn decide(
     conf: &CacheConf,
     now: i64,
 ) -> Verdict {
-    let ig = &conf.ignore;
+    let mut s = scan(headers, accel_expires, &conf.ignore, now);
+    if s.no_cache || s.expired {
+        s.cacheable = false;
+    }
+    let mut out =
+        Verdict { stale_updating: s.stale_updating, stale_error: s.stale_error, vary: s.vary, ..Verdict::default() };
+    if !s.cacheable {
+        return out;
+    }
+    if s.valid_sec == 0
+        && let Some(t) = conf.valid_for(status)
+        && !t.is_zero()
+    {
+        s.valid_sec = now + t.as_secs() as i64;
+    }
+    if s.valid_sec != 0 {
+        out.valid_until = Some(s.valid_sec);
+    }
+    out
+}
+
+/// How long an entry revalidated by the origin's 304 stays fresh, as
+/// nginx's `ngx_http_upstream_test_next` decides it: the time the 304's
+/// own headers give, else the time the stored response's headers give
+/// (nginx reads them again as it sends the entry), else
+/// `proxy_cache_valid` for the stored status. None: the entry keeps its
+/// old time.
+pub fn revalidated(
+    stored_status: u16,
+    not_modified: &[(impl AsRef<str>, impl AsRef<[u8]>)],
+    accel_expires: Option<&[u8]>,
+    stored: &[(impl AsRef<str>, impl AsRef<[u8]>)],
+    conf: &CacheConf,
+    now: i64,
+) -> Option<i64> {
+    let fresh = scan(not_modified, accel_expires, &conf.ignore, now).valid_sec;
+    let fresh = if fresh != 0 { fresh } else { scan(stored, None, &conf.ignore, now).valid_sec };
+    if fresh != 0 {
+        return Some(fresh);
+    }
+    conf.valid_for(stored_status).filter(|t| !t.is_zero()).map(|t| now + t.as_secs() as i64)
+}
+
+/// The header loop: what each caching header says, in arrival order.
+fn scan(headers: &[(impl AsRef<str>, impl AsRef<[u8]>)], accel_expires: Option<&[u8]>, ig: &Ignore, now: i64) -> State {
     let mut s = State { cacheable: true, ..State::default() };
     // nginx handles X-Accel-Expires where it appears among the headers;
     // the proxy keeps it apart, and an origin sends it first in practice,
@@ -70,24 +114,7 @@ pub fn decide(
             s.vary.extend_from_slice(v);
         }
     }
-    if s.no_cache || s.expired {
-        s.cacheable = false;
-    }
-    let mut out =
-        Verdict { stale_updating: s.stale_updating, stale_error: s.stale_error, vary: s.vary, ..Verdict::default() };
-    if !s.cacheable {
-        return out;
-    }
-    if s.valid_sec == 0
-        && let Some(t) = conf.valid_for(status)
-        && !t.is_zero()
-    {
-        s.valid_sec = now + t.as_secs() as i64;
-    }
-    if s.valid_sec != 0 {
-        out.valid_until = Some(s.valid_sec);
-    }
-    out
+    s
 }
 
 fn accel(s: &mut State, v: &[u8], ig: &Ignore, now: i64) {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
+use super::conf::Resolved;
 use super::entry::Meta;
 use super::memory::MemEntry;
 use super::store::{self, Found};
@@ -117,7 +118,31 @@ pub fn any_true(ctx: &ReqCtx<'_, '_>, list: &[Template]) -> bool {
 /// The cache's part before the origin.
 pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
     let conf = super::conf::of(ctx.conf);
-    let Some(zconf) = &conf.zone else { return Lookup::Fetch(None) };
+    let cacheable_method = match ctx.req.method {
+        Method::Get | Method::Head => true,
+        Method::Post => conf.post,
+        _ => false,
+    };
+    // nginx evaluates a `proxy_cache $var` only for a cacheable method
+    // (and a purge request names its zone the same way).
+    let purging = !matches!(conf.purge, super::purge::Purge::Off);
+    if !cacheable_method && !purging {
+        return Lookup::Fetch(None);
+    }
+    let zconf = match conf.zone.resolve(&Vars::request(ctx)) {
+        Resolved::Off => return Lookup::Fetch(None),
+        Resolved::Zone(z) => z,
+        Resolved::Unknown(name) => {
+            log_to!(
+                ctx.conf.error_log,
+                Level::Error,
+                "*{} cache \"{}\" not found",
+                ctx.conn.id,
+                String::from_utf8_lossy(&name)
+            );
+            return Lookup::Hit(crate::http::handler::finish_error(ctx, 500));
+        }
+    };
     ctx.cache_zone = zconf.metrics;
     if !matches!(conf.purge, super::purge::Purge::Off) {
         let key = conf.key.as_deref().unwrap_or_else(|| default_key()).render_to_vec(&Vars::request(ctx));
@@ -125,11 +150,6 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
             return Lookup::Hit(r);
         }
     }
-    let cacheable_method = match ctx.req.method {
-        Method::Get | Method::Head => true,
-        Method::Post => conf.post,
-        _ => false,
-    };
     if !cacheable_method {
         return Lookup::Fetch(None);
     }
@@ -169,6 +189,12 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
             n.last_access = used;
             n.clone()
         });
+        // An intercepted error remembered for the key (nginx's node
+        // `error`): answered as the error page, a HIT, without the origin.
+        if let Some(n) = node.as_ref().filter(|n| n.error != 0 && n.error_until >= used / 1_000_000) {
+            ctx.cache_status = Some(HIT);
+            return Lookup::Hit(crate::http::handler::finish_error(ctx, n.error));
+        }
         let uses = node.as_ref().map_or(1, |n| n.uses.max(1));
         let (hash, node) = match node.as_ref().and_then(|n| n.vary.clone()) {
             Some(vary) => {
@@ -239,6 +265,13 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         }
         let status = if stale.is_some() { EXPIRED } else { MISS };
         ctx.cache_status = Some(status);
+        if !store_ok && stale.is_none() {
+            // nginx's NGX_HTTP_CACHE_SCARCE (proxy_cache_min_uses not yet
+            // reached): the request goes to the origin as the client sent
+            // it, ranges and conditions included, and nothing is stored.
+            ctx.cache.get_or_insert_with(Default::default).as_is = true;
+            return Lookup::Fetch(None);
+        }
         if let Some(s) = stale.take() {
             match expired(ctx, &z, key, main, store_ok, s) {
                 Ok(l) => return l,
@@ -302,21 +335,44 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
 fn variant(ctx: &ReqCtx<'_, '_>, vary: &[u8]) -> Hash {
     use md5::Digest;
     let mut h = md5::Md5::new();
-    for name in vary.split(|&b| b == b',') {
-        let name = name.trim_ascii();
-        if name.is_empty() {
-            continue;
-        }
+    for name in tokens(vary) {
         h.update(name.to_ascii_lowercase());
         h.update(b":");
-        if let Ok(n) = std::str::from_utf8(name)
-            && let Some(v) = ctx.req.header(&n.to_ascii_lowercase())
-        {
-            h.update(v);
+        // nginx's ngx_http_file_cache_vary_header: every field of the name,
+        // joined by ","; for the Accept-Charset/-Encoding/-Language fields
+        // the values' tokens with spaces and empty list items dropped, so
+        // "foo, bar" and "foo,,  ,bar , " select the same variant.
+        let normalize = [&b"accept-charset"[..], b"accept-encoding", b"accept-language"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n));
+        let mut first = true;
+        for (_, v) in ctx.req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            if !normalize {
+                if !first {
+                    h.update(b",");
+                }
+                h.update(v);
+                first = false;
+                continue;
+            }
+            for t in tokens(v) {
+                if !first {
+                    h.update(b",");
+                }
+                h.update(t);
+                first = false;
+            }
         }
         h.update(b"\n");
     }
     h.finalize().into()
+}
+
+/// The items of a list split at spaces and commas, as nginx reads Vary
+/// (it stops at the first empty item: one that only trailing separators
+/// leave).
+fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',' || b == b' ').filter(|t| !t.is_empty())
 }
 
 /// A disk hit of a small entry is offered to the memory tier.
@@ -416,7 +472,9 @@ fn expired<'c>(
     let now = super::manager::now();
     let may_update = conf.use_stale.updating
         || (m.stale_updating > 0 && now <= m.valid_until.saturating_add(m.stale_updating as i64));
-    if conf.revalidate {
+    // nginx keeps validators only of a 200 or 206 (its cache header's
+    // last_modified and etag), so nothing else is revalidated.
+    if conf.revalidate && matches!(m.status, 200 | 206) {
         let header = |n: &str| m.headers.iter().find(|(h, _)| h.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
         let c = ctx.cache.get_or_insert_with(Default::default);
         c.etag = header("etag").unwrap_or_default();
@@ -433,6 +491,11 @@ fn expired<'c>(
         Ok(flight) => {
             let mut fill = Fill { zone: z.clone(), key, hash: main, store: true, flight: Some(flight), stale: None };
             if conf.background_update {
+                // With proxy_cache_revalidate the refresh asks with the
+                // entry's validators, and its 304 renews this entry.
+                if conf.revalidate {
+                    fill.stale = stale.found.try_clone().ok().map(|found| Stale { found, hash: stale.hash });
+                }
                 ctx.cache_status = Some(STALE);
                 ctx.cache.get_or_insert_with(Default::default).refresh = Some(fill);
                 return Ok(Lookup::Hit(super::deliver::from_file(ctx, stale.found)));
@@ -456,15 +519,16 @@ pub fn on_head<'c>(
     let f = fill.as_mut()?;
     let stale = f.stale.take()?;
     let now = super::manager::now();
-    let v = super::policy::decide(
+    let valid = super::policy::revalidated(
         stale.found.meta.status,
         &head.headers,
         head.accel_expires.as_deref(),
+        &stale.found.meta.headers,
         super::conf::of(ctx.conf),
         now,
     );
     let mut found = stale.found;
-    if let Some(valid_until) = v.valid_until {
+    if let Some(valid_until) = valid {
         found.meta.valid_until = valid_until;
         if let Err(why) = store::revalidated(&f.zone, &stale.hash, &found, zone::stamp()) {
             log_to!(ctx.conf.error_log, Level::Crit, "*{} {}", ctx.conn.id, why);
@@ -472,6 +536,27 @@ pub fn on_head<'c>(
     }
     ctx.cache_status = Some(REVALIDATED);
     Some(super::deliver::from_file(ctx, found))
+}
+
+/// `proxy_intercept_errors` is turning the origin's error into an error
+/// page: when the error may be cached (its headers, else
+/// `proxy_cache_valid` for its status, give it a time), the key remembers
+/// it, as nginx's `ngx_http_upstream_intercept_errors` sets the node's
+/// `error`. Nothing is written to disk.
+pub fn remember_error(
+    ctx: &ReqCtx<'_, '_>,
+    fill: &Fill,
+    status: u16,
+    headers: &[(impl AsRef<str>, impl AsRef<[u8]>)],
+    accel_expires: Option<&[u8]>,
+) {
+    let v = super::policy::decide(status, headers, accel_expires, super::conf::of(ctx.conf), super::manager::now());
+    if let Some(until) = v.valid_until {
+        fill.zone.with_node(&fill.hash, true, |n| {
+            n.error = status;
+            n.error_until = until;
+        });
+    }
 }
 
 /// After a stale answer went out: refresh the entry from the origin
@@ -500,9 +585,22 @@ pub async fn refresh_after(w: &crate::worker::WorkerCtx, ctx: &mut ReqCtx<'_, '_
 fn beyond_range_offset(ctx: &ReqCtx<'_, '_>) -> bool {
     let Some(max) = super::conf::of(ctx.conf).max_range_offset else { return false };
     let Some(h) = ctx.req.header("range") else { return false };
-    let Some(spec) = h.strip_prefix(b"bytes=") else { return false };
-    let digits: Vec<u8> = spec.iter().copied().skip_while(|b| *b == b' ').take_while(u8::is_ascii_digit).collect();
-    std::str::from_utf8(&digits).ok().and_then(|d| d.parse::<u64>().ok()).is_some_and(|start| start > max)
+    // nginx's ngx_http_upstream_cache_check_range: with 0 every range
+    // passes; a suffix range (`bytes=-N`, which may end anywhere) passes;
+    // else the first range's start, at or past the offset, passes.
+    if max == 0 {
+        return true;
+    }
+    if h.len() < 7 || !h[..6].eq_ignore_ascii_case(b"bytes=") {
+        return false;
+    }
+    let at = h[6..].iter().take_while(|b| **b == b' ').count();
+    let spec = &h[6 + at..];
+    if spec.first() == Some(&b'-') {
+        return true;
+    }
+    let digits: Vec<u8> = spec.iter().copied().take_while(u8::is_ascii_digit).collect();
+    std::str::from_utf8(&digits).ok().and_then(|d| d.parse::<u64>().ok()).is_some_and(|start| start >= max)
 }
 
 /// Entry files a worker keeps open, by zone and hash, with their parsed

@@ -26,6 +26,20 @@ pub struct Found {
     pub file_len: u64,
 }
 
+impl Found {
+    /// A second handle on the same entry (the file descriptor duplicated):
+    /// a background refresh keeps one to revalidate while the other is
+    /// sent to the client.
+    pub fn try_clone(&self) -> std::io::Result<Found> {
+        Ok(Found {
+            meta: self.meta.clone(),
+            file: self.file.try_clone()?,
+            body_at: self.body_at,
+            file_len: self.file_len,
+        })
+    }
+}
+
 /// Reads the entry for `h`; Ok(None) when there is none. A file that is
 /// not a whole entry for `key` is removed and reported as Err.
 pub fn read(zone: &Zone, h: &Hash, key: &[u8]) -> Result<Option<Found>, String> {
@@ -193,7 +207,12 @@ impl Writer {
         let node = Node::entry(&self.meta, file_len, now);
         if let Some(main) = self.main {
             let vary: Arc<[u8]> = self.meta.vary.clone().into();
-            self.zone.with_node(&main, true, |n| n.vary = Some(vary));
+            let stored = self.meta.stored;
+            self.zone.with_node(&main, true, |n| {
+                n.vary = Some(vary);
+                n.vary_stored = stored;
+                n.error = 0;
+            });
         }
         self.zone.stored(&self.hash, node);
         if let Some(body) = self.mem.take() {

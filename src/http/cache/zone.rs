@@ -44,6 +44,16 @@ pub struct Node {
     /// For a key whose responses vary: the `Vary` value; its variants are
     /// keyed by the key and the request's values of those headers.
     pub vary: Option<Arc<[u8]>>,
+    /// The `stored` stamp of the variant that gave `vary`: the loader
+    /// keeps the newest variant's Vary, as nginx's main-key file holds the
+    /// last response's.
+    pub vary_stored: i64,
+    /// An error the origin answered and `proxy_intercept_errors` turned
+    /// into an error page, remembered while `error_until` (unix seconds)
+    /// is not past, as nginx's node `error`: requests get the error page
+    /// without asking the origin. Storing an entry for the key clears it.
+    pub error: u16,
+    pub error_until: i64,
     /// The entry's `stored` stamp: which file the node speaks of (a worker
     /// keeps entry files open while this matches).
     pub stored: i64,
@@ -62,6 +72,9 @@ impl Node {
             file_len,
             last_access: accessed,
             vary: None,
+            vary_stored: 0,
+            error: 0,
+            error_until: 0,
             stored: meta.stored,
         }
     }

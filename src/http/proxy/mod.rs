@@ -134,7 +134,7 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     // into a GET for the origin: proxy_cache_convert_head), with the
     // settings of the location's module (proxy_cache* or fastcgi_cache*).
     let mut fill = None;
-    if up_conf(lc).cache.zone.is_some() {
+    if up_conf(lc).cache.zone.is_on() {
         match crate::http::cache::serve::lookup(ctx).await {
             crate::http::cache::serve::Lookup::Hit(r) => return r,
             crate::http::cache::serve::Lookup::Fetch(f) => fill = f,
@@ -156,7 +156,13 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     let Some((req, framing)) = protocol::request_start(ctx, &pass, &client.body) else {
         return crate::http::handler::finish_error(ctx, 500);
     };
-    let head_request = ctx.req.method == Method::Head;
+    // A HEAD whose answer may be stored reads the body a FastCGI, uwsgi
+    // or SCGI application sends anyway (up to its Content-Length), so the
+    // entry also serves GETs, as nginx stores it; an HTTP origin sends no
+    // body to a HEAD.
+    let stores = fill.as_ref().is_some_and(|f| f.store);
+    let head_request = ctx.req.method == Method::Head
+        && !(stores && matches!(pass.protocol, Protocol::FastCgi | Protocol::Uwsgi | Protocol::Scgi));
     let started = crate::clock::mono();
     let peer_tries = w.proxy.borrow_mut().get(&u).tries() as u32;
     let max_tries = if conf.next_upstream_tries == 0 { peer_tries } else { conf.next_upstream_tries.min(peer_tries) };
@@ -368,7 +374,9 @@ fn stale<'c>(
         use_stale.on_status(status)
     };
     let m = &entry.found.meta;
-    let by_entry = (failed || status >= 500)
+    // nginx (since 1.19.3) serves an entry's stale-if-error only when the
+    // origin failed (ngx_http_upstream_next), not for its 5xx answer.
+    let by_entry = failed
         && m.stale_error > 0
         && crate::http::cache::manager::now() <= m.valid_until.saturating_add(m.stale_error as i64);
     if !(by_conf || by_entry) {
@@ -741,6 +749,15 @@ fn build_response<'c>(
         // unless read to the end, so it is closed; the peer answered, so it
         // did not fail, and its connection count and queue slot come back.
         release_as(w, &mut body, false);
+        if let Some(f) = &fill {
+            crate::http::cache::serve::remember_error(
+                ctx,
+                f,
+                resp.status,
+                &resp.headers,
+                head.accel_expires.as_deref(),
+            );
+        }
         return crate::http::handler::intercepted(ctx, &resp);
     }
     if let Some(mut f) = fill {
