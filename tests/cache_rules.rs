@@ -21,6 +21,19 @@ use common::fcgi_app::*;
 use common::origin::*;
 use common::*;
 
+/// A server with zone `one` and `X-Cache: $upstream_cache_status`, the
+/// rest of its `server` block given (with `%A%`-style ports).
+fn cached(server_body: &str, vars: &[(&str, u16)]) -> TestServer {
+    let http = format!(
+        "proxy_cache_path {{prefix}}/c keys_zone=one:1m;\n\
+         server {{\n\
+         listen 127.0.0.1:{{port}};\n\
+         add_header X-Cache $upstream_cache_status always;\n\
+         {server_body}}}"
+    );
+    builder().http(&sub(&http, vars)).start()
+}
+
 fn x_cache(r: &Response) -> &str {
     r.header("X-Cache").unwrap_or("-")
 }
@@ -92,21 +105,15 @@ fn proxy_cache_with_a_variable_picks_the_zone_per_request() {
 fn stale_if_error_serves_for_a_failed_origin_not_for_its_5xx() {
     let (o, n) = origin();
     let dead = free_port();
-    let s = builder()
-        .http(&sub(
-            r#"
-            proxy_cache_path {prefix}/c keys_zone=one:1m;
-            server {
-                listen 127.0.0.1:{port};
-                add_header X-Cache $upstream_cache_status always;
-                proxy_cache one;
-                proxy_cache_key $arg_k;
-                location /up/ { proxy_pass http://127.0.0.1:%A%; }
-                location /down/ { proxy_pass http://127.0.0.1:%D%; }
-            }"#,
-            &[("%A%", o.port), ("%D%", dead)],
-        ))
-        .start();
+    let s = cached(
+        r#"
+            proxy_cache one;
+            proxy_cache_key $arg_k;
+            location /up/ { proxy_pass http://127.0.0.1:%A%; }
+            location /down/ { proxy_pass http://127.0.0.1:%D%; }
+        "#,
+        &[("%A%", o.port), ("%D%", dead)],
+    );
     let r = s.get("/up/a?k=a&h=Cache-Control:%20max-age=1,%20stale-if-error=30");
     assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
     let stored = r.text();
@@ -125,24 +132,18 @@ fn stale_if_error_serves_for_a_failed_origin_not_for_its_5xx() {
 #[test]
 fn a_background_refresh_revalidates_and_a_304_renews_the_entry() {
     let (o, n) = versioned_origin();
-    let s = builder()
-        .http(&sub(
-            r#"
-            proxy_cache_path {prefix}/c keys_zone=one:1m;
-            server {
-                listen 127.0.0.1:{port};
-                add_header X-Cache $upstream_cache_status always;
-                location / {
-                    proxy_pass http://127.0.0.1:%A%;
-                    proxy_cache one;
-                    proxy_cache_use_stale updating;
-                    proxy_cache_background_update on;
-                    proxy_cache_revalidate on;
-                }
-            }"#,
-            &[("%A%", o.port)],
-        ))
-        .start();
+    let s = cached(
+        r#"
+            location / {
+                proxy_pass http://127.0.0.1:%A%;
+                proxy_cache one;
+                proxy_cache_use_stale updating;
+                proxy_cache_background_update on;
+                proxy_cache_revalidate on;
+            }
+        "#,
+        &[("%A%", o.port)],
+    );
     let r = s.get("/v");
     assert_eq!((x_cache(&r), r.text().as_str()), ("MISS", "version 1\n"));
     std::thread::sleep(Duration::from_millis(2100));
@@ -166,22 +167,16 @@ fn a_background_refresh_revalidates_and_a_304_renews_the_entry() {
 #[test]
 fn only_a_stored_200_or_206_is_revalidated() {
     let (o, _n) = origin();
-    let s = builder()
-        .http(&sub(
-            r#"
-            proxy_cache_path {prefix}/c keys_zone=one:1m;
-            server {
-                listen 127.0.0.1:{port};
-                add_header X-Cache $upstream_cache_status always;
-                location / {
-                    proxy_pass http://127.0.0.1:%A%;
-                    proxy_cache one;
-                    proxy_cache_revalidate on;
-                }
-            }"#,
-            &[("%A%", o.port)],
-        ))
-        .start();
+    let s = cached(
+        r#"
+            location / {
+                proxy_pass http://127.0.0.1:%A%;
+                proxy_cache one;
+                proxy_cache_revalidate on;
+            }
+        "#,
+        &[("%A%", o.port)],
+    );
     let lm = "h=Last-Modified:%20Mon,%2002%20Mar%202015%2017:20:58%20GMT&h=Cache-Control:%20max-age=1";
     let created = format!("/201?s=201&{lm}");
     let ok = format!("/200?{lm}");
@@ -198,23 +193,17 @@ fn only_a_stored_200_or_206_is_revalidated() {
 #[test]
 fn vary_on_accept_encoding_ignores_whitespace_and_empty_items() {
     let (o, n) = origin();
-    let s = builder()
-        .http(&sub(
-            r#"
-            proxy_cache_path {prefix}/c keys_zone=one:1m;
-            server {
-                listen 127.0.0.1:{port};
-                add_header X-Cache $upstream_cache_status always;
-                location / {
-                    proxy_pass http://127.0.0.1:%A%;
-                    proxy_cache one;
-                    proxy_cache_key $uri;
-                    proxy_cache_valid 1m;
-                }
-            }"#,
-            &[("%A%", o.port)],
-        ))
-        .start();
+    let s = cached(
+        r#"
+            location / {
+                proxy_pass http://127.0.0.1:%A%;
+                proxy_cache one;
+                proxy_cache_key $uri;
+                proxy_cache_valid 1m;
+            }
+        "#,
+        &[("%A%", o.port)],
+    );
     let ae = "/ae?h=Vary:%20Accept-Encoding";
     let get = |path: &str, hs: &[&str]| x_cache(&s.get_with(path, hs)).to_string();
     assert_eq!(get(ae, &["Accept-Encoding: foo, bar"]), "MISS");
@@ -234,22 +223,16 @@ fn vary_on_accept_encoding_ignores_whitespace_and_empty_items() {
 #[test]
 fn requests_that_will_not_be_stored_go_to_the_origin_as_sent() {
     let (o, _n) = origin();
-    let s = builder()
-        .http(&sub(
-            r#"
-            proxy_cache_path {prefix}/c keys_zone=one:1m;
-            server {
-                listen 127.0.0.1:{port};
-                add_header X-Cache $upstream_cache_status always;
-                proxy_cache one;
-                proxy_cache_valid 1m;
-                location /mro/ { proxy_pass http://127.0.0.1:%A%; proxy_cache_max_range_offset 10; }
-                location /zero/ { proxy_pass http://127.0.0.1:%A%; proxy_cache_max_range_offset 0; }
-                location /min/ { proxy_pass http://127.0.0.1:%A%; proxy_cache_min_uses 2; }
-            }"#,
-            &[("%A%", o.port)],
-        ))
-        .start();
+    let s = cached(
+        r#"
+            proxy_cache one;
+            proxy_cache_valid 1m;
+            location /mro/ { proxy_pass http://127.0.0.1:%A%; proxy_cache_max_range_offset 10; }
+            location /zero/ { proxy_pass http://127.0.0.1:%A%; proxy_cache_max_range_offset 0; }
+            location /min/ { proxy_pass http://127.0.0.1:%A%; proxy_cache_min_uses 2; }
+        "#,
+        &[("%A%", o.port)],
+    );
     let range_seen = |path: &str, range: &str| {
         let r = s.get_with(path, &[&format!("Range: {range}")]);
         assert!(r.status == 200 || r.status == 206, "{path}: {}", r.head);
