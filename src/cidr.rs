@@ -88,6 +88,24 @@ pub fn any_contains(list: &[Cidr], ip: IpAddr) -> bool {
     list.iter().any(|c| c.contains(ip))
 }
 
+/// `set_real_ip_from`'s argument: a range as `Cidr::parse` reads it, or
+/// (nginx 1.13.1+) a host name, which stands for each of its addresses.
+/// The flag is `Parsed::low_bits_set`; the error is nginx's message.
+pub fn parse_or_resolve(text: &str) -> Result<(Vec<Cidr>, bool), String> {
+    if let Some(p) = Cidr::parse(text) {
+        return Ok((vec![p.cidr], p.low_bits_set));
+    }
+    use std::net::ToSocketAddrs;
+    let addrs = (text, 0).to_socket_addrs().map_err(|_| format!("host not found in set_real_ip_from \"{text}\""))?;
+    let list = addrs
+        .map(|a| match a.ip() {
+            IpAddr::V4(v4) => Cidr::V4 { addr: u32::from(v4), mask: u32::MAX },
+            IpAddr::V6(v6) => Cidr::V6 { addr: u128::from(v6), mask: u128::MAX },
+        })
+        .collect();
+    Ok((list, false))
+}
+
 /// For tests and messages: the range's network address.
 pub fn network(c: &Cidr) -> Option<IpAddr> {
     match c {

@@ -274,3 +274,100 @@ fn bad_unix_listens_are_refused() {
     let long = format!("server {{ listen unix:/{}; }}", "a".repeat(120));
     assert_refused(&long, "too long path in the unix domain socket");
 }
+
+/// `stream {}` on unix-domain sockets, as nginx's stream modules: the
+/// address variables of a unix client (`unix:`, no ports), `geo` looking
+/// up 255.255.255.255 for it, `deny unix:`, a TCP server proxying to a
+/// unix listen with the PROXY protocol that `set_real_ip_from unix:`
+/// believes (and one without it that does not), and the error log's
+/// naming of the client.
+#[test]
+fn stream_listens_on_unix_sockets() {
+    let conf = "LOAD daemon off;
+        pid logs/sluice.pid;
+        error_log logs/error.log info;
+        events {}
+        stream {
+            geo $g { default other; 255.255.255.255 none; }
+            server {
+                listen unix:{prefix}/vars.sock;
+                return \"ra=$remote_addr rp=$remote_port sa=$server_addr sp=$server_port rra=$realip_remote_addr g=$g\\n\";
+            }
+            server {
+                listen unix:{prefix}/pp.sock proxy_protocol;
+                set_real_ip_from unix:;
+                return \"ra=$remote_addr pp=$proxy_protocol_addr rra=$realip_remote_addr g=$g\\n\";
+            }
+            server {
+                listen unix:{prefix}/untrusted.sock proxy_protocol;
+                return \"ra=$remote_addr pp=$proxy_protocol_addr\\n\";
+            }
+            server { listen unix:{prefix}/deny.sock; deny unix:; return \"not this\\n\"; }
+            server { listen 127.0.0.1:{port0}; proxy_pass unix:{prefix}/pp.sock; proxy_protocol on; }
+            server { listen 127.0.0.1:{port1}; proxy_pass unix:{prefix}/untrusted.sock; proxy_protocol on; }
+        }
+        ";
+    let s = builder().whole(&conf.replace("LOAD", load_stream())).ports(2).start();
+    let read_unix = |name: &str| {
+        let mut c = UnixStream::connect(s.path(name)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let read_tcp = |port: u16| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let mut checks = Checks::new();
+    checks.run("the socket file is a socket with mode 0666", || {
+        let m = std::fs::metadata(s.path("vars.sock")).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o666);
+    });
+    checks.run("variables of a unix client", || {
+        let want = format!("ra=unix: rp= sa=unix:{} sp= rra=unix: g=none\n", s.path("vars.sock").display());
+        assert_eq!(read_unix("vars.sock"), want);
+    });
+    checks.run("PROXY header from a trusted unix peer", || {
+        assert_eq!(read_tcp(s.ports[0]), "ra=127.0.0.1 pp=127.0.0.1 rra=unix: g=other\n");
+    });
+    checks.run("PROXY header from an untrusted unix peer", || {
+        assert_eq!(read_tcp(s.ports[1]), "ra=unix: pp=127.0.0.1\n");
+    });
+    checks.run("deny unix:", || {
+        assert_eq!(read_unix("deny.sock"), "");
+        let err = wait_contains(&s.path("logs/error.log"), "access forbidden by rule", Duration::from_secs(5));
+        let line = line_with(&err, "access forbidden by rule");
+        assert!(line.contains("client: unix:, server: unix:"), "{line}");
+    });
+    checks.finish();
+}
+
+/// nginx's stream module is a dynamic one in Debian.
+fn load_stream() -> &'static str {
+    if prog() == "nginx" { "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n" } else { "" }
+}
+
+#[test]
+fn bad_stream_unix_listens_are_refused() {
+    let t = |listen: &str| {
+        let conf = format!(
+            "{}daemon off;\nerror_log logs/error.log;\nevents {{}}\nstream {{ server {{ listen {listen}; return x; }} }}\n",
+            load_stream()
+        );
+        let b = builder().whole(&conf).prepare();
+        let out = b.run(&["-t"]);
+        assert!(!out.status.success(), "{listen}: accepted");
+        stderr_of(&out)
+    };
+    assert!(t("unix:").contains("no path in the unix domain socket in \"unix:\" of the \"listen\" directive"));
+    if prog() == "sluice" {
+        // nginx takes datagram unix sockets; sluice says it does not.
+        let e = t("unix:/tmp/x.sock udp");
+        assert!(e.contains("\"udp\" on a unix socket (\"unix:/tmp/x.sock\") is not supported yet"), "{e}");
+    }
+}

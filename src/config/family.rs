@@ -38,6 +38,9 @@ pub trait Family: Sync + Send {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Listen {
     pub addr: SocketAddr,
+    /// `listen unix:PATH`: a unix-domain stream socket (`addr` is then
+    /// `listener::unix::PLACEHOLDER`).
+    pub unix: Option<Arc<str>>,
     /// A UDP socket rather than a TCP listener.
     pub udp: bool,
     pub reuseport: bool,

@@ -177,8 +177,8 @@ fn keepalive(v: &str, o: &mut SockOpts) -> Option<()> {
 /// nginx's forms: `80`, `*:80`, `127.0.0.1`, `127.0.0.1:80`, `[::1]:80`,
 /// `localhost:80`. A bare address means port 80.
 pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {
-    // HTTP's `listen` takes `unix:` before calling this; the stream and
-    // mail families do not listen on unix-domain sockets yet.
+    // HTTP's and stream's `listen` take `unix:` before calling this; the
+    // mail family does not listen on unix-domain sockets yet.
     if raw.starts_with("unix:") {
         return Err(format!("listening on a unix socket (\"{}\") is not supported yet", raw));
     }

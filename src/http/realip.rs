@@ -12,7 +12,7 @@
 //! `$realip_remote_port` keep the connection's own. Only a connection
 //! from an address listed in `set_real_ip_from` is believed.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::cidr::Cidr;
@@ -54,27 +54,11 @@ fn reset_from(c: &mut LocConf) {
 fn set_real_ip_from(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     let text = d.args[0].text.as_str();
     let mut list: Vec<Cidr> = c.realip.from.as_deref().cloned().unwrap_or_default();
-    match Cidr::parse(text) {
-        Some(p) => {
-            if p.low_bits_set {
-                ctx.warnings
-                    .push(ConfError::at(format!("low address bits of {text} are meaningless"), &d.span).to_string());
-            }
-            list.push(p.cidr);
-        }
-        // nginx 1.13.1+ resolves a host name to its addresses.
-        None => {
-            let addrs = (text, 0)
-                .to_socket_addrs()
-                .map_err(|_| ConfError::at(format!("host not found in set_real_ip_from \"{text}\""), &d.span))?;
-            for a in addrs {
-                list.push(match a.ip() {
-                    IpAddr::V4(v4) => Cidr::V4 { addr: u32::from(v4), mask: u32::MAX },
-                    IpAddr::V6(v6) => Cidr::V6 { addr: u128::from(v6), mask: u128::MAX },
-                });
-            }
-        }
+    let (cidrs, low_bits_set) = crate::cidr::parse_or_resolve(text).map_err(|m| ConfError::at(m, &d.span))?;
+    if low_bits_set {
+        ctx.warnings.push(ConfError::at(format!("low address bits of {text} are meaningless"), &d.span).to_string());
     }
+    list.extend(cidrs);
     c.realip.from = Some(Arc::new(list));
     Ok(())
 }

@@ -33,7 +33,8 @@ pub mod unix;
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Key {
     addr: SocketAddr,
-    /// `listen unix:PATH` (HTTP only; `addr` is `unix::PLACEHOLDER`).
+    /// `listen unix:PATH` (HTTP's, or a family's TCP; `addr` is
+    /// `unix::PLACEHOLDER`).
     unix: Option<Arc<str>>,
     reuseport: bool,
     /// Worker index for reuseport sockets, 0 for shared ones.
@@ -106,7 +107,7 @@ impl Key {
         };
         let addr = w.next()?;
         let (addr, unix) = match addr.strip_prefix("unix:") {
-            Some(p) if proto == Proto::Http && !reuseport => (unix::PLACEHOLDER, Some(unix::listen_path(p).ok()?)),
+            Some(p) if proto != Proto::Udp && !reuseport => (unix::PLACEHOLDER, Some(unix::listen_path(p).ok()?)),
             Some(_) => return None,
             None => (addr.parse().ok()?, None),
         };
@@ -205,11 +206,13 @@ fn keys(cfg: &Config) -> Vec<(Key, Owner, Opts)> {
     }
     for (fi, (_, f)) in cfg.families.iter().enumerate() {
         for (li, l) in f.listens().iter().enumerate() {
-            let n = if l.reuseport { cfg.main.worker_processes } else { 1 };
+            // One socket per unix path, as HTTP's.
+            let reuseport = l.reuseport && l.unix.is_none();
+            let n = if reuseport { cfg.main.worker_processes } else { 1 };
             let proto = if l.udp { Proto::Udp } else { Proto::Tcp };
             for index in 0..n {
                 out.push((
-                    Key { addr: l.addr, unix: None, reuseport: l.reuseport, index, proto },
+                    Key { addr: l.addr, unix: l.unix.clone(), reuseport, index, proto },
                     Owner::Family(fi, li),
                     Opts { backlog: l.backlog, notsent_lowat: 0, sock: l.sock },
                 ));
@@ -649,6 +652,7 @@ mod tests {
                 index: 0,
                 proto: Proto::Http,
             },
+            Key { addr: unix::PLACEHOLDER, unix: Some("/run/s".into()), reuseport: false, index: 0, proto: Proto::Tcp },
         ] {
             assert_eq!(Key::from_text(&k.to_text()), Some(k));
         }
@@ -662,7 +666,7 @@ mod tests {
             "127.0.0.1:80 shared 0 sctp",
             "127.0.0.1:80 shared 0 tcp extra",
             "unix:/a reuseport 0 http",
-            "unix:/a shared 0 tcp",
+            "unix:/a shared 0 udp",
             "unix: shared 0 http",
         ] {
             assert_eq!(Key::from_text(bad), None, "{bad}");

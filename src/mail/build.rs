@@ -339,6 +339,7 @@ fn group(specs: Vec<(ListenSpec, Arc<Server>)>, main: &MainConf) -> Result<(Vec<
         slot_of[i] = Some(listens.len());
         listens.push(Listen {
             addr: l.addr,
+            unix: None,
             udp: false,
             reuseport: l.reuseport || main.reuse_port,
             backlog: l.backlog.unwrap_or(511),

@@ -28,6 +28,8 @@ const VAR_BLOCKS: [&str; 3] = ["map", "geo", "split_clients"];
 /// A `listen` line, before grouping.
 struct ListenSpec {
     addr: SocketAddr,
+    /// `listen unix:PATH` (`addr` is then `listener::unix::PLACEHOLDER`).
+    unix: Option<Arc<str>>,
     udp: bool,
     ssl: bool,
     proxy_protocol: bool,
@@ -37,6 +39,16 @@ struct ListenSpec {
     backlog: Option<i32>,
     sock: SockOpts,
     span: Span,
+}
+
+impl ListenSpec {
+    /// The address as nginx names it in messages.
+    fn label(&self) -> String {
+        match &self.unix {
+            Some(p) => format!("unix:{p}"),
+            None => self.addr.to_string(),
+        }
+    }
 }
 
 /// A server with what grouping by address needs of it.
@@ -326,13 +338,22 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
 /// [reuseport] [bind] [so_keepalive=...] [rcvbuf=] [sndbuf=] [fastopen=]`.
 fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     let raw = d.args[0].text.as_str();
-    let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
-    if !has_port {
-        return Err(ConfError::at(format!("no port in \"{}\" of the \"listen\" directive", raw), &d.span));
-    }
-    let addr = crate::config::set_server::parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    let (addr, unix) = match raw.strip_prefix("unix:") {
+        Some(path) => {
+            let path = crate::listener::unix::listen_path(path).map_err(|m| ConfError::at(m, &d.span))?;
+            (crate::listener::unix::PLACEHOLDER, Some(path))
+        }
+        None => {
+            let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
+            if !has_port {
+                return Err(ConfError::at(format!("no port in \"{}\" of the \"listen\" directive", raw), &d.span));
+            }
+            (crate::config::set_server::parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?, None)
+        }
+    };
     let mut l = ListenSpec {
         addr,
+        unix,
         udp: false,
         ssl: false,
         proxy_protocol: false,
@@ -370,6 +391,10 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
             }
         }
     }
+    if l.udp && l.unix.is_some() {
+        // nginx takes datagram unix sockets; sluice's UDP path is IP's.
+        return Err(ConfError::at(format!("\"udp\" on a unix socket (\"{raw}\") is not supported yet"), &d.span));
+    }
     if l.udp && l.ssl {
         return Err(ConfError::at("\"ssl\" parameter is incompatible with \"udp\"", &d.span));
     }
@@ -404,7 +429,8 @@ fn group(
     }
     let mut accs: Vec<Acc> = Vec::new();
     for (l, b) in &specs {
-        let i = match accs.iter().position(|a| a.first.addr == l.addr && a.first.udp == l.udp) {
+        let i = match accs.iter().position(|a| a.first.addr == l.addr && a.first.udp == l.udp && a.first.unix == l.unix)
+        {
             Some(i) => i,
             None => {
                 accs.push(Acc {
@@ -424,7 +450,7 @@ fn group(
         let a = &mut accs[i];
         if a.members.iter().any(|m| Arc::ptr_eq(m, b)) {
             let proto = if l.udp { "udp " } else { "" };
-            return Err(ConfError::at(format!("duplicate \"{}{}\" address and port pair", proto, l.addr), &l.span));
+            return Err(ConfError::at(format!("duplicate \"{}{}\" address and port pair", proto, l.label()), &l.span));
         }
         a.members.push(b);
         a.ssl |= l.ssl;
@@ -432,7 +458,7 @@ fn group(
         let opts = l.bind || l.reuseport || l.backlog.is_some() || l.sock != SockOpts::default();
         if opts {
             if a.bind || a.reuseport || a.backlog.is_some() || a.sock != SockOpts::default() {
-                return Err(ConfError::at(format!("duplicate listen options for {}", l.addr), &l.span));
+                return Err(ConfError::at(format!("duplicate listen options for {}", l.label()), &l.span));
             }
             a.bind = l.bind;
             a.reuseport = l.reuseport;
@@ -441,7 +467,7 @@ fn group(
         }
         if l.default_server {
             if a.default.is_some() {
-                return Err(ConfError::at(format!("a duplicate default server for {}", l.addr), &l.span));
+                return Err(ConfError::at(format!("a duplicate default server for {}", l.label()), &l.span));
             }
             a.default = Some(b);
         }
@@ -456,7 +482,7 @@ fn group(
         for m in &a.members {
             for n in &m.names {
                 if !names.add(n, &m.server) {
-                    let msg = format!("conflicting server name \"{n}\" on {}, ignored", a.first.addr);
+                    let msg = format!("conflicting server name \"{n}\" on {}, ignored", a.first.label());
                     warnings.push(ConfError::at(msg, &m.span).to_string());
                 }
             }
@@ -467,6 +493,7 @@ fn group(
         names.sort();
         addrs.push(Arc::new(Addr {
             addr: a.first.addr,
+            unix: a.first.unix.clone(),
             udp: a.first.udp,
             ssl: a.ssl,
             proxy_protocol: a.proxy_protocol,
@@ -477,7 +504,9 @@ fn group(
     }
     let wildcard_of = |a: &Acc| {
         accs.iter().position(|w| {
-            w.first.addr.ip().is_unspecified()
+            w.first.unix.is_none()
+                && a.first.unix.is_none()
+                && w.first.addr.ip().is_unspecified()
                 && w.first.addr.port() == a.first.addr.port()
                 && w.first.addr.is_ipv4() == a.first.addr.is_ipv4()
                 && w.first.udp == a.first.udp
@@ -487,13 +516,15 @@ fn group(
     let mut routes: Vec<Route> = Vec::new();
     let mut slot_of: Vec<Option<usize>> = vec![None; accs.len()];
     for (i, a) in accs.iter().enumerate() {
-        let covered = !a.bind && !a.first.addr.ip().is_unspecified() && wildcard_of(a).is_some();
+        let covered =
+            !a.bind && a.first.unix.is_none() && !a.first.addr.ip().is_unspecified() && wildcard_of(a).is_some();
         if covered {
             continue;
         }
         slot_of[i] = Some(listens.len());
         listens.push(Listen {
             addr: a.first.addr,
+            unix: a.first.unix.clone(),
             udp: a.first.udp,
             reuseport: a.reuseport || main.reuse_port,
             backlog: a.backlog.unwrap_or(511),

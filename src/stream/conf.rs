@@ -41,6 +41,9 @@ pub struct Route {
 impl Route {
     /// The address a connection accepted on `local` came in on.
     pub fn find(&self, local: SocketAddr) -> &Arc<Addr> {
+        if self.own.unix.is_some() {
+            return &self.own;
+        }
         self.specific.iter().find(|a| a.addr == local).unwrap_or(&self.own)
     }
 }
@@ -49,6 +52,9 @@ impl Route {
 /// server's `listen` applies to the whole address, as in nginx).
 pub struct Addr {
     pub addr: SocketAddr,
+    /// `listen unix:PATH`: its clients have no address (`$remote_addr`
+    /// is `unix:`, `$server_addr` `unix:PATH`, as nginx's `AF_UNIX`).
+    pub unix: Option<Arc<str>>,
     pub udp: bool,
     pub ssl: bool,
     pub proxy_protocol: bool,

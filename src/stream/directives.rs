@@ -305,9 +305,12 @@ pub fn apply(
                 c.real_ip_from.clear();
             }
             let text = arg(d, 0);
-            let parsed = crate::cidr::Cidr::parse(text)
-                .ok_or_else(|| ConfError::at(format!("\"{text}\" is not a valid address"), &d.span))?;
-            c.real_ip_from.push(parsed.cidr);
+            let (cidrs, low_bits_set) = crate::cidr::parse_or_resolve(text).map_err(|m| ConfError::at(m, &d.span))?;
+            if low_bits_set {
+                let msg = format!("low address bits of {text} are meaningless");
+                ctx.warnings.push(ConfError::at(msg, &d.span).to_string());
+            }
+            c.real_ip_from.extend(cidrs);
         }
         "limit_conn" => {
             if first {

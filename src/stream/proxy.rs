@@ -262,7 +262,7 @@ async fn connect(
                 format!("connect() to unix:{} failed ({})", path.display(), crate::process::signal::os_error(&e))
             })?;
             if p.proxy_protocol {
-                let line = crate::proxy_protocol::v1_line(s.client.get(), s.local);
+                let line = s.proxy_protocol_line();
                 u.write_all(&line).await.map_err(|e| format!("send() failed ({e})"))?;
             }
             return Ok(Origin::Unix(u));
@@ -289,7 +289,7 @@ async fn connect(
             .map_err(|e| format!("connect() failed ({})", crate::process::signal::os_error(&e)))?;
         let _ = tcp.set_nodelay(s.server().conf.tcp_nodelay);
         if p.proxy_protocol {
-            let line = crate::proxy_protocol::v1_line(s.client.get(), s.local);
+            let line = s.proxy_protocol_line();
             tcp.write_all(&line)
                 .await
                 .map_err(|e| format!("send() failed ({})", crate::process::signal::os_error(&e)))?;

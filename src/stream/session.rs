@@ -42,6 +42,9 @@ pub struct Session {
     /// The client: the connection's peer, or a PROXY header's address
     /// when `set_real_ip_from` trusts the peer.
     pub client: Cell<SocketAddr>,
+    /// The client is the unix-domain socket's peer (`listen unix:`), no
+    /// PROXY header's address replaced it: `client` is a placeholder then.
+    pub client_unix: Cell<bool>,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub udp: bool,
@@ -99,6 +102,35 @@ impl Session {
         let _ = self.srv.set(server.clone());
     }
 
+    /// The client as error-log lines name it: its address, or `unix:`.
+    fn client_label(&self) -> String {
+        if self.client_unix.get() { "unix:".to_string() } else { self.client.get().ip().to_string() }
+    }
+
+    /// The listen address as error-log lines name it.
+    fn addr_label(&self) -> String {
+        match &self.addr.unix {
+            Some(p) => format!("unix:{p}"),
+            None => self.addr.addr.to_string(),
+        }
+    }
+
+    /// `allow`/`deny` for the client: `unix:` rules for a unix-domain one.
+    pub fn access_denied(&self, rules: &crate::access_rules::Rules) -> bool {
+        let v = if self.client_unix.get() { rules.check_unix() } else { rules.check(self.client.get().ip()) };
+        v == Some(true)
+    }
+
+    /// The PROXY protocol line sent to an origin: `PROXY UNKNOWN` for a
+    /// unix-domain client, which has no address to give (nginx's
+    /// `ngx_proxy_protocol_write`).
+    pub fn proxy_protocol_line(&self) -> Vec<u8> {
+        if self.client_unix.get() || self.addr.unix.is_some() {
+            return b"PROXY UNKNOWN\r\n".to_vec();
+        }
+        crate::proxy_protocol::v1_line(self.client.get(), self.local)
+    }
+
     /// An error-log line about this session, in nginx's stream shape.
     pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
         log_to!(
@@ -107,8 +139,8 @@ impl Session {
             "*{} {}, client: {}, server: {}",
             self.id,
             msg,
-            self.client.get().ip(),
-            self.addr.addr
+            self.client_label(),
+            self.addr_label()
         );
     }
 
@@ -120,8 +152,8 @@ impl Session {
             "*{} {}, client: {}, server: {}, upstream: \"{}\"",
             self.id,
             msg,
-            self.client.get().ip(),
-            self.addr.addr,
+            self.client_label(),
+            self.addr_label(),
             upstream
         );
     }
@@ -196,7 +228,8 @@ impl Acceptor for StreamAccept {
     fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard) {
         let route = &self.conf.routes[self.index];
         let own = route.own.addr;
-        let local = if own.ip().is_unspecified() { stream.local_addr().unwrap_or(own) } else { own };
+        let wildcard = route.own.unix.is_none() && own.ip().is_unspecified();
+        let local = if wildcard { stream.local_addr().unwrap_or(own) } else { own };
         let addr = route.find(local).clone();
         let fut = Box::pin(run(w.clone(), self.conf.clone(), addr, stream, peer, local, guard));
         tokio::task::spawn_local(crate::clock::per_poll(fut));
@@ -221,6 +254,7 @@ async fn run(
         conf: sc,
         addr: addr.clone(),
         client: Cell::new(peer),
+        client_unix: Cell::new(addr.unix.is_some()),
         peer,
         local,
         udp: false,
@@ -239,16 +273,26 @@ async fn run(
         guard: RefCell::new(Some(guard)),
         passed: Cell::new(false),
     };
-    log_to!(conf.error_log, Level::Info, "*{} client {}:{} connected to {}", s.id, peer.ip(), peer.port(), local);
+    if let Some(path) = &addr.unix {
+        log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", s.id, path);
+    } else {
+        log_to!(conf.error_log, Level::Info, "*{} client {}:{} connected to {}", s.id, peer.ip(), peer.port(), local);
+    }
     // post-accept: the PROXY protocol header.
     if addr.proxy_protocol {
         match crate::proxy_protocol::read_with(&mut tcp, conf.proxy_protocol_timeout, false).await {
             Ok(pp) => {
+                let trusted = if addr.unix.is_some() {
+                    conf.real_ip_from.contains(&crate::cidr::Cidr::Unix)
+                } else {
+                    crate::cidr::any_contains(&conf.real_ip_from, peer.ip())
+                };
                 if let Some(p) = &pp
-                    && crate::cidr::any_contains(&conf.real_ip_from, peer.ip())
+                    && trusted
                     && let Ok(ip) = p.src_addr.parse::<std::net::IpAddr>()
                 {
                     s.client.set(SocketAddr::new(ip, p.src_port));
+                    s.client_unix.set(false);
                 }
                 s.proxy_protocol = pp;
             }
@@ -306,7 +350,7 @@ pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold
     if !conf.limit_conn.is_empty() && s.limit_status.get().is_empty() {
         s.limit_status.set("PASSED");
     }
-    if conf.access.check(s.client.get().ip()) == Some(true) {
+    if s.access_denied(&conf.access) {
         s.log(Level::Error, format_args!("access forbidden by rule"));
         s.status.set(403);
         return None;

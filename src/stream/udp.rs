@@ -116,6 +116,7 @@ async fn session(
         conf: sc,
         addr,
         client: Cell::new(peer),
+        client_unix: Cell::new(false),
         peer,
         local,
         udp: true,

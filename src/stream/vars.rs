@@ -170,6 +170,15 @@ impl VarSource for Session {
     fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
         use id::*;
         match var {
+            // A unix-domain client (nginx's `AF_UNIX`): `unix:`, no port.
+            Var::RemoteAddr | Var::BinaryRemoteAddr if self.client_unix.get() => out.extend_from_slice(b"unix:"),
+            Var::RemotePort if self.client_unix.get() => {}
+            Var::RealipRemoteAddr if self.addr.unix.is_some() => out.extend_from_slice(b"unix:"),
+            Var::RealipRemotePort | Var::ServerPort if self.addr.unix.is_some() => {}
+            Var::ServerAddr if self.addr.unix.is_some() => {
+                out.extend_from_slice(b"unix:");
+                out.extend_from_slice(self.addr.unix.as_deref().unwrap_or("").as_bytes());
+            }
             Var::RemoteAddr => push_ip(out, self.client.get().ip()),
             Var::BinaryRemoteAddr => match self.client.get().ip() {
                 IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
@@ -269,7 +278,10 @@ impl VarSource for Session {
             // nginx's is for a session resumed by a TLS 1.3 ticket.
             Var::Family(SSL_SESSION_ID) => {}
             Var::LimitConnStatus => out.extend_from_slice(self.limit_status.get().as_bytes()),
-            Var::Geo(g) => out.extend_from_slice(g.eval(self, Some(self.client.get()), &[])),
+            Var::Geo(g) => {
+                let client = (!self.client_unix.get()).then(|| self.client.get());
+                out.extend_from_slice(g.eval(self, client, &[]))
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, Some(&self.named), &|_| {}, out),
             Var::Named(name) => {
