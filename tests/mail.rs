@@ -431,6 +431,12 @@ fn smtp_starttls_then_login() {
     assert!(out.contains("250 NOOP ok"), "{out}");
     let seen = wait_for(&blog, 3);
     assert_eq!(seen, ["EHLO mx.test", "NOOP", "QUIT"]);
+    // ALPN, as nginx's mail module: the protocol's own name is taken, a
+    // client offering only others fails the handshake.
+    let out = tls::s_client(&srv, srv.port, &["-starttls", "smtp", "-alpn", "smtp"], "QUIT\r\n").out;
+    assert!(out.contains("ALPN protocol: smtp"), "{out}");
+    let out = tls::s_client(&srv, srv.port, &["-starttls", "smtp", "-alpn", "imap"], "QUIT\r\n");
+    assert!(!out.ok && out.out.contains("no application protocol"), "{}", out.out);
 }
 
 #[test]

@@ -163,6 +163,29 @@ fn password_file_tries_each_passphrase() {
     assert_eq!((f.status, f.verify), (200, 0), "encrypted key loaded at handshake");
 }
 
+/// A password file that is a FIFO (a secrets agent, or `echo pw > fifo`
+/// as nginx's tests do): its writer supplies the content once, and the
+/// server starts with it. nginx reads it once in its master; sluice's
+/// serving process parses the configuration again and must not wait for
+/// a second writer.
+#[test]
+fn password_file_may_be_a_fifo() {
+    let (p8, _) = encrypted_keys("right");
+    let mut s =
+        server("", "ssl_certificate tls/a.test.ecdsa.crt; ssl_certificate_key tls/enc.key; ssl_password_file pw;")
+            .file("conf/tls/enc.key", &p8)
+            .prepare();
+    let fifo = s.path("conf/pw");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // One writer, as `echo right > pw`: open blocks until a reader comes.
+    let writer = std::thread::spawn(move || std::fs::write(&fifo, "right\n"));
+    s.relaunch().expect("starts with the FIFO's passphrase");
+    writer.join().unwrap().unwrap();
+    let f = fetch(&s, &format!("https://a.test:{}/", s.port), &[]);
+    assert_eq!((f.status, f.verify), (200, 0));
+}
+
 fn config_test_fails(b: ServerBuilder, want: &str) {
     let p = prog();
     let s = b.prepare();

@@ -16,6 +16,7 @@ pub mod location;
 pub mod map;
 pub mod model;
 pub mod parser;
+pub mod password_files;
 pub mod proxy;
 pub mod proxy_buffers;
 pub mod server_names;

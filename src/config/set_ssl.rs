@@ -74,7 +74,8 @@ pub fn password_file_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
 
 pub fn read_password_file(d: &Directive, ctx: &Ctx) -> Result<std::sync::Arc<Vec<Vec<u8>>>, ConfError> {
     let path = ctx.conf_path(arg(d, 0));
-    let content = std::fs::read(&path).map_err(|e| ConfError::at(super::parser::failed("open", &path, &e), &d.span))?;
+    let content = super::password_files::read(&path)
+        .map_err(|e| ConfError::at(super::parser::failed("open", &path, &e), &d.span))?;
     let list = crate::tls::keyfile::parse_password_file(&content);
     if list.is_empty() {
         return Err(ConfError::at(format!("empty password file \"{}\"", path.display()), &d.span));

@@ -153,7 +153,15 @@ fn build_server(d: &Directive, top: &SrvConf, ctx: &mut Ctx) -> Result<(Server, 
         let base =
             built.and_then(|t| t.h1_only.clone()).ok_or_else(|| ConfError::at("invalid TLS settings", &d.span))?;
         let mut cfg = (*base).clone();
-        cfg.alpn_protocols = Vec::new();
+        // nginx's ngx_mail_ssl_alpn_select: the protocol's own name; a
+        // client offering only others fails the handshake
+        // (no_application_protocol), one offering none is served.
+        let name: &[u8] = match protocol {
+            crate::mail::conf::Protocol::Imap => b"imap",
+            crate::mail::conf::Protocol::Pop3 => b"pop3",
+            crate::mail::conf::Protocol::Smtp => b"smtp",
+        };
+        cfg.alpn_protocols = vec![name.to_vec()];
         Some(Arc::new(cfg))
     } else {
         None

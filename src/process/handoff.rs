@@ -8,7 +8,10 @@
 //! - `L` and one key per line, with as many descriptors: part of a
 //!   listener set (sets larger than [`BATCH`] take several);
 //! - `E`: the set sent since the last `E` is complete;
-//! - `R`: the serving process is serving (sent once, after its start).
+//! - `R`: the serving process is serving (sent once, after its start);
+//! - `P` and (length, path, length, content) records: what the master
+//!   read from password FIFOs (`config::password_files`), sent to a new
+//!   serving process before its sockets.
 //!
 //! The master sends the set it holds to a new serving process; the serving
 //! process sends its set after starting and after each reload, so the
@@ -31,6 +34,7 @@ const MAX_DATAGRAM: usize = 8192;
 /// What arrived.
 pub enum Msg {
     Ready,
+    Passwords(Vec<(std::path::PathBuf, Vec<u8>)>),
     Listeners(Vec<(String, OwnedFd)>),
 }
 
@@ -67,6 +71,45 @@ pub fn send_listeners(fd: BorrowedFd<'_>, set: &[(String, BorrowedFd<'_>)]) -> i
     send(fd, b"E", &[])
 }
 
+/// Sends the password FIFOs' contents (nothing when there are none; the
+/// records that do not fit one datagram are left out, and the serving
+/// process then opens those files itself).
+pub fn send_passwords(fd: BorrowedFd<'_>, list: &[(std::path::PathBuf, Vec<u8>)]) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    if list.is_empty() {
+        return Ok(());
+    }
+    let mut bytes = vec![b'P'];
+    for (path, content) in list {
+        let path = path.as_os_str().as_bytes();
+        if bytes.len() + 8 + path.len() + content.len() > MAX_DATAGRAM {
+            continue;
+        }
+        for part in [path, content.as_slice()] {
+            bytes.extend_from_slice(&(part.len() as u32).to_be_bytes());
+            bytes.extend_from_slice(part);
+        }
+    }
+    send(fd, &bytes, &[])
+}
+
+fn parse_passwords(mut b: &[u8]) -> Option<Vec<(std::path::PathBuf, Vec<u8>)>> {
+    use std::os::unix::ffi::OsStrExt;
+    let take = |b: &mut &[u8]| -> Option<Vec<u8>> {
+        let n = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let v = b.get(4..4 + n)?.to_vec();
+        *b = &b[4 + n..];
+        Some(v)
+    };
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let path = take(&mut b)?;
+        let content = take(&mut b)?;
+        out.push((std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&path)), content));
+    }
+    Some(out)
+}
+
 pub fn send_ready(fd: BorrowedFd<'_>) -> io::Result<()> {
     send(fd, b"R", &[])
 }
@@ -98,6 +141,11 @@ impl Receiver {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
         let bad = || io::Error::new(io::ErrorKind::InvalidData, "malformed message on the master's channel");
+        if let Some(rest) = buf.get(..r.bytes).and_then(|b| b.strip_prefix(b"P"))
+            && fds.is_empty()
+        {
+            return parse_passwords(rest).map(|l| Some(Msg::Passwords(l))).ok_or_else(bad);
+        }
         let text = std::str::from_utf8(buf.get(..r.bytes).ok_or_else(bad)?).map_err(|_| bad())?;
         match text {
             "R" if fds.is_empty() => Ok(Some(Msg::Ready)),
@@ -145,11 +193,30 @@ mod tests {
     }
 
     #[test]
+    fn password_contents_arrive_as_sent() {
+        let (a, b) = pair().expect("pair");
+        let list = vec![("/etc/pw fifo".into(), b"one\ntwo\n".to_vec()), ("/x".into(), Vec::new())];
+        send_passwords(a.as_fd(), &list).expect("send");
+        match Receiver::default().recv(&b).expect("recv") {
+            Some(Msg::Passwords(got)) => assert_eq!(got, list),
+            _ => panic!("not the passwords"),
+        }
+    }
+
+    #[test]
     fn garbage_is_refused() {
         let (a, b) = pair().expect("pair");
         let s = TcpListener::bind("127.0.0.1:0").expect("bind");
         let mut r = Receiver::default();
-        for (text, with_fd) in [(&b"X"[..], false), (b"L\nk1\nk2", true), (b"R", true), (b"\xff", false)] {
+        for (text, with_fd) in [
+            (&b"X"[..], false),
+            (b"L\nk1\nk2", true),
+            (b"R", true),
+            (b"\xff", false),
+            (b"P\0\0\0\x05ab", false),
+            (b"P\0\0\0\x01a", false),
+            (b"P\0\0\0\x01a\0\0\0\0", true),
+        ] {
             let fds = if with_fd { vec![s.as_fd()] } else { vec![] };
             send(a.as_fd(), text, &fds).expect("send");
             assert_eq!(r.recv(&b).err().map(|e| e.kind()), Some(io::ErrorKind::InvalidData), "{text:?}");

@@ -42,6 +42,7 @@ fn attach_with(env: &str) -> Result<(Link, ListenerSet), String> {
     let set = loop {
         match rx.recv(&fd).map_err(|e| format!("reading the master's sockets failed ({e})"))? {
             Some(Msg::Listeners(set)) => break set,
+            Some(Msg::Passwords(list)) => crate::config::password_files::give(list),
             _ => continue,
         }
     };

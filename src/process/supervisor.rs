@@ -321,6 +321,7 @@ impl Supervisor {
             .env_remove(super::daemon::ENV)
             .stdin(Stdio::from(theirs))
             .spawn()?;
+        handoff::send_passwords(std::os::fd::AsFd::as_fd(&mine), &crate::config::password_files::read_so_far())?;
         handoff::send_listeners(std::os::fd::AsFd::as_fd(&mine), &self.listeners.export())?;
         let link = std::os::unix::net::UnixDatagram::from(mine);
         link.set_nonblocking(true)?;
@@ -344,6 +345,7 @@ impl Supervisor {
                     self.forward(sig);
                 }
             }
+            Ok(Some(Msg::Passwords(_))) => {}
             Ok(Some(Msg::Listeners(set))) => {
                 // What the serving process uses now; the sockets it
                 // dropped close here too.
