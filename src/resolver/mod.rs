@@ -112,131 +112,228 @@ fn resolver_timeout(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
-/// A lowercase name and the servers asked.
-type Key = (String, Arc<Vec<SocketAddr>>);
+/// Which resolver an answer came from. nginx keeps a cache per `resolver`
+/// directive; here the answers are shared by the directives that would get
+/// the same ones: the same servers, families and `valid=`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Which {
+    servers: Arc<Vec<SocketAddr>>,
+    ipv4: bool,
+    ipv6: bool,
+    valid: Option<Duration>,
+}
 
-/// A worker's answers, by lowercase name and resolver: the addresses (none:
-/// the name does not exist) and until when they are kept.
+impl Which {
+    fn of(conf: &ResolverConf) -> Which {
+        Which { servers: conf.servers.clone(), ipv4: conf.ipv4, ipv6: conf.ipv6, valid: conf.valid }
+    }
+}
+
+/// A lowercase name and the resolver asked.
+type Key = (String, Which);
+
+/// What a name was found to be.
+#[derive(Clone, Debug, PartialEq)]
+enum Answer {
+    /// Its addresses, IPv4 first, duplicates kept (a peer each).
+    Addrs(Vec<IpAddr>),
+    /// An alias: the answer is the target's (cached apart, for its own
+    /// TTL), as nginx keeps a CNAME node.
+    Cname(String),
+    /// NXDOMAIN, or no record of either family.
+    NotFound,
+}
+
+/// A worker's answers, by lowercase name and resolver, and until when they
+/// are kept; and each resolver's next server (nginx's round robin: each
+/// name asked starts at the next server).
 #[derive(Default)]
 pub struct Cache {
-    names: HashMap<Key, (Vec<IpAddr>, Instant)>,
-    next_id: u16,
+    names: HashMap<Key, (Answer, Instant)>,
+    next_server: HashMap<Which, usize>,
 }
 
 /// Names kept per worker before the cache starts over (names can come
 /// from clients through variables).
 const MAX_NAMES: usize = 1024;
 
+/// How long a name that does not exist is remembered without `valid=`
+/// (nginx's 10 seconds).
+const NXDOMAIN_KEEP: Duration = Duration::from_secs(10);
+
 impl Cache {
-    fn get(&self, key: &Key, now: Instant) -> Option<Vec<IpAddr>> {
+    fn get(&self, key: &Key, now: Instant) -> Option<Answer> {
         self.names.get(key).filter(|(_, until)| *until > now).map(|(a, _)| a.clone())
     }
 
-    fn put(&mut self, key: Key, addrs: Vec<IpAddr>, until: Instant) {
+    fn put(&mut self, key: Key, answer: Answer, until: Instant) {
         if self.names.len() >= MAX_NAMES {
             self.names.retain(|_, (_, u)| *u > Instant::now());
             if self.names.len() >= MAX_NAMES {
                 self.names.clear();
+                self.next_server.clear();
             }
         }
-        self.names.insert(key, (addrs, until));
+        self.names.insert(key, (answer, until));
     }
 
-    fn id(&mut self) -> u16 {
-        // Unpredictable enough that an off-path guess rarely lands; the
-        // answer must also repeat the question.
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        self.next_id = self.next_id.wrapping_add(1).wrapping_mul(31) ^ (nanos as u16);
-        self.next_id
+    /// The server a new name's questions go to first.
+    fn start(&mut self, which: &Which) -> usize {
+        let n = which.servers.len().max(1);
+        let next = self.next_server.entry(which.clone()).or_insert(0);
+        let start = *next % n;
+        *next = (start + 1) % n;
+        start
     }
 }
 
-/// `name`'s addresses (IPv4 first), or nginx's reason in its words
-/// (`110: Operation timed out`, `3: Host not found`).
+/// `name`'s addresses (IPv4 first, duplicates kept), or nginx's reason in
+/// its words (`110: Operation timed out`, `3: Host not found`). A CNAME is
+/// followed with a new question for its target (at most
+/// [`query::MAX_CNAMES`] of them), each step cached for its own TTL, all
+/// within `timeout`.
 pub async fn lookup(
     cache: &std::cell::RefCell<Cache>,
     conf: &ResolverConf,
     timeout: Duration,
     name: &str,
 ) -> Result<Vec<IpAddr>, &'static str> {
-    let key = (name.to_ascii_lowercase(), conf.servers.clone());
-    if let Some(a) = cache.borrow().get(&key, Instant::now()) {
-        return if a.is_empty() { Err(wire::Failure::HostNotFound.nginx_text()) } else { Ok(a) };
-    }
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut addrs = Vec::new();
-    let mut ttl = u32::MAX;
-    let types: &[u16] = match (conf.ipv4, conf.ipv6) {
-        (true, true) => &[wire::A, wire::AAAA],
-        (true, false) => &[wire::A],
-        _ => &[wire::AAAA],
-    };
-    let mut failure = None;
-    for &qtype in types {
-        let id = cache.borrow_mut().id();
-        match ask(conf, &key.0, qtype, id, deadline).await {
-            Ok((mut a, t)) => {
-                if !a.is_empty() {
-                    ttl = ttl.min(t);
-                }
-                addrs.append(&mut a);
+    let which = Which::of(conf);
+    let mut name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+    for _ in 0..=query::MAX_CNAMES {
+        let key = (name, which.clone());
+        let cached = cache.borrow().get(&key, Instant::now());
+        let answer = match cached {
+            Some(a) => a,
+            None => {
+                let start = cache.borrow_mut().start(&which);
+                let (answer, ttl) = ask(conf, start, &key.0, deadline).await.map_err(wire::Failure::nginx_text)?;
+                let keep = conf.valid.unwrap_or(match answer {
+                    Answer::NotFound => NXDOMAIN_KEEP,
+                    _ => Duration::from_secs(u64::from(ttl)),
+                });
+                cache.borrow_mut().put(key.clone(), answer.clone(), Instant::now() + keep);
+                answer
             }
-            Err(f) => failure = Some(f),
+        };
+        match answer {
+            Answer::Addrs(a) => return Ok(a),
+            Answer::NotFound => break,
+            Answer::Cname(next) => name = next.to_ascii_lowercase(),
         }
     }
-    if addrs.is_empty() {
-        let why = failure.unwrap_or(wire::Failure::HostNotFound.nginx_text());
-        // nginx keeps a negative answer briefly too (30 s, or `valid=`).
-        if why == wire::Failure::HostNotFound.nginx_text() {
-            let keep = conf.valid.unwrap_or(Duration::from_secs(30));
-            cache.borrow_mut().put(key, Vec::new(), Instant::now() + keep);
-        }
-        return Err(why);
-    }
-    let keep = conf.valid.unwrap_or(Duration::from_secs(u64::from(ttl)));
-    cache.borrow_mut().put(key, addrs.clone(), Instant::now() + keep);
-    Ok(addrs)
+    Err(wire::Failure::HostNotFound.nginx_text())
 }
 
-/// One question to the servers in turn, until one answers it.
+/// The A and AAAA questions for `name` (as `ipv4=` and `ipv6=` say), sent
+/// together, and what their answers make of it, as nginx's resolver reads
+/// them: any error fails the name (an NXDOMAIN is cached as such); else
+/// the addresses of both; else the last answer (AAAA's when asked) decides
+/// between an alias and no such host. The TTL is the smallest of the
+/// answers that gave addresses, or the alias's.
 async fn ask(
     conf: &ResolverConf,
+    start: usize,
     name: &str,
-    qtype: u16,
-    id: u16,
     deadline: tokio::time::Instant,
-) -> Result<(Vec<IpAddr>, u32), &'static str> {
-    let q = wire::query(id, name, qtype).ok_or(wire::Failure::HostNotFound.nginx_text())?;
-    let per_server = deadline.saturating_duration_since(tokio::time::Instant::now()) / conf.servers.len().max(1) as u32;
-    let mut last = "110: Operation timed out";
-    for server in conf.servers.iter() {
-        let bind: SocketAddr =
-            if server.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (IpAddr::from([0u16; 8]), 0).into() };
-        let Ok(sock) = tokio::net::UdpSocket::bind(bind).await else { continue };
-        if sock.connect(server).await.is_err() || sock.send(&q).await.is_err() {
-            last = "111: Connection refused";
-            continue;
-        }
-        let until = (tokio::time::Instant::now() + per_server).min(deadline);
-        let mut buf = vec![0u8; 4096];
-        loop {
-            match tokio::time::timeout_at(until, sock.recv(&mut buf)).await {
-                Ok(Ok(n)) => match wire::parse_answer(&buf[..n], id, name, qtype) {
-                    Ok(found) => return Ok(found),
-                    // Someone else's datagram: keep waiting for ours.
-                    Err(wire::Failure::Malformed) => continue,
-                    Err(f) => return Err(f.nginx_text()),
-                },
-                Ok(Err(_)) => {
-                    last = "111: Connection refused";
-                    break;
-                }
-                Err(_) => {
-                    last = "110: Operation timed out";
-                    break;
-                }
-            }
+) -> Result<(Answer, u32), wire::Failure> {
+    let one = |on: bool, qtype: u16| async move {
+        if on { Some(query::exchange_from(&conf.servers, start, name, qtype, deadline).await) } else { None }
+    };
+    let (a, aaaa) = tokio::join!(one(conf.ipv4, wire::A), one(conf.ipv6, wire::AAAA));
+    combine([a, aaaa].into_iter().flatten().collect())
+}
+
+/// See [`ask`]: `answers` in the order asked (A, then AAAA).
+fn combine(answers: Vec<Result<wire::Records, wire::Failure>>) -> Result<(Answer, u32), wire::Failure> {
+    if let Some(f) = answers.iter().rev().find_map(|r| r.as_ref().err()) {
+        return match f {
+            wire::Failure::HostNotFound => Ok((Answer::NotFound, 0)),
+            f => Err(*f),
+        };
+    }
+    let answers: Vec<wire::Records> = answers.into_iter().flatten().collect();
+    let mut addrs = Vec::new();
+    let mut ttl = u32::MAX;
+    for r in &answers {
+        if !r.addrs.is_empty() {
+            ttl = ttl.min(r.ttl);
+            addrs.extend_from_slice(&r.addrs);
         }
     }
-    Err(last)
+    if !addrs.is_empty() {
+        return Ok((Answer::Addrs(addrs), ttl));
+    }
+    match answers.last() {
+        Some(wire::Records { cname: Some(target), ttl, .. }) => Ok((Answer::Cname(target.clone()), *ttl)),
+        _ => Ok((Answer::NotFound, 0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::{Failure, Records};
+
+    fn addrs(ips: &[&str], ttl: u32) -> Result<Records, Failure> {
+        Ok(Records { addrs: ips.iter().map(|a| a.parse().unwrap()).collect(), ttl, ..Default::default() })
+    }
+    fn cname(target: &str, ttl: u32) -> Result<Records, Failure> {
+        Ok(Records { cname: Some(target.into()), ttl, ..Default::default() })
+    }
+    fn zero() -> Result<Records, Failure> {
+        Ok(Records::default())
+    }
+
+    /// The cases of nginx-tests' http_resolver_aaaa.t: A's answer, then AAAA's.
+    #[test]
+    fn answers_combine_as_nginx_reads_them() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // Addresses of both, IPv4 first, duplicates kept; the smaller TTL.
+        assert_eq!(
+            combine(vec![addrs(&["127.0.0.1", "127.0.0.1"], 60), addrs(&["fe80::1"], 30)]),
+            Ok((Answer::Addrs(vec![ip("127.0.0.1"), ip("127.0.0.1"), ip("fe80::1")]), 30))
+        );
+        // Addresses win over the other family's alias.
+        assert_eq!(
+            combine(vec![addrs(&["127.0.0.201"], 60), cname("alias2", 9)]),
+            Ok((Answer::Addrs(vec![ip("127.0.0.201")]), 60))
+        );
+        // Nothing but aliases: the last answer's is followed (c1-c2).
+        assert_eq!(combine(vec![cname("alias4", 5), cname("alias6", 7)]), Ok((Answer::Cname("alias6".into()), 7)));
+        assert_eq!(combine(vec![zero(), cname("alias2", 7)]), Ok((Answer::Cname("alias2".into()), 7)));
+        // An alias for A but no AAAA record at all: no such host (c-z).
+        assert_eq!(combine(vec![cname("alias", 5), zero()]), Ok((Answer::NotFound, 0)));
+        assert_eq!(combine(vec![zero(), zero()]), Ok((Answer::NotFound, 0)));
+        // Any error fails the name, whatever the other family gave; the
+        // last answer's error first; NXDOMAIN is an answer, kept.
+        assert_eq!(
+            combine(vec![addrs(&["127.0.0.201"], 60), Err(Failure::ServerFailure)]),
+            Err(Failure::ServerFailure)
+        );
+        assert_eq!(combine(vec![Err(Failure::ServerFailure), addrs(&["fe80::1"], 60)]), Err(Failure::ServerFailure));
+        assert_eq!(combine(vec![Err(Failure::TimedOut), Err(Failure::Refused)]), Err(Failure::Refused));
+        assert_eq!(combine(vec![Err(Failure::HostNotFound), addrs(&["fe80::1"], 60)]), Ok((Answer::NotFound, 0)));
+        // One family asked (ipv4=off or ipv6=off): its answer alone.
+        assert_eq!(combine(vec![cname("a", 3)]), Ok((Answer::Cname("a".into()), 3)));
+    }
+
+    #[test]
+    fn each_name_starts_at_the_next_server() {
+        let conf = |n: u16| ResolverConf {
+            servers: Arc::new((0..n).map(|i| SocketAddr::from(([127, 0, 0, 1], 53 + i))).collect()),
+            valid: None,
+            ipv4: true,
+            ipv6: true,
+        };
+        let mut c = Cache::default();
+        let (two, one) = (Which::of(&conf(2)), Which::of(&conf(1)));
+        assert_eq!([c.start(&two), c.start(&two), c.start(&two), c.start(&one)], [0, 1, 0, 0]);
+        // Another family setting is another resolver, with its own answers.
+        let mut v4 = conf(2);
+        v4.ipv6 = false;
+        assert_ne!(Which::of(&v4), two);
+        assert_eq!(c.start(&Which::of(&v4)), 0);
+    }
 }

@@ -3,8 +3,10 @@
 //! resolve` in upstream zones asks (`crate::upstream::zone::resolve`).
 //!
 //! Each question goes over UDP to the servers in turn, each given an equal
-//! share of what is left of `resolver_timeout`; a truncated answer is asked
-//! again over TCP from the same server (RFC 7766), as nginx does. A CNAME
+//! share of what is left of `resolver_timeout` (at most 5 seconds, after
+//! which it is sent again, as nginx resends); a truncated answer is asked
+//! again over TCP from the same server (RFC 7766), as nginx does. The
+//! per-worker cache of `resolver` (`super::lookup`) asks through here too. A CNAME
 //! without the records asked is followed (at most [`MAX_CNAMES`] times),
 //! as nginx's resolver does. An SRV question is answered with its targets'
 //! addresses, each target asked in turn.
@@ -32,19 +34,47 @@ fn next_id() -> u16 {
     (n ^ (n >> 16)) as u16
 }
 
+/// How long one UDP question waits before it is sent again (nginx's
+/// resolver resends every 5 seconds, to the next server).
+const RESEND: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// One question, to the servers in turn until one answers it.
 pub async fn exchange(servers: &[SocketAddr], name: &str, qtype: u16, deadline: Instant) -> Result<Records, Failure> {
+    exchange_from(servers, 0, name, qtype, deadline).await
+}
+
+/// One question, first to `servers[start]` (the per-name round robin of
+/// nginx's resolver), then to the next ones in turn. On the first round
+/// each server gets an equal share of what is left (at most [`RESEND`]), so
+/// a silent server does not eat the whole `resolver_timeout`; while time
+/// is left after that, the question is sent again every [`RESEND`], as
+/// nginx resends it (an answer that was not ours, lost, or never sent, is
+/// then asked for again). A server that refused on every try ends it.
+pub async fn exchange_from(
+    servers: &[SocketAddr],
+    start: usize,
+    name: &str,
+    qtype: u16,
+    deadline: Instant,
+) -> Result<Records, Failure> {
     let id = next_id();
     let q = wire::query(id, name, qtype).ok_or(Failure::HostNotFound)?;
+    let n = servers.len();
     let mut last = Failure::TimedOut;
-    for (i, server) in servers.iter().enumerate() {
+    let mut attempt = 0;
+    loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if n == 0 || left.is_zero() || (attempt >= n && last != Failure::TimedOut) {
             break;
         }
-        let until = Instant::now() + left / (servers.len() - i) as u32;
+        let share = if attempt < n { left / (n - attempt) as u32 } else { left };
+        let until = Instant::now() + share.min(RESEND);
+        let server = &servers[(start + attempt) % n];
+        attempt += 1;
         match udp(server, &q, id, name, qtype, until).await {
-            Err(Failure::Truncated) => match tcp(server, &q, id, name, qtype, deadline).await {
+            // Over TCP within the same window: a server that takes the
+            // connection and never answers is left as a silent one is.
+            Err(Failure::Truncated) => match tcp(server, &q, id, name, qtype, until).await {
                 Ok(r) => return Ok(r),
                 Err(f) => last = f,
             },
@@ -148,6 +178,9 @@ pub async fn addresses(conf: &ResolverConf, name: &str, deadline: Instant) -> Re
         }
     }
     if !addrs.is_empty() {
+        // Background re-resolution keeps one peer per address.
+        let mut seen = std::collections::HashSet::new();
+        addrs.retain(|a| seen.insert(*a));
         return Ok((addrs, ttl));
     }
     Err(failure.unwrap_or(Failure::HostNotFound))

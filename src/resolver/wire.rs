@@ -63,7 +63,8 @@ pub struct Srv {
 /// What an answer holds for the question asked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Records {
-    /// A or AAAA questions: the addresses, each once, in answer order.
+    /// A or AAAA questions: the addresses in answer order, duplicates kept
+    /// (nginx makes a peer of each, so a name listed twice is tried twice).
     pub addrs: Vec<IpAddr>,
     /// SRV questions: every record, duplicates kept (nginx makes a peer of
     /// each).
@@ -74,15 +75,19 @@ pub struct Records {
     /// The name a CNAME record gave, when no record of the type asked came
     /// with it (the resolver then asks about that name).
     pub cname: Option<String>,
-    /// The smallest TTL of the records taken (seconds); 0 when none.
+    /// The smallest TTL of the records taken and of the CNAMEs that led to
+    /// them (seconds; an expired alias expires its addresses too, as in
+    /// nginx); 0 when none.
     pub ttl: u32,
 }
 
 /// A query for `name` (dotted, no trailing dot needed); None when the name
-/// cannot be a DNS name (empty label, label over 63 bytes, over 253 bytes).
+/// cannot be sent (empty label, label over 63 bytes, over 255 bytes). The
+/// 255 is what an answer's name may hold ([`Reader::name`]): nginx asks
+/// about any name a CNAME gave, four 63-byte labels included.
 pub fn query(id: u16, name: &str, qtype: u16) -> Option<Vec<u8>> {
     let name = name.strip_suffix('.').unwrap_or(name);
-    if name.is_empty() || name.len() > 253 {
+    if name.is_empty() || name.len() > 255 {
         return None;
     }
     let mut q = Vec::with_capacity(18 + name.len());
@@ -159,6 +164,7 @@ pub fn parse_records(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<Reco
     let mut out = Records::default();
     let mut ttl = u32::MAX;
     let mut cname = None;
+    let mut cname_ttl = u32::MAX;
     for _ in 0..an {
         let (_, next) = r.name(at)?;
         let rtype = r.u16(next)?;
@@ -174,28 +180,25 @@ pub fn parse_records(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<Reco
         // RFC 2181: a TTL with the top bit set is zero.
         let rttl = if rttl > i32::MAX as u32 { 0 } else { rttl };
         match (rtype, data.len()) {
-            (CNAME, _) if cname.is_none() => {
+            (CNAME, _) => {
                 let (target, end) = r.name(data_at)?;
                 if end > at {
                     return Err(Failure::Malformed);
                 }
-                cname = Some((target, rttl));
+                cname_ttl = cname_ttl.min(rttl);
+                cname.get_or_insert(target);
             }
             (A, 4) if qtype == A => {
                 let ip = IpAddr::V4(Ipv4Addr::new(data[0], data[1], data[2], data[3]));
                 ttl = ttl.min(rttl);
-                if !out.addrs.contains(&ip) {
-                    out.addrs.push(ip);
-                }
+                out.addrs.push(ip);
             }
             (AAAA, 16) if qtype == AAAA => {
                 let mut b = [0u8; 16];
                 b.copy_from_slice(data);
                 let ip = IpAddr::V6(Ipv6Addr::from(b));
                 ttl = ttl.min(rttl);
-                if !out.addrs.contains(&ip) {
-                    out.addrs.push(ip);
-                }
+                out.addrs.push(ip);
             }
             (PTR, _) if qtype == PTR => {
                 if data.is_empty() {
@@ -230,12 +233,10 @@ pub fn parse_records(msg: &[u8], id: u16, name: &str, qtype: u16) -> Result<Reco
         }
     }
     if out.addrs.is_empty() && out.srvs.is_empty() && out.names.is_empty() {
-        if let Some((target, t)) = cname {
-            out.cname = Some(target);
-            ttl = t;
-        } else {
-            ttl = 0;
-        }
+        out.cname = cname;
+        ttl = if out.cname.is_some() { cname_ttl } else { 0 };
+    } else {
+        ttl = ttl.min(cname_ttl);
     }
     out.ttl = if ttl == u32::MAX { 0 } else { ttl };
     Ok(out)
@@ -358,9 +359,24 @@ pub mod tests {
         let (ips, ttl) = parse_answer(&m, 7, "app.test", A).unwrap();
         assert_eq!(ips, vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([127, 0, 0, 2])]);
         assert_eq!(ttl, 60);
-        // A CNAME first, then the address; names compared without case.
+        // A CNAME first, then the address; names compared without case; the
+        // alias's shorter TTL is the answer's.
         let m = answer(7, "App.Test", A, 0, &[(CNAME, 10, b"\x01x\x00".to_vec()), (A, 30, vec![10, 0, 0, 1])]);
-        assert_eq!(parse_answer(&m, 7, "app.test", A).unwrap().0, vec![IpAddr::from([10, 0, 0, 1])]);
+        assert_eq!(parse_answer(&m, 7, "app.test", A).unwrap(), (vec![IpAddr::from([10, 0, 0, 1])], 10));
+        // A name listed twice stays twice (a peer each, as in nginx).
+        let m = answer(7, "app.test", A, 0, &[(A, 30, vec![10, 0, 0, 2]), (A, 30, vec![10, 0, 0, 2])]);
+        assert_eq!(parse_answer(&m, 7, "app.test", A).unwrap().0, vec![IpAddr::from([10, 0, 0, 2]); 2]);
+        // A chain: the first alias is followed, with the smallest TTL of the
+        // chain (a CNAME to a CNAME in one answer, no address).
+        let m = answer(7, "app.test", A, 0, &[(CNAME, 40, dns_name("b.test")), (CNAME, 20, dns_name("c.test"))]);
+        let r = parse_records(&m, 7, "app.test", A).unwrap();
+        assert_eq!((r.cname.as_deref(), r.ttl), (Some("b.test"), 20));
+        // Four 63-byte labels (255 bytes): asked about, and read back.
+        let long = vec!["a".repeat(63); 4].join(".");
+        let m = answer(7, "app.test", A, 0, &[(CNAME, 40, dns_name(&long))]);
+        let r = parse_records(&m, 7, "app.test", A).unwrap();
+        assert_eq!(r.cname.as_deref(), Some(long.as_str()));
+        assert!(query(1, &long, A).is_some() && query(1, &format!("{long}a"), A).is_none());
         let mut v6 = vec![0u8; 16];
         v6[15] = 1;
         let m = answer(9, "app.test", AAAA, 0, &[(AAAA, 5, v6)]);

@@ -47,6 +47,11 @@ impl Targets {
         for a in &addrs[1..] {
             u.peers.push(proxy::PeerConf::new(*a, None, a.to_string()));
         }
+        // nginx makes a resolved name's peers per request: a failure in one
+        // request does not take an address from the next.
+        for p in &mut u.peers {
+            p.max_fails = 0;
+        }
         let u = Arc::new(u);
         self.made.insert(key.to_string(), u.clone());
         Ok(u)
