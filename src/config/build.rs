@@ -285,6 +285,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         rewrite: Default::default(),
         location_name: Arc::from(""),
         empty_gif: false,
+        flv: false,
         stub_status: false,
         metrics: Default::default(),
         core: Default::default(),
@@ -380,6 +381,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.try_files = None;
     c.rewrite.script = None;
     c.empty_gif = false;
+    c.flv = false;
     c.stub_status = false;
     c.metrics.page = None;
     c.core.internal = false;

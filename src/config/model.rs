@@ -207,6 +207,8 @@ pub struct LocConf {
     /// regex or `@name`; an `if` block's is its location's).
     pub location_name: Arc<str>,
     pub empty_gif: bool,
+    /// `flv` (`crate::http::flv`): the location's content handler.
+    pub flv: bool,
     /// `stub_status`: the content handler of nginx's status page.
     pub stub_status: bool,
     /// `status_zone` and the `sluice_status` page (`src/metrics`).

@@ -307,6 +307,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::grpc::conf::SSL_DIRECTIVES,
     crate::http::uwsgi::conf::SSL_DIRECTIVES,
     crate::http::memcached::DIRECTIVES,
+    crate::http::flv::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::http::charset::DIRECTIVES,

@@ -413,6 +413,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         r.body = crate::http::response::Body::Proxy;
         return Step::Done(r);
     }
+    if conf.flv {
+        return crate::http::flv::serve(ctx);
+    }
     if let Some(step) = crate::http::dav::handle(ctx) {
         return step;
     }

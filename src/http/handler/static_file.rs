@@ -133,16 +133,20 @@ pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if method == Method::Post {
         return Step::Done(error(ctx, 405));
     }
-    Step::Done(file_response(ctx, file))
+    Step::Done(file_response(ctx, file, &[], 0))
 }
 
 thread_local! {
     static BOUNDARY: Cell<u64> = const { Cell::new(1) };
 }
 
-fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
+/// The 200/206/304/412/416 answer for a file's bytes from `offset` on,
+/// after `head` (bytes a handler puts first: the flv module's header). The
+/// two are one representation: its length, ETag and byte ranges count
+/// `head` in, as nginx's range filter sees the handler's buffers.
+pub(crate) fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>, head: &[u8], offset: u64) -> Response<'c> {
     let conf = ctx.conf;
-    let size = file.size;
+    let size = head.len() as u64 + file.size.saturating_sub(offset);
     let mut r = Response::new(ctx.err_status.filter(|s| *s != 0).unwrap_or(200));
     r.content_type = Some(Cow::Borrowed(content_type(conf, &ctx.req.path)));
     r.last_modified = Some(file.mtime);
@@ -154,7 +158,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
     // A subrequest is answered whole: nginx's not_modified and range
     // filters leave subrequests alone.
     if ctx.err_status.is_some() || ctx.subrequest {
-        r.body = Body::File { file, offset: 0, len: size };
+        r.body = whole(file, head, offset, size);
         return r;
     }
     if let Some(status) = precondition(ctx, r.etag.as_deref(), Some(file.mtime)) {
@@ -191,7 +195,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
                 r.status = 206;
                 r.content_range = Some(cr);
                 r.accept_ranges = false;
-                r.body = Body::File { file, offset: br.start, len: br.end - br.start + 1 };
+                r.body = splice(file, head, offset, vec![(Vec::new(), br)], Vec::new());
                 return r;
             }
             range::RangeResult::Satisfiable(ranges) => {
@@ -221,7 +225,7 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
                 r.status = 206;
                 r.accept_ranges = false;
                 r.content_type = Some(Cow::Owned(format!("multipart/byteranges; boundary={boundary}")));
-                r.body = Body::Multipart { file, parts, trailer };
+                r.body = splice(file, head, offset, parts, trailer);
                 if let Some(rec) = charset.and_then(|d| d.recode) {
                     crate::http::charset::install(&mut r, rec);
                 }
@@ -229,8 +233,53 @@ fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>) -> Response<'c> {
             }
         }
     }
-    r.body = Body::File { file, offset: 0, len: size };
+    r.body = whole(file, head, offset, size);
     r
+}
+
+/// The whole representation of `file_response`: `size` bytes.
+fn whole(file: Rc<OpenFile>, head: &[u8], offset: u64, size: u64) -> Body {
+    if size == 0 {
+        return Body::File { file, offset, len: 0 };
+    }
+    splice(file, head, offset, vec![(Vec::new(), range::ByteRange { start: 0, end: size - 1 })], Vec::new())
+}
+
+/// Pieces of the representation `head` + the file from `offset` (each
+/// after its own bytes: a multipart part's header), then `trailer`, as a
+/// body: the file's ranges go out with sendfile, the bytes around them as
+/// they are. Without `head` a single range is a plain file body, as
+/// before; the ranges were checked against the representation's length.
+fn splice(
+    file: Rc<OpenFile>,
+    head: &[u8],
+    offset: u64,
+    pieces: Vec<(Vec<u8>, range::ByteRange)>,
+    trailer: Vec<u8>,
+) -> Body {
+    let hl = head.len() as u64;
+    let mut parts = Vec::with_capacity(pieces.len());
+    let mut pending: Vec<u8> = Vec::new();
+    for (before, r) in pieces {
+        pending.extend_from_slice(&before);
+        if r.start < hl {
+            let end = r.end.min(hl - 1);
+            pending.extend_from_slice(&head[r.start as usize..=end as usize]);
+        }
+        if r.end >= hl {
+            let start = offset + r.start.max(hl) - hl;
+            parts.push((std::mem::take(&mut pending), range::ByteRange { start, end: offset + r.end - hl }));
+        }
+    }
+    pending.extend_from_slice(&trailer);
+    match parts.len() {
+        0 => Body::Owned(pending),
+        1 if pending.is_empty() && parts[0].0.is_empty() => {
+            let r = parts[0].1;
+            Body::File { file, offset: r.start, len: r.end - r.start + 1 }
+        }
+        _ => Body::Multipart { file, parts, trailer: pending },
+    }
 }
 
 /// RFC 9110 §13.2.2 order, as nginx's not_modified filter: If-Match /

@@ -174,7 +174,21 @@ pub(crate) async fn gather(
                 }
             }
         }
-        Body::Multipart { .. } => {}
+        // A spliced file (the flv module's header and the file past
+        // `start`): its bytes and ranges in order.
+        Body::Multipart { file, parts, trailer } => {
+            let total = parts.iter().map(|(h, r)| h.len() as u64 + r.end - r.start + 1).sum::<u64>();
+            if total + trailer.len() as u64 > limit as u64 {
+                return Err(too_big());
+            }
+            let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
+            for (h, r) in parts {
+                out.extend_from_slice(&h);
+                crate::http::connection::io::pread_into(f, r.start, r.end - r.start + 1, out)
+                    .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
+            }
+            out.extend_from_slice(&trailer);
+        }
         Body::Upstream(mut up) => loop {
             match up.next(w, out, 64 * 1024).await {
                 Ok(true) if out.len() > limit => {
