@@ -17,6 +17,7 @@ pub mod connection;
 pub mod dav;
 pub mod fastcgi;
 pub mod filter;
+pub mod geoip;
 pub mod grpc;
 pub mod gunzip;
 pub mod handler;

@@ -270,6 +270,9 @@ impl VarSource for Session {
             Var::Family(SSL_SESSION_ID) => {}
             Var::LimitConnStatus => out.extend_from_slice(self.limit_status.get().as_bytes()),
             Var::Geo(g) => out.extend_from_slice(g.eval(self, Some(self.client.get()), &[])),
+            Var::Geoip(g) => {
+                g.value(Some(self.client.get().ip()), out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, Some(&self.named), &|_| {}, out),
             Var::Named(name) => {
