@@ -14,6 +14,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod fuzzing;
+pub mod geoip;
 pub mod http;
 pub mod listener;
 pub mod log;

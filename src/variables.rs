@@ -147,6 +147,8 @@ pub enum Var {
     Map(std::sync::Arc<crate::config::map::MapDef>),
     /// A variable defined by a `geo` block.
     Geo(std::sync::Arc<crate::config::geo::GeoDef>),
+    /// `$geoip_*`: the GeoIP modules' variables (`crate::geoip`).
+    Geoip(std::sync::Arc<crate::geoip::GeoipVar>),
     /// A variable defined by a `split_clients` block.
     Split(std::sync::Arc<crate::config::split_clients::SplitDef>),
     /// A variable `set` writes (see `rewrite::vars`).
@@ -371,12 +373,14 @@ pub fn request_body_file_used() -> bool {
     REQUEST_BODY_FILE_USED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// A variable a `map`, `geo` or `split_clients` block defines.
+/// A variable a `map`, `geo` or `split_clients` block defines, or one of
+/// the GeoIP module's (bound to the family's databases).
 pub fn block_var(name: &str) -> Option<Var> {
     crate::config::map::lookup_var(name)
         .map(Var::Map)
         .or_else(|| crate::config::geo::lookup_var(name).map(Var::Geo))
         .or_else(|| crate::config::split_clients::lookup_var(name).map(Var::Split))
+        .or_else(|| crate::geoip::lookup_var(name).map(Var::Geoip))
 }
 
 /// `$ssl_client_*` (but `_verify`) by name, for the families that have

@@ -258,6 +258,8 @@ fn version_flags() {
         "--with-stream_ssl_module",
         "--with-stream_realip_module",
         "--with-stream_ssl_preread_module",
+        "--with-http_geoip_module",
+        "--with-stream_geoip_module",
     ] {
         assert!(args.contains(&want), "{want} missing: {err}");
     }
@@ -265,7 +267,6 @@ fn version_flags() {
         assert!(args.contains(&present), "{present} missing: {err}");
     }
     for lacking in [
-        "--with-stream_geoip_module",
         "--without-stream_map_module",
         "--without-stream_pass_module",
         "--without-stream_upstream_hash_module",

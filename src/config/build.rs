@@ -544,6 +544,8 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     conf.limit.rate.set_slot = crate::http::rewrite::vars::slot("limit_rate");
     super::geo::reset();
     super::split_clients::reset();
+    // The GeoIP databases before any template: `$geoip_*` binds to them.
+    crate::http::geoip::read_main(dirs, ctx)?;
     // A block's values may use a variable a later block defines (nginx
     // resolves variables once the whole configuration is read): a block
     // that names a variable not defined yet waits for a later pass, and
@@ -611,7 +613,11 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     }
     conf.charset.maps = Arc::new(crate::http::charset::map::Charsets::build(&maps)?);
     let rest = dirs.iter().filter(|d| {
-        d.name != "log_format" && d.name != "charset_map" && !VAR_BLOCKS.contains(&d.name.as_str()) && !zone_dir(d)
+        d.name != "log_format"
+            && d.name != "charset_map"
+            && !VAR_BLOCKS.contains(&d.name.as_str())
+            && !zone_dir(d)
+            && !crate::http::geoip::is_early(&d.name)
     });
     let children = apply_level(rest, dirs, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();

@@ -26,6 +26,9 @@ const BUILT_IN: &[&str] = &[
     "ngx_http_zstd_filter_module",
     "ngx_http_zstd_static_module",
     "ngx_http_cache_purge_module",
+    // nginx's GeoIP modules (`crate::geoip`).
+    "ngx_http_geoip_module",
+    "ngx_stream_geoip_module",
     // The stream family (`crate::stream`).
     "ngx_stream_module",
     // The mail family (`crate::mail`).
@@ -51,12 +54,6 @@ const fn miss(name: &'static str, what: &'static str) -> Missing {
 /// list: any directive sluice lacks is refused, and the refusal names
 /// them as the likely owners.
 const MISSING: &[Missing] = &[
-    Missing {
-        name: "ngx_http_geoip_module",
-        what: "GeoIP, libnginx-mod-http-geoip",
-        directives: &["geoip_country", "geoip_city", "geoip_org", "geoip_proxy", "geoip_proxy_recursive"],
-        var_prefix: Some("geoip_"),
-    },
     Missing {
         name: "ngx_http_image_filter_module",
         what: "the image filter, libnginx-mod-http-image-filter",
@@ -88,12 +85,6 @@ const MISSING: &[Missing] = &[
         name: "ngx_http_perl_module",
         what: "embedded Perl, libnginx-mod-http-perl",
         directives: &["perl", "perl_modules", "perl_require", "perl_set"],
-        var_prefix: None,
-    },
-    Missing {
-        name: "ngx_stream_geoip_module",
-        what: "stream GeoIP, libnginx-mod-stream-geoip",
-        directives: &[],
         var_prefix: None,
     },
     miss("ndk_http_module", "the Nginx Development Kit, libnginx-mod-http-ndk"),

@@ -325,6 +325,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::gunzip::DIRECTIVES,
     crate::http::slice::DIRECTIVES,
     crate::http::userid::DIRECTIVES,
+    crate::http::geoip::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

@@ -18,6 +18,7 @@ mod conn;
 mod dav;
 mod fastcgi;
 mod filter;
+mod geoip;
 mod h1;
 mod h2;
 mod h2conn;
@@ -38,6 +39,7 @@ pub use conn::h1_conn;
 pub use dav::dav_headers;
 pub use fastcgi::fastcgi;
 pub use filter::{charset_recode, ssi, sub_filter};
+pub use geoip::geoip;
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
 pub use h2conn::h2_conn;
@@ -94,6 +96,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("ocsp_response", ocsp_response),
     ("acme_response", acme_response),
     ("h2_conn", h2_conn),
+    ("geoip", geoip),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

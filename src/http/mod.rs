@@ -18,6 +18,7 @@ pub mod dav;
 pub mod fastcgi;
 pub mod filter;
 pub mod flv;
+pub mod geoip;
 pub mod grpc;
 pub mod gunzip;
 pub mod handler;

@@ -11,6 +11,7 @@
 pub mod build;
 pub mod conf;
 pub mod directives;
+pub mod geoip;
 pub mod limit;
 pub mod preread;
 pub mod proxy;

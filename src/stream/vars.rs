@@ -282,6 +282,9 @@ impl VarSource for Session {
                 let client = (!self.client_unix.get()).then(|| self.client.get());
                 out.extend_from_slice(g.eval(self, client, &[]))
             }
+            Var::Geoip(g) => {
+                g.value((!self.client_unix.get()).then(|| self.client.get().ip()), out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, Some(&self.named), &|_| {}, out),
             Var::Named(name) => {

@@ -279,6 +279,9 @@ impl VarSource for HandshakeVars<'_> {
                 let _ = write!(out, "{}", std::process::id());
             }
             Var::Geo(g) => out.extend_from_slice(g.eval(self, Some(c.peer), &[])),
+            Var::Geoip(g) => {
+                g.value(Some(c.peer.ip()), out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, None, &|_| {}, out),
             _ => {}

@@ -307,6 +307,15 @@ impl VarSource for Vars<'_, '_, '_> {
                 let client = (!ctx.client_is_unix()).then(|| ctx.client());
                 out.extend_from_slice(g.eval(self, client, &xff));
             }
+            Var::Geoip(g) => {
+                let xff: Vec<&[u8]> = if g.conf.proxies.is_empty() {
+                    Vec::new()
+                } else {
+                    req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for")).map(|(_, v)| v).collect()
+                };
+                let client = (!ctx.client_is_unix()).then(|| ctx.client());
+                g.value(crate::http::geoip::client(&g.conf, client, &xff), out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) if m.volatile => m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out),
             Var::Map(m) => {
