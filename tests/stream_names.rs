@@ -176,16 +176,21 @@ fn pass_hands_connections_to_http_listeners() {
             map $server_port $to { default 127.0.0.1:{port2}; }
             server { listen 127.0.0.1:{port4}; pass $to; }
             server { listen 127.0.0.1:{port5}; pass 127.0.0.1:1; }
+            server { listen 127.0.0.1:{port6} ssl; ssl_certificate tls/h.crt; ssl_certificate_key tls/h.key;
+                     ssl_preread on; pass 127.0.0.1:{port7}; }
+            server { listen 127.0.0.1:{port6} ssl; server_name h.test; pass 127.0.0.1:{port7}; }
         }
         http {
             access_log off;
             server { listen 127.0.0.1:{port2}; return 200 \"plain $remote_addr $server_port\\n\"; }
             server { listen 127.0.0.1:{port3} ssl; ssl_certificate tls/h.crt; ssl_certificate_key tls/h.key;
                      return 200 \"tls $ssl_server_name $server_port\\n\"; }
+            server { listen 127.0.0.1:{port7};
+                     return 200 \"handed $scheme $https $ssl_server_name $server_port\\n\"; }
         }";
     let srv = builder()
         .whole(conf)
-        .ports(6)
+        .ports(8)
         .file("conf/tls/h.crt", &ck.cert)
         .file("conf/tls/h.key", &ck.key)
         .file("conf/tls/ca.crt", tls::ca_pem())
@@ -201,6 +206,15 @@ fn pass_hands_connections_to_http_listeners() {
     assert!(r.stdout.ends_with(&format!("tls h.test {p3}\n")), "{}", r.out);
     let r = http_get(p4);
     assert!(r.ends_with(&format!("plain 127.0.0.1 {p2}\n")), "{r}");
+    // TLS terminated by the stream server, the connection passed with its
+    // handshake done: HTTP serves it as HTTPS (nginx passes the SSL state).
+    let p7 = srv.ports[7];
+    let r = tls::s_client(&srv, srv.ports[6], &["-servername", "h.test", "-quiet"], &tls::get_close("h.test", "/"));
+    assert!(r.stdout.ends_with(&format!("handed https on h.test {p7}\n")), "{}", r.out);
+    // The default server prereads the decrypted bytes: they cannot go on.
+    let r = tls::s_client(&srv, srv.ports[6], &["-quiet"], &tls::get_close("h.test", "/"));
+    assert!(!r.stdout.contains("200"), "{}", r.out);
+    srv.wait_error_log("cannot pass connection with preread data");
     // No listener there: 500, logged.
     assert_eq!(http_get(p5), "");
     srv.wait_error_log("port 127.0.0.1:1 not found while passing connection");

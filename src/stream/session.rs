@@ -378,7 +378,17 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
             return holds;
         }
         *s.tls.borrow_mut() = Some(info);
-        content(s, super::proxy::Client::Tls(Box::new(tls)), Vec::new()).await;
+        let mut tls = Box::new(tls);
+        // The server the name chose decides; its bytes are decrypted ones.
+        let pre = if s.server().conf.ssl_preread {
+            match preread_from(s, Src::Read(&mut *tls)).await {
+                Some(p) => p,
+                None => return holds,
+            }
+        } else {
+            Vec::new()
+        };
+        content(s, super::proxy::Client::Tls(tls), pre).await;
         return holds;
     }
     let pre = if conf.ssl_preread {
@@ -479,6 +489,19 @@ const HELLO_MAX: usize = 16 * 1024 + 5;
 /// Reads the ClientHello for `$ssl_preread_*`; the bytes read go to the
 /// origin first. None: the session ends (buffer full: 400).
 async fn preread(s: &Session, tcp: &mut TcpStream) -> Option<Vec<u8>> {
+    preread_from(s, if s.addr.peek { Src::Peek(tcp) } else { Src::Read(tcp) }).await
+}
+
+/// Where preread takes the client's first bytes from: peeked at on the
+/// socket (a `pass` address), or read (the socket, or the TLS stream a
+/// terminating server made, as nginx's preread phase runs after its SSL
+/// phase).
+enum Src<'a> {
+    Peek(&'a TcpStream),
+    Read(&'a mut (dyn tokio::io::AsyncRead + Unpin)),
+}
+
+async fn preread_from(s: &Session, mut src: Src<'_>) -> Option<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let conf = &s.server().conf;
     let deadline = tokio::time::Instant::now() + conf.preread_timeout;
@@ -499,22 +522,25 @@ async fn preread(s: &Session, tcp: &mut TcpStream) -> Option<Vec<u8>> {
             s.status.set(400);
             return None;
         }
-        if s.addr.peek {
-            match tokio::time::timeout_at(deadline, peek_more(tcp, &mut buf, conf.preread_buffer_size)).await {
-                Ok(Ok(true)) => {}
-                Ok(_) | Err(_) => break,
+        let r = match &mut src {
+            Src::Peek(tcp) => {
+                match tokio::time::timeout_at(deadline, peek_more(tcp, &mut buf, conf.preread_buffer_size)).await {
+                    Ok(Ok(true)) => {}
+                    Ok(_) | Err(_) => break,
+                }
+                continue;
             }
-            continue;
-        }
+            Src::Read(r) => r,
+        };
         let mut chunk = vec![0u8; (conf.preread_buffer_size - buf.len()).min(16 * 1024)];
-        match tokio::time::timeout_at(deadline, tcp.read(&mut chunk)).await {
+        match tokio::time::timeout_at(deadline, r.read(&mut chunk)).await {
             Ok(Ok(0)) | Ok(Err(_)) => break,
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
             // nginx goes on to the content phase when preread times out.
             Err(_) => break,
         }
     }
-    if s.addr.peek {
+    if let Src::Peek(_) = src {
         // Peeked: the bytes are still the socket's, for whoever reads next.
         return Some(Vec::new());
     }
@@ -593,31 +619,26 @@ fn pass(s: &Session, client: super::proxy::Client, pre: Vec<u8>, to: &super::con
             }
         }
     };
-    let tcp = match client {
-        super::proxy::Client::Plain(t) if pre.is_empty() => t,
-        super::proxy::Client::Plain(_) => {
-            s.log(Level::Error, format_args!("cannot pass connection with preread data"));
-            s.status.set(500);
-            return;
-        }
-        super::proxy::Client::Tls(_) => {
-            s.log(
-                Level::Error,
-                format_args!("cannot pass connection with TLS terminated (sluice hands over plain connections only)"),
-            );
-            s.status.set(500);
-            return;
-        }
-    };
+    if !pre.is_empty() {
+        s.log(Level::Error, format_args!("cannot pass connection with preread data"));
+        s.status.set(500);
+        return;
+    }
     let Some(handoff) = s.w.handoff_to(addr) else {
         s.log(Level::Error, format_args!("port {} not found while passing connection", addr));
         s.status.set(500);
         return;
     };
-    let (Ok(std), Some(guard)) = (tcp.into_std(), s.guard.borrow_mut().take()) else {
+    // A TLS connection goes on with its handshake done (nginx passes the
+    // connection with its SSL state).
+    let handed = match client {
+        super::proxy::Client::Plain(t) => t.into_std().map(crate::worker::Handed::Plain),
+        super::proxy::Client::Tls(t) => Ok(crate::worker::Handed::Tls(t)),
+    };
+    let (Ok(handed), Some(guard)) = (handed, s.guard.borrow_mut().take()) else {
         s.status.set(500);
         return;
     };
     s.passed.set(true);
-    handoff(&s.w, std, s.peer, guard);
+    handoff(&s.w, handed, s.peer, guard);
 }

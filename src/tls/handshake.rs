@@ -95,6 +95,37 @@ fn cipher_list(suites: &[rustls::CipherSuite]) -> Box<str> {
     out.into_boxed_str()
 }
 
+/// What a finished handshake shows of itself; the offered groups and
+/// suites, the session id and the certificate checks are `accept`'s (a
+/// connection stream's `pass` hands over has none of them).
+pub fn info_of(conn: &rustls::ServerConnection) -> TlsInfo {
+    TlsInfo {
+        protocol: conn.protocol_version().map(super::names::protocol_name).unwrap_or(""),
+        cipher: conn.negotiated_cipher_suite().map(|s| super::names::openssl_suite_name(s.suite())).unwrap_or(""),
+        server_name: conn.server_name().map(|n| n.to_ascii_lowercase().into_boxed_str()),
+        h2: conn.alpn_protocol() == Some(b"h2"),
+        alpn: match conn.alpn_protocol() {
+            Some(b"h2") => Some("h2"),
+            Some(b"http/1.1") => Some("http/1.1"),
+            Some(b"http/1.0") => Some("http/1.0"),
+            _ => None,
+        },
+        curve: conn
+            .negotiated_key_exchange_group()
+            .map(|g| super::names::group_name(g.name()))
+            .filter(|n| !n.is_empty()),
+        resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
+        session_id: conn.received_resumption_data().and_then(|d| <[u8; 32]>::try_from(d).ok()),
+        curves: None,
+        ciphers: None,
+        has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
+        require_client_cert: false,
+        cert_error: None,
+        cert_error_tolerated: false,
+        client_cert: conn.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned()),
+    }
+}
+
 /// Runs the handshake; None when it failed (logged at info, as nginx does).
 pub async fn accept(
     tcp: TcpStream,
@@ -183,31 +214,16 @@ pub async fn accept(
             _ => None,
         };
         let info = TlsInfo {
-            protocol: conn.protocol_version().map(super::names::protocol_name).unwrap_or(""),
-            cipher: conn.negotiated_cipher_suite().map(|s| super::names::openssl_suite_name(s.suite())).unwrap_or(""),
-            server_name: sni.map(String::into_boxed_str),
-            h2: conn.alpn_protocol() == Some(b"h2"),
-            alpn: match conn.alpn_protocol() {
-                Some(b"h2") => Some("h2"),
-                Some(b"http/1.1") => Some("http/1.1"),
-                Some(b"http/1.0") => Some("http/1.0"),
-                _ => None,
-            },
-            curve: conn
-                .negotiated_key_exchange_group()
-                .map(|g| super::names::group_name(g.name()))
-                .filter(|n| !n.is_empty()),
-            resumed: matches!(conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed)),
             session_id: Some(
                 conn.received_resumption_data().and_then(|d| <[u8; 32]>::try_from(d).ok()).unwrap_or(fresh_id),
             ),
             curves,
             ciphers,
-            has_client_cert: conn.peer_certificates().is_some_and(|c| !c.is_empty()),
             require_client_cert: tls.require_client_cert,
             cert_error_tolerated: tls.no_ca && cert_error.as_ref().is_some_and(|e| e.issuer_only()),
-            client_cert: conn.peer_certificates().and_then(|c| c.first()).map(|c| c.clone().into_owned()),
             cert_error,
+            server_name: sni.map(String::into_boxed_str),
+            ..info_of(conn)
         };
         Some((stream, info))
     };

@@ -43,6 +43,19 @@ pub trait Acceptor: Clone + 'static {
     fn log(&self) -> &ErrorLog;
     /// Serves an accepted connection (`peer`: the client's address).
     fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard);
+
+    /// A connection stream's `pass` hands over after terminating TLS on it.
+    /// Only HTTP takes one (as nginx's http serves a passed SSL
+    /// connection); elsewhere it is closed, logged.
+    fn accepted_tls(
+        &self,
+        _: &Rc<WorkerCtx>,
+        _: Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+        peer: SocketAddr,
+        _: ConnGuard,
+    ) {
+        log_to!(self.log(), Level::Error, "a TLS connection from {} cannot be passed to {}", peer.ip(), self.addr());
+    }
 }
 
 /// HTTP's listen group `group` of the worker's configuration.
@@ -98,6 +111,24 @@ impl Acceptor for Http {
         let conn = Box::pin(crate::http::connection::start(stream, info, group, guard));
         tokio::task::spawn_local(crate::clock::per_poll(conn));
     }
+
+    fn accepted_tls(
+        &self,
+        w: &Rc<WorkerCtx>,
+        tls: Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+        peer: SocketAddr,
+        guard: ConnGuard,
+    ) {
+        // As `accepted`: the listener's address (the socket's own is the
+        // stream listener's), or the local one on a wildcard.
+        let (addr, group) = (self.addr(), self.group);
+        let local = if addr.ip().is_unspecified() { tls.get_ref().0.local_addr().unwrap_or(addr) } else { addr };
+        let group = w.cfg.http.listens.iter().position(|g| g.addr == local && !g.quic).unwrap_or(group);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(tls.get_ref().0);
+        let info = ConnInfo { fd, ..ConnInfo::new(peer, local, w.next_serial()) };
+        let conn = Box::pin(crate::http::connection::serve_handed_tls(tls, info, group, guard));
+        tokio::task::spawn_local(crate::clock::per_poll(conn));
+    }
 }
 
 /// Runs [`run`] on a duplicate of the listening socket and, should it
@@ -107,7 +138,10 @@ impl Acceptor for Http {
 pub async fn supervise<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     let addr = a.addr();
     let h = a.clone();
-    let handoff: super::Handoff = Rc::new(move |w, stream, peer, guard| h.accepted(w, stream, peer, guard));
+    let handoff: super::Handoff = Rc::new(move |w, handed, peer, guard| match handed {
+        super::Handed::Plain(stream) => h.accepted(w, stream, peer, guard),
+        super::Handed::Tls(tls) => h.accepted_tls(w, tls, peer, guard),
+    });
     w.handoff.borrow_mut().push((addr, handoff));
     loop {
         let l = match listener.try_clone() {

@@ -70,7 +70,15 @@ pub struct WorkerCtx {
 
 /// Serves a connection as if the listening socket it is registered under
 /// had accepted it (`peer`: the client's address).
-pub type Handoff = Rc<dyn Fn(&Rc<WorkerCtx>, std::net::TcpStream, std::net::SocketAddr, ConnGuard)>;
+pub type Handoff = Rc<dyn Fn(&Rc<WorkerCtx>, Handed, std::net::SocketAddr, ConnGuard)>;
+
+/// A connection handed over by stream's `pass`: as accepted, or with the
+/// TLS handshake the stream server made on it (nginx passes the
+/// connection with its SSL state, and http serves it as handshaked).
+pub enum Handed {
+    Plain(std::net::TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+}
 
 impl WorkerCtx {
     pub fn next_serial(&self) -> u64 {

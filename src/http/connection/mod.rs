@@ -90,18 +90,7 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
             return;
         };
         w.metrics.tls_handshake(tinfo.protocol, tinfo.resumed);
-        let h2 = tinfo.h2;
-        info.tls = Some(Rc::new(tinfo));
-        if h2 {
-            info.http2 = true;
-            if h2::own::enabled() {
-                h2::own::serve(tls, info, group, guard).await
-            } else {
-                h2::serve(tls, info, group, guard).await
-            }
-        } else {
-            h1::conn::serve(Sock::Tls(Box::new(tls)), info, group, guard).await
-        }
+        serve_tls(tls, tinfo, info, group, guard).await
     } else {
         match sniff_preface(&tcp, timeout).await {
             Some(Proto::H2) => {
@@ -128,6 +117,43 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
             None => {}
         }
     }
+}
+
+/// A handshaked TLS connection: HTTP/2 when ALPN agreed on it, else
+/// HTTP/1.
+async fn serve_tls(
+    tls: tokio_rustls::server::TlsStream<TcpStream>,
+    tinfo: crate::tls::handshake::TlsInfo,
+    mut info: ConnInfo,
+    group: usize,
+    guard: ConnGuard,
+) {
+    let h2 = tinfo.h2;
+    info.tls = Some(Rc::new(tinfo));
+    if h2 {
+        info.http2 = true;
+        if h2::own::enabled() {
+            h2::own::serve(tls, info, group, guard).await
+        } else {
+            h2::serve(tls, info, group, guard).await
+        }
+    } else {
+        h1::conn::serve(Sock::Tls(Box::new(tls)), info, group, guard).await
+    }
+}
+
+/// A connection stream's `pass` handed over after its TLS handshake (nginx
+/// passes the connection with its SSL state): served as this address's
+/// TLS connections are past their handshake, whatever the address's own
+/// `ssl` says, with the `$ssl_*` values the handshake gave.
+pub async fn serve_handed_tls(
+    tls: Box<tokio_rustls::server::TlsStream<TcpStream>>,
+    info: ConnInfo,
+    group: usize,
+    guard: ConnGuard,
+) {
+    let tinfo = crate::tls::handshake::info_of(tls.get_ref().1);
+    serve_tls(*tls, tinfo, info, group, guard).await
 }
 
 /// On a cleartext `http2` address, tells HTTP/2 with prior knowledge from
