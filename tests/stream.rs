@@ -435,3 +435,51 @@ fn a_crash_keeps_the_tcp_and_udp_sockets() {
     assert_ne!(srv.serving_pid(), before, "a new serving process");
     srv.wait_error_log(&format!("worker process {before} exited on signal 9"));
 }
+
+/// An echo server for datagrams.
+fn udp_echo() -> u16 {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind echo");
+    let port = s.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while let Ok((n, from)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(&buf[..n], from);
+        }
+    });
+    port
+}
+
+/// `proxy_download_rate` / `proxy_upload_rate` on UDP, as nginx's: a
+/// datagram is never split, and once a session moved more than a
+/// second's worth, its next datagram that way waits until the excess is
+/// paid off.
+#[test]
+fn udp_rates_delay_datagrams_without_splitting_them() {
+    let echo = udp_echo();
+    let (down, up) = (free_port(), free_port());
+    let conf = format!(
+        "proxy_requests 2; proxy_responses 1; proxy_timeout 5s;
+         server {{ listen 127.0.0.1:{down} udp; proxy_pass 127.0.0.1:{echo}; proxy_download_rate 500; }}
+         server {{ listen 127.0.0.1:{up} udp; proxy_pass 127.0.0.1:{echo}; proxy_upload_rate 500; }}
+         server {{ listen 127.0.0.1:{{port0}}; return ready; }}"
+    );
+    let _srv = builder().whole(&stream_conf(&conf)).start();
+    let msg = "1234567890".repeat(100);
+    for port in [down, up] {
+        let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let mut times = Vec::new();
+        for _ in 0..2 {
+            let t = std::time::Instant::now();
+            c.send_to(msg.as_bytes(), ("127.0.0.1", port)).unwrap();
+            let mut buf = [0u8; 4096];
+            let (n, _) = c.recv_from(&mut buf).expect("the echo");
+            assert_eq!(&buf[..n], msg.as_bytes(), "whole, not split");
+            times.push(t.elapsed());
+        }
+        assert!(times[0] < Duration::from_millis(500), "first at once: {times:?}");
+        // 1000 bytes at 500 B/s: the second waits about a second.
+        assert!(times[1] >= Duration::from_millis(900), "second delayed: {times:?}");
+        assert!(times[1] < Duration::from_millis(3000), "not much longer: {times:?}");
+    }
+}

@@ -13,6 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::net::UdpSocket;
 use tokio::sync::Notify;
@@ -162,6 +163,21 @@ async fn session(
     end(&s, &flows, &flow);
 }
 
+/// How long `proxy_upload_rate` / `proxy_download_rate` hold the next
+/// datagram back, as nginx's: the session may have moved `rate` bytes per
+/// second begun; past that, the wait until the excess is paid off. A
+/// datagram is never split (one bigger than the allowance goes, and the
+/// next waits longer).
+fn rate_delay(rate: u64, started: Instant, moved: u64) -> Option<std::time::Duration> {
+    if rate == 0 {
+        return None;
+    }
+    let allowed = u128::from(rate) * (u128::from(started.elapsed().as_secs()) + 1);
+    let over = u128::from(moved).checked_sub(allowed)?;
+    let ms = (over * 1000 / u128::from(rate)).min(u128::from(u32::MAX)) as u64 + 1;
+    Some(std::time::Duration::from_millis(ms))
+}
+
 /// The session is over: the client's next datagram starts another.
 fn end(s: &Session, flows: &Flows, flow: &Rc<Flow>) {
     let mut m = flows.borrow_mut();
@@ -207,13 +223,25 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
     let mut responses: u64 = 0;
     let mut buf = vec![0u8; 65536];
     let mut failed = false;
+    let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
+    let (mut uploaded, mut downloaded) = (0u64, 0u64);
+    // While a rate holds a direction back: until when.
+    let (mut upload_until, mut download_until): (Option<Instant>, Option<Instant>) = (None, None);
     loop {
-        // Everything queued goes out first.
-        loop {
+        let now = crate::clock::mono();
+        upload_until = upload_until.filter(|t| *t > now);
+        download_until = download_until.filter(|t| *t > now);
+        // Everything queued goes out first, as the upload rate allows.
+        while upload_until.is_none() {
+            if let Some(d) = rate_delay(upload_rate, started, uploaded) {
+                upload_until = Some(now + d);
+                break;
+            }
             let d = flow.queue.borrow_mut().pop_front();
             let Some(d) = d else { break };
             match up.send(&d).await {
                 Ok(n) => {
+                    uploaded += n as u64;
                     s.bytes_received.set(s.bytes_received.get() + d.len() as u64);
                     if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                         t.sent += n as u64;
@@ -240,9 +268,14 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
             break;
         }
         let deadline = active + p.timeout;
+        let wake = match (upload_until, download_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         tokio::select! {
             _ = flow.ready.notified() => {}
-            r = up.recv(&mut buf) => match r {
+            _ = tokio::time::sleep_until(wake.unwrap_or(deadline).into()), if wake.is_some() => {}
+            r = up.recv(&mut buf), if download_until.is_none() => match r {
                 Ok(n) => {
                     if s.up.borrow().tries.last().is_some_and(|t| t.first_byte_ms.is_none())
                         && let Some(t) = s.up.borrow_mut().tries.last_mut()
@@ -253,7 +286,9 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
                         t.received += n as u64;
                     }
                     responses += 1;
+                    downloaded += n as u64;
                     active = crate::clock::mono();
+                    download_until = rate_delay(download_rate, started, downloaded).map(|d| active + d);
                     if sock.send_to(&buf[..n], s.peer).await.is_ok() {
                         s.bytes_sent.set(s.bytes_sent.get() + n as u64);
                     }
