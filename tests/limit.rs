@@ -111,6 +111,27 @@ fn requests_above_the_rate_wait_their_turn() {
     assert!(got[3].1 > 0.08 && got[3].1 < 2.0, "{got:?}");
 }
 
+/// nginx's limit_req_delay.t: `$request_time` in a header counts the time
+/// the request waited for its turn (it did not before: 0.000).
+#[test]
+fn request_time_counts_the_delay() {
+    let s = server(
+        "limit_req_zone $binary_remote_addr zone=one:1m rate=5r/s;",
+        "location / { limit_req zone=one burst=2 delay=1; add_header X-Time $request_time; empty_gif; }",
+    );
+    let times: Vec<f64> = (0..3)
+        .map(|_| {
+            let r = s.get("/");
+            assert_eq!(r.status, 200, "{}", r.head);
+            r.header("X-Time").and_then(|t| t.parse().ok()).unwrap_or_else(|| panic!("X-Time: {}", r.head))
+        })
+        .collect();
+    // The second is within delay=1; the third waits ~200 ms (one request
+    // over the delay at 5 r/s).
+    assert!(times[1] < 0.1, "{times:?}");
+    assert!(times[2] > 0.1 && times[2] < 2.0, "{times:?}");
+}
+
 #[test]
 fn dry_run_passes_and_says_what_it_would_have_done() {
     let s = server(

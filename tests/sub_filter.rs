@@ -7,6 +7,7 @@ mod common;
 use common::codings;
 use common::origin::*;
 use common::*;
+use std::time::Duration;
 
 #[test]
 fn replaces_in_static_proxied_and_compressed_bodies() {
@@ -98,4 +99,136 @@ fn an_empty_pattern_is_refused() {
     let out = t.run(&["-t"]);
     let err = stderr_of(&out);
     assert!(!out.status.success() && err.contains("empty search pattern"), "{err}");
+}
+
+/// An origin answering `?b=PIECE~PIECE~...` with the pieces as its body
+/// (Content-Length), written one at a time 10 ms apart, so each piece
+/// reaches the filter in its own buffer and a search string may be cut
+/// anywhere.
+fn pieces_origin() -> Origin {
+    Origin::start(|r| {
+        let query = r.target().split_once('?').map_or("", |(_, q)| q);
+        let body = query.split('&').find_map(|kv| kv.strip_prefix("b=")).unwrap_or("");
+        let len = body.bytes().filter(|&b| b != b'~').count();
+        let mut reply =
+            Reply::raw(format!("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {len}\r\n\r\n"));
+        for piece in body.split('~') {
+            reply = reply.then_sleep(Duration::from_millis(10)).then_write(piece);
+        }
+        reply
+    })
+}
+
+/// `body` cut in two at every place, and (when short) in three at every
+/// pair of places, as `~`-separated pieces for [`pieces_origin`].
+fn cuts(body: &str) -> Vec<String> {
+    let n = body.len();
+    let mut out = vec![body.to_string()];
+    for i in 1..n {
+        out.push(format!("{}~{}", &body[..i], &body[i..]));
+        for j in (i + 1..n).filter(|_| n <= 10) {
+            out.push(format!("{}~{}~{}", &body[..i], &body[i..j], &body[j..]));
+        }
+    }
+    out
+}
+
+/// What nginx's test files sub_filter.t and sub_filter_multi2.t check,
+/// with the proxied body cut at every place: search strings whose prefix
+/// repeats in the body, search strings with variables (lowercased, an
+/// empty one left out), patterns whose prefixes overlap, and what wins
+/// where several match.
+#[test]
+fn complex_strings_cut_anywhere_as_nginx() {
+    let o = pieces_origin();
+    let s = builder()
+        .http(&format!(
+            r#"server {{
+                listen 127.0.0.1:{{port}};
+                sub_filter_types *;
+                proxy_buffering off;
+                location /abac {{ sub_filter abac _R; proxy_pass http://127.0.0.1:{p}; }}
+                location /ababx {{ sub_filter ababX _R; proxy_pass http://127.0.0.1:{p}; }}
+                location /aab {{ sub_filter aab _R; sub_filter_once off; proxy_pass http://127.0.0.1:{p}; }}
+                location /var {{ sub_filter X$arg_a _R; proxy_pass http://127.0.0.1:{p}; }}
+                location /two {{
+                    sub_filter_once off;
+                    sub_filter '${{arg_a}}' '${{arg_a}}+';
+                    sub_filter '${{arg_c}}' '${{arg_c}}-';
+                    proxy_pass http://127.0.0.1:{p};
+                }}
+                location /vars {{
+                    sub_filter_once off;
+                    sub_filter '${{arg_a}}A${{arg_c}}' +;
+                    sub_filter '${{arg_d}}AA${{arg_e}}' -;
+                    proxy_pass http://127.0.0.1:{p};
+                }}
+                location /order {{
+                    sub_filter_once off;
+                    sub_filter zy 1;
+                    sub_filter z 2;
+                    proxy_pass http://127.0.0.1:{p};
+                }}
+                location /overlap {{
+                    sub_filter_once off;
+                    sub_filter abcd X;
+                    sub_filter bc Y;
+                    proxy_pass http://127.0.0.1:{p};
+                }}
+                location /once {{
+                    sub_filter ab 1;
+                    sub_filter ba 2;
+                    proxy_pass http://127.0.0.1:{p};
+                }}
+            }}"#,
+            p = o.port
+        ))
+        .start();
+    // (path and arguments before `b=`, body, what the client gets)
+    let cases: &[(&str, &str, &str)] = &[
+        ("/abac?", "abaabac", "aba_R"),
+        ("/abac?", "ababac", "ab_R"),
+        ("/ababx?", "abababX", "ab_R"),
+        ("/aab?", "aaaab-aab", "aa_R-_R"),
+        ("/var?a=foo&", "Xfoo", "_R"),
+        ("/var?a=foo&", "xFOO.", "_R."),
+        ("/var?a=FOO&", "<Xfoo>", "<_R>"),
+        ("/var?a=abcdefghijklmnopq&", "Xabcdefghijklmnopq", "_R"),
+        ("/two?a=a&c=b&", "abXYaXbZ", "a+b-XYa+Xb-Z"),
+        ("/two?a=a&c=b&", "ABXYAXBZ", "a+b-XYa+Xb-Z"),
+        ("/two?a=patt&c=abyz&", "pattabyzXYpattXabyzZpatt", "patt+abyz-XYpatt+Xabyz-Zpatt+"),
+        ("/two?c=b&", "abXYaXbZ", "ab-XYaXb-Z"),
+        ("/vars?a=aaa&c=bbb&d=yy&e=zz&", "AaaaAbbbZyyAAzzY", "A+Z-Y"),
+        ("/vars?c=bbb&d=yy&", "AAbbbZyyAAY", "A+Z-Y"),
+        // The first listed string wins where several begin; one still
+        // matching when the body ends keeps the rest as it is.
+        ("/order?", "a|Zy|z|zzy", "a|1|2|21"),
+        ("/order?", "azyzz", "a12z"),
+        ("/overlap?", "abcd-zbc-abc", "X-zY-abc"),
+        ("/once?", "abba-ab-ba", "12-ab-ba"),
+    ];
+    for (path, body, want) in cases {
+        for cut in cuts(body) {
+            let r = s.get(&format!("{path}b={cut}"));
+            assert_eq!((r.status, r.text().as_str()), (200, *want), "{path}b={cut}\n{}", r.head);
+            assert_eq!(r.header("Content-Length"), None, "{path}b={cut}\n{}", r.head);
+        }
+    }
+    // Every search string empty: the response passes untouched, its
+    // length kept.
+    let r = s.get("/two?b=abXY~aXbZ");
+    assert_eq!((r.text().as_str(), r.header("Content-Length")), ("abXYaXbZ", Some("8")), "{}", r.head);
+}
+
+#[test]
+fn more_than_255_search_strings_are_refused() {
+    let many: String = (0..256).map(|i| format!("sub_filter s{i} r;\n")).collect();
+    let t = builder().http(&format!("server {{ listen 127.0.0.1:{{port}}; {many} }}")).prepare();
+    let out = t.run(&["-t"]);
+    let err = stderr_of(&out);
+    assert!(!out.status.success() && err.contains("number of search patterns exceeds 255"), "{err}");
+    let ok: String = (0..255).map(|i| format!("sub_filter s{i} r;\n")).collect();
+    let t = builder().http(&format!("server {{ listen 127.0.0.1:{{port}}; {ok} }}")).prepare();
+    let out = t.run(&["-t"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
 }

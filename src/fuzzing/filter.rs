@@ -7,6 +7,7 @@ use crate::http::filter::sub::Replacer;
 /// The replacer: the same output however the body is cut into pieces, and
 /// the same as replacing in the whole body at once. The input's first
 /// line holds up to three `|`-separated patterns; the rest is the body.
+/// The output is also what a plain model of nginx's filter gives.
 pub fn sub_filter(data: &[u8]) {
     let (head, body) = match data.iter().position(|&b| b == b'\n') {
         Some(i) => (&data[..i], &data[i + 1..]),
@@ -39,12 +40,45 @@ pub fn sub_filter(data: &[u8]) {
         }
         r.finish(&mut pieces);
         assert_eq!(pieces, whole, "pieces differ from the whole (once={once})");
+        assert_eq!(whole, model(&pairs, once, body), "differs from the model (once={once})");
         // With no pattern in the body, the body is unchanged.
         let lower = body.to_ascii_lowercase();
         if pairs.iter().all(|(p, _)| !lower.windows(p.len()).any(|w| w == &p[..])) {
             assert_eq!(whole, body);
         }
     }
+}
+
+/// nginx's sub filter on a whole body, written plainly: at each place the
+/// first active pattern that matches there (ignoring case) is replaced; a
+/// pattern listed before it that is cut off by the end of the body stops
+/// the search there and the rest goes out as it is.
+fn model(pairs: &[(Vec<u8>, Vec<u8>)], once: bool, body: &[u8]) -> Vec<u8> {
+    let mut used = vec![false; pairs.len()];
+    let mut out = Vec::new();
+    let mut p = 0;
+    'outer: while p < body.len() {
+        for (i, (pat, repl)) in pairs.iter().enumerate() {
+            if once && used[i] {
+                continue;
+            }
+            let rest = &body[p..];
+            if rest.len() < pat.len() {
+                if pat[..rest.len()].eq_ignore_ascii_case(rest) {
+                    out.extend_from_slice(rest);
+                    return out;
+                }
+            } else if rest[..pat.len()].eq_ignore_ascii_case(pat) {
+                out.extend_from_slice(repl);
+                used[i] = true;
+                p += pat.len();
+                continue 'outer;
+            }
+        }
+        out.push(body[p]);
+        p += 1;
+    }
+    out
 }
 
 /// The charset filter's recoding (`charset::recode`) with nginx's koi8-r

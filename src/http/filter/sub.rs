@@ -1,8 +1,10 @@
 //! nginx's sub filter (`sub_filter`, `sub_filter_once`,
 //! `sub_filter_types`, `sub_filter_last_modified`): strings replaced in
 //! response bodies as they stream, matched ignoring case as nginx matches
-//! them. The replacements are rendered once per response (they may hold
-//! variables); the body then goes through a [`Replacer`] a piece at a time,
+//! them. The search strings and the replacements are rendered once per
+//! response (both may hold variables; a search string that renders empty
+//! is left out, as nginx does); the body then goes through a [`Replacer`]
+//! a piece at a time,
 //! holding back only the bytes that could still begin a match, so memory
 //! stays bounded for any body. It rides in the same streaming body as
 //! compression (`compress::stream`), before the encoder, as nginx's sub
@@ -27,8 +29,10 @@ pub static DIRECTIVES: &[Cmd] = &[
 
 #[derive(Clone, Debug)]
 pub struct SubConf {
-    /// Lowercased search strings and their replacements, in config order.
-    pub pairs: Arc<Vec<(Vec<u8>, Template)>>,
+    /// Search strings (compiled from the lowercased text, as nginx
+    /// lowercases the argument before compiling it) and their
+    /// replacements, in config order.
+    pub pairs: Arc<Vec<(Template, Template)>>,
     pub once: bool,
     /// Lowercase types (`text/html` always); `*` is any.
     pub types: Arc<Vec<String>>,
@@ -50,9 +54,14 @@ fn sub_filter(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     if pat.is_empty() {
         return Err(ConfError::at("empty search pattern", &d.span));
     }
+    // nginx keeps the search strings in a table indexed by one byte.
+    if c.sub.pairs.len() == 255 {
+        return Err(ConfError::at("number of search patterns exceeds 255", &d.span));
+    }
+    let pat = Template::compile(&pat.to_ascii_lowercase()).map_err(|e| ConfError::at(e, &d.span))?;
     let repl = Template::compile(&d.args[1].text).map_err(|e| ConfError::at(e, &d.span))?;
     let mut pairs = (*c.sub.pairs).clone();
-    pairs.push((pat.as_bytes().to_ascii_lowercase(), repl));
+    pairs.push((pat, repl));
     c.sub.pairs = Arc::new(pairs);
     Ok(())
 }
@@ -99,7 +108,23 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
         return;
     }
     let vars = Vars { resp: Some(resp), ..Vars::request(ctx) };
-    let pairs: Vec<(Vec<u8>, Vec<u8>)> = conf.pairs.iter().map(|(p, t)| (p.clone(), t.render_to_vec(&vars))).collect();
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(conf.pairs.len());
+    for (pat, repl) in conf.pairs.iter() {
+        let mut pat = match pat.as_literal() {
+            Some(lit) => lit.to_vec(),
+            None => pat.render_to_vec(&vars),
+        };
+        // A search string whose variables render empty takes no part;
+        // when none is left the response passes untouched, headers too.
+        if pat.is_empty() {
+            continue;
+        }
+        pat.make_ascii_lowercase();
+        pairs.push((pat, repl.render_to_vec(&vars)));
+    }
+    if pairs.is_empty() {
+        return;
+    }
     let replacer = Replacer::new(pairs, conf.once);
     if let Body::Compressed(z) = &mut resp.body {
         z.add_sub(replacer);
@@ -146,20 +171,22 @@ impl Replacer {
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         let mut buf = std::mem::take(&mut self.tail);
         buf.extend_from_slice(input);
-        let keep = self.scan(&buf, out, false);
+        let keep = self.scan(&buf, out);
         self.tail = buf[keep..].to_vec();
     }
 
-    /// The end of the body: what was held back goes out.
+    /// The end of the body: what was held back goes out as it is. It
+    /// begins where a pattern was still matching when the body ended; as
+    /// in nginx (which sends its `looked` bytes unchanged at the last
+    /// buffer), no later match inside it counts: with `zy` before `z`, a
+    /// body ending in `zz` keeps its last `z`.
     pub fn finish(&mut self, out: &mut Vec<u8>) {
-        let buf = std::mem::take(&mut self.tail);
-        let keep = self.scan(&buf, out, true);
-        out.extend_from_slice(&buf[keep..]);
+        out.append(&mut self.tail);
     }
 
     /// Copies `buf` to `out` with replacements, up to the first byte that
     /// may begin an unfinished match (returned; `buf.len()` when none).
-    fn scan(&mut self, buf: &[u8], out: &mut Vec<u8>, last: bool) -> usize {
+    fn scan(&mut self, buf: &[u8], out: &mut Vec<u8>) -> usize {
         let mut copied = 0;
         let mut p = 0;
         while p < buf.len() {
@@ -182,7 +209,7 @@ impl Replacer {
                         matched = Some(i);
                         break;
                     }
-                } else if !last && pat[..rest.len()].eq_ignore_ascii_case(rest) {
+                } else if pat[..rest.len()].eq_ignore_ascii_case(rest) {
                     // An earlier pattern wins a position: one that may
                     // still match here is waited for, even if a later one
                     // already matches (else the answer would depend on
@@ -236,6 +263,10 @@ mod tests {
         let pairs = [("zy", "<1>"), ("z", "<2>")];
         for piece in 1..6 {
             assert_eq!(run(&pairs, false, "a|Zy|z|zzy", piece), "a|<1>|<2>|<2><1>", "pieces of {piece}");
+            // At the end, a "z" that might have begun "zy" stays as it is,
+            // as nginx 1.26 answers (zzz -> <2><2>z, azyz -> a<1>z).
+            assert_eq!(run(&pairs, false, "zzz", piece), "<2><2>z", "pieces of {piece}");
+            assert_eq!(run(&pairs, false, "azyz", piece), "a<1>z", "pieces of {piece}");
         }
     }
 
@@ -252,6 +283,11 @@ mod tests {
             // A prefix of a pattern at the very end is kept as it is.
             assert_eq!(run(&[("needle", "x")], false, "hay need", piece), "hay need");
             assert_eq!(run(&[("aab", "X")], false, "aaab", piece), "aX");
+            // A longer pattern still matching when the body ends hides a
+            // shorter one after it (nginx: abcd,bc on zabc -> zabc).
+            assert_eq!(run(&[("abcd", "X"), ("bc", "Y")], false, "zabc", piece), "zabc");
+            assert_eq!(run(&[("abcd", "X"), ("ab", "Y")], false, "zabc", piece), "zabc");
+            assert_eq!(run(&[("abcd", "X"), ("ab", "Y")], false, "zabcz", piece), "zYcz");
         }
     }
 }

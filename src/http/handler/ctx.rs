@@ -197,6 +197,10 @@ pub struct ReqCtx<'c, 'a> {
     pub slice: std::cell::Cell<Option<u64>>,
     /// The userid module's identifiers, read and made on first use.
     pub userid: std::cell::RefCell<Option<crate::http::userid::State>>,
+    /// When the request began (for HTTP/1, when its head started to be
+    /// read), per `clock::mono`: `$request_time` before the access log
+    /// counts from it, so a `limit_req` delay shows in an `add_header`.
+    pub started: std::time::Instant,
     /// The origin's `X-Accel-Charset` for the response being filtered: the
     /// charset the charset filter recodes it to (`handler::finish_proxied`
     /// clears it once used).
@@ -232,7 +236,7 @@ impl<'r, 'c, 'a> Vars<'r, 'c, 'a> {
             resp: None,
             bytes_sent: 0,
             body_bytes_sent: 0,
-            request_time_ms: 0,
+            request_time_ms: crate::clock::since_ms(ctx.started),
             request_length: 0,
             complete: false,
         }
@@ -330,6 +334,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             slice: Default::default(),
             userid: Default::default(),
             override_charset: None,
+            started: crate::clock::mono(),
         }
     }
 

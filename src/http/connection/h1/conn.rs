@@ -331,6 +331,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     }
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
     let mut ctx = ReqCtx::new(g, server, req, info);
+    ctx.started = started;
     let mut resp = match (&refused, crate::http::handler::client_cert_status(&ctx)) {
         (Some(e), _) => {
             let mut r = crate::http::handler::finish_error(&mut ctx, e.status());
