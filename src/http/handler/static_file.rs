@@ -195,7 +195,7 @@ pub(crate) fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>, head: 
                 r.status = 206;
                 r.content_range = Some(cr);
                 r.accept_ranges = false;
-                r.body = splice(file, head, offset, vec![(Vec::new(), br)], Vec::new());
+                r.body = one_range(file, head, offset, br);
                 return r;
             }
             range::RangeResult::Satisfiable(ranges) => {
@@ -242,7 +242,18 @@ fn whole(file: Rc<OpenFile>, head: &[u8], offset: u64, size: u64) -> Body {
     if size == 0 {
         return Body::File { file, offset, len: 0 };
     }
-    splice(file, head, offset, vec![(Vec::new(), range::ByteRange { start: 0, end: size - 1 })], Vec::new())
+    one_range(file, head, offset, range::ByteRange { start: 0, end: size - 1 })
+}
+
+/// One range of the representation: a plain file body when it lies past
+/// `head` (every static file's case: no allocation on that path), else
+/// spliced.
+fn one_range(file: Rc<OpenFile>, head: &[u8], offset: u64, r: range::ByteRange) -> Body {
+    let hl = head.len() as u64;
+    if r.start >= hl {
+        return Body::File { file, offset: offset + r.start - hl, len: r.end - r.start + 1 };
+    }
+    splice(file, head, offset, vec![(Vec::new(), r)], Vec::new())
 }
 
 /// Pieces of the representation `head` + the file from `offset` (each
