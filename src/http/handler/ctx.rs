@@ -161,6 +161,10 @@ pub struct ReqCtx<'c, 'a> {
     pub body_len: Option<u64>,
     /// Request body bytes read from the client (for `$request_length`).
     pub body_read: u64,
+    /// The bytes the request head took on the wire when that is not its
+    /// HTTP/1 form: an HTTP/2 header block (HEADERS and CONTINUATION
+    /// payloads), which nginx counts in `$request_length`.
+    pub wire_head_len: Option<u64>,
     /// An `auth_request`, `mirror`, SSI or addition subrequest: no limit
     /// or access phase.
     pub subrequest: bool,
@@ -237,7 +241,7 @@ impl<'r, 'c, 'a> Vars<'r, 'c, 'a> {
             bytes_sent: 0,
             body_bytes_sent: 0,
             request_time_ms: crate::clock::since_ms(ctx.started),
-            request_length: 0,
+            request_length: ctx.request_length(),
             complete: false,
         }
     }
@@ -302,6 +306,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             map_values: Default::default(),
             upstream: UpstreamLog::default(),
             body_read: 0,
+            wire_head_len: None,
             websocket_key: None,
             keep_alive: false,
             proxy_pass: None,
@@ -336,6 +341,11 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             override_charset: None,
             started: crate::clock::mono(),
         }
+    }
+
+    /// `$request_length`: the head as received and the body read so far.
+    pub fn request_length(&self) -> u64 {
+        self.wire_head_len.unwrap_or(self.req.head.head_len as u64) + self.body_read
     }
 
     /// The client as the request sees it (`$remote_addr`, access rules,

@@ -93,8 +93,14 @@ pub fn request_start(ctx: &mut ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody)
     let lc = ctx.conf;
     Some(match pass.protocol {
         Protocol::Http => {
+            // A body the client sent, even an empty one (an HTTP/2 stream
+            // that ended with an empty DATA frame), goes with its length,
+            // as nginx sends it.
+            let declared = !matches!(ctx.req.head.body, crate::http::request::BodyKind::None);
             let framing = match body {
-                ReqBody::Buffered(b) if !b.is_empty() || matches!(ctx.req.method, Method::Post | Method::Put) => {
+                ReqBody::Buffered(b)
+                    if !b.is_empty() || declared || matches!(ctx.req.method, Method::Post | Method::Put) =>
+                {
                     SendFraming::Length(b.len())
                 }
                 ReqBody::Buffered(_) => SendFraming::None,

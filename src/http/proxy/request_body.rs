@@ -359,7 +359,9 @@ impl ClientBody {
                     }
                     Ok(None) => self.ended = true,
                     Ok(Some(Err(_))) => {
-                        return Err(BodyError { status: 400, reason: "client prematurely closed stream".into() });
+                        let reason =
+                            rx.bad_length_reason().unwrap_or_else(|| "client prematurely closed stream".into());
+                        return Err(BodyError { status: 400, reason });
                     }
                     Err(_) => {
                         return Err(BodyError {

@@ -556,7 +556,7 @@ pub fn log_request(
     let ms = took.as_millis() as u64;
     w.metrics.finished(resp.status, took);
     if let Some(zone) = ctx.conf.metrics.zone {
-        let received = ctx.req.head.head_len as u64 + ctx.body_read;
+        let received = ctx.request_length();
         w.metrics.record(zone, resp.status, received, bytes_sent, took);
     }
     if let Some(status) = ctx.cache_status {
@@ -572,7 +572,7 @@ pub fn log_request(
         bytes_sent,
         body_bytes_sent,
         request_time_ms: ms,
-        request_length: ctx.req.head.head_len as u64 + ctx.body_read,
+        request_length: ctx.request_length(),
         complete,
     };
     w.logs.borrow_mut().log(refs, &vars);

@@ -9,6 +9,8 @@
 //! many streams leave in one TLS record train and one write.
 
 pub const HEAD_LEN: usize = 9;
+/// The window every stream and the connection start with (RFC 9113 6.9.2).
+pub const DEFAULT_WINDOW: u32 = 65535;
 /// SETTINGS_MAX_FRAME_SIZE's initial value and lower bound.
 pub const MIN_MAX_FRAME: u32 = 1 << 14;
 /// Its upper bound.
@@ -171,8 +173,11 @@ fn priority(b: &[u8], stream: u32) -> Result<Priority, FrameError> {
     let dep = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let p = Priority { depends_on: dep & MAX_WINDOW, exclusive: dep & !MAX_WINDOW != 0, weight: b[4] };
     if p.depends_on == stream {
-        // A stream depending on itself (section 5.3.1 of RFC 7540).
-        return Err(FrameError::Stream(stream, Code::Protocol));
+        // A stream depending on itself (section 5.3.1 of RFC 7540): a
+        // stream error there, a connection error here, as nginx answers
+        // (which RFC 7540 allows for any stream error, and which spares
+        // decoding the rejected block).
+        return Err(conn(Code::Protocol));
     }
     Ok(p)
 }
@@ -427,10 +432,7 @@ mod tests {
             Ok(Frame::Data { stream: 1, data: b"x", end_stream: false, flow: 4 })
         );
         // A stream depending on itself.
-        assert_eq!(
-            one(&[0, 0, 5, PRIORITY, 0, 0, 0, 0, 3, 0, 0, 0, 3, 16]),
-            Err(FrameError::Stream(3, Code::Protocol))
-        );
+        assert_eq!(one(&[0, 0, 5, PRIORITY, 0, 0, 0, 0, 3, 0, 0, 0, 3, 16]), Err(conn(Code::Protocol)));
         assert_eq!(one(&[0, 0, 4, PRIORITY, 0, 0, 0, 0, 3, 0, 0, 0, 1]), Err(FrameError::Stream(3, Code::FrameSize)));
         // SETTINGS: on a stream, ACK with a payload, a bad length, bad values.
         assert_eq!(one(&[0, 0, 0, SETTINGS, 0, 0, 0, 0, 1]), Err(conn(Code::Protocol)));

@@ -15,6 +15,12 @@ use super::own::handles as own;
 #[derive(Debug)]
 pub struct Gone;
 
+/// A request's header block length (HEADERS and CONTINUATION payloads
+/// without padding or priority), set by the own loop for
+/// `$request_length`; the `h2` crate does not tell it.
+#[derive(Clone, Copy)]
+pub struct HeadBlockLen(pub u64);
+
 impl From<h2::Error> for Gone {
     fn from(_: h2::Error) -> Gone {
         Gone
@@ -84,6 +90,14 @@ impl Tx {
         }
     }
 
+    /// `http2_chunk_size`: the own loop frames DATA at this size, as
+    /// nginx does; the `h2` crate frames at the peer's frame size.
+    pub fn set_chunk(&mut self, n: usize) {
+        if let Tx::Own(t) = self {
+            t.set_chunk(n);
+        }
+    }
+
     pub fn reserve_capacity(&mut self, n: usize) {
         match self {
             Tx::Crate(t) => t.reserve_capacity(n),
@@ -130,6 +144,26 @@ impl Rx {
             Rx::Crate(r) => Ok(r.trailers().await?),
             Rx::Own(r) => std::future::poll_fn(|cx| r.poll_trailers(cx)).await,
         }
+    }
+
+    /// (received, declared) when the own loop saw DATA break the declared
+    /// content-length (the `h2` crate resets such a stream itself).
+    pub fn bad_length(&self) -> Option<(u64, u64)> {
+        match self {
+            Rx::Crate(_) => None,
+            Rx::Own(r) => r.bad_length(),
+        }
+    }
+
+    /// The error-log words for a body whose DATA broke its length, as
+    /// nginx's.
+    pub fn bad_length_reason(&self) -> Option<String> {
+        let (got, declared) = self.bad_length()?;
+        Some(if got > declared {
+            "client intended to send body data larger than declared".into()
+        } else {
+            format!("client prematurely closed stream: only {got} out of {declared} bytes of request body received")
+        })
     }
 
     pub fn is_end_stream(&self) -> bool {

@@ -59,6 +59,10 @@ pub(crate) struct Shared {
 /// resetting more streams than it lets complete is cut off.
 pub(crate) const RESET_FLOOR: u64 = 100;
 
+/// How long an answered stream's unread body may pause before the stream
+/// is reset (`drain_rest`): frames already on their way are still seen.
+const DRAIN_PAUSE: Duration = Duration::from_millis(200);
+
 /// Largest piece of a file read and queued per stream at a time.
 const MAX_PIECE: usize = 64 * 1024;
 
@@ -360,7 +364,9 @@ async fn stream(
     let tunnel = req.extensions().get::<h2::ext::Protocol>().map(connect::is_websocket);
     // A plain CONNECT is refused at once (nginx: 405), its stream unread.
     let plain_connect = tunnel.is_none() && req.method() == http::Method::CONNECT;
+    let trace = req.method() == http::Method::TRACE;
     let has_body = !req.body().is_end_stream() && !plain_connect;
+    let block_len = req.extensions().get::<handle::HeadBlockLen>().map(|l| l.0);
     let (parts, body) = req.into_parts();
     let req = http::Request::from_parts(parts, ());
     let limits = crate::http::connection::h1::conn::limits(g);
@@ -431,10 +437,15 @@ async fn stream(
         host,
     };
     let mut ctx = ReqCtx::new(g, server, req, &info);
+    ctx.wire_head_len = block_len;
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::error(&ctx, code),
         None if plain_connect => connect::refuse(&mut ctx),
+        None if trace => {
+            log_req!(ctx, Level::Info, "client sent TRACE method");
+            crate::http::handler::finish_error(&mut ctx, 405)
+        }
         None => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {
@@ -524,6 +535,10 @@ async fn stream(
                 log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
                 crate::http::handler::finish_error(&mut ctx, 413)
             }
+            Discard::BadLength(why) => {
+                log_req!(ctx, Level::Info, "{}", why);
+                crate::http::handler::finish_error(&mut ctx, 400)
+            }
             Discard::Spool(why) => {
                 log_req!(ctx, Level::Crit, "{} while reading client request body", why);
                 crate::http::handler::finish_error(&mut ctx, 500)
@@ -575,7 +590,10 @@ async fn stream(
     let pace = crate::http::limit::rate::pacer(&ctx, started);
     let fin = !trailers;
     let mut open = None;
-    let sent = match respond.send_response(hdr, end) {
+    let sent = match respond.send_response(hdr, end).map(|mut tx| {
+        tx.set_chunk(conf.http2.chunk_size);
+        tx
+    }) {
         Ok(mut tx) if streamed && !end => {
             let r = match &mut resp.body {
                 crate::http::response::Body::Upstream(up) => send_upstream(&w, &mut tx, up, fin, &ctx, pace).await,
@@ -636,6 +654,9 @@ enum Discard {
     Failed,
     /// The body's temporary file failed.
     Spool(String),
+    /// The DATA broke the declared content-length (the own loop reports
+    /// it for this answer; the `h2` crate resets the stream instead).
+    BadLength(String),
 }
 
 /// Whether a proxied HTTP/2 body goes on unbuffered (nginx's
@@ -690,7 +711,7 @@ async fn discard(
                     return Discard::TooLarge(total);
                 }
             }
-            Ok(Some(Err(_))) => return Discard::Failed,
+            Ok(Some(Err(_))) => return body.bad_length_reason().map_or(Discard::Failed, Discard::BadLength),
             Err(_) => return Discard::TimedOut,
         }
     }
@@ -698,10 +719,13 @@ async fn discard(
 
 /// Reads and drops what is left of a body after the stream was answered,
 /// returning its window, so the stream's end (and a peer's error in it,
-/// such as a wrong content-length) is seen as the peer sends it. Silence
-/// past `client_body_timeout` or more than `client_max_body_size` ends it:
-/// dropping the stream then resets it with NO_ERROR (RFC 9113 8.1).
+/// such as a wrong content-length) is seen as the peer sends it. A pause
+/// of `DRAIN_PAUSE` (or `client_body_timeout`, if shorter) or more than
+/// `client_max_body_size` ends it: dropping the stream then resets it with
+/// NO_ERROR (RFC 9113 8.1), as nginx does at once for a body it does not
+/// read.
 async fn drain_rest(mut body: Rx, max: u64, timeout: Duration) {
+    let timeout = timeout.min(DRAIN_PAUSE);
     let mut total = 0u64;
     while let Ok(Some(Ok(chunk))) = tokio::time::timeout(timeout, body.data()).await {
         total += chunk.len() as u64;

@@ -40,8 +40,11 @@ impl Drop for Handle {
             return;
         }
         let (closed, send_closed, send_done, recv_closed) = (s.closed, s.send_closed, s.send_done, s.recv_closed);
+        let bad_length = s.bad_length;
         if !closed && !dead {
-            if !send_closed {
+            if bad_length {
+                c.reset(id, Code::Protocol);
+            } else if !send_closed {
                 c.reset(id, Code::Cancel);
             } else if send_done && !recv_closed {
                 c.reset(id, Code::NoError);
@@ -128,6 +131,13 @@ impl Tx {
         Ok(())
     }
 
+    /// The largest DATA frame this stream sends (`http2_chunk_size`).
+    pub fn set_chunk(&mut self, n: usize) {
+        if let Some(s) = self.0.conn.borrow_mut().streams.get_mut(&self.0.id) {
+            s.chunk = n;
+        }
+    }
+
     pub fn reserve_capacity(&mut self, n: usize) {
         if let Some(s) = self.0.conn.borrow_mut().streams.get_mut(&self.0.id) {
             s.want = n;
@@ -172,7 +182,7 @@ impl Rx {
         if let Some(b) = s.recv.pop_front() {
             return Poll::Ready(Some(Ok(b)));
         }
-        if s.reset.is_some() || dead {
+        if s.reset.is_some() || dead || s.bad_length {
             return Poll::Ready(Some(Err(Gone)));
         }
         if s.recv_closed {
@@ -194,6 +204,13 @@ impl Rx {
         }
         s.rx_waker = Some(cx.waker().clone());
         Poll::Pending
+    }
+
+    /// (received, declared) when the DATA broke the declared length.
+    pub fn bad_length(&self) -> Option<(u64, u64)> {
+        let c = self.0.conn.borrow();
+        let s = c.streams.get(&self.0.id).filter(|s| s.bad_length)?;
+        Some((s.received, s.content_length.unwrap_or(0)))
     }
 
     pub fn is_end_stream(&self) -> bool {

@@ -105,13 +105,17 @@ pub fn request(dec: &mut Decoder, block: &[u8], limit: usize) -> Result<Result<R
 }
 
 fn build(f: Fields) -> Option<Req> {
-    let method = http::Method::from_bytes(f.method.as_deref()?).ok()?;
+    let method = f.method.as_deref()?;
+    // nginx's method token: capital letters, '_' and '-' only.
+    if method.is_empty() || !method.iter().all(|&b| b.is_ascii_uppercase() || b == b'_' || b == b'-') {
+        return None;
+    }
+    let method = http::Method::from_bytes(method).ok()?;
     let connect = method == http::Method::CONNECT;
-    let uri = if connect && f.protocol.is_none() {
-        // A plain CONNECT: only :authority (RFC 9113 8.5).
-        if f.scheme.is_some() || f.path.is_some() {
-            return None;
-        }
+    let uri = if connect && f.protocol.is_none() && (f.scheme.is_none() || f.path.is_none()) {
+        // A plain CONNECT: :authority (RFC 9113 8.5). One that also has
+        // :scheme and :path is taken as the request it looks like, so
+        // that it gets nginx's 405 rather than a reset.
         http::Uri::builder().authority(f.authority?).build().ok()?
     } else {
         if f.protocol.is_some() && !connect {

@@ -1,6 +1,7 @@
 //! sluice's own server-side HTTP/2 connection loop, on its own frame
-//! codec (`h2/frame`) and HPACK (`h2/hpack`), chosen at start with
-//! `SLUICE_H2_SERVER=own` while it replaces the `h2` crate's.
+//! codec (`h2/frame`) and HPACK (`h2/hpack`). It serves HTTP/2 unless
+//! `SLUICE_H2_SERVER=crate` asks for the `h2` crate's server loop, kept
+//! for comparison while the own loop is new.
 //!
 //! One loop per connection: each turn reads what the socket has, handles
 //! every complete frame (a finished request header block starts its
@@ -26,6 +27,7 @@
 
 pub mod handles;
 pub mod headers;
+mod priority;
 mod recv;
 pub mod state;
 
@@ -46,10 +48,11 @@ use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::{ConnGuard, WorkerCtx};
 
-/// Whether the own loop serves HTTP/2 (`SLUICE_H2_SERVER=own`), read once.
+/// Whether the own loop serves HTTP/2: the default; `SLUICE_H2_SERVER=crate`
+/// selects the `h2` crate's server instead, read once.
 pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SLUICE_H2_SERVER").is_ok_and(|v| v == "own"))
+    *ON.get_or_init(|| !std::env::var("SLUICE_H2_SERVER").is_ok_and(|v| v == "crate"))
 }
 
 /// Reads stop while this much output waits for a peer that does not read.
@@ -65,8 +68,7 @@ pub struct Loop {
     dec: Decoder,
     cont: Option<recv::Continuing>,
     preface_left: usize,
-    settings_seen: bool,
-    settings_acked: bool,
+    frame_seen: bool,
     last_id: u32,
     goaway_sent: bool,
     peer_goaway: bool,
@@ -125,8 +127,7 @@ where
         dec: Decoder::new(super::hpack::encode::MAX_TABLE),
         cont: None,
         preface_left: recv::PREFACE.len(),
-        settings_seen: false,
-        settings_acked: false,
+        frame_seen: false,
         last_id: 0,
         goaway_sent: false,
         peer_goaway: false,
@@ -146,6 +147,10 @@ where
     let mut filled = 0usize;
     let mut written = 0usize;
     let mut stall: Option<Instant> = None;
+    // Since when the buffer has held the start of a frame, and what is
+    // still to be skipped of a header frame given up on (`header_timeout`).
+    let mut partial_since: Option<Instant> = None;
+    let mut skip = 0usize;
     let mut ticker = tokio::time::interval(Duration::from_millis(500));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut counted = false;
@@ -200,12 +205,21 @@ where
             let mut rb = ReadBuf::new(&mut rbuf[filled..]);
             match Pin::new(&mut io).poll_read(cx, &mut rb) {
                 Poll::Ready(Ok(())) => {
-                    let n = rb.filled().len();
+                    let mut n = rb.filled().len();
                     if n == 0 {
                         return Poll::Ready(Exit::Eof);
                     }
+                    if skip > 0 {
+                        let k = skip.min(n);
+                        rbuf.copy_within(filled + k..filled + n, filled);
+                        n -= k;
+                        skip -= k;
+                    }
                     filled += n;
-                    progress = true;
+                    progress = n > 0;
+                    if !progress {
+                        continue;
+                    }
                 }
                 Poll::Ready(Err(_)) => return Poll::Ready(Exit::Eof),
                 Poll::Pending => {}
@@ -215,10 +229,15 @@ where
                     Ok(used) => {
                         rbuf.copy_within(used..filled, 0);
                         filled -= used;
+                        if used > 0 || filled == 0 {
+                            partial_since = (filled > 0).then(Instant::now);
+                        } else {
+                            partial_since.get_or_insert_with(Instant::now);
+                        }
                     }
                     Err((code, why)) => lp.connection_error(code, why),
                 }
-                if !counted && lp.settings_seen {
+                if !counted && lp.frame_seen {
                     counted = true;
                     lp.w.metrics.h2_connection();
                 }
@@ -229,6 +248,13 @@ where
         }
         // Timers.
         while ticker.poll_tick(cx).is_ready() {
+            if partial_since.is_some_and(|t| t.elapsed() >= lp.header_timeout_after())
+                && let Some(left) = lp.header_timeout(&rbuf[..filled])
+            {
+                skip = left;
+                filled = 0;
+                partial_since = None;
+            }
             if let Some(exit) = lp.tick(stall, started, filled == 0) {
                 if filled == 0 && written == 0 && st.borrow().out.is_empty() {
                     rbuf = Vec::new();
@@ -311,7 +337,7 @@ impl Loop {
     fn tick(&mut self, stall: Option<Instant>, started: Instant, between_frames: bool) -> Option<Exit> {
         let w = self.w.clone();
         let conf = &w.cfg.http.listens[self.group].default_server.conf;
-        if !self.settings_seen && started.elapsed() >= conf.client_header_timeout {
+        if !self.frame_seen && started.elapsed() >= conf.client_header_timeout {
             log_to!(
                 conf.error_log,
                 Level::Info,
@@ -333,13 +359,53 @@ impl Loop {
         }
         let idle = self.shared.active.get() == 0 && self.st.borrow().open == 0 && between_frames;
         let idle_for = self.shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
-        if !self.goaway_sent && (self.w.draining.get() || (idle && idle_for >= conf.keepalive_timeout)) {
+        // Until its first request a connection may wait as long as for a
+        // request's head, or keepalive_timeout if longer; after it,
+        // keepalive_timeout (0: none).
+        let limit = if self.requests == 0 {
+            conf.keepalive_timeout.max(conf.client_header_timeout)
+        } else {
+            conf.keepalive_timeout
+        };
+        if !self.goaway_sent && (self.w.draining.get() || (idle && idle_for >= limit)) {
             self.goaway(Code::NoError);
         }
         if self.goaway_sent && idle && idle_for >= conf.keepalive_timeout + Duration::from_secs(5) {
             return Some(Exit::Broken);
         }
         None
+    }
+
+    fn header_timeout_after(&self) -> Duration {
+        self.w.cfg.http.listens[self.group].default_server.conf.client_header_timeout
+    }
+
+    /// A header frame that stopped arriving for `client_header_timeout`:
+    /// its stream is reset with PROTOCOL_ERROR and the rest of the frame
+    /// will be skipped as it comes (returned: how much), as nginx does;
+    /// the connection goes on. None for the start of any other frame.
+    fn header_timeout(&mut self, partial: &[u8]) -> Option<usize> {
+        let head = frame::Head::parse(partial.get(..frame::HEAD_LEN)?.try_into().ok()?);
+        if head.kind != frame::HEADERS && head.kind != frame::CONTINUATION {
+            return None;
+        }
+        let conf = &self.w.cfg.http.listens[self.group].default_server.conf;
+        log_to!(
+            conf.error_log,
+            Level::Info,
+            "*{} client timed out (110: Connection timed out) while reading client request headers, client: {}",
+            self.info.id,
+            self.info.peer.ip()
+        );
+        if head.kind == frame::HEADERS && head.stream > self.last_id && head.stream % 2 == 1 {
+            self.last_id = head.stream;
+        }
+        self.cont = None;
+        let mut st = self.st.borrow_mut();
+        st.local_resets += 1;
+        frame::write_rst_stream(&mut st.out, head.stream, Code::Protocol);
+        st.wake_loop();
+        Some(frame::HEAD_LEN + head.len as usize - partial.len())
     }
 
     /// Starts a request's handler and polls it once, here.

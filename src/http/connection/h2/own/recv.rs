@@ -4,6 +4,7 @@
 //! request header block handed to `Loop::dispatch`.
 
 use super::super::frame::{self, Code, Frame, FrameError, Head};
+use super::super::handle::HeadBlockLen;
 use super::Loop;
 use super::headers::{self, Refuse};
 
@@ -39,6 +40,11 @@ impl Loop {
             if head.len > frame::MIN_MAX_FRAME {
                 return Err((Code::FrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE"));
             }
+            if head.kind == frame::PUSH_PROMISE {
+                // Known wrong from its head: no need to wait for the
+                // payload (nginx answers at once too).
+                return Err((Code::Protocol, "PUSH_PROMISE from a client"));
+            }
             let end = pos + frame::HEAD_LEN + head.len as usize;
             if buf.len() < end {
                 break;
@@ -53,9 +59,10 @@ impl Loop {
     }
 
     fn on_frame(&mut self, head: &Head, payload: &[u8]) -> Result<(), (Code, &'static str)> {
-        if !self.settings_seen && head.kind != frame::SETTINGS {
-            return Err((Code::Protocol, "first frame is not SETTINGS"));
-        }
+        // Any frame after the preface ends its timeout. The client's
+        // SETTINGS need not come first: nginx takes any frame, and its
+        // own test client starts with WINDOW_UPDATE or a SETTINGS ack.
+        self.frame_seen = true;
         if let Some(c) = &self.cont
             && (head.kind != frame::CONTINUATION || head.stream != c.stream)
         {
@@ -71,7 +78,10 @@ impl Loop {
         };
         match f {
             Frame::Data { stream, data, end_stream, flow } => self.on_data(stream, data, end_stream, flow),
-            Frame::Headers { stream, block, end_stream, end_headers, .. } => {
+            Frame::Headers { stream, block, end_stream, end_headers, priority } => {
+                if let Some(p) = &priority {
+                    self.st.borrow_mut().prio.set(stream, p);
+                }
                 if end_headers {
                     self.on_block(stream, block, end_stream)
                 } else {
@@ -93,7 +103,10 @@ impl Loop {
                     Ok(())
                 }
             }
-            Frame::Priority { .. } => Ok(()),
+            Frame::Priority { stream, priority } => {
+                self.st.borrow_mut().prio.set(stream, &priority);
+                Ok(())
+            }
             Frame::RstStream { stream, code } => {
                 if stream > self.last_id {
                     return Err((Code::Protocol, "RST_STREAM on an idle stream"));
@@ -103,10 +116,9 @@ impl Loop {
             }
             Frame::Settings { ack, params } => {
                 if ack {
-                    self.settings_acked = true;
+                    self.st.borrow_mut().settings_acked = true;
                     return Ok(());
                 }
-                self.settings_seen = true;
                 self.on_settings(params)
             }
             Frame::Ping { ack, data } => {
@@ -217,8 +229,22 @@ impl Loop {
             Some(s) => {
                 s.recv_window -= flow as i64;
                 s.received += data.len() as u64;
-                if s.content_length.is_some_and(|n| s.received > n || (end && s.received != n)) {
+                let bad = s.content_length.is_some_and(|n| s.received > n || (end && s.received != n));
+                if bad && !s.bad_length && (!s.rx_alive || s.head_sent) {
                     Next::Drop(Some(Code::Protocol))
+                } else if bad || s.bad_length {
+                    // A handler still reading, with no answer yet, gets an
+                    // error instead of this frame's data and answers 400,
+                    // as nginx's does; the stream's end follows it.
+                    s.bad_length = true;
+                    pad += data.len();
+                    if end {
+                        s.recv_closed = true;
+                    }
+                    if let Some(w) = s.rx_waker.take() {
+                        w.wake();
+                    }
+                    Next::Ok
                 } else {
                     if s.rx_alive && !data.is_empty() {
                         s.recv.push_back(bytes::Bytes::copy_from_slice(data));
@@ -337,7 +363,10 @@ impl Loop {
             }
         };
         let mut st = self.st.borrow_mut();
-        if full {
+        // A body before the client took our smaller stream window could
+        // overrun it: refused, as nginx does.
+        let early = !end && !st.settings_acked && st.stream_target < frame::DEFAULT_WINDOW;
+        if full || early {
             st.open_stream(id, end, None);
             st.reset(id, Code::RefusedStream);
             return Ok(());
@@ -350,7 +379,9 @@ impl Loop {
         }
         st.open_stream(id, end, r.content_length);
         drop(st);
-        self.dispatch(id, r.req);
+        let mut req = r.req;
+        req.extensions_mut().insert(HeadBlockLen(block.len() as u64));
+        self.dispatch(id, req);
         Ok(())
     }
 }

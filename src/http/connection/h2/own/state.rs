@@ -56,6 +56,16 @@ pub struct Stream {
     /// No longer counts against concurrency; frames for it are for a
     /// closed stream.
     pub closed: bool,
+    /// A response head went out.
+    pub head_sent: bool,
+    /// `http2_chunk_size`: the largest DATA frame for this stream (0: the
+    /// peer's frame size).
+    pub chunk: usize,
+    /// The DATA broke the declared content-length while a handler still
+    /// read the body with no answer yet: the data went on, for the
+    /// handler to answer 400 as nginx does; the stream then ends with
+    /// RST_STREAM PROTOCOL_ERROR all the same (RFC 9113 8.1.1).
+    pub bad_length: bool,
 }
 
 impl Stream {
@@ -89,6 +99,9 @@ pub struct Conn {
     pub recently_reset: VecDeque<u32>,
     pub recently_closed: VecDeque<u32>,
     pub local_resets: u64,
+    pub prio: super::priority::Tree,
+    /// The client acknowledged our SETTINGS: our stream window applies.
+    pub settings_acked: bool,
 }
 
 const RECENT: usize = 64;
@@ -113,6 +126,8 @@ impl Conn {
             recently_reset: VecDeque::new(),
             recently_closed: VecDeque::new(),
             local_resets: 0,
+            prio: Default::default(),
+            settings_acked: false,
         }
     }
 
@@ -125,7 +140,13 @@ impl Conn {
     pub fn open_stream(&mut self, id: u32, end: bool, content_length: Option<u64>) {
         let s = Stream {
             send_window: self.peer_initial_window as i64,
-            recv_window: self.stream_target.max(65535) as i64,
+            // Until our SETTINGS are acknowledged the client may assume
+            // the protocol's default window.
+            recv_window: if self.settings_acked {
+                self.stream_target as i64
+            } else {
+                self.stream_target.max(frame::DEFAULT_WINDOW) as i64
+            },
             recv_closed: end,
             content_length,
             refs: 0,
@@ -145,6 +166,7 @@ impl Conn {
             s.queued = 0;
             self.open -= 1;
             push_recent(&mut self.recently_closed, id);
+            self.prio.forget(id);
         }
         if s.closed && s.refs == 0 {
             self.streams.remove(&id);
@@ -245,6 +267,9 @@ impl Conn {
         encode_fields(&mut self.enc, head.headers(), &mut block);
         frame::write_headers(&mut self.out, id, &block, end, self.peer_max_frame);
         self.block = block;
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.head_sent = true;
+        }
         if end {
             self.end_sending(id);
         }
@@ -266,6 +291,10 @@ impl Conn {
     /// but whose body the peer is still sending is reset with NO_ERROR
     /// (RFC 9113 8.1).
     fn orphan_check(&mut self, id: u32) {
+        if self.streams.get(&id).is_some_and(|s| s.bad_length && !s.closed) {
+            self.reset(id, Code::Protocol);
+            return;
+        }
         if let Some(s) = self.streams.get(&id)
             && s.refs == 0
             && s.send_done
@@ -300,8 +329,9 @@ impl Conn {
     /// Moves what a stream has queued into `out` as far as the windows
     /// allow, in frames of at most the peer's frame size.
     pub fn flush_stream(&mut self, id: u32) {
-        let max_frame = self.peer_max_frame;
+        let peer_max = self.peer_max_frame;
         let Some(s) = self.streams.get_mut(&id) else { return };
+        let max_frame = if s.chunk > 0 { s.chunk.min(peer_max) } else { peer_max };
         while let Some(front) = s.queue.front_mut() {
             match front {
                 Out::Data(b, end) => {
@@ -329,7 +359,7 @@ impl Conn {
                     block.clear();
                     self.enc.begin(&mut block);
                     encode_fields(&mut self.enc, map, &mut block);
-                    frame::write_headers(&mut self.out, id, &block, true, max_frame);
+                    frame::write_headers(&mut self.out, id, &block, true, peer_max);
                     self.block = block;
                     s.queue.pop_front();
                 }
@@ -346,12 +376,16 @@ impl Conn {
     pub fn window_opened(&mut self, only: Option<u32>) {
         let ids: Vec<u32> = match only {
             Some(id) => vec![id],
-            None => self
-                .streams
-                .iter()
-                .filter(|(_, s)| !s.queue.is_empty() || s.tx_waker.is_some())
-                .map(|(&id, _)| id)
-                .collect(),
+            None => {
+                let mut ids: Vec<u32> = self
+                    .streams
+                    .iter()
+                    .filter(|(_, s)| !s.queue.is_empty() || s.tx_waker.is_some())
+                    .map(|(&id, _)| id)
+                    .collect();
+                self.prio.order(&mut ids);
+                ids
+            }
         };
         for id in ids {
             self.flush_stream(id);
