@@ -359,6 +359,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         charset: Default::default(),
         symlinks: Default::default(),
         sub: Default::default(),
+        image_filter: Default::default(),
         ssi: Default::default(),
         addition: Default::default(),
         dav: Default::default(),
@@ -382,6 +383,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.rewrite.script = None;
     c.empty_gif = false;
     c.flv = false;
+    c.image_filter.own = false;
     c.stub_status = false;
     c.metrics.page = None;
     c.core.internal = false;

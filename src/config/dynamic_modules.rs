@@ -29,6 +29,8 @@ const BUILT_IN: &[&str] = &[
     // nginx's GeoIP modules (`crate::geoip`).
     "ngx_http_geoip_module",
     "ngx_stream_geoip_module",
+    // The image filter (`crate::http::image_filter`).
+    "ngx_http_image_filter_module",
     // The stream family (`crate::stream`).
     "ngx_stream_module",
     // The mail family (`crate::mail`).
@@ -54,20 +56,6 @@ const fn miss(name: &'static str, what: &'static str) -> Missing {
 /// list: any directive sluice lacks is refused, and the refusal names
 /// them as the likely owners.
 const MISSING: &[Missing] = &[
-    Missing {
-        name: "ngx_http_image_filter_module",
-        what: "the image filter, libnginx-mod-http-image-filter",
-        directives: &[
-            "image_filter",
-            "image_filter_buffer",
-            "image_filter_interlace",
-            "image_filter_jpeg_quality",
-            "image_filter_sharpen",
-            "image_filter_transparency",
-            "image_filter_webp_quality",
-        ],
-        var_prefix: None,
-    },
     Missing {
         name: "ngx_http_xslt_filter_module",
         what: "the XSLT filter, libnginx-mod-http-xslt-filter",

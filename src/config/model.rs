@@ -305,6 +305,8 @@ pub struct LocConf {
     pub post_action: crate::http::handler::post_action::PostAction,
     /// `sub_filter*`.
     pub sub: crate::http::filter::sub::SubConf,
+    /// `image_filter*` (`crate::http::image_filter`).
+    pub image_filter: crate::http::image_filter::ImageFilterConf,
     /// `ssi*`.
     pub ssi: crate::http::ssi::SsiConf,
     /// `add_before_body`, `add_after_body`, `addition_types`.

@@ -308,6 +308,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::uwsgi::conf::SSL_DIRECTIVES,
     crate::http::memcached::DIRECTIVES,
     crate::http::flv::DIRECTIVES,
+    crate::http::image_filter::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,
     crate::http::charset::DIRECTIVES,

@@ -23,6 +23,7 @@ mod h1;
 mod h2;
 mod h2conn;
 mod http;
+mod image;
 mod mail;
 mod modules;
 mod proxy;
@@ -44,6 +45,7 @@ pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
 pub use h2conn::h2_conn;
 pub use http::{range, slice_content_range, uri};
+pub use image::image_filter;
 pub use mail::{auth_http_response, mail_command};
 pub use modules::{memcached_response, userid_cookie};
 pub use proxy::head_scan;
@@ -97,6 +99,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("acme_response", acme_response),
     ("h2_conn", h2_conn),
     ("geoip", geoip),
+    ("image_filter", image_filter),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -22,6 +22,7 @@ pub mod geoip;
 pub mod grpc;
 pub mod gunzip;
 pub mod handler;
+pub mod image_filter;
 pub mod limit;
 pub mod memcached;
 pub mod proxy;

@@ -189,6 +189,8 @@ pub struct ReqCtx<'c, 'a> {
     pub limit: crate::http::limit::Limits,
     /// A 401 of the access phase waits this long first (`auth_delay`).
     pub auth_delay: Option<std::time::Duration>,
+    /// The image filter's progress (`crate::http::image_filter`).
+    pub image: crate::http::image_filter::State,
     /// `$request_body`: a copy of a body the proxy read whole into memory
     /// (kept only when some template reads the variable).
     pub request_body: Option<Vec<u8>>,
@@ -334,6 +336,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             auth: Default::default(),
             limit: Default::default(),
             auth_delay: None,
+            image: Default::default(),
             request_body: None,
             request_body_file: None,
             slice: Default::default(),

@@ -245,12 +245,14 @@ pub fn internal_redirect<'c>(ctx: &mut ReqCtx<'c, '_>, to: &[u8]) -> Response<'c
     finish(ctx, resp)
 }
 
-/// The pipeline stopped for something asynchronous: a limit_req delay or
-/// an auth_request subrequest ([`complete`] waits for it and resumes).
+/// The pipeline stopped for something asynchronous: a limit_req delay, an
+/// auth_request subrequest or the image filter's reading of the body
+/// ([`complete`] waits for it and resumes).
 pub fn suspended(ctx: &ReqCtx<'_, '_>) -> bool {
     ctx.limit.delay.is_some()
         || ctx.auth_delay.is_some()
         || matches!(ctx.auth, crate::http::access::auth_request::State::Pending)
+        || ctx.image == crate::http::image_filter::State::Pending
 }
 
 /// Finishes a request that [`suspended`]: waits out a delay or runs the
@@ -272,6 +274,8 @@ pub async fn complete<'c>(
         } else if matches!(ctx.auth, crate::http::access::auth_request::State::Pending) {
             Box::pin(crate::http::access::auth_request::run(w, ctx)).await;
             resp = resume(ctx);
+        } else if ctx.image == crate::http::image_filter::State::Pending {
+            resp = Box::pin(crate::http::image_filter::run(w, ctx, resp)).await;
         } else {
             return resp;
         }
@@ -457,10 +461,11 @@ pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> R
     crate::http::charset::apply(ctx, &mut resp);
     ctx.override_charset = None;
     crate::http::filter::sub::apply(ctx, &mut resp);
-    crate::http::ssi::apply(ctx, &mut resp);
-    crate::http::addition::apply(ctx, &mut resp);
-    crate::http::filter::compress::apply(ctx, &mut resp);
-    resp
+    if crate::http::image_filter::apply(ctx, &mut resp) {
+        // The rest once the image filter read the body (`proxy::respond`).
+        return resp;
+    }
+    finish_after_image(ctx, resp)
 }
 
 /// Whether an error_page covers `status` here (proxy_intercept_errors).
@@ -483,10 +488,26 @@ fn finish<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> 
     crate::http::gunzip::apply(ctx, &mut resp);
     crate::http::charset::apply(ctx, &mut resp);
     crate::http::filter::sub::apply(ctx, &mut resp);
+    if crate::http::image_filter::apply(ctx, &mut resp) {
+        // The rest once the image filter read the body (`complete`).
+        return resp;
+    }
+    finish_after_image(ctx, resp)
+}
+
+/// The header filters after the image filter's (nginx's order: SSI, the
+/// addition module's postponed parts, compression).
+pub fn finish_after_image<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
     crate::http::ssi::apply(ctx, &mut resp);
     crate::http::addition::apply(ctx, &mut resp);
     crate::http::filter::compress::apply(ctx, &mut resp);
     resp
+}
+
+/// error_page and every header filter, for a response a filter made
+/// itself (the image filter's 415).
+pub fn finish_filtered<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
+    finish(ctx, resp)
 }
 
 /// error_page and the header filters for a subrequest's response

@@ -177,6 +177,7 @@ pub(crate) fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>, head: 
         && if_range_ok(ctx, r.etag.as_deref(), Some(file.mtime))
         && !(size > 0 && crate::http::ssi::processes(ctx, r.content_type.as_deref()))
         && !crate::http::addition::applies(ctx, r.content_type.as_deref())
+        && !crate::http::image_filter::applies(ctx)
         && !crate::http::charset::filter::changes_length(ctx, &r)
     {
         match range::parse_range(h, size, ctx.conf.core.max_ranges) {

@@ -101,6 +101,21 @@ fn method_idempotent(m: Method) -> bool {
 /// Runs the proxy for a request whose location has `proxy_pass`; returns
 /// the response to send (the origin's, or nginx's 502/504 page).
 pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
+    let mut resp = respond_origin(w, ctx, client).await;
+    // A filter that reads the whole body first (the image filter) runs
+    // here, and what it answers may go to an origin again (`error_page
+    // 415` naming a proxied location).
+    if crate::http::handler::suspended(ctx) {
+        resp = Box::pin(crate::http::handler::complete(w, ctx, resp)).await;
+        if matches!(resp.body, Body::Proxy) {
+            resp = Box::pin(respond(w, ctx, client)).await;
+        }
+    }
+    resp
+}
+
+/// [`respond`] up to the header filters.
+async fn respond_origin<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut Client<'_>) -> Response<'c> {
     if ctx.dav_put {
         // The body was read as a proxied one; a WebDAV PUT writes it.
         return crate::http::dav::put::respond(ctx, &mut client.body).await;
