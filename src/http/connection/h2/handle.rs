@@ -15,6 +15,11 @@ use super::own::handles as own;
 #[derive(Debug)]
 pub struct Gone;
 
+/// Marks a request the own loop found malformed (RFC 9113 8.1.1): the
+/// pipeline answers it 400, through `error_page`, as nginx does.
+#[derive(Clone, Copy)]
+pub struct BadRequest;
+
 /// A request's header block length (HEADERS and CONTINUATION payloads
 /// without padding or priority), set by the own loop for
 /// `$request_length`; the `h2` crate does not tell it.

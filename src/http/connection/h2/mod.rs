@@ -365,6 +365,7 @@ async fn stream(
     // A plain CONNECT is refused at once (nginx: 405), its stream unread.
     let plain_connect = tunnel.is_none() && req.method() == http::Method::CONNECT;
     let trace = req.method() == http::Method::TRACE;
+    let malformed = req.extensions().get::<handle::BadRequest>().is_some();
     let has_body = !req.body().is_end_stream() && !plain_connect;
     let block_len = req.extensions().get::<handle::HeadBlockLen>().map(|l| l.0);
     let (parts, body) = req.into_parts();
@@ -441,6 +442,10 @@ async fn stream(
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::error(&ctx, code),
+        None if malformed => {
+            log_req!(ctx, Level::Info, "client sent invalid request headers");
+            crate::http::handler::finish_error(&mut ctx, 400)
+        }
         None if plain_connect => connect::refuse(&mut ctx),
         None if trace => {
             log_req!(ctx, Level::Info, "client sent TRACE method");

@@ -40,9 +40,9 @@ impl Drop for Handle {
             return;
         }
         let (closed, send_closed, send_done, recv_closed) = (s.closed, s.send_closed, s.send_done, s.recv_closed);
-        let bad_length = s.bad_length;
+        let protocol_error = s.bad_length || s.malformed;
         if !closed && !dead {
-            if bad_length {
+            if protocol_error {
                 c.reset(id, Code::Protocol);
             } else if !send_closed {
                 c.reset(id, Code::Cancel);

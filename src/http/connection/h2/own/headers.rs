@@ -7,6 +7,7 @@
 use super::super::hpack::{self, Decoder};
 
 pub enum Refuse {
+    /// Answered 400 (through `error_page`, as nginx does), then
     /// RST_STREAM PROTOCOL_ERROR.
     Malformed,
     /// Past SETTINGS_MAX_HEADER_LIST_SIZE: 431.
@@ -70,6 +71,11 @@ impl Fields {
             self.malformed = true;
             return;
         }
+        if name == b"host" && self.headers.contains_key(http::header::HOST) {
+            // nginx: "client sent duplicate host header".
+            self.malformed = true;
+            return;
+        }
         if name == b"content-length" {
             let n = std::str::from_utf8(value).ok().and_then(|v| v.parse::<u64>().ok());
             match (n, self.content_length) {
@@ -111,6 +117,13 @@ fn build(f: Fields) -> Option<Req> {
         return None;
     }
     let method = http::Method::from_bytes(method).ok()?;
+    // nginx: a request needs :authority or Host, and the two must agree.
+    let host = f.headers.get(http::header::HOST).map(|h| h.as_bytes());
+    match (&f.authority, host) {
+        (None, None) => return None,
+        (Some(a), Some(h)) if !a.eq_ignore_ascii_case(h) => return None,
+        _ => {}
+    }
     let connect = method == http::Method::CONNECT;
     let uri = if connect && f.protocol.is_none() && (f.scheme.is_none() || f.path.is_none()) {
         // A plain CONNECT: :authority (RFC 9113 8.5). One that also has
@@ -158,4 +171,14 @@ pub fn trailers(
         return Ok(Err(Refuse::Malformed));
     }
     Ok(Ok(f.headers))
+}
+
+/// The request a malformed header block is answered as: `GET /` on the
+/// default server, marked so that the pipeline answers 400.
+pub fn malformed_placeholder() -> http::Request<()> {
+    let mut req = http::Request::new(());
+    *req.version_mut() = http::Version::HTTP_2;
+    *req.uri_mut() = http::Uri::from_static("/");
+    req.extensions_mut().insert(super::super::handle::BadRequest);
+    req
 }

@@ -90,6 +90,8 @@ enum Exit {
     Done,
     /// The peer closed or the socket failed.
     Eof,
+    /// The peer reset the connection (nginx logs its failed recv()).
+    Reset,
     Broken,
 }
 
@@ -221,6 +223,9 @@ where
                         continue;
                     }
                 }
+                Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return Poll::Ready(Exit::Reset);
+                }
                 Poll::Ready(Err(_)) => return Poll::Ready(Exit::Eof),
                 Poll::Pending => {}
             }
@@ -271,7 +276,17 @@ where
         Poll::Pending
     })
     .await;
-    if matches!(exit, Exit::Eof) && lp.shared.active.get() > 0 {
+    if matches!(exit, Exit::Reset) {
+        log_to!(
+            conf.error_log,
+            Level::Info,
+            "*{} recv() failed ({}) while processing HTTP/2 connection, client: {}, server: {}",
+            lp.info.id,
+            crate::process::signal::os_error(&std::io::Error::from_raw_os_error(libc::ECONNRESET)),
+            lp.info.peer.ip(),
+            g.addr
+        );
+    } else if matches!(exit, Exit::Eof) && lp.shared.active.get() > 0 {
         log_to!(
             conf.error_log,
             Level::Info,

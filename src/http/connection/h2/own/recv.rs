@@ -342,14 +342,22 @@ impl Loop {
         let full = self.st.borrow().open >= self.max_streams;
         let r = match decoded {
             Ok(r) => r,
+            Err(Refuse::Malformed) if !full => {
+                let mut st = self.st.borrow_mut();
+                st.open_stream(id, end, None);
+                st.local_resets += 1;
+                if let Some(s) = st.streams.get_mut(&id) {
+                    s.malformed = true;
+                }
+                drop(st);
+                self.dispatch(id, headers::malformed_placeholder());
+                return Ok(());
+            }
             Err(why) => {
                 let mut st = self.st.borrow_mut();
                 st.open_stream(id, end, None);
                 match why {
-                    Refuse::Malformed => {
-                        st.local_resets += 1;
-                        st.reset(id, Code::Protocol);
-                    }
+                    Refuse::Malformed => st.reset(id, Code::RefusedStream),
                     Refuse::TooLarge => {
                         let head = http::Response::builder().status(431).body(()).unwrap_or_default();
                         st.send_head(id, &head, true);
@@ -372,9 +380,14 @@ impl Loop {
             return Ok(());
         }
         if end && r.content_length.is_some_and(|n| n > 0) {
+            // A declared body that never comes: 400, as nginx answers.
             st.open_stream(id, end, None);
             st.local_resets += 1;
-            st.reset(id, Code::Protocol);
+            if let Some(s) = st.streams.get_mut(&id) {
+                s.malformed = true;
+            }
+            drop(st);
+            self.dispatch(id, headers::malformed_placeholder());
             return Ok(());
         }
         st.open_stream(id, end, r.content_length);

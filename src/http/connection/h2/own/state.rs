@@ -66,6 +66,9 @@ pub struct Stream {
     /// handler to answer 400 as nginx does; the stream then ends with
     /// RST_STREAM PROTOCOL_ERROR all the same (RFC 9113 8.1.1).
     pub bad_length: bool,
+    /// Answered 400 for a malformed request, as nginx does; it ends with
+    /// RST_STREAM PROTOCOL_ERROR too, as RFC 9113 8.1.1 requires.
+    pub malformed: bool,
 }
 
 impl Stream {
@@ -291,7 +294,7 @@ impl Conn {
     /// but whose body the peer is still sending is reset with NO_ERROR
     /// (RFC 9113 8.1).
     fn orphan_check(&mut self, id: u32) {
-        if self.streams.get(&id).is_some_and(|s| s.bad_length && !s.closed) {
+        if self.streams.get(&id).is_some_and(|s| (s.bad_length || s.malformed) && !s.closed) {
             self.reset(id, Code::Protocol);
             return;
         }
