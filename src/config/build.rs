@@ -137,6 +137,9 @@ pub struct ListenSpec {
     pub deferred: bool,
     pub ssl: bool,
     pub http2: bool,
+    /// `listen ... http2` itself (the whole address), as opposed to a
+    /// server's `http2 on`.
+    pub http2_param: bool,
     /// `quic`: UDP, HTTP/3.
     pub quic: bool,
     /// Connections start with a PROXY protocol header.
@@ -169,6 +172,7 @@ impl ListenSpec {
             deferred: false,
             ssl: false,
             http2: false,
+            http2_param: false,
             quic: false,
             proxy_protocol: false,
             unix: None,

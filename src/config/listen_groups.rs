@@ -29,6 +29,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         reuseport: bool,
         ssl: bool,
         http2: bool,
+        listen_http2: bool,
         quic: bool,
         proxy_protocol: bool,
         unix: Option<Arc<str>>,
@@ -57,6 +58,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                     reuseport: false,
                     ssl: false,
                     http2: false,
+                    listen_http2: false,
                     quic: spec.quic,
                     proxy_protocol: false,
                     unix: spec.unix.clone(),
@@ -77,6 +79,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
         }
         g.ssl |= spec.ssl;
         g.http2 |= spec.http2;
+        g.listen_http2 |= spec.http2_param;
         g.proxy_protocol |= spec.proxy_protocol;
         g.members.push((server.clone(), sl.server_span.clone()));
         let has_opts = spec.backlog.is_some()
@@ -149,6 +152,7 @@ pub fn group(specs: Vec<(ServerListen, Arc<Server>)>, reuse_port_all: bool) -> R
                 reuseport: g.reuseport || reuse_port_all,
                 ssl: g.ssl,
                 http2: g.http2,
+                listen_http2: g.listen_http2,
                 quic: g.quic,
                 proxy_protocol: g.proxy_protocol,
                 unix: g.unix,

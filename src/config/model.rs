@@ -112,8 +112,13 @@ pub struct ListenGroup {
     /// TLS on this address (any server's `listen ... ssl` or `ssl on`, as
     /// nginx applies listen flags to the whole address).
     pub ssl: bool,
-    /// HTTP/2: offered by ALPN with TLS, detected by its preface without.
+    /// HTTP/2 on some server of the address: its preface is looked for
+    /// on a cleartext connection.
     pub http2: bool,
+    /// `listen ... http2`: HTTP/2 for every server of the address; else
+    /// only for servers with `http2 on` (ALPN offers h2 after SNI chose
+    /// one; a request whose Host picks another gets 421), as nginx 1.25+.
+    pub listen_http2: bool,
     /// `listen ... quic`: a UDP address serving HTTP/3 over QUIC (a group
     /// of its own beside the TCP one on the same address).
     pub quic: bool,
@@ -124,6 +129,13 @@ pub struct ListenGroup {
     pub unix: Option<Arc<str>>,
     pub default_server: Arc<Server>,
     pub names: ServerNames,
+}
+
+impl ListenGroup {
+    /// Whether `server` speaks HTTP/2 on this address.
+    pub fn http2_for(&self, server: &Server) -> bool {
+        self.listen_http2 || server.conf.http2.on
+    }
 }
 
 /// nginx's `listen` socket options: set on the listening socket, which

@@ -33,7 +33,10 @@ pub fn listen(s: &mut ServerBuild, d: &Directive, _: &mut Ctx) -> R {
             "reuseport" => spec.reuseport = true,
             "bind" => {}
             "ssl" => spec.ssl = true,
-            "http2" => spec.http2 = true,
+            "http2" => {
+                spec.http2 = true;
+                spec.http2_param = true;
+            }
             "quic" => spec.quic = true,
             "proxy_protocol" => spec.proxy_protocol = true,
             _ => {

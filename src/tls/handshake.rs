@@ -159,7 +159,8 @@ pub async fn accept(
         let tls = server.tls.as_ref().or(g.default_server.tls.as_ref())?;
         let cfg = if tls.reject {
             crate::tls::reject_config()
-        } else if g.http2 {
+        } else if g.http2_for(server) {
+            // ALPN offers h2 when the server SNI chose has it (nginx).
             tls.with_h2.clone()
         } else {
             tls.h1_only.clone()

@@ -281,6 +281,12 @@ fn classify(buf: &[u8], e: httparse::Error) -> HeadError {
             // the line was split into reads (found by fuzzing: "GET /
             // HTTP/2" was a 400 until its ".0\r\n" arrived).
             let line = buf.split(|&b| b == b'\n').next().unwrap_or(b"");
+            // The HTTP/2 preface read as HTTP/1 (on a TLS address, or one
+            // without HTTP/2) is an invalid request, not a version nginx
+            // does not support (nginx 1.25+).
+            if line.starts_with(b"PRI * HTTP/2") {
+                return HeadError::BadLine("client sent invalid request");
+            }
             match line.split(|&b| b == b' ').filter(|w| !w.is_empty()).nth(2) {
                 Some([b'H', b'T', b'T', b'P', b'/', b'2'..=b'9', ..])
                 | Some([b'H', b'T', b'T', b'P', b'/', b'1', b'0'..=b'9', ..]) => HeadError::Version,
@@ -597,6 +603,8 @@ mod tests {
     #[test]
     fn versions() {
         assert_eq!(parse("GET / HTTP/2.0\r\n\r\n").unwrap_err(), HeadError::Version);
+        // The HTTP/2 preface where HTTP/1 is read: 400, as nginx 1.25+.
+        assert_eq!(parse("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap_err().status(), 400);
         assert_eq!(parse("GET / HTTP/3.0\r\n\r\n").unwrap_err(), HeadError::Version);
         assert_eq!(parse("GET / FOO/1.1\r\n\r\n").unwrap_err().status(), 400);
     }

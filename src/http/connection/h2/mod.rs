@@ -437,11 +437,18 @@ async fn stream(
         args: raw_args.map(std::borrow::Cow::Borrowed),
         host,
     };
+    let misdirected = !g.http2_for(server);
     let mut ctx = ReqCtx::new(g, server, req, &info);
     ctx.wire_head_len = block_len;
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::error(&ctx, code),
+        None if misdirected => {
+            // Host names a server without HTTP/2 on this address: nginx's
+            // 421.
+            log_req!(ctx, Level::Info, "client attempted to request the server name without HTTP/2 enabled");
+            crate::http::handler::finish_error(&mut ctx, 421)
+        }
         None if malformed => {
             log_req!(ctx, Level::Info, "client sent invalid request headers");
             crate::http::handler::finish_error(&mut ctx, 400)
