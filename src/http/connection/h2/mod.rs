@@ -279,7 +279,9 @@ async fn guarded(
     // Cheap copies (reference counts) for the log lines if it panics.
     let (method, uri) = (req.method().clone(), req.uri().clone());
     let spare = info.clone();
-    let run = stream(w.clone(), group, info, req, &mut respond, shared.clone());
+    // Boxed: the guard then holds a pointer, not a second copy of the
+    // stream's state, and the task moves a small future.
+    let run = Box::pin(stream(w.clone(), group, info, req, &mut respond, shared.clone()));
     let Err(p) = crate::worker::unwind::Guarded::new(run).await else { return };
     let g = &w.cfg.http.listens[group];
     let host = uri.authority().map_or("", |a| a.as_str());
@@ -461,7 +463,7 @@ async fn stream(
         None => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {
-        resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
+        resp = Box::pin(crate::http::handler::complete(&w, &mut ctx, resp)).await;
     }
     crate::http::handler::mirror::start(&w, &mut ctx, true, false);
     // A body for an origin (proxy, FastCGI) is read whole first, within
@@ -471,7 +473,7 @@ async fn stream(
     // answer (`drain_rest`), so a body that stalls never holds the answer.
     let mut unread = None;
     if let Some(websocket) = tunnel {
-        match connect::run(&w, &mut ctx, resp, websocket, body, respond, started).await {
+        match Box::pin(connect::run(&w, &mut ctx, resp, websocket, body, respond, started)).await {
             connect::Outcome::Done(ok) => {
                 finish(&shared, ok);
                 return;
@@ -489,7 +491,7 @@ async fn stream(
             ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(Vec::new())),
         );
         client.h2_body = Some(body);
-        resp = crate::http::proxy::respond(&w, &mut ctx, &mut client).await;
+        resp = Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await;
     } else if matches!(resp.body, crate::http::response::Body::Proxy)
         && has_body
         && let Some(length) = streams_body(&ctx, &head)
@@ -509,7 +511,7 @@ async fn stream(
                 c.keep_copy(conf.client_body_buffer_size);
             }
             let mut client = crate::http::proxy::request_body::Client::h2(respond, ReqBody::Streamed(c));
-            resp = crate::http::proxy::respond(&w, &mut ctx, &mut client).await;
+            resp = Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await;
             if let ReqBody::Streamed(c) = &client.body
                 && c.done
             {
@@ -541,7 +543,7 @@ async fn stream(
                 let data = spool.finish();
                 ctx.body_read = data.len();
                 let mut client = crate::http::proxy::request_body::Client::h2(respond, ReqBody::Buffered(data));
-                crate::http::proxy::respond(&w, &mut ctx, &mut client).await
+                Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await
             }
             Discard::TooLarge(n) => {
                 log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
@@ -608,8 +610,12 @@ async fn stream(
     }) {
         Ok(mut tx) if streamed && !end => {
             let r = match &mut resp.body {
-                crate::http::response::Body::Upstream(up) => send_upstream(&w, &mut tx, up, fin, &ctx, pace).await,
-                crate::http::response::Body::Compressed(z) => send_compressed(&w, &mut tx, z, fin, &ctx, pace).await,
+                crate::http::response::Body::Upstream(up) => {
+                    Box::pin(send_upstream(&w, &mut tx, up, fin, &ctx, pace)).await
+                }
+                crate::http::response::Body::Compressed(z) => {
+                    Box::pin(send_compressed(&w, &mut tx, z, fin, &ctx, pace)).await
+                }
                 _ => Err(()),
             };
             open = Some(tx);
@@ -624,13 +630,13 @@ async fn stream(
         Err(_) => Err(()),
     };
     if let crate::http::response::Body::Upstream(up) = &mut resp.body {
-        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        Box::pin(crate::http::proxy::fill_rest(&w, up, head_only)).await;
         crate::http::proxy::finish_body(&w, &mut ctx, up);
     }
     if let crate::http::response::Body::Compressed(z) = &mut resp.body
         && let Some(up) = z.upstream_mut()
     {
-        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        Box::pin(crate::http::proxy::fill_rest(&w, up, head_only)).await;
         crate::http::proxy::finish_body(&w, &mut ctx, up);
     }
     let mut ok = sent.is_ok();
@@ -647,7 +653,7 @@ async fn stream(
     log(&w, &ctx, &resp, (body_bytes, body_bytes), started, ok);
     if ctx.cache.is_some() {
         drop(resp);
-        crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
+        Box::pin(crate::http::cache::serve::refresh_after(&w, &mut ctx)).await;
     }
     if let Some(rest) = unread
         && ok

@@ -440,6 +440,7 @@ impl Loop {
             proxy_protocol: info.proxy_protocol.clone(),
             started: info.started,
             fd: info.fd,
+            unix: info.unix.clone(),
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
         super::start_stream(self.w.clone(), self.group, sinfo, req, Respond::Own(respond), self.shared.clone());
