@@ -440,7 +440,7 @@ async fn stream(
     ctx.wire_head_len = block_len;
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
-        Some(code) => crate::http::handler::error(&ctx, code),
+        Some(code) => crate::http::handler::finish_error(&mut ctx, code),
         None if plain_connect => connect::refuse(&mut ctx),
         None if trace => {
             log_req!(ctx, Level::Info, "client sent TRACE method");
