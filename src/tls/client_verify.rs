@@ -107,8 +107,10 @@ impl Anchored {
 }
 
 impl Anchored {
-    /// OpenSSL's X509_V_ERR_CERT_CHAIN_TOO_LONG for a chain longer than
-    /// `ssl_verify_depth` allows, then the CRLs checked here, if any.
+    /// A chain longer than `ssl_verify_depth` allows fails as with OpenSSL
+    /// 3, whose chain building stops at the depth and then misses the
+    /// issuer of its last certificate (X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT);
+    /// then the CRLs checked here, if any.
     fn within_depth(
         &self,
         leaf: &CertificateDer<'_>,
@@ -121,7 +123,7 @@ impl Anchored {
         let chain = super::client_chain::build(leaf, rest, &self.anchors);
         let allowed = usize::try_from(self.depth).unwrap_or(usize::MAX).saturating_add(2);
         if chain.len() > allowed {
-            return Err(as_error(VerifyError { code: 22, text: "certificate chain too long".into() }));
+            return Err(as_error(VerifyError { code: 2, text: "unable to get issuer certificate".into() }));
         }
         if let Some(crls) = &self.crls {
             let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
