@@ -199,3 +199,107 @@ fn a_revoked_origin_certificate_is_a_502() {
         let _ = std::fs::remove_dir_all(f.parent().expect("dir"));
     }
 }
+
+/// `proxy_ssl_session_reuse` (on by default) resumes the origin's TLS
+/// session on the next connection; with `off` every connection is a full
+/// handshake, as the origin's `$ssl_session_reused` shows (nginx-tests'
+/// proxy_ssl.t).
+#[test]
+fn origin_sessions_are_reused_unless_off() {
+    let s = builder()
+        .tls_files()
+        .ports(2)
+        .http(
+            "server {\n\
+               listen 127.0.0.1:{port1} ssl;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n\
+               ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               ssl_session_cache shared:S:1m;\n\
+               location / { return 200 \"reused=$ssl_session_reused\\n\"; }\n\
+             }\n\
+             server {\n\
+               listen 127.0.0.1:{port0};\n\
+               location /reuse/ { proxy_pass https://127.0.0.1:{port1}/; }\n\
+               location /off/ { proxy_pass https://127.0.0.1:{port1}/; proxy_ssl_session_reuse off; }\n\
+             }",
+        )
+        .start();
+    let p = s.ports[0];
+    let get = |path: &str| {
+        let r = request(p, &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+        assert_eq!(r.status, 200, "{}", s.error_log());
+        r.text()
+    };
+    assert_eq!(get("/off/"), "reused=.\n");
+    assert_eq!(get("/off/"), "reused=.\n", "off: a new session each time");
+    assert_eq!(get("/reuse/"), "reused=.\n", "the first session of its own");
+    assert_eq!(get("/reuse/"), "reused=r\n");
+    assert_eq!(get("/reuse/"), "reused=r\n");
+}
+
+/// An origin that accepts the connection but never answers the TLS
+/// handshake: after `proxy_connect_timeout`, nginx's 504 and "upstream
+/// timed out ... while SSL handshaking to upstream".
+#[test]
+fn a_stalled_origin_handshake_is_a_504() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let s = builder()
+        .tls_files()
+        .http(&format!(
+            "server {{ listen 127.0.0.1:{{port}}; location / {{ proxy_pass https://127.0.0.1:{port}; \
+             proxy_connect_timeout 1s; }} }}"
+        ))
+        .start();
+    let started = std::time::Instant::now();
+    let r = request(s.port, "GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let log = s.wait_error_log("while SSL handshaking to upstream");
+    assert!(log.contains("upstream timed out (110: Connection timed out) while SSL handshaking to upstream"), "{log}");
+    drop(silent);
+}
+
+/// `proxy_ssl_crl` with version 1 CRLs (as `openssl ca -gencrl` writes
+/// them without extensions, nginx-tests' proxy_ssl_crl.t): one revoking
+/// the origin's certificate is a 502 with `(23:certificate revoked)`, one
+/// revoking nothing lets it through.
+#[test]
+fn version_1_origin_crls() {
+    // (nginx 1.22 does not verify this test PKI for origins; see above.)
+    if nginx_mode() {
+        return;
+    }
+    let dir = temp_dir("v1-origin-crl");
+    std::fs::write(dir.join("ca.crt"), ca_pem()).expect("ca");
+    std::fs::write(dir.join("ca.key"), ca_key_pem()).expect("ca key");
+    std::fs::write(dir.join("origin.crt"), issue(KeyKind::Ecdsa, &["a.test"], false).cert).expect("origin");
+    v1_crl(&dir, "ca", &[], "empty.crl");
+    v1_crl(&dir, "ca", &["origin.crt"], "revoking.crl");
+    let location = |path: &str, crl: &str| {
+        format!(
+            "location /{path}/ {{ proxy_pass https://127.0.0.1:{{port1}}/; proxy_ssl_verify on; \
+             proxy_ssl_trusted_certificate tls/ca.crt; proxy_ssl_name a.test; proxy_ssl_crl {}; }}\n",
+            dir.join(crl).display()
+        )
+    };
+    let s = builder()
+        .tls_files()
+        .ports(2)
+        .http(&format!(
+            "server {{ listen 127.0.0.1:{{port1}} ssl; ssl_certificate tls/a.test.ecdsa.crt; \
+             ssl_certificate_key tls/a.test.ecdsa.key; location / {{ return 200 \"origin\\n\"; }} }}\n\
+             server {{ listen 127.0.0.1:{{port0}};\n{}{}}}",
+            location("ok", "empty.crl"),
+            location("revoked", "revoking.crl")
+        ))
+        .start();
+    let p = s.ports[0];
+    let r = request(p, "GET /ok/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "origin\n"), "{}", s.error_log());
+    let r = request(p, "GET /revoked/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 502);
+    let log = s.wait_error_log("certificate revoked");
+    assert!(log.contains("upstream SSL certificate verify error: (23:certificate revoked)"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

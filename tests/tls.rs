@@ -330,11 +330,11 @@ fn ssl_reject_handshake_refuses_unknown_names() {
     assert!(ok.ok && ok.subject() == Some("CN = a.test"), "known name refused:\n{}", ok.out);
     assert!(ok.contains("\r\n\r\na\n"), "{}", ok.out);
     // nginx answers with an unrecognized_name alert (s_client: "tlsv1
-    // unrecognized name ... SSL alert number 112"); only the failure and the
-    // absence of any certificate are asserted.
+    // unrecognized name ... SSL alert number 112"), with or without SNI.
     for args in [vec!["-servername", "unknown.test"], vec!["-noservername"]] {
         let r = s_client(&s, s.port, &args, &get_close("unknown.test", "/"));
         assert!(!r.ok, "{args:?}: handshake succeeded:\n{}", r.out);
+        assert!(r.contains("alert number 112"), "{args:?}: not an unrecognized_name alert:\n{}", r.out);
         assert!(r.subject().is_none() && r.contains("no peer certificate available"), "{args:?}:\n{}", r.out);
         assert!(!r.contains("HTTP/1.1"), "{args:?}: got an HTTP response:\n{}", r.out);
     }

@@ -181,3 +181,163 @@ fn optional_no_ca_without_a_ca() {
     assert_eq!((f.status, f.text().as_str()), (200, "[NONE] []\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A root, an intermediate and a client certificate it issued, each a CA
+/// (as `openssl ca` makes them with `basicConstraints = CA:TRUE`, which
+/// OpenSSL accepts for a client's own certificate). Returns the directory
+/// holding `root-int.crt` (the trust file) and `end.crt`/`end.key`.
+fn three_level_chain() -> std::path::PathBuf {
+    let dir = temp_dir("depth-chain");
+    std::fs::write(
+        dir.join("x.cnf"),
+        "[req]\ndistinguished_name = dn\n[dn]\n[v3]\nbasicConstraints = critical, CA:TRUE\n",
+    )
+    .expect("cnf");
+    for name in ["root", "int", "end"] {
+        genkey(KeyKind::Ecdsa, &format!("{name}.key"), &dir);
+    }
+    let subj = |n: &str| format!("/CN={n}");
+    openssl(
+        &["req", "-x509", "-new", "-key", "root.key", "-subj", &subj("root"), "-config", "x.cnf", "-extensions", "v3"]
+            .into_iter()
+            .chain(["-days", "2", "-out", "root.crt"])
+            .collect::<Vec<_>>(),
+        &dir,
+    );
+    for (name, issuer) in [("int", "root"), ("end", "int")] {
+        openssl(&["req", "-new", "-key", &format!("{name}.key"), "-subj", &subj(name), "-out", "x.csr"], &dir);
+        let (ca, key, out) = (format!("{issuer}.crt"), format!("{issuer}.key"), format!("{name}.crt"));
+        openssl(
+            &["x509", "-req", "-in", "x.csr", "-CA", &ca, "-CAkey", &key, "-days", "2", "-extfile", "x.cnf"]
+                .into_iter()
+                .chain(["-extensions", "v3", "-out", &out])
+                .collect::<Vec<_>>(),
+            &dir,
+        );
+    }
+    let mut trust = std::fs::read(dir.join("root.crt")).expect("root");
+    trust.extend(std::fs::read(dir.join("int.crt")).expect("int"));
+    std::fs::write(dir.join("root-int.crt"), trust).expect("trust");
+    dir
+}
+
+/// `ssl_verify_depth` counts the chain OpenSSL builds up to the root, the
+/// root and the client's own certificate aside (nginx-tests'
+/// ssl_verify_depth.t): with the intermediate trusted, a client sending
+/// only its own certificate has a chain of three, too long for depth 0,
+/// fine for 2. The refusal's page keeps `add_header ... always`.
+#[test]
+fn verify_depth_limits_the_client_chain() {
+    let dir = three_level_chain();
+    let trust = dir.join("root-int.crt").display().to_string();
+    let server = |name: &str, depth: u32| {
+        format!(
+            "server {{\n  listen 127.0.0.1:{{port}} ssl;\n  server_name {name};\n\
+               ssl_certificate tls/{name}.ecdsa.crt;\n  ssl_certificate_key tls/{name}.ecdsa.key;\n\
+               ssl_verify_client on;\n  ssl_client_certificate {trust};\n  ssl_verify_depth {depth};\n\
+               add_header X-Verify $ssl_client_verify always;\n\
+               location / {{ return 200 \"$ssl_client_verify $ssl_client_s_dn\\n\"; }}\n}}\n"
+        )
+    };
+    let s = builder().tls_files().http(&(server("a.test", 0) + &server("b.test", 2))).start();
+    let (c, k) = (dir.join("end.crt").display().to_string(), dir.join("end.key").display().to_string());
+    let deep = fetch(&s, &format!("https://b.test:{}/", s.port), &["--cert", &c, "--key", &k]);
+    assert_eq!((deep.status, deep.text().as_str()), (200, "SUCCESS CN=end\n"));
+    let shallow = fetch(&s, &format!("https://a.test:{}/", s.port), &["--cert", &c, "--key", &k]);
+    assert_eq!(shallow.status, 400, "{}", shallow.text());
+    // (OpenSSL 3 stops building the chain at the depth: its last
+    // certificate's issuer is then missing.)
+    assert_eq!(shallow.header("X-Verify"), Some("FAILED:unable to get issuer certificate"));
+    let log = s.wait_error_log("unable to get issuer certificate");
+    assert!(log.contains("client SSL certificate verify error: (2:unable to get issuer certificate)"), "{log}");
+    // The intermediate itself: a chain of two, within depth 0.
+    let (ic, ik) = (dir.join("int.crt").display().to_string(), dir.join("int.key").display().to_string());
+    let int = fetch(&s, &format!("https://a.test:{}/", s.port), &["--cert", &ic, "--key", &ik]);
+    assert_eq!((int.status, int.text().as_str()), (200, "SUCCESS CN=int\n"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With SNI, a request whose Host leads to a server with
+/// `ssl_verify_client` gets 421 (nginx checks the client's certificate
+/// only for the server the handshake named); a Host leading to a server
+/// without it is served. A CA listed twice in `ssl_client_certificate` is
+/// named once in the certificate request.
+#[test]
+fn misdirected_requests_and_the_acceptable_ca_list() {
+    let dir = temp_dir("dup-ca");
+    let mut twice = ca_pem();
+    twice.extend(ca_pem());
+    std::fs::write(dir.join("dup.crt"), twice).expect("dup");
+    let s = builder()
+        .tls_files()
+        .http(&format!(
+            "server {{\n  listen 127.0.0.1:{{port}} ssl;\n  server_name a.test;\n\
+               ssl_certificate tls/a.test.ecdsa.crt;\n  ssl_certificate_key tls/a.test.ecdsa.key;\n\
+               ssl_verify_client optional;\n  ssl_client_certificate {};\n\
+               location / {{ return 200 \"a $ssl_client_verify\\n\"; }}\n}}\n\
+             server {{\n  listen 127.0.0.1:{{port}} ssl;\n  server_name b.test;\n\
+               ssl_certificate tls/b.test.ecdsa.crt;\n  ssl_certificate_key tls/b.test.ecdsa.key;\n\
+               ssl_verify_client on;\n  ssl_client_certificate tls/ca.crt;\n\
+               location / {{ return 200 \"b\\n\"; }}\n}}\n\
+             server {{\n  listen 127.0.0.1:{{port}} ssl;\n  server_name c.test;\n\
+               ssl_certificate tls/b.test.ecdsa.crt;\n  ssl_certificate_key tls/b.test.ecdsa.key;\n\
+               location / {{ return 200 \"c\\n\"; }}\n}}",
+            dir.join("dup.crt").display()
+        ))
+        .start();
+    let url = format!("https://a.test:{}/", s.port);
+    assert_eq!(fetch(&s, &url, &[]).text(), "a NONE\n");
+    let other = fetch(&s, &url, &["-H", "Host: b.test"]);
+    assert_eq!(other.status, 421, "{}", other.text());
+    assert!(other.text().contains("421 Misdirected Request"), "{}", other.text());
+    assert!(s.wait_error_log("different from the one that was negotiated").contains("client attempted"));
+    let plain = fetch(&s, &url, &["-H", "Host: c.test"]);
+    assert_eq!((plain.status, plain.text().as_str()), (200, "c\n"));
+    let r = s_client(&s, s.port, &["-servername", "a.test"], &get_close("a.test", "/"));
+    let names = r.out.split("Acceptable client certificate CA names").nth(1).unwrap_or("");
+    let listed = names.lines().take_while(|l| !l.contains("Requested Signature")).filter(|l| l.contains("CN")).count();
+    assert_eq!(listed, 1, "{}", r.out);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `ssl_crl` with version 1 CRLs, which OpenSSL takes (nginx-tests'
+/// ssl_crl.t): as OpenSSL's CRL_CHECK_ALL with nginx's callback, every
+/// certificate under the root needs its issuer's CRL, and the last
+/// problem found is reported: a revoked intermediate fails its client
+/// though the client's own CRL is missing too.
+#[test]
+fn version_1_crls_check_the_whole_chain() {
+    let dir = three_level_chain();
+    v1_crl(&dir, "root", &[], "root-empty.crl");
+    v1_crl(&dir, "int", &[], "int-empty.crl");
+    let mut both = std::fs::read(dir.join("root-empty.crl")).expect("crl");
+    both.extend(std::fs::read(dir.join("int-empty.crl")).expect("crl"));
+    std::fs::write(dir.join("chain.crl"), both).expect("chain crl");
+    v1_crl(&dir, "root", &["int.crt"], "root-revoking.crl");
+    let server = |name: &str, crl: &str| {
+        format!(
+            "server {{\n  listen 127.0.0.1:{{port}} ssl;\n  server_name {name};\n\
+               ssl_certificate tls/b.test.ecdsa.crt;\n  ssl_certificate_key tls/b.test.ecdsa.key;\n\
+               ssl_verify_client on;\n  ssl_client_certificate {};\n  ssl_verify_depth 2;\n  ssl_crl {};\n\
+               add_header X-Verify $ssl_client_verify always;\n\
+               location / {{ return 200 \"$ssl_client_verify\\n\"; }}\n}}\n",
+            dir.join("root-int.crt").display(),
+            dir.join(crl).display()
+        )
+    };
+    let conf =
+        server("b.test", "chain.crl") + &server("a.test", "root-revoking.crl") + &server("c.test", "root-empty.crl");
+    let s = builder().tls_files().http(&conf).start();
+    let (c, k) = (dir.join("end.crt").display().to_string(), dir.join("end.key").display().to_string());
+    // (curl checks the server's name against b.test's certificate: -k.)
+    let get = |host: &str| fetch(&s, &format!("https://{host}:{}/", s.port), &["-k", "--cert", &c, "--key", &k]);
+    let ok = get("b.test");
+    assert_eq!((ok.status, ok.text().as_str()), (200, "SUCCESS\n"));
+    let revoked = get("a.test");
+    assert_eq!(revoked.status, 400);
+    assert_eq!(revoked.header("X-Verify"), Some("FAILED:certificate revoked"));
+    let missing = get("c.test");
+    assert_eq!(missing.status, 400);
+    assert_eq!(missing.header("X-Verify"), Some("FAILED:unable to get certificate CRL"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -39,6 +39,8 @@ pub struct UpstreamSsl {
     pub server_name: bool,
     /// `X_ssl_name`; None: the host of the pass target.
     pub name: Option<String>,
+    /// `X_ssl_session_reuse off` (on by default, as in nginx).
+    pub no_session_reuse: bool,
 }
 
 impl UpstreamSsl {
@@ -59,6 +61,7 @@ impl UpstreamSsl {
             client_cert,
             passwords: self.passwords.clone(),
             alpn_h2,
+            no_session_reuse: self.no_session_reuse,
         };
         (key, dynamic)
     }
@@ -95,7 +98,7 @@ macro_rules! upstream_ssl_directives {
             // whole chain verified, sessions resumed.
             cmd(concat!($p, "_ssl_protocols"), HSL, 1, MANY, Set::Noop),
             cmd(concat!($p, "_ssl_ciphers"), HSL, 1, 1, Set::Noop),
-            cmd(concat!($p, "_ssl_session_reuse"), HSL, 1, 1, Set::Ctx(s::on_off)),
+            cmd(concat!($p, "_ssl_session_reuse"), HSL, 1, 1, Set::Loc(s::session_reuse)),
             cmd(concat!($p, "_ssl_verify_depth"), HSL, 1, 1, Set::Noop),
             cmd(concat!($p, "_ssl_conf_command"), HSL, 2, 2, Set::Ctx(s::no_conf_command)),
         ]
@@ -120,6 +123,11 @@ fn no_vars(d: &Directive) -> Result<&str, ConfError> {
         return Err(ConfError::at(format!("variables in \"{}\" are not supported yet", d.name), &d.span));
     }
     Ok(v)
+}
+
+pub fn session_reuse(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    of(c, d).no_session_reuse = !flag(d)?;
+    Ok(())
 }
 
 pub fn verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
@@ -185,10 +193,6 @@ pub fn trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     crate::tls::certs::load_chain(&p).map_err(|m| ConfError::at(m, &d.span))?;
     of(c, d).trusted_certificate = Some(p);
     Ok(())
-}
-
-pub fn on_off(d: &Directive, _: &mut Ctx) -> R {
-    flag(d).map(|_| ())
 }
 
 /// nginx passes these to OpenSSL's SSL_CONF_cmd; rustls has no such

@@ -54,7 +54,7 @@ pub fn client_config(p: &ProxyConf, span: &Span) -> Result<Arc<rustls::ClientCon
         _ => None,
     };
     let cfg = crate::tls::client::client_config(&client_key(p, client_cert)).map_err(|m| ConfError::at(m, span))?;
-    Ok(session_reuse(p, cfg))
+    Ok(cfg)
 }
 
 fn has_vars(v: &PemSource) -> bool {
@@ -70,16 +70,8 @@ fn client_key(p: &ProxyConf, client_cert: Option<(Source, Source)>) -> crate::tl
         client_cert,
         passwords: p.ssl_passwords.clone(),
         alpn_h2: false,
+        no_session_reuse: !p.ssl_session_reuse,
     }
-}
-
-fn session_reuse(p: &ProxyConf, cfg: Arc<rustls::ClientConfig>) -> Arc<rustls::ClientConfig> {
-    if p.ssl_session_reuse {
-        return cfg;
-    }
-    let mut cfg = (*cfg).clone();
-    cfg.resumption = rustls::client::Resumption::disabled();
-    Arc::new(cfg)
 }
 
 /// The session's client configuration: the one built at load, or, with
@@ -100,7 +92,7 @@ pub async fn session_client(
         return Ok(Some(base.clone()));
     }
     let cfg = crate::tls::client::Clients::get_dynamic(clients, &client_key(p, pair)).await?;
-    Ok(Some(session_reuse(p, cfg)))
+    Ok(Some(cfg))
 }
 
 /// What `$ssl_*` read on a terminated connection.

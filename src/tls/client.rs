@@ -113,6 +113,11 @@ pub struct Key {
     pub passwords: Option<Arc<Vec<Vec<u8>>>>,
     /// Offer ALPN `h2` (`grpcs://`).
     pub alpn_h2: bool,
+    /// `proxy_ssl_session_reuse off`: every handshake is a full one. With
+    /// reuse on, the configuration's own session store resumes the
+    /// sessions of the origins it connected to (nginx keeps one session
+    /// per upstream peer; here per configuration and worker).
+    pub no_session_reuse: bool,
 }
 
 /// Builds a client configuration (also used by `-t` to check the trusted
@@ -131,11 +136,26 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
         }
         let mut vb = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
         // OpenSSL's CRL_CHECK_ALL, as nginx sets it with proxy_ssl_crl.
+        // CRLs webpki cannot read (version 1) are applied by `crl`.
+        let mut crls = None;
         if let Some(crl) = &k.crl {
-            vb = vb.with_crls(crate::tls::certs::load_crls(crl)?).enforce_revocation_expiration();
+            let list = crate::tls::certs::load_crls(crl)?;
+            if crate::tls::crl::webpki_reads(&list) {
+                vb = vb.with_crls(list).enforce_revocation_expiration();
+            } else {
+                let parsed = crate::tls::crl::Crls::parse(&list)
+                    .map_err(|m| format!("cannot load CRL \"{}\": {m}", crl.display()))?;
+                crls = Some(Arc::new(parsed));
+            }
         }
         let inner = vb.build().map_err(|e| e.to_string())?;
-        let v = crate::tls::origin_verify::OriginVerifier { inner, anchors, provider: provider.clone() };
+        let v = crate::tls::origin_verify::OriginVerifier {
+            inner,
+            anchors,
+            provider: provider.clone(),
+            webpki_crl: k.crl.is_some() && crls.is_none(),
+            crls,
+        };
         builder.dangerous().with_custom_certificate_verifier(Arc::new(v))
     } else {
         builder.dangerous().with_custom_certificate_verifier(Arc::new(NoVerify(provider.clone())))
@@ -154,6 +174,9 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
         }
     };
     cfg.enable_sni = k.sni;
+    if k.no_session_reuse {
+        cfg.resumption = rustls::client::Resumption::disabled();
+    }
     if k.alpn_h2 {
         cfg.alpn_protocols = vec![b"h2".to_vec()];
     }

@@ -357,7 +357,7 @@ pub fn spki<'a>(cert: &'a CertificateDer<'_>) -> Option<&'a [u8]> {
     Some(tbs_fields(cert.as_ref())?.0[5].2)
 }
 
-fn cert_time(tag: u8, v: &[u8]) -> Option<CertTime> {
+pub(crate) fn cert_time(tag: u8, v: &[u8]) -> Option<CertTime> {
     let digits = v.strip_suffix(b"Z")?;
     if !digits.iter().all(u8::is_ascii_digit) {
         return None;

@@ -87,6 +87,15 @@ pub struct Anchored {
     /// Every certificate of the trust files, as read.
     pub anchors: Vec<CertificateDer<'static>>,
     pub algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+    /// `ssl_verify_depth`: the most CA certificates above the client's
+    /// own, the trust anchor aside.
+    pub depth: u32,
+    /// webpki applies the `ssl_crl`: a chain it refuses is then not
+    /// checked again without it (`client_chain::ca_leaf_trusted` reads no
+    /// CRL).
+    pub webpki_crl: bool,
+    /// The `ssl_crl` that webpki cannot read, checked here instead.
+    pub crls: Option<Arc<super::crl::Crls>>,
 }
 
 impl Anchored {
@@ -95,6 +104,39 @@ impl Anchored {
         self.anchors.iter().any(|a| a.as_ref() == leaf.as_ref())
             && super::client_cert::validity(leaf).is_some_and(|(start, end)| start.unix <= now && now <= end.unix)
     }
+}
+
+impl Anchored {
+    /// A chain longer than `ssl_verify_depth` allows fails as with OpenSSL
+    /// 3, whose chain building stops at the depth and then misses the
+    /// issuer of its last certificate (X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT);
+    /// then the CRLs checked here, if any.
+    fn within_depth(
+        &self,
+        leaf: &CertificateDer<'_>,
+        rest: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, Error> {
+        let as_error = |why: VerifyError| {
+            Error::InvalidCertificate(rustls::CertificateError::Other(rustls::OtherError(Arc::new(why))))
+        };
+        let chain = super::client_chain::build(leaf, rest, &self.anchors);
+        let allowed = usize::try_from(self.depth).unwrap_or(usize::MAX).saturating_add(2);
+        if chain.len() > allowed {
+            return Err(as_error(VerifyError { code: 2, text: "unable to get issuer certificate".into() }));
+        }
+        if let Some(crls) = &self.crls {
+            let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+            crls.check(&chain, now).map_err(as_error)?;
+        }
+        Ok(ClientCertVerified::assertion())
+    }
+}
+
+/// webpki's refusal of a CA certificate as the client's own.
+pub(crate) fn ca_used_as_leaf(e: &Error) -> bool {
+    matches!(e, Error::InvalidCertificate(rustls::CertificateError::Other(o))
+        if matches!(o.0.downcast_ref::<webpki::Error>(), Some(webpki::Error::CaUsedAsEndEntity)))
 }
 
 impl ClientCertVerifier for Anchored {
@@ -117,8 +159,16 @@ impl ClientCertVerifier for Anchored {
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
         match self.inner.verify_client_cert(leaf, rest, now) {
-            Err(_) if self.trusted_itself(leaf, now) => Ok(ClientCertVerified::assertion()),
-            other => other,
+            Err(_) if self.trusted_itself(leaf, now) => self.within_depth(leaf, rest, now),
+            Err(e)
+                if !self.webpki_crl
+                    && ca_used_as_leaf(&e)
+                    && super::client_chain::ca_leaf_trusted(leaf, rest, &self.anchors, now) =>
+            {
+                self.within_depth(leaf, rest, now)
+            }
+            Err(e) => Err(e),
+            Ok(_) => self.within_depth(leaf, rest, now),
         }
     }
 

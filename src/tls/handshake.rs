@@ -157,14 +157,20 @@ pub async fn accept(
             None => &g.default_server,
         };
         let tls = server.tls.as_ref().or(g.default_server.tls.as_ref())?;
-        let cfg = if tls.reject {
-            crate::tls::reject_config()
-        } else if g.http2_for(server) {
-            // ALPN offers h2 when the server SNI chose has it (nginx).
-            tls.with_h2.clone()
-        } else {
-            tls.h1_only.clone()
-        };
+        if tls.reject {
+            log_to!(
+                server.conf.error_log,
+                Level::Info,
+                "*{} SSL handshake rejected (ssl_reject_handshake) while SSL handshaking, client: {}, server: {}",
+                id,
+                peer.ip(),
+                g.addr
+            );
+            super::reject_unrecognized_name(start).await;
+            return None;
+        }
+        // ALPN offers h2 when the server SNI chose has it (nginx).
+        let cfg = if g.http2_for(server) { tls.with_h2.clone() } else { tls.h1_only.clone() };
         let Some(cfg) = cfg else {
             fail(&server.conf.error_log, &"no TLS configuration for this server");
             return None;
@@ -193,18 +199,7 @@ pub async fn accept(
         let stream = match start.into_stream_with(cfg, |c| c.set_resumption_data(&fresh_id)).await {
             Ok(s) => s,
             Err(e) => {
-                if tls.reject {
-                    log_to!(
-                        server.conf.error_log,
-                        Level::Info,
-                        "*{} SSL handshake rejected (ssl_reject_handshake) while SSL handshaking, client: {}, server: {}",
-                        id,
-                        peer.ip(),
-                        g.addr
-                    );
-                } else {
-                    fail(&server.conf.error_log, &format_args!("SSL_do_handshake() failed ({})", e));
-                }
+                fail(&server.conf.error_log, &format_args!("SSL_do_handshake() failed ({})", e));
                 return None;
             }
         };

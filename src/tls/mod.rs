@@ -7,7 +7,9 @@ pub mod acme;
 pub mod certs;
 pub mod client;
 pub mod client_cert;
+pub mod client_chain;
 pub mod client_verify;
+pub mod crl;
 pub mod der;
 pub mod dynamic;
 pub mod handshake;
@@ -83,6 +85,26 @@ impl ServerTls {
 pub async fn refuse<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(start: tokio_rustls::StartHandshake<IO>) {
     if let Some(rc) = reject_config() {
         let _ = start.into_stream(rc).await;
+    }
+}
+
+/// Ends a handshake refused by `ssl_reject_handshake on` with nginx's
+/// fatal `unrecognized_name` alert (OpenSSL's servername callback answers
+/// `SSL_AD_UNRECOGNIZED_NAME`). rustls has no way for a certificate
+/// resolver to pick the alert (a resolver without a certificate makes it
+/// send `access_denied`), so the alert record is written on the transport
+/// here, before rustls writes anything, and the handshake is dropped.
+pub async fn reject_unrecognized_name<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    start: tokio_rustls::StartHandshake<IO>,
+) {
+    use tokio::io::AsyncWriteExt;
+    /// A fatal (2) unrecognized_name (112) alert in a TLS 1.2 record.
+    const ALERT: [u8; 7] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70];
+    let Some(rc) = reject_config() else { return };
+    let mut accept = start.into_stream(rc);
+    if let Some(io) = accept.get_mut() {
+        let _ = io.write_all(&ALERT).await;
+        let _ = io.shutdown().await;
     }
 }
 
@@ -372,8 +394,11 @@ fn server_config(
             let files = [ssl.client_certificate.as_ref(), ssl.trusted_certificate.as_ref()];
             for (i, (path, span)) in files.into_iter().enumerate().filter_map(|(i, f)| Some((i, f?))) {
                 for c in certs::load_chain(path).map_err(|m| err(m, span))? {
+                    // A name listed twice is sent once, as OpenSSL's
+                    // SSL_load_client_CA_file skips duplicates.
                     if i == 0
                         && let Some(n) = client_verify::subject(&c)
+                        && !hints.iter().any(|h: &rustls::DistinguishedName| h.as_ref() == n.as_ref())
                     {
                         hints.push(n);
                     }
@@ -396,8 +421,17 @@ fn server_config(
             // OpenSSL's CRL_CHECK_ALL, as nginx sets it: every certificate
             // of the chain under a CA needs its issuer's CRL, and an
             // expired CRL fails the check.
+            // CRLs webpki cannot read (version 1) are applied by `crl`.
+            let mut own_crls = None;
             if let Some((path, span)) = &ssl.crl {
-                vb = vb.with_crls(certs::load_crls(path).map_err(|m| err(m, span))?).enforce_revocation_expiration();
+                let crls = certs::load_crls(path).map_err(|m| err(m, span))?;
+                if crl::webpki_reads(&crls) {
+                    vb = vb.with_crls(crls).enforce_revocation_expiration();
+                } else {
+                    let parsed = crl::Crls::parse(&crls)
+                        .map_err(|m| err(format!("cannot load CRL \"{}\": {m}", path.display()), span))?;
+                    own_crls = Some(Arc::new(parsed));
+                }
             }
             let v: Arc<dyn rustls::server::danger::ClientCertVerifier> = Arc::new(client_verify::Anchored {
                 inner: vb.build().map_err(|e| {
@@ -405,6 +439,9 @@ fn server_config(
                 })?,
                 anchors,
                 algorithms: provider.signature_verification_algorithms,
+                depth: ssl.verify_depth,
+                webpki_crl: ssl.crl.is_some() && own_crls.is_none(),
+                crls: own_crls,
             });
             client_verifier = Some(v.clone());
             builder.with_client_cert_verifier(Arc::new(client_verify::Deferred {

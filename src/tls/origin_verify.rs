@@ -28,6 +28,12 @@ pub struct OriginVerifier {
     /// Every certificate of the trusted file, as read.
     pub anchors: Vec<CertificateDer<'static>>,
     pub provider: Arc<CryptoProvider>,
+    /// webpki applies the `proxy_ssl_crl`: a chain it refuses is not
+    /// checked again without it.
+    pub webpki_crl: bool,
+    /// The `proxy_ssl_crl` that webpki cannot read (version 1 CRLs),
+    /// checked here on the chain OpenSSL would build.
+    pub crls: Option<Arc<super::crl::Crls>>,
 }
 
 impl OriginVerifier {
@@ -39,6 +45,55 @@ impl OriginVerifier {
 
 impl ServerCertVerifier for OriginVerifier {
     fn verify_server_cert(
+        &self,
+        leaf: &CertificateDer<'_>,
+        rest: &[CertificateDer<'_>],
+        name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        let verified = self.verify_chain(leaf, rest, name, ocsp, now)?;
+        if let Some(crls) = &self.crls {
+            let chain = super::client_chain::build(leaf, rest, &self.anchors);
+            let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+            crls.check(&chain, now)
+                .map_err(|why| Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(why)))))?;
+        }
+        Ok(verified)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner
+            .verify_tls12_signature(message, cert, dss)
+            .or_else(|e| super::client::verify_by_key(&self.provider, message, cert, dss).map_err(|_| e))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner
+            .verify_tls13_signature(message, cert, dss)
+            .or_else(|e| super::client::verify_by_key(&self.provider, message, cert, dss).map_err(|_| e))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+impl OriginVerifier {
+    /// The chain and name, by webpki and then by OpenSSL's rules where
+    /// they differ (see the module's notes); CRLs that webpki cannot read
+    /// are the caller's.
+    fn verify_chain(
         &self,
         leaf: &CertificateDer<'_>,
         rest: &[CertificateDer<'_>],
@@ -68,38 +123,23 @@ impl ServerCertVerifier for OriginVerifier {
                 }
                 if host_matches(leaf, name) { Ok(ServerCertVerified::assertion()) } else { Err(not_for_name) }
             }
+            // A CA certificate as the origin's own, which OpenSSL takes.
+            _ if !self.webpki_crl
+                && super::client_verify::ca_used_as_leaf(&e)
+                && super::client_chain::ca_leaf_trusted(leaf, rest, &self.anchors, now) =>
+            {
+                if host_matches(leaf, name) {
+                    Ok(ServerCertVerified::assertion())
+                } else {
+                    Err(not_for_name)
+                }
+            }
             _ if rest.is_empty() && client_cert::names(leaf).is_some_and(|n| n.subject == n.issuer) => {
                 let why = VerifyError { code: 18, text: "self-signed certificate".into() };
                 Err(Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(why)))))
             }
             _ => Err(e),
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner
-            .verify_tls12_signature(message, cert, dss)
-            .or_else(|e| super::client::verify_by_key(&self.provider, message, cert, dss).map_err(|_| e))
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner
-            .verify_tls13_signature(message, cert, dss)
-            .or_else(|e| super::client::verify_by_key(&self.provider, message, cert, dss).map_err(|_| e))
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
     }
 }
 

@@ -118,7 +118,10 @@ struct TicketKey {
 /// older than `ssl_session_timeout`, or from a server with another
 /// session id context, is refused.
 pub struct Tickets {
-    keys: Vec<TicketKey>,
+    /// From `ssl_session_ticket_key` files; empty when keys are generated.
+    keys: Vec<Arc<TicketKey>>,
+    /// Generated keys, rotated as nginx rotates them (see [`Ring`]).
+    ring: Option<Arc<Mutex<Ring>>>,
     lifetime: Duration,
     rng: SystemRandom,
     context: Context,
@@ -127,6 +130,57 @@ pub struct Tickets {
 impl std::fmt::Debug for Tickets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tickets").field("keys", &self.keys.len()).field("lifetime", &self.lifetime).finish()
+    }
+}
+
+/// Generated ticket keys, as nginx's `ngx_ssl_rotate_ticket_keys`: the
+/// current key seals for one `ssl_session_timeout` from its first use,
+/// then a fresh key takes over while the previous ones still open the
+/// tickets they sealed (which expire within a timeout anyway). A client
+/// thus cannot keep one key's tickets alive forever, and a key that leaks
+/// exposes one period's sessions. One ring per timeout, process-wide, so
+/// every worker (and a reloaded configuration) seals with the same key.
+struct Ring {
+    /// Newest first: the sealing key and when it stops sealing.
+    keys: VecDeque<(Arc<TicketKey>, Instant)>,
+}
+
+/// Keys kept to open tickets: the sealing one and two before it.
+const RING_KEEP: usize = 3;
+
+impl Ring {
+    fn shared(lifetime: Duration) -> Arc<Mutex<Ring>> {
+        static RINGS: OnceLock<Mutex<HashMap<Duration, Arc<Mutex<Ring>>>>> = OnceLock::new();
+        let reg = RINGS.get_or_init(Default::default);
+        let mut reg = reg.lock().unwrap_or_else(|p| p.into_inner());
+        reg.entry(lifetime).or_insert_with(|| Arc::new(Mutex::new(Ring { keys: VecDeque::new() }))).clone()
+    }
+
+    /// The sealing key, rotated once its period is over.
+    fn current(&mut self, lifetime: Duration) -> Option<Arc<TicketKey>> {
+        let now = Instant::now();
+        let fresh = match self.keys.front() {
+            Some((_, until)) => now >= *until,
+            None => true,
+        };
+        if fresh {
+            // The first key is the process key (tickets open across
+            // workers from the start); later ones are random.
+            let key = if self.keys.is_empty() {
+                key_from(process_key()).ok()?
+            } else {
+                let mut material = [0u8; 80];
+                SystemRandom::new().fill(&mut material).ok()?;
+                key_from(&material).ok()?
+            };
+            self.keys.push_front((Arc::new(key), now + lifetime));
+            self.keys.truncate(RING_KEEP);
+        }
+        self.keys.front().map(|(k, _)| k.clone())
+    }
+
+    fn find(&self, name: &[u8]) -> Option<Arc<TicketKey>> {
+        self.keys.iter().find(|(k, _)| k.name == name).map(|(k, _)| k.clone())
     }
 }
 
@@ -165,12 +219,24 @@ impl Tickets {
             if data.len() != 48 && data.len() != 80 {
                 return Err(format!("\"{}\" must be 48 or 80 bytes", f.display()));
             }
-            keys.push(key_from(&data)?);
+            keys.push(Arc::new(key_from(&data)?));
         }
-        if keys.is_empty() {
-            keys.push(key_from(process_key())?);
+        let ring = keys.is_empty().then(|| Ring::shared(lifetime));
+        Ok(Arc::new(Tickets { keys, ring, lifetime, rng: SystemRandom::new(), context }))
+    }
+
+    fn sealing_key(&self) -> Option<Arc<TicketKey>> {
+        match &self.ring {
+            Some(r) => r.lock().unwrap_or_else(|p| p.into_inner()).current(self.lifetime),
+            None => self.keys.first().cloned(),
         }
-        Ok(Arc::new(Tickets { keys, lifetime, rng: SystemRandom::new(), context }))
+    }
+
+    fn opening_key(&self, name: &[u8]) -> Option<Arc<TicketKey>> {
+        match &self.ring {
+            Some(r) => r.lock().unwrap_or_else(|p| p.into_inner()).find(name),
+            None => self.keys.iter().find(|k| k.name == name).cloned(),
+        }
     }
 }
 
@@ -188,7 +254,7 @@ impl ProducesTickets for Tickets {
     }
 
     fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
-        let k = self.keys.first()?;
+        let k = self.sealing_key()?;
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
         let mut sealed = Vec::with_capacity(8 + CONTEXT_LEN + plain.len() + 16);
@@ -209,7 +275,7 @@ impl ProducesTickets for Tickets {
         }
         let (name, rest) = ticket.split_at(NAME_LEN);
         let (nonce, sealed) = rest.split_at(NONCE_LEN);
-        let k = self.keys.iter().find(|k| k.name == name)?;
+        let k = self.opening_key(name)?;
         let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
         let mut buf = sealed.to_vec();
         let plain = k.key.open_in_place(nonce, Aad::from(&k.name), &mut buf).ok()?;
@@ -247,6 +313,18 @@ mod tests {
         // A server with another session id context does not.
         let elsewhere = Tickets::new(&[], Duration::from_secs(60), [1; CONTEXT_LEN]).unwrap();
         assert!(elsewhere.decrypt(&sealed).is_none());
+    }
+
+    #[test]
+    fn generated_keys_rotate_each_timeout() {
+        let lifetime = Duration::from_millis(1500);
+        let t = Tickets::new(&[], lifetime, [0; CONTEXT_LEN]).unwrap();
+        let first = t.encrypt(b"a").unwrap();
+        assert_eq!(first[..NAME_LEN], t.encrypt(b"b").unwrap()[..NAME_LEN], "one key within a period");
+        std::thread::sleep(Duration::from_millis(1600));
+        let next = t.encrypt(b"c").unwrap();
+        assert_ne!(first[..NAME_LEN], next[..NAME_LEN], "a new key after the timeout");
+        assert_eq!(t.decrypt(&next).unwrap(), b"c");
     }
 
     #[test]

@@ -173,6 +173,28 @@ pub fn issue(kind: KeyKind, names: &[&str], client: bool) -> CertKey {
     ck
 }
 
+/// A version 1 CRL (what `openssl ca -gencrl` writes without
+/// `crl_extensions`) signed by `issuer` in `dir`, revoking `revoke`
+/// (certificate files) first; written to `out`.
+pub fn v1_crl(dir: &std::path::Path, issuer: &str, revoke: &[&str], out: &str) {
+    let db = dir.join(format!("{issuer}.db"));
+    std::fs::create_dir_all(&db).expect("db");
+    std::fs::write(db.join("index"), "").expect("index");
+    std::fs::write(
+        dir.join(format!("{issuer}.ca.cnf")),
+        format!(
+            "[ca]\ndefault_ca = c\n[c]\ndatabase = {d}/index\ndefault_md = sha256\ndefault_crl_days = 1\n",
+            d = db.display()
+        ),
+    )
+    .expect("ca cnf");
+    let (cnf, cert, key) = (format!("{issuer}.ca.cnf"), format!("{issuer}.crt"), format!("{issuer}.key"));
+    for r in revoke {
+        openssl(&["ca", "-config", &cnf, "-keyfile", &key, "-cert", &cert, "-revoke", r], dir);
+    }
+    openssl(&["ca", "-gencrl", "-config", &cnf, "-keyfile", &key, "-cert", &cert, "-out", out], dir);
+}
+
 /// A CRL signed by the test CA revoking the certificate in `revoked`
 /// (PEM); `days` of validity (0: expired an hour ago).
 pub fn crl_revoking(revoked: &[u8], days: i32) -> PathBuf {

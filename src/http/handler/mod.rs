@@ -67,8 +67,28 @@ pub fn handle<'c>(ctx: &mut ReqCtx<'c, '_>) -> Response<'c> {
 /// request of a client whose certificate failed verification with 400 "The
 /// SSL certificate error" (internal 495), and, with `on`, one that sent
 /// none with 400 "No required SSL certificate was sent" (496).
+///
+/// Before that, nginx's check of a request for another server than the
+/// one the handshake named (`ngx_http_set_virtual_server`): with SNI, a
+/// Host that differs from it and leads to a server with
+/// `ssl_verify_client` enabled gets 421 "Misdirected Request", as that
+/// server's client certificate check did not apply to the handshake.
 pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
     let t = ctx.conn.tls.as_ref()?;
+    if let Some(sni) = t.server_name.as_deref() {
+        let sni = crate::http::routing::server::validate_host(sni.as_bytes());
+        if !ctx.req.host.is_empty()
+            && sni.as_deref() != Some(&ctx.req.host[..])
+            && ctx.server.conf.ssl.verify_client != crate::config::model::VerifyClient::Off
+        {
+            log_req!(
+                ctx,
+                Level::Info,
+                "client attempted to request the server name different from the one that was negotiated"
+            );
+            return Some(421);
+        }
+    }
     if let Some(e) = t.cert_error.as_ref().filter(|_| !t.cert_error_tolerated) {
         log_req!(ctx, Level::Info, "client SSL certificate verify error: ({}) while reading client request headers", e);
         return Some(495);

@@ -33,8 +33,11 @@ pub(super) fn lc_proxy_protocol(ctx: &ReqCtx<'_, '_>) -> bool {
 
 /// Why no TLS connection to the origin was made.
 pub(super) enum TlsFail {
-    /// The handshake failed or timed out: the next upstream may be tried.
+    /// The handshake failed: the next upstream may be tried (502).
     Handshake(String),
+    /// The handshake outlasted `proxy_connect_timeout`: nginx's 504, and
+    /// the next upstream only with `proxy_next_upstream timeout`.
+    Timeout,
     /// The client certificate chosen by variables did not load: nginx's
     /// 500, logged as an error.
     Certificate(String),
@@ -67,6 +70,6 @@ pub(super) async fn tls_connect(
     match crate::clock::timeout(connect_timeout, connector.connect(server_name, tcp)).await {
         Ok(Ok(t)) => Ok(t),
         Ok(Err(e)) => Err(TlsFail::Handshake(upstream_tls::handshake_error(&e, name))),
-        Err(_) => Err(TlsFail::Handshake("upstream timed out (110: Connection timed out)".into())),
+        Err(_) => Err(TlsFail::Timeout),
     }
 }

@@ -549,6 +549,13 @@ async fn attempt(
                             push_times(ctx, 502, None, None, started);
                             return Attempt::Failed { status: 502, next: next.error, sent: false };
                         }
+                        Err(TlsFail::Timeout) => {
+                            let why =
+                                "upstream timed out (110: Connection timed out) while SSL handshaking to upstream";
+                            log_timeout(ctx, p, why);
+                            push_times(ctx, 504, None, None, started);
+                            return Attempt::Failed { status: 504, next: next.timeout, sent: false };
+                        }
                     }
                 }
             }

@@ -154,6 +154,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
             client_cert: None,
             passwords: None,
             alpn_h2: false,
+            no_session_reuse: false,
         };
         crate::tls::client::client_config(&key)
     };

@@ -338,7 +338,7 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
             r.close = true;
             r
         }
-        (None, Some(code)) => crate::http::handler::error(&ctx, code),
+        (None, Some(code)) => crate::http::handler::finish_error(&mut ctx, code),
         (None, None) => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {

@@ -444,7 +444,7 @@ async fn stream(
     ctx.wire_head_len = block_len;
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
-        Some(code) => crate::http::handler::error(&ctx, code),
+        Some(code) => crate::http::handler::finish_error(&mut ctx, code),
         None if misdirected => {
             // Host names a server without HTTP/2 on this address: nginx's
             // 421.

@@ -171,7 +171,7 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
     let mut ctx = ReqCtx::new(g, server, req, &info);
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
-        Some(code) => crate::http::handler::error(&ctx, code),
+        Some(code) => crate::http::handler::finish_error(&mut ctx, code),
         None if plain_connect => crate::http::connection::h2::connect::refuse(&mut ctx),
         None => crate::http::handler::handle(&mut ctx),
     };
