@@ -15,8 +15,8 @@
 #                         [--h2o PATH] [--small 10000] [--big 60000] [--keep DIR]
 #                         [--servers "sluice nginx h2o"]
 #
-# The environment reaches the servers: SLUICE_H2_SERVER=own measures
-# sluice's own HTTP/2 connection loop instead of the h2 crate's.
+# The environment reaches the servers: SLUICE_H2_SERVER=crate measures
+# the h2 crate's server loop instead of sluice's own (the default).
 # Without --h2o, Debian's h2o package is downloaded and unpacked (not
 # installed) into the work directory. Prints one line per server.
 set -euo pipefail
