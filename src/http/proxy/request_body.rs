@@ -299,6 +299,12 @@ impl ClientBody {
                         if *n == 0 && self.h2.is_none() {
                             self.done = true;
                             self.extra = std::mem::take(&mut self.pending);
+                        } else if *n == 0 && self.ended && self.pending.is_empty() {
+                            // An HTTP/2 stream whose end came with its last
+                            // DATA: done now, so that FastCGI's end of stdin
+                            // goes in the same write as the data, as nginx
+                            // sends it.
+                            self.done = true;
                         }
                         return Ok(());
                     }
