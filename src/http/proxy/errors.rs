@@ -1,13 +1,20 @@
 //! nginx's error-log lines for upstream failures: the reason, then its
 //! context (client, server, request, the upstream URL, host), worded and
-//! ordered as nginx writes them so log tooling reads both alike.
+//! ordered as nginx writes them so log tooling reads both alike; with the
+//! two failures that log as they act (a peer counted failed, a client
+//! that left: 499).
 
 use super::body::BodyError;
+use super::peers;
+use super::request_body::ClientLeft;
 use super::wire;
 use crate::config::proxy::Protocol;
+use crate::config::proxy::Upstream;
 use crate::http::handler::ctx::ReqCtx;
+use crate::http::response::Response;
 use crate::log::error::Level;
 use crate::log_to;
+use crate::worker::WorkerCtx;
 
 pub(super) fn os_error(e: &std::io::Error) -> String {
     crate::process::signal::os_error(e)
@@ -94,4 +101,55 @@ fn suffix_with(ctx: &ReqCtx<'_, '_>, peer: &str, unix_sep: bool) -> String {
         s.push_str(&format!(", host: \"{}\"", String::from_utf8_lossy(h)));
     }
     s
+}
+
+/// nginx's 499: the client closed the connection (or reset its HTTP/2
+/// stream) before the origin answered; the origin connection is closed too
+/// (its request abandoned). The error-log line is nginx's for each way of
+/// leaving; an HTTP/2 connection's end is logged by the connection.
+pub(super) fn client_closed<'c>(
+    ctx: &mut ReqCtx<'c, '_>,
+    left: Option<ClientLeft>,
+    when: &str,
+    peer: Option<&str>,
+) -> Response<'c> {
+    let suffix = match peer {
+        Some(p) => upstream_suffix(ctx, p),
+        None => ctx.log_suffix(),
+    };
+    let how = match left {
+        Some(ClientLeft::Ended) => None,
+        Some(ClientLeft::Reset(h2::Reason::CANCEL, id)) => Some(format!("client canceled stream {id}")),
+        Some(ClientLeft::Reset(h2::Reason::INTERNAL_ERROR, id)) => {
+            Some(format!("client terminated stream {id} due to internal error"))
+        }
+        Some(ClientLeft::Reset(reason, id)) => {
+            Some(format!("client terminated stream {id} with status {}", u32::from(reason)))
+        }
+        Some(ClientLeft::Closed) | None => Some(
+            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too"
+                .to_string(),
+        ),
+    };
+    if let Some(how) = how {
+        log_to!(ctx.conf.error_log, Level::Info, "*{} {} {}, {}", ctx.conn.id, how, when, suffix);
+    }
+    let mut r = Response::new(499);
+    r.close = true;
+    r
+}
+
+/// Counts a failure against the peer, with nginx's warning when that takes
+/// it out for fail_timeout.
+pub(super) fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: &peers::Picked) {
+    if w.proxy.borrow_mut().get(u).done(peer, true) {
+        let name = &*peer.conf(u).name;
+        log_to!(
+            ctx.conf.error_log,
+            Level::Warn,
+            "*{} upstream server temporarily disabled while connecting to upstream, {}",
+            ctx.conn.id,
+            upstream_suffix(ctx, name)
+        );
+    }
 }

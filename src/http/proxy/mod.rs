@@ -37,7 +37,7 @@ pub mod websocket;
 pub mod wire;
 
 pub use errors::log_body_error;
-use errors::{log_timeout, log_upstream, os_error, upstream_suffix};
+use errors::{client_closed, log_timeout, log_upstream, os_error, peer_failed, upstream_suffix};
 pub(crate) use exchange::ExchangeError;
 use exchange::exchange;
 use protocol::{HeadReader, handler_of};
@@ -45,7 +45,7 @@ pub use protocol::{has_handler, passes_body, passes_body_of, protocol_of, up_con
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use request_body::{Client, ClientLeft, ReqBody, SendFraming};
+use request_body::{Client, ReqBody, SendFraming};
 use upstream_tls::UpStream;
 
 use crate::config::proxy::{Pass, Protocol, ProxyPass, Upstream};
@@ -400,57 +400,6 @@ fn stale<'c>(
     let s = f.stale.take()?;
     ctx.cache_status = Some(crate::http::cache::serve::STALE);
     Some(crate::http::cache::deliver::from_file(ctx, s.found))
-}
-
-/// nginx's 499: the client closed the connection (or reset its HTTP/2
-/// stream) before the origin answered; the origin connection is closed too
-/// (its request abandoned). The error-log line is nginx's for each way of
-/// leaving; an HTTP/2 connection's end is logged by the connection.
-fn client_closed<'c>(
-    ctx: &mut ReqCtx<'c, '_>,
-    left: Option<ClientLeft>,
-    when: &str,
-    peer: Option<&str>,
-) -> Response<'c> {
-    let suffix = match peer {
-        Some(p) => upstream_suffix(ctx, p),
-        None => ctx.log_suffix(),
-    };
-    let how = match left {
-        Some(ClientLeft::Ended) => None,
-        Some(ClientLeft::Reset(h2::Reason::CANCEL, id)) => Some(format!("client canceled stream {id}")),
-        Some(ClientLeft::Reset(h2::Reason::INTERNAL_ERROR, id)) => {
-            Some(format!("client terminated stream {id} due to internal error"))
-        }
-        Some(ClientLeft::Reset(reason, id)) => {
-            Some(format!("client terminated stream {id} with status {}", u32::from(reason)))
-        }
-        Some(ClientLeft::Closed) | None => Some(
-            "epoll_wait() reported that client prematurely closed connection, so upstream connection is closed too"
-                .to_string(),
-        ),
-    };
-    if let Some(how) = how {
-        log_to!(ctx.conf.error_log, Level::Info, "*{} {} {}, {}", ctx.conn.id, how, when, suffix);
-    }
-    let mut r = Response::new(499);
-    r.close = true;
-    r
-}
-
-/// Counts a failure against the peer, with nginx's warning when that takes
-/// it out for fail_timeout.
-fn peer_failed(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, u: &Upstream, peer: &peers::Picked) {
-    if w.proxy.borrow_mut().get(u).done(peer, true) {
-        let name = &*peer.conf(u).name;
-        log_to!(
-            ctx.conf.error_log,
-            Level::Warn,
-            "*{} upstream server temporarily disabled while connecting to upstream, {}",
-            ctx.conn.id,
-            upstream_suffix(ctx, name)
-        );
-    }
 }
 
 fn within(limit: Duration, started: Instant) -> bool {
