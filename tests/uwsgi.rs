@@ -45,6 +45,11 @@ fn the_application_sees_nginx_variables_headers_and_body() {
     let raw = "POST /size HTTP/1.1\r\nHost: app.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
                3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n";
     assert_eq!(request(s.port, raw).text(), "7 7\n");
+    // An empty chunked body too: CONTENT_LENGTH is 0, not empty (nginx's
+    // uwsgi_body.t, "uwsgi empty chunked").
+    let raw =
+        "POST /size HTTP/1.1\r\nHost: app.test\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n";
+    assert_eq!(request(s.port, raw).text(), "0 0\n");
     // A large body, in a temporary file past client_body_buffer_size.
     let big = "z".repeat(300_000);
     let raw = format!(

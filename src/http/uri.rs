@@ -296,7 +296,7 @@ pub fn quoted_or_plus(raw_path: &[u8]) -> bool {
 }
 
 /// The host of an absolute-form target as nginx's request-line parser
-/// takes it: letters, digits, `.` and `-` (or a bracketed IPv6 address),
+/// takes it: letters, digits, `.` and `-` (or a bracketed IP literal),
 /// then an optional `:port` of digits. Anything else, userinfo
 /// (`http://user:pass@host/`) included, is nginx's 400 "client sent invalid
 /// request"; sluice had let the Host-header validation accept `@` and
@@ -304,7 +304,11 @@ pub fn quoted_or_plus(raw_path: &[u8]) -> bool {
 pub fn absolute_host_ok(a: &[u8]) -> bool {
     let (host, port) = if a.starts_with(b"[") {
         match memchr::memchr(b']', a) {
-            Some(i) if a[1..i].iter().all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.') => a.split_at(i + 1),
+            // nginx's IP-literal: an IPv6 address or RFC 3986's IPvFuture,
+            // so unreserved and sub-delims characters besides `:`.
+            Some(i) if a[1..i].iter().all(|&b| b.is_ascii_alphanumeric() || b":-._~!$&'()*+,;=".contains(&b)) => {
+                a.split_at(i + 1)
+            }
             _ => return false,
         }
     } else {
@@ -367,10 +371,10 @@ mod tests {
 
     #[test]
     fn absolute_form_hosts() {
-        for ok in ["localhost", "a.b-c.example:8080", "127.0.0.1:80", "[::1]", "[::1]:8080", "h:"] {
+        for ok in ["localhost", "a.b-c.example:8080", "127.0.0.1:80", "[::1]", "[::1]:8080", "h:", "[v1.a!$(*)~]"] {
             assert!(absolute_host_ok(ok.as_bytes()), "{ok}");
         }
-        for bad in ["u:p@localhost", "user@h", "", "a_b", "h:8x", "[::1", "[zz]", "a b", "h%41"] {
+        for bad in ["u:p@localhost", "user@h", "", "a_b", "h:8x", "[::1", "[a@b]", "[a/b]", "a b", "h%41"] {
             assert!(!absolute_host_ok(bad.as_bytes()), "{bad}");
         }
     }

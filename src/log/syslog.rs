@@ -7,8 +7,8 @@
 //! Sending never blocks a worker: the socket is non-blocking and a line the
 //! kernel will not take at once (EAGAIN, ENOBUFS, a receiver that is gone)
 //! is dropped and counted; the worker reports its drops in the error log
-//! once a second. A socket that failed is reconnected on a later line, at
-//! most once a second.
+//! once a second. A socket that failed is reconnected on the next line (a
+//! failing connect at most once a second).
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -235,8 +235,8 @@ impl Socket {
 }
 
 /// A connection to a peer: made on the first line, dropped after an error
-/// other than a full queue and made again on a later line (at most one
-/// attempt a second).
+/// other than a full queue and made again on the next line (a connect that
+/// fails is tried again at most once a second).
 pub struct Sender {
     dest: Dest,
     sock: Option<Socket>,
@@ -273,9 +273,10 @@ impl Sender {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.raw_os_error() == Some(libc::ENOBUFS) => false,
             Err(_) => {
                 // The receiver went away (ECONNREFUSED, a unix socket
-                // removed): connect again on a later line.
+                // removed): connect again on the next line, as nginx does,
+                // so a receiver that comes back gets it. Only a failing
+                // connect waits a second.
                 self.sock = None;
-                self.failed_at = Some(now);
                 false
             }
         }

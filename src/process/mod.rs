@@ -166,7 +166,9 @@ pub fn main_entry(args: &[String]) -> i32 {
             eprintln!("sluice: configuration file {name} test is successful");
         }
         if cli.dump {
-            for f in &cfg.files {
+            // A file included twice is dumped once, as nginx does.
+            let mut seen = std::collections::HashSet::new();
+            for f in cfg.files.iter().filter(|f| seen.insert(&f.path)) {
                 println!("# configuration file {}:", f.path.display());
                 print!("{}", f.text);
                 if !f.text.ends_with('\n') {

@@ -82,12 +82,12 @@ pub fn request_head(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody, keep_conn: bool) -
     out
 }
 
-/// nginx sets the length of a body it read whole (a chunked one too) for
-/// `$content_length`, which the params pass on as CONTENT_LENGTH.
+/// nginx sets the length of a body it read whole (a chunked one too, even
+/// empty) for `$content_length`, which the params pass on as CONTENT_LENGTH.
 pub(crate) fn note_body_len(ctx: &mut ReqCtx<'_, '_>, body: &ReqBody) {
     if ctx.req.header("content-length").is_none()
         && let ReqBody::Buffered(b) = body
-        && !b.is_empty()
+        && (!b.is_empty() || ctx.req.header("transfer-encoding").is_some())
     {
         ctx.body_len = Some(b.len());
     }

@@ -59,9 +59,9 @@ pub struct Reader {
     head_request: bool,
     keep_conn: bool,
     ignore: crate::http::cache::conf::Ignore,
-    /// A head whose response has no body (HEAD, 204, 304): the rest of
-    /// STDOUT is read and dropped until END_REQUEST, so the connection
-    /// ends clean.
+    /// A head whose response has no body (HEAD, 204, 304), while the
+    /// STDOUT that came in the same read is dropped: the connection is
+    /// reused only if END_REQUEST is among it.
     waiting: Option<ResponseHead>,
 }
 
@@ -147,11 +147,13 @@ impl Reader {
                 return Err(HeadError::Protocol(String::new()));
             }
             if let Some(h) = self.waiting.take() {
-                if ended {
-                    return Ok(Some(self.finish_bodiless(h)));
+                if more && !ended {
+                    self.waiting = Some(h);
+                    continue;
                 }
-                self.waiting = Some(h);
-                return Ok(None);
+                let mut h = self.finish_bodiless(h);
+                h.keep_alive &= ended;
+                return Ok(Some(h));
             }
             let limit = conf.buffer_size.max(1024);
             let closed_before = |len: usize| self.closed_at.is_some_and(|at| at < len);
@@ -186,17 +188,19 @@ impl Reader {
             };
             if self.head_request || matches!(head.status, 204 | 304) || head.status < 200 {
                 self.stdout.clear();
-                if ended {
-                    return Ok(Some(self.finish_bodiless(head)));
-                }
-                // The rest of STDOUT is dropped, up to END_REQUEST: read
-                // what is here now (the caller only calls again after
-                // reading more).
-                self.waiting = Some(head);
-                if more {
+                if !ended && more {
+                    // The rest of STDOUT is here already: read it, drop it,
+                    // and perhaps END_REQUEST comes with it.
+                    self.waiting = Some(head);
                     continue;
                 }
-                return Ok(None);
+                // Answered at once, as nginx does, rather than after the
+                // application has produced a body nobody reads: the
+                // connection goes back to the pool only if END_REQUEST
+                // already came, else it is closed.
+                let mut h = self.finish_bodiless(head);
+                h.keep_alive &= ended;
+                return Ok(Some(h));
             }
             let pending = self.stdout.split_off(head_len);
             let declared = head.framing_len();

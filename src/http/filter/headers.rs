@@ -107,7 +107,8 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
         if !(ok || h.always) {
             continue;
         }
-        let v = h.value.render_to_vec(&Vars { resp: Some(resp), ..Vars::request(ctx) });
+        let in_flight = matches!(resp.body, crate::http::response::Body::Upstream(_));
+        let v = h.value.render_to_vec(&Vars { resp: Some(resp), in_flight, ..Vars::request(ctx) });
         if replaces(resp, &h.name, &v) {
             continue;
         }

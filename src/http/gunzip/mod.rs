@@ -80,9 +80,13 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: &mut Response<'c>) {
 }
 
 /// nginx's `ngx_http_gzip_ok` for this request: gzip in Accept-Encoding
-/// and the gzip filter's other conditions.
+/// and the gzip filter's other conditions. A subrequest never takes it
+/// (its body becomes part of the parent's, uncompressed).
 fn client_takes_gzip(ctx: &ReqCtx<'_, '_>) -> bool {
     use crate::http::filter::compress::negotiate::Coding;
+    if ctx.subrequest {
+        return false;
+    }
     let takes = crate::http::filter::compress::accepted(ctx).and_then(|a| a.choose(&[Coding::Gzip])).is_some();
     takes && crate::http::filter::compress::gzip_allowed(ctx, None, &ctx.conf.compress)
 }

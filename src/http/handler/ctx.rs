@@ -159,6 +159,11 @@ pub struct ReqCtx<'c, 'a> {
     /// The length of a request body read whole without a Content-Length
     /// (chunked), for `$content_length` as nginx sets it.
     pub body_len: Option<u64>,
+    /// A location `if` that held had an upstream handler (`proxy_pass` in
+    /// the `if`) and a later one that held has none: nginx keeps the
+    /// handler but not its settings, and answers 500 "no upstream
+    /// configuration".
+    pub handler_lost: bool,
     /// Request body bytes read from the client (for `$request_length`).
     pub body_read: u64,
     /// The bytes the request head took on the wire when that is not its
@@ -233,6 +238,9 @@ pub struct Vars<'r, 'c, 'a> {
     pub request_length: u64,
     /// The whole response went out (`$request_completion`).
     pub complete: bool,
+    /// Rendered at header time with the origin's body still to come: the
+    /// last try has no `$upstream_response_time` yet (nginx's `-`).
+    pub in_flight: bool,
 }
 
 impl<'r, 'c, 'a> Vars<'r, 'c, 'a> {
@@ -245,6 +253,7 @@ impl<'r, 'c, 'a> Vars<'r, 'c, 'a> {
             request_time_ms: crate::clock::since_ms(ctx.started),
             request_length: ctx.request_length(),
             complete: false,
+            in_flight: false,
         }
     }
 }
@@ -326,6 +335,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             unparsed_uri_valid: true,
             fastcgi_path_info: None,
             body_len: None,
+            handler_lost: false,
             request_id: Default::default(),
             subrequest: false,
             sub_depth: 0,

@@ -341,7 +341,10 @@ fn find_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Option<Response<'c>> {
     }
     match found {
         Some(l) => enter(ctx, &l.conf),
-        None => ctx.conf = &ctx.server.conf,
+        None => {
+            ctx.handler_lost = false;
+            ctx.conf = &ctx.server.conf;
+        }
     }
     None
 }
@@ -350,6 +353,7 @@ fn find_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Option<Response<'c>> {
 /// settings for a method the block does not list (nginx's
 /// ngx_http_update_location_config).
 fn enter<'c>(ctx: &mut ReqCtx<'c, '_>, conf: &'c crate::config::model::LocConf) {
+    ctx.handler_lost = false;
     ctx.conf = match &conf.limit_except {
         Some(le) if le.applies_to(&ctx.req) => &le.conf,
         _ => conf,
@@ -431,6 +435,10 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
         if let crate::http::cache::purge::Purge::Separate { zone, key } = &up.cache.purge {
             return Step::Done(crate::http::cache::purge::separate(ctx, zone, key));
         }
+    }
+    if ctx.handler_lost {
+        log_req!(ctx, Level::Alert, "no upstream configuration");
+        return Step::Done(error(ctx, 500));
     }
     if crate::http::proxy::has_handler(conf) {
         let mut r = Response::new(200);

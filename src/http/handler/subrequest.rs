@@ -34,6 +34,9 @@ pub enum Failed {
     Cycle,
     /// The body could not be read to its end (logged).
     Body,
+    /// An in-memory answer longer than `subrequest_output_buffer_size`
+    /// (logged): nginx ends the main request too, without a response.
+    TooBig,
 }
 
 /// nginx's ngx_http_parse_unsafe_uri for a subrequest's URI: the
@@ -81,16 +84,26 @@ pub async fn fetch(
     let resp = crate::http::handler::route(&mut sub, None);
     let resp = settle(w, &mut sub, resp).await;
     let status = resp.status;
-    let limit = if in_memory { Some(sub.conf.subrequest_output_buffer_size) } else { None };
+    let limit = if in_memory { sub.conf.subrequest_output_buffer_size } else { usize::MAX };
+    let mut body = resp.body;
+    if let Some(n) = body.known_len().filter(|&n| n > limit as u64) {
+        // nginx's postpone filter judges a declared length before reading.
+        log_req!(sub, Level::Error, "too big subrequest response: {} while sending to client", n);
+        if let Body::Upstream(up) = &mut body {
+            crate::http::proxy::release_as(w, up, true);
+        }
+        return Err(Failed::TooBig);
+    }
     let mut out = Vec::new();
-    let read = Box::pin(gather(w, &sub, resp.body, &mut out, limit.unwrap_or(usize::MAX))).await;
+    let read = Box::pin(gather(w, &sub, body, &mut out, limit)).await;
     match read {
         Ok(()) => Ok(Answer { status, body: out }),
         Err(e) => {
+            let too_big = e.as_deref() == Some(TOO_BIG);
             if let Some(msg) = e {
                 log_req!(sub, Level::Error, "{}", msg);
             }
-            Err(Failed::Body)
+            Err(if too_big { Failed::TooBig } else { Failed::Body })
         }
     }
 }
@@ -146,6 +159,9 @@ pub(crate) async fn settle<'c>(
     resp
 }
 
+/// nginx's words for an answer past the in-memory limit.
+const TOO_BIG: &str = "too big subrequest response while sending to client";
+
 /// Reads a response body into `out`; Err(Some(message)) for a failure to
 /// log, Err(None) for one logged already.
 pub(crate) async fn gather(
@@ -155,7 +171,7 @@ pub(crate) async fn gather(
     out: &mut Vec<u8>,
     limit: usize,
 ) -> Result<(), Option<String>> {
-    let too_big = || Some("too big subrequest response while sending to client".to_string());
+    let too_big = || Some(TOO_BIG.to_string());
     match body {
         Body::Empty | Body::Proxy => {}
         Body::Static(b) => out.extend_from_slice(b),

@@ -66,6 +66,15 @@ pub fn open(path: &[u8], from: usize, policy: Policy) -> io::Result<File> {
     if path.first() != Some(&b'/') {
         return Err(io::Error::from_raw_os_error(libc::ENOENT));
     }
+    if from >= path.len() {
+        // `from=` covers the whole path: nothing is checked.
+        let fd = rustix::fs::open(
+            std::ffi::OsStr::from_bytes(path),
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        return Ok(File::from(fd));
+    }
     // The unchecked prefix ends at a component boundary at or before `from`.
     let mut split = from.clamp(1, path.len());
     while split > 1 && path.get(split) != Some(&b'/') {
@@ -82,7 +91,13 @@ pub fn open(path: &[u8], from: usize, policy: Policy) -> io::Result<File> {
     for c in inner {
         dir = step(&dir, c, policy, true)?;
     }
-    Ok(File::from(step(&dir, last, policy, false)?))
+    let fd = step(&dir, last, policy, false)?;
+    // A trailing slash names a directory: a file there is ENOTDIR (404),
+    // as the kernel's open of "file/" says.
+    if path.ends_with(b"/") && rustix::fs::fstat(&fd)?.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
+    Ok(File::from(fd))
 }
 
 /// One component: a directory to walk through, or the file itself.

@@ -271,6 +271,17 @@ impl VarSource for Vars<'_, '_, '_> {
                     out.extend_from_slice(s.as_bytes())
                 }
             }
+            Var::UpstreamResponseTime if self.in_flight => {
+                let last = ctx.upstream.response_ms.len().saturating_sub(1);
+                let i = std::cell::Cell::new(0);
+                push_list(out, &ctx.upstream.response_ms, &ctx.upstream.groups, |out, v| {
+                    match v {
+                        Some(ms) if i.get() < last => push_secs_ms(out, *ms),
+                        _ => out.push(b'-'),
+                    }
+                    i.set(i.get() + 1);
+                })
+            }
             Var::UpstreamResponseTime => push_ms_list(out, &ctx.upstream.response_ms, &ctx.upstream.groups),
             Var::UpstreamResponseLength => {
                 push_list(out, &ctx.upstream.response_len, &ctx.upstream.groups, |out, n| push_u64(out, *n))

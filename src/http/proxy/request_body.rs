@@ -167,6 +167,8 @@ pub struct ClientBody {
     /// buffers, which hold it all when it is that small).
     copy: Option<Vec<u8>>,
     copy_limit: usize,
+    /// `next` stops where it would read from the client ([`ClientBody::at_hand`]).
+    at_hand_only: bool,
 }
 
 /// Why sending the request failed.
@@ -179,6 +181,19 @@ pub enum SendError {
 }
 
 impl ClientBody {
+    /// The next piece from what is at hand only (the preread), never
+    /// waiting for the client: empty if that is nothing, or only part of
+    /// a chunk's framing.
+    async fn at_hand(&mut self, out: &mut Vec<u8>, framing: SendFraming) -> Result<(), BodyError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.at_hand_only = true;
+        let r = self.next(None, out, framing).await;
+        self.at_hand_only = false;
+        r
+    }
+
     /// `initial` is what arrived with the head; `length` is the
     /// Content-Length, or None for a chunked body.
     pub fn new(initial: &[u8], length: Option<u64>, max: u64, timeout: Duration) -> Self {
@@ -199,6 +214,7 @@ impl ClientBody {
             extra: Vec::new(),
             copy: None,
             copy_limit: 0,
+            at_hand_only: false,
         }
     }
 
@@ -335,6 +351,9 @@ impl ClientBody {
                         }
                     }
                 }
+            }
+            if self.at_hand_only {
+                return Ok(());
             }
             if let Some(rx) = self.h2.as_mut() {
                 match crate::clock::timeout(self.timeout, rx.data()).await {
@@ -487,9 +506,16 @@ pub async fn send(
             Ok(())
         }
         ReqBody::Streamed(c) => {
-            write(stream, head, t, sent).await?;
+            // What came with the request's head goes with the origin's head,
+            // in one write (one TLS record), as nginx sends its preread.
             let mut piece = Vec::with_capacity(PIECE + 32);
-            loop {
+            c.at_hand(&mut piece, framing).await.map_err(SendError::Client)?;
+            let mut all = Vec::with_capacity(head.len() + piece.len());
+            all.extend_from_slice(head);
+            all.extend_from_slice(&piece);
+            c.started |= !piece.is_empty();
+            write(stream, &all, t, sent).await?;
+            while !c.done {
                 piece.clear();
                 c.next(client.sock.as_deref_mut(), &mut piece, framing).await.map_err(SendError::Client)?;
                 if piece.is_empty() && c.done {
@@ -497,10 +523,8 @@ pub async fn send(
                 }
                 c.started = true;
                 write(stream, &piece, t, sent).await?;
-                if c.done {
-                    return Ok(());
-                }
             }
+            Ok(())
         }
     }
 }

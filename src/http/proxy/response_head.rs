@@ -111,8 +111,11 @@ impl Kind {
     }
 }
 
-/// The names the proxy knows, lowercase, and what each is.
-const KNOWN: [(&[u8], Kind); 36] = [
+/// The names the proxy knows, lowercase, and what each is. `Upgrade` is
+/// not among them: as nginx, it goes on to an HTTP/1.1 client in any
+/// response (RFC 9110 7.8: a 426 must carry it, others may advertise),
+/// and the HTTP/2 and HTTP/3 writers drop it as connection-specific.
+const KNOWN: [(&[u8], Kind); 35] = [
     (b"content-length", Kind::ContentLength),
     (b"transfer-encoding", Kind::TransferEncoding),
     (b"connection", Kind::Connection),
@@ -121,7 +124,6 @@ const KNOWN: [(&[u8], Kind); 36] = [
     (b"keep-alive", Kind::NotReturned),
     (b"te", Kind::NotReturned),
     (b"trailer", Kind::NotReturned),
-    (b"upgrade", Kind::NotReturned),
     (b"proxy-connection", Kind::NotReturned),
     (b"date", Kind::NotReturned),
     (b"server", Kind::NotReturned),
@@ -419,8 +421,7 @@ fn interpret(
             Kind::NotReturned | Kind::Other => {}
         }
         let listed = |list: &[String]| list.iter().any(|n| n.as_bytes().eq_ignore_ascii_case(f.name));
-        let switching = status == 101 && f.name.eq_ignore_ascii_case(b"upgrade");
-        let hidden = kind.not_returned() && !listed(&conf.pass_headers) && !switching || listed(&conf.hide_headers);
+        let hidden = kind.not_returned() && !listed(&conf.pass_headers) || listed(&conf.hide_headers);
         if !hidden {
             let n = match kind {
                 Kind::Common(c) if c.as_bytes() == f.name => Cow::Borrowed(c),

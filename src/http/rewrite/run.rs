@@ -267,7 +267,9 @@ impl Engine {
             return Flow::Next;
         }
         if let Some(conf) = &i.conf {
+            let had = ctx.handler_lost || crate::http::proxy::has_handler(ctx.conf);
             ctx.conf = conf;
+            ctx.handler_lost = had && !crate::http::proxy::has_handler(conf);
         }
         self.ops(ctx, &i.body)
     }
@@ -276,10 +278,26 @@ impl Engine {
 /// `-f`, `-d`, `-e`, `-x` as nginx tests them (stat, following symlinks):
 /// a path that cannot be examined fails every test, and an error other
 /// than "does not exist" is logged.
+/// Under `disable_symlinks` the path is opened as the static handler
+/// opens it, so a refused link fails the test (nginx's script file code
+/// goes through the same open).
 fn file_test(ctx: &ReqCtx<'_, '_>, path: &[u8], test: FileTest) -> bool {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::PermissionsExt;
-    match std::fs::metadata(std::ffi::OsStr::from_bytes(path)) {
+    let os = std::ffi::OsStr::from_bytes(path);
+    if ctx.conf.symlinks.policy != crate::http::handler::symlinks::Policy::Off {
+        let Ok(f) = crate::http::handler::open_cache::open_for(ctx, std::path::Path::new(os)) else {
+            return false;
+        };
+        let mode = f.file.as_ref().and_then(|h| h.metadata().ok()).map_or(0, |m| m.permissions().mode());
+        return match test {
+            FileTest::File => !f.is_dir,
+            FileTest::Dir => f.is_dir,
+            FileTest::Exists => true,
+            FileTest::Exec => mode & 0o100 != 0,
+        };
+    }
+    match std::fs::metadata(os) {
         Ok(m) => match test {
             FileTest::File => m.is_file(),
             FileTest::Dir => m.is_dir(),

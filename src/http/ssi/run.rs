@@ -4,9 +4,12 @@
 //! `ngx_http_ssi_body_filter` runs them. A command that fails is logged
 //! and replaced by `errmsg` (nothing with `ssi_silent_errors on`).
 //!
-//! `include` runs its subrequest to the end before the page goes on, so
-//! every include behaves as nginx's `wait="yes"`: the bytes are the same,
-//! an include's `set` is seen by everything after it.
+//! The subrequests of the `include`s in a piece of the page run at the
+//! same time, as nginx starts each as the parser meets it; their answers
+//! take their places in the output in page order. An include with
+//! `wait="yes"` or `set=` first lets those before it finish, and is itself
+//! run to its end before the page goes on (an include's `set` is seen by
+//! everything after it).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -42,6 +45,22 @@ pub struct Ssi {
     captures: Vec<Vec<u8>>,
     named: Vec<(Arc<str>, Vec<u8>)>,
     shared: Rc<super::Shared>,
+    /// A subrequest failed the whole request (an in-memory answer past
+    /// `subrequest_output_buffer_size`): nothing more is processed, and
+    /// the response ends without what is left.
+    pub aborted: bool,
+    /// Includes met in this piece, run together at its end.
+    queued: Vec<Queued>,
+}
+
+/// An include whose subrequest is still to run, and where its answer goes.
+struct Queued {
+    /// The offset in the piece's output.
+    at: usize,
+    path: Vec<u8>,
+    args: Option<Vec<u8>>,
+    /// `stub`'s block, for an empty or failed answer.
+    block: Option<Vec<Event>>,
 }
 
 /// What a command did wrong: logged, then `errmsg` goes out.
@@ -63,6 +82,8 @@ impl Ssi {
             captures: Vec::new(),
             named: Vec::new(),
             shared: ctx.ssi.clone().unwrap_or_default(),
+            aborted: false,
+            queued: Vec::new(),
         }
     }
 
@@ -87,7 +108,86 @@ impl Ssi {
     async fn drain(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
         let events = std::mem::take(&mut self.events);
         for e in events {
+            if self.aborted {
+                return;
+            }
             self.event(w, ctx, e, out).await;
+        }
+        Box::pin(self.run_queued(w, ctx, out)).await;
+    }
+
+    /// Runs the queued includes' subrequests at the same time and puts
+    /// each answer at its place in `out`.
+    async fn run_queued(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
+        let queued = std::mem::take(&mut self.queued);
+        if queued.is_empty() || self.aborted {
+            return;
+        }
+        let fetches = queued
+            .iter()
+            .map(|q| {
+                let f = crate::http::handler::subrequest::fetch(
+                    w,
+                    ctx,
+                    q.path.clone(),
+                    q.args.clone(),
+                    false,
+                    Some(self.shared.clone()),
+                );
+                Box::pin(f) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>>
+            })
+            .collect();
+        let answers = join_all(fetches).await;
+        let mut pieces = Vec::with_capacity(queued.len());
+        for (q, answer) in queued.into_iter().zip(answers) {
+            let mut piece = Vec::new();
+            let r = self.place(w, ctx, answer, q.block, &mut piece).await;
+            if let Err(msg) = r {
+                self.fail(ctx, &msg, &mut piece);
+            }
+            pieces.push((q.at, piece));
+        }
+        let whole = std::mem::take(out);
+        let mut from = 0;
+        for (at, piece) in pieces {
+            out.extend_from_slice(&whole[from..at]);
+            out.extend_from_slice(&piece);
+            from = at;
+        }
+        out.extend_from_slice(&whole[from..]);
+    }
+
+    /// An include's answer in the page: its body, or its `stub` block for
+    /// an empty or failed one.
+    async fn place(
+        &mut self,
+        w: &WorkerCtx,
+        ctx: &ReqCtx<'_, '_>,
+        answer: Result<crate::http::handler::subrequest::Answer, crate::http::handler::subrequest::Failed>,
+        block: Option<Vec<Event>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Fail> {
+        use crate::http::handler::subrequest::Failed;
+        match answer {
+            Ok(a) if !(block.is_some() && (a.body.is_empty() || a.status >= 400)) => {
+                out.extend_from_slice(&a.body);
+                Ok(())
+            }
+            Ok(_) | Err(Failed::Body) if block.is_some() => {
+                for e in block.unwrap_or_default() {
+                    Box::pin(self.event(w, ctx, e, out)).await;
+                }
+                // Includes in the block run now, in its place.
+                Box::pin(self.run_queued(w, ctx, out)).await;
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(Failed::Cycle) => Err(String::new()),
+            Err(Failed::TooBig) => {
+                self.aborted = true;
+                Err(String::new())
+            }
+            Err(Failed::Body) => Ok(()),
         }
     }
 
@@ -108,7 +208,9 @@ impl Ssi {
                 }
             }
             Event::Command(c) => {
-                if let Err(msg) = Box::pin(self.command(w, ctx, c, out)).await {
+                if let Err(msg) = Box::pin(self.command(w, ctx, c, out)).await
+                    && !self.aborted
+                {
                     self.fail(ctx, &msg, out);
                 }
             }
@@ -322,29 +424,47 @@ impl Ssi {
         let Some((path, args)) = crate::http::handler::subrequest::parse_uri(&target) else {
             return Err(format!("unsafe URI \"{}\" was detected", String::from_utf8_lossy(&target)));
         };
+        if set.is_none() && c.param("wait") != Some(b"yes") {
+            self.queued.push(Queued { at: out.len(), path, args, block });
+            return Ok(());
+        }
+        // This one is waited for: those before it finish first.
+        Box::pin(self.run_queued(w, ctx, out)).await;
+        if self.aborted {
+            return Err(String::new());
+        }
         let answer =
             crate::http::handler::subrequest::fetch(w, ctx, path, args, set.is_some(), Some(self.shared.clone())).await;
+        if matches!(answer, Err(crate::http::handler::subrequest::Failed::TooBig)) {
+            self.aborted = true;
+            return Err(String::new());
+        }
         if let Some(var) = set {
             let a = answer.map_err(|_| "include subrequest failed".to_string())?;
             self.shared.set(var, a.body);
             return Ok(());
         }
-        match answer {
-            Ok(a) if !(block.is_some() && (a.body.is_empty() || a.status >= 400)) => {
-                out.extend_from_slice(&a.body);
-                Ok(())
-            }
-            Ok(_) | Err(crate::http::handler::subrequest::Failed::Body) if block.is_some() => {
-                for e in block.unwrap_or_default() {
-                    Box::pin(self.event(w, ctx, e, out)).await;
-                }
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(crate::http::handler::subrequest::Failed::Cycle) => Err(String::new()),
-            Err(_) => Ok(()),
-        }
+        self.place(w, ctx, answer, block, out).await
     }
+}
+
+/// Polls every future until all are done; their outputs in order.
+async fn join_all<'f, T>(mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'f>>>) -> Vec<T> {
+    let mut done: Vec<Option<T>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, d) in futs.iter_mut().zip(done.iter_mut()) {
+            if d.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *d = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { std::task::Poll::Pending } else { std::task::Poll::Ready(()) }
+    })
+    .await;
+    done.into_iter().flatten().collect()
 }
 
 /// nginx's checks of a command's parameters: each known, none twice,

@@ -342,7 +342,22 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
         (None, None) => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {
-        resp = crate::http::handler::complete(w, &mut ctx, resp).await;
+        // A client that closes while the request waits (a limit_req delay,
+        // an auth subrequest) ends it, as nginx's read-side check does:
+        // 499, and a delayed request no longer holds its connection.
+        let finished = tokio::select! {
+            biased;
+            r = crate::http::handler::complete(w, &mut ctx, resp) => Some(r),
+            () = out.stream.peer_closed() => None,
+        };
+        match finished {
+            Some(r) => resp = r,
+            None => {
+                crate::log_req!(ctx, Level::Info, "client prematurely closed connection");
+                log_request(w, &ctx, &Response::new(499), 0, 0, started, false);
+                return Next::Close;
+            }
+        }
     }
     let proxied = matches!(resp.body, Body::Proxy);
     crate::http::handler::mirror::start(w, &mut ctx, false, proxied);
@@ -574,6 +589,7 @@ pub fn log_request(
         request_time_ms: ms,
         request_length: ctx.request_length(),
         complete,
+        in_flight: false,
     };
     w.logs.borrow_mut().log(refs, &vars);
 }

@@ -219,9 +219,11 @@ pub(super) async fn write_compressed(
             }
             Err(e) => {
                 crate::http::filter::compress::stream::log_error(ctx, &e);
-                // A sliced response refused before any of its body went
-                // out is not sent at all, head included (nginx's).
-                if sent == 0 && matches!(e, crate::http::filter::compress::stream::StreamError::Slice) {
+                // A sliced response refused, or a request a filter ended,
+                // before any of its body went out is not sent at all, head
+                // included (nginx's).
+                use crate::http::filter::compress::stream::StreamError;
+                if sent == 0 && matches!(e, StreamError::Slice | StreamError::Aborted) {
                     c.wbuf.clear();
                     return (false, 0);
                 }
@@ -253,9 +255,19 @@ pub(super) fn push_chunk_size(out: &mut Vec<u8>, n: usize) {
 pub(super) async fn flush(c: &mut Out<'_>, t: Duration, defer: bool) -> bool {
     if let Some(p) = c.pace.as_mut() {
         // limit_rate: the buffer goes out in the pieces the rate allows.
+        // A client that closes while its turn is awaited ends the response
+        // at once, as nginx's read-side check does (its connection would
+        // otherwise stay active for the whole paced time).
         let mut off = 0;
         while off < c.wbuf.len() {
-            let n = p.grant(c.wbuf.len() - off).await;
+            let n = tokio::select! {
+                biased;
+                n = p.grant(c.wbuf.len() - off) => n,
+                () = c.stream.peer_closed() => {
+                    c.wbuf.clear();
+                    return false;
+                }
+            };
             let last = off + n == c.wbuf.len();
             if c.stream.write_all_flags(&c.wbuf[off..off + n], t, c.closing && last).await.is_err() {
                 c.wbuf.clear();

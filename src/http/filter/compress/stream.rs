@@ -77,6 +77,8 @@ pub enum StreamError {
     Decode(std::io::Error),
     /// A later piece of a sliced response was refused (logged).
     Slice,
+    /// A filter ended the request (SSI's too big subrequest; logged).
+    Aborted,
 }
 
 impl Compressed {
@@ -358,6 +360,9 @@ impl Compressed {
                         let mut processed = Vec::new();
                         s.feed(w, ctx, &held, &mut processed).await;
                         s.finish(w, ctx, &mut processed).await;
+                        if s.aborted {
+                            return Err(StreamError::Aborted);
+                        }
                         held = processed;
                     }
                     // `add_after_body`'s answer comes last.
@@ -448,6 +453,9 @@ async fn put(
     if let Some(s) = st.ssi {
         let mut v = Vec::with_capacity(piece.len());
         s.feed(st.w, st.ctx, piece, &mut v).await;
+        if s.aborted {
+            return Err(StreamError::Aborted);
+        }
         processed = v;
         piece = &processed;
     }
@@ -542,8 +550,8 @@ pub fn log_error(ctx: &ReqCtx<'_, '_>, e: &StreamError) {
             ctx.conn.id,
             e
         ),
-        // Logged where the piece was refused.
-        StreamError::Slice => {}
+        // Logged where the piece was refused, or the subrequest failed.
+        StreamError::Slice | StreamError::Aborted => {}
         StreamError::Encode(e) => {
             log_to!(
                 ctx.conf.error_log,
