@@ -52,7 +52,7 @@ pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
 pub use stream::ssl_preread;
-pub use tls::{acme_response, encrypted_key, ocsp_response};
+pub use tls::{acme_response, crl, encrypted_key, ocsp_response};
 pub use upstream::upstream_api;
 
 /// An entry point: runs one input, panics on a violated property.
@@ -96,6 +96,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("dav_headers", dav_headers),
     ("encrypted_key", encrypted_key),
     ("ocsp_response", ocsp_response),
+    ("crl", crl),
     ("acme_response", acme_response),
     ("h2_conn", h2_conn),
     ("geoip", geoip),

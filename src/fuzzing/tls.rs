@@ -98,3 +98,28 @@ pub fn ocsp_response(data: &[u8]) {
 pub fn acme_response(data: &[u8]) {
     crate::tls::acme::wire::fuzz(data);
 }
+
+/// A CRL file's DER (`tls::crl`, the reader for what webpki refuses, such
+/// as version 1 CRLs) and a chain to check against it: the input is
+/// length-prefixed pieces (two bytes, big-endian), the CRL first, then
+/// the chain's certificates leaf first. Reading never panics, and the
+/// check gives one of OpenSSL's CRL verdicts.
+pub fn crl(data: &[u8]) {
+    use rustls::pki_types::CertificateRevocationListDer;
+    let mut pieces = Vec::new();
+    let mut rest = data;
+    while let [a, b, tail @ ..] = rest {
+        let n = usize::from(u16::from_be_bytes([*a, *b])).min(tail.len());
+        pieces.push(tail[..n].to_vec());
+        rest = &tail[n..];
+    }
+    let Some((crl, chain)) = pieces.split_first() else { return };
+    let der = [CertificateRevocationListDer::from(crl.clone())];
+    let _ = crate::tls::crl::webpki_reads(&der);
+    let Ok(crls) = crate::tls::crl::Crls::parse(&der) else { return };
+    for now in [0, 1_800_000_000, i64::MAX] {
+        if let Err(e) = crls.check(chain, now) {
+            assert!([3, 11, 12, 23].contains(&e.code), "{e:?}");
+        }
+    }
+}

@@ -59,10 +59,6 @@ pub struct Reader {
     head_request: bool,
     keep_conn: bool,
     ignore: crate::http::cache::conf::Ignore,
-    /// A head whose response has no body (HEAD, 204, 304), while the
-    /// STDOUT that came in the same read is dropped: the connection is
-    /// reused only if END_REQUEST is among it.
-    waiting: Option<ResponseHead>,
 }
 
 impl Reader {
@@ -90,7 +86,6 @@ impl Reader {
             head_request,
             keep_conn,
             ignore: conf.up.cache.ignore,
-            waiting: None,
         }
     }
 
@@ -116,7 +111,6 @@ impl Reader {
     ) -> Result<Option<ResponseHead>, HeadError> {
         loop {
             let (mut caught, mut ended) = (false, false);
-            let discard = self.waiting.is_some();
             let (stdout, stderr, closed_at) = (&mut self.stdout, &self.stderr, &mut self.closed_at);
             let n = self
                 .dec
@@ -127,13 +121,12 @@ impl Reader {
                                 *closed_at = Some(stdout.len());
                             }
                         }
-                        Event::Stdout(b) if !discard => {
+                        Event::Stdout(b) => {
                             let from = stdout.len().saturating_sub(2);
                             stdout.extend_from_slice(b);
                             // Stop where the head may have ended.
                             return !may_end_head(stdout, from);
                         }
-                        Event::Stdout(_) => {}
                         Event::Stderr(b) => caught |= stderr.write(b, "reading response header from upstream"),
                         Event::End => ended = true,
                     }
@@ -145,15 +138,6 @@ impl Reader {
             if caught {
                 // Logged with the stderr line; nginx adds nothing.
                 return Err(HeadError::Protocol(String::new()));
-            }
-            if let Some(h) = self.waiting.take() {
-                if more && !ended {
-                    self.waiting = Some(h);
-                    continue;
-                }
-                let mut h = self.finish_bodiless(h);
-                h.keep_alive &= ended;
-                return Ok(Some(h));
             }
             let limit = conf.buffer_size.max(1024);
             let closed_before = |len: usize| self.closed_at.is_some_and(|at| at < len);
@@ -187,20 +171,12 @@ impl Reader {
                 return Ok(None);
             };
             if self.head_request || matches!(head.status, 204 | 304) || head.status < 200 {
-                self.stdout.clear();
-                if !ended && more {
-                    // The rest of STDOUT is here already: read it, drop it,
-                    // and perhaps END_REQUEST comes with it.
-                    self.waiting = Some(head);
-                    continue;
-                }
                 // Answered at once, as nginx does, rather than after the
-                // application has produced a body nobody reads: the
-                // connection goes back to the pool only if END_REQUEST
-                // already came, else it is closed.
-                let mut h = self.finish_bodiless(head);
-                h.keep_alive &= ended;
-                return Ok(Some(h));
+                // application has produced a body nobody reads; what
+                // follows the head is not read, so the connection is not
+                // reused (nginx's "new connection after HEAD").
+                self.stdout.clear();
+                return Ok(Some(self.finish_bodiless(head)));
             }
             let pending = self.stdout.split_off(head_len);
             let declared = head.framing_len();
@@ -226,9 +202,7 @@ impl Reader {
     fn finish_bodiless(&mut self, mut h: ResponseHead) -> ResponseHead {
         let declared = if self.head_request { h.framing_len() } else { None };
         h.framing = Framing::None(declared);
-        // Connection reuse needs END_REQUEST read with nothing after it;
-        // the caller sees what is left in its buffer.
-        h.keep_alive = self.keep_conn;
+        h.keep_alive = false;
         h
     }
 
