@@ -663,3 +663,32 @@ fn error_page_497_redirects_plain_http_to_https() {
     assert_eq!(r.header("Location"), Some(format!("https://a.test:{}/p?q=1", s.port).as_str()), "{}", r.head);
     assert_eq!(r.header("Connection"), Some("close"), "{}", r.head);
 }
+
+/// `ssl_conf_command`: the commands sluice maps onto rustls win over the
+/// other directives, whatever their order (nginx hands them to OpenSSL
+/// last); any other command is refused by name.
+#[test]
+fn ssl_conf_command_certificate_and_options() {
+    let s = a_server(
+        "",
+        "ssl_conf_command Certificate tls/b.test.ecdsa.crt; ssl_conf_command PrivateKey tls/b.test.ecdsa.key;\n  \
+         ssl_session_tickets on; ssl_conf_command Options -SessionTicket;\n  location / { return 200 \"x\\n\"; }",
+    )
+    .start();
+    let r = s_client(&s, s.port, &["-servername", "a.test"], &get_close("a.test", "/"));
+    assert!(r.ok, "handshake failed:\n{}", r.out);
+    assert_eq!(r.subject(), Some("CN = b.test"), "{}", r.out);
+    // No tickets (and no session cache): a second connection is new.
+    let (first, second) = try_connect_twice(&s, s.port, &[], "conf_command");
+    assert!(second.is_none_or(|c| !c.reused()), "{}", first.out);
+    // Without the command the same server resumes with a ticket.
+    let t = a_server("", "ssl_session_tickets on; location / { return 200 \"x\\n\"; }").start();
+    assert!(connect_twice(&t, t.port, &[], "tickets").1.reused());
+    let refused = builder()
+        .tls_files()
+        .http(&format!("server {{ listen 127.0.0.1:{{port}} ssl; {A_ECDSA} ssl_conf_command RecordPadding 16; }}"))
+        .prepare();
+    let out = refused.run(&["-t"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr_of(&out).contains("\"ssl_conf_command\" \"RecordPadding\" is not supported"), "{}", stderr_of(&out));
+}

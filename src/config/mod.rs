@@ -28,6 +28,7 @@ pub mod set_server;
 pub mod set_ssl;
 pub mod shared;
 pub mod split_clients;
+pub mod ssl_conf_command;
 pub mod table;
 pub mod upstream_block;
 pub mod upstream_ssl;

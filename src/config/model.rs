@@ -381,6 +381,9 @@ pub struct SslConf {
     /// `acme_certificate`: what `$acme_certificate` and
     /// `$acme_certificate_key` read at a handshake.
     pub acme: Option<Arc<crate::tls::acme::CertSlot>>,
+    /// `ssl_conf_command`s: applied over the rest when the TLS
+    /// configuration is built.
+    pub conf_commands: crate::config::ssl_conf_command::ConfCommands,
 }
 
 /// Where an `ssl_certificate` or `ssl_certificate_key` value comes from.

@@ -31,6 +31,14 @@ pub fn reset_keys_in(c: &mut SslConf) {
     c.keys.clear();
 }
 
+pub fn reset_conf_commands(c: &mut LocConf) {
+    super::ssl_conf_command::reset(&mut c.ssl)
+}
+
+pub fn conf_command(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    super::ssl_conf_command::server_in(&mut c.ssl, d, ctx)
+}
+
 pub fn reset_ticket_keys(c: &mut LocConf) {
     reset_ticket_keys_in(&mut c.ssl)
 }

@@ -183,6 +183,7 @@ pub static CORE: &[Cmd] = &[
         cmd("ssl_session_ticket_key", HTTP | SRV, 1, 1, Set::Loc(set_ssl::session_ticket_key)),
         set_ssl::reset_ticket_keys,
     ),
+    list(cmd("ssl_conf_command", HTTP | SRV, 2, 2, Set::Loc(set_ssl::conf_command)), set_ssl::reset_conf_commands),
     cmd("ssl_early_data", HTTP | SRV, 1, 1, Set::Loc(set_ssl::early_data)),
     cmd("ssl_stapling", HTTP | SRV, 1, 1, Set::Loc(set_ssl::stapling)),
     cmd("ssl_stapling_file", HTTP | SRV, 1, 1, Set::Loc(set_ssl::stapling_file)),

@@ -41,15 +41,29 @@ pub struct UpstreamSsl {
     pub name: Option<String>,
     /// `X_ssl_session_reuse off` (on by default, as in nginx).
     pub no_session_reuse: bool,
+    /// `X_ssl_conf_command Certificate` / `PrivateKey`: they win over
+    /// `X_ssl_certificate` / `X_ssl_certificate_key`, as OpenSSL applies
+    /// the commands last.
+    pub conf_certificate: Option<(PemSource, Arc<str>)>,
+    pub conf_key: Option<PemSource>,
 }
 
 impl UpstreamSsl {
+    /// The client certificate and key shown to origins, after the
+    /// `X_ssl_conf_command`s.
+    pub fn pair(&self) -> (&Option<(PemSource, Arc<str>)>, &Option<PemSource>) {
+        (
+            if self.conf_certificate.is_some() { &self.conf_certificate } else { &self.certificate },
+            if self.conf_key.is_some() { &self.conf_key } else { &self.certificate_key },
+        )
+    }
+
     /// The client configuration's identity for a worker's cache, and
     /// whether its certificate was chosen by variables (evaluated with
     /// `vars`: an empty certificate value means none, as nginx's
     /// `ngx_http_upstream_ssl_certificate`).
     pub fn client_key(&self, alpn_h2: bool, vars: &dyn VarSource) -> (crate::tls::client::Key, bool) {
-        let (client_cert, dynamic) = match (&self.certificate, &self.certificate_key) {
+        let (client_cert, dynamic) = match self.pair() {
             (Some((cert, _)), Some(key)) => client_pair(cert, key, vars),
             _ => (None, false),
         };
@@ -100,7 +114,7 @@ macro_rules! upstream_ssl_directives {
             cmd(concat!($p, "_ssl_ciphers"), HSL, 1, 1, Set::Noop),
             cmd(concat!($p, "_ssl_session_reuse"), HSL, 1, 1, Set::Loc(s::session_reuse)),
             cmd(concat!($p, "_ssl_verify_depth"), HSL, 1, 1, Set::Noop),
-            cmd(concat!($p, "_ssl_conf_command"), HSL, 2, 2, Set::Ctx(s::no_conf_command)),
+            $crate::config::table::multi(cmd(concat!($p, "_ssl_conf_command"), HSL, 2, 2, Set::Loc(s::conf_command))),
         ]
     }};
 }
@@ -195,10 +209,17 @@ pub fn trusted_certificate(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
     Ok(())
 }
 
-/// nginx passes these to OpenSSL's SSL_CONF_cmd; rustls has no such
-/// interface, so a configuration relying on one is refused.
-pub fn no_conf_command(d: &Directive, _: &mut Ctx) -> R {
-    Err(ConfError::at(format!("\"{}\" is not supported (sluice's TLS is rustls, not OpenSSL)", d.name), &d.span))
+/// `X_ssl_conf_command Certificate|PrivateKey FILE` (other commands are
+/// refused by name: `config::ssl_conf_command`).
+pub fn conf_command(c: &mut LocConf, d: &Directive, ctx: &mut Ctx) -> R {
+    let (is_cert, src) = super::ssl_conf_command::client(d, ctx)?;
+    let ssl = of(c, d);
+    if is_cert {
+        ssl.conf_certificate = Some((src, arg(d, 1).into()));
+    } else {
+        ssl.conf_key = Some(src);
+    }
+    Ok(())
 }
 
 /// A location passing to a TLS origin with a client certificate needs its
@@ -211,11 +232,12 @@ pub fn check_client_certificate(c: &LocConf, at: &Span) -> R {
         ("uwsgi", &c.uwsgi.pass, &c.uwsgi.ssl),
     ];
     for (p, pass, ssl) in targets {
-        let (Some(Pass::Fixed(pass)), Some((cert, written))) = (pass, &ssl.certificate) else { continue };
+        let (certificate, certificate_key) = ssl.pair();
+        let (Some(Pass::Fixed(pass)), Some((cert, written))) = (pass, certificate) else { continue };
         if !pass.tls {
             continue;
         }
-        let Some(key) = &ssl.certificate_key else {
+        let Some(key) = certificate_key else {
             let why = format!("no \"{p}_ssl_certificate_key\" is defined for certificate \"{written}\"");
             return Err(ConfError::at(why, at));
         };

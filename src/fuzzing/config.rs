@@ -34,6 +34,9 @@ const READS_FILE: &[&str] = &[
     "proxy_ssl_trusted_certificate",
     "proxy_ssl_certificate",
     "proxy_ssl_certificate_key",
+    // `Certificate FILE` / `PrivateKey FILE`.
+    "ssl_conf_command",
+    "proxy_ssl_conf_command",
 ];
 
 /// The prefix the target loads under: `<tmp>/sluice-fuzz-config/`, with

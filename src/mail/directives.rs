@@ -310,10 +310,10 @@ pub fn apply(c: &mut SrvConf, d: &Directive, ctx: &mut Ctx, seen: &mut Vec<&'sta
         "ssl_trusted_certificate" => set_ssl::trusted_certificate_in(&mut c.ssl, d, ctx)?,
         "ssl_dhparam" => {}
         "ssl_conf_command" => {
-            return Err(ConfError::at(
-                "\"ssl_conf_command\" is not supported: sluice's TLS is rustls, not OpenSSL",
-                &d.span,
-            ));
+            if first {
+                crate::config::ssl_conf_command::reset(&mut c.ssl);
+            }
+            crate::config::ssl_conf_command::server_in(&mut c.ssl, d, ctx)?
         }
         "ssl_password_file" => set_ssl::password_file_in(&mut c.ssl, d, ctx)?,
         _ => {}

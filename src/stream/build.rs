@@ -178,6 +178,8 @@ fn default_conf(main: &MainConf) -> SrvConf {
             ssl_trusted_certificate: None,
             ssl_certificate: None,
             ssl_certificate_key: None,
+            ssl_conf_certificate: None,
+            ssl_conf_key: None,
             ssl_passwords: None,
             tls: None,
         },
@@ -262,6 +264,12 @@ fn build_server(
     // A server on a TLS address may be picked by SNI even when its own
     // `listen` has no `ssl`: its TLS is built whenever it has certificates.
     let tls = super::tls::server_tls(&conf, &d.span, ctx)?;
+    if let Some(c) = conf.proxy.ssl_conf_certificate.clone() {
+        conf.proxy.ssl_certificate = Some(c);
+    }
+    if let Some(k) = conf.proxy.ssl_conf_key.clone() {
+        conf.proxy.ssl_certificate_key = Some(k);
+    }
     if conf.proxy.ssl {
         conf.proxy.tls = Some(super::tls::client_config(&conf.proxy, &d.span)?);
     }

@@ -180,6 +180,11 @@ pub struct ProxyConf {
     /// with variables evaluated for each session (None also for `""`).
     pub ssl_certificate: Option<(crate::config::model::PemSource, Arc<str>)>,
     pub ssl_certificate_key: Option<crate::config::model::PemSource>,
+    /// `proxy_ssl_conf_command Certificate` / `PrivateKey`: in place of
+    /// the two above once the server is complete (OpenSSL applies the
+    /// commands last).
+    pub ssl_conf_certificate: Option<(crate::config::model::PemSource, Arc<str>)>,
+    pub ssl_conf_key: Option<crate::config::model::PemSource>,
     /// `proxy_ssl_password_file`: passphrases for the client key.
     pub ssl_passwords: Option<Arc<Vec<Vec<u8>>>>,
     /// The client configuration made from the settings above (without a

@@ -78,6 +78,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("proxy_ssl_verify_depth", MS, 1, 1, false),
     ("proxy_ssl_trusted_certificate", MS, 1, 1, false),
     ("proxy_ssl_certificate", MS, 1, 1, false),
+    ("proxy_ssl_conf_command", MS, 2, 2, false),
     ("proxy_ssl_certificate_key", MS, 1, 1, false),
     ("proxy_ssl_password_file", MS, 1, 1, false),
     ("proxy_ssl_protocols", MS, 1, MANY, false),
@@ -93,6 +94,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("ssl_session_cache", MS, 1, 2, false),
     ("ssl_session_timeout", MS, 1, 1, false),
     ("ssl_session_tickets", MS, 1, 1, false),
+    ("ssl_conf_command", MS, 2, 2, false),
     ("ssl_session_ticket_key", MS, 1, 1, false),
     ("ssl_handshake_timeout", MS, 1, 1, false),
     ("ssl_reject_handshake", MS, 1, 1, false),
@@ -175,6 +177,8 @@ pub fn apply(
         "ssl_certificate",
         "ssl_certificate_key",
         "ssl_session_ticket_key",
+        "ssl_conf_command",
+        "proxy_ssl_conf_command",
     ];
     if !first && !lists.contains(&name) {
         return Err(ConfError::at(format!("\"{}\" directive is duplicate", d.name), &d.span));
@@ -259,6 +263,10 @@ pub fn apply(
             p.ssl_certificate =
                 if v.is_empty() { None } else { Some((set_ssl::pem_source(d, ctx)?, std::sync::Arc::from(v))) }
         }
+        "proxy_ssl_conf_command" => match crate::config::ssl_conf_command::client(d, ctx)? {
+            (true, src) => p.ssl_conf_certificate = Some((src, std::sync::Arc::from(arg(d, 1)))),
+            (false, src) => p.ssl_conf_key = Some(src),
+        },
         "proxy_ssl_certificate_key" => {
             p.ssl_certificate_key = if arg(d, 0).is_empty() { None } else { Some(set_ssl::pem_source(d, ctx)?) }
         }
@@ -286,6 +294,12 @@ pub fn apply(
         "ssl_session_cache" => set_ssl::session_cache_in(&mut c.ssl, d, ctx)?,
         "ssl_session_timeout" => set_ssl::session_timeout_in(&mut c.ssl, d, ctx)?,
         "ssl_session_tickets" => set_ssl::session_tickets_in(&mut c.ssl, d, ctx)?,
+        "ssl_conf_command" => {
+            if first {
+                crate::config::ssl_conf_command::reset(&mut c.ssl);
+            }
+            crate::config::ssl_conf_command::server_in(&mut c.ssl, d, ctx)?
+        }
         "ssl_session_ticket_key" => {
             if first {
                 c.ssl.ticket_keys.clear();

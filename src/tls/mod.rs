@@ -200,6 +200,9 @@ pub fn build_server(
     cache: &mut CertCache,
     resolver: Option<&crate::resolver::Conf>,
 ) -> Result<Option<Arc<ServerTls>>, ConfError> {
+    // `ssl_conf_command`s win over the other directives, as in nginx.
+    let applied = ssl.with_conf_commands();
+    let ssl: &SslConf = &applied;
     if ssl.certificates.is_empty() {
         return Ok(ssl.reject_handshake.then(|| {
             Arc::new(ServerTls {
