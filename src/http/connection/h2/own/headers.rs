@@ -10,7 +10,8 @@ pub enum Refuse {
     /// Answered 400 (through `error_page`, as nginx does), then
     /// RST_STREAM PROTOCOL_ERROR.
     Malformed,
-    /// Past SETTINGS_MAX_HEADER_LIST_SIZE: 431.
+    /// Names and values past the header limit: nginx's "client sent too
+    /// large header", a connection error (ENHANCE_YOUR_CALM).
     TooLarge,
 }
 
@@ -40,7 +41,10 @@ struct Fields {
 
 impl Fields {
     fn take(&mut self, name: &[u8], value: &[u8], limit: usize, trailers: bool) {
-        self.size += name.len() + value.len() + 32;
+        // nginx counts names and values only (not RFC 9113's 32 bytes of
+        // overhead a field), indexed ones included, against
+        // `large_client_header_buffers`' number times size.
+        self.size += name.len() + value.len();
         if self.size > limit {
             self.too_large = true;
         }

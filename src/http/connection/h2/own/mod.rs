@@ -67,6 +67,8 @@ pub struct Loop {
     st: Rc<RefCell<state::Conn>>,
     dec: Decoder,
     cont: Option<recv::Continuing>,
+    /// How far an incomplete HEADERS frame's block has been looked at.
+    partial_scan: usize,
     preface_left: usize,
     frame_seen: bool,
     last_id: u32,
@@ -126,8 +128,9 @@ where
     shared.last_active.set(Some(Instant::now()));
     let mut lp = Loop {
         st: st.clone(),
-        dec: Decoder::new(super::hpack::encode::MAX_TABLE),
+        dec: Decoder::new(super::hpack::encode::MAX_TABLE).with_field_limit(size),
         cont: None,
+        partial_scan: 0,
         preface_left: recv::PREFACE.len(),
         frame_seen: false,
         last_id: 0,
