@@ -355,6 +355,11 @@ impl Loop {
     fn tick(&mut self, stall: Option<Instant>, started: Instant, between_frames: bool) -> Option<Exit> {
         let w = self.w.clone();
         let conf = &w.cfg.http.listens[self.group].default_server.conf;
+        if w.aborting.get() {
+            // `worker_shutdown_timeout` is up: closed, its streams' requests
+            // ending as the client's abort (499), as nginx's do.
+            return Some(Exit::Broken);
+        }
         if !self.frame_seen && started.elapsed() >= conf.client_header_timeout {
             log_to!(
                 conf.error_log,
