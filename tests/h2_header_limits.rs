@@ -158,6 +158,14 @@ fn hpack_integer_errors_are_nginx_codes() {
         assert_eq!(goaway_code(&frames), Some(COMPRESSION_ERROR), "too long {what}: {frames:?}");
         assert!(started.elapsed() < Duration::from_secs(2), "too long {what}: GOAWAY late");
     }
+
+    // The same behind a pad length and priority fields (padding unsent).
+    let mut c = h2::Conn::open(s.port);
+    let payload = [&[2u8][..], &[0, 0, 0, 0, 15], &[0xff, 0xff, 0xff, 0xff]].concat();
+    let mut f = h2::frame(h2::HEADERS, h2::END_HEADERS | h2::PADDED | h2::PRIORITY_FLAG, 1, &payload);
+    f[2] += 3;
+    c.send(&f);
+    assert_eq!(goaway_code(&until_closed(&mut c)), Some(COMPRESSION_ERROR), "padded, with priority");
     assert!(s.is_running());
 }
 

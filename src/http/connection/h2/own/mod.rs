@@ -424,6 +424,8 @@ impl Loop {
             self.last_id = head.stream;
         }
         self.cont = None;
+        // The next frame's block is walked from its start.
+        self.partial_scan = 0;
         let mut st = self.st.borrow_mut();
         st.local_resets += 1;
         frame::write_rst_stream(&mut st.out, head.stream, Code::Protocol);

@@ -146,19 +146,18 @@ impl Loop {
     /// as nginx answers. `partial_scan` keeps where the last look ended,
     /// so a frame dripping in is not walked again from its start.
     fn scan_partial(&mut self, head: &Head, payload: &[u8]) -> Result<(), (Code, &'static str)> {
-        let padded = head.flags & frame::PADDED != 0;
-        let Some(&pad) = payload.first().filter(|_| padded) else {
-            if padded {
-                return Ok(());
-            }
-            return self.scan_block(payload, 0, head.len as usize, head.flags);
+        // The block lies between the pad length and priority fields, if
+        // any, and the padding.
+        let (mut start, end) = if head.flags & frame::PADDED != 0 {
+            let Some(&pad) = payload.first() else { return Ok(()) };
+            (1, (head.len as usize).saturating_sub(pad as usize))
+        } else {
+            (0, head.len as usize)
         };
-        self.scan_block(payload, 1, (head.len as usize).saturating_sub(pad as usize), head.flags)
-    }
-
-    fn scan_block(&mut self, payload: &[u8], skip: usize, end: usize, flags: u8) -> Result<(), (Code, &'static str)> {
-        let skip = skip + if flags & frame::PRIORITY_FLAG != 0 { 5 } else { 0 };
-        let Some(block) = payload.get(skip..end.min(payload.len())) else {
+        if head.flags & frame::PRIORITY_FLAG != 0 {
+            start += 5;
+        }
+        let Some(block) = payload.get(start..end.min(payload.len())) else {
             return Ok(());
         };
         match hpack::decode::scan_partial(block, self.partial_scan) {
