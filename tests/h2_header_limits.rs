@@ -11,6 +11,8 @@
 //!   while the rest of its frame has not come (nginx decodes as bytes
 //!   arrive; its h2_headers.t waits for that GOAWAY).
 //! * `underscores_in_headers on`: a header `x_foo` is `$http_x_foo`.
+//! * A value with control characters (not NUL, CR or LF) is taken and
+//!   can be echoed back by `add_header`.
 //! * A buffered request body (proxied with `proxy_request_buffering on`):
 //!   the stream's window is opened all the way at once, as nginx does,
 //!   rather than in steps as it is read.
@@ -177,6 +179,23 @@ fn underscore_header_is_its_variable() {
     let r = c.try_request(&block, None).unwrap();
     let sent = r.headers.iter().find(|(n, _)| n == "x-sent-foo").map(|(_, v)| v.as_str());
     assert_eq!((r.status, sent), (204, Some("x-bar")), "{r:?}");
+}
+
+/// Control characters other than NUL, CR and LF are allowed in HTTP/2
+/// field values (RFC 9113 8.2.1): nginx takes them and echoes them.
+#[test]
+fn control_characters_in_a_value_go_through() {
+    let s = start();
+    let mut c = h2::Conn::open(s.ports[1]);
+    let value = "a\u{1}b\u{7f}c\u{1f}d";
+    let block = h2::request_block("GET", "/", "localhost", &[("x-foo", value)]);
+    let r = c.try_request(&block, None).unwrap();
+    let sent = r.headers.iter().find(|(n, _)| n == "x-sent-foo").map(|(_, v)| v.as_str());
+    assert_eq!((r.status, sent), (204, Some(value)), "{r:?}");
+    // A value with CR in it is still a bad request.
+    let block = h2::request_block("GET", "/", "localhost", &[("x-foo", "a\rb")]);
+    let r = c.try_request(&block, None).unwrap();
+    assert_eq!(r.status, 400, "{r:?}");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! them is a malformed request: a stream error, not a response.
 
 use super::super::hpack::{self, Decoder};
+use super::super::request;
 
 pub enum Refuse {
     /// Answered 400 (through `error_page`, as nginx does), then
@@ -32,6 +33,8 @@ struct Fields {
     path: Option<Vec<u8>>,
     protocol: Option<Vec<u8>>,
     headers: http::HeaderMap,
+    /// Fields with values `headers` cannot hold (see `RawFields`).
+    raw: Vec<(http::HeaderName, Vec<u8>)>,
     content_length: Option<u64>,
     size: usize,
     regular_seen: bool,
@@ -95,6 +98,9 @@ impl Fields {
             (Ok(n), Ok(v)) => {
                 self.headers.append(n, v);
             }
+            (Ok(n), Err(_)) if !trailers && name != b"host" && request::value_allowed(value) => {
+                self.raw.push((n, value.to_vec()))
+            }
             _ => self.malformed = true,
         }
     }
@@ -153,6 +159,9 @@ fn build(f: Fields) -> Option<Req> {
     *req.uri_mut() = uri;
     *req.version_mut() = http::Version::HTTP_2;
     *req.headers_mut() = f.headers;
+    if !f.raw.is_empty() {
+        req.extensions_mut().insert(request::RawFields(f.raw));
+    }
     if let Some(p) = f.protocol {
         let p = std::str::from_utf8(&p).ok()?;
         req.extensions_mut().insert(h2::ext::Protocol::from(p));

@@ -330,6 +330,11 @@ impl Conn {
         self.enc.begin(&mut block);
         self.enc.status(head.status().as_u16(), &mut block);
         encode_fields(&mut self.enc, head.headers(), &mut block);
+        if let Some(raw) = head.extensions().get::<super::super::request::RawFields>() {
+            for (name, value) in &raw.0 {
+                self.enc.field(name.as_str().as_bytes(), value, Indexing::No, &mut block);
+            }
+        }
         frame::write_headers(&mut self.out, id, &block, end, self.peer_max_frame);
         self.block = block;
         if let Some(s) = self.streams.get_mut(&id) {
