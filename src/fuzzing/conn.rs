@@ -117,6 +117,7 @@ fn world() -> Option<World> {
         max_conns: 64,
         slot: Default::default(),
         draining: Default::default(),
+        aborting: Default::default(),
         idle: Default::default(),
         parking: crate::worker::park::Parking::new(),
         drained: Default::default(),

@@ -45,6 +45,10 @@ pub struct WorkerCtx {
     /// A connection slot was freed (worker_connections).
     pub slot: Notify,
     pub draining: Cell<bool>,
+    /// `worker_shutdown_timeout` passed: connections still open are to
+    /// close now, their requests ending as if the client had gone (nginx
+    /// then logs them with 499).
+    pub aborting: Cell<bool>,
     /// Timers of idle connections (keep-alive and first-request waits).
     pub idle: idle::IdleTimers,
     /// Long-idle connections, held without a task.
@@ -218,6 +222,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         max_conns,
         slot: Notify::new(),
         draining: Cell::new(false),
+        aborting: Cell::new(false),
         idle: idle::IdleTimers::default(),
         parking: park::Parking::new(),
         drained: Notify::new(),
@@ -259,7 +264,7 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
                     stop_accept.notify_waiters();
                     w.draining.set(true);
                     sweep(&w, crate::clock::now_secs()).await;
-                    let drained = async {
+                    let drained = || async {
                         while w.active.get() > 0 {
                             w.drained.notified().await;
                         }
@@ -268,9 +273,11 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
                     // closed (its tasks dropped with the event loop).
                     match w.cfg.main.worker_shutdown_timeout {
                         Some(t) => {
-                            let _ = tokio::time::timeout(t, drained).await;
+                            if tokio::time::timeout(t, drained()).await.is_err() {
+                                abort(&w).await;
+                            }
                         }
-                        None => drained.await,
+                        None => drained().await,
                     }
                     break;
                 }
@@ -279,6 +286,24 @@ fn run(spec: Spec, mut ctl: mpsc::UnboundedReceiver<Ctl>) {
         }
         w.logs.borrow_mut().flush_all();
     });
+}
+
+/// How long connections closed by `worker_shutdown_timeout` get to end
+/// their requests (and log them) before the event loop is dropped. The
+/// HTTP/2 loop sees the flag on its next half-second tick; what does not
+/// watch it (HTTP/1 connections) is dropped with the loop, as before.
+const ABORT_GRACE: Duration = Duration::from_secs(1);
+
+/// `worker_shutdown_timeout` is up: as nginx closes each connection left
+/// (marking it errored, so a request in progress ends as the client's
+/// abort and its access log line says 499), the connections that watch
+/// `aborting` close, and their requests get `ABORT_GRACE` to finish.
+async fn abort(w: &WorkerCtx) {
+    w.aborting.set(true);
+    let deadline = tokio::time::Instant::now() + ABORT_GRACE;
+    while (w.active.get() > 0 || w.stats.busy()) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Writes the access-log lines of files without `buffer=` once the turn

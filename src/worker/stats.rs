@@ -37,6 +37,11 @@ impl WorkerStats {
         self.active.store(n as u64, Relaxed);
     }
 
+    /// Whether a request head is being read or a request answered.
+    pub fn busy(&self) -> bool {
+        self.reading.load(Relaxed) > 0 || self.writing.load(Relaxed) > 0
+    }
+
     /// A request head is being read, until the guard becomes
     /// [`Phase::writing`] or is dropped.
     pub fn reading(&self) -> Phase<'_> {

@@ -56,9 +56,19 @@ pub(crate) fn request_cookie<'q>(req: &crate::http::request::Request<'q>, name: 
 }
 
 /// Every request header named `name`, joined with `sep`.
+/// Whether request header `header` is the one `$http_NAME` names (`name`
+/// as stored: lowercase, its `_` turned to `-`). nginx compares the
+/// header's name with `-` read as `_`, so a header `X_Foo` (kept by
+/// `underscores_in_headers on` or `ignore_invalid_headers off`) is
+/// `$http_x_foo` just as `X-Foo` is.
+fn is_var_header(header: &[u8], name: &str) -> bool {
+    header.len() == name.len()
+        && header.iter().zip(name.bytes()).all(|(&h, v)| h.to_ascii_lowercase() == v || (h == b'_' && v == b'-'))
+}
+
 fn join_request_headers(req: &crate::http::request::Request<'_>, name: &str, sep: &[u8], out: &mut Vec<u8>) {
     let mut first = true;
-    for (_, v) in req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes())) {
+    for (_, v) in req.headers().filter(|(n, _)| is_var_header(n, name)) {
         if !first {
             out.extend_from_slice(sep);
         }
@@ -71,7 +81,7 @@ impl VarSource for Vars<'_, '_, '_> {
     fn empty_found(&self, var: &Var) -> bool {
         let req = &self.ctx.req;
         match var {
-            Var::Http(name) => req.header(name).is_some(),
+            Var::Http(name) => req.headers().any(|(n, _)| is_var_header(n, name)),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
             Var::Cookie(name) => request_cookie(req, name).is_some(),
             // A request refused before its URI parsed logs `$uri` empty.

@@ -151,6 +151,14 @@ impl Rx {
         }
     }
 
+    /// The body is to be buffered whole: the own loop opens the stream's
+    /// window all the way, as nginx does (the `h2` crate keeps its own).
+    pub fn open_window(&mut self) {
+        if let Rx::Own(r) = self {
+            r.open_window();
+        }
+    }
+
     /// (received, declared) when the own loop saw DATA break the declared
     /// content-length (the `h2` crate resets such a stream itself).
     pub fn bad_length(&self) -> Option<(u64, u64)> {

@@ -711,6 +711,9 @@ async fn discard(
     mut keep: Option<&mut crate::http::connection::spool::Spool<'_>>,
 ) -> Discard {
     let mut total = 0u64;
+    if keep.is_some() {
+        body.open_window();
+    }
     loop {
         match tokio::time::timeout(timeout, body.data()).await {
             Ok(None) => return Discard::Done,

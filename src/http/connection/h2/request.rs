@@ -10,6 +10,20 @@ use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
 /// the h2 crate already refuses them, this is the response-side list.
 pub const HOP_BY_HOP: &[&str] = &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
 
+/// Fields whose values `http::HeaderValue` refuses but HTTP/2 allows
+/// (RFC 9113 8.2.1 forbids only NUL, CR and LF, and nginx takes the
+/// rest): values with other control characters. They ride beside the
+/// `HeaderMap`, on a request (to its HTTP/1-form head) or a response (to
+/// its HEADERS block), so that such a value reaches `$http_NAME` and an
+/// `add_header` echoing it goes out, as with nginx.
+#[derive(Clone, Debug, Default)]
+pub struct RawFields(pub Vec<(http::HeaderName, Vec<u8>)>);
+
+/// Whether nginx takes `v` as an HTTP/2 field value: no NUL, CR or LF.
+pub fn value_allowed(v: &[u8]) -> bool {
+    !v.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n'))
+}
+
 /// More header fields than this get a 400 (a cheap bound against header
 /// floods that stay within the byte limit).
 pub const MAX_HEADERS: usize = 100;
@@ -107,6 +121,11 @@ pub fn synthesize_version<B>(
         let r = push(&mut buf, n.as_bytes(), value.as_bytes());
         if n == "host" && host.is_none() {
             host = Some(r);
+        }
+    }
+    for (name, value) in req.extensions().get::<RawFields>().map(|r| &r.0[..]).unwrap_or_default() {
+        if !limits.drops(name.as_str().as_bytes()) {
+            push(&mut buf, name.as_str().as_bytes(), value);
         }
     }
     if !cookies.is_empty() {

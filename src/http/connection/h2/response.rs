@@ -61,6 +61,7 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     {
         h.insert(http::header::ETAG, v);
     }
+    let mut raw = Vec::new();
     for (n, v) in &resp.headers {
         let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else { continue };
         if super::request::HOP_BY_HOP.contains(&name.as_str()) {
@@ -73,6 +74,8 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
             } else {
                 h.append(name, v);
             }
+        } else if super::request::value_allowed(v) {
+            raw.push((name, v.to_vec()));
         }
     }
     if let Some(cr) = &resp.content_range
@@ -82,6 +85,9 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     }
     if resp.accept_ranges && wire == 200 {
         h.insert(http::header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    }
+    if !raw.is_empty() {
+        out.extensions_mut().insert(super::request::RawFields(raw));
     }
     out
 }

@@ -1,7 +1,7 @@
 //! Decoding the header blocks a client sends (RFC 7541 sections 3 and 6).
 
 use super::table::{Dynamic, STATIC};
-use super::{Error, get_int, get_str};
+use super::{Error, get_int, get_str, int_overlong};
 
 /// One connection's decoding state. A header block must be decoded whole
 /// even when its request will be refused, or the dynamic tables of the two
@@ -12,6 +12,9 @@ pub struct Decoder {
     table: Dynamic,
     /// Our SETTINGS_HEADER_TABLE_SIZE: the largest size update allowed.
     limit: usize,
+    /// The longest string literal taken (`large_client_header_buffers`'
+    /// buffer size, as nginx bounds each field).
+    field_limit: usize,
     name: Vec<u8>,
     value: Vec<u8>,
 }
@@ -31,7 +34,13 @@ pub enum Rep {
 
 impl Decoder {
     pub fn new(limit: usize) -> Decoder {
-        Decoder { table: Dynamic::new(limit), limit, name: Vec::new(), value: Vec::new() }
+        Decoder { table: Dynamic::new(limit), limit, field_limit: usize::MAX, name: Vec::new(), value: Vec::new() }
+    }
+
+    /// Refuses string literals longer than `n` (`Error::FieldTooLarge`).
+    pub fn with_field_limit(mut self, n: usize) -> Decoder {
+        self.field_limit = n;
+        self
     }
 
     /// The dynamic table's current maximum and its entry count.
@@ -42,7 +51,8 @@ impl Decoder {
     /// Decodes one complete header block, calling `emit` with each field
     /// in order.
     pub fn decode(&mut self, block: &[u8], emit: &mut Emit<'_>) -> Result<(), Error> {
-        let Decoder { table, limit, name: nbuf, value: vbuf } = self;
+        let Decoder { table, limit, field_limit, name: nbuf, value: vbuf } = self;
+        let field_limit = *field_limit;
         let mut pos = 0;
         let mut updates_allowed = true;
         while pos < block.len() {
@@ -69,7 +79,7 @@ impl Decoder {
                 };
                 let i = get_int(block, &mut pos, prefix)?;
                 let name: &[u8] = if i == 0 {
-                    get_str(block, &mut pos, nbuf)?
+                    get_str(block, &mut pos, nbuf, field_limit)?
                 } else if i <= STATIC.len() {
                     STATIC[i - 1].0
                 } else {
@@ -79,7 +89,7 @@ impl Decoder {
                     nbuf.extend_from_slice(n);
                     &nbuf[..]
                 };
-                let value = get_str(block, &mut pos, vbuf)?;
+                let value = get_str(block, &mut pos, vbuf, field_limit)?;
                 emit(name, value, rep);
                 if rep == Rep::Incremental {
                     table.insert(name, value);
@@ -89,6 +99,50 @@ impl Decoder {
         }
         Ok(())
     }
+}
+
+/// Walks the complete representations of a header block that has only
+/// partly arrived, from `from`, looking at their integers alone (no table
+/// is touched). An over-long integer is `Err(IntegerOverflow)` at once,
+/// as nginx, which decodes as bytes come, refuses it before the frame is
+/// whole; otherwise the offset where the first incomplete representation
+/// starts, to resume from when more comes.
+pub fn scan_partial(partial: &[u8], from: usize) -> Result<usize, Error> {
+    // One integer: Ok(Some(value)), Ok(None) when it has not all come.
+    let int = |pos: &mut usize, prefix: u32| -> Result<Option<usize>, Error> {
+        match int_overlong(partial, *pos, prefix) {
+            None => Ok(None),
+            Some(true) => Err(Error::IntegerOverflow),
+            Some(false) => Ok(get_int(partial, pos, prefix).ok()),
+        }
+    };
+    let string = |pos: &mut usize| -> Result<bool, Error> {
+        let Some(len) = int(pos, 7)? else { return Ok(false) };
+        *pos = pos.saturating_add(len);
+        Ok(*pos <= partial.len())
+    };
+    let mut start = from;
+    while start < partial.len() {
+        let b = partial[start];
+        let mut pos = start;
+        let complete = if b & 0x80 != 0 {
+            int(&mut pos, 7)?.is_some()
+        } else if b & 0xe0 == 0x20 {
+            int(&mut pos, 5)?.is_some()
+        } else {
+            let prefix = if b & 0xc0 == 0x40 { 6 } else { 4 };
+            match int(&mut pos, prefix)? {
+                None => false,
+                Some(0) => string(&mut pos)? && string(&mut pos)?,
+                Some(_) => string(&mut pos)?,
+            }
+        };
+        if !complete {
+            break;
+        }
+        start = pos;
+    }
+    Ok(start)
 }
 
 fn lookup(table: &Dynamic, i: usize) -> Result<(&[u8], &[u8]), Error> {
@@ -168,6 +222,18 @@ mod tests {
         // Size updates first are fine, down to 0 (which empties the table).
         assert_eq!(fields(&mut d, &[0x20, 0x3f, 0x11, 0x82]).unwrap(), pairs(&[(":method", "GET")]));
         assert_eq!(d.table_state(), (48, 0));
+    }
+
+    /// nginx's h2_headers.t "too long index" / "too long literal": the
+    /// frame is not whole, yet its integer is already too long.
+    #[test]
+    fn partial_blocks_show_overlong_integers() {
+        assert_eq!(scan_partial(&[0xff, 0xff, 0xff, 0xff], 0), Err(Error::IntegerOverflow));
+        assert_eq!(scan_partial(&[0x42, 0xff, 0xff, 0xff, 0xff], 0), Err(Error::IntegerOverflow));
+        assert_eq!(scan_partial(&[0x82, 0x42, 0x03, b'a'], 0), Ok(1));
+        assert_eq!(scan_partial(&[0x82, 0x42, 0x01, b'a', 0x00], 0), Ok(4));
+        assert_eq!(scan_partial(&[0x82, 0x42, 0x01, b'a', 0x00], 4), Ok(4));
+        assert_eq!(scan_partial(&[0x40, 0x01, b'a', 0x01, b'b'], 0), Ok(5));
     }
 
     #[test]

@@ -23,15 +23,22 @@ pub mod table;
 pub use decode::Decoder;
 pub use encode::{Encoder, Indexing};
 
-/// Why a header block could not be decoded. Every one is a connection
-/// error of type COMPRESSION_ERROR (RFC 9113 section 4.3): the two ends'
-/// tables can no longer be trusted to agree.
+/// Why a header block could not be decoded. Each is a connection error
+/// (the two ends' tables can no longer be trusted to agree): of type
+/// COMPRESSION_ERROR (RFC 9113 section 4.3), except where `code` says
+/// nginx answers otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Error {
     /// The block ends inside a representation.
     Truncated,
-    /// An integer longer than four continuation bytes (2^28).
+    /// The block ends inside a multi-byte integer: nginx's "header block
+    /// with incorrect length", a FRAME_SIZE_ERROR.
+    IntTruncated,
+    /// An integer of more than `INT_OCTETS` bytes, as nginx limits them.
     IntegerOverflow,
+    /// A string literal longer than the field limit (nginx: one
+    /// `large_client_header_buffers` buffer): ENHANCE_YOUR_CALM.
+    FieldTooLarge,
     /// Index 0, or past the end of the dynamic table.
     BadIndex,
     /// A Huffman-coded string that is not valid.
@@ -41,10 +48,18 @@ pub enum Error {
     SizeUpdate,
 }
 
+/// The most bytes an integer may take, its prefix byte included: nginx's
+/// `NGX_HTTP_V2_INT_OCTETS` (values up to 2^21 plus the prefix's).
+pub const INT_OCTETS: usize = 4;
+
 /// Reads the integer with an `prefix`-bit prefix at `pos` (RFC 7541 5.1).
+/// One cut short by the end of the block is `IntTruncated`, one still
+/// going after `INT_OCTETS` bytes `IntegerOverflow`, in nginx's order:
+/// an over-long integer the block ends in is the block's length error.
 pub fn get_int(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, Error> {
     let mask = ((1u32 << prefix) - 1) as u8;
-    let first = *block.get(*pos).ok_or(Error::Truncated)? & mask;
+    let start = *pos;
+    let first = *block.get(start).ok_or(Error::Truncated)? & mask;
     *pos += 1;
     if first < mask {
         return Ok(first as usize);
@@ -52,17 +67,33 @@ pub fn get_int(block: &[u8], pos: &mut usize, prefix: u32) -> Result<usize, Erro
     let mut value = mask as usize;
     let mut shift = 0;
     loop {
-        let b = *block.get(*pos).ok_or(Error::Truncated)?;
-        *pos += 1;
-        if shift > 21 {
-            return Err(Error::IntegerOverflow);
+        if *pos - start == INT_OCTETS {
+            return Err(if *pos >= block.len() { Error::IntTruncated } else { Error::IntegerOverflow });
         }
+        let b = *block.get(*pos).ok_or(Error::IntTruncated)?;
+        *pos += 1;
         value += ((b & 0x7f) as usize) << shift;
         shift += 7;
         if b & 0x80 == 0 {
             return Ok(value);
         }
     }
+}
+
+/// Whether the bytes at `pos` start an integer that can already be seen
+/// to be over-long, though the rest of its block has not arrived: nginx
+/// parses a header block as it comes and refuses one at once.
+pub fn int_overlong(partial: &[u8], pos: usize, prefix: u32) -> Option<bool> {
+    let mask = ((1u32 << prefix) - 1) as u8;
+    if *partial.get(pos)? & mask < mask {
+        return Some(false);
+    }
+    for i in 1..INT_OCTETS {
+        if *partial.get(pos + i)? & 0x80 == 0 {
+            return Some(false);
+        }
+    }
+    Some(true)
 }
 
 /// Writes `v` with a `prefix`-bit prefix; `first` holds the bits above it.
@@ -82,10 +113,14 @@ pub fn put_int(dst: &mut Vec<u8>, first: u8, prefix: u32, mut v: usize) {
 }
 
 /// Reads a string literal at `pos`: borrowed from the block when it is
-/// raw, decoded into `buf` when it is Huffman-coded.
-pub fn get_str<'a>(block: &'a [u8], pos: &mut usize, buf: &'a mut Vec<u8>) -> Result<&'a [u8], Error> {
+/// raw, decoded into `buf` when it is Huffman-coded. Its length on the
+/// wire may not pass `limit`.
+pub fn get_str<'a>(block: &'a [u8], pos: &mut usize, buf: &'a mut Vec<u8>, limit: usize) -> Result<&'a [u8], Error> {
     let huffman = *block.get(*pos).ok_or(Error::Truncated)? & 0x80 != 0;
     let len = get_int(block, pos, 7)?;
+    if len > limit {
+        return Err(Error::FieldTooLarge);
+    }
     let end = pos.checked_add(len).filter(|&e| e <= block.len()).ok_or(Error::Truncated)?;
     let raw = &block[*pos..end];
     *pos = end;
@@ -125,10 +160,15 @@ mod tests {
             assert_eq!(pos, out.len());
         }
         let mut pos = 0;
-        assert_eq!(get_int(&[0x1f, 0xff, 0xff, 0xff, 0xff, 0x01], &mut pos, 5), Err(Error::IntegerOverflow));
+        assert_eq!(get_int(&[0x1f, 0xff, 0xff, 0xff, 0x01], &mut pos, 5), Err(Error::IntegerOverflow));
         pos = 0;
-        assert_eq!(get_int(&[0x1f, 0xff], &mut pos, 5), Err(Error::Truncated));
-        for v in [0, 30, 31, 127, 128, 255, 4096, 1 << 20, (1 << 28) - 1] {
+        assert_eq!(get_int(&[0x1f, 0xff, 0xff, 0xff], &mut pos, 5), Err(Error::IntTruncated));
+        pos = 0;
+        assert_eq!(get_int(&[0x1f, 0xff], &mut pos, 5), Err(Error::IntTruncated));
+        assert_eq!(int_overlong(&[0xff, 0xff, 0xff, 0xff], 0, 7), Some(true));
+        assert_eq!(int_overlong(&[0xff, 0xff, 0x7f, 0xff], 0, 7), Some(false));
+        assert_eq!(int_overlong(&[0xff, 0xff], 0, 7), None);
+        for v in [0, 30, 31, 127, 128, 255, 4096, 1 << 20, (1 << 21) + 30] {
             let mut out = Vec::new();
             put_int(&mut out, 0xe0, 5, v);
             let mut pos = 0;

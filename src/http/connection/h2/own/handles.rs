@@ -218,6 +218,12 @@ impl Rx {
         c.streams.get(&self.0.id).is_none_or(|s| s.recv_closed && s.recv.is_empty())
     }
 
+    /// The body will be read whole, as fast as it comes: no stream
+    /// flow control from here on (see `Conn::open_window`).
+    pub fn open_window(&mut self) {
+        self.0.conn.borrow_mut().open_window(self.0.id);
+    }
+
     pub fn release_capacity(&mut self, n: usize) -> Result<(), Gone> {
         let mut c = self.0.conn.borrow_mut();
         if c.dead {

@@ -5,12 +5,14 @@
 //! them is a malformed request: a stream error, not a response.
 
 use super::super::hpack::{self, Decoder};
+use super::super::request;
 
 pub enum Refuse {
     /// Answered 400 (through `error_page`, as nginx does), then
     /// RST_STREAM PROTOCOL_ERROR.
     Malformed,
-    /// Past SETTINGS_MAX_HEADER_LIST_SIZE: 431.
+    /// Names and values past the header limit: nginx's "client sent too
+    /// large header", a connection error (ENHANCE_YOUR_CALM).
     TooLarge,
 }
 
@@ -31,6 +33,8 @@ struct Fields {
     path: Option<Vec<u8>>,
     protocol: Option<Vec<u8>>,
     headers: http::HeaderMap,
+    /// Fields with values `headers` cannot hold (see `RawFields`).
+    raw: Vec<(http::HeaderName, Vec<u8>)>,
     content_length: Option<u64>,
     size: usize,
     regular_seen: bool,
@@ -40,7 +44,10 @@ struct Fields {
 
 impl Fields {
     fn take(&mut self, name: &[u8], value: &[u8], limit: usize, trailers: bool) {
-        self.size += name.len() + value.len() + 32;
+        // nginx counts names and values only (not RFC 9113's 32 bytes of
+        // overhead a field), indexed ones included, against
+        // `large_client_header_buffers`' number times size.
+        self.size += name.len() + value.len();
         if self.size > limit {
             self.too_large = true;
         }
@@ -90,6 +97,9 @@ impl Fields {
         match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
             (Ok(n), Ok(v)) => {
                 self.headers.append(n, v);
+            }
+            (Ok(n), Err(_)) if !trailers && name != b"host" && request::value_allowed(value) => {
+                self.raw.push((n, value.to_vec()))
             }
             _ => self.malformed = true,
         }
@@ -149,6 +159,9 @@ fn build(f: Fields) -> Option<Req> {
     *req.uri_mut() = uri;
     *req.version_mut() = http::Version::HTTP_2;
     *req.headers_mut() = f.headers;
+    if !f.raw.is_empty() {
+        req.extensions_mut().insert(request::RawFields(f.raw));
+    }
     if let Some(p) = f.protocol {
         let p = std::str::from_utf8(&p).ok()?;
         req.extensions_mut().insert(h2::ext::Protocol::from(p));

@@ -67,6 +67,8 @@ pub struct Loop {
     st: Rc<RefCell<state::Conn>>,
     dec: Decoder,
     cont: Option<recv::Continuing>,
+    /// How far an incomplete HEADERS frame's block has been looked at.
+    partial_scan: usize,
     preface_left: usize,
     frame_seen: bool,
     last_id: u32,
@@ -126,8 +128,9 @@ where
     shared.last_active.set(Some(Instant::now()));
     let mut lp = Loop {
         st: st.clone(),
-        dec: Decoder::new(super::hpack::encode::MAX_TABLE),
+        dec: Decoder::new(super::hpack::encode::MAX_TABLE).with_field_limit(size),
         cont: None,
+        partial_scan: 0,
         preface_left: recv::PREFACE.len(),
         frame_seen: false,
         last_id: 0,
@@ -352,6 +355,11 @@ impl Loop {
     fn tick(&mut self, stall: Option<Instant>, started: Instant, between_frames: bool) -> Option<Exit> {
         let w = self.w.clone();
         let conf = &w.cfg.http.listens[self.group].default_server.conf;
+        if w.aborting.get() {
+            // `worker_shutdown_timeout` is up: closed, its streams' requests
+            // ending as the client's abort (499), as nginx's do.
+            return Some(Exit::Broken);
+        }
         if !self.frame_seen && started.elapsed() >= conf.client_header_timeout {
             log_to!(
                 conf.error_log,
@@ -416,6 +424,8 @@ impl Loop {
             self.last_id = head.stream;
         }
         self.cont = None;
+        // The next frame's block is walked from its start.
+        self.partial_scan = 0;
         let mut st = self.st.borrow_mut();
         st.local_resets += 1;
         frame::write_rst_stream(&mut st.out, head.stream, Code::Protocol);

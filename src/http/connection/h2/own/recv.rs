@@ -5,6 +5,7 @@
 
 use super::super::frame::{self, Code, Frame, FrameError, Head};
 use super::super::handle::HeadBlockLen;
+use super::super::hpack;
 use super::Loop;
 use super::headers::{self, Refuse};
 
@@ -47,8 +48,12 @@ impl Loop {
             }
             let end = pos + frame::HEAD_LEN + head.len as usize;
             if buf.len() < end {
+                if head.kind == frame::HEADERS && self.cont.is_none() {
+                    self.scan_partial(&head, &buf[pos + frame::HEAD_LEN..])?;
+                }
                 break;
             }
+            self.partial_scan = 0;
             self.on_frame(&head, &buf[pos + frame::HEAD_LEN..end])?;
             pos = end;
             if self.exiting {
@@ -133,6 +138,34 @@ impl Loop {
             }
             Frame::WindowUpdate { stream, increment } => self.on_window_update(stream, increment),
             Frame::Unknown { .. } => Ok(()),
+        }
+    }
+
+    /// The part of a HEADERS frame come so far: an over-long integer in
+    /// its header block is a COMPRESSION_ERROR before the rest arrives,
+    /// as nginx answers. `partial_scan` keeps where the last look ended,
+    /// so a frame dripping in is not walked again from its start.
+    fn scan_partial(&mut self, head: &Head, payload: &[u8]) -> Result<(), (Code, &'static str)> {
+        // The block lies between the pad length and priority fields, if
+        // any, and the padding.
+        let (mut start, end) = if head.flags & frame::PADDED != 0 {
+            let Some(&pad) = payload.first() else { return Ok(()) };
+            (1, (head.len as usize).saturating_sub(pad as usize))
+        } else {
+            (0, head.len as usize)
+        };
+        if head.flags & frame::PRIORITY_FLAG != 0 {
+            start += 5;
+        }
+        let Some(block) = payload.get(start..end.min(payload.len())) else {
+            return Ok(());
+        };
+        match hpack::decode::scan_partial(block, self.partial_scan) {
+            Ok(at) => {
+                self.partial_scan = at;
+                Ok(())
+            }
+            Err(_) => Err((Code::Compression, "client sent header block with too long integer")),
         }
     }
 
@@ -283,12 +316,20 @@ impl Loop {
 
     /// A complete header block: a new request, or a stream's trailers.
     fn on_block(&mut self, id: u32, block: &[u8], end: bool) -> Result<(), (Code, &'static str)> {
-        let compression = (Code::Compression, "HPACK decoding failed");
+        let compression = |e: hpack::Error| match e {
+            hpack::Error::IntTruncated => (Code::FrameSize, "client sent header block with incorrect length"),
+            hpack::Error::FieldTooLarge => (Code::EnhanceYourCalm, "client sent too large header field"),
+            _ => (Code::Compression, "HPACK decoding failed"),
+        };
+        let too_large = (Code::EnhanceYourCalm, "client sent too large header");
         if id <= self.last_id {
             // Trailers on an open stream, or a HEADERS frame on a closed one.
             let mut st = self.st.borrow_mut();
             let open = st.streams.get(&id).is_some_and(|s| !s.closed && !s.recv_closed);
-            let decoded = headers::trailers(&mut self.dec, block, self.header_limit).map_err(|_| compression)?;
+            let decoded = headers::trailers(&mut self.dec, block, self.header_limit).map_err(compression)?;
+            if matches!(decoded, Err(Refuse::TooLarge)) {
+                return Err(too_large);
+            }
             if !open {
                 if st.streams.get(&id).is_some_and(|s| !s.closed)
                     || st.recently_closed.contains(&id) && !st.recently_reset.contains(&id)
@@ -333,7 +374,10 @@ impl Loop {
             return Err((Code::Protocol, "even stream identifier from a client"));
         }
         self.last_id = id;
-        let decoded = headers::request(&mut self.dec, block, self.header_limit).map_err(|_| compression)?;
+        let decoded = headers::request(&mut self.dec, block, self.header_limit).map_err(compression)?;
+        if matches!(decoded, Err(Refuse::TooLarge)) {
+            return Err(too_large);
+        }
         if self.goaway_sent || self.peer_goaway {
             // After GOAWAY new streams are not processed; the block was
             // decoded all the same to keep the tables in step.
@@ -353,20 +397,11 @@ impl Loop {
                 self.dispatch(id, headers::malformed_placeholder());
                 return Ok(());
             }
-            Err(why) => {
+            Err(_) => {
+                // Malformed with no room for it: refused.
                 let mut st = self.st.borrow_mut();
                 st.open_stream(id, end, None);
-                match why {
-                    Refuse::Malformed => st.reset(id, Code::RefusedStream),
-                    Refuse::TooLarge => {
-                        let head = http::Response::builder().status(431).body(()).unwrap_or_default();
-                        st.send_head(id, &head, true);
-                        if !end {
-                            st.reset(id, Code::NoError);
-                        }
-                        st.maybe_close(id);
-                    }
-                }
+                st.reset(id, Code::RefusedStream);
                 return Ok(());
             }
         };

@@ -43,6 +43,10 @@ pub struct Stream {
     pub recv_window: i64,
     /// Bytes taken by the reader and not yet given back as window.
     pub unreleased: u32,
+    /// The body is read whole into a buffer or file: the stream window
+    /// was opened to 2^31-1 and is kept there (nginx's
+    /// `no_flow_control`); the connection window still bounds memory.
+    pub no_flow_control: bool,
     pub content_length: Option<u64>,
     pub received: u64,
     /// RST_STREAM sent or received, with its code.
@@ -275,10 +279,34 @@ impl Conn {
         if s.recv_closed || s.closed {
             return;
         }
+        if s.no_flow_control {
+            if s.recv_window < (frame::MAX_WINDOW / 4) as i64 {
+                self.open_window(id);
+            }
+            return;
+        }
         s.unreleased = s.unreleased.saturating_add(n as u32);
         if s.unreleased > 0 && s.unreleased >= target / 2 {
             frame::write_window_update(&mut self.out, id, s.unreleased);
             s.recv_window += s.unreleased as i64;
+            s.unreleased = 0;
+            self.wake_loop();
+        }
+    }
+
+    /// Opens a stream's window all the way (2^31-1), for a body read
+    /// whole as it comes: nginx sends this WINDOW_UPDATE once it starts
+    /// reading a buffered request body, rather than one per preread.
+    pub fn open_window(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        if s.recv_closed || s.closed {
+            return;
+        }
+        s.no_flow_control = true;
+        let delta = frame::MAX_WINDOW as i64 - s.recv_window;
+        if delta > 0 {
+            frame::write_window_update(&mut self.out, id, delta as u32);
+            s.recv_window = frame::MAX_WINDOW as i64;
             s.unreleased = 0;
             self.wake_loop();
         }
@@ -302,6 +330,11 @@ impl Conn {
         self.enc.begin(&mut block);
         self.enc.status(head.status().as_u16(), &mut block);
         encode_fields(&mut self.enc, head.headers(), &mut block);
+        if let Some(raw) = head.extensions().get::<super::super::request::RawFields>() {
+            for (name, value) in &raw.0 {
+                self.enc.field(name.as_str().as_bytes(), value, Indexing::No, &mut block);
+            }
+        }
         frame::write_headers(&mut self.out, id, &block, end, self.peer_max_frame);
         self.block = block;
         if let Some(s) = self.streams.get_mut(&id) {
