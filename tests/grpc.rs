@@ -250,3 +250,44 @@ fn a_prefix_location_answers_its_name_without_the_slash() {
     let location = r.header("location").unwrap_or("");
     assert!(location.ends_with("/svc/?x=1"), "{location}");
 }
+
+/// Over HTTP/3 the origin's trailers (grpc-status) follow the DATA in a
+/// HEADERS frame, as over HTTP/2 (nginx's grpc_trailers.t).
+#[test]
+fn an_http3_client_gets_the_trailers() {
+    use common::tls::TlsFiles;
+    if common::tls::skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let o = Origin::start(None);
+    let s = builder()
+        .tls_files()
+        .http(&format!(
+            "server {{\n  listen 127.0.0.1:{{port}} quic;\n  listen 127.0.0.1:{{port}} ssl;\n  \
+             ssl_certificate tls/localhost.ecdsa.crt; ssl_certificate_key tls/localhost.ecdsa.key;\n  \
+             location / {{ grpc_pass 127.0.0.1:{}; }}\n}}",
+            o.port
+        ))
+        .start();
+    let body = s.path("call.bin");
+    std::fs::write(&body, message(b"hi")).expect("write the request");
+    let run = common::h3::run(
+        s.port,
+        &[
+            "--request",
+            "POST",
+            "/test.Echo/Unary",
+            "--header",
+            "content-type:application/grpc",
+            "--header",
+            "te:trailers",
+            "--body-file",
+            &body.display().to_string(),
+        ],
+    );
+    let r = run.one();
+    assert_eq!(r.status, 200, "{run:?}");
+    assert_eq!(r.header("content-type"), Some("application/grpc"), "{run:?}");
+    assert_eq!(r.length, message(b"echo:hi").len() as u64, "{run:?}");
+    assert!(r.trailers.iter().any(|(k, v)| k == "grpc-status" && v == "0"), "{run:?}");
+}

@@ -28,6 +28,8 @@ pub fn python() -> PathBuf {
 pub struct H3Resp {
     pub status: u16,
     pub headers: Vec<(String, String)>,
+    /// The HEADERS frame after the body, if any.
+    pub trailers: Vec<(String, String)>,
     pub length: u64,
     pub sha256: String,
     /// The first KB of the body, as Latin-1 text.
@@ -56,6 +58,17 @@ impl H3Run {
     }
 }
 
+/// `[[name, value], ...]` as pairs.
+fn pairs(v: &Value) -> Vec<(String, String)> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| (p[0].as_str().unwrap_or("").to_string(), p[1].as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Runs the client against 127.0.0.1:`port` with `args` (see client.py).
 pub fn run(port: u16, args: &[&str]) -> H3Run {
     let mut c = Command::new(python());
@@ -74,14 +87,8 @@ pub fn run(port: u16, args: &[&str]) -> H3Run {
         }
         responses.push(H3Resp {
             status: v["status"].as_u64().unwrap_or(0) as u16,
-            headers: v["headers"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|p| (p[0].as_str().unwrap_or("").to_string(), p[1].as_str().unwrap_or("").to_string()))
-                        .collect()
-                })
-                .unwrap_or_default(),
+            headers: pairs(&v["headers"]),
+            trailers: pairs(&v["trailers"]),
             length: v["length"].as_u64().unwrap_or(0),
             sha256: v["sha256"].as_str().unwrap_or("").to_string(),
             body: v["body"].as_str().unwrap_or("").to_string(),

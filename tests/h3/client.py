@@ -52,6 +52,7 @@ class Result:
     def __init__(self):
         self.status = None
         self.headers = []
+        self.trailers = []
         self.length = 0
         self.sha = hashlib.sha256()
         self.head = b""
@@ -69,6 +70,7 @@ class Result:
         return {
             "status": self.status,
             "headers": self.headers,
+            "trailers": self.trailers,
             "length": self.length,
             "sha256": self.sha.hexdigest(),
             "body": self.head.decode("latin-1"),
@@ -131,6 +133,10 @@ class Client(QuicConnectionProtocol):
                             r.status = int(v)
                         else:
                             r.headers.append([k.decode("latin-1"), v.decode("latin-1")])
+                else:
+                    # A HEADERS frame after the body: the trailers.
+                    for k, v in e.headers:
+                        r.trailers.append([k.decode("latin-1"), v.decode("latin-1")])
             else:
                 r.length += len(e.data)
                 r.sha.update(e.data)

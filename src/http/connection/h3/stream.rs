@@ -238,9 +238,16 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
             body => send_body(&mut tx, h2resp::segments(body), conf, info.id, pace).await,
         },
     };
-    // add_trailer: a HEADERS frame after the body, before the stream ends.
+    // The origin's trailers (gRPC's status) and add_trailer's: a HEADERS
+    // frame after the body, before the stream ends.
+    let origin_trailers = matches!(&resp.body, Body::Upstream(up) if up.trailers.is_some());
     let sent = match sent {
-        Ok(n) if !head_only && crate::http::filter::headers::expects_trailers(&ctx, resp.status) => {
+        Ok(n)
+            if !head_only && (origin_trailers || crate::http::filter::headers::expects_trailers(&ctx, resp.status)) =>
+        {
+            // The origin's own (a gRPC status), then add_trailer's, as over
+            // HTTP/2.
+            crate::http::filter::headers::origin_trailers(&mut ctx, &mut resp.body);
             crate::http::filter::headers::trailers(&mut ctx, &resp);
             match timed(conf, tx.send_trailers(h2resp::trailers(&ctx.trailers))).await {
                 Ok(()) => Ok(n),
