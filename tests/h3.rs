@@ -107,7 +107,9 @@ fn post_body_reaches_the_proxied_origin() {
         "",
         "",
         &format!(
-            "client_max_body_size 1m;\nlocation /app/ {{ proxy_pass http://{o}/; proxy_set_header X-H3 $http3; }}"
+            "client_max_body_size 1m;\nlocation /app/ {{ proxy_pass http://{o}/; proxy_set_header X-H3 $http3; }}\n\
+             location /file/ {{ client_body_in_file_only on; add_header X-Body-File $request_body_file; \
+             proxy_pass http://{o}/; }}"
         ),
     )
     .start();
@@ -130,12 +132,20 @@ fn post_body_reaches_the_proxied_origin() {
     assert_eq!(req.header("host"), Some(o.as_str()));
     assert!(req.body == body, "the origin got other bytes");
 
+    // client_body_in_file_only: the body is in the file $request_body_file
+    // names, and the file stays.
+    let run = common::h3::run(s.port, &["--request", "POST", "/file/x", "--body-file", f]);
+    let r = run.one();
+    assert_eq!(r.body, "got 300000 bytes", "{r:?}");
+    let kept = r.header("x-body-file").unwrap_or_else(|| panic!("no X-Body-File: {r:?}"));
+    assert!(std::fs::read(kept).unwrap_or_default() == body, "{kept} does not hold the body");
+
     // Past client_max_body_size: 413, and the origin sees nothing more.
     let big = s.path("big.bin");
     std::fs::write(&big, pattern(2 << 20)).unwrap();
     let run = common::h3::run(s.port, &["--request", "POST", "/app/x", "--body-file", big.to_str().unwrap()]);
     assert_eq!(run.one().status, 413, "{run:?}");
-    assert_eq!(origin.count(), 1);
+    assert_eq!(origin.count(), 2);
     s.wait_error_log("client intended to send too large body");
 }
 
