@@ -1,7 +1,7 @@
 //! Decoding the header blocks a client sends (RFC 7541 sections 3 and 6).
 
 use super::table::{Dynamic, STATIC};
-use super::{Error, get_int, get_str};
+use super::{Error, get_int, get_str_as};
 
 /// One connection's decoding state. A header block must be decoded whole
 /// even when its request will be refused, or the dynamic tables of the two
@@ -14,6 +14,9 @@ pub struct Decoder {
     limit: usize,
     name: Vec<u8>,
     value: Vec<u8>,
+    /// Taking a whole byte of Huffman padding (an origin's blocks, as
+    /// nginx's grpc module takes them).
+    lenient: bool,
 }
 
 /// Called with each decoded field: name, value and how it was sent.
@@ -31,7 +34,12 @@ pub enum Rep {
 
 impl Decoder {
     pub fn new(limit: usize) -> Decoder {
-        Decoder { table: Dynamic::new(limit), limit, name: Vec::new(), value: Vec::new() }
+        Decoder { table: Dynamic::new(limit), limit, name: Vec::new(), value: Vec::new(), lenient: false }
+    }
+
+    /// A decoder for an origin's blocks, lenient as nginx's grpc module.
+    pub fn lenient(limit: usize) -> Decoder {
+        Decoder { lenient: true, ..Decoder::new(limit) }
     }
 
     /// The dynamic table's current maximum and its entry count.
@@ -42,7 +50,8 @@ impl Decoder {
     /// Decodes one complete header block, calling `emit` with each field
     /// in order.
     pub fn decode(&mut self, block: &[u8], emit: &mut Emit<'_>) -> Result<(), Error> {
-        let Decoder { table, limit, name: nbuf, value: vbuf } = self;
+        let Decoder { table, limit, name: nbuf, value: vbuf, lenient } = self;
+        let lenient = *lenient;
         let mut pos = 0;
         let mut updates_allowed = true;
         while pos < block.len() {
@@ -69,7 +78,7 @@ impl Decoder {
                 };
                 let i = get_int(block, &mut pos, prefix)?;
                 let name: &[u8] = if i == 0 {
-                    get_str(block, &mut pos, nbuf)?
+                    get_str_as(block, &mut pos, nbuf, lenient)?
                 } else if i <= STATIC.len() {
                     STATIC[i - 1].0
                 } else {
@@ -79,7 +88,7 @@ impl Decoder {
                     nbuf.extend_from_slice(n);
                     &nbuf[..]
                 };
-                let value = get_str(block, &mut pos, vbuf)?;
+                let value = get_str_as(block, &mut pos, vbuf, lenient)?;
                 emit(name, value, rep);
                 if rep == Rep::Incremental {
                     table.insert(name, value);

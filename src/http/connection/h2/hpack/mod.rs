@@ -84,6 +84,17 @@ pub fn put_int(dst: &mut Vec<u8>, first: u8, prefix: u32, mut v: usize) {
 /// Reads a string literal at `pos`: borrowed from the block when it is
 /// raw, decoded into `buf` when it is Huffman-coded.
 pub fn get_str<'a>(block: &'a [u8], pos: &mut usize, buf: &'a mut Vec<u8>) -> Result<&'a [u8], Error> {
+    get_str_as(block, pos, buf, false)
+}
+
+/// [`get_str`], lenient about a whole byte of Huffman padding when
+/// `lenient` ([`huffman::decode_lenient`]).
+pub fn get_str_as<'a>(
+    block: &'a [u8],
+    pos: &mut usize,
+    buf: &'a mut Vec<u8>,
+    lenient: bool,
+) -> Result<&'a [u8], Error> {
     let huffman = *block.get(*pos).ok_or(Error::Truncated)? & 0x80 != 0;
     let len = get_int(block, pos, 7)?;
     let end = pos.checked_add(len).filter(|&e| e <= block.len()).ok_or(Error::Truncated)?;
@@ -93,7 +104,8 @@ pub fn get_str<'a>(block: &'a [u8], pos: &mut usize, buf: &'a mut Vec<u8>) -> Re
         return Ok(raw);
     }
     buf.clear();
-    huffman::decode(raw, buf).map_err(|_| Error::Huffman)?;
+    let decoded = if lenient { huffman::decode_lenient(raw, buf) } else { huffman::decode(raw, buf) };
+    decoded.map_err(|_| Error::Huffman)?;
     Ok(&buf[..])
 }
 
