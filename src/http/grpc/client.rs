@@ -286,11 +286,12 @@ fn header_map(fields: Vec<(Vec<u8>, Vec<u8>)>) -> http::HeaderMap {
 }
 
 /// A failure while the body is read, as the I/O error the core's body
-/// reader logs.
+/// reader turns into nginx's line (`InvalidData`: the origin's protocol
+/// break, logged as it is; `UnexpectedEof`: a premature close).
 fn body_error(e: &Failure) -> io::Error {
     match e {
         Failure::Closed => io::Error::new(io::ErrorKind::UnexpectedEof, "upstream prematurely closed connection"),
         Failure::Io(kind, why) => io::Error::new(*kind, why.clone()),
-        Failure::Invalid(why) => io::Error::other(why.clone()),
+        Failure::Invalid(why) => io::Error::new(io::ErrorKind::InvalidData, why.clone()),
     }
 }
