@@ -429,7 +429,12 @@ impl Session {
         let mut rest = Vec::with_capacity(fields.len());
         for (n, v) in fields {
             if !valid_name(&n) || !valid_value(&v) {
-                return Err("upstream sent invalid header".into());
+                // nginx's two lines: the field, then the verdict.
+                return Err(format!(
+                    "upstream sent invalid header: \"{}: {}\"\nupstream sent invalid header",
+                    String::from_utf8_lossy(&n),
+                    String::from_utf8_lossy(&v)
+                ));
             }
             if n.first() == Some(&b':') {
                 if n != b":status" {
@@ -644,7 +649,8 @@ mod tests {
         let mut s = Session::new();
         s.start(b"\x83", true, 4096).expect("start");
         s.receive(&frame(HEADERS, END_HEADERS, 1, b"\x88\x00\x02NN\x01v"));
-        assert_eq!(s.error(), Some(&Failure::Invalid("upstream sent invalid header".into())));
+        let why = "upstream sent invalid header: \"NN: v\"\nupstream sent invalid header";
+        assert_eq!(s.error(), Some(&Failure::Invalid(why.into())));
     }
 
     #[test]

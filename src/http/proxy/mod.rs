@@ -611,7 +611,14 @@ async fn attempt(
                 }
                 ExchangeError::Invalid(why) if why.is_empty() => (502, String::new(), next.invalid_header),
                 ExchangeError::Invalid(why) => {
-                    (502, format!("{} while reading response header from upstream", why), next.invalid_header)
+                    // A gRPC origin's break may come with nginx's detail
+                    // line first (`upstream sent invalid header: "n: v"`),
+                    // logged on its own as nginx does.
+                    let (detail, main) = why.rsplit_once('\n').map_or((None, why.as_ref()), |(d, m)| (Some(d), m));
+                    if let Some(d) = detail {
+                        log_upstream(ctx, p, &format!("{d} while reading response header from upstream"));
+                    }
+                    (502, format!("{main} while reading response header from upstream"), next.invalid_header)
                 }
             };
             // An empty reason was logged already (FastCGI's stderr caught
