@@ -389,8 +389,13 @@ impl Session {
             self.st.block_end_stream = h.flags & END_STREAM != 0;
         }
         let trailer = self.has_head();
+        // nginx's verdict line after a detail line, for a head or trailers.
+        let verdict = if trailer { "upstream sent invalid trailer" } else { "upstream sent invalid header" };
+        let too_large = format!("upstream sent too large http2 header\n{verdict}");
+        // The block is kept whole until it ends; its fields are bounded by
+        // `grpc_buffer_size` below, the block itself by a multiple of it.
         if self.st.block.len() + frag.len() > self.header_limit.saturating_mul(2).max(FRAME_SIZE * 8) {
-            return Err(if trailer { "upstream sent too large trailer" } else { "upstream sent too big header" }.into());
+            return Err(too_large);
         }
         self.st.block.extend_from_slice(frag);
         if h.flags & END_HEADERS == 0 {
@@ -401,10 +406,23 @@ impl Session {
         let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let decoded = self.dec.decode(&block, &mut |n, v, _| fields.push((n.to_vec(), v.to_vec())));
         let end = self.st.block_end_stream;
-        if trailer {
-            if decoded.is_err() || fields.iter().any(|(n, v)| !valid_name(n) || !valid_value(v)) {
-                return Err("upstream sent invalid trailer".into());
+        if decoded.is_err() {
+            return Err(verdict.into());
+        }
+        // As nginx: each field checked in turn, its name and value counted
+        // against `grpc_buffer_size`.
+        let mut left = self.header_limit;
+        for (n, v) in &fields {
+            if !valid_name(n) || !valid_value(v) {
+                return Err(format!(
+                    "upstream sent invalid header: \"{}: {}\"\n{verdict}",
+                    String::from_utf8_lossy(n),
+                    String::from_utf8_lossy(v)
+                ));
             }
+            left = left.checked_sub(n.len() + v.len()).ok_or_else(|| too_large.clone())?;
+        }
+        if trailer {
             if let Some((n, v)) = fields.iter().find(|(n, _)| n.first() == Some(&b':')) {
                 return Err(format!(
                     "upstream sent invalid trailer \"{}: {}\"",
@@ -418,24 +436,9 @@ impl Session {
             self.st.trailers = Some(fields);
             return self.end_stream();
         }
-        if decoded.is_err() {
-            return Err("upstream sent invalid header".into());
-        }
-        let size: usize = fields.iter().map(|(n, v)| n.len() + v.len()).sum();
-        if size > self.header_limit {
-            return Err("upstream sent too big header".into());
-        }
         let mut status = None;
         let mut rest = Vec::with_capacity(fields.len());
         for (n, v) in fields {
-            if !valid_name(&n) || !valid_value(&v) {
-                // nginx's two lines: the field, then the verdict.
-                return Err(format!(
-                    "upstream sent invalid header: \"{}: {}\"\nupstream sent invalid header",
-                    String::from_utf8_lossy(&n),
-                    String::from_utf8_lossy(&v)
-                ));
-            }
             if n.first() == Some(&b':') {
                 if n != b":status" {
                     return Err(format!(
@@ -650,6 +653,16 @@ mod tests {
         s.start(b"\x83", true, 4096).expect("start");
         s.receive(&frame(HEADERS, END_HEADERS, 1, b"\x88\x00\x02NN\x01v"));
         let why = "upstream sent invalid header: \"NN: v\"\nupstream sent invalid header";
+        assert_eq!(s.error(), Some(&Failure::Invalid(why.into())));
+    }
+
+    #[test]
+    fn fields_count_against_the_buffer_size() {
+        let mut s = Session::new();
+        s.start(b"\x83", true, 8).expect("start");
+        // :status 200, then x: 1234567 (8 bytes with its name: too many).
+        s.receive(&frame(HEADERS, END_HEADERS, 1, b"\x88\x00\x01x\x071234567"));
+        let why = "upstream sent too large http2 header\nupstream sent invalid header";
         assert_eq!(s.error(), Some(&Failure::Invalid(why.into())));
     }
 

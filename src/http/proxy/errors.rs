@@ -51,14 +51,19 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
         BodyError::TempFile(why) => (Level::Crit, why.as_str()),
     };
     let peer = ctx.upstream.addr.last().map(|a| &**a).unwrap_or("");
-    log_to!(
-        ctx.conf.error_log,
-        level,
-        "*{} {} while reading upstream, {}",
-        ctx.conn.id,
-        why,
-        upstream_suffix(ctx, peer)
-    );
+    // A gRPC origin's break may come with nginx's detail line first
+    // (`upstream sent too large http2 header`), logged on its own.
+    let (detail, why) = why.rsplit_once('\n').map_or((None, why), |(d, w)| (Some(d), w));
+    for line in detail.into_iter().chain(std::iter::once(why)) {
+        log_to!(
+            ctx.conf.error_log,
+            level,
+            "*{} {} while reading upstream, {}",
+            ctx.conn.id,
+            line,
+            upstream_suffix(ctx, peer)
+        );
+    }
 }
 
 /// nginx's context for upstream errors: client, server, request, then the
