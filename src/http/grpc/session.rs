@@ -20,6 +20,7 @@ use crate::http::connection::h2::frame::{
     PRIORITY_FLAG, PUSH_PROMISE, RST_STREAM, SETTINGS, WINDOW_UPDATE,
 };
 use crate::http::connection::h2::hpack::Decoder;
+use crate::http::proxy::DETAIL_SEP;
 
 /// What nginx sends first on a new connection: the preface, SETTINGS
 /// (header table size 0, no push, the largest initial window) and a
@@ -391,7 +392,7 @@ impl Session {
         let trailer = self.has_head();
         // nginx's verdict line after a detail line, for a head or trailers.
         let verdict = if trailer { "upstream sent invalid trailer" } else { "upstream sent invalid header" };
-        let too_large = format!("upstream sent too large http2 header\n{verdict}");
+        let too_large = format!("upstream sent too large http2 header{DETAIL_SEP}{verdict}");
         // The block is kept whole until it ends; its fields are bounded by
         // `grpc_buffer_size` below, the block itself by a multiple of it.
         if self.st.block.len() + frag.len() > self.header_limit.saturating_mul(2).max(FRAME_SIZE * 8) {
@@ -415,7 +416,7 @@ impl Session {
         for (n, v) in &fields {
             if !valid_name(n) || !valid_value(v) {
                 return Err(format!(
-                    "upstream sent invalid header: \"{}: {}\"\n{verdict}",
+                    "upstream sent invalid header: \"{}: {}\"{DETAIL_SEP}{verdict}",
                     String::from_utf8_lossy(n),
                     String::from_utf8_lossy(v)
                 ));
@@ -652,7 +653,7 @@ mod tests {
         let mut s = Session::new();
         s.start(b"\x83", true, 4096).expect("start");
         s.receive(&frame(HEADERS, END_HEADERS, 1, b"\x88\x00\x02NN\x01v"));
-        let why = "upstream sent invalid header: \"NN: v\"\nupstream sent invalid header";
+        let why = "upstream sent invalid header: \"NN: v\"\u{1e}upstream sent invalid header";
         assert_eq!(s.error(), Some(&Failure::Invalid(why.into())));
     }
 
@@ -662,7 +663,7 @@ mod tests {
         s.start(b"\x83", true, 8).expect("start");
         // :status 200, then x: 1234567 (8 bytes with its name: too many).
         s.receive(&frame(HEADERS, END_HEADERS, 1, b"\x88\x00\x01x\x071234567"));
-        let why = "upstream sent too large http2 header\nupstream sent invalid header";
+        let why = "upstream sent too large http2 header\u{1e}upstream sent invalid header";
         assert_eq!(s.error(), Some(&Failure::Invalid(why.into())));
     }
 

@@ -31,6 +31,13 @@ pub(super) fn log_timeout(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerCo
     log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, suffix);
 }
 
+/// Between a detail line and the verdict in one error reason (a gRPC
+/// origin's: `upstream sent invalid header: "N: V"`, then `upstream sent
+/// invalid header`): each is logged as its own line, as nginx logs them.
+/// A control character no real reason holds (FastCGI's stderr text, which
+/// may hold newlines, stays one line).
+pub const DETAIL_SEP: char = '\u{1e}';
+
 /// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
 /// nginx's "... while reading upstream" line.
 pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
@@ -53,7 +60,7 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
     let peer = ctx.upstream.addr.last().map(|a| &**a).unwrap_or("");
     // A gRPC origin's break may come with nginx's detail line first
     // (`upstream sent too large http2 header`), logged on its own.
-    let (detail, why) = why.rsplit_once('\n').map_or((None, why), |(d, w)| (Some(d), w));
+    let (detail, why) = why.rsplit_once(DETAIL_SEP).map_or((None, why), |(d, w)| (Some(d), w));
     for line in detail.into_iter().chain(std::iter::once(why)) {
         log_to!(
             ctx.conf.error_log,

@@ -36,7 +36,7 @@ pub mod upstream_tls;
 pub mod websocket;
 pub mod wire;
 
-pub use errors::log_body_error;
+pub use errors::{DETAIL_SEP, log_body_error};
 use errors::{client_closed, log_timeout, log_upstream, os_error, peer_failed, upstream_suffix};
 pub(crate) use exchange::ExchangeError;
 use exchange::exchange;
@@ -614,7 +614,8 @@ async fn attempt(
                     // A gRPC origin's break may come with nginx's detail
                     // line first (`upstream sent invalid header: "n: v"`),
                     // logged on its own as nginx does.
-                    let (detail, main) = why.rsplit_once('\n').map_or((None, why.as_ref()), |(d, m)| (Some(d), m));
+                    let (detail, main) =
+                        why.rsplit_once(DETAIL_SEP).map_or((None, why.as_ref()), |(d, m)| (Some(d), m));
                     if let Some(d) = detail {
                         log_upstream(ctx, p, &format!("{d} while reading response header from upstream"));
                     }
