@@ -19,6 +19,7 @@ mod dav;
 mod fastcgi;
 mod filter;
 mod geoip;
+mod grpc;
 mod h1;
 mod h2;
 mod h2conn;
@@ -41,6 +42,7 @@ pub use dav::dav_headers;
 pub use fastcgi::fastcgi;
 pub use filter::{charset_recode, ssi, sub_filter};
 pub use geoip::geoip;
+pub use grpc::grpc_session;
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
 pub use h2conn::h2_conn;
@@ -101,6 +103,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("h2_conn", h2_conn),
     ("geoip", geoip),
     ("image_filter", image_filter),
+    ("grpc_session", grpc_session),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

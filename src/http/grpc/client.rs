@@ -1,81 +1,233 @@
-//! The HTTP/2 connection to a gRPC origin, on the `h2` crate's client.
-//! It rides in the upstream core as one more kind of origin connection
+//! The HTTP/2 connection to a gRPC origin: sluice's own framing
+//! ([`super::session`]) over the socket the upstream core connected. It
+//! rides in the core as one more kind of origin connection
 //! (`UpStream::H2`): the core connects (TCP, unix socket, TLS with ALPN
 //! `h2`), picks peers, retries and pools it like any other; this module
-//! makes the HTTP/2 handshake, opens one stream per request, and reads the
-//! response's DATA frames as the byte stream the core's body reader
-//! expects, keeping the trailers (`grpc-status`, `grpc-message`) for the
-//! connection layer to send on after the body.
+//! opens one stream per request, and reads the response's DATA frames as
+//! the byte stream the core's body reader expects, keeping the trailers
+//! (`grpc-status`, `grpc-message`) for the connection layer to send on
+//! after the body.
 //!
-//! As nginx with `keepalive` in the upstream block, a connection carries
-//! one request at a time and goes back to the pool after its response.
+//! A task of the worker's reads the origin's frames as they come (so
+//! SETTINGS, PING and WINDOW_UPDATE are answered while the request body is
+//! still going or the client is slow to take the response) and writes
+//! what the session queued. As nginx with `keepalive` in the upstream
+//! block, a connection carries one request at a time and goes back to the
+//! pool after its response.
 
+use std::cell::RefCell;
 use std::io;
-use std::task::{Context, Poll};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, Bytes};
-use tokio::io::ReadBuf;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
 
+use super::session::{Failure, RespHead, Session};
 use crate::http::proxy::upstream_tls::UpStream;
 
-/// A client HTTP/2 connection and the stream in flight on it.
+/// Response bytes held for the reader before the origin is read no
+/// further (nginx stops reading when its buffer is full).
+const HIGH_WATER: usize = 256 * 1024;
+
+/// The session and whoever waits for it to change.
+pub struct Shared {
+    s: RefCell<Session>,
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl Shared {
+    fn wake(&self) {
+        for w in self.wakers.borrow_mut().drain(..) {
+            w.wake();
+        }
+    }
+
+    fn park(&self, cx: &Context<'_>) {
+        let mut ws = self.wakers.borrow_mut();
+        if !ws.iter().any(|w| w.will_wake(cx.waker())) {
+            ws.push(cx.waker().clone());
+        }
+    }
+
+    /// Waits until `ready` gives a value; the session is checked again
+    /// after each change.
+    async fn until<T>(&self, mut ready: impl FnMut(&mut Session) -> Option<T>) -> T {
+        std::future::poll_fn(|cx| {
+            if let Some(v) = ready(&mut self.s.borrow_mut()) {
+                return Poll::Ready(v);
+            }
+            self.park(cx);
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// A client HTTP/2 connection to an origin.
 pub struct Conn {
-    send: h2::client::SendRequest<Bytes>,
-    /// The task driving the connection (frames in and out); ended when
-    /// the connection is dropped.
+    sh: Rc<Shared>,
+    /// The task reading and writing the socket; ended with the connection.
     task: tokio::task::JoinHandle<()>,
-    /// The response body of the stream in flight.
-    recv: Option<h2::RecvStream>,
-    /// A DATA frame's bytes not yet read.
-    pending: Bytes,
     /// The response's trailers, once its stream ended.
     trailers: Option<http::HeaderMap>,
+    /// A stream's body is being read (set with the head, cleared at its
+    /// end).
+    reading: bool,
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
         self.task.abort();
+        // A body pump still holding the session stops at once.
+        self.sh.s.borrow_mut().fail(Failure::Closed);
+        self.sh.wake();
     }
 }
 
-/// The HTTP/2 preface and SETTINGS on a new connection; its frames are
-/// then driven by a task of the worker's.
-pub async fn handshake(io: UpStream) -> Result<Conn, h2::Error> {
-    let (send, conn) = h2::client::Builder::new()
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(1 << 20)
-        .enable_push(false)
-        .handshake::<_, Bytes>(io)
-        .await?;
-    let task = tokio::task::spawn_local(crate::clock::per_poll(async move {
-        let _ = conn.await;
-    }));
-    Ok(Conn { send, task, recv: None, pending: Bytes::new(), trailers: None })
+/// Starts the connection: the preface and SETTINGS are queued to go with
+/// the first request, as nginx sends them, without waiting for the
+/// origin's SETTINGS.
+pub fn handshake(io: UpStream) -> Conn {
+    let sh = Rc::new(Shared { s: RefCell::new(Session::new()), wakers: RefCell::new(Vec::new()) });
+    let (rd, wr) = tokio::io::split(io);
+    let task = tokio::task::spawn_local(crate::clock::per_poll(drive(sh.clone(), rd, wr)));
+    Conn { sh, task, trailers: None, reading: false }
+}
+
+/// Reads the origin's bytes into the session and writes what it queues,
+/// until either side of the socket fails.
+async fn drive(sh: Rc<Shared>, mut rd: tokio::io::ReadHalf<UpStream>, mut wr: tokio::io::WriteHalf<UpStream>) {
+    let reader = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            // The reader is slow: hold the origin back (TCP's window).
+            sh.until(|s| (s.queued() < HIGH_WATER || s.error().is_some()).then_some(())).await;
+            if sh.s.borrow().error().is_some() {
+                return;
+            }
+            let r = rd.read(&mut buf).await;
+            {
+                let mut s = sh.s.borrow_mut();
+                match r {
+                    Ok(0) => s.fail(Failure::Closed),
+                    Ok(n) => s.receive(&buf[..n]),
+                    Err(e) => s.fail(Failure::Io(e.kind(), e.to_string())),
+                }
+            }
+            sh.wake();
+            if sh.s.borrow().error().is_some() {
+                return;
+            }
+        }
+    };
+    let writer = async {
+        loop {
+            let out = sh.until(|s| (!s.out.is_empty()).then(|| std::mem::take(&mut s.out))).await;
+            let r = match wr.write_all(&out).await {
+                Ok(()) => wr.flush().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                sh.s.borrow_mut().fail(Failure::Io(e.kind(), e.to_string()));
+                sh.wake();
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = reader => {}
+        () = writer => {}
+    }
+    // What was queued before the end (a last SETTINGS ack) may still go.
+    let rest = std::mem::take(&mut sh.s.borrow_mut().out);
+    if !rest.is_empty() {
+        let _ = wr.write_all(&rest).await;
+    }
+}
+
+/// The sending side of the stream in flight, for a task of its own (the
+/// client's body as it comes).
+pub struct Sender {
+    sh: Rc<Shared>,
+    id: u32,
+}
+
+impl Sender {
+    /// Sends `data` as the origin's windows allow, ending the stream with
+    /// the last piece when `end` (an empty `data` with `end` is an empty
+    /// DATA frame that ends it).
+    pub async fn send(&self, mut data: Bytes, end: bool) -> Result<(), Failure> {
+        loop {
+            let room = self
+                .sh
+                .until(|s| {
+                    if let Some(e) = s.error() {
+                        return Some(Err(e.clone()));
+                    }
+                    if s.stream_id() != self.id {
+                        return Some(Err(Failure::Closed));
+                    }
+                    let room = s.send_room();
+                    (room > 0 || data.is_empty()).then_some(Ok(room))
+                })
+                .await?;
+            let part = data.split_to(room.min(data.len()));
+            let last = data.is_empty();
+            self.sh.s.borrow_mut().push_data(&part, end && last);
+            self.sh.wake();
+            if last {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Gives up the stream: RST_STREAM, and the connection is not reused.
+    pub fn reset(&self) {
+        let mut s = self.sh.s.borrow_mut();
+        if s.stream_id() == self.id {
+            s.reset();
+        }
+        drop(s);
+        self.sh.wake();
+    }
 }
 
 impl Conn {
     /// Whether an idle connection can no longer carry a request (the
-    /// origin closed it or sent GOAWAY, or a stream is still open).
+    /// origin closed it, sent GOAWAY or broke the protocol, or the last
+    /// stream did not complete both ways).
     pub fn is_stale(&self) -> bool {
-        self.task.is_finished() || self.recv.is_some()
+        self.reading || self.task.is_finished() || !self.sh.s.borrow().reusable()
     }
 
-    /// Opens a stream with the request's head (ending it when there is no
-    /// body).
-    pub async fn open(
-        &mut self,
-        req: http::Request<()>,
-        end: bool,
-    ) -> Result<(h2::client::ResponseFuture, h2::SendStream<Bytes>), h2::Error> {
-        let mut ready = self.send.clone().ready().await?;
+    /// Opens a stream with the request's header block (ending it when
+    /// there is no body); `header_limit` is `grpc_buffer_size`.
+    pub fn open(&mut self, block: &[u8], end: bool, header_limit: usize) -> Result<Sender, Failure> {
         self.trailers = None;
-        self.pending = Bytes::new();
-        ready.send_request(req, end)
+        let id = self.sh.s.borrow_mut().start(block, end, header_limit)?;
+        self.sh.wake();
+        Ok(Sender { sh: self.sh.clone(), id })
     }
 
-    /// The response body to read next.
-    pub fn set_body(&mut self, recv: h2::RecvStream) {
-        self.recv = Some(recv);
+    /// Waits for the response head; `no_body` for a HEAD request.
+    pub async fn response(&mut self, no_body: bool) -> Result<RespHead, Failure> {
+        let head = self
+            .sh
+            .until(|s| {
+                if let Some(h) = s.take_head() {
+                    return Some(Ok(h));
+                }
+                s.error().map(|e| Err(e.clone()))
+            })
+            .await?;
+        if no_body || head.status == 204 || head.status == 304 {
+            self.sh.s.borrow_mut().no_body();
+        }
+        // A trailers-only answer has no body to read; nor has a HEAD
+        // request's (its connection is then not reused).
+        self.reading = !(head.end_stream || no_body);
+        Ok(head)
     }
 
     /// The trailers of the response just read, once its body ended.
@@ -86,73 +238,60 @@ impl Conn {
     /// DATA frames as a byte stream; the end of the stream (after its
     /// trailers) reads as EOF; a reset or a broken connection is an error.
     pub fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        loop {
-            if !self.pending.is_empty() {
-                let n = self.pending.len().min(buf.remaining());
-                buf.put_slice(&self.pending[..n]);
-                self.pending.advance(n);
-                return Poll::Ready(Ok(()));
-            }
-            let Some(recv) = self.recv.as_mut() else { return Poll::Ready(Ok(())) };
-            match recv.poll_data(cx) {
-                Poll::Ready(Some(Ok(data))) => {
-                    // The window opens as the bytes are taken: the core
-                    // reads only as fast as the client (or read-ahead)
-                    // takes them, which holds the origin back.
-                    let _ = recv.flow_control().release_capacity(data.len());
-                    self.pending = data;
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    self.recv = None;
-                    return Poll::Ready(Err(stream_error(e)));
-                }
-                Poll::Ready(None) => match recv.poll_trailers(cx) {
-                    Poll::Ready(Ok(t)) => {
-                        self.trailers = t;
-                        self.recv = None;
-                        return Poll::Ready(Ok(()));
-                    }
-                    Poll::Ready(Err(e)) => {
-                        self.recv = None;
-                        return Poll::Ready(Err(stream_error(e)));
-                    }
-                    Poll::Pending => return Poll::Pending,
-                },
-                Poll::Pending => return Poll::Pending,
-            }
+        if !self.reading {
+            return Poll::Ready(Ok(()));
         }
+        let mut s = self.sh.s.borrow_mut();
+        if let Some(mut b) = s.take_data() {
+            let n = b.len().min(buf.remaining());
+            buf.put_slice(&b[..n]);
+            b.advance(n);
+            if !b.is_empty() {
+                s.unread(b);
+            }
+            drop(s);
+            // The reading task may have stopped at the high-water mark.
+            self.sh.wake();
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = s.error()
+            && (*e != Failure::Closed || !s.done())
+        {
+            let e = body_error(e);
+            drop(s);
+            self.reading = false;
+            return Poll::Ready(Err(e));
+        }
+        if s.done() {
+            let t = s.take_trailers();
+            drop(s);
+            self.trailers = t.map(header_map);
+            self.reading = false;
+            return Poll::Ready(Ok(()));
+        }
+        drop(s);
+        self.sh.park(cx);
+        Poll::Pending
     }
 }
 
-/// An h2 error as the I/O error the core's body reader logs.
-pub fn stream_error(e: h2::Error) -> io::Error {
-    if let Some(io) = e.get_io() {
-        return io::Error::new(io.kind(), io.to_string());
+fn header_map(fields: Vec<(Vec<u8>, Vec<u8>)>) -> http::HeaderMap {
+    let mut m = http::HeaderMap::with_capacity(fields.len());
+    for (n, v) in fields {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&n), http::HeaderValue::from_bytes(&v)) {
+            m.append(n, v);
+        }
     }
-    match e.reason() {
-        Some(r) if e.is_remote() => io::Error::other(format!("upstream reset stream with {r:?}")),
-        Some(r) => io::Error::other(format!("upstream stream error {r:?}")),
-        None => io::Error::other(e.to_string()),
-    }
+    m
 }
 
-/// Sends `data` on the stream as the origin's window allows, ending the
-/// stream with the last piece when `end`.
-pub async fn send_data(tx: &mut h2::SendStream<Bytes>, mut data: Bytes, end: bool) -> Result<(), h2::Error> {
-    if data.is_empty() {
-        return if end { tx.send_data(Bytes::new(), true) } else { Ok(()) };
+/// A failure while the body is read, as the I/O error the core's body
+/// reader turns into nginx's line (`InvalidData`: the origin's protocol
+/// break, logged as it is; `UnexpectedEof`: a premature close).
+fn body_error(e: &Failure) -> io::Error {
+    match e {
+        Failure::Closed => io::Error::new(io::ErrorKind::UnexpectedEof, "upstream prematurely closed connection"),
+        Failure::Io(kind, why) => io::Error::new(*kind, why.clone()),
+        Failure::Invalid(why) => io::Error::new(io::ErrorKind::InvalidData, why.clone()),
     }
-    while !data.is_empty() {
-        tx.reserve_capacity(data.len());
-        let granted = match std::future::poll_fn(|cx| tx.poll_capacity(cx)).await {
-            Some(r) => r?,
-            None => return Err(h2::Error::from(h2::Reason::STREAM_CLOSED)),
-        };
-        if granted == 0 {
-            continue;
-        }
-        let part = data.split_to(granted.min(data.len()));
-        tx.send_data(part, end && data.is_empty())?;
-    }
-    Ok(())
 }

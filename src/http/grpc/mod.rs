@@ -6,16 +6,19 @@
 //! (`crate::http::proxy`), behind its protocol seam
 //! (`crate::config::proxy::Protocol::Grpc`). What is gRPC's own:
 //!
-//! - [`client`]: the HTTP/2 connection (`h2`), one stream per request;
-//! - [`request`]: the request's head as nginx's module builds it
-//!   (`:authority`, the client's headers, `grpc_set_header`);
-//! - [`exchange`]: the body sent, the response head read and filtered.
+//! - [`session`]: HTTP/2's client side as nginx's module frames it (no
+//!   I/O): one stream at a time, windows, the response and its errors;
+//! - [`client`]: the connection on the origin's socket that drives it;
+//! - here: the request's head as nginx's module builds it (`:authority`,
+//!   the client's headers, `grpc_set_header`) and its HPACK block, the
+//!   body sent, the response head read and filtered.
 //!
-//! The bytes from the origin are parsed by `h2` alone; the frames' payload
-//! (gRPC's length-prefixed messages) passes through untouched.
+//! The frames' payload (gRPC's length-prefixed messages) passes through
+//! untouched.
 
 pub mod client;
 pub mod conf;
+pub mod session;
 
 use std::borrow::Cow;
 
@@ -28,6 +31,7 @@ use crate::http::handler::ctx::{ReqCtx, Vars};
 use crate::http::proxy::ExchangeError;
 use crate::http::proxy::request_body::{Client, ReqBody};
 use crate::http::proxy::response_head::{Framing, ResponseHead};
+use session::{Failure, RespHead};
 
 /// `grpc_pass` with variables: the rendered value, its scheme taken off
 /// (`grpcs://` for TLS), names an upstream block, an address, or a host
@@ -86,7 +90,7 @@ const NOT_PASSED: &[&str] = &[
 ];
 
 /// The request's head for the origin: the client's method, the URI as the
-/// proxy sends it, `:authority` (the `grpc_pass` address, or none when
+/// proxy sends it (`:scheme` is the connection's, see [`head_block`]), `:authority` (the `grpc_pass` address, or none when
 /// `grpc_set_header Host` gives a `host` header instead, as nginx), the
 /// client's headers with `grpc_set_header` applied, `te: trailers` when
 /// the client asked for trailers, and the body's length when known.
@@ -101,9 +105,9 @@ pub fn request(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody) -> Result
     }
     let host_set = set.iter().find(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.clone());
     let scheme = if pass.tls { "https" } else { "http" };
-    let mut uri = http::uri::Builder::new().scheme(scheme);
+    let mut uri = http::uri::Builder::new();
     if host_set.is_none() {
-        uri = uri.authority(pass.proxy_host.as_str());
+        uri = uri.scheme(scheme).authority(pass.proxy_host.as_str());
     }
     let uri = uri.path_and_query(target.as_slice()).build().map_err(|e| format!("invalid request URI: {e}"))?;
     let method = http::Method::from_bytes(ctx.req.method_bytes()).map_err(|e| e.to_string())?;
@@ -149,13 +153,43 @@ fn contains_token(v: &[u8], token: &[u8]) -> bool {
     })
 }
 
+/// The request's head as an HPACK block, as nginx's module writes it:
+/// the pseudo-headers first (static-table names), then the fields as
+/// literals never entered in a table (the origin's table is not used).
+pub fn head_block(req: &http::Request<()>, tls: bool) -> Vec<u8> {
+    use crate::http::connection::h2::hpack::{put_int, put_str};
+    let mut b = Vec::with_capacity(256);
+    match req.method().as_str() {
+        "GET" => b.push(0x82),
+        "POST" => b.push(0x83),
+        m => {
+            put_int(&mut b, 0, 4, 2);
+            put_str(&mut b, m.as_bytes());
+        }
+    }
+    b.push(if tls { 0x87 } else { 0x86 });
+    put_int(&mut b, 0, 4, 4);
+    put_str(&mut b, req.uri().path_and_query().map_or(b"/".as_slice(), |p| p.as_str().as_bytes()));
+    if let Some(a) = req.uri().authority() {
+        put_int(&mut b, 0, 4, 1);
+        put_str(&mut b, a.as_str().as_bytes());
+    }
+    for (name, value) in req.headers() {
+        b.push(0);
+        put_str(&mut b, name.as_str().as_bytes());
+        put_str(&mut b, value.as_bytes());
+    }
+    b
+}
+
 /// Opens the request's stream on `conn`, sends the body (the client's,
-/// read whole before), and waits for the response head within
-/// `grpc_read_timeout`; the response body is left on `conn` for the core
-/// to read.
+/// read whole before, or streamed as it comes from an HTTP/2 client), and
+/// waits for the response head within `grpc_read_timeout`; the response
+/// body is left on `conn` for the core to read.
 pub(crate) async fn exchange(
     conn: &mut client::Conn,
     req: http::Request<()>,
+    tls: bool,
     client: &mut Client<'_>,
     conf: &UpstreamConf,
     head_request: bool,
@@ -167,18 +201,11 @@ pub(crate) async fn exchange(
     };
     let streamed = client.h2_body.take();
     let end = body_len == 0 && streamed.is_none();
-    let opened = crate::clock::timeout(conf.send_timeout, conn.open(req, end)).await;
-    let (response, mut tx) = match opened {
-        Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
+    let tx = match conn.open(&head_block(&req, tls), end, conf.buffer_size) {
+        Ok(tx) => tx,
         // Nothing went: a reused connection the origin closed or sent
         // GOAWAY on may be replaced by a new one.
-        Ok(Err(e)) => {
-            return Err(match h2_error(e, "sending request to upstream") {
-                ExchangeError::Closed => ExchangeError::NotSent,
-                other => other,
-            });
-        }
-        Ok(Ok(r)) => r,
+        Err(_) => return Err(ExchangeError::NotSent),
     };
     if let Some(rx) = streamed {
         // The client's DATA frames go on as they come, in a task of their
@@ -188,7 +215,7 @@ pub(crate) async fn exchange(
     } else if let ReqBody::Buffered(b) = &client.body
         && body_len > 0
     {
-        let sent = crate::clock::timeout(conf.send_timeout, send_body(&mut tx, b)).await;
+        let sent = crate::clock::timeout(conf.send_timeout, send_body(&tx, b)).await;
         match sent {
             Err(_) => return Err(ExchangeError::Timeout("sending request to upstream")),
             Ok(Err(e)) => return Err(e),
@@ -198,19 +225,16 @@ pub(crate) async fn exchange(
     let watch = !conf.ignore_client_abort;
     let got = tokio::select! {
         biased;
-        r = crate::clock::timeout(conf.read_timeout, response) => r,
+        r = crate::clock::timeout(conf.read_timeout, conn.response(head_request)) => r,
         _ = client.gone(), if watch => return Err(ExchangeError::Gone("while sending request to upstream")),
     };
     let resp = match got {
         Err(_) => return Err(ExchangeError::Timeout("reading response header from upstream")),
-        Ok(Err(e)) => return Err(h2_error(e, "reading response header from upstream")),
+        Ok(Err(e)) => return Err(failure(e, "reading response header from upstream")),
         Ok(Ok(r)) => r,
     };
-    let (parts, recv) = resp.into_parts();
-    let ended = recv.is_end_stream();
-    conn.set_body(recv);
-    let mut head = response_head(&parts, conf);
-    if ended || head_request {
+    let mut head = response_head(&resp, conf);
+    if resp.end_stream || head_request {
         // A trailers-only answer (grpc-status in the head) ends with it.
         head.framing = Framing::None(Some(0));
     }
@@ -218,13 +242,14 @@ pub(crate) async fn exchange(
 }
 
 /// An HTTP/2 client's body to the origin, frame by frame, the client's
-/// window opened as the origin's takes each frame; its trailers, if any,
-/// follow. A client that stalls past `client_body_timeout`, resets its
-/// stream or sends more than `client_max_body_size` (0: no limit) resets
-/// the origin's stream.
+/// window opened as the origin's takes each frame. A client that stalls
+/// past `client_body_timeout`, resets its stream or sends more than
+/// `client_max_body_size` (0: no limit) resets the origin's stream. The
+/// client's trailers are not passed (nginx ends the stream with an empty
+/// DATA frame).
 async fn pump(
     mut rx: crate::http::connection::h2::handle::Rx,
-    mut tx: h2::SendStream<Bytes>,
+    tx: client::Sender,
     max: u64,
     timeout: std::time::Duration,
 ) {
@@ -233,13 +258,10 @@ async fn pump(
         match tokio::time::timeout(timeout, rx.data()).await {
             Ok(None) => {
                 match tokio::time::timeout(timeout, rx.trailers()).await {
-                    Ok(Ok(Some(t))) => {
-                        let _ = tx.send_trailers(t);
+                    Ok(Ok(_)) => {
+                        let _ = tx.send(Bytes::new(), true).await;
                     }
-                    Ok(Ok(None)) => {
-                        let _ = tx.send_data(Bytes::new(), true);
-                    }
-                    _ => tx.send_reset(h2::Reason::CANCEL),
+                    _ => tx.reset(),
                 }
                 return;
             }
@@ -247,13 +269,13 @@ async fn pump(
                 let n = chunk.len();
                 total += n as u64;
                 if max > 0 && total > max {
-                    tx.send_reset(h2::Reason::CANCEL);
+                    tx.reset();
                     return;
                 }
                 // The client's last DATA frame ends the origin's stream too
                 // (unless trailers follow).
                 let last = rx.is_end_stream();
-                if client::send_data(&mut tx, chunk, last).await.is_err() {
+                if tx.send(chunk, last).await.is_err() {
                     return;
                 }
                 let _ = rx.release_capacity(n);
@@ -262,7 +284,7 @@ async fn pump(
                 }
             }
             Ok(Some(Err(_))) | Err(_) => {
-                tx.send_reset(h2::Reason::CANCEL);
+                tx.reset();
                 return;
             }
         }
@@ -271,7 +293,7 @@ async fn pump(
 
 /// The buffered request body as DATA frames, the last one ending the
 /// stream.
-async fn send_body(tx: &mut h2::SendStream<Bytes>, b: &Spooled) -> Result<(), ExchangeError> {
+async fn send_body(tx: &client::Sender, b: &Spooled) -> Result<(), ExchangeError> {
     const PIECE: usize = 64 * 1024;
     let total = b.len();
     let mut off = 0u64;
@@ -284,28 +306,20 @@ async fn send_body(tx: &mut h2::SendStream<Bytes>, b: &Spooled) -> Result<(), Ex
         }
         piece.truncate(n);
         off += n as u64;
-        client::send_data(tx, Bytes::from(piece), off >= total)
-            .await
-            .map_err(|e| h2_error(e, "sending request to upstream"))?;
+        tx.send(Bytes::from(piece), off >= total).await.map_err(|e| failure(e, "sending request to upstream"))?;
     }
     Ok(())
 }
 
-/// An h2 failure as the core reports it: a connection that went away as
-/// a premature close, a reset or protocol error as an invalid answer.
-fn h2_error(e: h2::Error, when: &'static str) -> ExchangeError {
-    if e.is_io() || e.is_go_away() && e.is_remote() {
-        return match e.into_io() {
-            Some(io) if io.kind() != std::io::ErrorKind::UnexpectedEof => ExchangeError::Io(("recv()", when), io),
-            _ => ExchangeError::Closed,
-        };
+/// A broken connection as the core reports it: closed by the origin as a
+/// premature close, an I/O error as such, a protocol error with nginx's
+/// line.
+fn failure(e: Failure, when: &'static str) -> ExchangeError {
+    match e {
+        Failure::Closed => ExchangeError::Closed,
+        Failure::Io(kind, why) => ExchangeError::Io(("recv()", when), std::io::Error::new(kind, why)),
+        Failure::Invalid(why) => ExchangeError::Invalid(Cow::Owned(why)),
     }
-    let why = match e.reason() {
-        Some(r) if e.is_remote() => format!("upstream rejected request with error {}", u32::from(r)),
-        Some(r) => format!("upstream sent invalid http2 frame (error {})", u32::from(r)),
-        None => format!("upstream http2 error: {e}"),
-    };
-    ExchangeError::Invalid(Cow::Owned(why))
 }
 
 /// Headers of the origin's answer nginx's grpc module hides by default.
@@ -327,13 +341,14 @@ const HIDDEN: &[&str] = &[
 /// The client's response head from the origin's: the status, Content-Type
 /// apart, the rest passed on but for the hidden ones (`grpc_hide_header`,
 /// nginx's defaults unless `grpc_pass_header` names them).
-pub fn response_head(parts: &http::response::Parts, conf: &UpstreamConf) -> ResponseHead {
-    let mut headers = Vec::with_capacity(parts.headers.len());
+pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
+    let mut headers = Vec::with_capacity(resp.fields.len());
     let mut content_type = None;
-    for (name, value) in &parts.headers {
-        let n = name.as_str();
+    for (name, value) in &resp.fields {
+        let n = String::from_utf8_lossy(name);
+        let n = n.as_ref();
         if n == "content-type" {
-            content_type = Some(Cow::Owned(String::from_utf8_lossy(value.as_bytes()).into_owned()));
+            content_type = Some(Cow::Owned(String::from_utf8_lossy(value).into_owned()));
             continue;
         }
         let hidden = (HIDDEN.contains(&n) && !conf.pass_headers.iter().any(|p| p == n))
@@ -341,10 +356,10 @@ pub fn response_head(parts: &http::response::Parts, conf: &UpstreamConf) -> Resp
         if hidden {
             continue;
         }
-        headers.push((Cow::Owned(n.to_string()), FieldValue::copy_from(value.as_bytes())));
+        headers.push((Cow::Owned(n.to_string()), FieldValue::copy_from(value)));
     }
     ResponseHead {
-        status: parts.status.as_u16(),
+        status: resp.status,
         headers,
         content_type,
         framing: Framing::Stream,
@@ -372,19 +387,21 @@ mod tests {
     #[test]
     fn hidden_headers_and_content_type() {
         let mut conf = UpstreamConf::default();
-        let resp = http::Response::builder()
-            .status(200)
-            .header("content-type", "application/grpc")
-            .header("date", "x")
-            .header("server", "y")
-            .header("grpc-encoding", "identity")
-            .header("x-secret", "z")
-            .body(())
-            .expect("response");
-        let (parts, ()) = resp.into_parts();
+        let field = |n: &str, v: &str| (n.as_bytes().to_vec(), v.as_bytes().to_vec());
+        let resp = RespHead {
+            status: 200,
+            fields: vec![
+                field("content-type", "application/grpc"),
+                field("date", "x"),
+                field("server", "y"),
+                field("grpc-encoding", "identity"),
+                field("x-secret", "z"),
+            ],
+            end_stream: false,
+        };
         conf.hide_headers.push("x-secret".into());
         conf.pass_headers.push("server".into());
-        let h = response_head(&parts, &conf);
+        let h = response_head(&resp, &conf);
         assert_eq!(h.content_type.as_deref(), Some("application/grpc"));
         let names: Vec<&str> = h.headers.iter().map(|(n, _)| n.as_ref()).collect();
         assert_eq!(names, ["server", "grpc-encoding"]);

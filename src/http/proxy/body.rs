@@ -283,6 +283,13 @@ impl UpstreamBody {
         let mut room = (&mut self.buf).limit(want);
         match crate::clock::timeout(self.read_timeout, s.read_buf(&mut room)).await {
             Err(_) => Err(BodyError::Timeout),
+            // A gRPC origin's broken stream is nginx's own line, not a
+            // failed recv().
+            Ok(Err(e)) if matches!(self.stream, Some(UpStream::H2(_))) => Err(match e.kind() {
+                std::io::ErrorKind::InvalidData => BodyError::Protocol(e.to_string()),
+                std::io::ErrorKind::UnexpectedEof => BodyError::Truncated,
+                _ => BodyError::Io(e),
+            }),
             Ok(Err(e)) => Err(BodyError::Io(e)),
             Ok(Ok(0)) => {
                 if matches!(self.framing, Framing::Stream) {

@@ -31,6 +31,13 @@ pub(super) fn log_timeout(ctx: &ReqCtx<'_, '_>, p: &crate::config::proxy::PeerCo
     log_to!(ctx.conf.error_log, Level::Error, "*{} {}, {}", ctx.conn.id, why, suffix);
 }
 
+/// Between a detail line and the verdict in one error reason (a gRPC
+/// origin's: `upstream sent invalid header: "N: V"`, then `upstream sent
+/// invalid header`): each is logged as its own line, as nginx logs them.
+/// A control character no real reason holds (FastCGI's stderr text, which
+/// may hold newlines, stays one line).
+pub const DETAIL_SEP: char = '\u{1e}';
+
 /// A body failing on its way to the client (HTTP/1 and HTTP/2 alike):
 /// nginx's "... while reading upstream" line.
 pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
@@ -51,14 +58,19 @@ pub fn log_body_error(ctx: &ReqCtx<'_, '_>, e: &BodyError) {
         BodyError::TempFile(why) => (Level::Crit, why.as_str()),
     };
     let peer = ctx.upstream.addr.last().map(|a| &**a).unwrap_or("");
-    log_to!(
-        ctx.conf.error_log,
-        level,
-        "*{} {} while reading upstream, {}",
-        ctx.conn.id,
-        why,
-        upstream_suffix(ctx, peer)
-    );
+    // A gRPC origin's break may come with nginx's detail line first
+    // (`upstream sent too large http2 header`), logged on its own.
+    let (detail, why) = why.rsplit_once(DETAIL_SEP).map_or((None, why), |(d, w)| (Some(d), w));
+    for line in detail.into_iter().chain(std::iter::once(why)) {
+        log_to!(
+            ctx.conf.error_log,
+            level,
+            "*{} {} while reading upstream, {}",
+            ctx.conn.id,
+            line,
+            upstream_suffix(ctx, peer)
+        );
+    }
 }
 
 /// nginx's context for upstream errors: client, server, request, then the

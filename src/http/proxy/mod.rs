@@ -36,7 +36,7 @@ pub mod upstream_tls;
 pub mod websocket;
 pub mod wire;
 
-pub use errors::log_body_error;
+pub use errors::{DETAIL_SEP, log_body_error};
 use errors::{client_closed, log_timeout, log_upstream, os_error, peer_failed, upstream_suffix};
 pub(crate) use exchange::ExchangeError;
 use exchange::exchange;
@@ -528,20 +528,8 @@ async fn attempt(
         },
     };
     if grpc && !matches!(stream, UpStream::H2(_)) {
-        match crate::clock::timeout(conf.connect_timeout, crate::http::grpc::client::handshake(stream)).await {
-            Ok(Ok(c)) => stream = UpStream::H2(Box::new(c)),
-            Ok(Err(e)) => {
-                let e = crate::http::grpc::client::stream_error(e);
-                log_upstream(ctx, p, &format!("http2 handshake failed ({e}) while connecting to upstream"));
-                push_times(ctx, 502, None, None, started);
-                return Attempt::Failed { status: 502, next: next.error, sent: false };
-            }
-            Err(_) => {
-                log_timeout(ctx, p, "upstream timed out (110: Connection timed out) while connecting to upstream");
-                push_times(ctx, 504, None, None, started);
-                return Attempt::Failed { status: 504, next: next.timeout, sent: false };
-            }
-        }
+        // The preface goes with the first request, as nginx sends it.
+        stream = UpStream::H2(Box::new(crate::http::grpc::client::handshake(stream)));
     }
     let connect_ms = ms(t0);
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
@@ -550,7 +538,7 @@ async fn attempt(
         UpStream::H2(c) if grpc => match crate::http::grpc::request(ctx, pass, &client.body) {
             Ok(r) => {
                 let limits = (lc.client_max_body_size, lc.client_body_timeout);
-                crate::http::grpc::exchange(c, r, client, conf, head_request, limits).await
+                crate::http::grpc::exchange(c, r, pass.tls, client, conf, head_request, limits).await
             }
             Err(why) => Err(ExchangeError::Invalid(why.into())),
         },
@@ -623,7 +611,15 @@ async fn attempt(
                 }
                 ExchangeError::Invalid(why) if why.is_empty() => (502, String::new(), next.invalid_header),
                 ExchangeError::Invalid(why) => {
-                    (502, format!("{} while reading response header from upstream", why), next.invalid_header)
+                    // A gRPC origin's break may come with nginx's detail
+                    // line first (`upstream sent invalid header: "n: v"`),
+                    // logged on its own as nginx does.
+                    let (detail, main) =
+                        why.rsplit_once(DETAIL_SEP).map_or((None, why.as_ref()), |(d, m)| (Some(d), m));
+                    if let Some(d) = detail {
+                        log_upstream(ctx, p, &format!("{d} while reading response header from upstream"));
+                    }
+                    (502, format!("{main} while reading response header from upstream"), next.invalid_header)
                 }
             };
             // An empty reason was logged already (FastCGI's stderr caught

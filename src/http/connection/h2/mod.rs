@@ -483,9 +483,13 @@ async fn stream(
     } else if matches!(resp.body, crate::http::response::Body::Proxy)
         && has_body
         && crate::http::proxy::protocol_of(ctx.conf) == crate::config::proxy::Protocol::Grpc
+        && (ctx.conf.mirror.uris.is_empty() || !ctx.conf.mirror.request_body)
     {
         // gRPC: the body goes on to the origin as it arrives (streaming
-        // calls need the origin's answers before the client's end).
+        // calls need the origin's answers before the client's end);
+        // with `mirror` (and `mirror_request_body on`) it is read whole
+        // first, as nginx's mirror module reads it before the content
+        // handler, and `$request_body` then has it.
         let mut client = crate::http::proxy::request_body::Client::h2(
             respond,
             ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(Vec::new())),

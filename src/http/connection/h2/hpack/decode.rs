@@ -1,7 +1,7 @@
 //! Decoding the header blocks a client sends (RFC 7541 sections 3 and 6).
 
 use super::table::{Dynamic, STATIC};
-use super::{Error, get_int, get_str, int_overlong};
+use super::{Error, get_int, get_str_as, int_overlong};
 
 /// One connection's decoding state. A header block must be decoded whole
 /// even when its request will be refused, or the dynamic tables of the two
@@ -17,6 +17,9 @@ pub struct Decoder {
     field_limit: usize,
     name: Vec<u8>,
     value: Vec<u8>,
+    /// Taking a whole byte of Huffman padding (an origin's blocks, as
+    /// nginx's grpc module takes them).
+    lenient: bool,
 }
 
 /// Called with each decoded field: name, value and how it was sent.
@@ -34,13 +37,25 @@ pub enum Rep {
 
 impl Decoder {
     pub fn new(limit: usize) -> Decoder {
-        Decoder { table: Dynamic::new(limit), limit, field_limit: usize::MAX, name: Vec::new(), value: Vec::new() }
+        Decoder {
+            table: Dynamic::new(limit),
+            limit,
+            field_limit: usize::MAX,
+            name: Vec::new(),
+            value: Vec::new(),
+            lenient: false,
+        }
     }
 
     /// Refuses string literals longer than `n` (`Error::FieldTooLarge`).
     pub fn with_field_limit(mut self, n: usize) -> Decoder {
         self.field_limit = n;
         self
+    }
+
+    /// A decoder for an origin's blocks, lenient as nginx's grpc module.
+    pub fn lenient(limit: usize) -> Decoder {
+        Decoder { lenient: true, ..Decoder::new(limit) }
     }
 
     /// The dynamic table's current maximum and its entry count.
@@ -51,8 +66,8 @@ impl Decoder {
     /// Decodes one complete header block, calling `emit` with each field
     /// in order.
     pub fn decode(&mut self, block: &[u8], emit: &mut Emit<'_>) -> Result<(), Error> {
-        let Decoder { table, limit, field_limit, name: nbuf, value: vbuf } = self;
-        let field_limit = *field_limit;
+        let Decoder { table, limit, field_limit, name: nbuf, value: vbuf, lenient } = self;
+        let (field_limit, lenient) = (*field_limit, *lenient);
         let mut pos = 0;
         let mut updates_allowed = true;
         while pos < block.len() {
@@ -79,7 +94,7 @@ impl Decoder {
                 };
                 let i = get_int(block, &mut pos, prefix)?;
                 let name: &[u8] = if i == 0 {
-                    get_str(block, &mut pos, nbuf, field_limit)?
+                    get_str_as(block, &mut pos, nbuf, field_limit, lenient)?
                 } else if i <= STATIC.len() {
                     STATIC[i - 1].0
                 } else {
@@ -89,7 +104,7 @@ impl Decoder {
                     nbuf.extend_from_slice(n);
                     &nbuf[..]
                 };
-                let value = get_str(block, &mut pos, vbuf, field_limit)?;
+                let value = get_str_as(block, &mut pos, vbuf, field_limit, lenient)?;
                 emit(name, value, rep);
                 if rep == Rep::Incremental {
                     table.insert(name, value);

@@ -155,6 +155,23 @@ pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), Invalid> {
     if t.accept[state] { Ok(()) } else { Err(Invalid) }
 }
 
+/// As [`decode`], but a whole byte of padding (eight 1 bits) after a
+/// string that ends on a byte boundary is taken too: some encoders write
+/// it, and nginx's grpc module accepts it from an origin.
+pub fn decode_lenient(src: &[u8], dst: &mut Vec<u8>) -> Result<(), Invalid> {
+    let start = dst.len();
+    match decode(src, dst) {
+        Ok(()) => Ok(()),
+        Err(Invalid) => match src.split_last() {
+            Some((0xff, rest)) => {
+                dst.truncate(start);
+                decode(rest, dst)
+            }
+            _ => Err(Invalid),
+        },
+    }
+}
+
 /// Bytes `src` takes Huffman-encoded.
 pub fn encoded_len(src: &[u8]) -> usize {
     let bits: usize = src.iter().map(|&b| LENGTHS[b as usize] as usize).sum();
@@ -183,6 +200,25 @@ pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// "application/grpc" takes 88 bits: a whole byte of padding after it
+    /// is refused, but taken by the lenient decoding (nginx's test origin
+    /// writes it).
+    #[test]
+    fn lenient_takes_a_whole_padding_byte() {
+        let mut enc = Vec::new();
+        encode(b"application/grpc", &mut enc);
+        assert_eq!(enc.len(), 11);
+        enc.push(0xff);
+        let mut out = Vec::new();
+        assert_eq!(decode(&enc, &mut out), Err(Invalid));
+        out.clear();
+        assert_eq!(decode_lenient(&enc, &mut out), Ok(()));
+        assert_eq!(out, b"application/grpc");
+        out.clear();
+        enc.push(0xff);
+        assert_eq!(decode_lenient(&enc, &mut out), Err(Invalid));
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();

@@ -116,6 +116,18 @@ pub fn put_int(dst: &mut Vec<u8>, first: u8, prefix: u32, mut v: usize) {
 /// raw, decoded into `buf` when it is Huffman-coded. Its length on the
 /// wire may not pass `limit`.
 pub fn get_str<'a>(block: &'a [u8], pos: &mut usize, buf: &'a mut Vec<u8>, limit: usize) -> Result<&'a [u8], Error> {
+    get_str_as(block, pos, buf, limit, false)
+}
+
+/// [`get_str`], lenient about a whole byte of Huffman padding when
+/// `lenient` ([`huffman::decode_lenient`]).
+pub fn get_str_as<'a>(
+    block: &'a [u8],
+    pos: &mut usize,
+    buf: &'a mut Vec<u8>,
+    limit: usize,
+    lenient: bool,
+) -> Result<&'a [u8], Error> {
     let huffman = *block.get(*pos).ok_or(Error::Truncated)? & 0x80 != 0;
     let len = get_int(block, pos, 7)?;
     if len > limit {
@@ -128,7 +140,8 @@ pub fn get_str<'a>(block: &'a [u8], pos: &mut usize, buf: &'a mut Vec<u8>, limit
         return Ok(raw);
     }
     buf.clear();
-    huffman::decode(raw, buf).map_err(|_| Error::Huffman)?;
+    let decoded = if lenient { huffman::decode_lenient(raw, buf) } else { huffman::decode(raw, buf) };
+    decoded.map_err(|_| Error::Huffman)?;
     Ok(&buf[..])
 }
 

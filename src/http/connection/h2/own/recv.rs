@@ -38,7 +38,7 @@ impl Loop {
         }
         while buf.len() - pos >= frame::HEAD_LEN {
             let head = Head::parse(buf[pos..pos + frame::HEAD_LEN].try_into().unwrap_or(&[0; 9]));
-            if head.len > frame::MIN_MAX_FRAME {
+            if head.len > self.frame_limit {
                 return Err((Code::FrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE"));
             }
             if head.kind == frame::PUSH_PROMISE {
