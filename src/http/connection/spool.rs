@@ -45,6 +45,13 @@ pub fn naming(conf: &crate::config::model::LocConf) -> Naming {
     }
 }
 
+/// A proxied request body read whole by HTTP/2 or HTTP/3: named as
+/// [`naming`] says, unless nginx would have passed it on unbuffered
+/// (`proxy_request_buffering off`), which leaves no file to name.
+pub fn proxied_naming(conf: &crate::config::model::LocConf) -> Naming {
+    if crate::http::proxy::up_conf(conf).request_buffering { naming(conf) } else { Naming::Anonymous }
+}
+
 /// The name of a body's temporary file; a `Clean` one is removed when the
 /// body is dropped, at the end of its request.
 #[derive(Debug)]

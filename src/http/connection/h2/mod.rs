@@ -524,18 +524,10 @@ async fn stream(
         }
     } else if matches!(resp.body, crate::http::response::Body::Proxy) {
         let conf = ctx.conf;
-        // A body nginx would pass on unbuffered (`proxy_request_buffering
-        // off`) has no file for `$request_body_file` to name, even though
-        // HTTP/2 buffers it here.
-        let naming = if crate::http::proxy::up_conf(conf).request_buffering {
-            crate::http::connection::spool::naming(conf)
-        } else {
-            crate::http::connection::spool::Naming::Anonymous
-        };
         let mut spool = crate::http::connection::spool::Spool::named(
             conf.client_body_buffer_size,
             &conf.client_body_temp_path,
-            naming,
+            crate::http::connection::spool::proxied_naming(conf),
         );
         let read = if has_body {
             discard(body, conf.client_max_body_size, conf.client_body_timeout, Some(&mut spool)).await

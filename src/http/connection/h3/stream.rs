@@ -182,18 +182,11 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
     let mut unread = false;
     if matches!(resp.body, Body::Proxy) {
         let conf = ctx.conf;
-        // Named as HTTP/2 names it, for `$request_body_file` and
-        // `client_body_in_file_only` (none for a body nginx would pass on
-        // unbuffered).
-        let naming = if crate::http::proxy::up_conf(conf).request_buffering {
-            crate::http::connection::spool::naming(conf)
-        } else {
-            crate::http::connection::spool::Naming::Anonymous
-        };
+        // Named for `$request_body_file` and `client_body_in_file_only`.
         let mut spool = crate::http::connection::spool::Spool::named(
             conf.client_body_buffer_size,
             &conf.client_body_temp_path,
-            naming,
+            crate::http::connection::spool::proxied_naming(conf),
         );
         let read = if has_body {
             read_body(&mut tx, first.take(), conf.client_max_body_size, conf.client_body_timeout, Some(&mut spool))
