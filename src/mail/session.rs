@@ -44,6 +44,9 @@ impl Acceptor for MailAccept {
         let local = if own.ip().is_unspecified() { stream.local_addr().unwrap_or(own) } else { own };
         let addr = route.find(local).clone();
         let id = w.next_serial();
+        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+        crate::log_debug!(self.log(), debug, "*{} accept: {} fd:{}", id, peer, fd);
         let fut = Box::pin(run(addr, stream, peer, local, id, guard));
         tokio::task::spawn_local(crate::clock::per_poll(fut));
     }

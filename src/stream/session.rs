@@ -247,6 +247,7 @@ async fn run(
 ) {
     let conf = &addr.server.conf;
     let _ = stream.set_nodelay(conf.tcp_nodelay);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let Ok(mut tcp) = TcpStream::from_std(stream) else { return };
     let mut s = Session {
         id: w.next_serial(),
@@ -273,6 +274,12 @@ async fn run(
         guard: RefCell::new(Some(guard)),
         passed: Cell::new(false),
     };
+    let debug = crate::log::debug::matches(&s.w.cfg.main.debug_connection, peer.ip(), addr.unix.is_some());
+    if addr.unix.is_some() {
+        crate::log_debug!(conf.error_log, debug, "*{} accept: unix: fd:{}", s.id, fd);
+    } else {
+        crate::log_debug!(conf.error_log, debug, "*{} accept: {} fd:{}", s.id, peer, fd);
+    }
     if let Some(path) = &addr.unix {
         log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", s.id, path);
     } else {
