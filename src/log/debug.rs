@@ -37,6 +37,20 @@ macro_rules! log_debug {
     }};
 }
 
+/// `log_conn!(log, conn_debug, level, ...)`: a line about a connection
+/// at `level`, to the targets of `log` that take that level, or to all of
+/// them for a connection `debug_connection` names.
+#[macro_export]
+macro_rules! log_conn {
+    ($log:expr, $conn_debug:expr, $lvl:expr, $($arg:tt)*) => {{
+        let log: &$crate::log::error::ErrorLog = &$log;
+        let (all, lvl): (bool, $crate::log::error::Level) = ($conn_debug, $lvl);
+        if all || log.enabled(lvl) {
+            log.write_conn(lvl, all, format_args!($($arg)*));
+        }
+    }};
+}
+
 /// `req_debug!(ctx, "http finalize request: {}", status)`: a `[debug]`
 /// line about a request, to the logs of the level handling it, numbered
 /// with its connection as nginx's (`*5 ...`; debug lines carry no

@@ -434,10 +434,15 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
 macro_rules! log_req {
     ($ctx:expr, $lvl:expr, $($arg:tt)*) => {{
         let ctx: &$crate::http::handler::ctx::ReqCtx<'_, '_> = &$ctx;
-        let (log, lvl, all) = (&ctx.conf.error_log, $lvl, ctx.conn.debug);
-        if all || log.enabled(lvl) {
-            log.write_conn(lvl, all, format_args!("*{} {}, {}", ctx.conn.id, format_args!($($arg)*), ctx.log_suffix()));
-        }
+        $crate::log_conn!(
+            ctx.conf.error_log,
+            ctx.conn.debug,
+            $lvl,
+            "*{} {}, {}",
+            ctx.conn.id,
+            format_args!($($arg)*),
+            ctx.log_suffix()
+        );
     }};
 }
 
