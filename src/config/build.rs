@@ -274,6 +274,7 @@ fn default_main(prefix: &Path) -> MainConf {
         worker_shutdown_timeout: None,
         worker_priority: None,
         master_process: true,
+        debug_connection: Vec::new(),
     }
 }
 

@@ -78,6 +78,9 @@ pub struct MainConf {
     /// listeners and restarts the serving process if it dies (on, the
     /// default), or one process (off, nginx's debugging mode).
     pub master_process: bool,
+    /// `debug_connection`: clients whose connections write `[debug]`
+    /// lines to every log (`log::debug`).
+    pub debug_connection: Vec<crate::cidr::Cidr>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -142,17 +142,26 @@ pub fn use_events(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
     }
 }
 
-/// `debug_connection address | CIDR | unix: | hostname`: nginx writes
-/// debug-level lines for these clients. sluice writes almost none, so
-/// this only checks the value as nginx does (a name must resolve).
-pub fn debug_connection(_: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
+/// `debug_connection address | CIDR | unix: | hostname`: the clients
+/// whose connections log at level debug to every log (`log::debug`). A
+/// name stands for each address it resolves to now, as nginx resolves it
+/// once at load (and must resolve: `host not found`).
+pub fn debug_connection(m: &mut MainConf, d: &Directive, _: &mut Ctx) -> R {
     let v = arg(d, 0);
-    if crate::cidr::Cidr::parse(v).is_some() {
+    if let Some(p) = crate::cidr::Cidr::parse(v) {
+        m.debug_connection.push(p.cidr);
         return Ok(());
     }
-    use std::net::ToSocketAddrs;
-    let resolves = !v.contains(['/', '[', ']']) && (v, 0).to_socket_addrs().is_ok_and(|mut a| a.next().is_some());
-    if resolves { Ok(()) } else { Err(ConfError::at(format!("host not found in debug_connection \"{v}\""), &d.span)) }
+    let not_found = || ConfError::at(format!("host not found in debug_connection \"{v}\""), &d.span);
+    if v.contains(['/', '[', ']']) {
+        return Err(not_found());
+    }
+    let (list, _) = crate::cidr::parse_or_resolve(v).map_err(|_| not_found())?;
+    if list.is_empty() {
+        return Err(not_found());
+    }
+    m.debug_connection.extend(list);
+    Ok(())
 }
 
 /// `worker_aio_requests`, `epoll_events`: sizes of nginx's own event

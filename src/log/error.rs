@@ -81,14 +81,22 @@ impl ErrorLog {
     }
 
     pub fn write(&self, level: Level, msg: std::fmt::Arguments<'_>) {
+        self.write_conn(level, false, msg);
+    }
+
+    /// `write`, for a line about a connection: one `debug_connection`
+    /// names (`all`) goes to every target whatever its level, as nginx
+    /// raises such a connection's log level to debug. The line is
+    /// formatted once, so every target gets the same bytes.
+    pub fn write_conn(&self, level: Level, all: bool, msg: std::fmt::Arguments<'_>) {
         let line = format_line(level, msg);
         for (file, max) in &self.targets {
-            if level <= *max {
+            if all || level <= *max {
                 file.write(&line);
             }
         }
         for (peer, max) in &self.syslog {
-            if level <= *max {
+            if all || level <= *max {
                 peer.write_error(level as u8, &line);
             }
         }

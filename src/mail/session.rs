@@ -44,7 +44,10 @@ impl Acceptor for MailAccept {
         let local = if own.ip().is_unspecified() { stream.local_addr().unwrap_or(own) } else { own };
         let addr = route.find(local).clone();
         let id = w.next_serial();
-        let fut = Box::pin(run(addr, stream, peer, local, id, guard));
+        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+        crate::log_debug!(self.log(), debug, "*{} accept: {} fd:{}", id, peer, fd);
+        let fut = Box::pin(run(addr, stream, peer, local, (id, debug), guard));
         tokio::task::spawn_local(crate::clock::per_poll(fut));
     }
 }
@@ -100,6 +103,9 @@ pub(super) enum Step {
 pub struct Session {
     pub addr: Arc<Addr>,
     pub id: u64,
+    /// The client is one `debug_connection` names: the session's lines go
+    /// to every log (`log::debug`).
+    pub debug: bool,
     pub client: SocketAddr,
     pub local: SocketAddr,
     pub protocol: Protocol,
@@ -139,7 +145,7 @@ impl Session {
     /// An error-log line about this session, in nginx's mail shape.
     pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
         let conf = self.conf();
-        if !conf.error_log.enabled(level) {
+        if !self.debug && !conf.error_log.enabled(level) {
             return;
         }
         let mut tail = format!(
@@ -151,7 +157,7 @@ impl Session {
         if !self.login.is_empty() {
             tail.push_str(&format!(", login: \"{}\"", String::from_utf8_lossy(&self.login)));
         }
-        log_to!(conf.error_log, level, "*{} {}{}", self.id, msg, tail);
+        crate::log_conn!(conf.error_log, self.debug, level, "*{} {}{}", self.id, msg, tail);
     }
 
     pub fn tls(&self) -> bool {
@@ -243,7 +249,7 @@ async fn run(
     stream: std::net::TcpStream,
     peer: SocketAddr,
     local: SocketAddr,
-    id: u64,
+    (id, debug): (u64, bool),
     _g: ConnGuard,
 ) {
     let _ = stream.set_nodelay(true);
@@ -260,6 +266,7 @@ async fn run(
     let mut s = Session {
         addr: addr.clone(),
         id,
+        debug,
         client: peer,
         local,
         protocol,

@@ -161,6 +161,9 @@ pub fn configure_arguments() -> String {
         }
     }
     args.push("--with-pcre".into());
+    // `[debug]` lines and `debug_connection` (`log::debug`): test suites
+    // and tools key debug-log checks on this word.
+    args.push("--with-debug".into());
     args.join(" ")
 }
 

@@ -72,6 +72,9 @@ pub struct Session {
     /// `pass` handed the connection on: the session ends without a log
     /// line, as nginx's does.
     pub passed: Cell<bool>,
+    /// The client is one `debug_connection` names: the session's lines go
+    /// to every log (`log::debug`).
+    pub debug: bool,
 }
 
 impl Session {
@@ -133,8 +136,9 @@ impl Session {
 
     /// An error-log line about this session, in nginx's stream shape.
     pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
-        log_to!(
+        crate::log_conn!(
             self.server().conf.error_log,
+            self.debug,
             level,
             "*{} {}, client: {}, server: {}",
             self.id,
@@ -146,8 +150,9 @@ impl Session {
 
     /// The same, naming the origin as nginx does.
     pub fn log_upstream(&self, level: Level, msg: std::fmt::Arguments<'_>, upstream: &str) {
-        log_to!(
+        crate::log_conn!(
             self.server().conf.error_log,
+            self.debug,
             level,
             "*{} {}, client: {}, server: {}, upstream: \"{}\"",
             self.id,
@@ -247,8 +252,11 @@ async fn run(
 ) {
     let conf = &addr.server.conf;
     let _ = stream.set_nodelay(conf.tcp_nodelay);
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let Ok(mut tcp) = TcpStream::from_std(stream) else { return };
+    let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), addr.unix.is_some());
     let mut s = Session {
+        debug,
         id: w.next_serial(),
         w,
         conf: sc,
@@ -273,6 +281,12 @@ async fn run(
         guard: RefCell::new(Some(guard)),
         passed: Cell::new(false),
     };
+    let debug = s.debug;
+    if addr.unix.is_some() {
+        crate::log_debug!(conf.error_log, debug, "*{} accept: unix: fd:{}", s.id, fd);
+    } else {
+        crate::log_debug!(conf.error_log, debug, "*{} accept: {} fd:{}", s.id, peer, fd);
+    }
     if let Some(path) = &addr.unix {
         log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", s.id, path);
     } else {

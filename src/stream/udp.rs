@@ -112,6 +112,7 @@ async fn session(
     _guard: ConnGuard,
 ) {
     let s = Session {
+        debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false),
         id: w.next_serial(),
         w,
         conf: sc,

@@ -88,8 +88,10 @@ impl Acceptor for Http {
             let info = ConnInfo {
                 fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
                 unix: Some(path.clone()),
+                debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), true),
                 ..ConnInfo::new(peer, addr, w.next_serial())
             };
+            log_accept(self.log(), &info);
             let conn = Box::pin(crate::http::connection::start(stream, info, group, guard));
             tokio::task::spawn_local(crate::clock::per_poll(conn));
             return;
@@ -103,8 +105,12 @@ impl Acceptor for Http {
         } else {
             group
         };
-        let info =
-            ConnInfo { fd: std::os::fd::AsRawFd::as_raw_fd(&stream), ..ConnInfo::new(peer, local, w.next_serial()) };
+        let info = ConnInfo {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+            debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false),
+            ..ConnInfo::new(peer, local, w.next_serial())
+        };
+        log_accept(&w.cfg.http.listens[group].default_server.conf.error_log, &info);
         // Boxed: a connection's future is ~4.5 KB, and tokio moves a task's
         // future by value when it spawns and when it finishes (callgrind:
         // six copies, ~3k instructions, per connection unboxed).
@@ -125,9 +131,21 @@ impl Acceptor for Http {
         let local = if addr.ip().is_unspecified() { tls.get_ref().0.local_addr().unwrap_or(addr) } else { addr };
         let group = w.cfg.http.listens.iter().position(|g| g.addr == local && !g.quic).unwrap_or(group);
         let fd = std::os::fd::AsRawFd::as_raw_fd(tls.get_ref().0);
-        let info = ConnInfo { fd, ..ConnInfo::new(peer, local, w.next_serial()) };
+        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false);
+        let info = ConnInfo { fd, debug, ..ConnInfo::new(peer, local, w.next_serial()) };
+        log_accept(&w.cfg.http.listens[group].default_server.conf.error_log, &info);
         let conn = Box::pin(crate::http::connection::serve_handed_tls(tls, info, group, guard));
         tokio::task::spawn_local(crate::clock::per_poll(conn));
+    }
+}
+
+/// nginx's first debug line of a connection, to the listening address's
+/// (default server's) logs: `*5 accept: 127.0.0.1:40312 fd:9`.
+fn log_accept(log: &ErrorLog, info: &ConnInfo) {
+    if info.unix.is_some() {
+        crate::log_debug!(log, info.debug, "*{} accept: unix: fd:{}", info.id, info.fd);
+    } else {
+        crate::log_debug!(log, info.debug, "*{} accept: {} fd:{}", info.id, info.peer, info.fd);
     }
 }
 

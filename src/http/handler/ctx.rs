@@ -41,6 +41,9 @@ pub struct ConnInfo {
     /// at PATH; `peer` and `local` are then placeholders, and the address
     /// variables say `unix:` as nginx's (`listener::unix`).
     pub unix: Option<std::sync::Arc<str>>,
+    /// The client is one `debug_connection` names: every line about the
+    /// connection goes to every log, `[debug]` ones included (`log::debug`).
+    pub debug: bool,
 }
 
 impl ConnInfo {
@@ -59,6 +62,7 @@ impl ConnInfo {
             started: crate::clock::unix_ms() as u32,
             fd: -1,
             unix: None,
+            debug: false,
         }
     }
 
@@ -430,7 +434,15 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
 macro_rules! log_req {
     ($ctx:expr, $lvl:expr, $($arg:tt)*) => {{
         let ctx: &$crate::http::handler::ctx::ReqCtx<'_, '_> = &$ctx;
-        $crate::log_to!(ctx.conf.error_log, $lvl, "*{} {}, {}", ctx.conn.id, format_args!($($arg)*), ctx.log_suffix());
+        $crate::log_conn!(
+            ctx.conf.error_log,
+            ctx.conn.debug,
+            $lvl,
+            "*{} {}, {}",
+            ctx.conn.id,
+            format_args!($($arg)*),
+            ctx.log_suffix()
+        );
     }};
 }
 

@@ -126,6 +126,7 @@ pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>, body_read: bool, proxi
                 started: c.started,
                 fd: c.fd,
                 unix: c.unix.clone(),
+                debug: c.debug,
                 ..ConnInfo::new(c.peer, c.local, c.id)
             },
             realip: ctx.realip,

@@ -126,6 +126,7 @@ async fn respond_origin<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mu
         let body = request_body::whole(&client.body);
         return crate::http::api::respond_with_body(ctx, api, &body);
     }
+    crate::req_debug!(ctx, "http upstream request: \"{}\"", String::from_utf8_lossy(&ctx.req.path));
     let (configured, protocol) = handler_of(lc);
     let pass = match configured {
         Some(Pass::Fixed(p)) => p.clone(),
@@ -457,6 +458,11 @@ async fn attempt(
     };
     // The PROXY protocol line counts in `$upstream_bytes_sent`, as nginx's.
     let mut pp_len = 0u64;
+    match (idle.is_some(), &p.unix) {
+        (true, _) => crate::req_debug!(ctx, "get keepalive peer: using connection to {}", p.name),
+        (false, Some(path)) => crate::req_debug!(ctx, "connect to unix:{}", path.display()),
+        (false, None) => crate::req_debug!(ctx, "connect to {}", p.addr),
+    }
     let (mut stream, requests) = match idle {
         Some(s) => s,
         None => match crate::clock::timeout(conf.connect_timeout, connect(p, bound)).await {

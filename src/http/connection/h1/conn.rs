@@ -110,6 +110,8 @@ pub async fn serve(stream: Sock, info: ConnInfo, group: usize, guard: ConnGuard)
         }
     }
     w.logs.borrow_mut().flush_pending();
+    let log = &g.default_server.conf.error_log;
+    crate::log_debug!(log, c.info.debug, "*{} close http connection: {}", c.info.id, c.info.fd);
     if c.linger {
         Box::pin(c.stream.linger(&mut c.rbuf)).await;
     } else if c.stream.is_tls() {
@@ -332,6 +334,8 @@ async fn serve_one(c: &mut Conn, g: &ListenGroup, w: &std::rc::Rc<crate::worker:
     let req = Request { buf: rbuf, head: &head, method: head.method, path, args: raw_args.map(Cow::Borrowed), host };
     let mut ctx = ReqCtx::new(g, server, req, info);
     ctx.started = started;
+    crate::req_debug!(ctx, "http request line: \"{}\"", String::from_utf8_lossy(ctx.req.request_line()));
+    crate::req_debug!(ctx, "http uri: \"{}\"", String::from_utf8_lossy(&ctx.req.path));
     let mut resp = match (&refused, crate::http::handler::client_cert_status(&ctx)) {
         (Some(e), _) => {
             let mut r = crate::http::handler::finish_error(&mut ctx, e.status());
@@ -566,6 +570,7 @@ pub fn log_request(
     // started in (most local ones) would take 0 µs by it; the sums and
     // percentiles of fast requests need the real time, and the next
     // request of the connection starts from this reading.
+    crate::req_debug!(ctx, "http finalize request: {}, \"{}\"", resp.status, String::from_utf8_lossy(&ctx.req.path));
     crate::clock::mono_stale();
     let took = crate::clock::since(started);
     let ms = took.as_millis() as u64;

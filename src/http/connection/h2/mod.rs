@@ -227,6 +227,7 @@ where
             started: info.started,
             fd: info.fd,
             unix: info.unix.clone(),
+            debug: info.debug,
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
         let (parts, body) = req.into_parts();
@@ -442,6 +443,8 @@ async fn stream(
     let misdirected = !g.http2_for(server);
     let mut ctx = ReqCtx::new(g, server, req, &info);
     ctx.wire_head_len = block_len;
+    crate::req_debug!(ctx, "http2 request line: \"{}\"", String::from_utf8_lossy(ctx.req.request_line()));
+    crate::req_debug!(ctx, "http uri: \"{}\"", String::from_utf8_lossy(&ctx.req.path));
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::finish_error(&mut ctx, code),

@@ -88,7 +88,8 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
         return;
     }
     let local = conn.local_ip().map_or(g.addr, |ip| std::net::SocketAddr::new(ip, g.addr.port()));
-    let info = ConnInfo { tls: Some(Rc::new(tinfo)), http3: true, ..ConnInfo::new(peer, local, id) };
+    let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false);
+    let info = ConnInfo { tls: Some(Rc::new(tinfo)), http3: true, debug, ..ConnInfo::new(peer, local, id) };
     let (n, size) = conf.large_client_header_buffers;
     let mut builder = h3::server::builder();
     builder.max_field_section_size((n * size) as u64);
@@ -174,6 +175,7 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
             tls: info.tls.clone(),
             http3: true,
             started: info.started,
+            debug: info.debug,
             ..ConnInfo::new(conn.remote_address(), local, id)
         };
         let task = stream::guarded(w.clone(), group, sinfo, resolver, shared.clone(), conn.clone());

@@ -169,6 +169,8 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
         host,
     };
     let mut ctx = ReqCtx::new(g, server, req, &info);
+    crate::req_debug!(ctx, "http3 request line: \"{}\"", String::from_utf8_lossy(ctx.req.request_line()));
+    crate::req_debug!(ctx, "http uri: \"{}\"", String::from_utf8_lossy(&ctx.req.path));
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
         Some(code) => crate::http::handler::finish_error(&mut ctx, code),

@@ -470,6 +470,7 @@ impl Loop {
             started: info.started,
             fd: info.fd,
             unix: info.unix.clone(),
+            debug: info.debug,
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
         super::start_stream(self.w.clone(), self.group, sinfo, req, Respond::Own(respond), self.shared.clone());
