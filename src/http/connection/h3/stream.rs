@@ -326,7 +326,11 @@ async fn read_body(
         };
         total += chunk.len() as u64;
         if max > 0 && total > max {
-            tx.stop_sending(Code::H3_REQUEST_CANCELLED);
+            // No explicit STOP_SENDING: h3 may have a read of the stream
+            // in flight under the data it returned, and h3-quinn 0.0.10's
+            // `stop_sending` panics then (it unwraps the stream the read
+            // holds). Dropping the request's stream at its end stops the
+            // client's sending all the same (quinn's STOP_SENDING on drop).
             return Read::TooLarge(total);
         }
         if let Some(k) = keep.as_deref_mut()
