@@ -77,7 +77,14 @@ impl Conn {
             return Err(std::io::Error::new(ErrorKind::TimedOut, "response deadline passed"));
         }
         let mut tmp = [0u8; 65536];
-        let n = self.stream.read(&mut tmp)?;
+        // A read with SO_RCVTIMEO set fails with EINTR when the process is
+        // stopped and continued (signal(7)); it is simply read again.
+        let n = loop {
+            match self.stream.read(&mut tmp) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
         self.buf.extend_from_slice(&tmp[..n]);
         Ok(n)
     }
