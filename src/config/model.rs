@@ -381,6 +381,13 @@ pub struct SslConf {
     pub crl: Option<(PathBuf, Span)>,
     pub verify_client: VerifyClient,
     pub verify_depth: u32,
+    /// `ssl_ocsp`: which of a client's certificates are asked about
+    /// (None: `off`).
+    pub ocsp: Option<crate::tls::ocsp::client::Depth>,
+    /// `ssl_ocsp_responder URL`: instead of each certificate's own.
+    pub ocsp_responder: Option<String>,
+    /// `ssl_ocsp_cache shared:NAME:SIZE`: the zone's name and size.
+    pub ocsp_cache: Option<(String, usize)>,
     /// `acme_certificate`: what `$acme_certificate` and
     /// `$acme_certificate_key` read at a handshake.
     pub acme: Option<Arc<crate::tls::acme::CertSlot>>,

@@ -311,6 +311,50 @@ pub fn stapling_verify_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
     Ok(())
 }
 
+pub fn ocsp_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    use crate::tls::ocsp::client::Depth;
+    c.ocsp = match arg(d, 0) {
+        "off" => None,
+        "on" => Some(Depth::Chain),
+        "leaf" => Some(Depth::Leaf),
+        v => return Err(invalid(d, v)),
+    };
+    Ok(())
+}
+
+pub fn ocsp_responder_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    // nginx: only http:// responders, checked at load.
+    if !(v.len() > 7 && v[..7].eq_ignore_ascii_case("http://")) {
+        return Err(ConfError::at(
+            format!("invalid URL prefix in OCSP responder \"{v}\" in \"ssl_ocsp_responder\""),
+            &d.span,
+        ));
+    }
+    crate::tls::ocsp::http::Url::parse(v.as_bytes())
+        .map_err(|why| ConfError::at(format!("{why} in OCSP responder \"{v}\" in \"ssl_ocsp_responder\""), &d.span))?;
+    c.ocsp_responder = Some(v.to_string());
+    Ok(())
+}
+
+/// `ssl_ocsp_cache off | shared:NAME:SIZE` (nginx takes only a shared
+/// zone).
+pub fn ocsp_cache_in(c: &mut SslConf, d: &Directive, _: &mut Ctx) -> R {
+    let v = arg(d, 0);
+    if v == "off" {
+        c.ocsp_cache = None;
+        return Ok(());
+    }
+    let bad = || ConfError::at(format!("invalid \"ssl_ocsp_cache\" parameter \"{v}\""), &d.span);
+    let rest = v.strip_prefix("shared:").ok_or_else(bad)?;
+    let (name, size) = rest.rsplit_once(':').ok_or_else(bad)?;
+    let bytes = value::parse_size(size)
+        .filter(|&b| b >= 8 * 4096 && !name.is_empty())
+        .ok_or_else(|| ConfError::at(format!("invalid zone size \"{v}\""), &d.span))?;
+    c.ocsp_cache = Some((name.to_string(), bytes as usize));
+    Ok(())
+}
+
 pub fn trusted_certificate_in(c: &mut SslConf, d: &Directive, ctx: &mut Ctx) -> R {
     c.trusted_certificate = Some((ctx.conf_path(arg(d, 0)), d.span.clone()));
     Ok(())
@@ -357,7 +401,7 @@ macro_rules! on_loc {
         })*
     };
 }
-on_loc!(ssl => ssl_in, password_file => password_file_in, certificate_cache => certificate_cache_in, certificate => certificate_in, certificate_key => certificate_key_in, protocols => protocols_in, ciphers => ciphers_in, prefer_server_ciphers => prefer_server_ciphers_in, ecdh_curve => ecdh_curve_in, session_cache => session_cache_in, session_timeout => session_timeout_in, session_tickets => session_tickets_in, session_ticket_key => session_ticket_key_in, early_data => early_data_in, stapling => stapling_in, stapling_file => stapling_file_in, stapling_responder => stapling_responder_in, stapling_verify => stapling_verify_in, trusted_certificate => trusted_certificate_in, reject_handshake => reject_handshake_in, crl => crl_in, client_certificate => client_certificate_in, verify_client => verify_client_in, verify_depth => verify_depth_in);
+on_loc!(ssl => ssl_in, password_file => password_file_in, certificate_cache => certificate_cache_in, certificate => certificate_in, certificate_key => certificate_key_in, protocols => protocols_in, ciphers => ciphers_in, prefer_server_ciphers => prefer_server_ciphers_in, ecdh_curve => ecdh_curve_in, session_cache => session_cache_in, session_timeout => session_timeout_in, session_tickets => session_tickets_in, session_ticket_key => session_ticket_key_in, early_data => early_data_in, stapling => stapling_in, stapling_file => stapling_file_in, stapling_responder => stapling_responder_in, stapling_verify => stapling_verify_in, trusted_certificate => trusted_certificate_in, reject_handshake => reject_handshake_in, crl => crl_in, client_certificate => client_certificate_in, verify_client => verify_client_in, verify_depth => verify_depth_in, ocsp => ocsp_in, ocsp_responder => ocsp_responder_in, ocsp_cache => ocsp_cache_in);
 
 pub fn http2(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     c.http2.on = flag(d)?;

@@ -192,6 +192,9 @@ pub static CORE: &[Cmd] = &[
     cmd("ssl_reject_handshake", HTTP | SRV, 1, 1, Set::Loc(set_ssl::reject_handshake)),
     cmd("ssl_client_certificate", HTTP | SRV, 1, 1, Set::Loc(set_ssl::client_certificate)),
     cmd("ssl_crl", HTTP | SRV, 1, 1, Set::Loc(set_ssl::crl)),
+    cmd("ssl_ocsp", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ocsp)),
+    cmd("ssl_ocsp_responder", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ocsp_responder)),
+    cmd("ssl_ocsp_cache", HTTP | SRV, 1, 1, Set::Loc(set_ssl::ocsp_cache)),
     cmd("ssl_verify_client", HTTP | SRV, 1, 1, Set::Loc(set_ssl::verify_client)),
     cmd("ssl_verify_depth", HTTP | SRV, 1, 1, Set::Loc(set_ssl::verify_depth)),
     // OpenSSL knobs with no rustls counterpart (no DHE suites; record sizes

@@ -56,7 +56,7 @@ pub fn check(conf: &SrvConf, srv: &ServerTls, t: &TlsStream<TcpStream>) -> Resul
     if let Some(e) = &error
         && !(verify == VerifyClient::OptionalNoCa && e.issuer_only())
     {
-        return Err(Refusal::Error(format!("client SSL certificate verify error: ({e})")));
+        return Err(Refusal::Error(format!("client SSL certificate verify error: {e}")));
     }
     let leaf = chain.and_then(|c| c.first());
     if verify == VerifyClient::On && leaf.is_none() {

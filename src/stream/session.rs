@@ -384,7 +384,11 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
             s.status.set(500);
             return holds;
         };
-        let info = super::tls::TlsInfo::of(tls.get_ref().1, &shared);
+        let mut info = super::tls::TlsInfo::of(tls.get_ref().1, &shared);
+        if let (None, Some(o), Some(chain)) = (&info.cert_error, &shared.ocsp, tls.get_ref().1.peer_certificates()) {
+            let log = |m: &str| s.log(Level::Error, format_args!("{m}"));
+            info.cert_error = crate::tls::ocsp::client::check(o, chain, &log).await.err();
+        }
         let verify = s.server().conf.ssl.verify_client != crate::config::model::VerifyClient::Off;
         if let Some(why) = info.refusal(&shared, verify) {
             s.log(Level::Info, format_args!("{why} while SSL handshaking"));

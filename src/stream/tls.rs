@@ -152,7 +152,7 @@ impl TlsInfo {
         if let Some(e) = &self.cert_error
             && !(tls.no_ca && e.issuer_only())
         {
-            return Some(format!("client SSL certificate verify error: ({e})"));
+            return Some(format!("client SSL certificate verify error: {e}"));
         }
         if tls.require_client_cert && self.client_cert.is_none() {
             return Some("client sent no required SSL certificate".into());

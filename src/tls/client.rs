@@ -194,7 +194,7 @@ pub fn handshake_error(e: &std::io::Error, name: &str) -> String {
             rustls::CertificateError::NotValidForName | rustls::CertificateError::NotValidForNameContext { .. },
         )) => format!("upstream SSL certificate does not match \"{}\"", server_name_text(name)),
         Some(err @ rustls::Error::InvalidCertificate(_)) => {
-            format!("upstream SSL certificate verify error: ({})", crate::tls::client_verify::openssl_reason(err))
+            format!("upstream SSL certificate verify error: {}", crate::tls::client_verify::openssl_reason(err))
         }
         _ => format!("SSL_do_handshake() failed ({})", e),
     }

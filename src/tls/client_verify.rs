@@ -232,7 +232,16 @@ pub struct VerifyError {
     pub text: String,
 }
 
+/// The code of a failure `ssl_ocsp` found (no X509_V_ERR code: nginx
+/// keeps OCSP's result beside OpenSSL's).
+const OCSP: u32 = 0;
+
 impl VerifyError {
+    /// `ssl_ocsp`'s failure, in nginx's words.
+    pub fn ocsp(text: &str) -> VerifyError {
+        VerifyError { code: OCSP, text: text.to_string() }
+    }
+
     /// The chain does not lead to a CA we know (the only failures that
     /// `ssl_verify_client optional_no_ca` lets through, as nginx's
     /// `ngx_ssl_verify_error_optional`).
@@ -241,9 +250,14 @@ impl VerifyError {
     }
 }
 
+/// As nginx logs it: OpenSSL's `(CODE:TEXT)`, or an OCSP status's text
+/// alone.
 impl std::fmt::Display for VerifyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.code, self.text)
+        match self.code {
+            OCSP => f.write_str(&self.text),
+            code => write!(f, "({}:{})", code, self.text),
+        }
     }
 }
 

@@ -204,11 +204,18 @@ pub async fn accept(
             }
         };
         let conn = stream.get_ref().1;
-        let cert_error = match (&tls.client_verifier, conn.peer_certificates()) {
+        let mut cert_error = match (&tls.client_verifier, conn.peer_certificates()) {
             (Some(v), Some(chain)) => super::client_verify::check(v.as_ref(), chain).err(),
             (None, Some(chain)) if tls.no_ca => super::client_verify::without_ca(chain),
             _ => None,
         };
+        if let (None, Some(o), Some(chain)) = (&cert_error, &tls.ocsp, conn.peer_certificates()) {
+            let log = |m: &str| {
+                let (ip, addr) = (peer.ip(), g.addr);
+                log_to!(server.conf.error_log, Level::Error, "*{id} {m}, client: {ip}, server: {addr}");
+            };
+            cert_error = super::ocsp::client::check(o, chain, &log).await.err();
+        }
         let info = TlsInfo {
             session_id: Some(
                 conn.received_resumption_data().and_then(|d| <[u8; 32]>::try_from(d).ok()).unwrap_or(fresh_id),

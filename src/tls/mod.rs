@@ -46,6 +46,8 @@ pub struct ServerTls {
     pub no_ca: bool,
     /// Checks a client's chain after the handshake (`ssl_verify_client`).
     pub client_verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+    /// `ssl_ocsp`: asks about a verified chain next (`ocsp::client`).
+    pub ocsp: Option<Arc<ocsp::client::ClientOcsp>>,
     /// Certificates with variables: evaluated and loaded at each
     /// handshake (`dynamic`), the configurations above then carry none.
     pub dynamic: Option<Arc<dynamic::DynamicCerts>>,
@@ -213,6 +215,7 @@ pub fn build_server(
                 require_client_cert: false,
                 no_ca: false,
                 client_verifier: None,
+                ocsp: None,
                 dynamic: None,
                 tls13: false,
             })
@@ -302,8 +305,44 @@ pub fn build_server(
         require_client_cert: ssl.verify_client == VerifyClient::On,
         no_ca: ssl.verify_client == VerifyClient::OptionalNoCa,
         client_verifier,
+        ocsp: client_ocsp(ssl, resolver, span0)?,
         dynamic,
         tls13: ssl.tls13,
+    })))
+}
+
+/// `ssl_ocsp`'s settings for handshakes; None when it is off or no
+/// client certificate is verified.
+fn client_ocsp(
+    ssl: &SslConf,
+    resolver: Option<&crate::resolver::Conf>,
+    span0: &Span,
+) -> Result<Option<Arc<ocsp::client::ClientOcsp>>, ConfError> {
+    let Some(depth) = ssl.ocsp else { return Ok(None) };
+    match ssl.verify_client {
+        VerifyClient::Off => return Ok(None),
+        VerifyClient::OptionalNoCa => {
+            let why = "\"ssl_ocsp\" is incompatible with \"ssl_verify_client optional_no_ca\"";
+            return Err(err(why.into(), span0));
+        }
+        VerifyClient::On | VerifyClient::Optional => {}
+    }
+    let mut anchors = Vec::new();
+    for (path, span) in [ssl.client_certificate.as_ref(), ssl.trusted_certificate.as_ref()].into_iter().flatten() {
+        anchors.extend(certs::load_chain(path).map_err(|m| err(m, span))?);
+    }
+    let responder = match &ssl.ocsp_responder {
+        Some(u) => Some(ocsp::http::Url::parse(u.as_bytes()).map_err(|why| err(why.into(), span0))?),
+        None => None,
+    };
+    Ok(Some(Arc::new(ocsp::client::ClientOcsp {
+        depth,
+        responder,
+        resolver: resolver.and_then(|r| r.resolver.clone()),
+        // nginx's OCSP exchanges have a minute.
+        timeout: std::time::Duration::from_secs(60),
+        anchors: Arc::new(anchors),
+        cache: ssl.ocsp_cache.as_ref().map(|(name, size)| ocsp::client::zone(name, *size)),
     })))
 }
 

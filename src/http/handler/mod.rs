@@ -90,7 +90,7 @@ pub fn client_cert_status(ctx: &ReqCtx<'_, '_>) -> Option<u16> {
         }
     }
     if let Some(e) = t.cert_error.as_ref().filter(|_| !t.cert_error_tolerated) {
-        log_req!(ctx, Level::Info, "client SSL certificate verify error: ({}) while reading client request headers", e);
+        log_req!(ctx, Level::Info, "client SSL certificate verify error: {} while reading client request headers", e);
         return Some(495);
     }
     if t.require_client_cert && !t.has_client_cert {

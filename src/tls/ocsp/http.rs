@@ -86,14 +86,23 @@ pub async fn post(
 }
 
 async fn exchange(addr: SocketAddr, url: &Url, body: &[u8]) -> Result<Vec<u8>, String> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect() failed ({e})"))?;
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect() failed ({})", crate::process::signal::os_error(&e)))?;
     let host = if url.host.contains(':') { format!("[{}]", url.host) } else { url.host.clone() };
-    let head = format!("GET {}{} HTTP/1.0\r\nHost: {}\r\n\r\n", url.path, escaped_base64(body), host);
-    s.write_all(head.as_bytes()).await.map_err(|e| format!("send() failed ({e})"))?;
+    // nginx puts the request after the path and a slash.
+    let slash = if url.path.ends_with('/') { "" } else { "/" };
+    let head = format!("GET {}{slash}{} HTTP/1.0\r\nHost: {}\r\n\r\n", url.path, escaped_base64(body), host);
+    s.write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("send() failed ({})", crate::process::signal::os_error(&e)))?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
-        let n = s.read(&mut chunk).await.map_err(|e| format!("recv() failed ({e})"))?;
+        let n = s
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("recv() failed ({})", crate::process::signal::os_error(&e)))?;
         if n == 0 {
             break;
         }
@@ -101,6 +110,9 @@ async fn exchange(addr: SocketAddr, url: &Url, body: &[u8]) -> Result<Vec<u8>, S
             return Err("OCSP responder sent too large response".into());
         }
         buf.extend_from_slice(&chunk[..n]);
+    }
+    if buf.is_empty() {
+        return Err("OCSP responder prematurely closed connection".into());
     }
     parse_answer(&buf).map(|b| b.to_vec()).map_err(str::to_string)
 }

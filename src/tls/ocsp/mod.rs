@@ -10,6 +10,7 @@
 //! the reason is logged. `ssl_stapling_file` staples a file's response
 //! as is, with no fetching (nginx's behaviour).
 
+pub mod client;
 pub mod der;
 pub mod http;
 

@@ -76,7 +76,8 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
             return;
         }
     };
-    let tinfo = tls_info(g, &conn);
+    let mut tinfo = tls_info(g, &conn);
+    ocsp_check(g, &conn, &mut tinfo, id, peer).await;
     w.metrics.tls_handshake(tinfo.protocol, tinfo.resumed);
     let server = match tinfo.server_name.as_deref() {
         Some(n) => crate::http::routing::server::select(g, n.as_bytes()),
@@ -226,6 +227,32 @@ async fn settle(conn: &quinn::Connection, limit: Duration) {
         if now >= deadline {
             return;
         }
+    }
+}
+
+/// `ssl_ocsp` for a chain that verified, as over TCP.
+async fn ocsp_check(
+    g: &crate::config::model::ListenGroup,
+    conn: &quinn::Connection,
+    t: &mut TlsInfo,
+    id: u64,
+    peer: std::net::SocketAddr,
+) {
+    let server = match t.server_name.as_deref() {
+        Some(n) => crate::http::routing::server::select(g, n.as_bytes()),
+        None => &g.default_server,
+    };
+    let Some(o) = server.tls.as_ref().or(g.default_server.tls.as_ref()).and_then(|t| t.ocsp.as_ref()) else { return };
+    let chain = conn
+        .peer_identity()
+        .and_then(|p| p.downcast::<Vec<rustls_pki_types::CertificateDer<'static>>>().ok())
+        .filter(|c| !c.is_empty());
+    if let (None, Some(chain)) = (&t.cert_error, chain) {
+        let log = |m: &str| {
+            let (ip, addr) = (peer.ip(), g.addr);
+            log_to!(server.conf.error_log, Level::Error, "*{id} {m}, client: {ip}, server: {addr}");
+        };
+        t.cert_error = crate::tls::ocsp::client::check(o, &chain, &log).await.err();
     }
 }
 
