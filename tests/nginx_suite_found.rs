@@ -307,3 +307,68 @@ fn ssi_includes_run_at_the_same_time_in_page_order() {
     assert_eq!(s.get("/wait.html").text(), "[a|b]");
     assert!(t0.elapsed() >= Duration::from_millis(1400), "{:?}", t0.elapsed());
 }
+
+/// ssl_sni_reneg.t: a TLS 1.2 client that renegotiates mid-request loses
+/// its connection, with nginx's notice; rustls alone would refuse with a
+/// warning and leave the client waiting for a new handshake.
+#[test]
+fn tls12_renegotiation_ends_the_connection() {
+    use common::tls::TlsFiles;
+    let s = builder()
+        .tls_files()
+        .http(
+            "server { listen 127.0.0.1:{port} ssl; server_name localhost;\n  \
+             ssl_certificate tls/localhost.ecdsa.crt; ssl_certificate_key tls/localhost.ecdsa.key;\n  \
+             ssl_protocols TLSv1.2; location / { return 200 \"served\\n\"; } }",
+        )
+        .start();
+    // `openssl s_client` renegotiates when a read of its input starts
+    // with "R"; each piece goes in its own read. Its input stays open, so
+    // it ends only when the server closes.
+    let client = |pieces: &[&str]| {
+        let mut c = std::process::Command::new("openssl")
+            .args(["s_client", "-tls1_2", "-crlf", "-connect", &format!("127.0.0.1:{}", s.port)])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("openssl s_client");
+        let mut input = c.stdin.take().expect("stdin");
+        std::thread::sleep(Duration::from_millis(500));
+        for p in pieces {
+            let _ = input.write_all(p.as_bytes());
+            let _ = input.flush();
+            std::thread::sleep(Duration::from_millis(400));
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let ended = c.try_wait().ok().flatten().is_some();
+        drop(input);
+        let _ = c.kill();
+        let mut out = String::new();
+        if let Some(mut o) = c.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        if let Some(mut e) = c.stderr.take() {
+            let _ = e.read_to_string(&mut out);
+        }
+        let _ = c.wait();
+        (ended, out)
+    };
+    let (_, plain) = client(&["GET / HTTP/1.0\n", "Host: localhost\n\n"]);
+    assert!(plain.contains("served"), "without renegotiation: {plain}");
+    let (ended, out) = client(&["GET / HTTP/1.0\n", "R\n", "Host: localhost\n\n"]);
+    assert!(out.contains("RENEGOTIATING"), "the client did not renegotiate: {out}");
+    assert!(ended, "the server kept the connection");
+    assert!(
+        !out.contains("served") && !out.contains("HTTP/1.1"),
+        "answered after a renegotiation: {}",
+        &out[out.len().saturating_sub(600)..]
+    );
+    if !common::tls::nginx_mode() {
+        let log = wait_contains(&s.path("logs/error.log"), "renegotiation", Duration::from_secs(5));
+        assert!(line_with(&log, "SSL renegotiation disabled").contains("[notice]"), "{log}");
+    }
+}

@@ -9,7 +9,7 @@ use tokio::net::TcpStream;
 
 pub enum Conn {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>>),
 }
 
 impl Conn {

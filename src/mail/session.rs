@@ -367,10 +367,13 @@ async fn handshake(
     s: &Session,
     cfg: Arc<rustls::ServerConfig>,
     tcp: TcpStream,
-) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+) -> Option<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>> {
     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-    match tokio::time::timeout(s.conf().timeout, acceptor.accept(tcp)).await {
-        Ok(Ok(t)) => Some(t),
+    match tokio::time::timeout(s.conf().timeout, acceptor.accept(crate::tls::reneg::Watched::new(tcp))).await {
+        Ok(Ok(mut t)) => {
+            t.get_mut().0.arm();
+            Some(t)
+        }
         Ok(Err(e)) => {
             s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
             None

@@ -5,7 +5,6 @@
 //! protocol's "SSL certificate error" / "No required SSL certificate"),
 //! and its details go to the authentication server as `Auth-SSL-*`.
 
-use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 use super::auth_http::{SslInfo, escape};
@@ -36,7 +35,7 @@ impl Refusal {
 
 /// Checks the client certificate of a finished handshake; Ok with what
 /// the authentication request tells of the TLS.
-pub fn check(conf: &SrvConf, srv: &ServerTls, t: &TlsStream<TcpStream>) -> Result<SslInfo, Refusal> {
+pub fn check(conf: &SrvConf, srv: &ServerTls, t: &TlsStream<crate::tls::reneg::Watched>) -> Result<SslInfo, Refusal> {
     let conn = t.get_ref().1;
     let mut info = SslInfo {
         protocol: conn.protocol_version().map(|v| crate::tls::names::protocol_name(v).to_string()),

@@ -23,7 +23,7 @@ use crate::upstream::peers::{PeerState, Picked};
 /// The client's side of a session.
 pub enum Client {
     Plain(TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    Tls(Box<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>>),
 }
 
 /// The origin's side.

@@ -430,7 +430,7 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
 async fn handshake(
     s: &Session,
     mut tcp: TcpStream,
-) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, Arc<crate::tls::ServerTls>)> {
+) -> Option<(tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>, Arc<crate::tls::ServerTls>)> {
     let timeout = s.server().conf.ssl_handshake_timeout;
     let run = async {
         if s.addr.names.len_hint() > 1 || s.addr.server.tls.as_ref().is_some_and(|t| t.reject) {
@@ -461,11 +461,13 @@ async fn handshake(
             }
         };
         let accepted = if tls.shared.dynamic.is_none() {
-            tokio_rustls::TlsAcceptor::from(cfg).accept(tcp).await
+            tokio_rustls::TlsAcceptor::from(cfg).accept(crate::tls::reneg::Watched::new(tcp)).await
         } else {
             // Certificates with variables: evaluated once the ClientHello
             // is read (`$ssl_server_name`), as in the http family.
-            let start = match tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await {
+            let watched = crate::tls::reneg::Watched::new(tcp);
+            let start = match tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), watched).await
+            {
                 Ok(st) => st,
                 Err(e) => {
                     s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
@@ -484,7 +486,10 @@ async fn handshake(
             }
         };
         match accepted {
-            Ok(t) => Some((t, tls.shared.clone())),
+            Ok(mut t) => {
+                t.get_mut().0.arm();
+                Some((t, tls.shared.clone()))
+            }
             Err(e) => {
                 s.log(Level::Info, format_args!("SSL_do_handshake() failed ({e}) while SSL handshaking"));
                 None

@@ -133,7 +133,7 @@ pub async fn accept(
     timeout: Duration,
     id: u64,
     peer: SocketAddr,
-) -> Option<(TlsStream<TcpStream>, TlsInfo)> {
+) -> Option<(TlsStream<crate::tls::reneg::Watched>, TlsInfo)> {
     // Before SNI chose a server, the default server's logs; after, the
     // chosen one's (nginx switches the connection's log in its SNI callback).
     let fail = |log: &ErrorLog, what: &dyn std::fmt::Display| {
@@ -142,7 +142,8 @@ pub async fn accept(
     let default_log = &g.default_server.conf.error_log;
     let local = tcp.local_addr().unwrap_or(g.addr);
     let run = async {
-        let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp).await {
+        let watched = super::reneg::Watched::new(tcp);
+        let start = match LazyConfigAcceptor::new(rustls::server::Acceptor::default(), watched).await {
             Ok(s) => s,
             Err(e) => {
                 fail(default_log, &format_args!("SSL_do_handshake() failed ({})", e));
@@ -196,13 +197,14 @@ pub async fn accept(
         };
         let mut fresh_id = [0u8; 32];
         let _ = aws_lc_rs::rand::fill(&mut fresh_id);
-        let stream = match start.into_stream_with(cfg, |c| c.set_resumption_data(&fresh_id)).await {
+        let mut stream = match start.into_stream_with(cfg, |c| c.set_resumption_data(&fresh_id)).await {
             Ok(s) => s,
             Err(e) => {
                 fail(&server.conf.error_log, &format_args!("SSL_do_handshake() failed ({})", e));
                 return None;
             }
         };
+        stream.get_mut().0.arm();
         let conn = stream.get_ref().1;
         let mut cert_error = match (&tls.client_verifier, conn.peer_certificates()) {
             (Some(v), Some(chain)) => super::client_verify::check(v.as_ref(), chain).err(),

@@ -18,6 +18,7 @@ pub mod names;
 pub mod ocsp;
 pub mod origin_verify;
 pub mod quic;
+pub mod reneg;
 pub mod session;
 
 use std::sync::Arc;

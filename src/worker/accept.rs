@@ -50,7 +50,7 @@ pub trait Acceptor: Clone + 'static {
     fn accepted_tls(
         &self,
         _: &Rc<WorkerCtx>,
-        _: Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+        _: Box<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>>,
         peer: SocketAddr,
         _: ConnGuard,
     ) {
@@ -121,16 +121,16 @@ impl Acceptor for Http {
     fn accepted_tls(
         &self,
         w: &Rc<WorkerCtx>,
-        tls: Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+        tls: Box<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>>,
         peer: SocketAddr,
         guard: ConnGuard,
     ) {
         // As `accepted`: the listener's address (the socket's own is the
         // stream listener's), or the local one on a wildcard.
         let (addr, group) = (self.addr(), self.group);
-        let local = if addr.ip().is_unspecified() { tls.get_ref().0.local_addr().unwrap_or(addr) } else { addr };
+        let local = if addr.ip().is_unspecified() { tls.get_ref().0.tcp().local_addr().unwrap_or(addr) } else { addr };
         let group = w.cfg.http.listens.iter().position(|g| g.addr == local && !g.quic).unwrap_or(group);
-        let fd = std::os::fd::AsRawFd::as_raw_fd(tls.get_ref().0);
+        let fd = std::os::fd::AsRawFd::as_raw_fd(tls.get_ref().0.tcp());
         let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false);
         let info = ConnInfo { fd, debug, ..ConnInfo::new(peer, local, w.next_serial()) };
         log_accept(&w.cfg.http.listens[group].default_server.conf.error_log, &info);

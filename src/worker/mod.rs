@@ -81,7 +81,7 @@ pub type Handoff = Rc<dyn Fn(&Rc<WorkerCtx>, Handed, std::net::SocketAddr, ConnG
 /// connection with its SSL state, and http serves it as handshaked).
 pub enum Handed {
     Plain(std::net::TcpStream),
-    Tls(Box<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>),
+    Tls(Box<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>>),
 }
 
 impl WorkerCtx {

@@ -122,7 +122,7 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
 /// A handshaked TLS connection: HTTP/2 when ALPN agreed on it, else
 /// HTTP/1.
 async fn serve_tls(
-    tls: tokio_rustls::server::TlsStream<TcpStream>,
+    tls: tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>,
     tinfo: crate::tls::handshake::TlsInfo,
     mut info: ConnInfo,
     group: usize,
@@ -147,7 +147,7 @@ async fn serve_tls(
 /// TLS connections are past their handshake, whatever the address's own
 /// `ssl` says, with the `$ssl_*` values the handshake gave.
 pub async fn serve_handed_tls(
-    tls: Box<tokio_rustls::server::TlsStream<TcpStream>>,
+    tls: Box<tokio_rustls::server::TlsStream<crate::tls::reneg::Watched>>,
     info: ConnInfo,
     group: usize,
     guard: ConnGuard,

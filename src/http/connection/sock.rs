@@ -34,7 +34,7 @@ pub enum Sock {
     Raw(std::net::TcpStream),
     Reg(TcpStream),
     /// After a TLS handshake: always registered, never parked, no sendfile.
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<crate::tls::reneg::Watched>>),
     /// An in-memory client (`super::mem`), for fuzzing the connection
     /// loop: reads and writes never wait, no sendfile, no tunnel.
     Mem(super::mem::MemSock),
@@ -119,7 +119,7 @@ impl Sock {
                 Ok(_) => {}
                 Err(_) => return Ok(()),
             }
-            return sio::read_ready(tcp).await;
+            return sio::read_ready(tcp.tcp()).await;
         }
         if let Sock::Mem(_) = self {
             // Input or end of file: always readable.
@@ -140,7 +140,7 @@ impl Sock {
                 }
                 return;
             }
-            Sock::Tls(t) => t.get_ref().0,
+            Sock::Tls(t) => t.get_ref().0.tcp(),
             other => match other.registered() {
                 Ok(t) => t,
                 Err(_) => return,
@@ -282,7 +282,7 @@ impl Sock {
         let _ = match self {
             Sock::Raw(s) => s.set_nodelay(true),
             Sock::Reg(s) => s.set_nodelay(true),
-            Sock::Tls(t) => t.get_ref().0.set_nodelay(true),
+            Sock::Tls(t) => t.get_ref().0.tcp().set_nodelay(true),
             Sock::Mem(_) | Sock::Closed => Ok(()),
         };
     }

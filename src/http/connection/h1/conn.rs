@@ -240,6 +240,16 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
                 // nginx has a request once bytes arrived: it logs 408.
                 return if c.rbuf.is_empty() { Ok(None) } else { Err(HeadError::TimedOut) };
             }
+            Ok(Err(e)) if crate::tls::reneg::is_refusal(&e) => {
+                log_to!(
+                    g.default_server.conf.error_log,
+                    Level::Notice,
+                    "*{} SSL renegotiation disabled while reading client request headers, client: {}",
+                    c.info.id,
+                    c.info.peer.ip()
+                );
+                return Ok(None);
+            }
             Ok(Ok(0)) | Ok(Err(_)) => {
                 if !c.rbuf.is_empty() {
                     log_to!(
