@@ -499,3 +499,124 @@ fn disk_hits_follow_replaced_and_purged_entries() {
         assert_eq!(get(&s, "/d"), ("HIT".to_string(), v2.clone()), "the new entry, not the old file");
     }
 }
+
+/// A key whose responses vary is a hit at once after a restart, before the
+/// loader has indexed the directory (`loader_sleep` holds it back here, as
+/// nginx's loader waits a minute), for the variant the key's own file
+/// holds and for the others: that file leads to the request's variant, as
+/// nginx's main-key file does. The origin is not asked again. sluice's own
+/// part: the key's file is a second name of the newest variant's, so the
+/// zone counts each variant once, and unused for `inactive` it goes with
+/// the variants.
+#[test]
+fn varied_entries_hit_after_a_restart_before_the_loader_runs() {
+    use std::os::unix::fs::MetadataExt;
+    let (o, n) = origin();
+    let dir = temp_dir("cache-vary-cold");
+    let cdir = dir.join("c");
+    let (status, purge) =
+        if nginx_mode() { ("", "") } else { ("location = /status { sluice_status; }", "proxy_cache_purge PURGE;") };
+    let start = |params: &str| {
+        builder()
+            .http(&format!(
+                r#"proxy_cache_path {} levels=1:2 keys_zone=one:1m {params};
+                server {{
+                    listen 127.0.0.1:{{port}};
+                    add_header X-Cache $upstream_cache_status always;
+                    {status}
+                    location / {{
+                        proxy_pass http://127.0.0.1:{};
+                        proxy_cache one;
+                        proxy_cache_valid 10m;
+                        proxy_cache_key $uri;
+                        {purge}
+                    }}
+                }}"#,
+                cdir.display(),
+                o.port
+            ))
+            .start()
+    };
+    let ask = |s: &TestServer, lang: &str| {
+        let r = s.get_with("/v?h=Vary:%20Accept-Language", &[&format!("Accept-Language: {lang}")]);
+        (r.must("X-Cache").to_string(), r.text())
+    };
+    let hit = |body: &String| ("HIT".to_string(), body.clone());
+    // (entries, bytes) the zone counts, and the distinct files' (entries,
+    // bytes) on disk with the number of names.
+    let counted = |s: &TestServer| {
+        let r = s.get("/status");
+        let j: serde_json::Value = serde_json::from_str(&r.text()).unwrap_or_default();
+        (j["caches"]["one"]["entries"].as_u64().unwrap_or(0), j["caches"]["one"]["size"].as_u64().unwrap_or(0))
+    };
+    let on_disk = || {
+        let names = files_under(&cdir);
+        let mut inodes: Vec<(u64, u64)> =
+            names.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| (m.ino(), m.len())).collect();
+        inodes.sort();
+        inodes.dedup();
+        (inodes.len() as u64, inodes.iter().map(|i| i.1).sum::<u64>(), names.len())
+    };
+    let cold = "inactive=1h loader_files=1 loader_sleep=60s";
+
+    let mut s = start(cold);
+    let (m1, en) = ask(&s, "en");
+    let (m2, fr) = ask(&s, "fr");
+    assert_eq!((m1.as_str(), m2.as_str()), ("MISS", "MISS"));
+    assert_ne!(en, fr);
+    if !nginx_mode() {
+        let (entries, bytes, names) = on_disk();
+        assert_eq!((entries, names), (2, 3), "two variants and the key's own name: {:?}", files_under(&cdir));
+        assert_eq!(counted(&s), (2, bytes), "each variant counted once");
+    }
+    s.quit();
+
+    // The older variant first (the key's own file holds the newer one).
+    let mut s = start(cold);
+    assert_eq!(ask(&s, "en"), hit(&en), "first request after the restart");
+    assert_eq!(ask(&s, "fr"), hit(&fr));
+    let (m3, de) = ask(&s, "de");
+    assert_eq!(m3, "MISS");
+    s.quit();
+    // The variant the key's own file holds first.
+    let mut s = start(cold);
+    assert_eq!(ask(&s, "de"), hit(&de), "first request after the second restart");
+    assert_eq!(ask(&s, "en"), hit(&en));
+    assert_eq!(n.load(Ordering::SeqCst), 3, "the origin was asked once per variant");
+    s.quit();
+    if nginx_mode() {
+        return;
+    }
+
+    // Loaded: the same counts as when stored.
+    let mut s = start("inactive=1h");
+    let (entries, bytes, names) = on_disk();
+    assert_eq!((entries, names), (3, 4));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while counted(&s) != (3, bytes) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(counted(&s), (3, bytes), "the loader counts each variant once");
+    // A purge of the key takes every variant and the key's own name.
+    let r = req(&s, "PURGE", "/v", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (!files_under(&cdir).is_empty() || counted(&s) != (0, 0)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(files_under(&cdir).is_empty(), "{:?}", files_under(&cdir));
+    assert_eq!(counted(&s), (0, 0));
+    assert_eq!(ask(&s, "en").0, "MISS");
+    assert_eq!(ask(&s, "fr").0, "MISS");
+    s.quit();
+    // Unused: every file goes, the key's own name included.
+    let s = start("inactive=1s");
+    // (A zone's loader and manager start with its first use.)
+    assert_eq!(ask(&s, "en").0, "HIT");
+    assert_eq!(on_disk().2, 3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !files_under(&cdir).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(files_under(&cdir).is_empty(), "{:?}", files_under(&cdir));
+}

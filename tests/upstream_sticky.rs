@@ -562,6 +562,67 @@ fn learn_sessions_from_the_origin_and_forget_them_after_timeout() {
     }
 }
 
+/// nginx's upstream_sticky_drain.t: a server marked `drain` by a reload
+/// keeps its sessions and gets no new ones, and each reload's old workers,
+/// once drained, are logged with nginx's `exited with code` (what scripts
+/// and nginx's tests wait for before they count on the new
+/// configuration): one line per old worker, per reload.
+#[test]
+fn drain_by_reload_keeps_sessions_and_old_workers_are_logged_as_exited() {
+    if nginx_run() {
+        return;
+    }
+    let (a, b, c) = (named("a"), named("b"), named("c"));
+    let conf = |a_flags: &str, others: bool| {
+        let rest = if others {
+            format!("server 127.0.0.1:{} route=2;\nserver 127.0.0.1:{} route=3;", b.port, c.port)
+        } else {
+            String::new()
+        };
+        whole(&format!(
+            r#"upstream u {{
+                server 127.0.0.1:{a} route=1{a_flags};
+                {rest}
+                sticky route $arg_sticky;
+            }}
+            server {{
+                listen 127.0.0.1:{{port}};
+                location / {{ proxy_pass http://u; }}
+            }}
+            "#,
+            a = a.port
+        ))
+    };
+    let mut s = builder().whole(&conf("", true)).start();
+    let exits = |s: &TestServer| s.error_log().matches("exited with code").count();
+    let rr = |s: &TestServer, n| (0..n).map(|_| s.get("/").text()).collect::<Vec<_>>();
+    assert!(rr(&s, 6).contains(&"a".to_string()));
+    assert_eq!(exits(&s), 0);
+
+    s.write_conf(&conf(" drain", true));
+    s.signal("reload");
+    // worker_processes 2: two old workers end, each logged once.
+    until(Duration::from_secs(10), "the old workers' exit lines", || exits(&s) == 2);
+    let log = s.error_log();
+    assert!(log.contains("of the previous configuration exited with code 0"), "{log}");
+    for _ in 0..4 {
+        assert_eq!(s.get("/?sticky=1").text(), "a", "a drained server keeps its sessions");
+    }
+    let seen = rr(&s, 12);
+    assert!(!seen.contains(&"a".to_string()) && seen.contains(&"b".to_string()), "{seen:?}");
+
+    s.write_conf(&conf(" drain", false));
+    s.signal("reload");
+    until(Duration::from_secs(10), "the second reload's exit lines", || exits(&s) == 4);
+    for _ in 0..4 {
+        assert_eq!(s.get("/?sticky=1").text(), "a", "the only server, drained");
+    }
+    // No more lines than old workers.
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(exits(&s), 4);
+    let _ = s.quit();
+}
+
 #[test]
 fn config_errors_in_nginx_words() {
     if nginx_run() {

@@ -419,7 +419,20 @@ impl Master {
     }
 
     fn reap(&mut self) {
-        self.retiring.retain(|w| w.done.try_recv().is_err() && !w.thread.is_finished());
+        // A retired worker that has drained is logged in nginx's words for
+        // an old worker process after a reload: scripts (and nginx's own
+        // tests) wait for `exited with code` to know the reload is over.
+        // Code 0 is a worker that ended its event loop, 1 one that unwound.
+        self.retiring.retain(|w| {
+            let code = match w.done.try_recv() {
+                Ok(tid) => (tid, 0),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => (0, 1),
+                Err(std::sync::mpsc::TryRecvError::Empty) if w.thread.is_finished() => (0, 1),
+                Err(std::sync::mpsc::TryRecvError::Empty) => return true,
+            };
+            log_error!(Level::Notice, "{}", retired_exit(code.0, code.1));
+            false
+        });
         let before = self.retired_cfgs.len();
         self.retired_cfgs.retain(|c| c.strong_count() > 0);
         if self.retired_cfgs.len() < before {
@@ -454,5 +467,24 @@ impl Master {
             let left = deadline.saturating_duration_since(Instant::now());
             let _ = w.done.recv_timeout(left);
         }
+    }
+}
+
+/// The line for a retired worker thread that ended: nginx's `worker
+/// process PID exited with code N`, naming the thread (its id is the one
+/// in its own log lines' `PID#TID`) when it reported it.
+fn retired_exit(tid: i32, code: i32) -> String {
+    if tid == 0 {
+        return format!("worker thread of the previous configuration exited with code {code}");
+    }
+    format!("worker thread {tid} of the previous configuration exited with code {code}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn retired_workers_are_logged_as_nginx_logs_old_workers() {
+        assert_eq!(super::retired_exit(42, 0), "worker thread 42 of the previous configuration exited with code 0");
+        assert!(super::retired_exit(0, 1).ends_with("exited with code 1"));
     }
 }

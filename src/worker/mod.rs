@@ -149,7 +149,9 @@ impl Drop for ConnGuard {
 
 pub struct Handle {
     pub ctl: mpsc::UnboundedSender<Ctl>,
-    pub done: std::sync::mpsc::Receiver<()>,
+    /// Gets the worker thread's id once its event loop has ended (nothing
+    /// if the thread unwound instead).
+    pub done: std::sync::mpsc::Receiver<i32>,
     pub thread: std::thread::JoinHandle<()>,
 }
 
@@ -171,8 +173,9 @@ pub fn spawn(spec: Spec) -> std::io::Result<Handle> {
     let (tx, rx) = mpsc::unbounded_channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new().name(format!("sluice-w{}", spec.index)).spawn(move || {
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
         run(spec, rx);
-        let _ = done_tx.send(());
+        let _ = done_tx.send(tid);
     })?;
     Ok(Handle { ctl: tx, done: done_rx, thread })
 }

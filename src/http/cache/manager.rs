@@ -111,19 +111,24 @@ fn index_file(zone: &Zone, path: &Path) {
         return;
     }
     let accessed = file.metadata().ok().and_then(|m| m.modified().ok()).map(unix).unwrap_or_else(now) * 1_000_000;
-    if meta.vary.is_empty() || super::zone::hash(&meta.key) == h {
+    if meta.vary.is_empty() {
         zone.stored(&h, Node::entry(&meta, file_len, accessed));
+        return;
+    }
+    let main = super::zone::hash(&meta.key);
+    if main == h {
+        // The key's link to its newest variant (`store::link_main`): its
+        // bytes are the variant's. Alone (the variant was replaced or
+        // removed since), it is a leftover.
+        use std::os::unix::fs::MetadataExt;
+        if file.metadata().is_ok_and(|m| m.nlink() < 2) {
+            let _ = std::fs::remove_file(path);
+            return;
+        }
     } else {
         zone.stored(&h, Node::entry(&meta, file_len, accessed));
-        let vary: Arc<[u8]> = meta.vary.clone().into();
-        let stored = meta.stored;
-        zone.with_node(&super::zone::hash(&meta.key), true, |n| {
-            if n.vary.is_none() || stored >= n.vary_stored {
-                n.vary = Some(vary);
-                n.vary_stored = stored;
-            }
-        });
     }
+    zone.varies(&main, meta.vary.into(), meta.stored, false, false);
 }
 
 fn unix(t: std::time::SystemTime) -> i64 {
@@ -227,9 +232,19 @@ fn over_limits(zone: &Zone) -> bool {
     false
 }
 
+/// Removes an entry, or the index's record of a key that varies: a
+/// variant's entry takes the key's link to it along, and so does the
+/// record (a lookup without it would not look for the variants anyway).
 fn remove(zone: &Zone, h: &Hash, n: &Node) {
+    let path = zone.path_of(h);
     if n.on_disk {
-        let _ = std::fs::remove_file(zone.path_of(h));
+        let id = super::store::file_id(&path);
+        let _ = std::fs::remove_file(&path);
+        if let (Some(main), Some(id)) = (n.main, id) {
+            super::store::drop_link(zone, &main, id);
+        }
+    } else if n.vary.is_some() && super::store::holds_variant(&path) {
+        let _ = std::fs::remove_file(&path);
     }
     zone.forget(h);
 }

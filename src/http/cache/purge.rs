@@ -119,10 +119,13 @@ fn purge<'c>(ctx: &mut ReqCtx<'c, '_>, z: &Arc<Zone>, key: &[u8]) -> Response<'c
         None => {
             let h = zone::hash(key);
             let path = z.path_of(&h);
+            // A key with variants: each variant's file has its own name
+            // (the file at the key's own is the link to the newest one,
+            // which tells before the loader has run).
+            let linked = super::store::holds_variant(&path);
             let node = z.forget(&h);
             let removed = std::fs::remove_file(&path).is_ok();
-            // A key with variants: each variant's file has its own name.
-            let variants = node.as_ref().is_some_and(|n| n.vary.is_some()) && z.purge_exact(key);
+            let variants = (linked || node.as_ref().is_some_and(|n| n.vary.is_some())) && z.purge_exact(key);
             (removed || node.is_some_and(|n| n.on_disk) || variants, Some(path))
         }
     };

@@ -236,10 +236,29 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
         let loaded = z.loaded.load(std::sync::atomic::Ordering::Acquire);
         let on_disk = node.as_ref().is_some_and(|n| n.on_disk) || loaded && z.node(&hash).is_some_and(|n| n.on_disk);
         if on_disk || !loaded {
-            match store::read(&z, &hash, &key) {
+            let mut read = store::read(&z, &hash, &key);
+            let mut on_disk = on_disk;
+            // The key's own file has a Vary: the link to its newest variant
+            // (the index did not know the key varies: just after a start).
+            let hash = match &read {
+                Ok(Some(found)) if hash == main && !found.meta.vary.is_empty() => {
+                    let (h, r) = through_link(ctx, &z, main, &key, found);
+                    if let Some(r) = r {
+                        read = r;
+                    }
+                    on_disk = z.node(&h).is_some_and(|n| n.on_disk);
+                    h
+                }
+                _ => hash,
+            };
+            match read {
                 Ok(Some(found)) if z.purged(&found.meta.key, found.meta.stored) => {
                     z.forget(&hash);
+                    let id = store::file_id(&z.path_of(&hash));
                     let _ = std::fs::remove_file(z.path_of(&hash));
+                    if let Some(id) = id.filter(|_| hash != main) {
+                        store::drop_link(&z, &main, id);
+                    }
                 }
                 Ok(Some(found)) if found.meta.valid_until >= now => {
                     if !on_disk {
@@ -329,6 +348,25 @@ pub async fn lookup<'c>(ctx: &mut ReqCtx<'c, '_>) -> Lookup<'c> {
             }
         }
     }
+}
+
+/// A lookup met the key's link to its newest variant (`store::link_main`):
+/// the index learns the key's Vary, and the request's variant is the
+/// link's own entry (None: `found` is it) or read from its file.
+fn through_link(
+    ctx: &ReqCtx<'_, '_>,
+    z: &Zone,
+    main: Hash,
+    key: &[u8],
+    found: &Found,
+) -> (Hash, Option<Result<Option<Found>, String>>) {
+    z.varies(&main, found.meta.vary.clone().into(), found.meta.stored, false, false);
+    let var = variant(ctx, &found.meta.vary);
+    let h = zone::variant_hash(key, &var);
+    if var == found.meta.variant {
+        return (h, None);
+    }
+    (h, Some(store::read(z, &h, key)))
 }
 
 /// The request's values of the headers a Vary names, hashed.

@@ -206,13 +206,9 @@ impl Writer {
         let file_len = self.header.len() as u64 + self.written;
         let node = Node::entry(&self.meta, file_len, now);
         if let Some(main) = self.main {
+            let linked = link_main(&self.zone, &main, &path);
             let vary: Arc<[u8]> = self.meta.vary.clone().into();
-            let stored = self.meta.stored;
-            self.zone.with_node(&main, true, |n| {
-                n.vary = Some(vary);
-                n.vary_stored = stored;
-                n.error = 0;
-            });
+            self.zone.varies(&main, vary, self.meta.stored, true, linked);
         }
         self.zone.stored(&self.hash, node);
         if let Some(body) = self.mem.take() {
@@ -241,6 +237,51 @@ impl Writer {
     fn hash_for_flight(&self) -> Hash {
         self.main.unwrap_or(self.hash)
     }
+}
+
+/// Makes the file at a key's own hash a hard link to the entry of its
+/// newest variant, `variant` (in place already). nginx keeps a file under
+/// the main key of a varying response, so a lookup before the loader has
+/// indexed the directory (just after a start) still finds the key: here
+/// the link's header names the Vary, and the request's variant follows
+/// from it. A link shares the variant's inode: its bytes count once, with
+/// the variant's entry, whose removal takes the link along (`drop_link`).
+/// False when no link could be made (the key then misses until loaded).
+pub fn link_main(zone: &Zone, main: &Hash, variant: &std::path::Path) -> bool {
+    let temp = zone.temp_path(main);
+    if let Some(dir) = temp.parent()
+        && std::fs::create_dir_all(dir).is_err()
+    {
+        return false;
+    }
+    if std::fs::hard_link(variant, &temp).is_err() {
+        return false;
+    }
+    let placed = std::fs::rename(&temp, zone.path_of(main)).is_ok();
+    // rename() of a second name of the file already there leaves both.
+    let _ = std::fs::remove_file(&temp);
+    placed
+}
+
+/// The (device, inode) of the file at `path`.
+pub fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// A variant's entry file `id` is gone: the key's link to it goes too
+/// (not a link to a newer variant, nor an entry of the key's own).
+pub fn drop_link(zone: &Zone, main: &Hash, id: (u64, u64)) {
+    let path = zone.path_of(main);
+    if file_id(&path) == Some(id) {
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+/// Whether the file at `path` is one variant's entry (at a key's own hash:
+/// the link to its newest variant).
+pub fn holds_variant(path: &std::path::Path) -> bool {
+    std::fs::File::open(path).is_ok_and(|f| check(&f, &[]).is_ok_and(|(m, _, _)| !m.vary.is_empty()))
 }
 
 /// A revalidated entry: its header (same length: only the times change)

@@ -48,6 +48,11 @@ pub struct Node {
     /// keeps the newest variant's Vary, as nginx's main-key file holds the
     /// last response's.
     pub vary_stored: i64,
+    /// For one variant's entry: the key's own hash, where a hard link to
+    /// the newest variant lets a lookup before the loader has run find the
+    /// key's Vary (see `store::link_main`); removing this entry removes
+    /// that link when it is this entry's.
+    pub main: Option<Hash>,
     /// An error the origin answered and `proxy_intercept_errors` turned
     /// into an error page, remembered while `error_until` (unix seconds)
     /// is not past, as nginx's node `error`: requests get the error page
@@ -73,6 +78,7 @@ impl Node {
             last_access: accessed,
             vary: None,
             vary_stored: 0,
+            main: (!meta.vary.is_empty()).then(|| hash(&meta.key)),
             error: 0,
             error_until: 0,
             stored: meta.stored,
@@ -269,6 +275,43 @@ impl Zone {
             self.files.fetch_sub(1, Ordering::Relaxed);
         }
         s.insert(*h, n);
+    }
+
+    /// Records that the responses of the key hashed `main` vary by `vary`
+    /// (learnt from an entry stored at `stored`): lookups then go to the
+    /// request's variant. A new variant's store (`commit`) always sets it
+    /// and clears a remembered error; when its link replaced an entry file
+    /// of the key's own (`replaced`), that file's bytes no longer count.
+    /// Otherwise (the loader, a lookup through the link) an older Vary
+    /// does not replace a newer one, nor a newer entry of the key's own.
+    pub fn varies(&self, main: &Hash, vary: Arc<[u8]>, stored: i64, commit: bool, replaced: bool) {
+        let mut s = self.shard(main);
+        if !s.contains_key(main) {
+            if s.len() * SHARDS >= self.conf.max_keys() {
+                return;
+            }
+            s.insert(*main, Node::default());
+        }
+        let Some(n) = s.get_mut(main) else { return };
+        if !commit && (n.on_disk && n.stored > stored || n.vary.is_some() && stored < n.vary_stored) {
+            return;
+        }
+        if replaced && n.on_disk {
+            let cur = self.disk_bytes.load(Ordering::Relaxed);
+            self.disk_bytes.fetch_sub(n.file_len.min(cur), Ordering::Relaxed);
+            self.files.fetch_sub(1, Ordering::Relaxed);
+            n.on_disk = false;
+            n.file_len = 0;
+        }
+        n.vary = Some(vary);
+        n.vary_stored = stored;
+        if commit {
+            n.error = 0;
+        }
+        drop(s);
+        if replaced {
+            lock(&self.mem).remove(main);
+        }
     }
 
     /// Forgets a key (its file is removed by the caller); returns the node.
