@@ -303,3 +303,101 @@ fn version_1_origin_crls() {
     assert!(log.contains("upstream SSL certificate verify error: (23:certificate revoked)"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `proxy_ssl_verify_depth` counts CA certificates above the origin's own
+/// as OpenSSL does: the default, 1, takes one intermediate; an origin two
+/// intermediates below the trusted root is a 502 with nginx's (OpenSSL
+/// 3's) `(20:unable to get local issuer certificate)` until the depth is 2.
+#[test]
+fn origin_chains_longer_than_the_verify_depth_fail() {
+    let dir = temp_dir("verify-depth");
+    let ossl = |args: &[&str]| {
+        let o = std::process::Command::new("openssl").args(args).current_dir(&dir).output().expect("openssl");
+        assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "[ca]\nbasicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\n\
+         [leaf]\nbasicConstraints = CA:FALSE\nsubjectAltName = DNS:a.test\n",
+    )
+    .expect("ext");
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    let mut root = vec!["req", "-x509", "-subj", "/CN=depth root/", "-keyout", "root.key", "-out", "root.crt"];
+    root.extend(ec);
+    root.extend([
+        "-days",
+        "2",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign",
+    ]);
+    ossl(&root);
+    // (name, issuer, extensions)
+    for (name, issuer, ext) in
+        [("int1", "root", "ca"), ("int2", "int1", "ca"), ("deep", "int2", "leaf"), ("near", "int1", "leaf")]
+    {
+        let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
+        let subj = format!("/CN={name}/");
+        let mut req = vec!["req", "-new", "-subj", subj.as_str(), "-keyout", key.as_str(), "-out", csr.as_str()];
+        req.extend(ec);
+        ossl(&req);
+        let (ik, ic) = (format!("{issuer}.key"), format!("{issuer}.crt"));
+        ossl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &ic,
+            "-CAkey",
+            &ik,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-extensions",
+            ext,
+            "-out",
+            &crt,
+        ]);
+    }
+    let read = |n: &str| std::fs::read(dir.join(n)).expect("pem");
+    std::fs::write(dir.join("deep-chain.crt"), [read("deep.crt"), read("int2.crt"), read("int1.crt")].concat())
+        .unwrap();
+    std::fs::write(dir.join("near-chain.crt"), [read("near.crt"), read("int1.crt")].concat()).unwrap();
+    let d = dir.display();
+    let location = |path: &str, port: &str, extra: &str| {
+        format!(
+            "location /{path}/ {{ proxy_pass https://127.0.0.1:{{{port}}}/; proxy_ssl_verify on; \
+             proxy_ssl_trusted_certificate {d}/root.crt; proxy_ssl_name a.test; {extra} }}\n"
+        )
+    };
+    let s = builder()
+        .ports(3)
+        .http(&format!(
+            "server {{ listen 127.0.0.1:{{port1}} ssl; ssl_certificate {d}/deep-chain.crt; \
+             ssl_certificate_key {d}/deep.key; location / {{ return 200 \"deep\\n\"; }} }}\n\
+             server {{ listen 127.0.0.1:{{port2}} ssl; ssl_certificate {d}/near-chain.crt; \
+             ssl_certificate_key {d}/near.key; location / {{ return 200 \"near\\n\"; }} }}\n\
+             server {{ listen 127.0.0.1:{{port0}};\n{}{}{}}}",
+            location("near", "port2", ""),
+            location("deep", "port1", "proxy_ssl_session_reuse off;"),
+            location("deep2", "port1", "proxy_ssl_verify_depth 2; proxy_ssl_session_reuse off;"),
+        ))
+        .start();
+    let p = s.ports[0];
+    let get = |path: &str| request(p, &format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+    let r = get("/near/");
+    assert_eq!((r.status, r.text().as_str()), (200, "near\n"), "{}", s.error_log());
+    // (No session reuse: nginx shares an origin's sessions between
+    // locations proxying to the same address, and a resumed session keeps
+    // the verification result of the handshake that made it.)
+    assert_eq!(get("/deep/").status, 502, "two intermediates, depth 1");
+    let log = s.wait_error_log("upstream SSL certificate verify error");
+    assert!(log.contains("verify error: (20:unable to get local issuer certificate)"), "{log}");
+    let r = get("/deep2/");
+    assert_eq!((r.status, r.text().as_str()), (200, "deep\n"), "{}", s.error_log());
+    let _ = std::fs::remove_dir_all(&dir);
+}

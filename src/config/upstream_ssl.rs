@@ -18,7 +18,7 @@ use super::build::Ctx;
 use super::model::{LocConf, PemSource};
 use super::parser::{ConfError, Directive, Span};
 use super::proxy::Pass;
-use super::set_main::{arg, flag};
+use super::set_main::{arg, flag, number};
 use super::table::R;
 
 /// One module's TLS-to-origin settings (nginx's defaults: no
@@ -29,6 +29,8 @@ pub struct UpstreamSsl {
     pub trusted_certificate: Option<PathBuf>,
     /// `X_ssl_crl`: revoked origin certificates (PEM CRLs).
     pub crl: Option<PathBuf>,
+    /// `X_ssl_verify_depth`; None: nginx's default, 1.
+    pub verify_depth: Option<u32>,
     /// The certificate shown to an origin that asks, and its value as
     /// written for messages; None also for `""`, which cancels an
     /// inherited one, as in nginx.
@@ -71,6 +73,7 @@ impl UpstreamSsl {
             verify: self.verify,
             trusted: self.trusted_certificate.clone(),
             crl: self.crl.clone(),
+            verify_depth: self.verify_depth.unwrap_or(1),
             sni: self.server_name,
             client_cert,
             passwords: self.passwords.clone(),
@@ -113,7 +116,7 @@ macro_rules! upstream_ssl_directives {
             cmd(concat!($p, "_ssl_protocols"), HSL, 1, MANY, Set::Noop),
             cmd(concat!($p, "_ssl_ciphers"), HSL, 1, 1, Set::Noop),
             cmd(concat!($p, "_ssl_session_reuse"), HSL, 1, 1, Set::Loc(s::session_reuse)),
-            cmd(concat!($p, "_ssl_verify_depth"), HSL, 1, 1, Set::Noop),
+            cmd(concat!($p, "_ssl_verify_depth"), HSL, 1, 1, Set::Loc(s::verify_depth)),
             $crate::config::table::multi(cmd(concat!($p, "_ssl_conf_command"), HSL, 2, 2, Set::Loc(s::conf_command))),
         ]
     }};
@@ -146,6 +149,11 @@ pub fn session_reuse(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
 
 pub fn verify(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     of(c, d).verify = flag(d)?;
+    Ok(())
+}
+
+pub fn verify_depth(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
+    of(c, d).verify_depth = Some(number(d, 0)?.min(100) as u32);
     Ok(())
 }
 

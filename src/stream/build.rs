@@ -174,6 +174,7 @@ fn default_conf(main: &MainConf) -> SrvConf {
             ssl_server_name: false,
             ssl_name: None,
             ssl_verify: false,
+            ssl_verify_depth: 1,
             ssl_session_reuse: true,
             ssl_trusted_certificate: None,
             ssl_certificate: None,

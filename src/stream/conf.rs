@@ -173,6 +173,8 @@ pub struct ProxyConf {
     pub ssl_server_name: bool,
     pub ssl_name: Option<Arc<Template>>,
     pub ssl_verify: bool,
+    /// `proxy_ssl_verify_depth` (default 1).
+    pub ssl_verify_depth: u32,
     /// `proxy_ssl_session_reuse` (on by default).
     pub ssl_session_reuse: bool,
     pub ssl_trusted_certificate: Option<std::path::PathBuf>,

@@ -276,7 +276,8 @@ pub fn apply(
         "proxy_ssl_password_file" => p.ssl_passwords = Some(crate::config::set_ssl::read_password_file(d, ctx)?),
         // rustls's own choices (TLS 1.2 and 1.3, its suites, resumption).
         "proxy_ssl_session_reuse" => p.ssl_session_reuse = flag(d)?,
-        "proxy_ssl_verify_depth" | "proxy_ssl_protocols" | "proxy_ssl_ciphers" => {}
+        "proxy_ssl_verify_depth" => p.ssl_verify_depth = crate::config::set_main::number(d, 0)?.min(100) as u32,
+        "proxy_ssl_protocols" | "proxy_ssl_ciphers" => {}
         "ssl_preread" => c.ssl_preread = flag(d)?,
         "ssl_certificate" => {
             if first {

@@ -66,6 +66,7 @@ fn client_key(p: &ProxyConf, client_cert: Option<(Source, Source)>) -> crate::tl
         verify: p.ssl_verify,
         trusted: p.ssl_trusted_certificate.clone(),
         crl: None,
+        verify_depth: p.ssl_verify_depth,
         sni: p.ssl_server_name,
         client_cert,
         passwords: p.ssl_passwords.clone(),

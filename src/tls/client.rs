@@ -106,6 +106,8 @@ pub struct Key {
     pub trusted: Option<PathBuf>,
     /// `proxy_ssl_crl`.
     pub crl: Option<PathBuf>,
+    /// `proxy_ssl_verify_depth` (nginx's default is 1).
+    pub verify_depth: u32,
     pub sni: bool,
     /// `proxy_ssl_certificate` and its key (files or `data:` PEM).
     pub client_cert: Option<(Source, Source)>,
@@ -155,6 +157,7 @@ pub fn client_config(k: &Key) -> Result<Arc<ClientConfig>, String> {
             provider: provider.clone(),
             webpki_crl: k.crl.is_some() && crls.is_none(),
             crls,
+            depth: k.verify_depth,
         };
         builder.dangerous().with_custom_certificate_verifier(Arc::new(v))
     } else {

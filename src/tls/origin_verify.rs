@@ -34,6 +34,9 @@ pub struct OriginVerifier {
     /// The `proxy_ssl_crl` that webpki cannot read (version 1 CRLs),
     /// checked here on the chain OpenSSL would build.
     pub crls: Option<Arc<super::crl::Crls>>,
+    /// `proxy_ssl_verify_depth`: the most CA certificates above the
+    /// origin's own, as OpenSSL counts them.
+    pub depth: u32,
 }
 
 impl OriginVerifier {
@@ -53,11 +56,18 @@ impl ServerCertVerifier for OriginVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
         let verified = self.verify_chain(leaf, rest, name, ocsp, now)?;
+        let as_error = |why: VerifyError| Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(why))));
+        let chain = super::client_chain::build(leaf, rest, &self.anchors);
+        // A chain longer than the depth allows fails as nginx 1.22 with
+        // OpenSSL 3 reports it for an origin: its chain building stops at
+        // the depth, short of the trusted root.
+        let allowed = usize::try_from(self.depth).unwrap_or(usize::MAX).saturating_add(2);
+        if chain.len() > allowed {
+            return Err(as_error(VerifyError { code: 20, text: "unable to get local issuer certificate".into() }));
+        }
         if let Some(crls) = &self.crls {
-            let chain = super::client_chain::build(leaf, rest, &self.anchors);
             let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
-            crls.check(&chain, now)
-                .map_err(|why| Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(why)))))?;
+            crls.check(&chain, now).map_err(as_error)?;
         }
         Ok(verified)
     }

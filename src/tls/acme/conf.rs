@@ -150,6 +150,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
             verify: false,
             trusted: None,
             crl: None,
+            verify_depth: 1,
             sni: true,
             client_cert: None,
             passwords: None,
