@@ -39,6 +39,13 @@ fn start() -> TestServer {
                  proxy_ssl_trusted_certificate tls/ca.crt;\n\
                  proxy_ssl_name b.test;\n\
                }\n\
+               location /byvar/ {\n\
+                 proxy_pass https://127.0.0.1:{port1}/;\n\
+                 proxy_ssl_verify on;\n\
+                 proxy_ssl_trusted_certificate tls/ca.crt;\n\
+                 proxy_ssl_name $arg_name.test;\n\
+                 proxy_ssl_server_name on;\n\
+               }\n\
              }\n",
         )
         .start()
@@ -71,12 +78,22 @@ fn https_origin_without_and_with_verification() {
         "{log}"
     );
 
+    // A name with variables is evaluated for each request: sent as SNI
+    // and verified.
+    let r = request(p, "GET /byvar/v?name=a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!((r.status, r.text().as_str()), (200, "origin /v\n"), "{}", s.error_log());
+    let r = request(p, "GET /byvar/w?name=b HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 502, "{}", r.head);
+    let log = s.wait_error_log("does not match \"b.test\"");
+    assert_eq!(log.matches("upstream SSL certificate does not match \"b.test\"").count(), 2, "{log}");
+
     // SNI only with proxy_ssl_server_name on: the origin saw "a.test" for
-    // /verify/ and none for /plain/.
-    let lines = wait_lines(&s.path("logs/origin.log"), 2, std::time::Duration::from_secs(5));
+    // /verify/ and /byvar/, and none for /plain/.
+    let lines = wait_lines(&s.path("logs/origin.log"), 3, std::time::Duration::from_secs(5));
     // (sluice logs an absent $ssl_server_name as "-", like nginx.)
     assert!(lines.iter().any(|l| l == "- /x"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "a.test /y"), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "a.test /v?name=a"), "{lines:?}");
 }
 
 #[test]

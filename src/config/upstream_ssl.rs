@@ -39,8 +39,9 @@ pub struct UpstreamSsl {
     /// `X_ssl_password_file`: passphrases tried in order on the key.
     pub passwords: Option<Arc<Vec<Vec<u8>>>>,
     pub server_name: bool,
-    /// `X_ssl_name`; None: the host of the pass target.
-    pub name: Option<String>,
+    /// `X_ssl_name`, evaluated for each connection; None: the host of the
+    /// pass target (`$proxy_host`).
+    pub name: Option<crate::variables::Template>,
     /// `X_ssl_session_reuse off` (on by default, as in nginx).
     pub no_session_reuse: bool,
     /// `X_ssl_conf_command Certificate` / `PrivateKey`: they win over
@@ -133,15 +134,6 @@ fn of<'a>(c: &'a mut LocConf, d: &Directive) -> &'a mut UpstreamSsl {
     }
 }
 
-/// A value with variables, refused where sluice reads files at load.
-fn no_vars(d: &Directive) -> Result<&str, ConfError> {
-    let v = arg(d, 0);
-    if v.contains('$') {
-        return Err(ConfError::at(format!("variables in \"{}\" are not supported yet", d.name), &d.span));
-    }
-    Ok(v)
-}
-
 pub fn session_reuse(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
     of(c, d).no_session_reuse = !flag(d)?;
     Ok(())
@@ -169,7 +161,8 @@ pub fn name(c: &mut LocConf, d: &Directive, _: &mut Ctx) -> R {
         of(c, d).name = None;
         return Ok(());
     }
-    of(c, d).name = Some(no_vars(d)?.to_string());
+    let t = crate::variables::Template::compile(v).map_err(|e| ConfError::at(e, &d.span))?;
+    of(c, d).name = Some(t);
     Ok(())
 }
 

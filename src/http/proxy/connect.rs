@@ -63,7 +63,14 @@ pub(super) async fn tls_connect(
     } else {
         w.tls_clients.borrow_mut().get(&key).map_err(TlsFail::Handshake)?
     };
-    let name = ssl.name.as_deref().unwrap_or(&pass.proxy_host);
+    let evaluated;
+    let name = match &ssl.name {
+        Some(t) => {
+            evaluated = String::from_utf8_lossy(&t.render_to_vec(&Vars::request(ctx))).into_owned();
+            &evaluated
+        }
+        None => &pass.proxy_host,
+    };
     let server_name = upstream_tls::server_name(name)
         .ok_or_else(|| TlsFail::Handshake(format!("invalid proxy_ssl_name \"{}\"", name)))?;
     let connector = tokio_rustls::TlsConnector::from(cfg);
