@@ -132,11 +132,11 @@ impl Cutter<'_> {
             if time < span {
                 // duration > 0 here: span is not 0.
                 let n = time / u64::from(duration);
-                sample += n;
+                sample = sample.saturating_add(n);
                 found = Some((count, duration, n));
                 break;
             }
-            sample += u64::from(count);
+            sample = sample.saturating_add(u64::from(count));
             time -= span;
             i += 1;
         }
@@ -144,7 +144,7 @@ impl Cutter<'_> {
             if start {
                 return Err(self.fail("start time is out mp4 stts samples"));
             }
-            t.end_sample = t.start_sample + sample;
+            t.end_sample = t.start_sample.saturating_add(sample);
             return Ok(());
         };
         if start {
@@ -156,7 +156,7 @@ impl Cutter<'_> {
             let stts = t.stts.as_mut().ok_or_else(|| self.fail("no mp4 stts atoms were found"))?;
             sample -= key;
             while rest < key {
-                t.prefix += rest * u64::from(duration);
+                t.prefix = t.prefix.saturating_add(rest * u64::from(duration));
                 key -= rest;
                 if i == stts.lo {
                     return Err(self.fail("start time is out mp4 stts samples"));
@@ -165,7 +165,7 @@ impl Cutter<'_> {
                 [count, duration] = stts.rows[i];
                 rest = u64::from(count);
             }
-            t.prefix += key * u64::from(duration);
+            t.prefix = t.prefix.saturating_add(key * u64::from(duration));
             t.duration = t.duration.saturating_add(t.prefix);
             rest -= key;
             stts.rows[i][0] = count.wrapping_sub(rest as u32);
@@ -175,7 +175,7 @@ impl Cutter<'_> {
             let stts = t.stts.as_mut().ok_or_else(|| self.fail("no mp4 stts atoms were found"))?;
             stts.rows[i][0] = rest as u32;
             stts.hi = i + 1;
-            t.end_sample = t.start_sample + sample;
+            t.end_sample = t.start_sample.saturating_add(sample);
         }
         Ok(())
     }
@@ -188,9 +188,9 @@ impl Cutter<'_> {
             let at = s.kept().iter().position(|&x| u64::from(x) >= from).map_or(s.hi, |p| s.lo + p);
             if start { s.lo = at } else { s.hi = at }
         };
-        crop(s, first + 1, true);
+        crop(s, first.saturating_add(1), true);
         if self.p.length > 0 {
-            crop(s, last + 1, false);
+            crop(s, last.saturating_add(1), false);
         }
         for x in s.kept_mut() {
             *x = x.wrapping_sub(first as u32);
@@ -222,7 +222,7 @@ impl Cutter<'_> {
                 c.lo = c.hi;
             }
         };
-        crop(c, first + 1, true);
+        crop(c, first.saturating_add(1), true);
         if self.p.length > 0 {
             crop(c, last.wrapping_sub(first).wrapping_add(1), false);
         }
@@ -451,7 +451,7 @@ impl Cutter<'_> {
 /// it is, from the sync sample table (1-based numbers).
 /// None for a sync sample numbered 0.
 fn seek_key_frame(stss: &[u32], sample: u64) -> Option<u64> {
-    let s = sample + 1;
+    let s = sample.saturating_add(1);
     let mut prefix = 0;
     for &k in stss {
         if k == 0 {
