@@ -291,6 +291,7 @@ fn default_loc(prefix: &Path) -> LocConf {
         location_name: Arc::from(""),
         empty_gif: false,
         flv: false,
+        mp4: Default::default(),
         stub_status: false,
         metrics: Default::default(),
         core: Default::default(),
@@ -388,6 +389,7 @@ pub fn inherit(p: &LocConf) -> LocConf {
     c.rewrite.script = None;
     c.empty_gif = false;
     c.flv = false;
+    c.mp4.handler = false;
     c.image_filter.own = false;
     c.stub_status = false;
     c.metrics.page = None;

@@ -224,6 +224,8 @@ pub struct LocConf {
     pub empty_gif: bool,
     /// `flv` (`crate::http::flv`): the location's content handler.
     pub flv: bool,
+    /// `mp4*` (`crate::http::mp4`): the content handler and its buffers.
+    pub mp4: crate::http::mp4::Mp4Conf,
     /// `stub_status`: the content handler of nginx's status page.
     pub stub_status: bool,
     /// `status_zone` and the `sluice_status` page (`src/metrics`).

@@ -312,6 +312,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::uwsgi::conf::SSL_DIRECTIVES,
     crate::http::memcached::DIRECTIVES,
     crate::http::flv::DIRECTIVES,
+    crate::http::mp4::DIRECTIVES,
     crate::http::image_filter::DIRECTIVES,
     crate::http::realip::DIRECTIVES,
     crate::resolver::DIRECTIVES,

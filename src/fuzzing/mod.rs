@@ -27,6 +27,7 @@ mod http;
 mod image;
 mod mail;
 mod modules;
+mod mp4;
 mod proxy;
 mod quic;
 mod realip;
@@ -50,6 +51,7 @@ pub use http::{range, slice_content_range, uri};
 pub use image::image_filter;
 pub use mail::{auth_http_response, mail_command};
 pub use modules::{memcached_response, userid_cookie};
+pub use mp4::mp4;
 pub use proxy::head_scan;
 pub use quic::{client_hello, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
@@ -104,6 +106,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("geoip", geoip),
     ("image_filter", image_filter),
     ("grpc_session", grpc_session),
+    ("mp4", mp4),
 ];
 
 /// A deterministic stream of numbers seeded from the input, for choosing

@@ -25,6 +25,7 @@ pub mod handler;
 pub mod image_filter;
 pub mod limit;
 pub mod memcached;
+pub mod mp4;
 pub mod proxy;
 pub mod realip;
 pub mod rewrite;

@@ -448,6 +448,9 @@ fn run_location<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     if conf.flv {
         return crate::http::flv::serve(ctx);
     }
+    if conf.mp4.handler {
+        return crate::http::mp4::serve(ctx);
+    }
     if let Some(step) = crate::http::dav::handle(ctx) {
         return step;
     }

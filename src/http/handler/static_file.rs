@@ -145,8 +145,24 @@ thread_local! {
 /// two are one representation: its length, ETag and byte ranges count
 /// `head` in, as nginx's range filter sees the handler's buffers.
 pub(crate) fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>, head: &[u8], offset: u64) -> Response<'c> {
+    let len = file.size.saturating_sub(offset);
+    part_response(ctx, file, head, offset, len, false)
+}
+
+/// `file_response` for `len` bytes of the file from `offset` (the mp4
+/// module's cut: its new header, then the kept samples). `single_range`
+/// is nginx's flag of that name: a request for several ranges gets the
+/// whole representation.
+pub(crate) fn part_response<'c>(
+    ctx: &ReqCtx<'c, '_>,
+    file: Rc<OpenFile>,
+    head: &[u8],
+    offset: u64,
+    len: u64,
+    single_range: bool,
+) -> Response<'c> {
     let conf = ctx.conf;
-    let size = head.len() as u64 + file.size.saturating_sub(offset);
+    let size = head.len() as u64 + len;
     let mut r = Response::new(ctx.err_status.filter(|s| *s != 0).unwrap_or(200));
     r.content_type = Some(Cow::Borrowed(content_type(conf, &ctx.req.path)));
     r.last_modified = Some(file.mtime);
@@ -180,7 +196,12 @@ pub(crate) fn file_response<'c>(ctx: &ReqCtx<'c, '_>, file: Rc<OpenFile>, head: 
         && !crate::http::image_filter::applies(ctx)
         && !crate::http::charset::filter::changes_length(ctx, &r)
     {
-        match range::parse_range(h, size, ctx.conf.core.max_ranges) {
+        let max_ranges = match ctx.conf.core.max_ranges {
+            Some(0) => Some(0),
+            _ if single_range => Some(1),
+            m => m,
+        };
+        match range::parse_range(h, size, max_ranges) {
             range::RangeResult::Ignore => {}
             range::RangeResult::Unsatisfiable => {
                 let mut e = error(ctx, 416);
