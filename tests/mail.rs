@@ -566,3 +566,58 @@ fn smtp_client_host_through_the_resolver() {
     srv.wait_error_log("127.0.0.1 could not be resolved (2: Server failure)");
     srv.wait_error_log("other.example address does not match client address");
 }
+
+/// `listen unix:PATH` in `mail {}`: an SMTP client over a unix-domain
+/// socket logs in; it is `unix:` to the authentication server
+/// (`Client-IP`), to the backend (`XCLIENT ADDR=`) and in the error log.
+#[test]
+fn smtp_over_a_unix_socket() {
+    use std::os::unix::net::UnixStream;
+    let (bport, blog) = backend(Proto::Smtp);
+    let (aport, alog) = auth_server(bport);
+    let srv = builder()
+        .whole(&mail_conf(&format!(
+            "auth_http 127.0.0.1:{aport}; server_name mx.test;
+             server {{ listen unix:{{prefix}}/logs/smtp.sock; protocol smtp; smtp_auth plain; xclient on; }}"
+        )))
+        .start();
+    let sock = srv.path("logs/smtp.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let w = loop {
+        match UnixStream::connect(&sock) {
+            Ok(s) => break s,
+            Err(e) => {
+                assert!(std::time::Instant::now() < deadline, "connect {}: {e}", sock.display());
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    };
+    w.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut r = BufReader::new(w.try_clone().unwrap());
+    let mut w = w;
+    let mut reply = || {
+        let mut all = String::new();
+        loop {
+            let mut l = String::new();
+            let _ = r.read_line(&mut l);
+            all.push_str(&l);
+            if l.len() < 4 || l.as_bytes()[3] != b'-' {
+                return all;
+            }
+        }
+    };
+    assert_eq!(reply(), "220 mx.test ESMTP ready\r\n");
+    w.write_all(b"EHLO client.test\r\n").unwrap();
+    assert_eq!(reply(), "250-mx.test\r\n250 AUTH PLAIN\r\n");
+    w.write_all(format!("AUTH PLAIN {}\r\n", b64(b"\0sam\0secret")).as_bytes()).unwrap();
+    assert_eq!(reply(), "235 2.0.0 OK\r\n");
+    w.write_all(b"MAIL FROM:<sam@b.test>\r\n").unwrap();
+    assert_eq!(reply(), "250 MAIL ok\r\n");
+    let reqs = wait_for(&alog, 1);
+    assert_eq!(header(&reqs[0], "Client-IP"), Some("unix:"), "{}", reqs[0]);
+    assert_eq!(header(&reqs[0], "Client-Host"), Some("[UNAVAILABLE]"));
+    let seen = wait_for(&blog, 2);
+    assert!(seen[1].starts_with("XCLIENT ADDR=unix: LOGIN=sam NAME=[UNAVAILABLE]"), "{seen:?}");
+    let log = srv.wait_error_log("connected to unix:");
+    assert!(log.contains(&format!("client unix: connected to unix:{}", sock.display())), "{log}");
+}

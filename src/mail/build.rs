@@ -17,6 +17,8 @@ use crate::config::parser::{ConfError, Directive, Span};
 /// A `listen` line, before grouping.
 struct ListenSpec {
     addr: SocketAddr,
+    /// `listen unix:PATH` (`addr` is then `listener::unix::PLACEHOLDER`).
+    unix: Option<Arc<str>>,
     ssl: bool,
     proxy_protocol: bool,
     reuseport: bool,
@@ -279,13 +281,22 @@ fn answers(c: &SrvConf, p: Protocol) -> Answers {
 /// [bind] [so_keepalive=...] [rcvbuf=] [sndbuf=]`.
 fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     let raw = d.args[0].text.as_str();
-    let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
-    if !has_port {
-        return Err(ConfError::at(format!("no port in \"{}\" of the \"listen\" directive", raw), &d.span));
-    }
-    let addr = crate::config::set_server::parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?;
+    let (addr, unix) = match raw.strip_prefix("unix:") {
+        Some(path) => {
+            let path = crate::listener::unix::listen_path(path).map_err(|m| ConfError::at(m, &d.span))?;
+            (crate::listener::unix::PLACEHOLDER, Some(path))
+        }
+        None => {
+            let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
+            if !has_port {
+                return Err(ConfError::at(format!("no port in \"{}\" of the \"listen\" directive", raw), &d.span));
+            }
+            (crate::config::set_server::parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?, None)
+        }
+    };
     let mut l = ListenSpec {
         addr,
+        unix,
         ssl: false,
         proxy_protocol: false,
         reuseport: false,
@@ -328,26 +339,31 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
 /// wildcard's socket.
 fn group(specs: Vec<(ListenSpec, Arc<Server>)>, main: &MainConf) -> Result<(Vec<Listen>, Vec<Route>), ConfError> {
     for (i, (a, _)) in specs.iter().enumerate() {
-        if specs[..i].iter().any(|(b, _)| b.addr == a.addr) {
-            return Err(ConfError::at(format!("duplicate \"{}\" address and port pair", a.addr), &a.span));
+        if specs[..i].iter().any(|(b, _)| b.addr == a.addr && b.unix == a.unix) {
+            let shown = a.unix.as_ref().map_or_else(|| a.addr.to_string(), |p| format!("unix:{p}"));
+            return Err(ConfError::at(format!("duplicate \"{shown}\" address and port pair"), &a.span));
         }
     }
     let wildcard_of = |a: &ListenSpec| {
         specs.iter().position(|(w, _)| {
-            w.addr.ip().is_unspecified() && w.addr.port() == a.addr.port() && w.addr.is_ipv4() == a.addr.is_ipv4()
+            w.unix.is_none()
+                && a.unix.is_none()
+                && w.addr.ip().is_unspecified()
+                && w.addr.port() == a.addr.port()
+                && w.addr.is_ipv4() == a.addr.is_ipv4()
         })
     };
     let mut listens = Vec::new();
     let mut routes: Vec<Route> = Vec::new();
     let mut slot_of: Vec<Option<usize>> = vec![None; specs.len()];
     for (i, (l, server)) in specs.iter().enumerate() {
-        if !l.bind && !l.addr.ip().is_unspecified() && wildcard_of(l).is_some() {
+        if !l.bind && l.unix.is_none() && !l.addr.ip().is_unspecified() && wildcard_of(l).is_some() {
             continue;
         }
         slot_of[i] = Some(listens.len());
         listens.push(Listen {
             addr: l.addr,
-            unix: None,
+            unix: l.unix.clone(),
             udp: false,
             reuseport: l.reuseport || main.reuse_port,
             backlog: l.backlog.unwrap_or(511),
@@ -367,5 +383,5 @@ fn group(specs: Vec<(ListenSpec, Arc<Server>)>, main: &MainConf) -> Result<(Vec<
 }
 
 fn addr(l: &ListenSpec, server: &Arc<Server>) -> Addr {
-    Addr { addr: l.addr, ssl: l.ssl, proxy_protocol: l.proxy_protocol, server: server.clone() }
+    Addr { addr: l.addr, unix: l.unix.clone(), ssl: l.ssl, proxy_protocol: l.proxy_protocol, server: server.clone() }
 }

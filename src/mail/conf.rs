@@ -37,6 +37,8 @@ impl Route {
 /// One `listen` address with its server and flags.
 pub struct Addr {
     pub addr: SocketAddr,
+    /// `listen unix:PATH`: clients have no address (nginx's `unix:`).
+    pub unix: Option<std::sync::Arc<str>>,
     pub ssl: bool,
     pub proxy_protocol: bool,
     pub server: Arc<Server>,

@@ -165,7 +165,12 @@ pub async fn run(s: &mut Session, b: Backend) {
     let _ = tcp.set_nodelay(true);
     let mut up = Up { tcp, buf: Vec::new(), cap: conf.proxy_buffer.max(64), timeout: conf.timeout };
     if conf.proxy_protocol {
-        let header = crate::proxy_protocol::v1_line(s.client, s.local);
+        // A unix-domain client has no addresses to tell (nginx: UNKNOWN).
+        let header = if s.client_unix || s.addr.unix.is_some() {
+            b"PROXY UNKNOWN\r\n".to_vec()
+        } else {
+            crate::proxy_protocol::v1_line(s.client, s.local)
+        };
         if let Err(e) = up.send(&header).await {
             s.log(
                 Level::Error,
@@ -263,7 +268,8 @@ async fn login(s: &mut Session, up: &mut Up) -> Result<Vec<u8>, Result<Vec<u8>, 
             up.send(&line(&[verb, conf.server_name.as_bytes()])).await.map_err(Err)?;
             up.answer(Expect::Smtp2, b"").await?;
             if conf.xclient {
-                let mut x = format!("XCLIENT ADDR={}", xclient_addr(s.client.ip())).into_bytes();
+                let addr = if s.client_unix { s.client_text() } else { xclient_addr(s.client.ip()) };
+                let mut x = format!("XCLIENT ADDR={addr}").into_bytes();
                 if !s.login.is_empty() && !conf.proxy_smtp_auth {
                     x.extend_from_slice(b" LOGIN=");
                     x.extend_from_slice(&xtext(&s.login));

@@ -41,12 +41,18 @@ impl Acceptor for MailAccept {
     fn accepted(&self, w: &Rc<WorkerCtx>, stream: std::net::TcpStream, peer: SocketAddr, guard: ConnGuard) {
         let route = &self.conf.routes[self.index];
         let own = route.own.addr;
-        let local = if own.ip().is_unspecified() { stream.local_addr().unwrap_or(own) } else { own };
+        let wildcard = route.own.unix.is_none() && own.ip().is_unspecified();
+        let local = if wildcard { stream.local_addr().unwrap_or(own) } else { own };
         let addr = route.find(local).clone();
         let id = w.next_serial();
-        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false);
+        let unix = addr.unix.is_some();
+        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), unix);
         let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
-        crate::log_debug!(self.log(), debug, "*{} accept: {} fd:{}", id, peer, fd);
+        if unix {
+            crate::log_debug!(self.log(), debug, "*{} accept: unix: fd:{}", id, fd);
+        } else {
+            crate::log_debug!(self.log(), debug, "*{} accept: {} fd:{}", id, peer, fd);
+        }
         let fut = Box::pin(run(addr, stream, peer, local, (id, debug), guard));
         tokio::task::spawn_local(crate::clock::per_poll(fut));
     }
@@ -107,6 +113,9 @@ pub struct Session {
     /// to every log (`log::debug`).
     pub debug: bool,
     pub client: SocketAddr,
+    /// The client came over a unix-domain socket (`listen unix:`) and has
+    /// no address: nginx's `unix:` in logs, `Client-IP` and `XCLIENT`.
+    pub client_unix: bool,
     pub local: SocketAddr,
     pub protocol: Protocol,
     pub conn: Option<Conn>,
@@ -142,6 +151,19 @@ impl Session {
         &self.addr.server.conf
     }
 
+    /// The client as nginx writes it: its address, or `unix:`.
+    pub fn client_text(&self) -> String {
+        if self.client_unix { "unix:".to_string() } else { self.client.ip().to_string() }
+    }
+
+    /// The listen address as nginx writes it: `ADDR:PORT` or `unix:PATH`.
+    fn server_text(&self) -> String {
+        match &self.addr.unix {
+            Some(p) => format!("unix:{p}"),
+            None => self.local.to_string(),
+        }
+    }
+
     /// An error-log line about this session, in nginx's mail shape.
     pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
         let conf = self.conf();
@@ -150,9 +172,9 @@ impl Session {
         }
         let mut tail = format!(
             ", client: {}{}, server: {}",
-            self.client.ip(),
+            self.client_text(),
             if self.starttls_used { " using starttls" } else { "" },
-            self.local
+            self.server_text()
         );
         if !self.login.is_empty() {
             tail.push_str(&format!(", login: \"{}\"", String::from_utf8_lossy(&self.login)));
@@ -262,12 +284,16 @@ async fn run(
         Protocol::Pop3 => 128,
         Protocol::Smtp => conf.smtp_client_buffer,
     };
-    log_to!(conf.error_log, Level::Info, "*{} client {} connected to {}", id, peer, local);
+    match &addr.unix {
+        Some(path) => log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", id, path),
+        None => log_to!(conf.error_log, Level::Info, "*{} client {} connected to {}", id, peer, local),
+    }
     let mut s = Session {
         addr: addr.clone(),
         id,
         debug,
         client: peer,
+        client_unix: addr.unix.is_some(),
         local,
         protocol,
         conn: None,
@@ -294,11 +320,17 @@ async fn run(
     if addr.proxy_protocol {
         match crate::proxy_protocol::read(&mut tcp, conf.timeout).await {
             Ok(pp) => {
+                let trusted = if s.client_unix {
+                    conf.real_ip_from.contains(&crate::cidr::Cidr::Unix)
+                } else {
+                    crate::cidr::any_contains(&conf.real_ip_from, peer.ip())
+                };
                 if let Some(p) = &pp
-                    && crate::cidr::any_contains(&conf.real_ip_from, peer.ip())
+                    && trusted
                     && let Ok(ip) = p.src_addr.parse::<std::net::IpAddr>()
                 {
                     s.client = SocketAddr::new(ip, p.src_port);
+                    s.client_unix = false;
                 }
                 s.proxy_protocol = pp;
             }
@@ -343,6 +375,10 @@ async fn run(
 async fn client_name(s: &Session, r: &crate::resolver::ResolverConf) -> String {
     use crate::resolver::query;
     use crate::resolver::wire::Failure;
+    if s.client_unix {
+        // nginx does not look a unix-domain client up.
+        return "[UNAVAILABLE]".into();
+    }
     let ip = s.client.ip();
     let deadline = tokio::time::Instant::now() + s.conf().resolver_timeout;
     let fail = |f: Failure, what: &dyn std::fmt::Display| {
@@ -587,7 +623,7 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
             salt: if with_salt { s.salt.as_deref() } else { None },
             protocol: s.protocol,
             attempt: s.attempt,
-            client_ip: s.client.ip().to_string(),
+            client_ip: s.client_text(),
             client_host: s.host.as_deref(),
             proxy_protocol: s.proxy_protocol.as_ref(),
             smtp: if s.method == Method::None { Some((&s.smtp_helo, &s.smtp_from, &s.smtp_to)) } else { None },
