@@ -1,0 +1,41 @@
+//! HTTP/3 transport behaviour that nginx's own QUIC test client
+//! (nginx-tests, lib/Test/Nginx/HTTP3.pm) depends on, checked with the
+//! aioquic client (tests/common/h3.rs): what a client that stops reading
+//! for a while gets once it reads again.
+//!
+//! SLUICE_TEST_NGINX=1 skips them (the suite's reference nginx 1.22 has no
+//! HTTP/3).
+
+mod common;
+
+use common::h3::*;
+use common::tls::*;
+use common::*;
+
+const CERT: &str = "ssl_certificate tls/localhost.ecdsa.crt; ssl_certificate_key tls/localhost.ecdsa.key;";
+
+/// A server on {port} over QUIC (and TLS over TCP, which the harness waits
+/// for) with `extra` inside it.
+fn h3_server(extra: &str) -> ServerBuilder {
+    builder().tls_files().http(&format!(
+        "server {{\n  listen 127.0.0.1:{{port}} quic;\n  listen 127.0.0.1:{{port}} ssl;\n  server_name localhost;\n  {CERT}\n  root html;\n  {extra}\n}}"
+    ))
+}
+
+/// A client that does not acknowledge for a second gets PING probes, not
+/// copies of what it has not acknowledged yet (its session tickets, the
+/// response): nginx's test client dies ("bad inner") on a second copy of
+/// 1-RTT CRYPTO data it already consumed.
+#[test]
+fn a_stalled_client_gets_no_second_copy_of_its_tickets() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let s = h3_server("").file("html/index.html", "after the stall\n").start();
+    for _ in 0..2 {
+        let run = run(s.port, &["--stall", "1.2", "--request", "GET", "/index.html"]);
+        let r = run.one();
+        assert_eq!((r.status, r.body.as_str(), r.error.as_deref()), (200, "after the stall\n", None), "{run:?}");
+        assert_eq!(run.conn["dups_1rtt"], 0, "{run:?}");
+    }
+}
