@@ -22,10 +22,10 @@ fn h3_server(extra: &str) -> ServerBuilder {
     ))
 }
 
-/// A client that does not acknowledge for a second gets PING probes, not
-/// copies of what it has not acknowledged yet (its session tickets, the
-/// response): nginx's test client dies ("bad inner") on a second copy of
-/// 1-RTT CRYPTO data it already consumed.
+/// A client that does not acknowledge for a second gets loss probes without
+/// copies of its session tickets (or of the response): nginx's test client
+/// dies ("bad inner") on a second copy of 1-RTT CRYPTO data it already
+/// consumed.
 #[test]
 fn a_stalled_client_gets_no_second_copy_of_its_tickets() {
     if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {

@@ -485,9 +485,9 @@ impl Connection {
         for space in SpaceId::iter() {
             let request_immediate_ack =
                 space == SpaceId::Data && self.peer_supports_ack_frequency();
-            // sluice: 1-RTT probes are PINGs (see `maybe_queue_probe`).
-            let retransmit = space != SpaceId::Data;
-            self.spaces[space].maybe_queue_probe(request_immediate_ack, retransmit, &self.streams);
+            // sluice: 1-RTT probes copy no CRYPTO frames (see `maybe_queue_probe`).
+            let copy_crypto = space != SpaceId::Data;
+            self.spaces[space].maybe_queue_probe(request_immediate_ack, copy_crypto, &self.streams);
         }
 
         // Check whether we need to send a close message

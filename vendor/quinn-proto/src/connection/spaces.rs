@@ -113,16 +113,15 @@ impl PacketSpace {
     /// in-flight data either, we're probably a client guarding against a handshake
     /// anti-amplification deadlock and we just make something up.
     ///
-    /// sluice: `retransmit` false makes the probe a PING instead of a copy of the oldest
-    /// in-flight packet's frames, as nginx does (RFC 9002 6.2.4 lets the sender choose the
-    /// probe's content). Data still unacknowledged is then retransmitted once loss detection
-    /// declares it lost, after the PING is acknowledged. Some peers (nginx's own test client)
-    /// cannot take a second copy of CRYPTO data they already consumed, such as a session
-    /// ticket that a probe resent while they were not reading.
+    /// sluice: with `copy_crypto` false, CRYPTO frames are left out of the copy: they stay with
+    /// their packet and are resent only once loss detection declares it lost (nginx's probes
+    /// carry no copies at all, RFC 9002 6.2.4 lets the sender choose the probe's content). A
+    /// peer may not take a second copy of 1-RTT CRYPTO data it already consumed: nginx's own
+    /// test client dies on the session tickets resent by a probe while it was not reading.
     pub(super) fn maybe_queue_probe(
         &mut self,
         request_immediate_ack: bool,
-        retransmit: bool,
+        copy_crypto: bool,
         streams: &StreamsState,
     ) {
         if self.loss_probes == 0 {
@@ -141,15 +140,24 @@ impl PacketSpace {
         }
 
         // Retransmit the data of the oldest in-flight packet
-        if retransmit {
-            for packet in self.sent_packets.values_mut() {
-                if !packet.retransmits.is_empty(streams) {
-                    // Remove retransmitted data from the old packet so we don't end up
-                    // retransmitting it *again* even if the copy we're sending now gets
-                    // acknowledged.
-                    self.pending |= mem::take(&mut packet.retransmits);
-                    return;
+        for packet in self.sent_packets.values_mut() {
+            if !packet.retransmits.is_empty(streams) {
+                // Remove retransmitted data from the old packet so we don't end up retransmitting
+                // it *again* even if the copy we're sending now gets acknowledged.
+                let mut copy = mem::take(&mut packet.retransmits);
+                if !copy_crypto {
+                    if let Some(frames) = copy.retransmits.as_deref_mut() {
+                        if !frames.crypto.is_empty() {
+                            packet.retransmits.get_or_create().crypto = mem::take(&mut frames.crypto);
+                        }
+                    }
                 }
+                let only_crypto = copy.is_empty(streams);
+                self.pending |= copy;
+                if only_crypto {
+                    continue;
+                }
+                return;
             }
         }
 
