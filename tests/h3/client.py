@@ -16,6 +16,8 @@ plus a last line {"connection": {...}} with what the connection saw
 new local UDP port (a NAT rebinding: the server sees a new address).
 --on-progress FILE: when a quarter of the first response's body arrived,
 the client writes FILE (the test then reloads the server) and goes on.
+--reset-body-after S: each request sends its headers and the start of its
+body (--body-file), then resets its stream S seconds later.
 --stall S: once the requests are sent, the client blocks S seconds without
 reading or acknowledging (as nginx's test client does between its reads);
 the connection line's dups_1rtt counts the 1-RTT CRYPTO and STREAM frames
@@ -191,7 +193,7 @@ class Client(QuicConnectionProtocol):
             if e.stream_ended:
                 r.finish()
 
-    def request(self, method, path, authority, headers, body):
+    def request(self, method, path, authority, headers, body, reset_after=None):
         sid = self._quic.get_next_available_stream_id()
         hdrs = [
             (b":method", method.encode()),
@@ -201,6 +203,19 @@ class Client(QuicConnectionProtocol):
         ] + [(k.lower().encode(), v.encode()) for k, v in headers]
         r = Result()
         self.results[sid] = r
+        if reset_after is not None:
+            # The body's start, then RESET_STREAM (H3_REQUEST_CANCELLED).
+            self.http.send_headers(sid, hdrs, end_stream=False)
+            self.http.send_data(sid, body or b"", end_stream=False)
+
+            def reset():
+                self._quic.reset_stream(sid, 0x10C)
+                self.transmit()
+                r.finish("reset by the client")
+
+            asyncio.get_event_loop().call_later(reset_after, reset)
+            self.transmit()
+            return r
         self.http.send_headers(sid, hdrs, end_stream=body is None)
         if body is not None:
             self.http.send_data(sid, body, end_stream=True)
@@ -243,6 +258,7 @@ async def main():
     ap.add_argument("--rebind-after", type=int)
     ap.add_argument("--on-progress")
     ap.add_argument("--stall", type=float)
+    ap.add_argument("--reset-body-after", type=float)
     ap.add_argument("--early-data-file")
     ap.add_argument("--request", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--header", action="append", default=[])
@@ -281,7 +297,7 @@ async def main():
                 proto.on_bytes.append(maybe_rebind)
             results = []
             for method, path in a.request or [("GET", "/")]:
-                results.append(proto.request(method, path, authority, headers, body))
+                results.append(proto.request(method, path, authority, headers, body, a.reset_body_after))
             if a.stall:
                 # Blocks the event loop: datagrams wait in the socket.
                 time.sleep(a.stall)
