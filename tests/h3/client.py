@@ -16,6 +16,12 @@ plus a last line {"connection": {...}} with what the connection saw
 new local UDP port (a NAT rebinding: the server sees a new address).
 --on-progress FILE: when a quarter of the first response's body arrived,
 the client writes FILE (the test then reloads the server) and goes on.
+--reset-body-after S: each request sends its headers and the start of its
+body (--body-file), then resets its stream S seconds later.
+--stall S: once the requests are sent, the client blocks S seconds without
+reading or acknowledging (as nginx's test client does between its reads);
+the connection line's dups_1rtt counts the 1-RTT CRYPTO and STREAM frames
+that repeated data already received (copies the server resent).
 """
 import argparse
 import asyncio
@@ -25,11 +31,13 @@ import os
 import socket
 import ssl
 import sys
+import time
 
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
 from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
+from aioquic import tls
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
 
@@ -90,6 +98,43 @@ class Client(QuicConnectionProtocol):
         # The server's unidirectional streams, to see its GOAWAY on the
         # control stream (aioquic reads and drops it without an event).
         self.uni = {}
+        self.dups_1rtt = 0
+        self.spy_dups()
+
+    def spy_dups(self):
+        """Counts the 1-RTT CRYPTO and STREAM frames whose data overlaps data
+        already received on the same stream: aioquic drops such copies,
+        nginx's test client dies on a copy of CRYPTO data ("bad inner")."""
+        handlers = self._quic._QuicConnection__frame_handlers
+        seen = {}
+
+        def spy(frame_type, buf, epoch):
+            pos = buf.tell()
+            if frame_type == 0x06:
+                key, off = "crypto", buf.pull_uint_var()
+                n = buf.pull_uint_var()
+            else:
+                key = buf.pull_uint_var()
+                off = buf.pull_uint_var() if frame_type & 4 else 0
+                n = buf.pull_uint_var() if frame_type & 2 else buf.capacity - buf.tell()
+            buf.seek(pos)
+            if epoch == tls.Epoch.ONE_RTT and n:
+                ranges = seen.setdefault(key, [])
+                if any(s < off + n and off < e for s, e in ranges):
+                    self.dups_1rtt += 1
+                ranges.append((off, off + n))
+
+        def wrap(frame_type):
+            orig, epochs = handlers[frame_type]
+
+            def handler(context, ft, buf):
+                spy(ft, buf, context.epoch)
+                return orig(context, ft, buf)
+
+            handlers[frame_type] = (handler, epochs)
+
+        for t in [0x06] + list(range(0x08, 0x10)):
+            wrap(t)
 
     def watch_control(self, event):
         buf = self.uni.setdefault(event.stream_id, bytearray())
@@ -148,7 +193,7 @@ class Client(QuicConnectionProtocol):
             if e.stream_ended:
                 r.finish()
 
-    def request(self, method, path, authority, headers, body):
+    def request(self, method, path, authority, headers, body, reset_after=None):
         sid = self._quic.get_next_available_stream_id()
         hdrs = [
             (b":method", method.encode()),
@@ -158,6 +203,19 @@ class Client(QuicConnectionProtocol):
         ] + [(k.lower().encode(), v.encode()) for k, v in headers]
         r = Result()
         self.results[sid] = r
+        if reset_after is not None:
+            # The body's start, then RESET_STREAM (H3_REQUEST_CANCELLED).
+            self.http.send_headers(sid, hdrs, end_stream=False)
+            self.http.send_data(sid, body or b"", end_stream=False)
+
+            def reset():
+                self._quic.reset_stream(sid, 0x10C)
+                self.transmit()
+                r.finish("reset by the client")
+
+            asyncio.get_event_loop().call_later(reset_after, reset)
+            self.transmit()
+            return r
         self.http.send_headers(sid, hdrs, end_stream=body is None)
         if body is not None:
             self.http.send_data(sid, body, end_stream=True)
@@ -199,6 +257,8 @@ async def main():
     ap.add_argument("--timeout", type=float, default=30)
     ap.add_argument("--rebind-after", type=int)
     ap.add_argument("--on-progress")
+    ap.add_argument("--stall", type=float)
+    ap.add_argument("--reset-body-after", type=float)
     ap.add_argument("--early-data-file")
     ap.add_argument("--request", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--header", action="append", default=[])
@@ -216,7 +276,16 @@ async def main():
     authority = a.authority or "%s:%d" % (cfg.server_name, a.port)
     out = {"alpn": None, "rebinds": 0}
     try:
-        async with connect(a.host, a.port, configuration=cfg, create_protocol=Client, wait_connected=True) as proto:
+        # A session ticket handler makes aioquic offer resumption, so the
+        # server sends its tickets (1-RTT CRYPTO) as to nginx's test client.
+        async with connect(
+            a.host,
+            a.port,
+            configuration=cfg,
+            create_protocol=Client,
+            session_ticket_handler=lambda ticket: None,
+            wait_connected=True,
+        ) as proto:
             out["alpn"] = proto._quic.tls.alpn_negotiated
             if a.rebind_after is not None:
                 def maybe_rebind(p, state={"done": False}):
@@ -228,7 +297,10 @@ async def main():
                 proto.on_bytes.append(maybe_rebind)
             results = []
             for method, path in a.request or [("GET", "/")]:
-                results.append(proto.request(method, path, authority, headers, body))
+                results.append(proto.request(method, path, authority, headers, body, a.reset_body_after))
+            if a.stall:
+                # Blocks the event loop: datagrams wait in the socket.
+                time.sleep(a.stall)
             if a.on_progress:
                 def progress(p, state={"done": False}):
                     r = results[0]
@@ -251,6 +323,7 @@ async def main():
             await asyncio.sleep(0.05)
             out["goaway"] = proto.goaway
             out["terminated"] = proto.terminated
+            out["dups_1rtt"] = proto.dups_1rtt
     except Exception as e:  # handshake failures and the like
         out["error"] = "%s: %s" % (type(e).__name__, e)
     print(json.dumps({"connection": out}))

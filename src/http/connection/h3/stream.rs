@@ -222,7 +222,12 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
                 log(&w, &ctx, &r, 0, started, false);
                 return;
             }
-            Read::Failed => return,
+            Read::Failed => {
+                // The client reset the stream (or closed the connection)
+                // before its body ended: logged 499, as nginx does.
+                log(&w, &ctx, &Response::new(499), 0, started, false);
+                return;
+            }
         };
     } else if has_body && resp.status != 413 {
         unread = true;
