@@ -177,6 +177,20 @@ fn keepalive(v: &str, o: &mut SockOpts) -> Option<()> {
     Some(())
 }
 
+/// The address of a stream or mail `listen`: `ADDRESS:PORT` (a port is
+/// required, as nginx's stream and mail modules require one) or
+/// `unix:PATH`, whose address is then `listener::unix::PLACEHOLDER`.
+pub fn family_listen_target(raw: &str) -> Result<(SocketAddr, Option<std::sync::Arc<str>>), String> {
+    if let Some(path) = raw.strip_prefix("unix:") {
+        return Ok((crate::listener::unix::PLACEHOLDER, Some(crate::listener::unix::listen_path(path)?)));
+    }
+    let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
+    if !has_port {
+        return Err(format!("no port in \"{raw}\" of the \"listen\" directive"));
+    }
+    Ok((parse_listen_addr(raw)?, None))
+}
+
 /// nginx's forms: `80`, `*:80`, `127.0.0.1`, `127.0.0.1:80`, `[::1]:80`,
 /// `localhost:80`. A bare address means port 80.
 pub fn parse_listen_addr(raw: &str) -> Result<SocketAddr, String> {

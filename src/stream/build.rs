@@ -350,19 +350,7 @@ pub fn implicit_upstream(raw: &str, index: usize) -> Result<Upstream, String> {
 /// [reuseport] [bind] [so_keepalive=...] [rcvbuf=] [sndbuf=] [fastopen=]`.
 fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
     let raw = d.args[0].text.as_str();
-    let (addr, unix) = match raw.strip_prefix("unix:") {
-        Some(path) => {
-            let path = crate::listener::unix::listen_path(path).map_err(|m| ConfError::at(m, &d.span))?;
-            (crate::listener::unix::PLACEHOLDER, Some(path))
-        }
-        None => {
-            let has_port = raw.bytes().all(|b| b.is_ascii_digit()) || crate::config::upstream_block::has_port(raw);
-            if !has_port {
-                return Err(ConfError::at(format!("no port in \"{}\" of the \"listen\" directive", raw), &d.span));
-            }
-            (crate::config::set_server::parse_listen_addr(raw).map_err(|m| ConfError::at(m, &d.span))?, None)
-        }
-    };
+    let (addr, unix) = crate::config::set_server::family_listen_target(raw).map_err(|m| ConfError::at(m, &d.span))?;
     let mut l = ListenSpec {
         addr,
         unix,

@@ -12,8 +12,7 @@ use crate::config::model::LocConf;
 use crate::config::parser::Directive;
 use crate::config::table::{Cmd, LOC, R, Set, cmd};
 use crate::http::handler::ctx::{ReqCtx, query_arg};
-use crate::http::handler::{Step, error, static_file};
-use crate::http::request::Method;
+use crate::http::handler::{Step, static_file};
 
 pub static DIRECTIVES: &[Cmd] = &[cmd("flv", LOC, 0, 0, Set::Loc(flv))];
 
@@ -29,24 +28,10 @@ fn flv(c: &mut LocConf, _: &Directive, _: &mut Ctx) -> R {
 
 /// The location's content handler.
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
-    let method = ctx.req.method();
-    if !matches!(method, Method::Get | Method::Head) {
-        return Step::Done(error(ctx, 405));
-    }
-    // nginx's handler declines a directory, and the static module (index,
-    // the redirect to the slash) answers.
-    if ctx.req.path.ends_with(b"/") || static_file::alias_refused(ctx) {
-        return static_file::serve(ctx);
-    }
-    let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
-    static_file::map_path(ctx, &ctx.req.path, &mut path);
-    let file = match static_file::open_logged(ctx, &path) {
-        Ok(f) => f,
-        Err(e) => return Step::Done(error(ctx, e.status())),
+    let (file, path) = match static_file::streamable(ctx) {
+        static_file::Streamable::File(f, p) => (f, p),
+        static_file::Streamable::Answered(step) => return step,
     };
-    if file.is_dir {
-        return static_file::serve(ctx);
-    }
     ctx.filename = Some(path);
     let start = ctx.req.args.as_deref().and_then(|a| query_arg(a, "start")).map_or(0, |v| start_of(v, file.size));
     let head: &[u8] = if start > 0 { HEADER } else { b"" };

@@ -94,6 +94,33 @@ pub fn alias_refused(ctx: &ReqCtx<'_, '_>) -> bool {
     true
 }
 
+/// What a pseudo-streaming handler (`flv`, `mp4`) works on: the request's
+/// file, opened as the static module opens it, and its path; or the answer
+/// when there is none to cut: 405 for a method other than GET and HEAD,
+/// the static module's for a directory (index, the redirect to the slash)
+/// or a refused `alias`, as nginx's handlers decline those, and the open
+/// error's status.
+pub enum Streamable<'c> {
+    File(Rc<OpenFile>, Vec<u8>),
+    Answered(Step<'c>),
+}
+
+pub fn streamable<'c>(ctx: &mut ReqCtx<'c, '_>) -> Streamable<'c> {
+    if !matches!(ctx.req.method(), Method::Get | Method::Head) {
+        return Streamable::Answered(Step::Done(error(ctx, 405)));
+    }
+    if ctx.req.path.ends_with(b"/") || alias_refused(ctx) {
+        return Streamable::Answered(serve(ctx));
+    }
+    let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
+    map_path(ctx, &ctx.req.path, &mut path);
+    match open_logged(ctx, &path) {
+        Ok(f) if f.is_dir => Streamable::Answered(serve(ctx)),
+        Ok(f) => Streamable::File(f, path),
+        Err(e) => Streamable::Answered(Step::Done(error(ctx, e.status()))),
+    }
+}
+
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
     let method = ctx.req.method();
     if !matches!(method, Method::Get | Method::Head | Method::Post) {

@@ -24,7 +24,6 @@ use crate::config::table::{Cmd, HSL, LOC, R, Set, cmd};
 use crate::http::handler::ctx::{ReqCtx, query_arg};
 use crate::http::handler::open_cache::OpenFile;
 use crate::http::handler::{Step, error, static_file};
-use crate::http::request::Method;
 use crate::log::error::Level;
 use crate::log_req;
 
@@ -114,24 +113,10 @@ impl Source for FileSource<'_> {
 
 /// The location's content handler.
 pub fn serve<'c>(ctx: &mut ReqCtx<'c, '_>) -> Step<'c> {
-    let method = ctx.req.method();
-    if !matches!(method, Method::Get | Method::Head) {
-        return Step::Done(error(ctx, 405));
-    }
-    // nginx's handler declines a directory, and the static module (index,
-    // the redirect to the slash) answers.
-    if ctx.req.path.ends_with(b"/") || static_file::alias_refused(ctx) {
-        return static_file::serve(ctx);
-    }
-    let mut path = Vec::with_capacity(ctx.conf.root.path.len() + ctx.req.path.len());
-    static_file::map_path(ctx, &ctx.req.path, &mut path);
-    let file = match static_file::open_logged(ctx, &path) {
-        Ok(f) => f,
-        Err(e) => return Step::Done(error(ctx, e.status())),
+    let (file, path) = match static_file::streamable(ctx) {
+        static_file::Streamable::File(f, p) => (f, p),
+        static_file::Streamable::Answered(step) => return step,
     };
-    if file.is_dir {
-        return static_file::serve(ctx);
-    }
     let (start, length) = match ctx.req.args.as_deref() {
         Some(a) if !a.is_empty() => times(a),
         _ => (None, 0),
