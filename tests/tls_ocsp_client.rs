@@ -11,8 +11,8 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
 
 use common::tls::*;
 use common::*;
@@ -72,41 +72,6 @@ fn run(dir: &Path, args: &[&str], db: &str, aia: u16) {
     assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// A responder for the CA `ca` (its database `db`), signing with the CA's
-/// own key; waits until it answers about `probe`.
-fn responder(dir: &Path, port: u16, ca: &str, db: &str, probe: &str) -> Child {
-    let (crt, key) = (format!("{ca}.crt"), format!("{ca}.key"));
-    let mut child = Command::new("openssl")
-        .args(["ocsp", "-index", db, "-port", &port.to_string(), "-CA", &crt])
-        .args(["-rsigner", &crt, "-rkey", &key, "-ndays", "1"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl ocsp");
-    // Ready when it answers a real query (a bare connect-and-close probe
-    // leaves OpenSSL 3's `ocsp -port` stuck on that connection).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let url = format!("http://127.0.0.1:{port}/");
-        let q = Command::new("openssl")
-            .args(["ocsp", "-issuer", &crt, "-cert", probe, "-url", &url, "-timeout", "2", "-noverify"])
-            .current_dir(dir)
-            .output()
-            .expect("openssl ocsp query");
-        if String::from_utf8_lossy(&q.stdout).contains(&format!("{probe}: ")) {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the OCSP responder for {ca} did not start");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    child
-}
-
 fn pki() -> Pki {
     let dir = temp_dir("ocsp-client");
     let (root_port, int_port) = (free_port(), free_port());
@@ -144,8 +109,8 @@ fn pki() -> Pki {
     let revoke = ["ca", "-config", "ca.cnf", "-revoke", "revoked.crt", "-keyfile", "int.key", "-cert", "int.crt"];
     run(&dir, &revoke, "int.db", int_port);
     let responders = vec![
-        responder(&dir, root_port, "root", "root.db", "int.crt"),
-        responder(&dir, int_port, "int", "int.db", "good.crt"),
+        ocsp_responder(&dir, root_port, "root.db", "root", "root", "int.crt"),
+        ocsp_responder(&dir, int_port, "int.db", "int", "int", "good.crt"),
     ];
     Pki { dir, responders, int_port }
 }

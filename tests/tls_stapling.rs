@@ -12,7 +12,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::tls::*;
@@ -89,32 +89,7 @@ fn pki(signer: &str) -> Pki {
         std::fs::write(dir.join(format!("{name}-chain.crt")), chain).unwrap();
     }
     run(&dir, &["ca", "-config", "ca.cnf", "-revoke", "revoked.crt", "-keyfile", "root.key", "-cert", "root.crt"], "x");
-    let (rsigner, rkey) = (format!("{signer}.crt"), format!("{signer}.key"));
-    let responder = Command::new("openssl")
-        .args(["ocsp", "-index", "index", "-port", &port.to_string(), "-CA", "root.crt"])
-        .args(["-rsigner", &rsigner, "-rkey", &rkey, "-ndays", "1"])
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl ocsp");
-    // Ready when it answers a real query: a bare connect-and-close probe
-    // leaves OpenSSL 3's `ocsp -port` spinning on that connection, and it
-    // then answers nothing.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let url = format!("http://127.0.0.1:{port}/");
-        let q = Command::new("openssl")
-            .args(["ocsp", "-issuer", "root.crt", "-cert", "good.crt", "-url", &url, "-timeout", "2", "-noverify"])
-            .current_dir(&dir)
-            .output()
-            .expect("openssl ocsp query");
-        if String::from_utf8_lossy(&q.stdout).contains("good.crt: good") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the OCSP responder did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let responder = ocsp_responder(&dir, port, "index", "root", signer, "good.crt");
     Pki { dir, responder, port }
 }
 

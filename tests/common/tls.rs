@@ -562,3 +562,42 @@ pub fn h2load(args: &[&str]) -> H2load {
         output,
     }
 }
+
+// ---------------------------------------------------------------------------
+// OCSP responders
+
+/// `openssl ocsp -port` on loopback for the CA `ca` (`ca.crt`, its
+/// database `index` in `dir`), signing with `signer.crt`/`signer.key`.
+/// Returns once it answers a real query about `probe` (a bare
+/// connect-and-close probe leaves OpenSSL 3's responder stuck on that
+/// connection); the caller kills it.
+pub fn ocsp_responder(dir: &Path, port: u16, index: &str, ca: &str, signer: &str, probe: &str) -> std::process::Child {
+    let crt = format!("{ca}.crt");
+    let mut child = Command::new("openssl")
+        .args(["ocsp", "-index", index, "-port", &port.to_string(), "-CA", &crt])
+        .args(["-rsigner", &format!("{signer}.crt"), "-rkey", &format!("{signer}.key"), "-ndays", "1"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl ocsp");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let url = format!("http://127.0.0.1:{port}/");
+        let q = Command::new("openssl")
+            .args(["ocsp", "-issuer", &crt, "-cert", probe, "-url", &url, "-timeout", "2", "-noverify"])
+            .current_dir(dir)
+            .output()
+            .expect("openssl ocsp query");
+        if String::from_utf8_lossy(&q.stdout).contains(&format!("{probe}: ")) {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the OCSP responder for {ca} did not start");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
