@@ -309,8 +309,9 @@ fn ssi_includes_run_at_the_same_time_in_page_order() {
 }
 
 /// ssl_sni_reneg.t: a TLS 1.2 client that renegotiates mid-request loses
-/// its connection, with nginx's notice; rustls alone would refuse with a
-/// warning and leave the client waiting for a new handshake.
+/// its connection after the `no_renegotiation` alert, with nginx's notice;
+/// rustls alone would refuse with the alert and leave the client waiting
+/// for a new handshake.
 #[test]
 fn tls12_renegotiation_ends_the_connection() {
     use common::tls::TlsFiles;
@@ -362,6 +363,9 @@ fn tls12_renegotiation_ends_the_connection() {
     let (ended, out) = client(&["GET / HTTP/1.0\n", "R\n", "Host: localhost\n\n"]);
     assert!(out.contains("RENEGOTIATING"), "the client did not renegotiate: {out}");
     assert!(ended, "the server kept the connection");
+    // OpenSSL's warning alert, which is what tells a client (and testssl)
+    // that the renegotiation was refused.
+    assert!(out.contains("no renegotiation"), "no refusal alert: {out}");
     assert!(
         !out.contains("served") && !out.contains("HTTP/1.1"),
         "answered after a renegotiation: {}",

@@ -7,8 +7,12 @@
 //! `Watched`, which follows the TLS record headers of what the client
 //! sends: once the handshake is done, a record of the handshake content
 //! type is a renegotiation (TLS 1.2 sends none otherwise, and TLS 1.3
-//! encrypts every later handshake message as application data), and the
-//! read fails with `RenegotiationRefused`'s error instead.
+//! encrypts every later handshake message as application data). The
+//! record still reaches rustls, which queues the `no_renegotiation`
+//! warning alert OpenSSL also sends (clients and scanners such as
+//! testssl read a renegotiation as refused only when that alert
+//! arrives); the read after it fails with `RenegotiationRefused`'s error,
+//! and the connection flushes the alert as it closes.
 
 use std::io;
 use std::pin::Pin;
@@ -98,14 +102,14 @@ impl Watched {
 impl AsyncRead for Watched {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let before = buf.filled().len();
-        if !this.scan.tripped {
-            ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
-        }
-        if this.scan.feed(&buf.filled()[before..]) {
-            buf.set_filled(before);
+        if this.scan.tripped {
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, RenegotiationRefused)));
         }
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut this.io).poll_read(cx, buf))?;
+        // A renegotiation in these bytes still goes up, for rustls's
+        // alert; the next read is refused.
+        this.scan.feed(&buf.filled()[before..]);
         Poll::Ready(Ok(()))
     }
 }

@@ -298,6 +298,15 @@ impl Sock {
         }
     }
 
+    /// Sends what rustls has queued (the `no_renegotiation` alert of a
+    /// refused renegotiation) without ending the session: nginx sends no
+    /// close_notify after a renegotiation either.
+    pub async fn flush_alert(&mut self) {
+        if let Sock::Tls(t) = self {
+            let _ = crate::clock::timeout(std::time::Duration::from_millis(500), t.flush()).await;
+        }
+    }
+
     /// Ends a TLS session with close_notify before the socket closes, as
     /// nginx's SSL_shutdown does; a no-op for plain sockets.
     pub async fn close_notify(&mut self) {

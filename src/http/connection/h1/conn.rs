@@ -248,6 +248,7 @@ async fn read_head(c: &mut Conn, g: &ListenGroup, started: Instant) -> Result<Op
                     c.info.id,
                     c.info.peer.ip()
                 );
+                c.stream.flush_alert().await;
                 return Ok(None);
             }
             Ok(Ok(0)) | Ok(Err(_)) => {
