@@ -48,7 +48,9 @@ pub fn apply<'c>(ctx: &mut ReqCtx<'c, '_>, resp: Response<'c>) -> Response<'c> {
         Some(c) => Some(c),
     };
     ctx.err_status = Some(forced.unwrap_or(0));
-    if ctx.req.method != Method::Head {
+    // A page by URI is fetched with GET (HEAD stays HEAD); a named location
+    // gets the request as it came, method and all, as in nginx.
+    if matches!(step, Step::Redirect(..)) && ctx.req.method != Method::Head {
         ctx.req.method = Method::Get;
     }
     ctx.redirects += 1;

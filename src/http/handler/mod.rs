@@ -482,6 +482,12 @@ pub fn intercepted<'c>(ctx: &mut ReqCtx<'c, '_>, origin: &Response<'c>) -> Respo
 
 /// The header filters on a response that came from an origin.
 pub fn finish_proxied<'c>(ctx: &mut ReqCtx<'c, '_>, mut resp: Response<'c>) -> Response<'c> {
+    // The origin of an error_page's location answered: without `=` the
+    // original status goes out with its page, `=code` forces one (nginx's
+    // r->err_status); `=` alone keeps the origin's.
+    if let Some(s) = ctx.err_status.filter(|s| *s != 0) {
+        resp.status = s;
+    }
     // The slice module's filter comes first, as in nginx's filter order.
     if let Some(r) = crate::http::slice::filter::apply(ctx, &mut resp) {
         return r;

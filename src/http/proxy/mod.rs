@@ -107,9 +107,16 @@ pub async fn respond<'c>(w: &WorkerCtx, ctx: &mut ReqCtx<'c, '_>, client: &mut C
     // 415` naming a proxied location).
     if crate::http::handler::suspended(ctx) {
         resp = Box::pin(crate::http::handler::complete(w, ctx, resp)).await;
-        if matches!(resp.body, Body::Proxy) {
-            resp = Box::pin(respond(w, ctx, client)).await;
-        }
+    }
+    // An error_page that names a location with an origin of its own (an
+    // intercepted error, a failed origin: `error_page 502 = @fallback`)
+    // goes there now, as nginx's internal redirect runs that location's
+    // handler; error_page counts the redirects, so this ends.
+    if matches!(resp.body, Body::Proxy) {
+        ctx.cache = None;
+        ctx.cache_status = None;
+        ctx.proxy_pass = None;
+        resp = Box::pin(respond(w, ctx, client)).await;
     }
     resp
 }
