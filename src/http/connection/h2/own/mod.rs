@@ -57,7 +57,8 @@ pub fn enabled() -> bool {
 
 /// Reads stop while this much output waits for a peer that does not read.
 const OUT_HIGH: usize = 256 * 1024;
-/// One read: a whole frame of the largest size we accept, and its head.
+/// One read: a whole frame of the protocol's default size, and its head
+/// (larger DATA frames are taken piecewise).
 const READ_BUF: usize = frame::MIN_MAX_FRAME as usize + frame::HEAD_LEN;
 /// Stream errors a peer may provoke before the connection is cut (the h2
 /// crate's `max_local_error_reset_streams`).
@@ -67,6 +68,8 @@ pub struct Loop {
     st: Rc<RefCell<state::Conn>>,
     dec: Decoder,
     cont: Option<recv::Continuing>,
+    /// The rest of a large frame still arriving, passed on piecewise.
+    rest: Option<recv::Rest>,
     /// How far an incomplete HEADERS frame's block has been looked at.
     partial_scan: usize,
     preface_left: usize,
@@ -110,12 +113,14 @@ where
     let header_limit = n * size;
     let stream_target = conf.http2.body_preread_size.clamp(0, (1 << 31) - 1) as u32;
     let conn_target = conf.http2.recv_buffer_size.clamp(65535, (1 << 31) - 1) as u32;
-    // nginx takes frames of any size (it announces 2^24-1) and reads them
-    // piecewise; here a frame is read whole. With the default buffers the
-    // protocol's default (16 KiB) is announced and kept, as RFC 9113
-    // wants it enforced (h2spec 4.2); buffers raised past nginx's
-    // defaults raise it to the most a header block or a stream's window
-    // may hold, so a client may send either in one frame, as to nginx.
+    // nginx announces frames of any size (2^24-1) and reads them
+    // piecewise. Here the protocol's default (16 KiB) is announced and
+    // enforced with the default buffers, as RFC 9113 wants a receiver's
+    // limit enforced (h2spec 4.2/2 and 4.2/3 send 16,385 bytes whatever
+    // was announced); buffers raised past nginx's defaults raise it to the
+    // most a header block or a stream's window may hold, so a client may
+    // send either in one frame, as to nginx. Frames past the default size
+    // are read piecewise (`recv::Rest`), never held whole.
     let raised = header_limit > 4 * 8192 || stream_target > 64 * 1024;
     let frame_limit = if raised {
         (header_limit.min(u32::MAX as usize) as u32)
@@ -147,6 +152,7 @@ where
         st: st.clone(),
         dec: Decoder::new(super::hpack::encode::MAX_TABLE).with_field_limit(size),
         cont: None,
+        rest: None,
         partial_scan: 0,
         preface_left: recv::PREFACE.len(),
         frame_seen: false,

@@ -19,6 +19,20 @@ pub struct Continuing {
     pub block: Vec<u8>,
 }
 
+/// A frame larger than the protocol's default size whose payload is
+/// taken as it arrives instead of whole (nginx's reading): a DATA frame's
+/// bytes go to the stream piece by piece, an unknown frame is skipped.
+pub struct Rest {
+    pub stream: u32,
+    /// Payload bytes still to come, padding included.
+    pub left: u32,
+    /// Padding at the payload's end.
+    pub pad: u32,
+    pub end_stream: bool,
+    /// An unknown frame type: nothing to pass on.
+    pub skip: bool,
+}
+
 impl Loop {
     /// Reads every complete frame in `buf`; returns the bytes used.
     /// Err is a connection error, to be sent as GOAWAY.
@@ -36,10 +50,50 @@ impl Loop {
                 return Ok(pos);
             }
         }
-        while buf.len() - pos >= frame::HEAD_LEN {
+        loop {
+            if self.rest.is_some() {
+                let n = self.on_rest(&buf[pos..])?;
+                pos += n;
+                if self.rest.is_some() || self.exiting {
+                    break;
+                }
+            }
+            if buf.len() - pos < frame::HEAD_LEN {
+                break;
+            }
             let head = Head::parse(buf[pos..pos + frame::HEAD_LEN].try_into().unwrap_or(&[0; 9]));
             if head.len > self.frame_limit {
                 return Err((Code::FrameSize, "frame larger than SETTINGS_MAX_FRAME_SIZE"));
+            }
+            if head.len > frame::MIN_MAX_FRAME {
+                match head.kind {
+                    frame::DATA => {
+                        let Some(at) = self.start_rest(&head, &buf[pos + frame::HEAD_LEN..])? else {
+                            break;
+                        };
+                        pos += frame::HEAD_LEN + at;
+                        continue;
+                    }
+                    frame::HEADERS | frame::CONTINUATION => self.check_block_len(head.len as usize)?,
+                    frame::SETTINGS
+                    | frame::PRIORITY
+                    | frame::RST_STREAM
+                    | frame::PING
+                    | frame::GOAWAY
+                    | frame::WINDOW_UPDATE => {
+                        return Err((Code::FrameSize, "control frame larger than 16384 bytes"));
+                    }
+                    frame::PUSH_PROMISE => {}
+                    _ => {
+                        if self.cont.is_some() {
+                            return Err((Code::Protocol, "header block interrupted"));
+                        }
+                        self.rest =
+                            Some(Rest { stream: head.stream, left: head.len, pad: 0, end_stream: false, skip: true });
+                        pos += frame::HEAD_LEN;
+                        continue;
+                    }
+                }
             }
             if head.kind == frame::PUSH_PROMISE {
                 // Known wrong from its head: no need to wait for the
@@ -61,6 +115,70 @@ impl Loop {
             }
         }
         Ok(pos)
+    }
+
+    /// The head of a DATA frame too large to wait for: its checks (those
+    /// `frame::parse` makes on a whole one), then `Rest`. None while its
+    /// pad length has not arrived; else the payload bytes used.
+    fn start_rest(&mut self, head: &Head, payload: &[u8]) -> Result<Option<usize>, (Code, &'static str)> {
+        self.frame_seen = true;
+        if self.cont.is_some() {
+            return Err((Code::Protocol, "header block interrupted"));
+        }
+        if head.stream == 0 {
+            return Err((Code::Protocol, "DATA on stream 0"));
+        }
+        let (used, pad) = if head.flags & frame::PADDED != 0 {
+            let Some(&pad) = payload.first() else { return Ok(None) };
+            if u32::from(pad) >= head.len {
+                return Err((Code::Protocol, "DATA padding past the frame"));
+            }
+            (1, u32::from(pad))
+        } else {
+            (0, 0)
+        };
+        let end_stream = head.flags & frame::END_STREAM != 0;
+        self.rest = Some(Rest { stream: head.stream, left: head.len, pad, end_stream, skip: false });
+        if used > 0 {
+            // The pad length byte counts against the windows too.
+            self.rest_piece(&[], used as u32)?;
+        }
+        Ok(Some(used))
+    }
+
+    /// Passes on what arrived of a `Rest`; returns the bytes used.
+    fn on_rest(&mut self, buf: &[u8]) -> Result<usize, (Code, &'static str)> {
+        let Some(r) = &self.rest else { return Ok(0) };
+        let n = (r.left as usize).min(buf.len());
+        if n == 0 {
+            return Ok(0);
+        }
+        if r.skip {
+            let r = self.rest.as_mut().map(|r| {
+                r.left -= n as u32;
+                r.left
+            });
+            if r == Some(0) {
+                self.rest = None;
+            }
+            return Ok(n);
+        }
+        // The data lies before the padding.
+        let data = (r.left.saturating_sub(r.pad) as usize).min(n);
+        self.rest_piece(&buf[..data], n as u32)?;
+        Ok(n)
+    }
+
+    /// One piece of a DATA `Rest`: `flow` bytes of the frame, `data` of
+    /// them the stream's; the last piece carries END_STREAM.
+    fn rest_piece(&mut self, data: &[u8], flow: u32) -> Result<(), (Code, &'static str)> {
+        let Some(r) = self.rest.as_mut() else { return Ok(()) };
+        r.left -= flow.min(r.left);
+        let (stream, last, end) = (r.stream, r.left == 0, r.end_stream);
+        if last {
+            self.rest = None;
+        }
+        self.on_data(stream, data, last && end, flow)
     }
 
     fn on_frame(&mut self, head: &Head, payload: &[u8]) -> Result<(), (Code, &'static str)> {
