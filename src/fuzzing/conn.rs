@@ -39,10 +39,12 @@ use crate::worker::{ConnGuard, WorkerCtx};
 /// that returns Pending is a yield; the in-memory client never blocks).
 const POLLS: usize = 10_000;
 
-/// Two addresses, two rule sets. `:1` as shipped (nginx's limits), with
-/// server names and locations for the usual answers; `:2` with limits
+/// Three addresses, three rule sets. `:1` as shipped (nginx's limits),
+/// with server names and locations for the usual answers; `:2` with limits
 /// small enough for fuzzed inputs to reach (414, 494, 413 on a tiny body
-/// limit, a few requests per connection) and the lenient header options.
+/// limit, a few requests per connection) and the lenient header options;
+/// `:3` with HTTP/2 buffers raised, so frames past 16 KiB are allowed and
+/// read piecewise (h2_conn).
 /// `X-Method` marks each answer with the request's method, so the check
 /// knows which have no body (HEAD).
 const CONF: &str = r#"
@@ -80,6 +82,12 @@ http {
         chunked_transfer_encoding off;
         location / { return 200 "two\n"; }
         location /e { return 500; }
+    }
+    server {
+        listen 127.0.0.1:3;
+        http2_body_preread_size 128k;
+        client_max_body_size 1m;
+        location / { return 200 "three\n"; }
     }
 }
 "#;

@@ -7,7 +7,9 @@
 //! client of `h1_conn` (`connection/mem`) stands behind a small adapter;
 //! the worker, configuration and runtime are `h1_conn`'s (`conn::with`).
 //! Input gets the preface and an empty SETTINGS frame put in front unless
-//! its first byte's low bit is set, so most inputs reach the frames.
+//! its first byte's low bit is set, so most inputs reach the frames; its
+//! second bit picks the listen with raised buffers, where frames past
+//! 16 KiB are taken piecewise.
 //!
 //! Properties: no panic; the connection ends within the polls allowed
 //! (the client never makes it wait: a loop still pending waits for nothing
@@ -68,10 +70,13 @@ pub fn h2_conn(data: &[u8]) {
     let sends = super::Picks::new(data).cuts(input.len(), 32);
     let out = super::conn::with(|rt, w| {
         let peer = MemPeer::new(input.clone(), sends);
-        let info = ConnInfo::new(SocketAddr::from(([192, 0, 2, 1], 40000)), w.cfg.http.listens[0].addr, 1);
+        // The second bit: the listen whose raised buffers allow frames
+        // past 16 KiB.
+        let group = if flags & 2 != 0 { w.cfg.http.listens.len() - 1 } else { 0 };
+        let info = ConnInfo::new(SocketAddr::from(([192, 0, 2, 1], 40000)), w.cfg.http.listens[group].addr, 1);
         let _enter = rt.enter();
         crate::clock::mono_stale();
-        let conn = crate::http::connection::h2::own::serve(Io(peer.clone()), info, 0, ConnGuard::new(w.clone()));
+        let conn = crate::http::connection::h2::own::serve(Io(peer.clone()), info, group, ConnGuard::new(w.clone()));
         // Streams that wait (for a body, a window) run as local tasks.
         let local = tokio::task::LocalSet::new();
         let mut conn = std::pin::pin!(local.run_until(conn));
