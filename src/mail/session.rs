@@ -266,6 +266,34 @@ impl Session {
     }
 }
 
+/// A session counted open in the worker's mail metrics until it ends
+/// (`crate::metrics::l4::MailCounters`).
+struct Open(usize);
+
+impl Open {
+    fn new(p: Protocol) -> Open {
+        let slot = match p {
+            Protocol::Imap => 0,
+            Protocol::Pop3 => 1,
+            Protocol::Smtp => 2,
+        };
+        crate::metrics::with_local(|m| m.mail().opened(slot));
+        Open(slot)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        crate::metrics::with_local(|m| m.mail().closed(self.0));
+    }
+}
+
+/// Counts how an `auth_http` exchange ended: 0 ok, 1 failed (refused),
+/// 2 error (`crate::metrics::l4::AUTH_RESULTS`).
+fn count_auth(result: usize) {
+    crate::metrics::with_local(|m| m.mail().auth(result));
+}
+
 async fn run(
     addr: Arc<Addr>,
     stream: std::net::TcpStream,
@@ -284,6 +312,7 @@ async fn run(
         Protocol::Pop3 => 128,
         Protocol::Smtp => conf.smtp_client_buffer,
     };
+    let _open = Open::new(protocol);
     match &addr.unix {
         Some(path) => log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", id, path),
         None => log_to!(conf.error_log, Level::Info, "*{} client {} connected to {}", id, peer, local),
@@ -634,6 +663,7 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
         let answer = match auth_http::ask(ah, &bytes, conf.auth_http_timeout).await {
             Ok(a) => a,
             Err(e) => {
+                count_auth(2);
                 s.log(Level::Error, format_args!("{e}"));
                 let r = s.internal_error();
                 s.send(r).await;
@@ -650,6 +680,7 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
                 continue;
             }
             Answer::Error { msg, code, wait } => {
+                count_auth(1);
                 s.log(
                     Level::Info,
                     format_args!("client login failed: \"{}\" while in http auth state", String::from_utf8_lossy(&msg)),
@@ -674,6 +705,13 @@ async fn authenticate(s: &mut Session) -> Option<Auth> {
                 return Some(Auth::Retry);
             }
             Answer::Ok { server, port, user, pass } => {
+                // An OK without a usable backend is an error, as nginx
+                // answers it (internal error to the client).
+                let usable = !server.is_empty() && !port.is_empty() && auth_http::backend(&server, &port).is_some();
+                let sends_pass = pass.is_some()
+                    || !((with_salt || s.method == Method::External)
+                        && (s.protocol != Protocol::Smtp || conf.proxy_smtp_auth));
+                count_auth(if usable && sends_pass { 0 } else { 2 });
                 if let Some(u) = user {
                     s.login = u;
                 }

@@ -133,8 +133,79 @@ pub fn json(s: &Snapshot) -> String {
         sep(&mut o, i);
         upstream(&mut o, u);
     }
-    o.push_str("}}\n");
+    o.push_str("},\"stream\":{\"server_zones\":{");
+    for (i, (name, z)) in s.stream_zones.iter().enumerate() {
+        sep(&mut o, i);
+        json_str(&mut o, name);
+        let c = &z.sessions;
+        let _ = write!(
+            o,
+            ":{{\"processing\":{},\"connections\":{},\"sessions\":{{\"2xx\":{},\"4xx\":{},\"5xx\":{},\"total\":{}}},\
+             \"discarded\":{},\"received\":{},\"sent\":{}}}",
+            z.processing,
+            z.connections,
+            c[1],
+            c[3],
+            c[4],
+            z.total(),
+            z.discarded,
+            z.received,
+            z.sent
+        );
+    }
+    o.push_str("},\"upstreams\":{");
+    for (i, u) in s.stream_upstreams.iter().enumerate() {
+        sep(&mut o, i);
+        stream_upstream(&mut o, u);
+    }
+    let m = &s.mail;
+    o.push_str("}},\"mail\":{\"sessions\":{");
+    for (i, p) in super::l4::MAIL_PROTOCOLS.iter().enumerate() {
+        sep(&mut o, i);
+        let _ = write!(o, "\"{p}\":{{\"total\":{},\"processing\":{}}}", m.sessions[i], m.processing[i]);
+    }
+    o.push_str("},\"auth_http\":{");
+    for (i, r) in super::l4::AUTH_RESULTS.iter().enumerate() {
+        sep(&mut o, i);
+        let _ = write!(o, "\"{r}\":{}", m.auth[i]);
+    }
+    o.push_str("}}}\n");
     o
+}
+
+/// A stream upstream in NGINX Plus's `stream.upstreams` shape: per peer,
+/// `connections` (sessions given to it), bytes, `fails` and `unavail`,
+/// and the average times in ms (null before any).
+fn stream_upstream(o: &mut String, u: &UpstreamSnap) {
+    json_str(o, &u.name);
+    o.push_str(":{\"peers\":[");
+    for (i, p) in u.peers.iter().enumerate() {
+        sep(o, i);
+        o.push_str("{\"server\":");
+        json_str(o, &p.name);
+        let t = &p.totals;
+        let _ = write!(
+            o,
+            ",\"state\":\"{}\",\"active\":{},\"connections\":{},\"sent\":{},\"received\":{},\"fails\":{},\"unavail\":{}",
+            p.state, t.active, t.requests, t.sent, t.received, t.failures, t.unavail
+        );
+        for (k, key) in ["connect_time", "first_byte_time", "response_time"].iter().enumerate() {
+            match t.average_ms(k) {
+                Some(ms) => {
+                    let _ = write!(o, ",\"{key}\":{ms}");
+                }
+                None => {
+                    let _ = write!(o, ",\"{key}\":null");
+                }
+            }
+        }
+        if let Some(h) = &p.health {
+            let _ =
+                write!(o, ",\"health\":{{\"checks\":{},\"fails\":{},\"last\":\"{}\"}}", h.checks, h.fails, h.last());
+        }
+        o.push('}');
+    }
+    o.push_str("]}");
 }
 
 fn cache(o: &mut String, c: &CacheSnap) {
@@ -222,7 +293,26 @@ mod tests {
             "{j}"
         );
         assert!(
-            j.ends_with("\"buckets\":{\"0.004924\":0,\"0.00538\":1,\"0.006422\":1,\"0.007017\":2,\"+Inf\":2}}}}}\n"),
+            j.contains(
+                "\"buckets\":{\"0.004924\":0,\"0.00538\":1,\"0.006422\":1,\"0.007017\":2,\"+Inf\":2}}}},\"stream\":"
+            ),
+            "{j}"
+        );
+        assert!(
+            j.contains(
+                "\"stream\":{\"server_zones\":{\"tcp1\":{\"processing\":1,\"connections\":4,\
+                 \"sessions\":{\"2xx\":2,\"4xx\":0,\"5xx\":1,\"total\":3},\"discarded\":1,\"received\":9,\"sent\":12}},\
+                 \"upstreams\":{\"sb\":{\"peers\":[{\"server\":\"127.0.0.1:3\",\"state\":\"up\",\"active\":0,\
+                 \"connections\":3,\"sent\":9,\"received\":12,\"fails\":1,\"unavail\":1,\"connect_time\":1,\
+                 \"first_byte_time\":5,\"response_time\":null}]}}}"
+            ),
+            "{j}"
+        );
+        assert!(
+            j.ends_with(
+                "\"mail\":{\"sessions\":{\"imap\":{\"total\":1,\"processing\":0},\"pop3\":{\"total\":0,\"processing\":0},\
+                 \"smtp\":{\"total\":2,\"processing\":1}},\"auth_http\":{\"ok\":2,\"failed\":1,\"error\":0}}}\n"
+            ),
             "{j}"
         );
     }

@@ -25,12 +25,16 @@
 //! * [`upstream`]: per-worker counters of an upstream block's peers, queue
 //!   and response times.
 //! * [`hist`]: the time histograms' buckets (10 µs to 60 s within 10 %).
+//! * [`l4`]: the counters of the families that are not HTTP (stream
+//!   session zones, mail sessions and `auth_http`), and their published
+//!   upstream blocks.
 //! * [`snapshot`]: one scrape's sums; [`json`] and [`prometheus`] write it.
 //! * [`page`]: the `sluice_status` handler; [`dashboard`]: its HTML page.
 
 pub mod dashboard;
 pub mod hist;
 pub mod json;
+pub mod l4;
 pub mod page;
 pub mod prometheus;
 pub mod snapshot;
@@ -156,22 +160,25 @@ static LOADED_MS: AtomicU64 = AtomicU64::new(0);
 /// The master is starting a worker generation (at start, or on a reload
 /// when `reload`): its load time, and the reload counted as done. Called
 /// before any thread of the generation runs, so that a scrape that sees the
-/// new generation sees its reload too. Returns the previous load time, for
-/// [`generation_abandoned`].
-pub fn generation_starting(reload: bool) -> u64 {
+/// new generation sees its reload too. The families' upstream blocks of
+/// `cfg` are published for the page ([`l4::publish`]). Returns the
+/// previous load time and publication, for [`generation_abandoned`].
+pub fn generation_starting(reload: bool, cfg: &crate::config::model::Config) -> (u64, l4::Published) {
     if reload {
         add(&RELOADS_OK, 1);
     }
-    LOADED_MS.swap(crate::clock::unix_now_ms(), Relaxed)
+    let published = l4::publish(cfg);
+    (LOADED_MS.swap(crate::clock::unix_now_ms(), Relaxed), published)
 }
 
 /// The generation [`generation_starting`] announced did not start: the
-/// running one's load time again, and the reload not counted as done
-/// ([`reloaded`] counts it as failed).
-pub fn generation_abandoned(reload: bool, previous_load_ms: u64) {
+/// running one's load time and upstream blocks again, and the reload not
+/// counted as done ([`reload_failed`] counts it as failed).
+pub fn generation_abandoned(reload: bool, (previous_load_ms, published): (u64, l4::Published)) {
     if reload {
         RELOADS_OK.store(RELOADS_OK.load(Relaxed).saturating_sub(1), Relaxed);
     }
+    l4::restore(published);
     LOADED_MS.store(previous_load_ms, Relaxed);
 }
 

@@ -108,7 +108,81 @@ pub fn prometheus(s: &Snapshot) -> String {
     zones(&mut o, s);
     caches(&mut o, s);
     upstreams(&mut o, &s.upstreams);
+    stream(&mut o, s);
+    mail(&mut o, s);
     o
+}
+
+/// The stream family's session zones and upstream peers
+/// (`sluice_stream_*`).
+fn stream(o: &mut String, s: &Snapshot) {
+    let z = &s.stream_zones;
+    type Zone = (std::sync::Arc<str>, super::l4::SessionTotals);
+    let zl = |(n, _): &Zone| format!("zone=\"{}\"", label(n));
+    type ZRow<'a> = ((&'a str, &'a str, &'a str), fn(&Zone) -> Option<u64>);
+    let rows: [ZRow; 5] = [
+        (("stream_connections_total", "counter", "Stream connections accepted, by server zone."), |(_, t)| {
+            Some(t.connections)
+        }),
+        (("stream_processing", "gauge", "Stream sessions in progress, by server zone."), |(_, t)| Some(t.processing)),
+        (("stream_received_bytes_total", "counter", "Bytes received from stream clients."), |(_, t)| Some(t.received)),
+        (("stream_sent_bytes_total", "counter", "Bytes sent to stream clients."), |(_, t)| Some(t.sent)),
+        (("stream_discarded_total", "counter", "Datagrams dropped without a session."), |(_, t)| Some(t.discarded)),
+    ];
+    for (meta, get) in rows {
+        family(o, meta, z, zl, get);
+    }
+    if !z.is_empty() {
+        head(o, "stream_sessions_total", "counter", "Stream sessions ended, by server zone and status class.");
+        for (name, t) in z {
+            for c in [2, 4, 5] {
+                let n = t.sessions[c - 1];
+                let _ = writeln!(o, "sluice_stream_sessions_total{{zone=\"{}\",code=\"{c}xx\"}} {n}", label(name));
+            }
+        }
+    }
+    let mut peers: Vec<(&UpstreamSnap, &PeerSnap)> = Vec::new();
+    for u in &s.stream_upstreams {
+        peers.extend(u.peers.iter().map(|p| (u, p)));
+    }
+    let pl =
+        |(u, p): &(&UpstreamSnap, &PeerSnap)| format!("upstream=\"{}\",peer=\"{}\"", label(&u.name), label(&p.name));
+    type PRow<'a> = ((&'a str, &'a str, &'a str), fn(&PeerSnap) -> Option<u64>);
+    let rows: [PRow; 7] = [
+        (("stream_upstream_peer_up", "gauge", "1 when the peer may be picked."), |p| Some(u64::from(p.state == "up"))),
+        (("stream_upstream_peer_active", "gauge", "Sessions of this peer in progress."), |p| Some(p.totals.active)),
+        (("stream_upstream_peer_connections_total", "counter", "Sessions given to the peer."), |p| {
+            Some(p.totals.requests)
+        }),
+        (("stream_upstream_peer_fails_total", "counter", "Failed attempts to the peer."), |p| Some(p.totals.failures)),
+        (("stream_upstream_peer_unavail_total", "counter", "Times the peer was failed out by max_fails."), |p| {
+            Some(p.totals.unavail)
+        }),
+        (("stream_upstream_peer_sent_bytes_total", "counter", "Bytes sent to the peer."), |p| Some(p.totals.sent)),
+        (("stream_upstream_peer_received_bytes_total", "counter", "Bytes received from the peer."), |p| {
+            Some(p.totals.received)
+        }),
+    ];
+    for (meta, get) in rows {
+        family(o, meta, &peers, pl, |(_, p)| get(p));
+    }
+}
+
+/// The mail family's sessions and `auth_http` answers (`sluice_mail_*`).
+fn mail(o: &mut String, s: &Snapshot) {
+    let m = &s.mail;
+    head(o, "mail_sessions_total", "counter", "Mail sessions accepted, by protocol.");
+    for (p, n) in super::l4::MAIL_PROTOCOLS.iter().zip(m.sessions) {
+        let _ = writeln!(o, "sluice_mail_sessions_total{{protocol=\"{p}\"}} {n}");
+    }
+    head(o, "mail_processing", "gauge", "Mail sessions in progress, by protocol.");
+    for (p, n) in super::l4::MAIL_PROTOCOLS.iter().zip(m.processing) {
+        let _ = writeln!(o, "sluice_mail_processing{{protocol=\"{p}\"}} {n}");
+    }
+    head(o, "mail_auth_http_total", "counter", "auth_http exchanges by result: ok, failed (refused), error.");
+    for (r, n) in super::l4::AUTH_RESULTS.iter().zip(m.auth) {
+        let _ = writeln!(o, "sluice_mail_auth_http_total{{result=\"{r}\"}} {n}");
+    }
 }
 
 fn zones(o: &mut String, s: &Snapshot) {
@@ -248,6 +322,11 @@ mod tests {
         assert!(!p.contains("health_checks_total{upstream=\"up\",peer=\"127.0.0.1:2\"}"));
         assert!(!p.contains("sluice_upstream_peer_health_up"), "{p}");
         assert!(p.contains("sluice_time_seconds 1700000000.123\n"));
+        assert!(p.contains("sluice_stream_connections_total{zone=\"tcp1\"} 4\n"), "{p}");
+        assert!(p.contains("sluice_stream_sessions_total{zone=\"tcp1\",code=\"5xx\"} 1\n"), "{p}");
+        assert!(p.contains("sluice_stream_upstream_peer_sent_bytes_total{upstream=\"sb\",peer=\"127.0.0.1:3\"} 9\n"));
+        assert!(p.contains("sluice_mail_sessions_total{protocol=\"smtp\"} 2\n"), "{p}");
+        assert!(p.contains("sluice_mail_auth_http_total{result=\"failed\"} 1\n"), "{p}");
     }
 
     #[test]

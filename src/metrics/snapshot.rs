@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use super::l4::{MailTotals, SessionTotals};
 use super::page::Page;
 use super::upstream::{PeerTotals, UpstreamTotals};
 use super::worker::{CacheTotals, ProcessTotals, ZoneTotals};
@@ -26,6 +27,11 @@ pub struct Snapshot {
     pub zones: Vec<(Arc<str>, ZoneTotals)>,
     pub caches: Vec<CacheSnap>,
     pub upstreams: Vec<UpstreamSnap>,
+    /// The stream family's session zones, by name.
+    pub stream_zones: Vec<(Arc<str>, SessionTotals)>,
+    /// The stream family's upstream blocks.
+    pub stream_upstreams: Vec<UpstreamSnap>,
+    pub mail: MailTotals,
 }
 
 /// A cache zone: lookups and evictions counted, and its size now.
@@ -74,8 +80,10 @@ pub struct PeerSnap {
 /// Sums every thread's counters now.
 pub fn snapshot(page: &Page) -> Snapshot {
     let names = super::zone_names();
-    let counted = super::worker::totals(names.len(), super::CACHES.len());
+    let session_names = super::l4::session_zone_names();
+    let counted = super::worker::totals(names.len(), super::CACHES.len(), session_names.len());
     let zones = names.into_iter().zip(counted.zones).collect();
+    let stream_zones = session_names.into_iter().zip(counted.sessions).collect();
     let caches = page
         .caches
         .iter()
@@ -94,21 +102,8 @@ pub fn snapshot(page: &Page) -> Snapshot {
         })
         .collect();
     let now = crate::clock::now_secs();
-    let mut upstreams = Vec::with_capacity(page.upstreams.len());
-    for u in &page.upstreams {
-        let names: Vec<Arc<str>> = u.peers.iter().map(|p| p.name.clone()).collect();
-        let (totals, peer_totals) = super::upstream::upstream_totals(&u.name, &names, now);
-        let peers = match &u.zone {
-            Some(z) => zone_peers(z, now),
-            None => static_peers(u, peer_totals),
-        };
-        let queue = u.queue.as_ref().map(|q| QueueSnap {
-            length: q.waiting() as u64,
-            waits: totals.queue_waits,
-            timeouts: totals.queue_timeouts,
-        });
-        upstreams.push(UpstreamSnap { name: u.name.clone(), totals, queue, peers });
-    }
+    let upstreams = page.upstreams.iter().map(|u| upstream("http", u, now)).collect();
+    let stream_upstreams = super::l4::published("stream").iter().map(|u| upstream("stream", u, now)).collect();
     let (reloads_ok, reloads_failed, load_ms) = super::reloads();
     Snapshot {
         generation: crate::upstream::check::current_generation(),
@@ -121,7 +116,26 @@ pub fn snapshot(page: &Page) -> Snapshot {
         zones,
         caches,
         upstreams,
+        stream_zones,
+        stream_upstreams,
+        mail: counted.mail,
     }
+}
+
+/// Upstream `u` of family `family` with every worker's counts.
+fn upstream(family: &str, u: &crate::config::proxy::Upstream, now: u64) -> UpstreamSnap {
+    let names: Vec<Arc<str>> = u.peers.iter().map(|p| p.name.clone()).collect();
+    let (totals, peer_totals) = super::upstream::upstream_totals(family, &u.name, &names, now);
+    let peers = match &u.zone {
+        Some(z) => zone_peers(z, now),
+        None => static_peers(u, peer_totals),
+    };
+    let queue = u.queue.as_ref().map(|q| QueueSnap {
+        length: q.waiting() as u64,
+        waits: totals.queue_waits,
+        timeouts: totals.queue_timeouts,
+    });
+    UpstreamSnap { name: u.name.clone(), totals, queue, peers }
 }
 
 /// The peers of an upstream without a zone, with every worker's counts.
@@ -161,6 +175,7 @@ fn zone_peers(z: &crate::upstream::zone::Zone, now: u64) -> Vec<PeerSnap> {
                 failures: s.failures.load(Relaxed),
                 active: s.active.load(Relaxed),
                 unavailable: s.unavailable_until.load(Relaxed) > now,
+                ..Default::default()
             };
             let state = if p.conf.down {
                 "down"
@@ -228,5 +243,36 @@ pub fn sample() -> Snapshot {
                 peer(1, "127.0.0.1:2", "unavail", PeerTotals { failures: 1, ..Default::default() }),
             ],
         }],
+        stream_zones: vec![(
+            Arc::from("tcp1"),
+            SessionTotals {
+                connections: 4,
+                processing: 1,
+                sessions: [0, 2, 0, 0, 1],
+                received: 9,
+                sent: 12,
+                discarded: 1,
+            },
+        )],
+        stream_upstreams: vec![UpstreamSnap {
+            name: "sb".into(),
+            totals: UpstreamTotals::default(),
+            queue: None,
+            peers: vec![peer(
+                1,
+                "127.0.0.1:3",
+                "up",
+                PeerTotals {
+                    requests: 3,
+                    failures: 1,
+                    unavail: 1,
+                    sent: 9,
+                    received: 12,
+                    times: [(3, 2), (10, 2), (0, 0)],
+                    ..Default::default()
+                },
+            )],
+        }],
+        mail: MailTotals { sessions: [1, 0, 2], processing: [0, 0, 1], auth: [2, 1, 0] },
     }
 }

@@ -20,11 +20,48 @@ pub struct PeerCounters {
     /// Until when (seconds, `clock::now_secs`) the worker holds the peer
     /// failed out by `max_fails`.
     pub unavailable_until: AtomicU64,
+    /// Times a failure put the peer at its `max_fails` (NGINX Plus's
+    /// `unavail`).
+    pub unavail: AtomicU64,
+    /// What a session family (stream) counts per peer, as NGINX Plus's
+    /// `stream.upstreams` shows it: bytes to and from the peer, and the
+    /// sums and counts of the connect, first byte and session times (ms),
+    /// whose averages the page shows.
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+    pub times: [Timing; 3],
+}
+
+/// A sum of milliseconds and how many went into it.
+#[derive(Default)]
+pub struct Timing {
+    pub ms: AtomicU64,
+    pub n: AtomicU64,
+}
+
+impl Timing {
+    fn record(&self, ms: Option<u64>) {
+        if let Some(ms) = ms {
+            add(&self.ms, ms);
+            add(&self.n, 1);
+        }
+    }
+}
+
+/// One session's times with a peer, in ms (None: it did not get there).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SessionTimes {
+    pub connect: Option<u64>,
+    pub first_byte: Option<u64>,
+    pub session: Option<u64>,
 }
 
 /// One worker's counters for the peers of one upstream, in the upstream's
 /// peer order, and for the upstream as a whole.
 pub struct PeerSet {
+    /// The family whose upstream block this is (`"http"`, `"stream"`):
+    /// an http and a stream upstream may share a name.
+    pub family: &'static str,
     pub upstream: String,
     pub names: Vec<Arc<str>>,
     fail_timeout: Vec<u64>,
@@ -44,9 +81,16 @@ pub struct PeerSet {
 static PEER_SETS: Mutex<Vec<Arc<PeerSet>>> = Mutex::new(Vec::new());
 
 impl PeerSet {
-    /// A worker's counters for `u`, known to every later scrape.
+    /// A worker's counters for http upstream `u`, known to every later
+    /// scrape.
     pub fn register(u: &crate::config::proxy::Upstream) -> Arc<PeerSet> {
+        PeerSet::register_in("http", u)
+    }
+
+    /// A worker's counters for upstream `u` of family `family`.
+    pub fn register_in(family: &'static str, u: &crate::config::proxy::Upstream) -> Arc<PeerSet> {
         let s = Arc::new(PeerSet::new(
+            family,
             &u.name,
             u.peers.iter().map(|p| p.name.clone()).collect(),
             u.peers.iter().map(|p| p.fail_timeout.as_secs()).collect(),
@@ -58,8 +102,9 @@ impl PeerSet {
         s
     }
 
-    fn new(upstream: &str, names: Vec<Arc<str>>, fail_timeout: Vec<u64>) -> PeerSet {
+    fn new(family: &'static str, upstream: &str, names: Vec<Arc<str>>, fail_timeout: Vec<u64>) -> PeerSet {
         PeerSet {
+            family,
             upstream: upstream.to_string(),
             peers: names.iter().map(|_| PeerCounters::default()).collect(),
             names,
@@ -80,6 +125,13 @@ impl PeerSet {
         for (r, g) in self.peers.iter().zip(gone.peers.iter()) {
             add(&r.requests, g.requests.load(Relaxed));
             add(&r.failures, g.failures.load(Relaxed));
+            add(&r.unavail, g.unavail.load(Relaxed));
+            add(&r.sent, g.sent.load(Relaxed));
+            add(&r.received, g.received.load(Relaxed));
+            for (r, g) in r.times.iter().zip(&g.times) {
+                add(&r.ms, g.ms.load(Relaxed));
+                add(&r.n, g.n.load(Relaxed));
+            }
         }
     }
 
@@ -100,8 +152,20 @@ impl PeerSet {
             add(&p.failures, 1);
         }
         if failed_out {
+            add(&p.unavail, 1);
             let t = self.fail_timeout.get(i).copied().unwrap_or(0);
             p.unavailable_until.store(crate::clock::now_secs().saturating_add(t), Relaxed);
+        }
+    }
+
+    /// A session with peer `i` ended after `sent` bytes to it and
+    /// `received` from it.
+    pub fn session(&self, i: usize, sent: u64, received: u64, times: SessionTimes) {
+        let Some(p) = self.peers.get(i) else { return };
+        add(&p.sent, sent);
+        add(&p.received, received);
+        for (t, ms) in p.times.iter().zip([times.connect, times.first_byte, times.session]) {
+            t.record(ms);
         }
     }
 
@@ -133,11 +197,13 @@ fn retire_unheld(all: &mut Vec<Arc<PeerSet>>) {
             continue;
         }
         let gone = all.remove(i);
-        let same = |r: &&Arc<PeerSet>| r.retired && r.upstream == gone.upstream && r.names == gone.names;
+        let same = |r: &&Arc<PeerSet>| {
+            r.retired && r.family == gone.family && r.upstream == gone.upstream && r.names == gone.names
+        };
         match all.iter().find(same) {
             Some(r) => r.absorb(&gone),
             None => {
-                let mut r = PeerSet::new(&gone.upstream, gone.names.clone(), gone.fail_timeout.clone());
+                let mut r = PeerSet::new(gone.family, &gone.upstream, gone.names.clone(), gone.fail_timeout.clone());
                 r.retired = true;
                 r.absorb(&gone);
                 all.push(Arc::new(r));
@@ -154,6 +220,21 @@ pub struct PeerTotals {
     pub active: u64,
     /// Some worker holds it failed out by `max_fails` now.
     pub unavailable: bool,
+    pub unavail: u64,
+    pub sent: u64,
+    pub received: u64,
+    /// (sum ms, count) of the connect, first byte and session times.
+    pub times: [(u64, u64); 3],
+}
+
+impl PeerTotals {
+    /// The average of time `k` (0 connect, 1 first byte, 2 session) in
+    /// ms, as NGINX Plus's `connect_time`, `first_byte_time` and
+    /// `response_time`; None before any.
+    pub fn average_ms(&self, k: usize) -> Option<u64> {
+        let (ms, n) = self.times.get(k).copied()?;
+        (n > 0).then(|| ms / n)
+    }
 }
 
 /// An upstream's own counts summed over every worker that used it.
@@ -164,14 +245,19 @@ pub struct UpstreamTotals {
     pub queue_timeouts: u64,
 }
 
-/// The totals of upstream `upstream`: its own, and those of each of
-/// `peers` (by name: workers of older generations count too when the peer
-/// is still configured).
-pub fn upstream_totals(upstream: &str, peers: &[Arc<str>], now: u64) -> (UpstreamTotals, Vec<PeerTotals>) {
+/// The totals of upstream `upstream` of family `family`: its own, and
+/// those of each of `peers` (by name: workers of older generations count
+/// too when the peer is still configured).
+pub fn upstream_totals(
+    family: &str,
+    upstream: &str,
+    peers: &[Arc<str>],
+    now: u64,
+) -> (UpstreamTotals, Vec<PeerTotals>) {
     let mut u = UpstreamTotals::default();
     let mut out = vec![PeerTotals::default(); peers.len()];
     let Ok(all) = PEER_SETS.lock() else { return (u, out) };
-    for s in all.iter().filter(|s| s.upstream == upstream) {
+    for s in all.iter().filter(|s| s.family == family && s.upstream == upstream) {
         s.response.sum_into(&mut u.response);
         u.queue_waits = u.queue_waits.wrapping_add(s.queue_waits.load(Relaxed));
         u.queue_timeouts = u.queue_timeouts.wrapping_add(s.queue_timeouts.load(Relaxed));
@@ -181,6 +267,13 @@ pub fn upstream_totals(upstream: &str, peers: &[Arc<str>], now: u64) -> (Upstrea
                 t.failures = t.failures.wrapping_add(p.failures.load(Relaxed));
                 t.active = t.active.wrapping_add(p.active.load(Relaxed));
                 t.unavailable |= p.unavailable_until.load(Relaxed) > now;
+                t.unavail = t.unavail.wrapping_add(p.unavail.load(Relaxed));
+                t.sent = t.sent.wrapping_add(p.sent.load(Relaxed));
+                t.received = t.received.wrapping_add(p.received.load(Relaxed));
+                for (t, c) in t.times.iter_mut().zip(&p.times) {
+                    t.0 = t.0.wrapping_add(c.ms.load(Relaxed));
+                    t.1 = t.1.wrapping_add(c.n.load(Relaxed));
+                }
             }
         }
     }
@@ -192,7 +285,7 @@ mod tests {
     use super::*;
 
     fn set(upstream: &str, peers: &[&str]) -> Arc<PeerSet> {
-        Arc::new(PeerSet::new(upstream, peers.iter().map(|p| Arc::from(*p)).collect(), vec![10; peers.len()]))
+        Arc::new(PeerSet::new("http", upstream, peers.iter().map(|p| Arc::from(*p)).collect(), vec![10; peers.len()]))
     }
 
     /// Ended workers' sets become one retired set per upstream and peer

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::add;
 use super::hist::{Hist, HistCounters};
+use super::l4::{MailCounters, MailTotals, SessionCounters, SessionTotals};
 use crate::http::cache::serve::{BYPASS, EXPIRED, HIT, MISS, REVALIDATED, STALE, UPDATING};
 
 /// One worker's counts for one zone.
@@ -64,10 +65,13 @@ pub struct WorkerMetrics {
     all: ProcessCounters,
     zones: Box<[ZoneCounters]>,
     caches: Box<[CacheCounters]>,
+    /// Session zones of the families that are not HTTP (`super::l4`).
+    sessions: Box<[SessionCounters]>,
+    mail: MailCounters,
 }
 
 /// Status class 1xx..5xx as an index 0..4 (None outside 100..=599).
-fn class(status: u16) -> Option<usize> {
+pub(super) fn class(status: u16) -> Option<usize> {
     let c = (status / 100).wrapping_sub(1) as usize;
     (c < 5).then_some(c)
 }
@@ -86,7 +90,20 @@ impl WorkerMetrics {
             all: ProcessCounters::default(),
             zones: (0..super::ZONES.len()).map(|_| ZoneCounters::default()).collect(),
             caches: (0..super::CACHES.len()).map(|_| CacheCounters::default()).collect(),
+            sessions: (0..super::l4::SESSION_ZONES.len()).map(|_| SessionCounters::default()).collect(),
+            mail: MailCounters::default(),
         }
+    }
+
+    /// The counters of session zone `zone` (`super::l4::session_zone`);
+    /// None for a zone named after this worker started.
+    pub fn session_zone(&self, zone: u32) -> Option<&SessionCounters> {
+        self.sessions.get(zone as usize)
+    }
+
+    /// The mail family's counters.
+    pub fn mail(&self) -> &MailCounters {
+        &self.mail
     }
 
     /// Any finished request: its status class and time (the request
@@ -188,8 +205,8 @@ impl Registry {
             if Arc::strong_count(m) > 1 {
                 return true;
             }
-            let t = retired.get_or_insert_with(|| Totals::sized(0, 0));
-            t.grow(m.zones.len(), m.caches.len());
+            let t = retired.get_or_insert_with(|| Totals::sized(0, 0, 0));
+            t.grow(m.zones.len(), m.caches.len(), m.sessions.len());
             t.add(m, false);
             false
         });
@@ -270,6 +287,8 @@ pub struct Totals {
     pub all: ProcessTotals,
     pub zones: Vec<ZoneTotals>,
     pub caches: Vec<CacheTotals>,
+    pub sessions: Vec<SessionTotals>,
+    pub mail: MailTotals,
 }
 
 fn sum(a: &mut u64, c: &AtomicU64) {
@@ -283,15 +302,20 @@ fn sum_all(a: &mut [u64], c: &[AtomicU64]) {
 }
 
 impl Totals {
-    fn sized(zones: usize, caches: usize) -> Totals {
+    fn sized(zones: usize, caches: usize, sessions: usize) -> Totals {
         Totals {
             all: ProcessTotals::default(),
             zones: vec![ZoneTotals::default(); zones],
             caches: vec![CacheTotals::default(); caches],
+            sessions: vec![SessionTotals::default(); sessions],
+            mail: MailTotals::default(),
         }
     }
 
-    fn grow(&mut self, zones: usize, caches: usize) {
+    fn grow(&mut self, zones: usize, caches: usize, sessions: usize) {
+        if self.sessions.len() < sessions {
+            self.sessions.resize(sessions, SessionTotals::default());
+        }
         if self.zones.len() < zones {
             self.zones.resize(zones, ZoneTotals::default());
         }
@@ -327,6 +351,10 @@ impl Totals {
             sum_all(&mut t.statuses, &c.statuses);
             sum(&mut t.evictions, &c.evictions);
         }
+        for (t, c) in self.sessions.iter_mut().zip(w.sessions.iter()) {
+            t.add(c, gauges);
+        }
+        self.mail.add(&w.mail, gauges);
     }
 
     /// Adds a total of the same kind (ended threads' counts).
@@ -353,11 +381,15 @@ impl Totals {
             add_all(&mut t.statuses, &c.statuses);
             t.evictions = t.evictions.wrapping_add(c.evictions);
         }
+        for (t, s) in self.sessions.iter_mut().zip(&r.sessions) {
+            t.add_totals(s);
+        }
+        self.mail.add_totals(&r.mail);
     }
 }
 
-pub fn totals(zones: usize, caches: usize) -> Totals {
-    let mut t = Totals::sized(zones, caches);
+pub fn totals(zones: usize, caches: usize, sessions: usize) -> Totals {
+    let mut t = Totals::sized(zones, caches, sessions);
     let Ok(reg) = WORKERS.lock() else { return t };
     if let Some(r) = &reg.retired {
         t.add_totals(r);
@@ -377,6 +409,8 @@ mod tests {
             all: ProcessCounters::default(),
             zones: (0..zones).map(|_| ZoneCounters::default()).collect(),
             caches: (0..caches).map(|_| CacheCounters::default()).collect(),
+            sessions: Box::new([]),
+            mail: MailCounters::default(),
         }
     }
 
@@ -461,7 +495,7 @@ mod tests {
             assert_eq!(reg.live.len(), 1, "only the held set stays");
         }
         held.finished(500, ms(1));
-        let mut t = Totals::sized(2, 1);
+        let mut t = Totals::sized(2, 1, 0);
         if let Some(r) = &reg.retired {
             t.add_totals(r);
         }

@@ -52,7 +52,7 @@ fn start_generation(
     logs: &[File],
     reload: bool,
 ) -> Result<Generation, String> {
-    let previous = crate::metrics::generation_starting(reload);
+    let previous = crate::metrics::generation_starting(reload, &cfg);
     let started = spawn_generation(cfg, listeners, logs);
     if started.is_err() {
         crate::metrics::generation_abandoned(reload, previous);

@@ -222,10 +222,20 @@ fn build_server(
     let mut seen = Vec::new();
     let (mut names, mut regex_names) = (Vec::new(), Vec::new());
     let mut first_name: Option<String> = None;
+    let mut zone: Option<String> = None;
     for sd in d.block.as_deref().unwrap_or(&[]) {
         directives::check(sd, Level::Server)?;
         match sd.name.as_str() {
             "listen" => listens.push(listen(sd)?),
+            "status_zone" => {
+                if zone.is_some() {
+                    return Err(ConfError::at("\"status_zone\" directive is duplicate", &sd.span));
+                }
+                if sd.args[0].text.is_empty() {
+                    return Err(ConfError::at("empty status_zone name", &sd.span));
+                }
+                zone = Some(sd.args[0].text.clone());
+            }
             "server_name" => crate::config::server_names::parse(sd, &mut names, &mut regex_names, &mut first_name)?,
             "proxy_pass" | "return" | "pass" => {
                 if content.is_some() {
@@ -279,7 +289,12 @@ fn build_server(
         names.push(String::new());
     }
     let name = first_name.unwrap_or_default();
-    Ok((Server { name, conf, content, set, tls }, listens, names, regex_names))
+    let zone = zone.unwrap_or_else(|| {
+        let l = &listens[0];
+        if l.udp { format!("{} udp", l.label()) } else { l.label() }
+    });
+    let zone = crate::metrics::l4::session_zone(&zone);
+    Ok((Server { name, conf, content, set, tls, zone }, listens, names, regex_names))
 }
 
 /// `pass ADDRESS`: an IP address and port (a host name is looked up now),

@@ -80,6 +80,10 @@ pub struct Server {
     /// without certificates (a server chosen by SNI then continues with
     /// the default server's, as nginx keeps the default's context).
     pub tls: Option<super::tls::ServerTls>,
+    /// The session zone its sessions count in (`crate::metrics::l4`):
+    /// `status_zone NAME` (NGINX Plus's), else its first `listen` address
+    /// (`ADDR`, `ADDR udp`, `unix:PATH`), so every server shows.
+    pub zone: u32,
 }
 
 /// What the content phase does.

@@ -47,6 +47,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("pass", S, 1, 1, false),
     ("return", S, 1, 1, false),
     ("set", S, 2, 2, false),
+    ("status_zone", S, 1, 1, false),
     ("error_log", MS, 1, 2, false),
     ("access_log", MS, 1, 6, false),
     ("allow", MS, 1, 1, false),

@@ -19,6 +19,7 @@ pub mod relay;
 pub mod session;
 pub mod tls;
 pub mod udp;
+pub mod udp_origin;
 pub mod vars;
 
 use std::rc::Rc;

@@ -39,6 +39,39 @@ thread_local! {
     static PEERS: RefCell<HashMap<usize, PeerState>> = RefCell::new(HashMap::new());
 }
 
+thread_local! {
+    /// This worker's counters of the stream upstream blocks' peers, for the
+    /// status page (keyed as `PEERS`).
+    static STATS: RefCell<HashMap<usize, Arc<crate::metrics::PeerSet>>> = RefCell::new(HashMap::new());
+}
+
+/// The worker's counters for upstream block `u`: None for what the page
+/// does not list (an upstream a `proxy_pass` made of one address or a
+/// value with variables), or whose peers change at run time (a `zone`:
+/// its peers' counts are the zone's).
+fn stats(u: &Arc<Upstream>) -> Option<Arc<crate::metrics::PeerSet>> {
+    if u.implicit || u.index == usize::MAX || u.zone.is_some() {
+        return None;
+    }
+    STATS.with(|m| {
+        let mut m = m.borrow_mut();
+        let set = m.entry(Arc::as_ptr(u) as usize).or_insert_with(|| crate::metrics::PeerSet::register_in("stream", u));
+        Some(set.clone())
+    })
+}
+
+/// The session's counts with peer `i` (its last try's bytes and times).
+fn count_session(s: &Session, set: &crate::metrics::PeerSet, i: usize) {
+    let up = s.up.borrow();
+    let Some(t) = up.tries.last() else { return };
+    let times = crate::metrics::upstream::SessionTimes {
+        connect: t.connect_ms,
+        first_byte: t.first_byte_ms,
+        session: t.session_ms,
+    };
+    set.session(i, t.sent, t.received, times);
+}
+
 fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
     PEERS.with(|p| {
         let mut p = p.borrow_mut();
@@ -119,13 +152,19 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
         return None;
     };
     let peer = i.conf(&u).clone();
+    if let Some(set) = stats(&u) {
+        set.picked(i.i);
+    }
     Some((u, i, peer))
 }
 
-/// Done with a peer `pick_one` gave.
-pub fn release(u: &Arc<Upstream>, i: &Picked, failed: bool) {
-    if u.index != usize::MAX {
-        with_peers(u, |st| st.done(i, failed));
+/// Done with a peer `pick_one` gave: its failure accounting, and the
+/// session's counts for the page.
+pub fn release(s: &Session, u: &Arc<Upstream>, i: &Picked, failed: bool) {
+    let disabled = u.index != usize::MAX && with_peers(u, |st| st.done(i, failed));
+    if let Some(set) = stats(u) {
+        set.done(i.i, failed, disabled);
+        count_session(s, &set, i.i);
     }
 }
 
@@ -196,6 +235,10 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             return;
         };
         tried += 1;
+        let set = stats(&u);
+        if let Some(set) = &set {
+            set.picked(i.i);
+        }
         let peer = i.conf(&u);
         let t0 = crate::clock::mono();
         s.up.borrow_mut().tries.push(Try {
@@ -219,6 +262,9 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             Err(e) => {
                 s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &peer.name);
                 let disabled = state.is_none() && with_peers(&u, |st| st.done(&i, true));
+                if let Some(set) = &set {
+                    set.done(i.i, true, disabled);
+                }
                 if disabled {
                     let msg = format_args!("upstream server temporarily disabled while connecting to upstream");
                     s.log_upstream(Level::Warn, msg, &peer.name);
@@ -243,6 +289,10 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     }
     if state.is_none() {
         with_peers(&u, |st| st.done(&peer, false));
+    }
+    if let Some(set) = stats(&u) {
+        set.done(peer.i, false, false);
+        count_session(s, &set, peer.i);
     }
     let _ = failed;
 }

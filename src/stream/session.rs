@@ -75,9 +75,38 @@ pub struct Session {
     /// The client is one `debug_connection` names: the session's lines go
     /// to every log (`log::debug`).
     pub debug: bool,
+    /// The session zone that counted the connection as accepted and
+    /// processing ([`Session::open_zone`]); the session itself counts in
+    /// its final server's zone when it ends (`Drop`).
+    pub zone: u32,
+}
+
+/// The session's counts go to the worker's metrics when it ends, however
+/// it ends: its status and bytes in its server's zone, and the
+/// processing gauge down in the zone that counted it open.
+impl Drop for Session {
+    fn drop(&mut self) {
+        let m = &self.w.metrics;
+        if let Some(c) = m.session_zone(self.zone) {
+            c.closed();
+        }
+        if let Some(c) = m.session_zone(self.server().zone) {
+            c.ended(self.status.get(), self.bytes_received.get(), self.bytes_sent.get());
+        }
+    }
 }
 
 impl Session {
+    /// Counts a connection accepted on `addr` as opened in its default
+    /// server's zone, which the session keeps (`zone`).
+    pub fn open_zone(w: &WorkerCtx, addr: &Addr) -> u32 {
+        let zone = addr.server.zone;
+        if let Some(c) = w.metrics.session_zone(zone) {
+            c.opened();
+        }
+        zone
+    }
+
     /// The session's virtual server.
     pub fn server(&self) -> &Arc<Server> {
         self.srv.get().unwrap_or(&self.addr.server)
@@ -257,6 +286,7 @@ async fn run(
     let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), addr.unix.is_some());
     let mut s = Session {
         debug,
+        zone: Session::open_zone(&w, &addr),
         id: w.next_serial(),
         w,
         conf: sc,

@@ -59,12 +59,22 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: std::net::UdpSocket,
         };
         let data = buf[..n].to_vec();
         let existing = flows.borrow().get(&peer).cloned();
+        // A datagram no session takes counts as discarded in the
+        // address's default server's zone.
+        let discarded = || {
+            if let Some(c) = w.metrics.session_zone(own.server.zone) {
+                c.discarded();
+            }
+        };
         if let Some(f) = existing {
-            push(&f, data);
+            if !push(&f, data) {
+                discarded();
+            }
             detach_if_done(&flows, peer, &f, &conf, index);
             continue;
         }
         if w.active.get() >= w.max_conns {
+            discarded();
             continue;
         }
         let f = Rc::new(Flow { queue: RefCell::new(VecDeque::new()), ready: Notify::new(), requests: Cell::new(0) });
@@ -79,14 +89,18 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: std::net::UdpSocket,
     }
 }
 
-fn push(f: &Flow, data: Vec<u8>) {
+/// Queues a datagram for its session: false when the queue was full and
+/// it was dropped.
+fn push(f: &Flow, data: Vec<u8>) -> bool {
     let mut q = f.queue.borrow_mut();
-    if q.len() < QUEUE {
+    let room = q.len() < QUEUE;
+    if room {
         q.push_back(data);
         f.requests.set(f.requests.get() + 1);
     }
     drop(q);
     f.ready.notify_one();
+    room
 }
 
 /// After `proxy_requests` datagrams the client's next one starts a new
@@ -113,6 +127,7 @@ async fn session(
 ) {
     let s = Session {
         debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false),
+        zone: Session::open_zone(&w, &addr),
         id: w.next_serial(),
         w,
         conf: sc,
@@ -201,23 +216,19 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
         sent: 0,
         received: 0,
     });
-    let bind: SocketAddr =
-        if peer.addr.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
-    let up = match UdpSocket::bind(bind).await {
-        Ok(u) => u,
+    let up = match &peer.unix {
+        Some(path) => super::udp_origin::Origin::unix(path),
+        None => super::udp_origin::Origin::udp(peer.addr).await,
+    };
+    let up = match up {
+        Ok(up) => up,
         Err(e) => {
-            s.log(Level::Error, format_args!("socket() failed ({e})"));
-            s.status.set(500);
-            super::proxy::release(&u, &i, true);
+            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &name);
+            s.status.set(502);
+            super::proxy::release(s, &u, &i, true);
             return;
         }
     };
-    if let Err(e) = up.connect(peer.addr).await {
-        s.log_upstream(Level::Error, format_args!("connect() failed ({e}) while connecting to upstream"), &name);
-        s.status.set(502);
-        super::proxy::release(&u, &i, true);
-        return;
-    }
     super::proxy::connected(&u, &i);
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
@@ -314,5 +325,5 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
     if let Some(t) = s.up.borrow_mut().tries.last_mut() {
         t.session_ms = Some(crate::clock::since_ms(started));
     }
-    super::proxy::release(&u, &i, failed);
+    super::proxy::release(s, &u, &i, failed);
 }

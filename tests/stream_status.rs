@@ -1,0 +1,236 @@
+//! Stream and datagram sessions in `sluice_status`: a TCP proxy with a real
+//! origin and a refusing peer, a UDP session, a denied server; the JSON's
+//! `stream.server_zones` and `stream.upstreams` (connections, statuses,
+//! bytes exactly as sent, the failed peer's fails and unavail) and the
+//! Prometheus page. Then `proxy_pass unix:` from a `listen ... udp` server
+//! to a unix datagram origin, whose replies come back (sluice binds its
+//! socket; nginx 1.22 does not, so in nginx mode only the origin's receipt
+//! is checked). The status tests are sluice-only (NGINX Plus's API is not
+//! in nginx).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// A TCP origin answering each read with `O:` and the bytes read.
+fn tcp_origin() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind origin");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 || c.write_all(&[b"O:", &buf[..n]].concat()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A UDP origin answering each datagram with it and `!`.
+fn udp_origin() -> u16 {
+    let s = UdpSocket::bind("127.0.0.1:0").expect("bind udp origin");
+    let port = s.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = s.recv_from(&mut buf) {
+            let _ = s.send_to(&[&buf[..n], b"!"].concat(), from);
+        }
+    });
+    port
+}
+
+fn status(port: u16) -> Value {
+    let r = request(port, "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    serde_json::from_str(&r.text()).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
+}
+
+/// The status once `ok` holds for it (sessions end asynchronously).
+fn status_when(port: u16, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let j = status(port);
+        if ok(&j) {
+            return j;
+        }
+        assert!(Instant::now() < deadline, "{what}: {j:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn stream_sessions_and_peers_in_the_status_json() {
+    let origin = tcp_origin();
+    let dgram = udp_origin();
+    let dead = free_port();
+    let udp = free_port();
+    let conf = format!(
+        "daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {{}}
+         stream {{
+             upstream back {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=60s; server 127.0.0.1:{origin}; }}
+             server {{ listen 127.0.0.1:{{port0}}; status_zone tcpz; proxy_pass back; proxy_connect_timeout 2s; }}
+             server {{ listen 127.0.0.1:{udp} udp; proxy_pass 127.0.0.1:{dgram}; proxy_responses 1; proxy_timeout 5s; }}
+             server {{ listen 127.0.0.1:{{port2}}; status_zone denied; deny all; return x; }}
+         }}
+         http {{ server {{ listen 127.0.0.1:{{port1}}; location /status {{ sluice_status; }} }} }}"
+    );
+    let srv = builder().server_is_nginx(false).whole(&conf).ports(3).start();
+    let sp = srv.ports[1];
+    let udp_zone = format!("127.0.0.1:{udp} udp");
+    // The harness's readiness probes were sessions too: counted from here.
+    let idle = |j: &Value| {
+        let z = &j["stream"]["server_zones"];
+        n(&z["tcpz"]["processing"]) == 0 && n(&z["denied"]["processing"]) == 0
+    };
+    let before = status_when(sp, "probes done", idle);
+    let zone = |j: &Value, z: &str, k: &str| j["stream"]["server_zones"][z][k].clone();
+    for i in 0..3 {
+        let mut c = TcpStream::connect(("127.0.0.1", srv.ports[0])).expect("connect");
+        c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        let msg = format!("hello{i}");
+        c.write_all(msg.as_bytes()).unwrap();
+        let mut buf = [0u8; 64];
+        let got = c.read(&mut buf).expect("the origin's answer");
+        assert_eq!(&buf[..got], format!("O:{msg}").as_bytes());
+        // While open: one session processing.
+        if i == 0 {
+            let j = status(sp);
+            assert_eq!(n(&zone(&j, "tcpz", "processing")), 1, "{j:#}");
+            let peers = &j["stream"]["upstreams"]["back"]["peers"];
+            assert_eq!(n(&peers[1]["active"]), 1, "{j:#}");
+        }
+    }
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.send_to(b"abc", ("127.0.0.1", udp)).unwrap();
+    let mut buf = [0u8; 64];
+    let (got, _) = c.recv_from(&mut buf).expect("the udp answer");
+    assert_eq!(&buf[..got], b"abc!");
+    let mut d = TcpStream::connect(("127.0.0.1", srv.ports[2])).unwrap();
+    d.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    assert_eq!(d.read(&mut buf).unwrap_or(0), 0, "denied: closed");
+
+    let after = status_when(sp, "sessions ended", |j| {
+        idle(j)
+            && n(&zone(j, "tcpz", "sessions")["total"]) == n(&zone(&before, "tcpz", "sessions")["total"]) + 3
+            && j["stream"]["server_zones"][udp_zone.as_str()]["sessions"]["total"] == 1
+            && n(&zone(j, "denied", "sessions")["4xx"]) == n(&zone(&before, "denied", "sessions")["4xx"]) + 1
+    });
+    let delta = |z: &str, path: &[&str]| {
+        let get =
+            |j: &Value| path.iter().fold(zone(j, z, path[0]), |v, k| if *k == path[0] { v } else { v[*k].clone() });
+        n(&get(&after)) - get(&before).as_u64().unwrap_or(0)
+    };
+    // Three sessions of "helloN" (6 bytes) answered "O:helloN" (8 bytes).
+    assert_eq!(delta("tcpz", &["connections"]), 3);
+    assert_eq!(delta("tcpz", &["sessions", "2xx"]), 3);
+    assert_eq!(delta("tcpz", &["sessions", "5xx"]), 0);
+    assert_eq!(delta("tcpz", &["received"]), 18);
+    assert_eq!(delta("tcpz", &["sent"]), 24);
+    let u = &after["stream"]["server_zones"][udp_zone.as_str()];
+    assert_eq!((n(&u["connections"]), n(&u["received"]), n(&u["sent"]), n(&u["discarded"])), (1, 3, 4, 0), "{u}");
+    assert_eq!(n(&u["sessions"]["2xx"]), 1, "{u}");
+    assert_eq!(delta("denied", &["sessions", "4xx"]), 1);
+    assert_eq!(delta("denied", &["sent"]), 0);
+
+    // The refusing peer failed once (whichever session picked it first)
+    // and is out for fail_timeout; the live one took every session since.
+    let peers = &after["stream"]["upstreams"]["back"]["peers"];
+    let (dead_p, live) = (&peers[0], &peers[1]);
+    assert_eq!(dead_p["server"], format!("127.0.0.1:{dead}"));
+    assert_eq!((n(&dead_p["fails"]), n(&dead_p["unavail"]), n(&dead_p["connections"])), (1, 1, 1), "{dead_p}");
+    assert_eq!(dead_p["state"], "unavail", "{dead_p}");
+    assert_eq!((n(&dead_p["sent"]), n(&dead_p["received"])), (0, 0));
+    let before_live = &before["stream"]["upstreams"]["back"]["peers"][1];
+    let d = |k: &str| n(&live[k]) - n(&before_live[k]);
+    assert_eq!((d("connections"), d("sent"), d("received"), d("fails")), (3, 18, 24, 0), "{live}");
+    assert_eq!((live["state"].as_str(), n(&live["active"])), (Some("up"), 0));
+    assert!(live["connect_time"].is_u64() && live["response_time"].is_u64(), "{live}");
+    // An upstream a proxy_pass made of one address is not listed.
+    assert_eq!(after["stream"]["upstreams"].as_object().map(|o| o.len()), Some(1), "{after:#}");
+
+    // The Prometheus page has the same numbers.
+    let r = request(sp, "GET /status?format=prometheus HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let text = r.text();
+    let total = n(&zone(&after, "tcpz", "sessions")["2xx"]);
+    assert!(text.contains(&format!("sluice_stream_sessions_total{{zone=\"tcpz\",code=\"2xx\"}} {total}\n")), "{text}");
+    let line = format!("sluice_stream_upstream_peer_fails_total{{upstream=\"back\",peer=\"127.0.0.1:{dead}\"}} 1\n");
+    assert!(text.contains(&line), "{text}");
+    assert!(text.contains("sluice_mail_sessions_total{protocol=\"imap\"} 0\n"), "{text}");
+}
+
+/// `status_zone` in a stream server takes one non-empty name, once.
+#[test]
+fn stream_status_zone_is_checked() {
+    for (body, msg) in [
+        (
+            "server { listen 127.0.0.1:1; status_zone a; status_zone b; return x; }",
+            "\"status_zone\" directive is duplicate",
+        ),
+        ("server { listen 127.0.0.1:1; status_zone \"\"; return x; }", "empty status_zone name"),
+        ("status_zone a; server { listen 127.0.0.1:1; return x; }", "status_zone"),
+    ] {
+        let conf = format!("events {{}}\nstream {{ {body} }}\n");
+        let srv = builder().server_is_nginx(false).whole(&conf).prepare();
+        let out = srv.run(&["-t"]);
+        let err = stderr_of(&out);
+        assert!(!out.status.success() && err.contains(msg), "{body}: {err}");
+    }
+}
+
+/// `proxy_pass unix:PATH` in a `listen ... udp` server: datagrams reach a
+/// unix datagram origin, and (sluice) its replies come back to the client.
+#[test]
+fn udp_to_a_unix_datagram_origin() {
+    let dir = temp_dir("unix-dgram");
+    let path = dir.join("origin.sock");
+    let origin = std::os::unix::net::UnixDatagram::bind(&path).expect("bind unix origin");
+    origin.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    // Workers run as `user` (nobody when the tests run as root).
+    use std::os::unix::fs::PermissionsExt;
+    for p in [&dir, &path] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let udp = free_port();
+    let load = if prog() == "nginx" { "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n" } else { "" };
+    let conf = format!(
+        "{load}daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {{}}
+         stream {{
+             server {{ listen 127.0.0.1:{udp} udp; proxy_pass unix:{p}; proxy_responses 1; proxy_timeout 3s; }}
+             server {{ listen 127.0.0.1:{{port0}}; return ready; }}
+         }}",
+        p = path.display()
+    );
+    let _srv = builder().whole(&conf).start();
+    let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    for msg in [&b"one"[..], b"two"] {
+        c.send_to(msg, ("127.0.0.1", udp)).unwrap();
+        let mut buf = [0u8; 64];
+        let (got, from) = origin.recv_from(&mut buf).expect("the datagram at the origin");
+        assert_eq!(&buf[..got], msg);
+        if prog() == "nginx" {
+            // nginx leaves its socket unbound: nowhere to answer.
+            continue;
+        }
+        assert!(from.as_pathname().is_none(), "an abstract (autobound) name, nothing on disk: {from:?}");
+        origin.send_to_addr(&[msg, b"!"].concat(), &from).expect("the reply");
+        let (got, _) = c.recv_from(&mut buf).expect("the reply through the proxy");
+        assert_eq!(&buf[..got], [msg, b"!"].concat().as_slice());
+    }
+}
