@@ -137,3 +137,35 @@ fn bodies_logs_and_redirects() {
     let lines: Vec<&str> = lines.iter().map(|l| l.trim_end_matches(['-', ' '])).collect();
     assert_eq!(lines, ["/m", "/m", "/m q=1", "/m q=1"]);
 }
+
+/// Over HTTP/2 the copies carry the request body too, as over HTTP/1:
+/// they start once the proxy has read it.
+#[test]
+fn http2_request_bodies_reach_the_mirror() {
+    let app = Origin::start(|r| Reply::ok(format!("app got {} bytes", r.body.len())));
+    let shadow = Origin::start(|_| Reply::ok("shadow"));
+    let s = builder()
+        .http(&format!(
+            r#"server {{
+                listen 127.0.0.1:{{port}} http2;
+                location / {{
+                    mirror /mirror;
+                    proxy_pass http://127.0.0.1:{a};
+                }}
+                location = /mirror {{
+                    internal;
+                    proxy_pass http://127.0.0.1:{m}$request_uri;
+                }}
+            }}"#,
+            a = app.port,
+            m = shadow.port
+        ))
+        .start();
+    let mut c = h2raw::Conn::open(s.port);
+    let block = h2raw::request_block("POST", "/form?x=1", "localhost", &[("content-length", "10")]);
+    let r = c.try_request(&block, Some(b"0123456789")).expect("response");
+    assert_eq!((r.status, String::from_utf8_lossy(&r.body).as_ref()), (200, "app got 10 bytes"));
+    assert!(wait_count(&shadow, 1));
+    let m = shadow.last();
+    assert_eq!((m.line(), m.body.as_slice()), ("POST /form?x=1 HTTP/1.0", &b"0123456789"[..]));
+}

@@ -468,7 +468,10 @@ async fn stream(
     if crate::http::handler::suspended(&ctx) {
         resp = Box::pin(crate::http::handler::complete(&w, &mut ctx, resp)).await;
     }
-    crate::http::handler::mirror::start(&w, &mut ctx, true, false);
+    // A proxied request's mirrors wait for its body (`mirror_request_body`),
+    // as over HTTP/1: they start below, once the proxy has read it.
+    let proxied = matches!(resp.body, crate::http::response::Body::Proxy);
+    crate::http::handler::mirror::start(&w, &mut ctx, false, proxied);
     // A body for an origin (proxy, FastCGI) is read whole first, within
     // `client_body_timeout` between DATA frames, as nginx buffers it. A
     // handler that does not read the body answers at once, as nginx's
@@ -579,6 +582,8 @@ async fn stream(
     } else if has_body && resp.status != 413 {
         unread = Some(body);
     }
+    // Mirrors that waited for the request body (read by now, if it was).
+    crate::http::handler::mirror::start(&w, &mut ctx, true, true);
     if resp.status == 444 {
         respond.send_reset(h2::Reason::CANCEL);
         log(&w, &ctx, &resp, (0, 0), started, false);
