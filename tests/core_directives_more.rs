@@ -218,6 +218,36 @@ fn post_action_runs_after_the_response() {
     }
 }
 
+/// `post_action` over HTTP/2: the stream's answer goes out, then the
+/// action reaches its origin with the request's method and URI.
+#[test]
+fn post_action_runs_after_an_http2_response() {
+    let s = builder()
+        .ports(2)
+        .file("html/remote", "SEE-THIS")
+        .http(
+            r#"
+        server {
+            listen 127.0.0.1:{port0} http2;
+            location /remote { post_action @report; }
+            location @report { proxy_pass http://127.0.0.1:{port1}; }
+        }
+        server {
+            listen 127.0.0.1:{port1};
+            access_log logs/report.log;
+            location / { return 204; }
+        }"#,
+        )
+        .start();
+    let mut c = h2raw::Conn::open(s.port);
+    let r = c.get("/remote?from=h2");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"SEE-THIS"[..]));
+    let line = wait_contains(&s.path("logs/report.log"), "GET /remote?from=h2 ", std::time::Duration::from_secs(5));
+    assert!(line.contains("\" 204 "), "{line}");
+    // The connection goes on serving.
+    assert_eq!(c.get("/remote").status, 200);
+}
+
 /// `keepalive_disable`: msie6 (the default) ends the connection after an
 /// old MSIE's POST; safari after any request from Safari on macOS.
 #[test]
