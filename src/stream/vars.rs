@@ -285,6 +285,13 @@ impl VarSource for Session {
             Var::Geoip(g) => {
                 g.value((!self.client_unix.get()).then(|| self.client.get().ip()), out);
             }
+            Var::Geoip2(g) => {
+                let addr = match g.source() {
+                    Some(t) => crate::geoip2::parse_addr(&t.render_to_vec(self)),
+                    None => (!self.client_unix.get()).then(|| self.client.get().ip()),
+                };
+                g.value(addr, out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, Some(&self.named), &|_| {}, out),
             Var::Named(name) => {

@@ -337,6 +337,25 @@ impl VarSource for Vars<'_, '_, '_> {
                 let client = (!ctx.client_is_unix()).then(|| ctx.client());
                 g.value(crate::http::geoip::client(&g.conf, client, &xff), out);
             }
+            Var::Geoip2(g) => {
+                let addr = if let Some(t) = g.source() {
+                    crate::geoip2::parse_addr(&t.render_to_vec(self))
+                } else if !g.wants_address() {
+                    None
+                } else {
+                    let xff: Vec<&[u8]> = if g.conf.proxies.is_empty() {
+                        Vec::new()
+                    } else {
+                        req.headers()
+                            .filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for"))
+                            .map(|(_, v)| v)
+                            .collect()
+                    };
+                    let client = (!ctx.client_is_unix()).then(|| ctx.client());
+                    crate::http::geoip2::address(&g.conf, client, &xff)
+                };
+                g.value(addr, out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) if m.volatile => m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out),
             Var::Map(m) => {
