@@ -87,6 +87,7 @@ const VARS: &str = "
     $g_f32 extras f32;
     $g_bytes extras bytes;
     $g_empty default=dflt extras empty;
+    $g_empty_nd extras empty;
     $g_container country;
     $g_arg_cc default=none source=$arg_ip country iso_code;
     $g_real_cc default=ZZ source=$http_x_real_ip country iso_code;
@@ -106,7 +107,7 @@ fn http_server(db: Vec<u8>, extra: &str) -> TestServer {
             "{extra}
              geoip2 geo/city.mmdb {{ {VARS} }}
              map $g_cc $allowed {{ default no; RU yes; }}
-             log_format geo '$g_cc $g_container $g_city';
+             log_format geo '$g_cc $g_container $g_city [$g_bytes] [$g_empty_nd]';
              server {{
                  listen 127.0.0.1:{{port}};
                  access_log logs/geo.log geo;
@@ -181,7 +182,7 @@ fn client_address_lookups_in_each_record_size() {
         check(&fields(&r.text()), MOSCOW, &label);
         // The log: not found is `-`.
         let line = wait_lines(&srv.path("logs/geo.log"), 1, LOG_WAIT);
-        assert_eq!(line.first().map(String::as_str), Some("RU - Moscow"), "{label}");
+        assert_eq!(line.first().map(String::as_str), Some("RU - Moscow [raw] []"), "{label}");
     }
 }
 
