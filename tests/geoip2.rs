@@ -4,8 +4,8 @@
 //! (127.0.0.1 is in the databases), by `source=` (`$arg_ip`,
 //! `$http_x_real_ip`) and by `X-Forwarded-For` through `geoip2_proxy`;
 //! defaults, array indexes, every value type as the module prints it, a
-//! `map` and an access log over the variables, the stream module's
-//! `return`, `metadata`, `auto_reload` picking up a replaced file (and
+//! `map`, an access log and `proxy_set_header` over the variables, the
+//! stream module's `return` and access log, `metadata`, `auto_reload` picking up a replaced file (and
 //! keeping the old one when the new one is corrupt), and `-t` refusing
 //! a corrupt file. Runs under nginx 1.22 too (`SLUICE_TEST_NGINX=1`).
 
@@ -400,4 +400,46 @@ fn write_fuzz_seeds() {
     let mut small = Writer::new(false, 24);
     small.insert("127.0.0.1/32", map(&[("country", map(&[("iso_code", s("RU"))]))]));
     std::fs::write(dir.join("country_v4_24.mmdb"), small.build()).unwrap();
+}
+
+#[test]
+fn proxy_set_header_and_stream_log() {
+    let o = common::origin::Origin::start(|req| {
+        common::origin::Reply::ok(format!("origin saw {}", req.header("x-geo").unwrap_or("-")))
+    });
+    let srv = builder()
+        .main(LOAD_HTTP)
+        .file("geo/city.mmdb", city_db(true, 28, "RU"))
+        .http(&format!(
+            "geoip2 geo/city.mmdb {{ $g_cc country iso_code; $g_city city names en; }}
+             server {{
+                 listen 127.0.0.1:{{port}};
+                 location / {{ proxy_set_header X-Geo \"$g_cc/$g_city\"; proxy_pass http://{}; }}
+             }}",
+            o.addr()
+        ))
+        .start();
+    assert_eq!(srv.get("/").text(), "origin saw RU/Moscow");
+
+    let load = "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n\
+                load_module /usr/lib/nginx/modules/ngx_stream_geoip2_module.so;\n";
+    let conf = format!(
+        "{load}daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {{}}\nstream {{
+            geoip2 geo/city.mmdb {{ $g_cc country iso_code; $g_none default=- nothing; $g_lost lost; }}
+            log_format geo '$g_cc $g_none $g_lost';
+            server {{
+                listen 127.0.0.1:{{port}};
+                access_log logs/stream.log geo;
+                return ok;
+            }}
+        }}\n"
+    );
+    let st = builder().whole(&conf).file("geo/city.mmdb", city_db(true, 28, "RU")).start();
+    let mut s = TcpStream::connect(("127.0.0.1", st.port)).unwrap();
+    s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    assert_eq!(out, "ok");
+    let lines = wait_lines(&st.path("logs/stream.log"), 1, LOG_WAIT);
+    assert_eq!(lines.first().map(String::as_str), Some("RU - -"));
 }

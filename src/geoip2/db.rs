@@ -101,11 +101,6 @@ impl Database {
         })
     }
 
-    /// Sets `auto_reload` (the block may name it after its variables).
-    pub fn set_interval(&mut self, secs: i64) {
-        self.interval = secs;
-    }
-
     /// The reader for a lookup, starting a reload check first when the
     /// period has passed.
     pub fn reader(self: &Arc<Self>) -> arc_swap::Guard<Arc<MmdbReader>> {
