@@ -15,6 +15,7 @@ pub mod clock;
 pub mod config;
 pub mod fuzzing;
 pub mod geoip;
+pub mod geoip2;
 pub mod http;
 pub mod listener;
 pub mod log;

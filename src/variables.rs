@@ -149,6 +149,8 @@ pub enum Var {
     Geo(std::sync::Arc<crate::config::geo::GeoDef>),
     /// `$geoip_*`: the GeoIP modules' variables (`crate::geoip`).
     Geoip(std::sync::Arc<crate::geoip::GeoipVar>),
+    /// A variable a `geoip2` block defines (`crate::geoip2`).
+    Geoip2(std::sync::Arc<crate::geoip2::Geoip2Var>),
     /// A variable defined by a `split_clients` block.
     Split(std::sync::Arc<crate::config::split_clients::SplitDef>),
     /// A variable `set` writes (see `rewrite::vars`).
@@ -374,13 +376,14 @@ pub fn request_body_file_used() -> bool {
 }
 
 /// A variable a `map`, `geo` or `split_clients` block defines, or one of
-/// the GeoIP module's (bound to the family's databases).
+/// the GeoIP modules' (bound to the family's databases).
 pub fn block_var(name: &str) -> Option<Var> {
     crate::config::map::lookup_var(name)
         .map(Var::Map)
         .or_else(|| crate::config::geo::lookup_var(name).map(Var::Geo))
         .or_else(|| crate::config::split_clients::lookup_var(name).map(Var::Split))
         .or_else(|| crate::geoip::lookup_var(name).map(Var::Geoip))
+        .or_else(|| crate::geoip2::lookup_var(name).map(Var::Geoip2))
 }
 
 /// `$ssl_client_*` (but `_verify`) by name, for the families that have

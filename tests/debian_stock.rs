@@ -52,6 +52,8 @@ const BUILT_IN: &[&str] = &[
     "ngx_http_cache_purge_module",
     "ngx_http_geoip_module",
     "ngx_stream_geoip_module",
+    "ngx_http_geoip2_module",
+    "ngx_stream_geoip2_module",
     "ngx_http_image_filter_module",
     "ngx_stream_module",
     "ngx_mail_module",

@@ -555,6 +555,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
     super::split_clients::reset();
     // The GeoIP databases before any template: `$geoip_*` binds to them.
     crate::http::geoip::read_main(dirs, ctx)?;
+    crate::http::geoip2::read_main(dirs, ctx)?;
     // A block's values may use a variable a later block defines (nginx
     // resolves variables once the whole configuration is read): a block
     // that names a variable not defined yet waits for a later pass, and
@@ -627,6 +628,7 @@ fn build_http(dirs: &[Directive], ctx: &mut Ctx, main: &mut MainConf) -> Result<
             && !VAR_BLOCKS.contains(&d.name.as_str())
             && !zone_dir(d)
             && !crate::http::geoip::is_early(&d.name)
+            && !crate::http::geoip2::is_early(&d.name)
     });
     let children = apply_level(rest, dirs, HTTP, ctx, main, Some(&mut conf), None)?;
     let mut servers = Vec::new();

@@ -29,6 +29,9 @@ const BUILT_IN: &[&str] = &[
     // nginx's GeoIP modules (`crate::geoip`).
     "ngx_http_geoip_module",
     "ngx_stream_geoip_module",
+    // The GeoIP2 modules (`crate::geoip2`).
+    "ngx_http_geoip2_module",
+    "ngx_stream_geoip2_module",
     // The image filter (`crate::http::image_filter`).
     "ngx_http_image_filter_module",
     // The stream family (`crate::stream`).
@@ -80,7 +83,6 @@ const MISSING: &[Missing] = &[
     miss("ngx_http_dav_ext_module", "WebDAV extensions, libnginx-mod-http-dav-ext"),
     miss("ngx_http_echo_module", "echo, libnginx-mod-http-echo"),
     miss("ngx_http_fancyindex_module", "fancy indexes, libnginx-mod-http-fancyindex"),
-    miss("ngx_http_geoip2_module", "GeoIP2, libnginx-mod-http-geoip2"),
     miss("ngx_http_headers_more_filter_module", "headers-more, libnginx-mod-http-headers-more-filter"),
     miss("ngx_http_js_module", "njs, libnginx-mod-http-js"),
     miss("ngx_http_lua_module", "Lua, libnginx-mod-http-lua"),
@@ -93,7 +95,6 @@ const MISSING: &[Missing] = &[
     miss("ngx_http_upstream_fair_module", "the fair balancer, libnginx-mod-http-upstream-fair"),
     miss("ngx_nchan_module", "nchan, libnginx-mod-nchan"),
     miss("ngx_rtmp_module", "RTMP, libnginx-mod-rtmp"),
-    miss("ngx_stream_geoip2_module", "stream GeoIP2, libnginx-mod-stream-geoip2"),
     miss("ngx_stream_js_module", "stream njs, libnginx-mod-stream-js"),
 ];
 

@@ -332,6 +332,7 @@ pub static TABLES: &[&[Cmd]] = &[
     crate::http::slice::DIRECTIVES,
     crate::http::userid::DIRECTIVES,
     crate::http::geoip::DIRECTIVES,
+    crate::http::geoip2::DIRECTIVES,
     crate::http::access::DIRECTIVES,
     crate::http::access::auth_request::DIRECTIVES,
     crate::http::handler::mirror::DIRECTIVES,

@@ -19,6 +19,7 @@ mod dav;
 mod fastcgi;
 mod filter;
 mod geoip;
+mod geoip2;
 mod grpc;
 mod h1;
 mod h2;
@@ -43,6 +44,7 @@ pub use dav::dav_headers;
 pub use fastcgi::fastcgi;
 pub use filter::{charset_recode, ssi, sub_filter};
 pub use geoip::geoip;
+pub use geoip2::geoip2;
 pub use grpc::grpc_session;
 pub use h1::{chunked, h1_head};
 pub use h2::{h2_frame, hpack};
@@ -104,6 +106,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("acme_response", acme_response),
     ("h2_conn", h2_conn),
     ("geoip", geoip),
+    ("geoip2", geoip2),
     ("image_filter", image_filter),
     ("grpc_session", grpc_session),
     ("mp4", mp4),

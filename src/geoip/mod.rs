@@ -220,10 +220,16 @@ pub fn database(conf: &mut GeoipConf, d: &Directive) -> Result<(), ConfError> {
 /// `geoip_proxy CIDR`: nginx's `ngx_http_geoip_cidr_value`, which takes
 /// `255.255.255.255` as a host.
 pub fn proxy(conf: &mut GeoipConf, d: &Directive, warnings: &mut Vec<String>) -> Result<(), ConfError> {
+    conf.proxies.push(proxy_cidr(d, warnings)?);
+    Ok(())
+}
+
+/// The network of a `geoip_proxy` or `geoip2_proxy` (the GeoIP2 module
+/// copies the legacy one's parser, messages included).
+pub fn proxy_cidr(d: &Directive, warnings: &mut Vec<String>) -> Result<Cidr, ConfError> {
     let text = d.args[0].text.as_str();
     if text == "255.255.255.255" {
-        conf.proxies.push(Cidr::V4 { addr: u32::MAX, mask: u32::MAX });
-        return Ok(());
+        return Ok(Cidr::V4 { addr: u32::MAX, mask: u32::MAX });
     }
     let p = Cidr::parse(text)
         .filter(|p| p.cidr != Cidr::Unix)
@@ -231,6 +237,5 @@ pub fn proxy(conf: &mut GeoipConf, d: &Directive, warnings: &mut Vec<String>) ->
     if p.low_bits_set {
         warnings.push(ConfError::at(format!("low address bits of {text} are meaningless"), &d.span).to_string());
     }
-    conf.proxies.push(p.cidr);
-    Ok(())
+    Ok(p.cidr)
 }

@@ -19,6 +19,7 @@ pub mod fastcgi;
 pub mod filter;
 pub mod flv;
 pub mod geoip;
+pub mod geoip2;
 pub mod grpc;
 pub mod gunzip;
 pub mod handler;

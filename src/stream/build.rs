@@ -84,6 +84,7 @@ fn build_block(dirs: &[Directive], ctx: &mut Ctx, main: &MainConf) -> Result<Str
     declare_sets(dirs);
     // The GeoIP databases before any template: `$geoip_*` binds to them.
     super::geoip::read_main(dirs)?;
+    super::geoip2::read_main(dirs, ctx)?;
     for d in dirs.iter().filter(|d| VAR_BLOCKS.contains(&d.name.as_str())) {
         directives::check(d, Level::Main)?;
         match d.name.as_str() {
@@ -106,8 +107,13 @@ fn build_block(dirs: &[Directive], ctx: &mut Ctx, main: &MainConf) -> Result<Str
         zones.insert(z.name.clone(), Arc::new(z));
     }
     let mut top = default_conf(main);
-    let early =
-        |n: &str| VAR_BLOCKS.contains(&n) || n == "log_format" || n == "limit_conn_zone" || super::geoip::is_early(n);
+    let early = |n: &str| {
+        VAR_BLOCKS.contains(&n)
+            || n == "log_format"
+            || n == "limit_conn_zone"
+            || super::geoip::is_early(n)
+            || n == "geoip2"
+    };
     let rest: Vec<&Directive> = dirs.iter().filter(|d| !early(&d.name)).collect();
     let mut seen = Vec::new();
     for d in rest.iter().filter(|d| d.name != "server" && d.name != "upstream") {

@@ -35,6 +35,7 @@ static TABLE: &[(&str, u8, usize, usize, bool)] = &[
     ("geoip_country", M, 1, 2, false),
     ("geoip_city", M, 1, 2, false),
     ("geoip_org", M, 1, 2, false),
+    ("geoip2", M, 1, 1, true),
     ("log_format", M, 2, MANY, false),
     ("limit_conn_zone", M, 2, 2, false),
     ("variables_hash_max_size", M, 1, 1, false),

@@ -12,6 +12,7 @@ pub mod build;
 pub mod conf;
 pub mod directives;
 pub mod geoip;
+pub mod geoip2;
 pub mod limit;
 pub mod preread;
 pub mod proxy;

@@ -154,6 +154,17 @@ fn push_list<T>(out: &mut Vec<u8>, items: &[T], f: impl Fn(&mut Vec<u8>, &T)) {
     }
 }
 
+impl Session {
+    /// The address a geoip2 variable looks up: `source=`'s value, else the
+    /// client (after realip).
+    fn geoip2_address(&self, g: &crate::geoip2::Geoip2Var) -> Option<std::net::IpAddr> {
+        match g.source() {
+            Some(t) => crate::geoip2::parse_addr(&t.render_to_vec(self)),
+            None => (!self.client_unix.get()).then(|| self.client.get().ip()),
+        }
+    }
+}
+
 impl VarSource for Session {
     /// A ClientHello without ALPN has an empty `$ssl_preread_alpn_protocols`
     /// (logged as nothing), unlike a session with no ClientHello (`-`).
@@ -163,6 +174,8 @@ impl VarSource for Session {
                 self.preread.borrow().is_some()
             }
             Var::Set(_) => true,
+            // An empty string in the database is a value (logged as nothing).
+            Var::Geoip2(g) => g.value(self.geoip2_address(g), &mut Vec::new()),
             _ => false,
         }
     }
@@ -284,6 +297,9 @@ impl VarSource for Session {
             }
             Var::Geoip(g) => {
                 g.value((!self.client_unix.get()).then(|| self.client.get().ip()), out);
+            }
+            Var::Geoip2(g) => {
+                g.value(self.geoip2_address(g), out);
             }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, Some(&self.named), &|_| {}, out),

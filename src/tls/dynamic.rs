@@ -282,6 +282,13 @@ impl VarSource for HandshakeVars<'_> {
             Var::Geoip(g) => {
                 g.value(Some(c.peer.ip()), out);
             }
+            Var::Geoip2(g) => {
+                let addr = match g.source() {
+                    Some(t) => crate::geoip2::parse_addr(&t.render_to_vec(self)),
+                    None => Some(c.peer.ip()),
+                };
+                g.value(addr, out);
+            }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) => m.eval(self, None, &|_| {}, out),
             _ => {}

@@ -77,10 +77,33 @@ fn join_request_headers(req: &crate::http::request::Request<'_>, name: &str, sep
     }
 }
 
+impl Vars<'_, '_, '_> {
+    /// The address a geoip2 variable looks up: `source=`'s value, else the
+    /// client through `geoip2_proxy`.
+    fn geoip2_address(&self, g: &crate::geoip2::Geoip2Var) -> Option<std::net::IpAddr> {
+        if let Some(t) = g.source() {
+            return crate::geoip2::parse_addr(&t.render_to_vec(self));
+        }
+        if !g.wants_address() {
+            return None;
+        }
+        let ctx = self.ctx;
+        let xff: Vec<&[u8]> = if g.conf.proxies.is_empty() {
+            Vec::new()
+        } else {
+            ctx.req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for")).map(|(_, v)| v).collect()
+        };
+        let client = (!ctx.client_is_unix()).then(|| ctx.client());
+        crate::http::geoip2::address(&g.conf, client, &xff)
+    }
+}
+
 impl VarSource for Vars<'_, '_, '_> {
     fn empty_found(&self, var: &Var) -> bool {
         let req = &self.ctx.req;
         match var {
+            // An empty string in the database is a value (logged as nothing).
+            Var::Geoip2(g) => g.value(self.geoip2_address(g), &mut Vec::new()),
             Var::Http(name) => req.headers().any(|(n, _)| is_var_header(n, name)),
             Var::Arg(name) => req.args.as_deref().and_then(|a| query_arg(a, name)).is_some(),
             Var::Cookie(name) => request_cookie(req, name).is_some(),
@@ -336,6 +359,9 @@ impl VarSource for Vars<'_, '_, '_> {
                 };
                 let client = (!ctx.client_is_unix()).then(|| ctx.client());
                 g.value(crate::http::geoip::client(&g.conf, client, &xff), out);
+            }
+            Var::Geoip2(g) => {
+                g.value(self.geoip2_address(g), out);
             }
             Var::Split(sc) => out.extend_from_slice(sc.eval(self)),
             Var::Map(m) if m.volatile => m.eval(self, Some(&ctx.map_named), &|re| ctx.captured(re), out),
