@@ -483,3 +483,52 @@ fn udp_rates_delay_datagrams_without_splitting_them() {
         assert!(times[1] < Duration::from_millis(3000), "not much longer: {times:?}");
     }
 }
+
+/// An origin that answers every connection with `reply` once it has read
+/// something, then closes (what a `check type=http` probe and a client
+/// both see).
+fn fixed_origin(reply: &'static str) -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind origin");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 1024];
+                if matches!(c.read(&mut buf), Ok(n) if n > 0) {
+                    let _ = c.write_all(reply.as_bytes());
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Tengine's `check` in a stream upstream: a peer whose HTTP probe fails is
+/// held down and no session goes to it, until its probes pass again.
+#[test]
+fn check_holds_a_failing_peer_out_of_stream_sessions() {
+    if tls::skip_in_nginx_mode("nginx has no upstream check module") {
+        return;
+    }
+    let good = fixed_origin("HTTP/1.0 200 OK\r\n\r\ngood\n");
+    let bad = fixed_origin("HTTP/1.0 500 Internal Server Error\r\n\r\nbad\n");
+    let conf = format!(
+        "upstream u {{ server 127.0.0.1:{good}; server 127.0.0.1:{bad};\n  \
+         check interval=100 rise=1 fall=1 timeout=1000 type=http;\n  \
+         check_http_send \"GET /health HTTP/1.0\\r\\n\\r\\n\"; check_http_expect_alive http_2xx; }}\n\
+         server {{ listen 127.0.0.1:{{port}}; proxy_pass u; }}"
+    );
+    let srv = builder().whole(&stream_conf(&conf)).start();
+    // default_down: nothing is up until the first probes have passed.
+    let log = srv.wait_error_log(&format!("enable check peer: 127.0.0.1:{good}"));
+    assert!(log.contains("[error]"), "{log}");
+    let answers: Vec<String> = (0..8)
+        .map(|_| {
+            let mut s = dial(srv.port);
+            ask(&mut s, "GET / HTTP/1.0\r\n\r\n")
+        })
+        .collect();
+    assert!(answers.iter().all(|a| a.contains("good")), "a session reached the failing peer: {answers:?}");
+    assert!(!srv.error_log().contains(&format!("enable check peer: 127.0.0.1:{bad}")), "{}", srv.error_log());
+}

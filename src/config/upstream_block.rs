@@ -83,9 +83,6 @@ fn build(
                     | "keepalive_time"
                     | "queue"
                     | "ip_hash"
-                    | "check"
-                    | "check_http_send"
-                    | "check_http_expect_alive"
                     | "check_keepalive_requests"
                     | "sticky"
             )

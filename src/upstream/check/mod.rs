@@ -287,9 +287,20 @@ impl Check {
     }
 }
 
-/// Every upstream of a configuration that has `check`, in config order.
+/// Every upstream of a configuration that has `check`, in config order:
+/// http's, then the other families' (Tengine's stream check module takes
+/// the same directives in a `stream` upstream).
 pub fn checks(cfg: &Config) -> Vec<Arc<Check>> {
-    cfg.http.upstreams.iter().filter_map(|u| u.check.clone()).collect()
+    by_family(cfg).into_iter().flat_map(|(_, c)| c).collect()
+}
+
+/// The checked upstreams of each family (`http`, `stream`): names are
+/// per family, so a reload matches them within one.
+fn by_family(cfg: &Config) -> Vec<(&'static str, Vec<Arc<Check>>)> {
+    let of = |ups: &[Arc<crate::config::proxy::Upstream>]| ups.iter().filter_map(|u| u.check.clone()).collect();
+    let mut out = vec![("http", of(&cfg.http.upstreams))];
+    out.extend(cfg.families.iter().map(|(name, f)| (*name, of(f.upstreams()))));
+    out
 }
 
 /// Carries the checked state over a reload, as Tengine does through its shared memory: a peer
@@ -298,8 +309,15 @@ pub fn checks(cfg: &Config) -> Vec<Arc<Check>> {
 /// generation's checker starts; the old one may still record a probe meanwhile, which the new
 /// checker's next probes correct.
 pub fn inherit(old: &Config, new: &Config) {
-    let old_checks = checks(old);
-    for c in checks(new) {
+    let olds = by_family(old);
+    for (family, checks) in by_family(new) {
+        let Some((_, old_checks)) = olds.iter().find(|(f, _)| *f == family) else { continue };
+        inherit_family(old_checks, &checks);
+    }
+}
+
+fn inherit_family(old_checks: &[Arc<Check>], new: &[Arc<Check>]) {
+    for c in new {
         let Some(o) = old_checks.iter().find(|o| o.upstream == c.upstream) else { continue };
         for (j, p) in c.peers.iter().enumerate() {
             let found = o.peers.iter().position(|q| q.name == p.name);
