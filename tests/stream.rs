@@ -80,7 +80,11 @@ fn read_all(port: u16) -> String {
 }
 
 fn stream_conf(body: &str) -> String {
-    format!("daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {{}}\nstream {{\n{body}\n}}\n")
+    // Debian's nginx has the stream module as a dynamic one.
+    let load = if prog() == "nginx" { "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n" } else { "" };
+    format!(
+        "{load}daemon off;\npid logs/sluice.pid;\nerror_log logs/error.log info;\nevents {{}}\nstream {{\n{body}\n}}\n"
+    )
 }
 
 #[test]
