@@ -575,11 +575,15 @@ async fn preread_from(s: &Session, mut src: Src<'_>) -> Option<Vec<u8>> {
             s.status.set(400);
             return None;
         }
+        // A client that closes, fails or stays silent past
+        // `preread_timeout` before its ClientHello is whole ends the
+        // session there with 200, no origin asked (nginx's preread phase
+        // finalizes with NGX_STREAM_OK then).
         let r = match &mut src {
             Src::Peek(tcp) => {
                 match tokio::time::timeout_at(deadline, peek_more(tcp, &mut buf, conf.preread_buffer_size)).await {
                     Ok(Ok(true)) => {}
-                    Ok(_) | Err(_) => break,
+                    Ok(_) | Err(_) => return preread_ended(s, &buf),
                 }
                 continue;
             }
@@ -587,10 +591,8 @@ async fn preread_from(s: &Session, mut src: Src<'_>) -> Option<Vec<u8>> {
         };
         let mut chunk = vec![0u8; (conf.preread_buffer_size - buf.len()).min(16 * 1024)];
         match tokio::time::timeout_at(deadline, r.read(&mut chunk)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return preread_ended(s, &buf),
             Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-            // nginx goes on to the content phase when preread times out.
-            Err(_) => break,
         }
     }
     if let Src::Peek(_) = src {
@@ -599,6 +601,13 @@ async fn preread_from(s: &Session, mut src: Src<'_>) -> Option<Vec<u8>> {
     }
     s.bytes_received.set(buf.len() as u64);
     Some(buf)
+}
+
+/// The session's end in preread (see `preread_from`): status 200.
+fn preread_ended(s: &Session, buf: &[u8]) -> Option<Vec<u8>> {
+    s.bytes_received.set(buf.len() as u64);
+    s.status.set(200);
+    None
 }
 
 /// Peeks at what the client sent (MSG_PEEK, as nginx's preread does on a
