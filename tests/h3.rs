@@ -161,6 +161,11 @@ fn post_body_reaches_the_proxied_origin() {
     assert_eq!(run.one().status, 200, "{run:?}");
     assert_eq!(origin.last().header("content-length"), None);
     assert_eq!(origin.count(), 4);
+    // An empty DATA frame inside a body does not end it.
+    let run = common::h3::run(s.port, &["--request", "POST", "/app/m", "--body-file", f, "--empty-data-between"]);
+    assert_eq!(run.one().body, "got 300000 bytes", "{run:?}");
+    assert!(origin.last().body == body, "the origin got other bytes");
+    assert_eq!(origin.count(), 5);
 
     // A body shorter than its content-length: 400 and nginx's line; the
     // origin is not asked.
@@ -171,7 +176,7 @@ fn post_body_reaches_the_proxied_origin() {
     let run = common::h3::run(s.port, &args);
     assert_eq!(run.one().status, 400, "{run:?}");
     s.wait_error_log("client prematurely closed stream: only 4 out of 5 bytes of request body received");
-    assert_eq!(origin.count(), 4);
+    assert_eq!(origin.count(), 5);
 }
 
 #[test]

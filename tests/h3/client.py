@@ -22,6 +22,8 @@ body (--body-file), then resets its stream S seconds later.
 its stream open; the response line's "stop_sending" is the code of a
 STOP_SENDING the server sent for it, the connection line's "cancelled" the
 stream ids the server's QPACK decoder stream cancelled.
+--empty-data-between: the body goes as two DATA frames with an empty one
+between them (a body's end only at the stream's end).
 --token HEX: the Initial carries this address validation token (a
 corrupted one tests the server's INVALID_TOKEN close).
 --stall S: once the requests are sent, the client blocks S seconds without
@@ -234,7 +236,7 @@ class Client(QuicConnectionProtocol):
             if e.stream_ended:
                 r.finish()
 
-    def request(self, method, path, authority, headers, body, reset_after=None, no_fin=False):
+    def request(self, method, path, authority, headers, body, reset_after=None, no_fin=False, empty_between=False):
         sid = self._quic.get_next_available_stream_id()
         hdrs = [
             (b":method", method.encode()),
@@ -258,6 +260,11 @@ class Client(QuicConnectionProtocol):
             self.transmit()
             return r
         self.http.send_headers(sid, hdrs, end_stream=body is None and not no_fin)
+        if body is not None and empty_between:
+            half = len(body) // 2
+            self.http.send_data(sid, body[:half], end_stream=False)
+            self.http.send_data(sid, b"", end_stream=False)
+            body = body[half:]
         if body is not None:
             self.http.send_data(sid, body, end_stream=not no_fin)
         self.transmit()
@@ -305,6 +312,7 @@ async def main():
     ap.add_argument("--header", action="append", default=[])
     ap.add_argument("--body-file")
     ap.add_argument("--no-fin", action="store_true")
+    ap.add_argument("--empty-data-between", action="store_true")
     ap.add_argument("--token")
     a = ap.parse_args()
 
@@ -342,7 +350,9 @@ async def main():
                 proto.on_bytes.append(maybe_rebind)
             results = []
             for method, path in a.request or [("GET", "/")]:
-                results.append(proto.request(method, path, authority, headers, body, a.reset_body_after, a.no_fin))
+                results.append(proto.request(
+                    method, path, authority, headers, body, a.reset_body_after, a.no_fin, a.empty_data_between
+                ))
             if a.stall:
                 # Blocks the event loop: datagrams wait in the socket.
                 time.sleep(a.stall)

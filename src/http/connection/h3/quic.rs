@@ -10,7 +10,9 @@
 //! - Whether anything followed a request's HEADERS frame (`Watch::frames`):
 //!   nginx takes any bytes after HEADERS as a body, an empty DATA frame
 //!   included, and sends such a body to an origin with `Content-Length:
-//!   0`; the `h3` crate reports an empty DATA frame as the body's end.
+//!   0`; the `h3` crate reports an empty DATA frame as the body's end,
+//!   even one in the middle of a body (`Watch::finished` and
+//!   `Watch::data_bytes` tell whether more follows).
 //! - The QPACK decoder stream (`Side::cancel_stream`): a request stream
 //!   given up on is announced with a Stream Cancellation instruction
 //!   (RFC 9204 4.4.2), as nginx does; the `h3` crate opens the stream and
@@ -104,6 +106,7 @@ fn prefixed_int(out: &mut Vec<u8>, flags: u8, bits: u32, mut v: u64) {
 pub struct Watch {
     stream: RefCell<quinn::RecvStream>,
     scan: Cell<Scan>,
+    fin: Cell<bool>,
 }
 
 impl Watch {
@@ -116,6 +119,16 @@ impl Watch {
     pub fn frames(&self) -> u32 {
         self.scan.get().frames
     }
+
+    /// The lengths of the DATA frames begun so far, added up.
+    pub fn data_bytes(&self) -> u64 {
+        self.scan.get().data
+    }
+
+    /// Whether the client's side ended (its FIN read).
+    pub fn finished(&self) -> bool {
+        self.fin.get()
+    }
 }
 
 /// Where the stream's bytes are in HTTP/3's framing (type, length,
@@ -123,6 +136,8 @@ impl Watch {
 #[derive(Clone, Copy, Default)]
 struct Scan {
     frames: u32,
+    data: u64,
+    ftype: u64,
     in_len: bool,
     varint: u64,
     varint_left: u8,
@@ -154,9 +169,13 @@ impl Scan {
             self.in_varint = false;
             if self.in_len {
                 self.payload = self.varint;
+                if self.ftype == 0 {
+                    self.data = self.data.saturating_add(self.varint);
+                }
                 self.in_len = false;
             } else {
                 self.frames = self.frames.saturating_add(1);
+                self.ftype = self.varint;
                 self.in_len = true;
             }
         }
@@ -231,7 +250,8 @@ impl quic::Connection<Bytes> for Conn {
         self.accepting = None;
         let (send, recv) = r.map_err(connection_error)?;
         let id = stream_id(recv.id())?;
-        let watch = Rc::new(Watch { stream: RefCell::new(recv), scan: Cell::new(Scan::default()) });
+        let watch =
+            Rc::new(Watch { stream: RefCell::new(recv), scan: Cell::new(Scan::default()), fin: Cell::new(false) });
         self.opener.side.keep(id.into_inner(), &watch);
         Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id, None), recv: Recv { watch, id, scratch: Vec::new() } }))
     }
@@ -361,6 +381,7 @@ impl quic::RecvStream for Recv {
         }
         let n = ready!(self.watch.stream.borrow_mut().poll_read(cx, &mut self.scratch)).map_err(read_error)?;
         if n == 0 {
+            self.watch.fin.set(true);
             return Poll::Ready(Ok(None));
         }
         let piece = &self.scratch[..n];
@@ -450,7 +471,7 @@ mod tests {
         for b in wire.chunks(1) {
             s.feed(b);
         }
-        assert_eq!(s.frames, 2);
+        assert_eq!((s.frames, s.data), (2, 0));
         // A DATA frame with a two-byte length (64) and its payload.
         let mut s = Scan::default();
         let mut wire = vec![0x00, 0x40, 0x40];
@@ -458,7 +479,7 @@ mod tests {
         wire.extend_from_slice(&[0x00, 0x00]);
         s.feed(&wire[..10]);
         s.feed(&wire[10..]);
-        assert_eq!(s.frames, 2);
+        assert_eq!((s.frames, s.data), (2, 64));
     }
 
     #[test]

@@ -210,7 +210,7 @@ async fn request(
         };
         let read = if has_body {
             let limits = (conf.client_max_body_size, conf.client_body_timeout);
-            read_body(&mut tx, first.take(), limits, declared, Some(&mut spool)).await
+            read_body(&mut tx, watch.as_deref(), first.take(), limits, declared, Some(&mut spool)).await
         } else {
             // The stream ended with its HEADERS: a content-length above 0
             // was not kept.
@@ -333,7 +333,7 @@ async fn request(
         drop(resp);
         crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
     }
-    if unread && ok && !ended(&mut tx) {
+    if unread && ok && !(ended(&mut tx) && watch.as_ref().is_none_or(|wt| wt.finished())) {
         // The rest of a body no handler read: refused with STOP_SENDING
         // H3_NO_ERROR (RFC 9114 4.1: the answer is complete) and a QPACK
         // Stream Cancellation, as nginx does when it discards a body.
@@ -375,6 +375,7 @@ enum Read {
 /// content-length.
 async fn read_body(
     tx: &mut Stream,
+    watch: Option<&super::quic::Watch>,
     first: Option<Bytes>,
     limits: (u64, Duration),
     declared: Option<u64>,
@@ -388,6 +389,9 @@ async fn read_body(
             Some(c) => c,
             None => match tokio::time::timeout(timeout, tx.recv_data()).await {
                 Ok(Ok(Some(mut b))) => b.copy_to_bytes(b.remaining()),
+                // An empty DATA frame, which the h3 crate reports as the
+                // end, with more of the stream to come.
+                Ok(Ok(None)) if watch.is_some_and(|wt| !wt.finished() || total < wt.data_bytes()) => continue,
                 Ok(Ok(None)) => {
                     return match declared {
                         Some(n) if total < n => Read::BadLength(short(total, n)),
