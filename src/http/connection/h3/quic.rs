@@ -36,6 +36,10 @@ use quinn::VarInt;
 /// Largest piece read from a request stream at a time.
 const READ_PIECE: usize = 32 * 1024;
 
+/// The first reads' buffer: a request's HEADERS (and a small body) fit;
+/// a read that fills it grows it to `READ_PIECE`.
+const FIRST_PIECE: usize = 4 * 1024;
+
 /// QPACK decoder stream's type (RFC 9204 4.2).
 const DECODER_STREAM: u8 = 0x03;
 
@@ -377,7 +381,7 @@ impl quic::RecvStream for Recv {
 
     fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
         if self.scratch.is_empty() {
-            self.scratch = vec![0; READ_PIECE];
+            self.scratch = vec![0; FIRST_PIECE];
         }
         let n = ready!(self.watch.stream.borrow_mut().poll_read(cx, &mut self.scratch)).map_err(read_error)?;
         if n == 0 {
@@ -388,7 +392,11 @@ impl quic::RecvStream for Recv {
         let mut scan = self.watch.scan.get();
         scan.feed(piece);
         self.watch.scan.set(scan);
-        Poll::Ready(Ok(Some(Bytes::copy_from_slice(piece))))
+        let out = Bytes::copy_from_slice(piece);
+        if n == self.scratch.len() && n < READ_PIECE {
+            self.scratch = vec![0; READ_PIECE];
+        }
+        Poll::Ready(Ok(Some(out)))
     }
 
     fn stop_sending(&mut self, code: u64) {
