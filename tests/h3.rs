@@ -1,10 +1,11 @@
 //! HTTP/3 over QUIC (`listen ... quic`) with an independent client
 //! (aioquic, tests/common/h3.rs): static files and ranges, a large
 //! download checked by its SHA-256, a POST through `proxy_pass` to an
-//! origin that records what it got, error pages, access-log and status
-//! counts, Alt-Svc advertised over HTTP/1.1 and HTTP/2, a client that
-//! changes its address mid-download, a reload in the middle of a transfer,
-//! `quic_retry`, and what `-t` refuses.
+//! origin that records what it got (an empty body, a short one), a body no
+//! one reads stopped, error pages, access-log and status counts, Alt-Svc
+//! advertised over HTTP/1.1 and HTTP/2, a client that changes its address
+//! mid-download, a reload in the middle of a transfer, `quic_retry` (and a
+//! token it cannot read), and what `-t` refuses.
 //!
 //! nginx 1.22 (the suite's reference binary) has no HTTP/3, so these are
 //! checked against nginx's documented behaviour and nginx's own h3 tests
@@ -150,6 +151,57 @@ fn post_body_reaches_the_proxied_origin() {
     assert_eq!(run.one().status, 413, "{run:?}");
     assert_eq!(origin.count(), 2);
     s.wait_error_log("client intended to send too large body");
+
+    // An empty body (a DATA frame of no bytes, then the stream's end) is a
+    // body: the origin gets `Content-Length: 0`, as from nginx, even for a
+    // GET; a GET whose stream ends with its HEADERS has none.
+    let empty = s.path("empty.bin");
+    std::fs::write(&empty, b"").unwrap();
+    let run = common::h3::run(s.port, &["--request", "GET", "/app/e", "--body-file", empty.to_str().unwrap()]);
+    assert_eq!(run.one().status, 200, "{run:?}");
+    assert_eq!(origin.last().header("content-length"), Some("0"));
+    let run = common::h3::run(s.port, &["--request", "GET", "/app/n"]);
+    assert_eq!(run.one().status, 200, "{run:?}");
+    assert_eq!(origin.last().header("content-length"), None);
+    assert_eq!(origin.count(), 4);
+    // An empty DATA frame inside a body does not end it.
+    let run = common::h3::run(s.port, &["--request", "POST", "/app/m", "--body-file", f, "--empty-data-between"]);
+    assert_eq!(run.one().body, "got 300000 bytes", "{run:?}");
+    assert!(origin.last().body == body, "the origin got other bytes");
+    assert_eq!(origin.count(), 5);
+
+    // A body shorter than its content-length: 400 and nginx's line; the
+    // origin is not asked.
+    let four = s.path("four.bin");
+    std::fs::write(&four, b"TEST").unwrap();
+    let args =
+        ["--request", "POST", "/app/short", "--body-file", four.to_str().unwrap(), "--header", "content-length:5"];
+    let run = common::h3::run(s.port, &args);
+    assert_eq!(run.one().status, 400, "{run:?}");
+    s.wait_error_log("client prematurely closed stream: only 4 out of 5 bytes of request body received");
+    assert_eq!(origin.count(), 5);
+}
+
+#[test]
+fn a_body_no_one_reads_is_stopped() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let s = h3_server("", "", "location / { }").file("html/index.html", "static\n").start();
+    let body = s.path("b.bin");
+    std::fs::write(&body, b"TEST").unwrap();
+    // The client's body never ends: the static answer goes out, then
+    // STOP_SENDING H3_NO_ERROR and a QPACK Stream Cancellation for the
+    // stream, as nginx does (nginx-tests h3_request_body.t).
+    let run = common::h3::run(
+        s.port,
+        &["--request", "GET", "/index.html", "--body-file", body.to_str().unwrap(), "--no-fin"],
+    );
+    let r = run.one();
+    assert_eq!((r.status, r.body.as_str()), (200, "static\n"), "{run:?}");
+    assert_eq!(r.stop_sending, Some(0x100), "{run:?}");
+    assert_eq!(run.conn["cancelled"], serde_json::json!([0]), "{run:?}");
+    assert!(run.conn["terminated"].is_null(), "{run:?}");
 }
 
 #[test]
@@ -226,6 +278,10 @@ fn quic_retry_validates_the_address_first() {
     let s = h3_server("", "quic_retry on;", "").file("html/index.html", "retried\n").start();
     let r = get(s.port, "/index.html");
     assert_eq!((r.status, r.body.as_str()), (200, "retried\n"));
+    // A token the server cannot decrypt: CONNECTION_CLOSE with
+    // INVALID_TOKEN (0x0b), as nginx closes, not another Retry.
+    let run = run(s.port, &["--token", &"5a".repeat(60), "--timeout", "5"]);
+    assert_eq!(run.conn["terminated"]["error_code"], 0x0b, "{run:?}");
 }
 
 #[test]

@@ -35,6 +35,8 @@ pub struct H3Resp {
     /// The first KB of the body, as Latin-1 text.
     pub body: String,
     pub error: Option<String>,
+    /// The code of a STOP_SENDING the server sent for the request.
+    pub stop_sending: Option<u64>,
 }
 
 impl H3Resp {
@@ -93,6 +95,7 @@ pub fn run(port: u16, args: &[&str]) -> H3Run {
             sha256: v["sha256"].as_str().unwrap_or("").to_string(),
             body: v["body"].as_str().unwrap_or("").to_string(),
             error: v["error"].as_str().map(str::to_string),
+            stop_sending: v["stop_sending"].as_u64(),
         });
     }
     H3Run { responses, conn, stderr: String::from_utf8_lossy(&o.stderr).into_owned() }

@@ -18,6 +18,14 @@ new local UDP port (a NAT rebinding: the server sees a new address).
 the client writes FILE (the test then reloads the server) and goes on.
 --reset-body-after S: each request sends its headers and the start of its
 body (--body-file), then resets its stream S seconds later.
+--no-fin: each request sends its headers and body (--body-file) and leaves
+its stream open; the response line's "stop_sending" is the code of a
+STOP_SENDING the server sent for it, the connection line's "cancelled" the
+stream ids the server's QPACK decoder stream cancelled.
+--empty-data-between: the body goes as two DATA frames with an empty one
+between them (a body's end only at the stream's end).
+--token HEX: the Initial carries this address validation token (a
+corrupted one tests the server's INVALID_TOKEN close).
 --stall S: once the requests are sent, the client blocks S seconds without
 reading or acknowledging (as nginx's test client does between its reads);
 the connection line's dups_1rtt counts the 1-RTT CRYPTO and STREAM frames
@@ -39,7 +47,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic import tls
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, StreamDataReceived, StreamReset
+from aioquic.quic.events import ConnectionTerminated, StopSendingReceived, StreamDataReceived, StreamReset
 
 
 def varint(buf, i):
@@ -67,6 +75,7 @@ class Result:
         self.error = None
         self.done = asyncio.get_event_loop().create_future()
         self.expected = None
+        self.stop_sending = None
 
     def finish(self, error=None):
         if error and not self.error:
@@ -83,12 +92,18 @@ class Result:
             "sha256": self.sha.hexdigest(),
             "body": self.head.decode("latin-1"),
             "error": self.error,
+            "stop_sending": self.stop_sending,
         }
 
 
 class Client(QuicConnectionProtocol):
+    # The last one made: what a connection that failed to start saw.
+    last = None
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        Client.last = self
+        self.cancelled = []
         self.http = H3Connection(self._quic)
         self.results = {}
         self.goaway = False
@@ -136,10 +151,35 @@ class Client(QuicConnectionProtocol):
         for t in [0x06] + list(range(0x08, 0x10)):
             wrap(t)
 
+    def watch_decoder(self, buf, i):
+        """The server's QPACK decoder stream: the stream ids of its Stream
+        Cancellations (01 and a 6-bit prefixed integer)."""
+        cancelled = []
+        while i < len(buf):
+            b = buf[i]
+            bits = 7 if b & 0x80 else 6
+            v, i = b & ((1 << bits) - 1), i + 1
+            if v == (1 << bits) - 1:
+                shift = 0
+                while True:
+                    if i >= len(buf):
+                        return
+                    c, i = buf[i], i + 1
+                    v += (c & 0x7F) << shift
+                    shift += 7
+                    if not c & 0x80:
+                        break
+            if b & 0xC0 == 0x40:
+                cancelled.append(v)
+        self.cancelled = cancelled
+
     def watch_control(self, event):
         buf = self.uni.setdefault(event.stream_id, bytearray())
         buf += event.data
         first = varint(buf, 0)
+        if first is not None and first[0] == 3:  # 0x03: QPACK decoder stream
+            self.watch_decoder(buf, first[1])
+            return
         if first is None or first[0] != 0:  # 0x00: the control stream
             return
         i = first[1]
@@ -161,6 +201,9 @@ class Client(QuicConnectionProtocol):
             self.terminated = {"error_code": event.error_code, "reason": event.reason_phrase}
             for r in self.results.values():
                 r.finish("connection terminated: %s" % event.reason_phrase)
+            return
+        if isinstance(event, StopSendingReceived) and event.stream_id in self.results:
+            self.results[event.stream_id].stop_sending = event.error_code
             return
         if isinstance(event, StreamReset) and event.stream_id in self.results:
             self.results[event.stream_id].finish("stream reset: %d" % event.error_code)
@@ -193,7 +236,7 @@ class Client(QuicConnectionProtocol):
             if e.stream_ended:
                 r.finish()
 
-    def request(self, method, path, authority, headers, body, reset_after=None):
+    def request(self, method, path, authority, headers, body, reset_after=None, no_fin=False, empty_between=False):
         sid = self._quic.get_next_available_stream_id()
         hdrs = [
             (b":method", method.encode()),
@@ -216,9 +259,14 @@ class Client(QuicConnectionProtocol):
             asyncio.get_event_loop().call_later(reset_after, reset)
             self.transmit()
             return r
-        self.http.send_headers(sid, hdrs, end_stream=body is None)
+        self.http.send_headers(sid, hdrs, end_stream=body is None and not no_fin)
+        if body is not None and empty_between:
+            half = len(body) // 2
+            self.http.send_data(sid, body[:half], end_stream=False)
+            self.http.send_data(sid, b"", end_stream=False)
+            body = body[half:]
         if body is not None:
-            self.http.send_data(sid, body, end_stream=True)
+            self.http.send_data(sid, body, end_stream=not no_fin)
         self.transmit()
         return r
 
@@ -263,6 +311,9 @@ async def main():
     ap.add_argument("--request", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--header", action="append", default=[])
     ap.add_argument("--body-file")
+    ap.add_argument("--no-fin", action="store_true")
+    ap.add_argument("--empty-data-between", action="store_true")
+    ap.add_argument("--token")
     a = ap.parse_args()
 
     cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, max_datagram_frame_size=None)
@@ -271,6 +322,8 @@ async def main():
         cfg.verify_mode = ssl.CERT_NONE
     if a.ca:
         cfg.load_verify_locations(a.ca)
+    if a.token:
+        cfg.token = bytes.fromhex(a.token)
     body = open(a.body_file, "rb").read() if a.body_file else None
     headers = [tuple(h.split(":", 1)) for h in a.header]
     authority = a.authority or "%s:%d" % (cfg.server_name, a.port)
@@ -297,7 +350,9 @@ async def main():
                 proto.on_bytes.append(maybe_rebind)
             results = []
             for method, path in a.request or [("GET", "/")]:
-                results.append(proto.request(method, path, authority, headers, body, a.reset_body_after))
+                results.append(proto.request(
+                    method, path, authority, headers, body, a.reset_body_after, a.no_fin, a.empty_data_between
+                ))
             if a.stall:
                 # Blocks the event loop: datagrams wait in the socket.
                 time.sleep(a.stall)
@@ -317,15 +372,19 @@ async def main():
             except asyncio.TimeoutError:
                 for r in results:
                     r.finish("timeout")
+            # Give a GOAWAY, CONNECTION_CLOSE or STOP_SENDING that
+            # follows a moment.
+            await asyncio.sleep(0.05)
             for r in results:
                 print(json.dumps(r.json()))
-            # Give a GOAWAY or CONNECTION_CLOSE that follows a moment.
-            await asyncio.sleep(0.05)
+            out["cancelled"] = proto.cancelled
             out["goaway"] = proto.goaway
             out["terminated"] = proto.terminated
             out["dups_1rtt"] = proto.dups_1rtt
     except Exception as e:  # handshake failures and the like
         out["error"] = "%s: %s" % (type(e).__name__, e)
+        if Client.last is not None and Client.last.terminated:
+            out["terminated"] = Client.last.terminated
     print(json.dumps({"connection": out}))
 
 

@@ -138,8 +138,10 @@ impl IncomingToken {
         //
         // > If the token is invalid, then the server SHOULD proceed as if the client did not have
         // > a validated address, including potentially sending a Retry packet.
+        // sluice: a token that cannot be decrypted is answered with INVALID_TOKEN, as nginx
+        // does (ngx_quic_validate_token's "cannot decrypt token"), not a new Retry.
         let Some(retry) = Token::decode(&*server_config.token_key, &header.token) else {
-            return Ok(unvalidated);
+            return Err(InvalidRetryTokenError);
         };
 
         // Validate token, then convert into Self

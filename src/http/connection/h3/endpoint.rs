@@ -99,9 +99,11 @@ pub async fn run(w: Rc<WorkerCtx>, q: QuicSock, stop: Rc<Notify>) {
         // `quic_retry on`: a client proves its address with a Retry
         // token before any handshake work (RFC 9000 8.1.2).
         if conf.h3.retry && !incoming.remote_address_validated() {
-            // A client that already sent a token quinn could not read
-            // (corrupted, or for another address) cannot be sent another
-            // Retry (RFC 9000 8.1.2): it is refused.
+            // A token that cannot be decrypted, or a Retry token for
+            // another address or past its lifetime, never comes here:
+            // quinn-proto closes with INVALID_TOKEN, as nginx does (see
+            // vendor/quinn-proto/SLUICE-PATCH.md). A client that cannot be
+            // sent another Retry (RFC 9000 8.1.2) is refused.
             if let Err(e) = incoming.retry() {
                 e.into_incoming().refuse();
             }

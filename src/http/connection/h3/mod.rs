@@ -9,6 +9,7 @@
 
 pub mod conf;
 pub mod endpoint;
+pub mod quic;
 pub mod stream;
 
 use std::cell::Cell;
@@ -98,7 +99,8 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     // out): nginx sends none either, and some clients (nginx's own test
     // client among them) do not skip unknown frame types as they should.
     builder.send_grease(false);
-    let build = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()));
+    let side = Rc::new(quic::Side::default());
+    let build = builder.build::<_, Bytes>(quic::Conn::new(conn.clone(), side.clone()));
     let mut h3c = match tokio::time::timeout(conf.client_header_timeout, build).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -179,7 +181,7 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
             debug: info.debug,
             ..ConnInfo::new(conn.remote_address(), local, id)
         };
-        let task = stream::guarded(w.clone(), group, sinfo, resolver, shared.clone(), conn.clone());
+        let task = stream::guarded(w.clone(), group, sinfo, resolver, shared.clone(), conn.clone(), side.clone());
         tokio::task::spawn_local(crate::clock::per_poll(Box::pin(task)));
         if !closing && (requests >= conf.keepalive_requests || info.past_keepalive_time(conf.keepalive_time)) {
             let _ = h3c.shutdown(1).await;

@@ -23,8 +23,11 @@ use crate::log::error::Level;
 use crate::worker::WorkerCtx;
 use crate::{log_req, log_to};
 
-type Resolver = h3::server::RequestResolver<h3_quinn::Connection, Bytes>;
-type Stream = h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>;
+type Resolver = h3::server::RequestResolver<super::quic::Conn, Bytes>;
+type Stream = h3::server::RequestStream<super::quic::Bidi, Bytes>;
+
+/// H3_NO_ERROR (RFC 9114 8.1): STOP_SENDING for a body no one reads.
+const H3_NO_ERROR: u32 = 0x100;
 
 /// Largest piece of a body read and written at a time.
 const MAX_PIECE: usize = 64 * 1024;
@@ -38,9 +41,10 @@ pub async fn guarded(
     resolver: Resolver,
     shared: Rc<Shared>,
     conn: quinn::Connection,
+    side: Rc<super::quic::Side>,
 ) {
     let (id, peer) = (info.id, info.peer);
-    let run = request(w.clone(), group, info, resolver, conn);
+    let run = request(w.clone(), group, info, resolver, conn, side);
     if let Err(p) = crate::worker::unwind::Guarded::new(run).await {
         let g = &w.cfg.http.listens[group];
         log_to!(
@@ -57,7 +61,14 @@ pub async fn guarded(
     shared.finish();
 }
 
-async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resolver, conn: quinn::Connection) {
+async fn request(
+    w: Rc<WorkerCtx>,
+    group: usize,
+    info: ConnInfo,
+    resolver: Resolver,
+    conn: quinn::Connection,
+    side: Rc<super::quic::Side>,
+) {
     let g = &w.cfg.http.listens[group];
     let dconf = &g.default_server.conf;
     let (req, mut tx) = match tokio::time::timeout(dconf.client_header_timeout, resolver.resolve_request()).await {
@@ -84,14 +95,17 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
             return;
         }
     };
+    let watch = side.take(tx.id());
     let started = Instant::now();
     let stats = w.stats.clone();
     let _counted = stats.request();
-    // Whether DATA follows: known at once when the client ended the
-    // stream with its HEADERS; otherwise taken to follow.
+    // Whether a body follows: known at once when the stream ended after
+    // its HEADERS; otherwise taken to follow. As nginx, any frame after
+    // HEADERS makes a body, an empty DATA frame too (sent on to an origin
+    // with `Content-Length: 0`).
     let mut first = None;
     let has_body = match std::future::poll_fn(|cx| std::task::Poll::Ready(tx.poll_recv_data(cx))).await {
-        std::task::Poll::Ready(Ok(None)) => false,
+        std::task::Poll::Ready(Ok(None)) => watch.as_ref().is_some_and(|w| w.frames() > 1),
         std::task::Poll::Ready(Ok(Some(mut b))) => {
             first = Some(b.copy_to_bytes(b.remaining()));
             true
@@ -190,11 +204,20 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
             &conf.client_body_temp_path,
             crate::http::connection::spool::proxied_naming(conf),
         );
+        let declared = match head.body {
+            crate::http::request::BodyKind::Length(n) => Some(n),
+            _ => None,
+        };
         let read = if has_body {
-            read_body(&mut tx, first.take(), conf.client_max_body_size, conf.client_body_timeout, Some(&mut spool))
-                .await
+            let limits = (conf.client_max_body_size, conf.client_body_timeout);
+            read_body(&mut tx, watch.as_deref(), first.take(), limits, declared, Some(&mut spool)).await
         } else {
-            Read::Done
+            // The stream ended with its HEADERS: a content-length above 0
+            // was not kept.
+            match declared {
+                Some(n) if n > 0 => Read::BadLength(short(0, n)),
+                _ => Read::Done,
+            }
         };
         resp = match read {
             Read::Done => {
@@ -206,6 +229,21 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
             Read::TooLarge(n) => {
                 log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
                 crate::http::handler::finish_error(&mut ctx, 413)
+            }
+            Read::BadLength(why) => {
+                // nginx answers 400; an error_page naming a proxied
+                // location sends what was read there, as nginx's internal
+                // redirect finds the body already read.
+                log_req!(ctx, Level::Info, "{}", why);
+                let r = crate::http::handler::finish_error(&mut ctx, 400);
+                if matches!(r.body, Body::Proxy) {
+                    let data = spool.finish();
+                    ctx.body_read = data.len();
+                    let mut client = crate::http::proxy::request_body::Client::h3(conn.clone(), data);
+                    crate::http::proxy::respond(&w, &mut ctx, &mut client).await
+                } else {
+                    r
+                }
             }
             Read::Spool(why) => {
                 log_req!(ctx, Level::Crit, "{} while reading client request body", why);
@@ -219,12 +257,15 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
                 );
                 let r = crate::http::handler::error(&ctx, 408);
                 tx.stop_stream(Code::H3_REQUEST_CANCELLED);
+                side.cancel_stream(tx.id());
                 log(&w, &ctx, &r, 0, started, false);
                 return;
             }
             Read::Failed => {
                 // The client reset the stream (or closed the connection)
-                // before its body ended: logged 499, as nginx does.
+                // before its body ended: logged 499, and the stream's
+                // QPACK state cancelled (RFC 9204 4.4.2), as nginx does.
+                side.cancel_stream(tx.id());
                 log(&w, &ctx, &Response::new(499), 0, started, false);
                 return;
             }
@@ -292,31 +333,55 @@ async fn request(w: Rc<WorkerCtx>, group: usize, info: ConnInfo, resolver: Resol
         drop(resp);
         crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
     }
-    if unread && ok {
-        // The rest of a body no handler read: read and dropped, so the
-        // stream ends as the client sends it (RFC 9114 4.1 lets a server
-        // answer first, then STOP_SENDING; draining avoids a reset).
-        let _ = read_body(&mut tx, first, ctx.conf.client_max_body_size, ctx.conf.client_body_timeout, None).await;
+    if unread && ok && !(ended(&mut tx) && watch.as_ref().is_none_or(|wt| wt.finished())) {
+        // The rest of a body no handler read: refused with STOP_SENDING
+        // H3_NO_ERROR (RFC 9114 4.1: the answer is complete) and a QPACK
+        // Stream Cancellation, as nginx does when it discards a body.
+        if let Some(wt) = &watch {
+            wt.stop(H3_NO_ERROR);
+        }
+        side.cancel_stream(tx.id());
+    }
+}
+
+/// Reads what already arrived of a body no one wants, without waiting:
+/// whether the client's side has ended.
+fn ended(tx: &mut Stream) -> bool {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    loop {
+        match tx.poll_recv_data(&mut cx) {
+            std::task::Poll::Ready(Ok(Some(_))) => continue,
+            std::task::Poll::Ready(Ok(None)) => return true,
+            std::task::Poll::Ready(Err(_)) => return true,
+            std::task::Poll::Pending => return false,
+        }
     }
 }
 
 enum Read {
     Done,
     TooLarge(u64),
+    /// DATA that broke the declared content-length: nginx's words.
+    BadLength(String),
     TimedOut,
     Failed,
     Spool(String),
 }
 
 /// Reads a request body to its end (into `keep` if given), stopping past
-/// `client_max_body_size` or after `client_body_timeout` of silence.
+/// `client_max_body_size` (`limits.0`) or after `client_body_timeout`
+/// (`limits.1`) of silence, or at DATA that breaks the `declared`
+/// content-length.
 async fn read_body(
     tx: &mut Stream,
+    watch: Option<&super::quic::Watch>,
     first: Option<Bytes>,
-    max: u64,
-    timeout: Duration,
+    limits: (u64, Duration),
+    declared: Option<u64>,
     mut keep: Option<&mut crate::http::connection::spool::Spool<'_>>,
 ) -> Read {
+    let (max, timeout) = limits;
     let mut total = 0u64;
     let mut next = first;
     loop {
@@ -324,18 +389,26 @@ async fn read_body(
             Some(c) => c,
             None => match tokio::time::timeout(timeout, tx.recv_data()).await {
                 Ok(Ok(Some(mut b))) => b.copy_to_bytes(b.remaining()),
-                Ok(Ok(None)) => return Read::Done,
+                // An empty DATA frame, which the h3 crate reports as the
+                // end, with more of the stream to come.
+                Ok(Ok(None)) if watch.is_some_and(|wt| !wt.finished() || total < wt.data_bytes()) => continue,
+                Ok(Ok(None)) => {
+                    return match declared {
+                        Some(n) if total < n => Read::BadLength(short(total, n)),
+                        _ => Read::Done,
+                    };
+                }
                 Ok(Err(_)) => return Read::Failed,
                 Err(_) => return Read::TimedOut,
             },
         };
         total += chunk.len() as u64;
+        if declared.is_some_and(|n| total > n) {
+            return Read::BadLength("client intended to send body data larger than declared".into());
+        }
         if max > 0 && total > max {
-            // No explicit STOP_SENDING: h3 may have a read of the stream
-            // in flight under the data it returned, and h3-quinn 0.0.10's
-            // `stop_sending` panics then (it unwraps the stream the read
-            // holds). Dropping the request's stream at its end stops the
-            // client's sending all the same (quinn's STOP_SENDING on drop).
+            // The request's stream, dropped at its end, stops the client's
+            // sending (quinn's STOP_SENDING on drop).
             return Read::TooLarge(total);
         }
         if let Some(k) = keep.as_deref_mut()
@@ -344,6 +417,11 @@ async fn read_body(
             return Read::Spool(why);
         }
     }
+}
+
+/// nginx's words for a body that ended before its content-length.
+fn short(got: u64, declared: u64) -> String {
+    format!("client prematurely closed stream: only {got} out of {declared} bytes of request body received")
 }
 
 /// A write bounded by `send_timeout`, nginx's line when it passes.
