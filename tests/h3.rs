@@ -357,3 +357,51 @@ fn a_crash_keeps_the_quic_sockets() {
         assert!(held.contains(&format!("socket:[{inode}]")), "socket {inode} is not the serving process's");
     }
 }
+
+/// `mirror` copies an HTTP/3 request with its body, once the proxy has
+/// read it, and `post_action` runs after an HTTP/3 answer, as over
+/// HTTP/1 and HTTP/2.
+#[test]
+fn mirror_bodies_and_post_action_over_h3() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let app = Origin::start(|r| Reply::ok(format!("app got {} bytes", r.body.len())));
+    let shadow = Origin::start(|_| Reply::ok("shadow"));
+    let report = Origin::start(|_| Reply::http(204, &[], ""));
+    let s = h3_server(
+        "",
+        "",
+        &format!(
+            "location /app/ {{ mirror /mirror; proxy_pass http://{}; }}\n\
+             location = /mirror {{ internal; proxy_pass http://{}$request_uri; }}\n\
+             location /done {{ post_action @report; }}\n\
+             location @report {{ proxy_pass http://{}; }}",
+            app.addr(),
+            shadow.addr(),
+            report.addr()
+        ),
+    )
+    .file("html/done", "finished\n")
+    .start();
+    let body = pattern(5_000);
+    let file = s.path("post.bin");
+    std::fs::write(&file, &body).unwrap();
+    let run = run(s.port, &["--request", "POST", "/app/form", "--body-file", file.to_str().unwrap()]);
+    let r = run.one();
+    assert_eq!((r.status, r.body.as_str()), (200, "app got 5000 bytes"), "{r:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while shadow.count() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let m = shadow.last();
+    assert_eq!((m.line(), m.body.len()), ("POST /app/form HTTP/1.0", 5_000));
+    assert_eq!(m.body, body);
+
+    let r = get(s.port, "/done?x=1");
+    assert_eq!((r.status, r.body.as_str()), (200, "finished\n"));
+    while report.count() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(report.last().line(), "GET /done?x=1 HTTP/1.0");
+}

@@ -194,7 +194,10 @@ async fn request(
     if crate::http::handler::suspended(&ctx) {
         resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
     }
-    crate::http::handler::mirror::start(&w, &mut ctx, true, false);
+    // A proxied request's mirrors wait for its body, as over HTTP/1 and
+    // HTTP/2: they start below, once the proxy has read it.
+    let proxied = matches!(resp.body, Body::Proxy);
+    crate::http::handler::mirror::start(&w, &mut ctx, false, proxied);
     let mut unread = false;
     if matches!(resp.body, Body::Proxy) {
         let conf = ctx.conf;
@@ -273,6 +276,8 @@ async fn request(
     } else if has_body && resp.status != 413 {
         unread = true;
     }
+    // Mirrors that waited for the request body (read by now, if it was).
+    crate::http::handler::mirror::start(&w, &mut ctx, true, true);
     if resp.status == 444 {
         tx.stop_stream(Code::H3_REQUEST_REJECTED);
         log(&w, &ctx, &resp, 0, started, false);
@@ -329,6 +334,7 @@ async fn request(
     let body_bytes = sent.unwrap_or_else(|n| n);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log(&w, &ctx, &resp, body_bytes, started, ok);
+    crate::http::handler::post_action::run(&w, &ctx).await;
     if ctx.cache.is_some() {
         drop(resp);
         crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
