@@ -89,20 +89,10 @@ impl Side {
     }
 }
 
-/// QPACK's prefixed integer (RFC 7541 5.1) with `flags` in the first byte.
-fn prefixed_int(out: &mut Vec<u8>, flags: u8, bits: u32, mut v: u64) {
-    let max = (1u64 << bits) - 1;
-    if v < max {
-        out.push(flags | v as u8);
-        return;
-    }
-    out.push(flags | max as u8);
-    v -= max;
-    while v >= 128 {
-        out.push((v % 128) as u8 | 0x80);
-        v /= 128;
-    }
-    out.push(v as u8);
+/// QPACK's prefixed integer with `flags` in the first byte: HPACK's
+/// encoding (RFC 7541 5.1, which RFC 9204 4.1.1 takes as is).
+fn prefixed_int(out: &mut Vec<u8>, flags: u8, bits: u32, v: u64) {
+    crate::http::connection::h2::hpack::put_int(out, flags, bits, usize::try_from(v).unwrap_or(usize::MAX));
 }
 
 /// One request stream's receiving side, shared by the `h3` crate's reads
