@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::hist::{Hist, NBOUNDS, le, ns_secs, us_secs};
-use super::snapshot::{CacheSnap, Snapshot, UpstreamSnap};
+use super::snapshot::{CacheSnap, PeerSnap, Snapshot, UpstreamSnap};
 use super::worker::CACHE_STATUSES;
 
 /// A JSON string literal.
@@ -178,11 +178,8 @@ pub fn json(s: &Snapshot) -> String {
 /// and the average times in ms (null before any).
 fn stream_upstream(o: &mut String, u: &UpstreamSnap) {
     json_str(o, &u.name);
-    o.push_str(":{\"peers\":[");
-    for (i, p) in u.peers.iter().enumerate() {
-        sep(o, i);
-        o.push_str("{\"server\":");
-        json_str(o, &p.name);
+    o.push_str(":{");
+    peers(o, u, |o, p| {
         let t = &p.totals;
         let _ = write!(
             o,
@@ -199,13 +196,26 @@ fn stream_upstream(o: &mut String, u: &UpstreamSnap) {
                 }
             }
         }
+    });
+    o.push('}');
+}
+
+/// `"peers":[...]` of an upstream, each peer's own fields written by
+/// `fields` between its name and its health (the http and stream shapes).
+fn peers(o: &mut String, u: &UpstreamSnap, fields: impl Fn(&mut String, &PeerSnap)) {
+    o.push_str("\"peers\":[");
+    for (i, p) in u.peers.iter().enumerate() {
+        sep(o, i);
+        o.push_str("{\"server\":");
+        json_str(o, &p.name);
+        fields(o, p);
         if let Some(h) = &p.health {
             let _ =
                 write!(o, ",\"health\":{{\"checks\":{},\"fails\":{},\"last\":\"{}\"}}", h.checks, h.fails, h.last());
         }
         o.push('}');
     }
-    o.push_str("]}");
+    o.push(']');
 }
 
 fn cache(o: &mut String, c: &CacheSnap) {
@@ -224,24 +234,16 @@ fn cache(o: &mut String, c: &CacheSnap) {
 
 fn upstream(o: &mut String, u: &UpstreamSnap) {
     json_str(o, &u.name);
-    o.push_str(":{\"peers\":[");
-    for (i, p) in u.peers.iter().enumerate() {
-        sep(o, i);
-        o.push_str("{\"server\":");
-        json_str(o, &p.name);
+    o.push(':');
+    o.push('{');
+    peers(o, u, |o, p| {
         let t = &p.totals;
         let _ = write!(
             o,
             ",\"state\":\"{}\",\"active\":{},\"requests\":{},\"fails\":{}",
             p.state, t.active, t.requests, t.failures
         );
-        if let Some(h) = &p.health {
-            let _ =
-                write!(o, ",\"health\":{{\"checks\":{},\"fails\":{},\"last\":\"{}\"}}", h.checks, h.fails, h.last());
-        }
-        o.push('}');
-    }
-    o.push(']');
+    });
     if let Some(q) = &u.queue {
         let _ = write!(o, ",\"queue\":{{\"length\":{},\"waits\":{},\"timeouts\":{}}}", q.length, q.waits, q.timeouts);
     }
