@@ -655,7 +655,9 @@ async fn stream(
     let body_bytes = sent.unwrap_or(0);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log(&w, &ctx, &resp, (body_bytes, body_bytes), started, ok);
-    Box::pin(crate::http::handler::post_action::run(&w, &ctx)).await;
+    if !matches!(ctx.conf.post_action, crate::http::handler::post_action::PostAction::Off) {
+        Box::pin(crate::http::handler::post_action::run(&w, &ctx)).await;
+    }
     if ctx.cache.is_some() {
         drop(resp);
         Box::pin(crate::http::cache::serve::refresh_after(&w, &mut ctx)).await;
