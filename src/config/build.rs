@@ -279,7 +279,7 @@ fn default_main(prefix: &Path) -> MainConf {
 }
 
 fn default_loc(prefix: &Path) -> LocConf {
-    let mut types = HashMap::new();
+    let mut types = crate::config::model::MimeMap::default();
     for (ext, t) in [("html", "text/html"), ("gif", "image/gif"), ("jpg", "image/jpeg")] {
         types.insert(ext.to_string(), Arc::<str>::from(t));
     }

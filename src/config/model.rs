@@ -208,6 +208,10 @@ pub enum Matcher {
     Named(String),
 }
 
+/// `types {}`: extension to MIME type, looked up for every file served
+/// (foldhash: SipHash's cost shows per request).
+pub type MimeMap = HashMap<String, Arc<str>, foldhash::fast::RandomState>;
+
 /// Settings of the http, server and location levels. A child level starts
 /// as a copy of its parent (minus what nginx does not inherit) and then
 /// applies its own directives, which gives nginx's merge semantics.
@@ -255,7 +259,7 @@ pub struct LocConf {
     /// Where lines about a request handled here go (`log_to!`).
     pub error_log: Arc<ErrorLog>,
     pub default_type: Arc<str>,
-    pub types: Arc<HashMap<String, Arc<str>>>,
+    pub types: Arc<MimeMap>,
     pub sendfile: bool,
     /// Bytes one sendfile call may send before the connection lets the
     /// worker's other connections run (0: no limit).

@@ -2,7 +2,6 @@
 //! They write into a `LocConf` that started as a copy of the parent level,
 //! which is how nginx's inheritance falls out without a merge pass.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::build::Ctx;
@@ -29,7 +28,7 @@ fn time(d: &Directive, i: usize) -> Result<std::time::Duration, ConfError> {
 }
 
 pub fn reset_types(c: &mut LocConf) {
-    c.types = Arc::new(HashMap::new());
+    c.types = Arc::default();
 }
 pub fn reset_access_log(c: &mut LocConf) {
     c.access_log = Some(Vec::new());

@@ -155,10 +155,11 @@ pub fn ssi(data: &[u8]) {
     for e in &whole {
         match e {
             Event::Text(t) => text.extend_from_slice(t),
+            Event::Span(..) => panic!("parse_all gives spans as text"),
             Event::Command(c) => {
-                assert!(!c.name.is_empty() && c.name.len() <= 32, "command name {:?}", c.name);
-                assert!(c.params.len() <= 16);
-                for (n, v) in &c.params {
+                assert!(!c.name().is_empty() && c.name().len() <= 32, "command name {:?}", c.name());
+                assert!(c.param_count() <= 16);
+                for (n, v) in c.params() {
                     assert!(!n.is_empty() && n.len() <= 32 && v.len() <= value_len);
                 }
             }

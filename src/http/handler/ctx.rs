@@ -302,7 +302,46 @@ pub fn wire_status(s: u16) -> u16 {
     if s == 494 { 400 } else { s }
 }
 
+/// 16 random bytes from a per-thread store filled 32 ids at a time: the
+/// generator's fixed cost per call is most of what one id costs.
+fn random_id(id: &mut [u8; 16]) -> bool {
+    thread_local! {
+        static STORE: std::cell::RefCell<(usize, [u8; 512])> = const { std::cell::RefCell::new((512, [0; 512])) };
+    }
+    STORE.with(|s| {
+        let mut s = s.borrow_mut();
+        let (used, bytes) = &mut *s;
+        if *used == bytes.len() {
+            if aws_lc_rs::rand::fill(bytes).is_err() {
+                return false;
+            }
+            *used = 0;
+        }
+        id.copy_from_slice(&bytes[*used..*used + 16]);
+        // Used bytes are not kept.
+        bytes[*used..*used + 16].fill(0);
+        *used += 16;
+        true
+    })
+}
+
 impl<'c, 'a> ReqCtx<'c, 'a> {
+    /// `$request_id`'s bytes, made on first use: nginx's 16 random bytes
+    /// (printed as 32 hex digits).
+    pub fn request_id(&self) -> [u8; 16] {
+        if let Some(id) = self.request_id.get() {
+            return id;
+        }
+        let mut id = [0u8; 16];
+        if !random_id(&mut id) {
+            id[..8].copy_from_slice(&self.conn.id.to_le_bytes());
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            id[8..].copy_from_slice(&now.map_or(0, |d| d.as_nanos() as u64).to_le_bytes());
+        }
+        self.request_id.set(Some(id));
+        id
+    }
+
     /// A request about to be routed: server level settings until a location
     /// is matched.
     pub fn new(group: &'c ListenGroup, server: &'c Server, req: Request<'a>, conn: &'a ConnInfo) -> Self {

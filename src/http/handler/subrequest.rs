@@ -51,16 +51,11 @@ pub fn parse_uri(uri: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
         return None;
     }
     let unsafe_path = |p: &[u8]| p.contains(&0) || p.split(|&b| b == b'/').any(|seg| seg == b"..");
-    if unsafe_path(path) || unsafe_path(&percent_decode(path)) {
+    if unsafe_path(path) || unsafe_path(&crate::http::uri::percent_decode(path)) {
         return None;
     }
     let decoded = crate::http::uri::normalize_path(path).ok()?.into_owned();
     Some((decoded, args))
-}
-
-/// `%XX` decoded; a malformed escape kept as written.
-fn percent_decode(s: &[u8]) -> Vec<u8> {
-    crate::http::uri::percent_decode(s).into_owned()
 }
 
 /// Runs a GET of `path` (decoded) with `args` as a subrequest of `parent`
@@ -131,13 +126,7 @@ pub(crate) fn child<'c, 'a>(
     // An internal request: `internal` locations answer it.
     sub.redirects = 1;
     // nginx's subrequests share the main request's `$request_id`.
-    let mut id = Vec::new();
-    crate::variables::VarSource::write_var(
-        &crate::http::handler::ctx::Vars::request(parent),
-        &crate::variables::Var::RequestId,
-        &mut id,
-    );
-    sub.request_id.set(parent.request_id.get());
+    sub.request_id.set(Some(parent.request_id()));
     sub
 }
 

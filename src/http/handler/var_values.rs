@@ -131,20 +131,7 @@ impl VarSource for Vars<'_, '_, '_> {
                 }
             }
             Var::RequestId => {
-                let id = match ctx.request_id.get() {
-                    Some(id) => id,
-                    None => {
-                        // nginx: 16 random bytes, printed as 32 hex digits.
-                        let mut id = [0u8; 16];
-                        if aws_lc_rs::rand::fill(&mut id).is_err() {
-                            id[..8].copy_from_slice(&ctx.conn.id.to_le_bytes());
-                            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-                            id[8..].copy_from_slice(&now.map_or(0, |d| d.as_nanos() as u64).to_le_bytes());
-                        }
-                        ctx.request_id.set(Some(id));
-                        id
-                    }
-                };
+                let id = ctx.request_id();
                 for b in id {
                     out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
                 }

@@ -15,32 +15,129 @@ const MAX_PARAMS: usize = 16;
 /// What the parser found.
 #[derive(Debug, PartialEq, Eq, Clone)]
 pub enum Event {
-    /// Bytes of the page that are no command.
+    /// Bytes of the page that are no command, held from an earlier piece
+    /// (a `<!--` that turned out to be none, an unfinished command at the
+    /// end).
     Text(Vec<u8>),
+    /// Bytes of the page that are no command: `start..end` of the piece
+    /// being fed. Most of a page is text, and a span of the piece costs no
+    /// copy until the text goes out.
+    Span(usize, usize),
     Command(Command),
     /// A command that could not be parsed: nginx's message for the error
     /// log; the page gets the `errmsg` in its place.
     Error(String),
 }
 
+impl Event {
+    /// The event with a span of `input` made text of its own (for an
+    /// event kept past its piece: a block's, a test's).
+    pub fn owned(self, input: &[u8]) -> Event {
+        match self {
+            Event::Span(a, b) => Event::Text(input[a..b].to_vec()),
+            e => e,
+        }
+    }
+}
+
+/// A command: its name, and its parameters (name, value) in the order
+/// written, values as written (backslashes kept: they are read when the
+/// value is evaluated).
 #[derive(Debug, PartialEq, Eq, Clone, Default)]
 pub struct Command {
-    pub name: Vec<u8>,
-    /// (name, value) in the order written; values as written, backslashes
-    /// kept (they are read when the value is evaluated).
-    pub params: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The name, then each parameter's name and value, back to back: a
+    /// command costs two allocations however many parameters it has.
+    bytes: Vec<u8>,
+    name_len: usize,
+    /// Per parameter, where its name ends and where its value ends in
+    /// `bytes` (it begins where the one before ends).
+    ends: Vec<(u32, u32)>,
 }
 
 impl Command {
+    /// A command as the parser would make it (for tests).
+    pub fn new(name: &[u8], params: &[(&[u8], &[u8])]) -> Command {
+        let mut c = Command { bytes: name.to_vec(), name_len: name.len(), ends: Vec::new() };
+        for (n, v) in params {
+            c.bytes.extend_from_slice(n);
+            let name_end = c.bytes.len() as u32;
+            c.bytes.extend_from_slice(v);
+            c.ends.push((name_end, c.bytes.len() as u32));
+        }
+        c
+    }
+
+    pub fn name(&self) -> &[u8] {
+        &self.bytes[..self.name_len]
+    }
+
+    /// The parameters (name, value), in the order written.
+    pub fn params(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let mut from = self.name_len;
+        self.ends.iter().map(move |&(n, v)| {
+            let (n, v) = (n as usize, v as usize);
+            let p = (&self.bytes[from..n], &self.bytes[n..v]);
+            from = v;
+            p
+        })
+    }
+
+    pub fn param_count(&self) -> usize {
+        self.ends.len()
+    }
+
     pub fn param(&self, name: &str) -> Option<&[u8]> {
-        self.params.iter().find(|(n, _)| n == name.as_bytes()).map(|(_, v)| v.as_slice())
+        self.params().find(|(n, _)| *n == name.as_bytes()).map(|(_, v)| v)
+    }
+
+    /// The parameter being parsed.
+    fn last(&self) -> Option<(&[u8], &[u8])> {
+        self.params().last()
+    }
+
+    fn last_name_len(&self) -> usize {
+        self.last().map_or(0, |(n, _)| n.len())
+    }
+
+    fn last_value_len(&self) -> usize {
+        self.last().map_or(0, |(_, v)| v.len())
+    }
+
+    fn name_byte(&mut self, ch: u8) {
+        self.bytes.push(ch);
+        self.name_len += 1;
+    }
+
+    fn begin_param(&mut self, ch: u8) {
+        if self.ends.is_empty() {
+            self.ends.reserve(4);
+        }
+        self.bytes.push(ch);
+        let end = self.bytes.len() as u32;
+        self.ends.push((end, end));
+    }
+
+    fn param_byte(&mut self, ch: u8) {
+        self.bytes.push(ch);
+        let end = self.bytes.len() as u32;
+        if let Some(last) = self.ends.last_mut() {
+            *last = (end, end);
+        }
+    }
+
+    fn value_bytes(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+        let end = self.bytes.len() as u32;
+        if let Some(last) = self.ends.last_mut() {
+            last.1 = end;
+        }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
     Text,
-    /// `matched` bytes of `<!--#` seen.
+    /// `matched` bytes of `<!--#` seen at the end of the last piece.
     Start(usize),
     PreCommand,
     Command,
@@ -60,11 +157,14 @@ enum State {
     Skip(u8),
 }
 
+const OPEN: &[u8] = b"<!--#";
+
 pub struct Parser {
     state: State,
     value_len: usize,
     cmd: Command,
-    /// The bytes of a possible `<!--#` not yet known to be one.
+    /// The bytes of earlier pieces of a possible or unfinished command:
+    /// text if the page ends (or the `<!--#` breaks off) before it does.
     held: Vec<u8>,
     /// The error of the command being skipped.
     error: Option<String>,
@@ -75,40 +175,92 @@ impl Parser {
         Parser { state: State::Text, value_len, cmd: Command::default(), held: Vec::new(), error: None }
     }
 
-    /// Parses the next piece of the body; what it completes goes to `out`.
+    /// Parses the next piece of the body; what it completes goes to `out`
+    /// (text as spans of `input`).
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<Event>) {
-        let mut text_from = 0;
         let mut i = 0;
+        // Where the command being parsed began in this piece (its bytes
+        // of earlier pieces are in `held`).
+        let mut cmd_from = 0;
         while i < input.len() {
-            let ch = input[i];
-            if self.state == State::Text {
-                // Fast path: to the next `<`.
-                match memchr::memchr(b'<', &input[i..]) {
-                    Some(at) => {
-                        i += at + 1;
-                        self.state = State::Start(1);
-                        push_text(out, &input[text_from..i - 1]);
-                        text_from = i;
-                        self.held.clear();
-                        self.held.push(b'<');
-                        continue;
-                    }
-                    None => {
-                        push_text(out, &input[text_from..]);
-                        return;
+            match self.state {
+                State::Text => {
+                    // Text runs to the next `<!--#`; a tail that may begin
+                    // one waits for the next piece.
+                    let rest = &input[i..];
+                    match find_open(rest) {
+                        Some(at) => {
+                            push_span(out, i, i + at);
+                            cmd_from = i + at;
+                            i += at + OPEN.len();
+                            self.open();
+                        }
+                        None => {
+                            let keep = partial_open(rest);
+                            push_span(out, i, input.len() - keep);
+                            if keep > 0 {
+                                self.held.clear();
+                                self.held.extend_from_slice(&rest[rest.len() - keep..]);
+                                self.state = State::Start(keep);
+                            }
+                            return;
+                        }
                     }
                 }
-            }
-            i += 1;
-            text_from = i;
-            self.step(ch, out);
-            if self.state == State::Text {
-                text_from = i;
+                State::Start(n) => {
+                    if input[i] == OPEN[n] {
+                        self.held.push(input[i]);
+                        i += 1;
+                        if n + 1 == OPEN.len() {
+                            let held = std::mem::take(&mut self.held);
+                            self.open();
+                            self.held = held;
+                            cmd_from = i;
+                        } else {
+                            self.state = State::Start(n + 1);
+                        }
+                    } else {
+                        // No command: what was held is text, and the page
+                        // goes on as text from this byte.
+                        push_text(out, &self.held);
+                        self.held.clear();
+                        self.state = State::Text;
+                    }
+                }
+                State::Value(q) => {
+                    // A value's bytes up to its quote or a backslash go in
+                    // at once, as far as its limit allows.
+                    let rest = &input[i..];
+                    let run = memchr::memchr2(q, b'\\', rest).unwrap_or(rest.len()).min(self.value_room());
+                    if run > 0 {
+                        self.cmd.value_bytes(&rest[..run]);
+                        i += run;
+                    } else {
+                        i += 1;
+                        self.step(rest[0], out);
+                    }
+                }
+                _ => {
+                    let ch = input[i];
+                    i += 1;
+                    self.step(ch, out);
+                }
             }
         }
-        if self.state == State::Text {
-            push_text(out, &input[text_from.min(input.len())..]);
+        if self.in_command() {
+            self.held.extend_from_slice(&input[cmd_from.min(input.len())..]);
         }
+    }
+
+    /// A `<!--#` begins a command.
+    fn open(&mut self) {
+        self.held.clear();
+        self.cmd = Command { bytes: Vec::with_capacity(64), ..Command::default() };
+        self.state = State::PreCommand;
+    }
+
+    fn in_command(&self) -> bool {
+        !matches!(self.state, State::Text | State::Start(_) | State::Skip(_))
     }
 
     /// The end of the body: a command left open goes out as text, as it
@@ -117,8 +269,7 @@ impl Parser {
         if let Some(e) = self.error.take() {
             out.push(Event::Error(e));
         } else if !self.held.is_empty() {
-            let held = std::mem::take(&mut self.held);
-            push_text(out, &held);
+            push_text(out, &self.held);
         }
         self.held.clear();
         self.state = State::Text;
@@ -131,39 +282,14 @@ impl Parser {
     }
 
     fn name(&self) -> String {
-        String::from_utf8_lossy(&self.cmd.name).into_owned()
+        String::from_utf8_lossy(self.cmd.name()).into_owned()
     }
 
+    /// One byte of a command (or of one being skipped).
     fn step(&mut self, ch: u8, out: &mut Vec<Event>) {
-        if !matches!(self.state, State::Skip(_)) {
-            self.held.push(ch);
-        }
         let ws = matches!(ch, b' ' | b'\t' | b'\r' | b'\n');
         match self.state {
-            State::Text => {}
-            State::Start(n) => {
-                if ch == b"<!--#"[n] {
-                    if n == 4 {
-                        self.state = State::PreCommand;
-                        self.cmd = Command::default();
-                    } else {
-                        self.state = State::Start(n + 1);
-                    }
-                } else {
-                    // Not a command: what was held is text; a `<` may
-                    // begin one again.
-                    let held = std::mem::take(&mut self.held);
-                    let (text, last) = held.split_at(held.len() - 1);
-                    push_text(out, text);
-                    if last == b"<" {
-                        self.held.push(b'<');
-                        self.state = State::Start(1);
-                    } else {
-                        push_text(out, last);
-                        self.state = State::Text;
-                    }
-                }
-            }
+            State::Text | State::Start(_) => {}
             State::PreCommand => {
                 if !ws {
                     self.state = State::Command;
@@ -183,11 +309,11 @@ impl Parser {
                 if ws {
                 } else if ch == b'-' {
                     self.state = State::End0;
-                } else if self.cmd.params.len() == MAX_PARAMS {
+                } else if self.cmd.param_count() == MAX_PARAMS {
                     let msg = format!("too many SSI command parameters: \"{}\"", self.name());
                     self.fail(msg);
                 } else {
-                    self.cmd.params.push((vec![ch], Vec::new()));
+                    self.cmd.begin_param(ch);
                     self.state = State::Param;
                 }
             }
@@ -203,8 +329,8 @@ impl Parser {
                         self.name()
                     );
                     self.fail(msg);
-                } else if let Some(p) = self.cmd.params.last_mut() {
-                    if p.0.len() == PARAM_LEN {
+                } else {
+                    if self.cmd.last_name_len() == PARAM_LEN {
                         let msg = format!(
                             "too long \"{}{}...\" parameter in \"{}\" SSI command",
                             self.param_name(),
@@ -213,7 +339,7 @@ impl Parser {
                         );
                         self.fail(msg);
                     } else {
-                        p.0.push(ch);
+                        self.cmd.param_byte(ch);
                     }
                 }
             }
@@ -268,7 +394,7 @@ impl Parser {
                     let msg = format!(
                         "unexpected \"{}\" symbol after \"{}\" value of \"{}\" parameter in \"{}\" SSI command",
                         char::from(ch),
-                        self.cmd.params.last().map(|p| String::from_utf8_lossy(&p.1).into_owned()).unwrap_or_default(),
+                        self.cmd.last().map(|p| String::from_utf8_lossy(p.1).into_owned()).unwrap_or_default(),
                         self.param_name(),
                         self.name()
                     );
@@ -285,7 +411,7 @@ impl Parser {
             }
             State::End1 => {
                 if ch == b'>' {
-                    if self.cmd.name.is_empty() {
+                    if self.cmd.name_len == 0 {
                         out.push(Event::Error("invalid SSI command: \"\"".into()));
                     } else {
                         out.push(Event::Command(std::mem::take(&mut self.cmd)));
@@ -311,37 +437,41 @@ impl Parser {
     }
 
     fn param_name(&self) -> String {
-        self.cmd.params.last().map(|p| String::from_utf8_lossy(&p.0).into_owned()).unwrap_or_default()
+        self.cmd.last().map(|p| String::from_utf8_lossy(p.0).into_owned()).unwrap_or_default()
     }
 
     fn command_byte(&mut self, ch: u8) {
-        if self.cmd.name.len() == COMMAND_LEN {
+        if self.cmd.name_len == COMMAND_LEN {
             let msg = format!("the \"{}{}...\" SSI command is too long", self.name(), char::from(ch));
             self.fail(msg);
         } else {
-            self.cmd.name.push(ch);
+            self.cmd.name_byte(ch);
         }
     }
 
+    /// How many more bytes the value being parsed may have.
+    fn value_room(&self) -> usize {
+        self.value_len.saturating_sub(self.cmd.last_value_len())
+    }
+
     fn value_byte(&mut self, ch: u8) {
-        let limit = self.value_len;
-        let Some(p) = self.cmd.params.last_mut() else { return };
-        if p.1.len() < limit {
-            p.1.push(ch);
+        if self.value_room() > 0 {
+            self.cmd.value_bytes(&[ch]);
             return;
         }
+        let Some((n, v)) = self.cmd.last() else { return };
         let msg = format!(
             "too long \"{}{}...\" value of \"{}\" parameter in \"{}\" SSI command",
-            String::from_utf8_lossy(&p.1),
+            String::from_utf8_lossy(v),
             char::from(ch),
-            String::from_utf8_lossy(&p.0),
-            String::from_utf8_lossy(&self.cmd.name)
+            String::from_utf8_lossy(n),
+            self.name()
         );
         self.fail(msg);
     }
 }
 
-/// Appends text, joining it to text just before.
+/// Appends held text, joining it to held text just before.
 fn push_text(out: &mut Vec<Event>, b: &[u8]) {
     if b.is_empty() {
         return;
@@ -353,13 +483,49 @@ fn push_text(out: &mut Vec<Event>, b: &[u8]) {
     }
 }
 
+/// Appends a span of the piece, joining it to the span just before.
+fn push_span(out: &mut Vec<Event>, start: usize, end: usize) {
+    if start == end {
+        return;
+    }
+    if let Some(Event::Span(_, e)) = out.last_mut()
+        && *e == start
+    {
+        *e = end;
+    } else {
+        out.push(Event::Span(start, end));
+    }
+}
+
+/// Where `<!--#` begins in `b`: each `<` checked (a page has few; a
+/// searcher built per page costs more than it saves).
+fn find_open(b: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(at) = memchr::memchr(b'<', &b[from..]) {
+        let at = from + at;
+        if b[at..].starts_with(OPEN) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// How many bytes at the end of `b` are the beginning of `<!--#` (at
+/// most 4).
+fn partial_open(b: &[u8]) -> usize {
+    (1..OPEN.len()).rev().find(|&k| b.ends_with(&OPEN[..k])).unwrap_or(0)
+}
+
 /// All of `body` through a parser, `piece` bytes at a time, with the
 /// adjacent texts joined (for tests and the fuzz target).
 pub fn parse_all(body: &[u8], piece: usize, value_len: usize) -> Vec<Event> {
     let mut p = Parser::new(value_len);
     let mut out = Vec::new();
     for chunk in body.chunks(piece.max(1)) {
-        p.feed(chunk, &mut out);
+        let mut events = Vec::new();
+        p.feed(chunk, &mut events);
+        out.extend(events.into_iter().map(|e| e.owned(chunk)));
     }
     p.finish(&mut out);
     let mut joined: Vec<Event> = Vec::new();
@@ -377,10 +543,8 @@ mod tests {
     use super::*;
 
     fn cmd(name: &str, params: &[(&str, &str)]) -> Event {
-        Event::Command(Command {
-            name: name.as_bytes().to_vec(),
-            params: params.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())).collect(),
-        })
+        let params: Vec<(&[u8], &[u8])> = params.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect();
+        Event::Command(Command::new(name.as_bytes(), &params))
     }
 
     fn text(s: &str) -> Event {

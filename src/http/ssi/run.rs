@@ -32,8 +32,9 @@ struct Cond {
 pub struct Ssi {
     parser: Parser,
     events: Vec<Event>,
-    errmsg: Vec<u8>,
-    timefmt: Vec<u8>,
+    /// nginx's defaults until a `config` command sets them.
+    errmsg: std::borrow::Cow<'static, [u8]>,
+    timefmt: std::borrow::Cow<'static, [u8]>,
     silent: bool,
     /// Whether text and commands take effect here (false in an `if`
     /// branch not taken).
@@ -72,8 +73,8 @@ impl Ssi {
         Ssi {
             parser: Parser::new(conf.value_len),
             events: Vec::new(),
-            errmsg: super::ERRMSG.to_vec(),
-            timefmt: super::TIMEFMT.to_vec(),
+            errmsg: super::ERRMSG.into(),
+            timefmt: super::TIMEFMT.into(),
             silent: conf.silent_errors,
             output: true,
             cond: Cond::default(),
@@ -96,63 +97,79 @@ impl Ssi {
     /// `out`.
     pub async fn feed(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, input: &[u8], out: &mut Vec<u8>) {
         self.parser.feed(input, &mut self.events);
-        self.drain(w, ctx, out).await;
+        self.drain(w, ctx, input, out).await;
     }
 
     /// The end of the page.
     pub async fn finish(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
         self.parser.finish(&mut self.events);
-        self.drain(w, ctx, out).await;
+        self.drain(w, ctx, &[], out).await;
     }
 
-    async fn drain(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
-        let events = std::mem::take(&mut self.events);
-        for e in events {
+    /// Runs the parser's events of the piece `input`.
+    async fn drain(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, input: &[u8], out: &mut Vec<u8>) {
+        // Text alone (most pieces) goes out without the machinery below.
+        match self.events[..] {
+            [] => return,
+            [Event::Span(a, b)] if self.output && self.recording.is_none() => {
+                self.events.clear();
+                out.extend_from_slice(&input[a..b]);
+                return;
+            }
+            _ => {}
+        }
+        let mut events = std::mem::take(&mut self.events);
+        for e in events.drain(..) {
             if self.aborted {
                 return;
             }
-            self.event(w, ctx, e, out).await;
+            self.event(w, ctx, input, e, out).await;
         }
-        Box::pin(self.run_queued(w, ctx, out)).await;
+        // The list's room serves the next piece.
+        self.events = events;
+        if !self.queued.is_empty() {
+            Box::pin(self.run_queued(w, ctx, out)).await;
+        }
     }
 
     /// Runs the queued includes' subrequests at the same time and puts
     /// each answer at its place in `out`.
     async fn run_queued(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, out: &mut Vec<u8>) {
-        let queued = std::mem::take(&mut self.queued);
+        let mut queued = std::mem::take(&mut self.queued);
         if queued.is_empty() || self.aborted {
             return;
         }
         let fetches = queued
-            .iter()
+            .iter_mut()
             .map(|q| {
                 let f = crate::http::handler::subrequest::fetch(
                     w,
                     ctx,
-                    q.path.clone(),
-                    q.args.clone(),
+                    std::mem::take(&mut q.path),
+                    q.args.take(),
                     false,
                     Some(self.shared.clone()),
                 );
                 Box::pin(f) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>>
             })
             .collect();
-        let answers = join_all(fetches).await;
-        let mut pieces = Vec::with_capacity(queued.len());
-        for (q, answer) in queued.into_iter().zip(answers) {
-            let mut piece = Vec::new();
-            let r = self.place(w, ctx, answer, q.block, &mut piece).await;
-            if let Err(msg) = r {
-                self.fail(ctx, &msg, &mut piece);
-            }
-            pieces.push((q.at, piece));
-        }
+        let answers: Vec<Result<crate::http::handler::subrequest::Answer, _>> = join_all(fetches).await;
+        // The answers go into their places as the output is put together
+        // again (a stub block's own includes run in its place).
         let whole = std::mem::take(out);
+        let answered = answers
+            .iter()
+            .map(|a| a.as_ref().map_or(0, |a: &crate::http::handler::subrequest::Answer| a.body.len()))
+            .sum::<usize>();
+        out.reserve(whole.len() + answered);
         let mut from = 0;
-        for (at, piece) in pieces {
-            out.extend_from_slice(&whole[from..at]);
-            out.extend_from_slice(&piece);
-            from = at;
+        for (q, answer) in queued.into_iter().zip(answers) {
+            out.extend_from_slice(&whole[from..q.at]);
+            from = q.at;
+            let r = self.place(w, ctx, answer, q.block, out).await;
+            if let Err(msg) = r {
+                self.fail(ctx, &msg, out);
+            }
         }
         out.extend_from_slice(&whole[from..]);
     }
@@ -175,7 +192,7 @@ impl Ssi {
             }
             Ok(_) | Err(Failed::Body) if block.is_some() => {
                 for e in block.unwrap_or_default() {
-                    Box::pin(self.event(w, ctx, e, out)).await;
+                    Box::pin(self.event(w, ctx, &[], e, out)).await;
                 }
                 // Includes in the block run now, in its place.
                 Box::pin(self.run_queued(w, ctx, out)).await;
@@ -191,8 +208,16 @@ impl Ssi {
         }
     }
 
-    async fn event(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, e: Event, out: &mut Vec<u8>) {
+    /// One event of the piece `input` (a block's events are all owned).
+    async fn event(&mut self, w: &WorkerCtx, ctx: &ReqCtx<'_, '_>, input: &[u8], e: Event, out: &mut Vec<u8>) {
         match e {
+            Event::Span(a, b) => {
+                if let Some((_, block)) = &mut self.recording {
+                    block.push(Event::Text(input[a..b].to_vec()));
+                } else if self.output {
+                    out.extend_from_slice(&input[a..b]);
+                }
+            }
             Event::Text(t) => {
                 if let Some((_, b)) = &mut self.recording {
                     b.push(Event::Text(t));
@@ -238,7 +263,7 @@ impl Ssi {
         c: Command,
         out: &mut Vec<u8>,
     ) -> Result<(), Fail> {
-        let name = String::from_utf8_lossy(&c.name).into_owned();
+        let name = String::from_utf8_lossy(c.name()).into_owned();
         if let Some((_, b)) = &mut self.recording
             && name != "endblock"
         {
@@ -272,10 +297,10 @@ impl Ssi {
             }
             "config" => {
                 if let Some(v) = p("timefmt") {
-                    self.timefmt = v.to_vec();
+                    self.timefmt = v.to_vec().into();
                 }
                 if let Some(v) = p("errmsg") {
-                    self.errmsg = v.to_vec();
+                    self.errmsg = v.to_vec().into();
                 }
                 Ok(())
             }
@@ -470,12 +495,12 @@ async fn join_all<'f, T>(mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future
 /// nginx's checks of a command's parameters: each known, none twice,
 /// the mandatory ones there.
 fn check_params(name: &str, c: &Command, spec: &[(&str, bool)]) -> Result<(), Fail> {
-    for (i, (p, _)) in c.params.iter().enumerate() {
+    for (i, (p, _)) in c.params().enumerate() {
         let p = String::from_utf8_lossy(p);
         if !spec.iter().any(|(s, _)| *s == p) {
             return Err(format!("invalid parameter name: \"{p}\" in \"{name}\" SSI command"));
         }
-        if c.params[..i].iter().any(|(q, _)| *q == p.as_bytes()) {
+        if c.params().take(i).any(|(q, _)| q == p.as_bytes()) {
             return Err(format!("duplicate \"{p}\" parameter in \"{name}\" SSI command"));
         }
     }

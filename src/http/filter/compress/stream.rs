@@ -451,6 +451,17 @@ async fn put(
     }
     let processed;
     if let Some(s) = st.ssi {
+        if matches!(e, Encoder::Identity) {
+            // Nothing encodes after it: the page goes straight out.
+            let before = out.len();
+            s.feed(st.w, st.ctx, piece, out).await;
+            if s.aborted {
+                out.truncate(before);
+                return Err(StreamError::Aborted);
+            }
+            *zin += (out.len() - before) as u64;
+            return Ok(());
+        }
         let mut v = Vec::with_capacity(piece.len());
         s.feed(st.w, st.ctx, piece, &mut v).await;
         if s.aborted {
