@@ -263,18 +263,19 @@ impl Ssi {
         c: Command,
         out: &mut Vec<u8>,
     ) -> Result<(), Fail> {
-        let name = String::from_utf8_lossy(c.name()).into_owned();
         if let Some((_, b)) = &mut self.recording
-            && name != "endblock"
+            && c.name() != b"endblock"
         {
             b.push(Event::Command(c));
             return Ok(());
         }
-        let conditional = matches!(name.as_str(), "if" | "elif" | "else" | "endif");
+        let name = String::from_utf8_lossy(c.name());
+        let name: &str = &name;
+        let conditional = matches!(name, "if" | "elif" | "else" | "endif");
         if !self.output && !conditional {
             return Ok(());
         }
-        let spec: &[(&str, bool)] = match name.as_str() {
+        let spec: &[(&str, bool)] = match name {
             "include" => &[("file", false), ("virtual", false), ("stub", false), ("set", false), ("wait", false)],
             "echo" => &[("var", true), ("default", false), ("encoding", false)],
             "set" => &[("var", true), ("value", true)],
@@ -284,9 +285,9 @@ impl Ssi {
             "else" | "endif" | "endblock" => &[],
             _ => return Err(format!("invalid SSI command: \"{name}\"")),
         };
-        check_params(&name, &c, spec)?;
+        check_params(name, &c, spec)?;
         let p = |n: &str| c.param(n);
-        match name.as_str() {
+        match name {
             "echo" => self.echo(ctx, &c, out),
             "set" => {
                 let scope = self.scope(ctx);
