@@ -365,9 +365,12 @@ fn bad_stream_unix_listens_are_refused() {
         stderr_of(&out)
     };
     assert!(t("unix:").contains("no path in the unix domain socket in \"unix:\" of the \"listen\" directive"));
-    if prog() == "sluice" {
-        // nginx takes datagram unix sockets; sluice says it does not.
-        let e = t("unix:/tmp/x.sock udp");
-        assert!(e.contains("\"udp\" on a unix socket (\"unix:/tmp/x.sock\") is not supported yet"), "{e}");
-    }
+    // A datagram unix socket is taken (`tests/stream.rs`), with nginx's
+    // refusals of what a datagram socket cannot do.
+    let e = t("unix:/tmp/x.sock udp ssl");
+    assert!(e.contains("\"ssl\" parameter is incompatible with \"udp\""), "{e}");
+    let e = t("unix:/tmp/x.sock udp so_keepalive=on");
+    assert!(e.contains("\"so_keepalive\" parameter is incompatible with \"udp\""), "{e}");
+    let e = t("unix:/tmp/x.sock udp proxy_protocol");
+    assert!(e.contains("\"proxy_protocol\" parameter is incompatible with \"udp\""), "{e}");
 }

@@ -4,7 +4,9 @@
 //! and out, TLS termination, `ssl_preread` routing `openssl s_client` by
 //! SNI to two TLS origins (`openssl s_server`), a reload under open
 //! sessions that keeps every one, a crash of the serving process that
-//! loses no TCP connect and no datagram, and `-t`'s messages.
+//! loses no TCP connect and no datagram, datagram sessions on a unix
+//! socket (`listen unix:PATH udp`) answered at the client's bound name,
+//! and `-t`'s messages.
 
 mod common;
 
@@ -536,4 +538,138 @@ fn check_holds_a_failing_peer_out_of_stream_sessions() {
         .collect();
     assert!(answers.iter().all(|a| a.contains("good")), "a session reached the failing peer: {answers:?}");
     assert!(!srv.error_log().contains(&format!("enable check peer: 127.0.0.1:{bad}")), "{}", srv.error_log());
+}
+
+/// A unix datagram origin: records each datagram and echoes it with `U:`
+/// in front to a sender that bound a name (an unnamed one cannot be
+/// answered, which is how nginx 1.22's unbound origin sockets are).
+fn unix_dgram_origin(path: &std::path::Path) -> Arc<Mutex<Vec<Vec<u8>>>> {
+    let s = std::os::unix::net::UnixDatagram::bind(path).expect("bind unix origin");
+    // nginx's workers run as nobody when the test runs as root.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let rec = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while let Ok((n, from)) = s.recv_from(&mut buf) {
+            rec.lock().unwrap().push(buf[..n].to_vec());
+            let mut out = b"U:".to_vec();
+            out.extend_from_slice(&buf[..n]);
+            if let Some(p) = from.as_pathname() {
+                let _ = s.send_to(&out, p);
+            } else {
+                use std::os::linux::net::SocketAddrExt;
+                if from.as_abstract_name().is_some() {
+                    let _ = s.send_to_addr(&out, &from);
+                }
+            }
+        }
+    });
+    seen
+}
+
+/// `listen unix:PATH udp`: a client that bound its own unix datagram
+/// socket gets each origin's answer back at its name, through a UDP
+/// origin and a unix datagram one; `proxy_responses 1` ends each session
+/// at its answer (long before `proxy_timeout`), the access log names the
+/// client `unix:` and the path it bound (as nginx's `$remote_addr` does
+/// for a datagram client), a denied session counts its datagram, the
+/// socket file is mode 0666, kept by a reload and by a crash of the
+/// serving process, and removed at quit.
+#[test]
+fn unix_datagram_listen_proxies_sessions_back_to_the_client() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    use std::os::unix::net::UnixDatagram;
+    let echo = udp_echo();
+    let dir = temp_dir("unix-dgram");
+    let origin_path = dir.join("origin.sock");
+    let seen = unix_dgram_origin(&origin_path);
+    let conf = format!(
+        "log_format u '$remote_addr $protocol $status $bytes_received $bytes_sent $upstream_addr';
+         proxy_responses 1; proxy_timeout 30s;
+         server {{ listen unix:{{prefix}}/ip.sock udp; proxy_pass 127.0.0.1:{echo}; access_log logs/ip.log u; }}
+         server {{ listen unix:{{prefix}}/ux.sock udp; proxy_pass unix:{}; access_log logs/ux.log u; }}
+         server {{ listen unix:{{prefix}}/deny.sock udp; deny unix:; proxy_pass 127.0.0.1:{echo}; access_log logs/deny.log u; }}
+         server {{ listen 127.0.0.1:{{port0}}; return ready; }}",
+        origin_path.display()
+    );
+    let mut srv = builder().whole(&stream_conf(&conf)).start();
+    let client_path = dir.join("client.sock");
+    let c = UnixDatagram::bind(&client_path).expect("bind the client");
+    std::fs::set_permissions(&client_path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let ask = |sock: &str, msg: &[u8]| -> Vec<u8> {
+        c.send_to(msg, srv.path(sock)).expect("send");
+        let mut buf = [0u8; 4096];
+        let (n, from) = c.recv_from(&mut buf).expect("an answer through the proxy");
+        assert_eq!(from.as_pathname(), Some(srv.path(sock).as_path()), "answered from the listen socket");
+        buf[..n].to_vec()
+    };
+    let me = format!("unix:{}", client_path.display());
+    let mut checks = Checks::new();
+    checks.run("the socket file is a socket with mode 0666", || {
+        let m = std::fs::metadata(srv.path("ip.sock")).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.permissions().mode() & 0o777, 0o666);
+    });
+    checks.run("a UDP origin's answers come back to the client's name", || {
+        let t = std::time::Instant::now();
+        assert_eq!(ask("ip.sock", b"first"), b"first");
+        assert_eq!(ask("ip.sock", b"second!"), b"second!");
+        // proxy_responses 1: each datagram was a session that ended at its
+        // answer, not at proxy_timeout's 30 s.
+        let lines = wait_lines(&srv.path("logs/ip.log"), 2, LOG_WAIT);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(lines, [format!("{me} UDP 200 5 5 127.0.0.1:{echo}"), format!("{me} UDP 200 7 7 127.0.0.1:{echo}")]);
+    });
+    checks.run("a unix datagram origin", || {
+        let up = format!("unix:{}", origin_path.display());
+        if prog() == "nginx" {
+            // nginx's origin socket is unbound: the origin gets the datagram
+            // and cannot answer; the session ends at proxy_timeout.
+            c.send_to(b"via-unix", srv.path("ux.sock")).expect("send");
+            let deadline = std::time::Instant::now() + READ_TIMEOUT;
+            while seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            assert_eq!(ask("ux.sock", b"via-unix"), b"U:via-unix");
+            let lines = wait_lines(&srv.path("logs/ux.log"), 1, LOG_WAIT);
+            assert_eq!(lines, [format!("{me} UDP 200 8 10 {up}")]);
+        }
+        assert_eq!(*seen.lock().unwrap(), [b"via-unix".to_vec()]);
+    });
+    checks.run("deny unix: refuses the session", || {
+        c.send_to(b"no", srv.path("deny.sock")).expect("send");
+        let lines = wait_lines(&srv.path("logs/deny.log"), 1, LOG_WAIT);
+        assert_eq!(lines, [format!("{me} UDP 403 2 0 -")]);
+        let err = wait_contains(&srv.path("logs/error.log"), "access forbidden by rule", LOG_WAIT);
+        let line = line_with(&err, "access forbidden by rule");
+        assert!(line.contains(&format!("client: {me}, server: unix:{}", srv.path("deny.sock").display())), "{line}");
+    });
+    if prog() == "sluice" {
+        checks.run("a reload keeps the socket, quit removes its file", || {
+            let before = std::fs::metadata(srv.path("ip.sock")).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+            srv.signal("reload");
+            srv.wait_error_log("reconfiguring");
+            let after = std::fs::metadata(srv.path("ip.sock")).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+            assert_eq!(before.ok(), after.ok(), "the same socket file");
+            assert_eq!(ask("ip.sock", b"again"), b"again");
+        });
+        checks.run("a crashed serving process's successor reads the same socket", || {
+            let before = srv.serving_pid();
+            let st = Command::new("kill").args(["-KILL", &before.to_string()]).status().expect("kill");
+            assert!(st.success());
+            // Sent while no serving process runs: it waits in the socket
+            // the master process holds.
+            assert_eq!(ask("ip.sock", b"after"), b"after");
+            assert_ne!(srv.serving_pid(), before, "a new serving process");
+        });
+    }
+    checks.finish();
+    if prog() == "sluice" {
+        srv.quit();
+        assert!(!srv.path("ip.sock").exists(), "quit removes the socket file");
+        assert!(!srv.path("ux.sock").exists());
+    }
 }

@@ -38,8 +38,8 @@ pub trait Family: Sync + Send {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Listen {
     pub addr: SocketAddr,
-    /// `listen unix:PATH`: a unix-domain stream socket (`addr` is then
-    /// `listener::unix::PLACEHOLDER`).
+    /// `listen unix:PATH`: a unix-domain socket, stream or (with `udp`)
+    /// datagram (`addr` is then `listener::unix::PLACEHOLDER`).
     pub unix: Option<Arc<str>>,
     /// A UDP socket rather than a TCP listener.
     pub udp: bool,
@@ -48,10 +48,14 @@ pub struct Listen {
     pub sock: SockOpts,
 }
 
-/// A socket handed to a worker: a TCP listener or a bound UDP socket.
+/// A socket handed to a worker: a TCP listener (or a unix stream one, see
+/// `listener::unix`), a bound UDP socket, or a bound unix datagram socket
+/// (`listen unix:PATH udp`), which std's UDP type cannot carry: its
+/// senders' addresses are paths, not IP addresses.
 pub enum Socket {
     Tcp(std::net::TcpListener),
     Udp(std::net::UdpSocket),
+    UnixUdp(std::os::unix::net::UnixDatagram),
 }
 
 /// A family's built configuration, as the shared layers see it.

@@ -33,8 +33,8 @@ pub mod unix;
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Key {
     addr: SocketAddr,
-    /// `listen unix:PATH` (HTTP's, or a family's TCP; `addr` is
-    /// `unix::PLACEHOLDER`).
+    /// `listen unix:PATH` (HTTP's, or a family's TCP or datagram one;
+    /// `addr` is `unix::PLACEHOLDER`).
     unix: Option<Arc<str>>,
     reuseport: bool,
     /// Worker index for reuseport sockets, 0 for shared ones.
@@ -60,10 +60,12 @@ enum Owner {
     Family(usize, usize),
 }
 
-/// A listening socket: TCP, or a bound UDP socket.
+/// A listening socket: TCP (or unix stream), a bound UDP socket, or a
+/// bound unix datagram socket.
 enum Held {
     Tcp(TcpListener),
     Udp(std::net::UdpSocket),
+    UnixUdp(std::os::unix::net::UnixDatagram),
 }
 
 impl Held {
@@ -71,6 +73,7 @@ impl Held {
         Ok(match self {
             Held::Tcp(l) => Held::Tcp(l.try_clone()?),
             Held::Udp(u) => Held::Udp(u.try_clone()?),
+            Held::UnixUdp(u) => Held::UnixUdp(u.try_clone()?),
         })
     }
 }
@@ -107,7 +110,7 @@ impl Key {
         };
         let addr = w.next()?;
         let (addr, unix) = match addr.strip_prefix("unix:") {
-            Some(p) if proto != Proto::Udp && !reuseport => (unix::PLACEHOLDER, Some(unix::listen_path(p).ok()?)),
+            Some(p) if !reuseport => (unix::PLACEHOLDER, Some(unix::listen_path(p).ok()?)),
             Some(_) => return None,
             None => (addr.parse().ok()?, None),
         };
@@ -249,6 +252,9 @@ fn bind_quic(k: &Key, o: &SockOpts) -> io::Result<UdpSocket> {
 
 fn bind(k: &Key, o: Opts) -> io::Result<Held> {
     if let Some(path) = &k.unix {
+        if k.proto == Proto::Udp {
+            return unix::bind_datagram(path, o.sock.rcvbuf, o.sock.sndbuf).map(Held::UnixUdp);
+        }
         return unix::bind(path, o.backlog, o.sock.rcvbuf, o.sock.sndbuf).map(Held::Tcp);
     }
     match k.proto {
@@ -509,7 +515,10 @@ impl ListenerSet {
                 (Owner::Http(gi), Held::Tcp(l)) => out.http.push((gi, l)),
                 (Owner::Family(f, i), Held::Tcp(l)) => out.families.push((f, i, crate::config::family::Socket::Tcp(l))),
                 (Owner::Family(f, i), Held::Udp(u)) => out.families.push((f, i, crate::config::family::Socket::Udp(u))),
-                (Owner::Http(_), Held::Udp(_)) => {}
+                (Owner::Family(f, i), Held::UnixUdp(u)) => {
+                    out.families.push((f, i, crate::config::family::Socket::UnixUdp(u)))
+                }
+                (Owner::Http(_), Held::Udp(_) | Held::UnixUdp(_)) => {}
             }
         }
         Ok(out)
@@ -548,6 +557,7 @@ impl ListenerSet {
             let fd = match h {
                 Held::Tcp(l) => l.as_fd(),
                 Held::Udp(u) => u.as_fd(),
+                Held::UnixUdp(u) => u.as_fd(),
             };
             (k.to_text(), fd)
         });
@@ -569,7 +579,10 @@ impl ListenerSet {
                 continue;
             }
             let Some(k) = Key::from_text(&k) else { continue };
-            let held = if k.proto == Proto::Udp {
+            let held = if k.proto == Proto::Udp && k.unix.is_some() {
+                let u = std::os::unix::net::UnixDatagram::from(fd);
+                u.set_nonblocking(true).map(|()| Held::UnixUdp(u))
+            } else if k.proto == Proto::Udp {
                 let u = UdpSocket::from(fd);
                 u.set_nonblocking(true).map(|()| Held::Udp(u))
             } else {
@@ -653,6 +666,7 @@ mod tests {
                 proto: Proto::Http,
             },
             Key { addr: unix::PLACEHOLDER, unix: Some("/run/s".into()), reuseport: false, index: 0, proto: Proto::Tcp },
+            Key { addr: unix::PLACEHOLDER, unix: Some("/run/d".into()), reuseport: false, index: 0, proto: Proto::Udp },
         ] {
             assert_eq!(Key::from_text(&k.to_text()), Some(k));
         }
@@ -666,7 +680,7 @@ mod tests {
             "127.0.0.1:80 shared 0 sctp",
             "127.0.0.1:80 shared 0 tcp extra",
             "unix:/a reuseport 0 http",
-            "unix:/a shared 0 udp",
+            "unix:/a reuseport 0 udp",
             "unix: shared 0 http",
         ] {
             assert_eq!(Key::from_text(bad), None, "{bad}");

@@ -9,7 +9,11 @@
 //! removes nothing: the master process holds the socket and hands it to
 //! the next one.
 //!
-//! Past the bind, a unix-domain socket is a byte stream like TCP's: the
+//! `listen unix:PATH udp` (stream) binds a datagram socket at the path,
+//! with the same file lifecycle; it travels as its own type
+//! (`UnixDatagram`), since its senders' addresses are paths.
+//!
+//! Past the bind, a unix-domain stream socket is a byte stream like TCP's: the
 //! accept loop's `accept4`, the connection's reads, writes, `sendfile`,
 //! `shutdown` and TLS are the same system calls. The listener and the
 //! accepted sockets therefore travel in the same `std::net::TcpListener`
@@ -23,6 +27,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::os::unix::net::UnixDatagram;
 use std::sync::Arc;
 
 use socket2::{Domain, SockAddr, Socket, Type};
@@ -66,6 +71,25 @@ pub fn bind(path: &str, backlog: i32, rcvbuf: Option<i32>, sndbuf: Option<i32>) 
     // The descriptor is a stream socket: see the module's comment for why
     // it travels as a TcpListener.
     Ok(TcpListener::from(std::os::fd::OwnedFd::from(s)))
+}
+
+/// A bound unix datagram socket at `path` (`listen unix:PATH udp`), mode
+/// 0666 as the stream one, non-blocking. Its file lives as the stream
+/// socket's does (see the module's comment): the listener set removes it.
+pub fn bind_datagram(path: &str, rcvbuf: Option<i32>, sndbuf: Option<i32>) -> io::Result<UnixDatagram> {
+    let s = Socket::new(Domain::UNIX, Type::DGRAM, None)?;
+    if let Some(n) = rcvbuf {
+        s.set_recv_buffer_size(n.max(0) as usize)?;
+    }
+    if let Some(n) = sndbuf {
+        s.set_send_buffer_size(n.max(0) as usize)?;
+    }
+    s.bind(&SockAddr::unix(path)?)?;
+    if let Err(e) = chmod_0666(path).and_then(|()| s.set_nonblocking(true)) {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(UnixDatagram::from(std::os::fd::OwnedFd::from(s)))
 }
 
 fn chmod_0666(path: &str) -> io::Result<()> {

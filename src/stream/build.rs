@@ -412,15 +412,15 @@ fn listen(d: &Directive) -> Result<ListenSpec, ConfError> {
             }
         }
     }
-    if l.udp && l.unix.is_some() {
-        // nginx takes datagram unix sockets; sluice's UDP path is IP's.
-        return Err(ConfError::at(format!("\"udp\" on a unix socket (\"{raw}\") is not supported yet"), &d.span));
-    }
     if l.udp && l.ssl {
         return Err(ConfError::at("\"ssl\" parameter is incompatible with \"udp\"", &d.span));
     }
     if l.udp && l.backlog.is_some() {
         return Err(ConfError::at("\"backlog\" parameter is incompatible with \"udp\"", &d.span));
+    }
+    // so_keepalive's timings set it on too.
+    if l.udp && l.sock.keepalive.is_some() {
+        return Err(ConfError::at("\"so_keepalive\" parameter is incompatible with \"udp\"", &d.span));
     }
     if l.udp && l.proxy_protocol {
         return Err(ConfError::at("\"proxy_protocol\" parameter is incompatible with \"udp\"", &d.span));

@@ -21,6 +21,7 @@ pub mod session;
 pub mod tls;
 pub mod udp;
 pub mod udp_origin;
+pub mod udp_socket;
 pub mod vars;
 
 use std::rc::Rc;
@@ -75,8 +76,8 @@ impl FamilyConf for conf::StreamConf {
                 let a = session::StreamAccept { conf: self, index };
                 tokio::task::spawn_local(crate::clock::per_poll(crate::worker::accept::supervise(l, a, w, stop)));
             }
-            Socket::Udp(u) => {
-                tokio::task::spawn_local(crate::clock::per_poll(udp::run(self, index, u, w, stop)));
+            Socket::Udp(_) | Socket::UnixUdp(_) => {
+                tokio::task::spawn_local(crate::clock::per_poll(udp::run(self, index, sock, w, stop)));
             }
         }
     }

@@ -45,6 +45,11 @@ pub struct Session {
     /// The client is the unix-domain socket's peer (`listen unix:`), no
     /// PROXY header's address replaced it: `client` is a placeholder then.
     pub client_unix: Cell<bool>,
+    /// What nginx prints after `unix:` for a unix client (`$remote_addr`,
+    /// the error log's `client:`): the path a datagram client bound. Empty
+    /// for a stream client (its socket has no name) and for an unnamed or
+    /// abstract datagram one (nginx's `ngx_sock_ntop` stops at the NUL).
+    pub unix_name: Box<[u8]>,
     pub peer: SocketAddr,
     pub local: SocketAddr,
     pub udp: bool,
@@ -134,9 +139,14 @@ impl Session {
         let _ = self.srv.set(server.clone());
     }
 
-    /// The client as error-log lines name it: its address, or `unix:`.
+    /// The client as error-log lines name it: its address, or `unix:`
+    /// and the name it bound.
     fn client_label(&self) -> String {
-        if self.client_unix.get() { "unix:".to_string() } else { self.client.get().ip().to_string() }
+        if self.client_unix.get() {
+            format!("unix:{}", String::from_utf8_lossy(&self.unix_name))
+        } else {
+            self.client.get().ip().to_string()
+        }
     }
 
     /// The listen address as error-log lines name it.
@@ -293,6 +303,7 @@ async fn run(
         addr: addr.clone(),
         client: Cell::new(peer),
         client_unix: Cell::new(addr.unix.is_some()),
+        unix_name: Box::default(),
         peer,
         local,
         udp: false,

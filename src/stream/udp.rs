@@ -6,20 +6,22 @@
 //! `limit_conn`, access), then answers (`return`) or proxies through a
 //! connected UDP socket to a peer the balancer picked, and ends as nginx's
 //! does: once `proxy_requests` datagrams came and `proxy_responses` per
-//! datagram went back, or after `proxy_timeout` of silence.
+//! datagram went back, or after `proxy_timeout` of silence. The listening
+//! socket is UDP's or a unix datagram one (`udp_socket`): the sessions are
+//! the same, keyed by the sender's address or bound unix name.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 
 use super::conf::{Content, Pass, StreamConf};
 use super::session::{Session, Try, UpInfo};
+use super::udp_socket::{Client, Listening};
+use crate::config::family::Socket;
 use crate::log::error::Level;
 use crate::worker::{ConnGuard, WorkerCtx};
 
@@ -35,14 +37,15 @@ struct Flow {
     requests: Cell<u64>,
 }
 
-type Flows = Rc<RefCell<HashMap<SocketAddr, Rc<Flow>>>>;
+type Flows = Rc<RefCell<HashMap<Client, Rc<Flow>>>>;
 
-pub async fn run(conf: Arc<StreamConf>, index: usize, sock: std::net::UdpSocket, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
+pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     let own = conf.routes[index].own.clone();
-    let sock = match UdpSocket::from_std(sock) {
+    let sock = match Listening::new(sock) {
         Ok(s) => Rc::new(s),
         Err(e) => {
-            crate::log_to!(own.server.conf.error_log, Level::Alert, "udp listener {}: {}", own.addr, e);
+            let name = own.unix.as_ref().map_or_else(|| own.addr.to_string(), |p| format!("unix:{p}"));
+            crate::log_to!(own.server.conf.error_log, Level::Alert, "udp listener {}: {}", name, e);
             return;
         }
     };
@@ -70,7 +73,7 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: std::net::UdpSocket,
             if !push(&f, data) {
                 discarded();
             }
-            detach_if_done(&flows, peer, &f, &conf, index);
+            detach_if_done(&flows, &peer, &f, &conf, index);
             continue;
         }
         if w.active.get() >= w.max_conns {
@@ -79,9 +82,9 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: std::net::UdpSocket,
         }
         let f = Rc::new(Flow { queue: RefCell::new(VecDeque::new()), ready: Notify::new(), requests: Cell::new(0) });
         push(&f, data);
-        flows.borrow_mut().insert(peer, f.clone());
-        detach_if_done(&flows, peer, &f, &conf, index);
-        let local = if own.addr.ip().is_unspecified() { sock.local_addr().unwrap_or(own.addr) } else { own.addr };
+        flows.borrow_mut().insert(peer.clone(), f.clone());
+        detach_if_done(&flows, &peer, &f, &conf, index);
+        let local = sock.local(own.addr);
         let addr = conf.routes[index].find(local).clone();
         let guard = ConnGuard::new(w.clone());
         let task = session(w.clone(), conf.clone(), addr, sock.clone(), f, flows.clone(), peer, local, guard);
@@ -105,11 +108,11 @@ fn push(f: &Flow, data: Vec<u8>) -> bool {
 
 /// After `proxy_requests` datagrams the client's next one starts a new
 /// session.
-fn detach_if_done(flows: &Flows, peer: SocketAddr, f: &Flow, conf: &StreamConf, index: usize) {
+fn detach_if_done(flows: &Flows, peer: &Client, f: &Flow, conf: &StreamConf, index: usize) {
     let server = &conf.routes[index].own.server;
     let n = server.conf.proxy.requests;
     if n > 0 && f.requests.get() >= n {
-        flows.borrow_mut().remove(&peer);
+        flows.borrow_mut().remove(peer);
     }
 }
 
@@ -118,22 +121,24 @@ async fn session(
     w: Rc<WorkerCtx>,
     sc: Arc<StreamConf>,
     addr: Arc<super::conf::Addr>,
-    sock: Rc<UdpSocket>,
+    sock: Rc<Listening>,
     flow: Rc<Flow>,
     flows: Flows,
-    peer: SocketAddr,
-    local: SocketAddr,
+    from: Client,
+    local: std::net::SocketAddr,
     _guard: ConnGuard,
 ) {
+    let peer = from.addr();
     let s = Session {
-        debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), false),
+        debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), from.is_unix()),
         zone: Session::open_zone(&w, &addr),
         id: w.next_serial(),
         w,
         conf: sc,
         addr,
         client: Cell::new(peer),
-        client_unix: Cell::new(false),
+        client_unix: Cell::new(from.is_unix()),
+        unix_name: from.unix_name().into(),
         peer,
         local,
         udp: true,
@@ -152,31 +157,34 @@ async fn session(
         guard: RefCell::new(None),
         passed: std::cell::Cell::new(false),
     };
+    // nginx counts the datagram that started the session as received at
+    // once (`ngx_stream_init_connection`), whatever becomes of the session:
+    // a denied one logs its size too.
+    let first = flow.queue.borrow().front().map_or(0, |d| d.len() as u64);
+    s.bytes_received.set(first);
     let _holds = match super::session::preaccess_and_access(&s) {
         Some(h) => h,
         None => {
-            end(&s, &flows, &flow);
+            end(&s, &flows, &flow, &from);
             return;
         }
     };
     match &s.server().content {
         Content::Return(t) => {
             let v = t.render_to_vec(&s);
-            if let Some(d) = flow.queue.borrow_mut().pop_front() {
-                s.bytes_received.set(d.len() as u64);
-            }
-            if sock.send_to(&v, peer).await.is_ok() {
+            flow.queue.borrow_mut().pop_front();
+            if sock.send_to(&v, &from).await.is_ok() {
                 s.bytes_sent.set(v.len() as u64);
             }
         }
-        Content::Proxy(pass) => proxy(&s, pass, &sock, &flow).await,
+        Content::Proxy(pass) => proxy(&s, pass, &sock, &flow, &from).await,
         // A datagram has no connection to hand over.
         Content::Pass(_) => {
             s.log(Level::Error, format_args!("cannot pass udp session"));
             s.status.set(500);
         }
     }
-    end(&s, &flows, &flow);
+    end(&s, &flows, &flow, &from);
 }
 
 /// How long `proxy_upload_rate` / `proxy_download_rate` hold the next
@@ -195,16 +203,16 @@ fn rate_delay(rate: u64, started: Instant, moved: u64) -> Option<std::time::Dura
 }
 
 /// The session is over: the client's next datagram starts another.
-fn end(s: &Session, flows: &Flows, flow: &Rc<Flow>) {
+fn end(s: &Session, flows: &Flows, flow: &Rc<Flow>, from: &Client) {
     let mut m = flows.borrow_mut();
-    if m.get(&s.peer).is_some_and(|f| Rc::ptr_eq(f, flow)) {
-        m.remove(&s.peer);
+    if m.get(from).is_some_and(|f| Rc::ptr_eq(f, flow)) {
+        m.remove(from);
     }
     drop(m);
     s.finish();
 }
 
-async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
+async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &Client) {
     let p = &s.server().conf.proxy;
     let Some((u, i, peer)) = super::proxy::pick_one(s, pass).await else { return };
     let name = peer.name.clone();
@@ -237,6 +245,8 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
     let mut failed = false;
     let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
     let (mut uploaded, mut downloaded) = (0u64, 0u64);
+    // The session's first datagram counted as received when it started.
+    let mut first = true;
     // While a rate holds a direction back: until when.
     let (mut upload_until, mut download_until): (Option<Instant>, Option<Instant>) = (None, None);
     loop {
@@ -254,7 +264,9 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
             match up.send(&d).await {
                 Ok(n) => {
                     uploaded += n as u64;
-                    s.bytes_received.set(s.bytes_received.get() + d.len() as u64);
+                    if !std::mem::take(&mut first) {
+                        s.bytes_received.set(s.bytes_received.get() + d.len() as u64);
+                    }
                     if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                         t.sent += n as u64;
                     }
@@ -301,7 +313,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &UdpSocket, flow: &Flow) {
                     downloaded += n as u64;
                     active = crate::clock::mono();
                     download_until = rate_delay(download_rate, started, downloaded).map(|d| active + d);
-                    if sock.send_to(&buf[..n], s.peer).await.is_ok() {
+                    if sock.send_to(&buf[..n], from).await.is_ok() {
                         s.bytes_sent.set(s.bytes_sent.get() + n as u64);
                     }
                 }

@@ -183,10 +183,17 @@ impl VarSource for Session {
     fn write_var(&self, var: &Var, out: &mut Vec<u8>) {
         use id::*;
         match var {
-            // A unix-domain client (nginx's `AF_UNIX`): `unix:`, no port.
-            Var::RemoteAddr | Var::BinaryRemoteAddr if self.client_unix.get() => out.extend_from_slice(b"unix:"),
+            // A unix-domain client (nginx's `AF_UNIX`): `unix:` and the
+            // name a datagram client bound, no port.
+            Var::RemoteAddr | Var::BinaryRemoteAddr if self.client_unix.get() => {
+                out.extend_from_slice(b"unix:");
+                out.extend_from_slice(&self.unix_name);
+            }
             Var::RemotePort if self.client_unix.get() => {}
-            Var::RealipRemoteAddr if self.addr.unix.is_some() => out.extend_from_slice(b"unix:"),
+            Var::RealipRemoteAddr if self.addr.unix.is_some() => {
+                out.extend_from_slice(b"unix:");
+                out.extend_from_slice(&self.unix_name);
+            }
             Var::RealipRemotePort | Var::ServerPort if self.addr.unix.is_some() => {}
             Var::ServerAddr if self.addr.unix.is_some() => {
                 out.extend_from_slice(b"unix:");
