@@ -392,20 +392,20 @@ impl Session {
         let trailer = self.has_head();
         // nginx's verdict line after a detail line, for a head or trailers.
         let verdict = if trailer { "upstream sent invalid trailer" } else { "upstream sent invalid header" };
-        let too_large = format!("upstream sent too large http2 header{DETAIL_SEP}{verdict}");
+        let too_large = || format!("upstream sent too large http2 header{DETAIL_SEP}{verdict}");
         // The block is kept whole until it ends; its fields are bounded by
         // `grpc_buffer_size` below, the block itself by a multiple of it.
         if self.st.block.len() + frag.len() > self.header_limit.saturating_mul(2).max(FRAME_SIZE * 8) {
-            return Err(too_large);
+            return Err(too_large());
         }
         self.st.block.extend_from_slice(frag);
         if h.flags & END_HEADERS == 0 {
             return Ok(());
         }
         self.st.parsing_headers = false;
-        let block = std::mem::take(&mut self.st.block);
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let decoded = self.dec.decode(&block, &mut |n, v, _| fields.push((n.to_vec(), v.to_vec())));
+        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(12);
+        // The block's room is kept for the next one.
+        let decoded = self.dec.decode(&self.st.block, &mut |n, v, _| fields.push((n.to_vec(), v.to_vec())));
         let end = self.st.block_end_stream;
         if decoded.is_err() {
             return Err(verdict.into());
@@ -421,7 +421,7 @@ impl Session {
                     String::from_utf8_lossy(v)
                 ));
             }
-            left = left.checked_sub(n.len() + v.len()).ok_or_else(|| too_large.clone())?;
+            left = left.checked_sub(n.len() + v.len()).ok_or_else(too_large)?;
         }
         if trailer {
             if let Some((n, v)) = fields.iter().find(|(n, _)| n.first() == Some(&b':')) {
