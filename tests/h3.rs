@@ -405,3 +405,23 @@ fn mirror_bodies_and_post_action_over_h3() {
     }
     assert_eq!(report.last().line(), "GET /done?x=1 HTTP/1.0");
 }
+
+/// A request whose header section is malformed (an empty `:method`) is
+/// answered 400 through the server's `error_page`, as nginx does
+/// (nginx-tests h3_request_body.t, "request body after 400 redirect"),
+/// not reset; the connection serves the next request.
+#[test]
+fn a_malformed_request_gets_400_through_error_page() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let s = h3_server("", "", "error_page 400 /bad.html;")
+        .file("html/index.html", "hello over h3\n")
+        .file("html/bad.html", "bad request page\n")
+        .start();
+    let run = run(s.port, &["--request", "", "/index.html", "--request", "GET", "/index.html"]);
+    let [bad, good] = &run.responses[..] else { panic!("{run:?}") };
+    assert_eq!((bad.status, bad.body.as_str(), bad.error.as_deref()), (400, "bad request page\n", None), "{run:?}");
+    assert_eq!((good.status, good.body.as_str()), (200, "hello over h3\n"), "{run:?}");
+    s.wait_error_log("client sent invalid request headers");
+}

@@ -114,6 +114,10 @@ async fn request(
         std::task::Poll::Pending => true,
     };
     let plain_connect = req.method() == http::Method::CONNECT;
+    // A malformed header section comes as a placeholder `GET /` (the
+    // vendored h3's patch): answered 400 through `error_page`, as nginx,
+    // and as the HTTP/2 path answers the same request.
+    let malformed = req.extensions().get::<h3::server::MalformedRequest>().map(|m| m.0.clone());
     let limits = crate::http::connection::h1::conn::limits(g);
     let (buf, head) = match h2req::synthesize_version(&req, has_body, false, &limits, Version::Http3) {
         Ok(x) => x,
@@ -187,6 +191,15 @@ async fn request(
     crate::req_debug!(ctx, "http uri: \"{}\"", String::from_utf8_lossy(&ctx.req.path));
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
         _ if bad_host => crate::http::handler::finish_error(&mut ctx, 400),
+        _ if malformed.is_some() => {
+            log_req!(
+                ctx,
+                Level::Info,
+                "client sent invalid request headers ({})",
+                malformed.as_deref().unwrap_or_default()
+            );
+            crate::http::handler::finish_error(&mut ctx, 400)
+        }
         Some(code) => crate::http::handler::finish_error(&mut ctx, code),
         None if plain_connect => crate::http::connection::h2::connect::refuse(&mut ctx),
         None => crate::http::handler::handle(&mut ctx),
