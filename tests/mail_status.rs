@@ -9,10 +9,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+use common::mail::{Client, Proto, backend};
 use common::*;
 use serde_json::Value;
 
@@ -54,111 +55,6 @@ fn auth_server(imap: u16, pop3: u16, smtp: u16) -> u16 {
         }
     });
     me
-}
-
-#[derive(Clone, Copy)]
-enum Proto {
-    Imap,
-    Pop3,
-    Smtp,
-}
-
-/// A backend: greets, answers every line (IMAP literals with `+ OK`
-/// first), closes after SMTP's QUIT.
-fn backend(p: Proto) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind backend");
-    let port = l.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let greeting: &[u8] = match p {
-                    Proto::Imap => b"* OK backend imap\r\n",
-                    Proto::Pop3 => b"+OK backend pop3\r\n",
-                    Proto::Smtp => b"220 backend smtp\r\n",
-                };
-                if c.write_all(greeting).is_err() {
-                    return;
-                }
-                let Ok(rc) = c.try_clone() else { return };
-                let mut r = BufReader::new(rc);
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    // IMAP literals: {N} at the line's end, the line
-                    // going on after the N bytes.
-                    while let Some((head, n)) = line
-                        .trim_end()
-                        .strip_suffix('}')
-                        .and_then(|t| t.rsplit_once('{'))
-                        .map(|(h, n)| (h.to_string(), n.to_string()))
-                    {
-                        let Ok(n) = n.parse::<usize>() else { break };
-                        let _ = c.write_all(b"+ OK\r\n");
-                        let mut lit = vec![0u8; n];
-                        if r.read_exact(&mut lit).is_err() {
-                            return;
-                        }
-                        let mut rest = String::new();
-                        let _ = r.read_line(&mut rest);
-                        line = format!("{head}{}{rest}", String::from_utf8_lossy(&lit));
-                    }
-                    let up = line.trim_end().to_ascii_uppercase();
-                    let reply = match p {
-                        Proto::Imap => format!("{} OK done\r\n", line.split(' ').next().unwrap_or("*")),
-                        Proto::Pop3 => "+OK\r\n".to_string(),
-                        Proto::Smtp if up == "QUIT" => {
-                            let _ = c.write_all(b"221 bye\r\n");
-                            return;
-                        }
-                        Proto::Smtp => "250 ok\r\n".to_string(),
-                    };
-                    if c.write_all(reply.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
-
-/// A client reading lines with a timeout.
-struct Client {
-    w: TcpStream,
-    r: BufReader<TcpStream>,
-}
-
-impl Client {
-    fn connect(port: u16) -> Client {
-        let w = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        w.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
-        Client { r: BufReader::new(w.try_clone().unwrap()), w }
-    }
-
-    fn line(&mut self) -> String {
-        let mut s = String::new();
-        let _ = self.r.read_line(&mut s);
-        s
-    }
-
-    fn send(&mut self, s: &str) {
-        self.w.write_all(format!("{s}\r\n").as_bytes()).expect("send");
-    }
-
-    /// Reads until the server closes (or resets).
-    fn closed(&mut self) -> bool {
-        let mut b = [0u8; 256];
-        loop {
-            match self.r.read(&mut b) {
-                Ok(0) => return true,
-                Ok(_) => {}
-                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
-            }
-        }
-    }
 }
 
 fn status(port: u16) -> Value {
@@ -210,7 +106,7 @@ fn plain(user: &str, pass: &str) -> String {
 
 #[test]
 fn mail_sessions_and_auth_http_results_in_the_status_json() {
-    let (imap, pop3, smtp) = (backend(Proto::Imap), backend(Proto::Pop3), backend(Proto::Smtp));
+    let (imap, pop3, smtp) = (backend(Proto::Imap).0, backend(Proto::Pop3).0, backend(Proto::Smtp).0);
     let auth = auth_server(imap, pop3, smtp);
     let dead = free_port();
     let conf = format!(
@@ -236,9 +132,9 @@ fn mail_sessions_and_auth_http_results_in_the_status_json() {
     let mut c = Client::connect(srv.ports[0]);
     assert_eq!(c.line(), "* OK IMAP4 ready\r\n");
     c.send("a1 LOGIN user secret");
-    assert_eq!(c.line(), "a1 OK done\r\n");
+    assert_eq!(c.line(), "a1 OK LOGIN done\r\n");
     c.send("a2 SELECT inbox");
-    assert_eq!(c.line(), "a2 OK done\r\n", "the backend's answer");
+    assert_eq!(c.line(), "a2 OK SELECT done\r\n", "the backend's answer");
     let open = status(sp);
     assert_eq!(processing(&open, "imap"), 1, "{open:#}");
     assert_eq!(total(&open, "imap"), total(&before, "imap") + 1, "{open:#}");
@@ -251,7 +147,7 @@ fn mail_sessions_and_auth_http_results_in_the_status_json() {
     assert_eq!(c.line(), "+OK\r\n");
     c.send("PASS wrong");
     assert_eq!(c.line(), "-ERR Invalid login or password\r\n");
-    assert!(c.closed(), "a refusal without Auth-Wait ends the session");
+    assert!(c.drains_to_close(), "a refusal without Auth-Wait ends the session");
 
     // SMTP: AUTH PLAIN proxied, then QUIT from the backend.
     let mut c = Client::connect(srv.ports[2]);
@@ -262,21 +158,21 @@ fn mail_sessions_and_auth_http_results_in_the_status_json() {
     assert_eq!(c.line(), "235 2.0.0 OK\r\n");
     c.send("QUIT");
     assert_eq!(c.line(), "221 bye\r\n");
-    assert!(c.closed());
+    assert!(c.drains_to_close());
 
     // IMAP whose authentication server is down: an error, the session ends.
     let mut c = Client::connect(srv.ports[3]);
     c.line();
     c.send("b1 LOGIN user secret");
     assert_eq!(c.line(), "* BAD internal server error\r\n");
-    assert!(c.closed());
+    assert!(c.drains_to_close());
 
     // IMAP that never logs in: a session, no auth_http exchange.
     let mut c = Client::connect(srv.ports[0]);
     c.line();
     c.send("c1 LOGOUT");
     assert!(c.line().starts_with("* BYE"));
-    assert!(c.closed());
+    assert!(c.drains_to_close());
 
     let after = status_when(sp, "sessions ended", |j| idle(j) && total(j, "imap") >= total(&before, "imap") + 3);
     let m = &after["mail"];

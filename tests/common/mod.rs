@@ -28,6 +28,7 @@ pub mod fpm;
 pub mod h2raw;
 pub mod h3;
 pub mod hpack;
+pub mod mail;
 pub mod mmdb;
 pub mod origin;
 pub mod procs;
