@@ -155,6 +155,20 @@ impl Session {
         if self.udp { "udp " } else { "" }
     }
 
+    /// nginx's info line as a datagram session starts
+    /// (`ngx_stream_init_connection`): "udp client ADDR connected to ...".
+    pub(super) fn log_udp_connected(&self) {
+        let client = if self.client_unix.get() { self.client_label() } else { self.client.get().to_string() };
+        log_to!(
+            self.server().conf.error_log,
+            Level::Info,
+            "*{} udp client {} connected to {}",
+            self.id,
+            client,
+            self.addr_label()
+        );
+    }
+
     /// The listen address as error-log lines name it.
     fn addr_label(&self) -> String {
         match &self.addr.unix {

@@ -182,6 +182,7 @@ async fn session(
     // nginx counts the datagram that started the session as received at
     // once (`ngx_stream_init_connection`), whatever becomes of the session:
     // a denied one logs its size too.
+    s.log_udp_connected();
     let first = flow.queue.borrow().front().map_or(0, |d| d.len() as u64);
     s.bytes_received.set(first);
     let _holds = match super::session::preaccess_and_access(&s) {
