@@ -368,6 +368,18 @@ pub fn unknown(d: &Directive) -> ConfError {
     ConfError::at(format!("unknown directive \"{}\"{}", d.name, hint), &d.span)
 }
 
+/// A directive another context owns, or one no module has. nginx looks a
+/// name up in every loaded module before it checks the context, so a name
+/// some module knows (`location` or `root` in a stream server, http's
+/// `keepalive` in a stream upstream) is "not allowed here", and only a
+/// name no module has is an "unknown directive".
+pub fn misplaced_or_unknown(d: &Directive) -> ConfError {
+    if lookup(&d.name).is_some() || super::family::knows(&d.name) {
+        return ConfError::at(format!("\"{}\" directive is not allowed here", d.name), &d.span);
+    }
+    unknown(d)
+}
+
 /// Argument count and block shape, with nginx's messages.
 pub fn check_shape(c: &Cmd, d: &Directive) -> R {
     if c.block && d.block.is_none() {

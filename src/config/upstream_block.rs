@@ -74,19 +74,19 @@ fn build(
         let nargs = sub.args.len();
         let bad_args =
             || ConfError::at(format!("invalid number of arguments in \"{}\" directive", sub.name), &sub.span);
+        // http's upstream directives are known to nginx (its http modules),
+        // so a stream upstream refuses them as misplaced; NGINX Plus's
+        // `queue` and `sticky` and Tengine's check option are no nginx
+        // module's: unknown there.
         if l4
             && matches!(
                 sub.name.as_str(),
-                "keepalive"
-                    | "keepalive_requests"
-                    | "keepalive_timeout"
-                    | "keepalive_time"
-                    | "queue"
-                    | "ip_hash"
-                    | "check_keepalive_requests"
-                    | "sticky"
+                "keepalive" | "keepalive_requests" | "keepalive_timeout" | "keepalive_time" | "ip_hash"
             )
         {
+            return Err(ConfError::at(format!("\"{}\" directive is not allowed here", sub.name), &sub.span));
+        }
+        if l4 && matches!(sub.name.as_str(), "queue" | "check_keepalive_requests" | "sticky") {
             return Err(ConfError::at(format!("unknown directive \"{}\"", sub.name), &sub.span));
         }
         match sub.name.as_str() {

@@ -85,7 +85,7 @@ pub fn knows(name: &str) -> bool {
 /// Known here, allowed at this level, with a valid shape (nginx's words).
 pub fn check(d: &Directive, level: Level) -> Result<(), ConfError> {
     let Some(&(_, ctx, min, max, block)) = TABLE.iter().find(|(n, ..)| *n == d.name) else {
-        return Err(crate::config::table::unknown(d));
+        return Err(crate::config::table::misplaced_or_unknown(d));
     };
     let bit = if level == Level::Main { M } else { S };
     if ctx & bit == 0 {

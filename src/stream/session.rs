@@ -149,6 +149,26 @@ impl Session {
         }
     }
 
+    /// nginx's error-log lines call a datagram session's client a "udp
+    /// client" (`ngx_stream_log_error`).
+    fn udp_label(&self) -> &'static str {
+        if self.udp { "udp " } else { "" }
+    }
+
+    /// nginx's info line as a datagram session starts
+    /// (`ngx_stream_init_connection`): "udp client ADDR connected to ...".
+    pub(super) fn log_udp_connected(&self) {
+        let client = if self.client_unix.get() { self.client_label() } else { self.client.get().to_string() };
+        log_to!(
+            self.server().conf.error_log,
+            Level::Info,
+            "*{} udp client {} connected to {}",
+            self.id,
+            client,
+            self.addr_label()
+        );
+    }
+
     /// The listen address as error-log lines name it.
     fn addr_label(&self) -> String {
         match &self.addr.unix {
@@ -179,9 +199,10 @@ impl Session {
             self.server().conf.error_log,
             self.debug,
             level,
-            "*{} {}, client: {}, server: {}",
+            "*{} {}, {}client: {}, server: {}",
             self.id,
             msg,
+            self.udp_label(),
             self.client_label(),
             self.addr_label()
         );
@@ -193,9 +214,10 @@ impl Session {
             self.server().conf.error_log,
             self.debug,
             level,
-            "*{} {}, client: {}, server: {}, upstream: \"{}\"",
+            "*{} {}, {}client: {}, server: {}, upstream: \"{}\"",
             self.id,
             msg,
+            self.udp_label(),
             self.client_label(),
             self.addr_label(),
             upstream
@@ -363,6 +385,10 @@ async fn run(
     s.finish();
 }
 
+/// What nginx's stream sessions are doing while `limit_conn` and the
+/// access rules run (`c->log->action`), which its error lines end with.
+const INITIALIZING: &str = " while initializing session";
+
 /// Preaccess (`set`, `limit_conn`) and access (`allow`/`deny`): the
 /// `limit_conn` holds, or None when the session is refused (its status
 /// set).
@@ -391,7 +417,10 @@ pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold
             Some(h) => holds.push(h),
             None => {
                 let dry = if conf.limit_conn_dry_run { ", dry run," } else { "" };
-                s.log(conf.limit_conn_log_level, format_args!("limiting connections{dry} by zone \"{}\"", zone.name));
+                s.log(
+                    conf.limit_conn_log_level,
+                    format_args!("limiting connections{dry} by zone \"{}\"{INITIALIZING}", zone.name),
+                );
                 if conf.limit_conn_dry_run {
                     s.limit_status.set("REJECTED_DRY_RUN");
                     continue;
@@ -406,7 +435,7 @@ pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold
         s.limit_status.set("PASSED");
     }
     if s.access_denied(&conf.access) {
-        s.log(Level::Error, format_args!("access forbidden by rule"));
+        s.log(Level::Error, format_args!("access forbidden by rule{INITIALIZING}"));
         s.status.set(403);
         return None;
     }
@@ -582,7 +611,7 @@ async fn preread_from(s: &Session, mut src: Src<'_>) -> Option<Vec<u8>> {
             super::preread::Parsed::Need => {}
         }
         if buf.len() >= conf.preread_buffer_size {
-            s.log(Level::Error, format_args!("preread buffer full"));
+            s.log(Level::Error, format_args!("preread buffer full while prereading client data"));
             s.status.set(400);
             return None;
         }

@@ -35,6 +35,11 @@ struct Flow {
     ready: Notify,
     /// Datagrams the client sent in this session.
     requests: Cell<u64>,
+    /// `proxy_upload_rate` once the session evaluated it, and when its
+    /// allowance started counting.
+    upload_rate: Cell<Option<(u64, Instant)>>,
+    /// Bytes the session took from the client, its first datagram's too.
+    uploaded: Cell<u64>,
 }
 
 type Flows = Rc<RefCell<HashMap<Client, Rc<Flow>>>>;
@@ -80,7 +85,13 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
             discarded();
             continue;
         }
-        let f = Rc::new(Flow { queue: RefCell::new(VecDeque::new()), ready: Notify::new(), requests: Cell::new(0) });
+        let f = Rc::new(Flow {
+            queue: RefCell::new(VecDeque::new()),
+            ready: Notify::new(),
+            requests: Cell::new(0),
+            upload_rate: Cell::new(None),
+            uploaded: Cell::new(0),
+        });
         push(&f, data);
         flows.borrow_mut().insert(peer.clone(), f.clone());
         detach_if_done(&flows, &peer, &f, &conf, index);
@@ -92,12 +103,23 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
     }
 }
 
-/// Queues a datagram for its session: false when the queue was full and
-/// it was dropped.
+/// Queues a datagram for its session: false when it was dropped, the
+/// queue being full or the session past its `proxy_upload_rate`. nginx's
+/// listening socket lends a datagram to its session only for the call of
+/// the session's read handler, which leaves it unread while the upload
+/// rate holds the session back (`ngx_stream_proxy_process`): the datagram
+/// is gone, so an upload rate drops the client's excess datagrams instead
+/// of delaying them (nginx 1.22 measured, `tests/stream.rs`).
 fn push(f: &Flow, data: Vec<u8>) -> bool {
+    if let Some((rate, started)) = f.upload_rate.get()
+        && rate_delay(rate, started, f.uploaded.get()).is_some()
+    {
+        return false;
+    }
     let mut q = f.queue.borrow_mut();
     let room = q.len() < QUEUE;
     if room {
+        f.uploaded.set(f.uploaded.get() + data.len() as u64);
         q.push_back(data);
         f.requests.set(f.requests.get() + 1);
     }
@@ -160,6 +182,7 @@ async fn session(
     // nginx counts the datagram that started the session as received at
     // once (`ngx_stream_init_connection`), whatever becomes of the session:
     // a denied one logs its size too.
+    s.log_udp_connected();
     let first = flow.queue.borrow().front().map_or(0, |d| d.len() as u64);
     s.bytes_received.set(first);
     let _holds = match super::session::preaccess_and_access(&s) {
@@ -187,11 +210,11 @@ async fn session(
     end(&s, &flows, &flow, &from);
 }
 
-/// How long `proxy_upload_rate` / `proxy_download_rate` hold the next
-/// datagram back, as nginx's: the session may have moved `rate` bytes per
-/// second begun; past that, the wait until the excess is paid off. A
-/// datagram is never split (one bigger than the allowance goes, and the
-/// next waits longer).
+/// How long `proxy_download_rate` holds the next datagram back (and
+/// whether `proxy_upload_rate` drops the client's next one), as nginx's:
+/// the session may have moved `rate` bytes per second begun; past that,
+/// the wait until the excess is paid off. A datagram is never split (one
+/// bigger than the allowance goes, and the next waits longer).
 fn rate_delay(rate: u64, started: Instant, moved: u64) -> Option<std::time::Duration> {
     if rate == 0 {
         return None;
@@ -244,26 +267,24 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     let mut buf = vec![0u8; 65536];
     let mut failed = false;
     let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
-    let (mut uploaded, mut downloaded) = (0u64, 0u64);
+    if upload_rate > 0 {
+        flow.upload_rate.set(Some((upload_rate, started)));
+    }
+    let mut downloaded = 0u64;
     // The session's first datagram counted as received when it started.
     let mut first = true;
-    // While a rate holds a direction back: until when.
-    let (mut upload_until, mut download_until): (Option<Instant>, Option<Instant>) = (None, None);
+    // While the download rate holds the origin's answers back: until when.
+    let mut download_until: Option<Instant> = None;
     loop {
         let now = crate::clock::mono();
-        upload_until = upload_until.filter(|t| *t > now);
         download_until = download_until.filter(|t| *t > now);
-        // Everything queued goes out first, as the upload rate allows.
-        while upload_until.is_none() {
-            if let Some(d) = rate_delay(upload_rate, started, uploaded) {
-                upload_until = Some(now + d);
-                break;
-            }
+        // Everything queued goes out first: the upload rate dropped what
+        // it does not allow before it was queued (`push`).
+        loop {
             let d = flow.queue.borrow_mut().pop_front();
             let Some(d) = d else { break };
             match up.send(&d).await {
                 Ok(n) => {
-                    uploaded += n as u64;
                     if !std::mem::take(&mut first) {
                         s.bytes_received.set(s.bytes_received.get() + d.len() as u64);
                     }
@@ -276,6 +297,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                     s.log_upstream(Level::Error, format_args!("send() failed ({e}) while proxying connection"), &name);
                     s.status.set(502);
                     failed = true;
+                    break;
                 }
             }
         }
@@ -292,10 +314,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
             break;
         }
         let deadline = active + p.timeout;
-        let wake = match (upload_until, download_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let wake = download_until;
         tokio::select! {
             _ = flow.ready.notified() => {}
             _ = tokio::time::sleep_until(wake.unwrap_or(deadline).into()), if wake.is_some() => {}
