@@ -11,9 +11,9 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::time::{Duration, Instant};
 
 use common::mail::{Client, Proto, backend};
+use common::status::{n, status, status_when};
 use common::*;
 use serde_json::Value;
 
@@ -55,29 +55,6 @@ fn auth_server(imap: u16, pop3: u16, smtp: u16) -> u16 {
         }
     });
     me
-}
-
-fn status(port: u16) -> Value {
-    let r = request(port, "GET /status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    assert_eq!(r.status, 200, "{}", r.text());
-    serde_json::from_str(&r.text()).unwrap_or_else(|e| panic!("{e}: {}", r.text()))
-}
-
-/// The status once `ok` holds for it (sessions end asynchronously).
-fn status_when(port: u16, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let j = status(port);
-        if ok(&j) {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "{what}: {j:#}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
 const PROTOCOLS: [&str; 3] = ["imap", "pop3", "smtp"];

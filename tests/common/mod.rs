@@ -33,6 +33,7 @@ pub mod mmdb;
 pub mod origin;
 pub mod procs;
 mod server;
+pub mod status;
 pub mod tls;
 pub mod uwsgi;
 pub mod wordpress;
