@@ -9,11 +9,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
+use std::io::{BufRead, BufReader, Write};
 
-use common::mail::{Client, Log, Proto, backend};
+use common::mail::{Client, Log, Proto, auth_http, backend};
 use common::tls::{self, KeyKind};
 use common::*;
 
@@ -23,40 +21,18 @@ use common::*;
 /// backend password "backendpw", anything else is refused with
 /// `Auth-Wait: 1`.
 fn auth_server(port: u16) -> (u16, Log) {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind auth");
-    let me = l.local_addr().unwrap().port();
-    let log: Log = Arc::default();
-    let rec = log.clone();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            let mut head = Vec::new();
-            let mut b = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match c.read(&mut b) {
-                    Ok(1) => head.push(b[0]),
-                    _ => break,
-                }
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
-            let h = |name: &str| {
-                head.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string)).unwrap_or_default()
-            };
-            let ok = h("Auth-Pass") == "secret"
-                || matches!(h("Auth-Method").as_str(), "apop" | "cram-md5" | "external" | "none");
-            rec.lock().unwrap().push(head);
-            let reply = if ok {
-                format!(
-                    "HTTP/1.0 200 OK\r\nAuth-Status: OK\r\nAuth-Server: 127.0.0.1\r\nAuth-Port: {port}\r\n\
-                     Auth-Pass: backendpw\r\n\r\n"
-                )
-            } else {
-                "HTTP/1.0 200 OK\r\nAuth-Status: Invalid login or password\r\nAuth-Wait: 1\r\n\r\n".to_string()
-            };
-            let _ = c.write_all(reply.as_bytes());
+    auth_http(move |h| {
+        let ok = h("Auth-Pass") == "secret"
+            || matches!(h("Auth-Method").as_str(), "apop" | "cram-md5" | "external" | "none");
+        if ok {
+            format!(
+                "HTTP/1.0 200 OK\r\nAuth-Status: OK\r\nAuth-Server: 127.0.0.1\r\nAuth-Port: {port}\r\n\
+                 Auth-Pass: backendpw\r\n\r\n"
+            )
+        } else {
+            "HTTP/1.0 200 OK\r\nAuth-Status: Invalid login or password\r\nAuth-Wait: 1\r\n\r\n".to_string()
         }
-    });
-    (me, log)
+    })
 }
 
 fn mail_conf(body: &str) -> String {

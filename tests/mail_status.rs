@@ -9,10 +9,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-
-use common::mail::{Client, Proto, backend};
+use common::mail::{Client, Proto, auth_http, backend};
 use common::status::{n, status, status_when};
 use common::*;
 use serde_json::Value;
@@ -21,37 +18,19 @@ use serde_json::Value;
 /// backend of the request's `Auth-Protocol`, anything else is refused
 /// without `Auth-Wait` (the session ends at the refusal).
 fn auth_server(imap: u16, pop3: u16, smtp: u16) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind auth");
-    let me = l.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            let mut head = Vec::new();
-            let mut b = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") {
-                match c.read(&mut b) {
-                    Ok(1) => head.push(b[0]),
-                    _ => break,
-                }
-            }
-            let head = String::from_utf8_lossy(&head).into_owned();
-            let h = |name: &str| {
-                head.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string)).unwrap_or_default()
-            };
-            let port = match h("Auth-Protocol").as_str() {
-                "imap" => imap,
-                "pop3" => pop3,
-                _ => smtp,
-            };
-            let reply = if h("Auth-Pass") == "secret" {
-                format!(
-                    "HTTP/1.0 200 OK\r\nAuth-Status: OK\r\nAuth-Server: 127.0.0.1\r\nAuth-Port: {port}\r\n\
-                     Auth-Pass: backendpw\r\n\r\n"
-                )
-            } else {
-                "HTTP/1.0 200 OK\r\nAuth-Status: Invalid login or password\r\n\r\n".to_string()
-            };
-            let _ = c.write_all(reply.as_bytes());
+    let (me, _) = auth_http(move |h| {
+        let port = match h("Auth-Protocol").as_str() {
+            "imap" => imap,
+            "pop3" => pop3,
+            _ => smtp,
+        };
+        if h("Auth-Pass") == "secret" {
+            format!(
+                "HTTP/1.0 200 OK\r\nAuth-Status: OK\r\nAuth-Server: 127.0.0.1\r\nAuth-Port: {port}\r\n\
+                 Auth-Pass: backendpw\r\n\r\n"
+            )
+        } else {
+            "HTTP/1.0 200 OK\r\nAuth-Status: Invalid login or password\r\n\r\n".to_string()
         }
     });
     me

@@ -147,3 +147,34 @@ impl Client {
         }
     }
 }
+
+/// An `auth_http` server: reads each request head, records it, and
+/// answers what `reply` makes of it (`reply` gets a lookup of the head's
+/// fields by name, "" for one not there).
+pub fn auth_http(reply: impl Fn(&dyn Fn(&str) -> String) -> String + Send + 'static) -> (u16, Log) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind auth");
+    let me = l.local_addr().expect("addr").port();
+    let log: Log = Arc::default();
+    let rec = log.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(1) => head.push(b[0]),
+                    _ => break,
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let h = |name: &str| {
+                head.lines().find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_string)).unwrap_or_default()
+            };
+            let answer = reply(&h);
+            rec.lock().unwrap().push(head.clone());
+            let _ = c.write_all(answer.as_bytes());
+        }
+    });
+    (me, log)
+}
