@@ -55,19 +55,7 @@ pub fn listen_path(path: &str) -> Result<Arc<str>, String> {
 /// A listening unix-domain socket at `path`, mode 0666 (nginx chmods it
 /// so that every local user's client may connect), non-blocking.
 pub fn bind(path: &str, backlog: i32, rcvbuf: Option<i32>, sndbuf: Option<i32>) -> io::Result<TcpListener> {
-    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
-    if let Some(n) = rcvbuf {
-        s.set_recv_buffer_size(n.max(0) as usize)?;
-    }
-    if let Some(n) = sndbuf {
-        s.set_send_buffer_size(n.max(0) as usize)?;
-    }
-    s.bind(&SockAddr::unix(path)?)?;
-    if let Err(e) = chmod_0666(path).and_then(|()| s.listen(backlog)).and_then(|()| s.set_nonblocking(true)) {
-        // The file this call made goes with the socket.
-        let _ = std::fs::remove_file(path);
-        return Err(e);
-    }
+    let s = bound(Type::STREAM, path, rcvbuf, sndbuf, Some(backlog))?;
     // The descriptor is a stream socket: see the module's comment for why
     // it travels as a TcpListener.
     Ok(TcpListener::from(std::os::fd::OwnedFd::from(s)))
@@ -77,7 +65,14 @@ pub fn bind(path: &str, backlog: i32, rcvbuf: Option<i32>, sndbuf: Option<i32>) 
 /// 0666 as the stream one, non-blocking. Its file lives as the stream
 /// socket's does (see the module's comment): the listener set removes it.
 pub fn bind_datagram(path: &str, rcvbuf: Option<i32>, sndbuf: Option<i32>) -> io::Result<UnixDatagram> {
-    let s = Socket::new(Domain::UNIX, Type::DGRAM, None)?;
+    let s = bound(Type::DGRAM, path, rcvbuf, sndbuf, None)?;
+    Ok(UnixDatagram::from(std::os::fd::OwnedFd::from(s)))
+}
+
+/// A socket of type `ty` bound at `path` with its buffer sizes, mode
+/// 0666, listening with `backlog` when given, non-blocking.
+fn bound(ty: Type, path: &str, rcvbuf: Option<i32>, sndbuf: Option<i32>, backlog: Option<i32>) -> io::Result<Socket> {
+    let s = Socket::new(Domain::UNIX, ty, None)?;
     if let Some(n) = rcvbuf {
         s.set_recv_buffer_size(n.max(0) as usize)?;
     }
@@ -85,11 +80,14 @@ pub fn bind_datagram(path: &str, rcvbuf: Option<i32>, sndbuf: Option<i32>) -> io
         s.set_send_buffer_size(n.max(0) as usize)?;
     }
     s.bind(&SockAddr::unix(path)?)?;
-    if let Err(e) = chmod_0666(path).and_then(|()| s.set_nonblocking(true)) {
+    let ready =
+        chmod_0666(path).and_then(|()| backlog.map_or(Ok(()), |b| s.listen(b))).and_then(|()| s.set_nonblocking(true));
+    if let Err(e) = ready {
+        // The file this call made goes with the socket.
         let _ = std::fs::remove_file(path);
         return Err(e);
     }
-    Ok(UnixDatagram::from(std::os::fd::OwnedFd::from(s)))
+    Ok(s)
 }
 
 fn chmod_0666(path: &str) -> io::Result<()> {
