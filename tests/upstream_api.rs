@@ -304,6 +304,47 @@ fn the_state_file_survives_a_restart() {
     assert!(err.contains("unknown directive \"location\"") && err.contains("u.conf:1"), "{err}");
 }
 
+/// Without a `state` file, API changes live until the next reload, as
+/// with NGINX Plus: a reload goes back to the configuration's servers (the
+/// added one gets no more traffic, its id is free again), and the API
+/// keeps working on the new configuration without a failed request.
+#[test]
+fn a_reload_without_a_state_file_goes_back_to_the_configuration() {
+    let a = Origin::ok("a");
+    let b = Origin::ok("b");
+    let s = server(&format!("server 127.0.0.1:{};", a.port), "");
+    let wrk = wrk_start(&["-t1", "-c8", "-d5s", "--timeout", "3s", &s.url("/")]);
+    thread::sleep(Duration::from_millis(500));
+    let (code, added) =
+        curl(&s, "POST", "/api/9/http/upstreams/u/servers", Some(&format!("{{\"server\":\"127.0.0.1:{}\"}}", b.port)));
+    assert_eq!((code, added), (201, server_obj(1, b.port, "false")));
+    let (code, _) = curl(&s, "PATCH", "/api/9/http/upstreams/u/servers/0", Some("{\"weight\":3}"));
+    assert_eq!(code, 200);
+    until(Duration::from_secs(2), "the added server gets traffic", || b.count() > 20);
+
+    s.signal("reload");
+    let configured = format!("[{}]", server_obj(0, a.port, "false"));
+    until(Duration::from_secs(5), "the configuration's servers are back", || {
+        curl(&s, "GET", "/api/9/http/upstreams/u/servers", None) == (200, configured.clone())
+    });
+    // Old workers finish what they hold; then only the configured server.
+    until(Duration::from_secs(5), "the added server gets no more traffic", || {
+        let before = b.count();
+        thread::sleep(Duration::from_millis(400));
+        b.count() == before
+    });
+    let res = wrk_finish(wrk, Duration::from_secs(20));
+    assert_no_failures(&res, &s);
+    for _ in 0..10 {
+        assert_eq!(s.get("/").text(), "a");
+    }
+    // The API works on the new configuration: the id is given out again.
+    let (code, again) =
+        curl(&s, "POST", "/api/9/http/upstreams/u/servers", Some(&format!("{{\"server\":\"127.0.0.1:{}\"}}", b.port)));
+    assert_eq!((code, again), (201, server_obj(1, b.port, "false")));
+    until(Duration::from_secs(2), "the server added after the reload gets traffic", || s.get("/").text() == "b");
+}
+
 #[test]
 fn config_errors() {
     assert_refused(

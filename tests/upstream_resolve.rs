@@ -424,6 +424,87 @@ fn reloads_during_resolution_keep_serving() {
     assert_eq!(body(&s, "/"), "3");
 }
 
+/// A name added through the API (`api write=on`) is resolved at run time
+/// like a configured `resolve` server: under load, it gets traffic once
+/// resolved, follows its DNS changes, then is drained and removed through
+/// the API, and no request fails.
+#[test]
+fn api_added_names_follow_dns_under_load() {
+    let dns = Dns::start();
+    let one = Origin::ok("1");
+    let (o2, o3, port) = two_hosts();
+    dns.set_a("app.test", &[[127, 0, 0, 2]]);
+    let s = builder()
+        .main("worker_processes 2;")
+        .http(&format!(
+            r#"resolver 127.0.0.1:{d} valid=1s;
+            resolver_timeout 1s;
+            upstream u {{
+                zone u 64k;
+                server 127.0.0.1:{one} max_fails=0;
+                keepalive 16;
+            }}
+            server {{
+                listen 127.0.0.1:{{port}};
+                location / {{
+                    proxy_pass http://u;
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                }}
+                location /api/ {{ api write=on; }}
+            }}"#,
+            d = dns.port,
+            one = one.port
+        ))
+        .start();
+    let api = |method: &str, path: &str, body: Option<&str>| {
+        let mut c = std::process::Command::new("curl");
+        c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "-X", method]);
+        if let Some(b) = body {
+            c.args(["--data-binary", b]);
+        }
+        let out = c.arg(s.url(&format!("/api/9/http/upstreams/u/servers{path}"))).output().expect("curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse::<u16>().unwrap_or(0), body.to_string())
+    };
+    let wrk = wrk_start(&["-t2", "-c8", "-d7s", "--timeout", "3s", &s.url("/")]);
+    thread::sleep(Duration::from_millis(500));
+    let (code, added) = api("POST", "", Some(&format!("{{\"server\":\"app.test:{port}\",\"max_fails\":0}}")));
+    assert_eq!(code, 201, "{added}");
+    assert!(added.starts_with(&format!("{{\"id\":1,\"server\":\"app.test:{port}\"")), "{added}");
+    until(Duration::from_secs(3), "the added name gets traffic", || o2.count() > 20);
+
+    dns.set_a("app.test", &[[127, 0, 0, 3]]);
+    until(Duration::from_secs(4), "the new address gets traffic", || o3.count() > 20);
+    until(Duration::from_secs(4), "the old address gets none", || {
+        let before = o2.count();
+        thread::sleep(Duration::from_millis(300));
+        o2.count() == before
+    });
+    // The listing shows the server as it was added, by name.
+    let (_, list) = api("GET", "", None);
+    assert!(list.contains(&format!("\"server\":\"app.test:{port}\"")), "{list}");
+
+    let (code, drained) = api("PATCH", "/1", Some("{\"drain\":true}"));
+    assert_eq!(code, 200, "{drained}");
+    until(Duration::from_secs(3), "the drained name gets no new requests", || {
+        let before = o3.count();
+        thread::sleep(Duration::from_millis(300));
+        o3.count() == before
+    });
+    let (code, rest) = api("DELETE", "/1", None);
+    assert_eq!(code, 200);
+    assert!(!rest.contains("app.test"), "{rest}");
+    let res = wrk_finish(wrk, Duration::from_secs(20));
+    assert_no_failures(&res, &s);
+    let (c2, c3) = (o2.count(), o3.count());
+    for _ in 0..10 {
+        assert_eq!(body(&s, "/"), "1");
+    }
+    assert_eq!((o2.count(), o3.count()), (c2, c3));
+}
+
 #[test]
 fn config_errors_in_nginx_words() {
     assert_refused(
