@@ -215,7 +215,7 @@ class Bench:
         hard = min(65535, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         self.maxconn = min(30000, (hard - 100) // 2)
         self.idle_n = a.idle_sessions
-        if 2 * self.idle_n + 200 > hard:
+        if "st6" in keys and 2 * self.idle_n + 200 > hard:
             self.idle_n = (hard - 200) // 2
             self.notes.append("the file limit's hard maximum is %d (cannot be raised here): st6 "
                               "holds %d sessions instead of %d" % (hard, self.idle_n,
@@ -594,7 +594,7 @@ def main():
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--idle-sessions", type=int, default=IDLE_SESSIONS,
                     help="st6's sessions (fewer if the file limit's hard maximum is too low)")
-    ap.add_argument("--port", type=int, default=26000, help="first port to try")
+    ap.add_argument("--port", type=int, default=25400, help="first port to try")
     ap.add_argument("--build-hsload", action="store_true",
                     help="run cargo build for bench/hsload even when its binary exists")
     ap.add_argument("--keep-tmp", action="store_true")
