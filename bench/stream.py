@@ -607,6 +607,10 @@ def main():
     if "haproxy" in a.peers and not os.access(a.haproxy, os.X_OK):
         ap.error("%s not found: apt-get install -y haproxy (and keep its service stopped), "
                  "or --peers nginx" % a.haproxy)
+    def on_term(signum, frame):
+        raise KeyboardInterrupt    # stop the servers and the origin on the way out
+
+    signal.signal(signal.SIGTERM, on_term)
     b = Bench(a)
     status = 0
     try:
