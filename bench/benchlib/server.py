@@ -27,6 +27,9 @@ class Server:
         self.stdout_path = os.path.join(self.prefix, "logs", "stdout.log")
         # Graceful stop first (nginx: SIGQUIT), then SIGTERM; varnishd: SIGTERM.
         self.stop_signals = ("SIGQUIT", "SIGTERM")
+        # Written by the server once it is up (nginx's `pid`); None for a
+        # server that writes none (haproxy -db): the open port is enough.
+        self.pidfile = os.path.join(self.prefix, "run.pid")
         for d in ("conf", "logs", "html"):
             os.makedirs(os.path.join(self.prefix, d), exist_ok=True)
         shutil.copy("/etc/nginx/mime.types", os.path.join(self.prefix, "conf", "mime.types"))
@@ -73,8 +76,8 @@ class Server:
 
     def start(self):
         self.test_config()
-        pidfile = os.path.join(self.prefix, "run.pid")
-        if os.path.exists(pidfile):
+        pidfile = self.pidfile
+        if pidfile and os.path.exists(pidfile):
             os.unlink(pidfile)
         cmd = self.start_cmd()
         self.cmd = cmd
@@ -86,22 +89,22 @@ class Server:
                                  % (self.name, self.proc.returncode, self.log_tail()))
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                if os.path.exists(pidfile):
+                if pidfile is None or os.path.exists(pidfile):
                     break
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise BenchError("%s did not accept connections on port %d (and write %s) "
-                                 "within 20 s:\n%s" % (self.name, self.port, pidfile,
+                                 "within 20 s:\n%s" % (self.name, self.port, pidfile or "no pid file",
                                                        self.log_tail()))
             time.sleep(0.05)
         time.sleep(0.3)   # let nginx spawn its worker
         self.pid = self.proc.pid
+        self.notes = []
         try:
-            filepid = int(read_file(pidfile, "").strip() or 0)
+            filepid = int(read_file(pidfile, "").strip() or 0) if pidfile else self.pid
         except ValueError:
             filepid = 0
-        self.notes = []
         if filepid != self.pid:
             self.notes.append("pid file says %s, started process is %d" % (filepid, self.pid))
         return self
