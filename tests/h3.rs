@@ -425,3 +425,40 @@ fn a_malformed_request_gets_400_through_error_page() {
     assert_eq!((good.status, good.body.as_str()), (200, "hello over h3\n"), "{run:?}");
     s.wait_error_log("client sent invalid request headers");
 }
+
+/// The QPACK dynamic table (RFC 9204), offered as nginx offers it: the
+/// client (aioquic's encoder) inserts the fields it repeats and refers
+/// to them; every request is read right (the origin sees each header),
+/// and the server's decoder stream acknowledges the sections that used
+/// the table and counts the inserts.
+#[test]
+fn qpack_dynamic_table_references_are_decoded() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let s = h3_server("", "", "location /echo { add_header X-Token $http_x_token; add_header X-Lang $http_accept_language; return 200 \"$arg_n\\n\"; }").start();
+    let mut args = vec![
+        "--after-settings",
+        "--header",
+        "x-token:0123456789abcdef0123456789abcdef",
+        "--header",
+        "accept-language:fr-CH, fr;q=0.9, en;q=0.8",
+    ];
+    let paths: Vec<String> = (0..8).map(|n| format!("/echo?n={n}")).collect();
+    for p in &paths {
+        args.extend(["--request", "GET", p.as_str()]);
+    }
+    let run = run(s.port, &args);
+    assert_eq!(run.responses.len(), 8, "{run:?}");
+    for (n, r) in run.responses.iter().enumerate() {
+        assert_eq!((r.status, r.body.as_str()), (200, format!("{n}\n").as_str()), "{run:?}");
+        assert_eq!(r.header("x-token"), Some("0123456789abcdef0123456789abcdef"), "{run:?}");
+        assert_eq!(r.header("x-lang"), Some("fr-CH, fr;q=0.9, en;q=0.8"), "{run:?}");
+    }
+    let c = &run.conn;
+    // SETTINGS_QPACK_MAX_TABLE_CAPACITY 4096, SETTINGS_QPACK_BLOCKED_STREAMS 16.
+    assert_eq!((c["settings"]["1"].as_u64(), c["settings"]["7"].as_u64()), (Some(4096), Some(16)), "{c}");
+    assert!(c["encoder_bytes"].as_u64().unwrap_or(0) > 0, "the client used no dynamic table: {c}");
+    assert!(c["inserts_acked"].as_u64().unwrap_or(0) > 0, "no Insert Count Increment: {c}");
+    assert!(!c["acked"].as_array().map(|a| a.is_empty()).unwrap_or(true), "no Section Acknowledgment: {c}");
+}

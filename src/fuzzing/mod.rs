@@ -55,7 +55,7 @@ pub use mail::{auth_http_response, mail_command};
 pub use modules::{memcached_response, userid_cookie};
 pub use mp4::mp4;
 pub use proxy::head_scan;
-pub use quic::{client_hello, quic_cid};
+pub use quic::{client_hello, qpack_decoder, quic_cid};
 pub use realip::{dns_answer, forwarded, proxy_protocol};
 pub use stream::ssl_preread;
 pub use tls::{acme_response, crl, encrypted_key, ocsp_response};
@@ -93,6 +93,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("h1_conn", h1_conn),
     ("client_hello", client_hello),
     ("quic_cid", quic_cid),
+    ("qpack_decoder", qpack_decoder),
     ("ssl_preread", ssl_preread),
     ("mail_command", mail_command),
     ("auth_http_response", auth_http_response),

@@ -1,7 +1,9 @@
 //! The parsers of QUIC bytes a client sends before any authentication:
 //! the ClientHello's server name (`tls::quic`, read to choose the server
 //! before the TLS session starts) and a datagram's destination connection
-//! ID (`quic::cid`, read for every datagram to route it).
+//! ID (`quic::cid`, read for every datagram to route it); and HTTP/3's
+//! QPACK decoder (the vendored `h3`'s `qpack::session`), which reads the
+//! client's encoder stream and field sections.
 
 use crate::quic::cid;
 use crate::tls::quic::{Hello, client_hello_sni};
@@ -47,4 +49,11 @@ pub fn quic_cid(data: &[u8]) {
         short.extend_from_slice(&data[6..]);
         assert_eq!(cid::owner(&short), Some(slot));
     }
+}
+
+/// The QPACK decoder with its dynamic table: the properties are the
+/// vendored `h3`'s (`qpack::session::fuzz`): no panic, and the encoder
+/// stream read in one piece or two gives the same table and sections.
+pub fn qpack_decoder(data: &[u8]) {
+    h3::qpack_decoder_fuzz(data);
 }

@@ -21,9 +21,14 @@ body (--body-file), then resets its stream S seconds later.
 --no-fin: each request sends its headers and body (--body-file) and leaves
 its stream open; the response line's "stop_sending" is the code of a
 STOP_SENDING the server sent for it, the connection line's "cancelled" the
-stream ids the server's QPACK decoder stream cancelled.
+stream ids the server's QPACK decoder stream cancelled (and "acked", the
+stream ids it acknowledged; "inserts_acked", the inserts it counted;
+"encoder_bytes", what the client's QPACK encoder stream sent).
 --empty-data-between: the body goes as two DATA frames with an empty one
 between them (a body's end only at the stream's end).
+--after-settings: the requests wait for the server's SETTINGS (the
+connection line's "settings" shows them), so that the client's QPACK
+encoder may use the dynamic table the server offers.
 --token HEX: the Initial carries this address validation token (a
 corrupted one tests the server's INVALID_TOKEN close).
 --stall S: once the requests are sent, the client blocks S seconds without
@@ -104,6 +109,8 @@ class Client(QuicConnectionProtocol):
         super().__init__(*args, **kwargs)
         Client.last = self
         self.cancelled = []
+        self.acked = []
+        self.increments = 0
         self.http = H3Connection(self._quic)
         self.results = {}
         self.goaway = False
@@ -153,8 +160,10 @@ class Client(QuicConnectionProtocol):
 
     def watch_decoder(self, buf, i):
         """The server's QPACK decoder stream: the stream ids of its Stream
-        Cancellations (01 and a 6-bit prefixed integer)."""
-        cancelled = []
+        Cancellations (01 and a 6-bit prefixed integer) and Section
+        Acknowledgments (1 and a 7-bit one), and the sum of its Insert Count
+        Increments (00 and a 6-bit one)."""
+        cancelled, acked, increments = [], [], 0
         while i < len(buf):
             b = buf[i]
             bits = 7 if b & 0x80 else 6
@@ -169,9 +178,13 @@ class Client(QuicConnectionProtocol):
                     shift += 7
                     if not c & 0x80:
                         break
-            if b & 0xC0 == 0x40:
+            if b & 0x80:
+                acked.append(v)
+            elif b & 0xC0 == 0x40:
                 cancelled.append(v)
-        self.cancelled = cancelled
+            else:
+                increments += v
+        self.cancelled, self.acked, self.increments = cancelled, acked, increments
 
     def watch_control(self, event):
         buf = self.uni.setdefault(event.stream_id, bytearray())
@@ -314,6 +327,7 @@ async def main():
     ap.add_argument("--no-fin", action="store_true")
     ap.add_argument("--empty-data-between", action="store_true")
     ap.add_argument("--token")
+    ap.add_argument("--after-settings", action="store_true")
     a = ap.parse_args()
 
     cfg = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, max_datagram_frame_size=None)
@@ -348,6 +362,14 @@ async def main():
                         out["rebinds"] += 1
                         p.transmit()
                 proto.on_bytes.append(maybe_rebind)
+            if a.after_settings:
+                # Requests go once the server's SETTINGS arrived, so that
+                # aioquic's QPACK encoder knows the table it may use.
+                for _ in range(200):
+                    if proto.http.received_settings is not None:
+                        break
+                    await asyncio.sleep(0.01)
+                out["settings"] = {str(k): v for k, v in (proto.http.received_settings or {}).items()}
             results = []
             for method, path in a.request or [("GET", "/")]:
                 results.append(proto.request(
@@ -378,6 +400,11 @@ async def main():
             for r in results:
                 print(json.dumps(r.json()))
             out["cancelled"] = proto.cancelled
+            out["acked"] = proto.acked
+            out["inserts_acked"] = proto.increments
+            # What aioquic's QPACK encoder put in the dynamic table (it
+            # uses one when the server's SETTINGS offer a capacity).
+            out["encoder_bytes"] = proto.http._encoder_bytes_sent
             out["goaway"] = proto.goaway
             out["terminated"] = proto.terminated
             out["dups_1rtt"] = proto.dups_1rtt

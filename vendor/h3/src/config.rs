@@ -41,6 +41,13 @@ pub struct Settings {
     pub(crate) enable_datagram: bool,
     /// The maximum number of concurrent streams that can be opened by the peer.
     pub(crate) max_webtransport_sessions: u64,
+    /// sluice: SETTINGS_QPACK_MAX_TABLE_CAPACITY we announce (0: none).
+    pub(crate) qpack_max_table_capacity: u64,
+    /// sluice: SETTINGS_QPACK_BLOCKED_STREAMS we announce.
+    pub(crate) qpack_blocked_streams: u64,
+    /// sluice: the longest field name or value a QPACK insert may carry
+    /// (not a setting: a local limit, nginx's `large_client_header_buffers`).
+    pub(crate) qpack_max_field_size: u64,
 }
 
 impl From<&frame::Settings> for Settings {
@@ -65,6 +72,13 @@ impl From<&frame::Settings> for Settings {
                 .get(frame::SettingId::ENABLE_CONNECT_PROTOCOL)
                 .map(|value| value != 0)
                 .unwrap_or(defaults.enable_extended_connect),
+            qpack_max_table_capacity: settings
+                .get(frame::SettingId::QPACK_MAX_TABLE_CAPACITY)
+                .unwrap_or(defaults.qpack_max_table_capacity),
+            qpack_blocked_streams: settings
+                .get(frame::SettingId::QPACK_MAX_BLOCKED_STREAMS)
+                .unwrap_or(defaults.qpack_blocked_streams),
+            qpack_max_field_size: defaults.qpack_max_field_size,
         }
     }
 }
@@ -85,6 +99,9 @@ impl TryFrom<Config> for frame::Settings {
                     enable_extended_connect,
                     enable_datagram,
                     max_webtransport_sessions,
+                    qpack_max_table_capacity,
+                    qpack_blocked_streams,
+                    qpack_max_field_size: _,
                 },
         } = value;
 
@@ -112,6 +129,16 @@ impl TryFrom<Config> for frame::Settings {
             }
         }
 
+        if qpack_max_table_capacity > 0 {
+            settings.insert(
+                frame::SettingId::QPACK_MAX_TABLE_CAPACITY,
+                qpack_max_table_capacity,
+            )?;
+            settings.insert(
+                frame::SettingId::QPACK_MAX_BLOCKED_STREAMS,
+                qpack_blocked_streams,
+            )?;
+        }
         settings.insert(
             frame::SettingId::MAX_HEADER_LIST_SIZE,
             max_field_section_size,
@@ -142,6 +169,9 @@ impl Default for Settings {
             enable_extended_connect: false,
             enable_datagram: false,
             max_webtransport_sessions: 0,
+            qpack_max_table_capacity: 0,
+            qpack_blocked_streams: 0,
+            qpack_max_field_size: VarInt::MAX.0,
         }
     }
 }

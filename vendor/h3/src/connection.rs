@@ -318,6 +318,15 @@ where
             // start at first step
             grease_step: GreaseStatus::NotStarted(PhantomData),
         };
+        // sluice: the QPACK decoder with the dynamic table we announce.
+        {
+            let s = &conn_inner.config.settings;
+            *conn_inner.shared.qpack() = qpack::session::DecoderSession::new(
+                s.qpack_max_table_capacity as usize,
+                s.qpack_blocked_streams as usize,
+                usize::try_from(s.qpack_max_field_size).unwrap_or(usize::MAX),
+            );
+        }
         conn_inner.send_control_stream_headers().await?;
 
         Ok(conn_inner)
@@ -501,6 +510,88 @@ where
         // Remove all None values
         self.pending_recv_streams.retain(|s| s.is_some());
 
+        self.poll_qpack(cx)
+    }
+
+    /// sluice: reads the peer's QPACK encoder stream into the dynamic
+    /// table, drains its decoder stream (we insert nothing, so it has
+    /// nothing to tell), and writes our decoder-stream instructions. An
+    /// encoder-stream error closes the connection with
+    /// QPACK_ENCODER_STREAM_ERROR and nginx's reason, "stream error".
+    fn poll_qpack(&mut self, cx: &mut Context<'_>) -> Result<(), ConnectionError> {
+        let mut closed = None;
+        if let Some(AcceptedRecvStream::Encoder(s)) = &mut self.qpack_streams.encoder_recv {
+            loop {
+                match s.poll_read(cx) {
+                    Poll::Ready(Ok(false)) => continue,
+                    Poll::Ready(Ok(true)) => closed = Some(None),
+                    Poll::Ready(Err(e)) => closed = Some(Some(e)),
+                    Poll::Pending => {}
+                }
+                break;
+            }
+            if s.has_remaining() {
+                let r = self.shared.qpack().on_encoder_data(s.buf_mut());
+                if r.is_err() {
+                    return Err(self.handle_connection_error(InternalConnectionError::new(
+                        Code::QPACK_ENCODER_STREAM_ERROR,
+                        "stream error".to_string(),
+                    )));
+                }
+            }
+        }
+        if let Some(AcceptedRecvStream::Decoder(s)) = &mut self.qpack_streams.decoder_recv {
+            loop {
+                match s.poll_read(cx) {
+                    Poll::Ready(Ok(false)) => continue,
+                    Poll::Ready(Ok(true)) => closed = Some(None),
+                    Poll::Ready(Err(e)) => closed = Some(Some(e)),
+                    Poll::Pending => {}
+                }
+                break;
+            }
+            let buf = s.buf_mut();
+            let n = buf.remaining();
+            buf.advance(n);
+        }
+        match closed {
+            Some(Some(StreamErrorIncoming::ConnectionErrorIncoming { connection_error })) => {
+                return Err(self.handle_connection_error(connection_error));
+            }
+            Some(_) => {
+                return Err(self.handle_connection_error(InternalConnectionError::new(
+                    Code::H3_CLOSED_CRITICAL_STREAM,
+                    "stream error".to_string(),
+                )));
+            }
+            None => {}
+        }
+        if let Some(send) = &mut self.qpack_streams.decoder_send {
+            let mut out = Bytes::new();
+            loop {
+                match send.poll_ready(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    // The stream is gone: what it owed is dropped.
+                    Poll::Ready(Err(_)) => break,
+                    Poll::Pending => {
+                        if !out.is_empty() {
+                            self.shared.qpack().put_back(out);
+                        }
+                        break;
+                    }
+                }
+                if out.is_empty() {
+                    match self.shared.qpack().take_out() {
+                        Some(o) => out = o,
+                        None => break,
+                    }
+                }
+                let piece = out.split_to(out.len().min(stream::WRITE_BUF_RAW_MAX));
+                if send.send_data(WriteBuf::raw(&piece)).is_err() {
+                    break;
+                }
+            }
+        }
         Ok(())
     }
 

@@ -21,6 +21,9 @@ mod shared_state;
 
 #[cfg(feature = "i-implement-a-third-party-backend-and-opt-into-breaking-changes")]
 pub use shared_state::{ConnectionState, SharedState};
+/// SLUICE-PATCH: the QPACK decoder's fuzzing entry point.
+#[doc(hidden)]
+pub use qpack::session::fuzz as qpack_decoder_fuzz;
 
 pub mod error;
 

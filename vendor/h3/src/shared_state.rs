@@ -20,6 +20,8 @@ pub struct SharedState {
     closing: AtomicBool,
     /// Waker for the connection
     waker: AtomicWaker,
+    /// sluice: the QPACK decoder and its dynamic table (qpack::session).
+    pub(crate) qpack: std::sync::Mutex<crate::qpack::session::DecoderSession>,
 }
 
 impl Default for SharedState {
@@ -29,7 +31,16 @@ impl Default for SharedState {
             connection_error: OnceLock::new(),
             closing: AtomicBool::new(false),
             waker: AtomicWaker::new(),
+            qpack: Default::default(),
         }
+    }
+}
+
+impl SharedState {
+    /// sluice: the QPACK decoder (a poisoned lock is taken as is: the
+    /// session's state stays consistent between its calls).
+    pub(crate) fn qpack(&self) -> std::sync::MutexGuard<'_, crate::qpack::session::DecoderSession> {
+        self.qpack.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -85,6 +85,29 @@ where
     }
 }
 
+/// sluice: the most raw bytes one [`WriteBuf::raw`] carries.
+pub(crate) const WRITE_BUF_RAW_MAX: usize = WRITE_BUF_ENCODE_SIZE;
+
+impl<B> WriteBuf<B>
+where
+    B: Buf,
+{
+    /// sluice: bytes already in wire form (QPACK decoder-stream
+    /// instructions), at most [`WRITE_BUF_RAW_MAX`] of them.
+    pub(crate) fn raw(bytes: &[u8]) -> Self {
+        let mut me = Self {
+            buf: [0; WRITE_BUF_ENCODE_SIZE],
+            len: 0,
+            pos: 0,
+            frame: None,
+        };
+        let n = bytes.len().min(WRITE_BUF_ENCODE_SIZE);
+        me.buf[..n].copy_from_slice(&bytes[..n]);
+        me.len = n;
+        me
+    }
+}
+
 impl<B> From<StreamType> for WriteBuf<B>
 where
     B: Buf,

@@ -95,6 +95,10 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     let (n, size) = conf.large_client_header_buffers;
     let mut builder = h3::server::builder();
     builder.max_field_section_size((n * size) as u64);
+    // A QPACK dynamic table as nginx offers one (4096 bytes, 16 blocked
+    // streams; nginx has no directive for them), with inserts limited to
+    // a header buffer per field name or value as nginx limits them.
+    builder.qpack(4096, 16, size as u64);
     // No GREASE frames and settings (RFC 9114 7.2.8 allows leaving them
     // out): nginx sends none either, and some clients (nginx's own test
     // client among them) do not skip unknown frame types as they should.

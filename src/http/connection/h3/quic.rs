@@ -1,5 +1,5 @@
 //! The QUIC side of the `h3` crate (its `quic` traits) on quinn, in place
-//! of `h3-quinn`, for three things nginx does that `h3-quinn` 0.0.10
+//! of `h3-quinn`, for two things nginx does that `h3-quinn` 0.0.10
 //! cannot:
 //!
 //! - STOP_SENDING at any time on a request stream (`Watch::stop`): a body
@@ -13,10 +13,9 @@
 //!   0`; the `h3` crate reports an empty DATA frame as the body's end,
 //!   even one in the middle of a body (`Watch::finished` and
 //!   `Watch::data_bytes` tell whether more follows).
-//! - The QPACK decoder stream (`Side::cancel_stream`): a request stream
-//!   given up on is announced with a Stream Cancellation instruction
-//!   (RFC 9204 4.4.2), as nginx does; the `h3` crate opens the stream and
-//!   then never writes to it again.
+//!
+//! (QPACK's decoder stream is written by the vendored `h3`, which keeps
+//! the dynamic table: vendor/h3/src/qpack/session.rs.)
 //!
 //! Unidirectional streams the client opens are `h3-quinn`'s (nothing is
 //! needed of them). Reads copy each piece out of quinn (its chunk reads
@@ -40,18 +39,13 @@ const READ_PIECE: usize = 32 * 1024;
 /// a read that fills it grows it to `READ_PIECE`.
 const FIRST_PIECE: usize = 4 * 1024;
 
-/// QPACK decoder stream's type (RFC 9204 4.2).
-const DECODER_STREAM: u8 = 0x03;
-
 type Pending<T> = Pin<Box<dyn std::future::Future<Output = Result<T, quinn::ConnectionError>>>>;
 
 /// What a connection's streams share with the request handlers: each
-/// request stream's [`Watch`] by id until its handler takes it, and the
-/// QPACK decoder stream.
+/// request stream's [`Watch`] by id until its handler takes it.
 #[derive(Default)]
 pub struct Side {
     watches: RefCell<HashMap<u64, Weak<Watch>>>,
-    decoder: RefCell<Option<Rc<RefCell<quinn::SendStream>>>>,
 }
 
 impl Side {
@@ -68,31 +62,6 @@ impl Side {
         }
         m.insert(id, Rc::downgrade(w));
     }
-
-    /// Writes QPACK's Stream Cancellation for `id` on the decoder stream
-    /// (a 6-bit prefixed integer after `01`); best effort: a stream that
-    /// is blocked or gone is left alone.
-    pub fn cancel_stream(&self, id: StreamId) {
-        let Some(s) = self.decoder.borrow().clone() else { return };
-        let mut buf = Vec::with_capacity(10);
-        prefixed_int(&mut buf, 0x40, 6, id.into_inner());
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        let mut s = s.borrow_mut();
-        let mut off = 0;
-        while off < buf.len() {
-            match Pin::new(&mut *s).poll_write(&mut cx, &buf[off..]) {
-                Poll::Ready(Ok(n)) if n > 0 => off += n,
-                _ => return,
-            }
-        }
-    }
-}
-
-/// QPACK's prefixed integer with `flags` in the first byte: HPACK's
-/// encoding (RFC 7541 5.1, which RFC 9204 4.1.1 takes as is).
-fn prefixed_int(out: &mut Vec<u8>, flags: u8, bits: u32, v: u64) {
-    crate::http::connection::h2::hpack::put_int(out, flags, bits, usize::try_from(v).unwrap_or(usize::MAX));
 }
 
 /// One request stream's receiving side, shared by the `h3` crate's reads
@@ -247,7 +216,7 @@ impl quic::Connection<Bytes> for Conn {
         let watch =
             Rc::new(Watch { stream: RefCell::new(recv), scan: Cell::new(Scan::default()), fin: Cell::new(false) });
         self.opener.side.keep(id.into_inner(), &watch);
-        Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id, None), recv: Recv { watch, id, scratch: Vec::new() } }))
+        Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id), recv: Recv { watch, id, scratch: Vec::new() } }))
     }
 
     fn opener(&self) -> Self::OpenStreams {
@@ -298,7 +267,7 @@ impl quic::OpenStreams<Bytes> for Opener {
         let conn_err = |e| StreamErrorIncoming::ConnectionErrorIncoming { connection_error: e };
         let s = r.map_err(|e| conn_err(connection_error(e)))?;
         let id = stream_id(s.id()).map_err(conn_err)?;
-        Poll::Ready(Ok(SendHalf::new(s, id, Some(self.side.clone()))))
+        Poll::Ready(Ok(SendHalf::new(s, id)))
     }
 
     fn close(&mut self, code: h3::error::Code, reason: &[u8]) {
@@ -399,18 +368,16 @@ impl quic::RecvStream for Recv {
 }
 
 /// A sending side: a request stream's, or one of the server's
-/// unidirectional streams (the QPACK decoder stream is noted in `Side`
-/// when its type is written).
+/// unidirectional streams.
 pub struct SendHalf {
     stream: Rc<RefCell<quinn::SendStream>>,
     id: StreamId,
     writing: Option<WriteBuf<Bytes>>,
-    uni: Option<Rc<Side>>,
 }
 
 impl SendHalf {
-    fn new(stream: quinn::SendStream, id: StreamId, uni: Option<Rc<Side>>) -> Self {
-        SendHalf { stream: Rc::new(RefCell::new(stream)), id, writing: None, uni }
+    fn new(stream: quinn::SendStream, id: StreamId) -> Self {
+        SendHalf { stream: Rc::new(RefCell::new(stream)), id, writing: None }
     }
 }
 
@@ -433,14 +400,7 @@ impl quic::SendStream<Bytes> for SendHalf {
                 connection_error: ConnectionErrorIncoming::InternalError("send_data while not ready".into()),
             });
         }
-        let data = data.into();
-        // The first bytes of a unidirectional stream are its type.
-        if let Some(side) = self.uni.take()
-            && data.chunk().first() == Some(&DECODER_STREAM)
-        {
-            *side.decoder.borrow_mut() = Some(self.stream.clone());
-        }
-        self.writing = Some(data);
+        self.writing = Some(data.into());
         Ok(())
     }
 
@@ -478,15 +438,5 @@ mod tests {
         s.feed(&wire[..10]);
         s.feed(&wire[10..]);
         assert_eq!((s.frames, s.data), (2, 64));
-    }
-
-    #[test]
-    fn stream_cancellation_encoding() {
-        let mut v = Vec::new();
-        prefixed_int(&mut v, 0x40, 6, 4);
-        assert_eq!(v, [0x44]);
-        v.clear();
-        prefixed_int(&mut v, 0x40, 6, 100);
-        assert_eq!(v, [0x7f, 37]);
     }
 }

@@ -71,25 +71,29 @@ async fn request(
 ) {
     let g = &w.cfg.http.listens[group];
     let dconf = &g.default_server.conf;
-    let (req, mut tx) = match tokio::time::timeout(dconf.client_header_timeout, resolver.resolve_request()).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => {
+    // The header section has client_header_timeout, waits for QPACK
+    // inserts included; at the deadline the stream is reset, as nginx
+    // resets it.
+    let deadline = Instant::now() + dconf.client_header_timeout;
+    let (req, mut tx) = match resolver.resolve_request_until(tokio::time::sleep(dconf.client_header_timeout)).await {
+        Ok(r) => r,
+        Err(_) if Instant::now() >= deadline => {
+            log_to!(
+                dconf.error_log,
+                Level::Info,
+                "*{} client timed out (110: Connection timed out) while reading client request headers, client: {}",
+                info.id,
+                info.peer.ip()
+            );
+            return;
+        }
+        Err(e) => {
             log_to!(
                 dconf.error_log,
                 Level::Info,
                 "*{} client sent invalid request ({}) while reading client request headers, client: {}",
                 info.id,
                 e,
-                info.peer.ip()
-            );
-            return;
-        }
-        Err(_) => {
-            log_to!(
-                dconf.error_log,
-                Level::Info,
-                "*{} client timed out (110: Connection timed out) while reading client request headers, client: {}",
-                info.id,
                 info.peer.ip()
             );
             return;
@@ -273,7 +277,7 @@ async fn request(
                 );
                 let r = crate::http::handler::error(&ctx, 408);
                 tx.stop_stream(Code::H3_REQUEST_CANCELLED);
-                side.cancel_stream(tx.id());
+                tx.qpack_cancel();
                 log(&w, &ctx, &r, 0, started, false);
                 return;
             }
@@ -281,7 +285,7 @@ async fn request(
                 // The client reset the stream (or closed the connection)
                 // before its body ended: logged 499, and the stream's
                 // QPACK state cancelled (RFC 9204 4.4.2), as nginx does.
-                side.cancel_stream(tx.id());
+                tx.qpack_cancel();
                 log(&w, &ctx, &Response::new(499), 0, started, false);
                 return;
             }
@@ -359,7 +363,7 @@ async fn request(
         if let Some(wt) = &watch {
             wt.stop(H3_NO_ERROR);
         }
-        side.cancel_stream(tx.id());
+        tx.qpack_cancel();
     }
 }
 

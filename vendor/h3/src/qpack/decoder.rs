@@ -38,6 +38,14 @@ pub enum DecoderError {
     UnexpectedEnd,
     HeaderTooLong(u64),
     BufSize(TryFromIntError),
+    /// sluice: RFC 9204 4.5.1.1 refuses the encoded Required Insert Count.
+    InvalidInsertCount(usize),
+    /// sluice: a Set Dynamic Table Capacity above the capacity we announced.
+    CapacityExceeded(usize),
+    /// sluice: an inserted field name or value above the field size limit.
+    FieldTooLarge(usize),
+    /// sluice: more streams blocked on inserts than we announced.
+    TooManyBlocked,
 }
 
 impl std::error::Error for DecoderError {}
@@ -56,6 +64,10 @@ impl std::fmt::Display for DecoderError {
             DecoderError::UnexpectedEnd => write!(f, "unexpected end"),
             DecoderError::HeaderTooLong(_) => write!(f, "header too long"),
             DecoderError::BufSize(_) => write!(f, "number in buffer wrong size"),
+            DecoderError::InvalidInsertCount(n) => write!(f, "invalid required insert count: {}", n),
+            DecoderError::CapacityExceeded(n) => write!(f, "dynamic table capacity {} too large", n),
+            DecoderError::FieldTooLarge(n) => write!(f, "field of {} bytes too large", n),
+            DecoderError::TooManyBlocked => write!(f, "too many blocked streams"),
         }
     }
 }
@@ -79,7 +91,7 @@ pub struct Decoded {
 }
 
 pub struct Decoder {
-    table: DynamicTable,
+    pub(super) table: DynamicTable,
 }
 
 impl Decoder {
@@ -138,7 +150,7 @@ impl Decoder {
         Ok(self.table.total_inserted())
     }
 
-    fn parse_instruction<R: Buf>(&self, read: &mut R) -> Result<Option<Instruction>, DecoderError> {
+    pub(super) fn parse_instruction<R: Buf>(&self, read: &mut R) -> Result<Option<Instruction>, DecoderError> {
         if read.remaining() < 1 {
             return Ok(None);
         }
@@ -177,7 +189,7 @@ impl Decoder {
         Ok(instruction)
     }
 
-    fn parse_header_field<R: Buf>(
+    pub(super) fn parse_header_field<R: Buf>(
         table: &DynamicTableDecoder,
         buf: &mut R,
     ) -> Result<HeaderField, DecoderError> {
@@ -269,7 +281,7 @@ impl From<DynamicTable> for Decoder {
 }
 
 #[derive(PartialEq)]
-enum Instruction {
+pub(super) enum Instruction {
     Insert(HeaderField),
     TableSizeUpdate(usize),
 }
@@ -330,6 +342,7 @@ impl From<ParseError> for DecoderError {
             ParseError::String(x) => DecoderError::InvalidString(x),
             ParseError::InvalidPrefix(p) => DecoderError::UnknownPrefix(p),
             ParseError::InvalidBase(b) => DecoderError::BadBaseIndex(b),
+            ParseError::InvalidInsertCount(n) => DecoderError::InvalidInsertCount(n),
         }
     }
 }

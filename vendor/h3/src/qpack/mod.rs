@@ -14,6 +14,8 @@ mod vas;
 
 mod decoder;
 mod encoder;
+// sluice: the connection's decoder with the dynamic table.
+pub(crate) mod session;
 
 mod prefix_int;
 mod prefix_string;

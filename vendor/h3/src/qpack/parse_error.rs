@@ -6,6 +6,8 @@ pub enum ParseError {
     String(prefix_string::Error),
     InvalidPrefix(u8),
     InvalidBase(isize),
+    /// sluice: a Required Insert Count that RFC 9204 4.5.1.1 refuses.
+    InvalidInsertCount(usize),
 }
 
 impl From<prefix_int::Error> for ParseError {

@@ -76,6 +76,17 @@ impl Builder {
         self
     }
 
+    /// sluice: the QPACK dynamic table we offer the client (RFC 9204
+    /// 3.2.3): SETTINGS_QPACK_MAX_TABLE_CAPACITY and
+    /// SETTINGS_QPACK_BLOCKED_STREAMS, and the longest field name or value
+    /// an insert may carry (a longer one is a connection error).
+    pub fn qpack(&mut self, max_table_capacity: u64, blocked_streams: u64, max_field_size: u64) -> &mut Self {
+        self.config.settings.qpack_max_table_capacity = max_table_capacity;
+        self.config.settings.qpack_blocked_streams = blocked_streams;
+        self.config.settings.qpack_max_field_size = max_field_size;
+        self
+    }
+
     /// Send grease values to the Client.
     /// See [setting](https://www.rfc-editor.org/rfc/rfc9114.html#settings-parameters), [frame](https://www.rfc-editor.org/rfc/rfc9114.html#frame-reserved) and [stream](https://www.rfc-editor.org/rfc/rfc9114.html#stream-grease) for more information.
     #[inline]

@@ -19,12 +19,15 @@ use crate::{
         frame::{Frame, PayloadLen},
         headers::Header,
     },
-    qpack,
-    quic::{self, SendStream, StreamId},
+    qpack::{self, session::Decode},
+    quic::{self, RecvStream, SendStream, StreamId},
     shared_state::{ConnectionState, SharedState},
 };
 
 use super::{connection::RequestEnd, stream::RequestStream};
+
+/// sluice: what a blocked request stream buffers before it stops reading.
+const BLOCKED_BUFFER: usize = 64 * 1024;
 
 /// Helper struct to await the request headers and return a `Request` object
 pub struct RequestResolver<C, B>
@@ -67,79 +70,170 @@ where
     /// Returns a future to await the request headers and return a `Request` object
     #[cfg_attr(feature = "tracing", instrument(skip_all, level = "trace"))]
     pub async fn resolve_request(
-        mut self,
+        self,
     ) -> Result<(Request<()>, RequestStream<C::BidiStream, B>), StreamError> {
-        let frame = std::future::poll_fn(|cx| self.frame_stream.poll_next(cx)).await;
-        let req = self.accept_with_frame(frame)?;
+        self.resolve_request_until(std::future::pending()).await
+    }
+
+    /// SLUICE-PATCH: [`Self::resolve_request`] with a deadline for the
+    /// request's header section: reading it and waiting for the QPACK
+    /// inserts it needs. When `deadline` comes first, the stream is reset
+    /// (H3_REQUEST_REJECTED) and its QPACK state cancelled, as nginx does
+    /// at `client_header_timeout`. A client that resets its side while the
+    /// section waits for inserts gets the placeholder request marked
+    /// [`MalformedRequest`] (nginx answers it 400).
+    pub async fn resolve_request_until<D: std::future::Future<Output = ()>>(
+        mut self,
+        deadline: D,
+    ) -> Result<(Request<()>, RequestStream<C::BidiStream, B>), StreamError> {
+        let mut deadline = std::pin::pin!(deadline);
+        let frame = std::future::poll_fn(|cx| {
+            if deadline.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(None);
+            }
+            self.frame_stream.poll_next(cx).map(Some)
+        })
+        .await;
+        let Some(frame) = frame else {
+            return Err(self.timed_out());
+        };
+        let encoded = self.headers_block(frame)?;
+        let id = self.frame_stream.send_id().into_inner();
+        let max = self.max_field_section_size;
+        let shared = self.shared.clone();
+        let decoded = std::future::poll_fn(|cx| {
+            if let Decode::Done(r) = shared.qpack().decode(id, &encoded, max, cx) {
+                return std::task::Poll::Ready(Some(Ok(r)));
+            }
+            if deadline.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(None);
+            }
+            // Blocked: the stream is watched for a reset meanwhile (what
+            // else arrives is buffered, up to a bound).
+            while self.frame_stream.stream.buf().remaining() < BLOCKED_BUFFER {
+                match self.frame_stream.stream.poll_read(cx) {
+                    std::task::Poll::Ready(Ok(false)) => continue,
+                    std::task::Poll::Ready(Ok(true)) | std::task::Poll::Pending => break,
+                    std::task::Poll::Ready(Err(_)) => return std::task::Poll::Ready(Some(Err(()))),
+                }
+            }
+            std::task::Poll::Pending
+        })
+        .await;
+        let decoded = match decoded {
+            Some(Ok(d)) => d,
+            Some(Err(())) => {
+                shared.qpack().cancel(id);
+                shared.waker().wake();
+                let req = self.accept_decoded(Ok(qpack::Decoded {
+                    fields: Vec::new(),
+                    mem_size: 0,
+                    dyn_ref: false,
+                }))?;
+                return Ok(req.malformed("the client reset the stream while its header section waited"));
+            }
+            None => return Err(self.timed_out()),
+        };
+        let req = self.accept_decoded(decoded)?;
         Ok(req.resolve().await?)
+    }
+
+    /// The deadline passed before the header section was complete.
+    fn timed_out(mut self) -> StreamError {
+        self.shared.qpack().cancel(self.frame_stream.send_id().into_inner());
+        self.shared.waker().wake();
+        self.frame_stream.stop_sending(Code::H3_REQUEST_REJECTED);
+        self.frame_stream.reset(Code::H3_REQUEST_REJECTED.value());
+        StreamError::StreamError {
+            code: Code::H3_REQUEST_REJECTED,
+            reason: "timed out reading the request's header section".to_string(),
+        }
     }
 
     /// Accepts a http request where the first frame has already been read and decoded.
     ///
     /// This is needed as a bidirectional stream may be read as part of incoming webtransport
     /// bi-streams. If it turns out that the stream is *not* a `WEBTRANSPORT_STREAM` the request
-    /// may still want to be handled and passed to the user.
+    /// may still want to be handled and passed to the user. (sluice: a field section
+    /// that must wait for dynamic table inserts is refused here; `resolve_request` waits.)
     #[cfg_attr(feature = "tracing", instrument(skip_all, level = "trace"))]
     pub fn accept_with_frame(
         mut self,
         frame: Result<Option<Frame<PayloadLen>>, FrameStreamError>,
     ) -> Result<ResolvedRequest<C, B>, StreamError> {
-        let mut encoded = match frame {
-            Ok(Some(Frame::Headers(h))) => h,
+        let encoded = self.headers_block(frame)?;
+        let id = self.frame_stream.send_id().into_inner();
+        let max = self.max_field_section_size;
+        let cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let decoded = match self.shared.qpack().decode(id, &encoded, max, &cx) {
+            Decode::Done(r) => r,
+            Decode::Blocked => Err(qpack::DecoderError::MissingRefs(0)),
+        };
+        self.accept_decoded(decoded)
+    }
 
-            //= https://www.rfc-editor.org/rfc/rfc9114#section-4.1
-            //# If a client-initiated
-            //# stream terminates without enough of the HTTP message to provide a
-            //# complete response, the server SHOULD abort its response stream with
-            //# the error code H3_REQUEST_INCOMPLETE.
-            Ok(None) => {
-                self.frame_stream.reset(Code::H3_REQUEST_INCOMPLETE.value());
-                return Err(StreamError::StreamError {
-                    code: Code::H3_REQUEST_INCOMPLETE,
-                    reason: "stream terminated without headers".to_string(),
-                });
-            }
+    /// The first frame's field section, which must be HEADERS.
+    fn headers_block(
+        &mut self,
+        frame: Result<Option<Frame<PayloadLen>>, FrameStreamError>,
+    ) -> Result<bytes::Bytes, StreamError> {
+        match frame {
+            Ok(Some(Frame::Headers(h))) => Ok(h),
 
-            //= https://www.rfc-editor.org/rfc/rfc9114#section-4.1
+            //= https://www.rfc-editor.org/rfc/rfc9114#section-4.1.2
             //# Receipt of an invalid sequence of frames MUST be treated as a
             //# connection error of type H3_FRAME_UNEXPECTED.
-
-            //= https://www.rfc-editor.org/rfc/rfc9114#section-7.2.5
-            //# A server MUST treat the
-            //# receipt of a PUSH_PROMISE frame as a connection error of type
-            //# H3_FRAME_UNEXPECTED.
-            Ok(Some(_)) => {
-                //= https://www.rfc-editor.org/rfc/rfc9114#section-4.1
-                //# Receipt of an invalid sequence of frames MUST be treated as a
-                //# connection error of type H3_FRAME_UNEXPECTED.
-                // Close if the first frame is not a header frame
-                return Err(
-                    self.handle_connection_error_on_stream(InternalConnectionError::new(
-                        Code::H3_FRAME_UNEXPECTED,
-                        "first request frame is not headers".to_string(),
-                    )),
-                );
+            Ok(None) => {
+                self.frame_stream.reset(Code::H3_REQUEST_INCOMPLETE.value());
+                Err(StreamError::StreamError {
+                    code: Code::H3_REQUEST_INCOMPLETE,
+                    reason: "stream terminated without headers".to_string(),
+                })
             }
-            Err(e) => {
-                return Err(self.handle_frame_stream_error_on_request_stream(e));
-            }
-        };
 
-        let decoded = match qpack::decode_stateless(&mut encoded, self.max_field_section_size) {
-            //= https://www.rfc-editor.org/rfc/rfc9114#section-4.2.2
-            //# An HTTP/3 implementation MAY impose a limit on the maximum size of
-            //# the message header it will accept on an individual HTTP message.
+            Ok(Some(_)) => Err(self.handle_connection_error_on_stream(InternalConnectionError::new(
+                Code::H3_FRAME_UNEXPECTED,
+                "first request frame is not headers".to_string(),
+            ))),
+            Err(e) => Err(self.handle_frame_stream_error_on_request_stream(e)),
+        }
+    }
+
+    fn accept_decoded(
+        mut self,
+        decoded: Result<qpack::Decoded, qpack::DecoderError>,
+    ) -> Result<ResolvedRequest<C, B>, StreamError> {
+        let decoded = match decoded {
             Err(qpack::DecoderError::HeaderTooLong(cancel_size)) => Err(cancel_size),
             Ok(decoded) => Ok(decoded),
-            Err(_e) => {
+            // sluice: as nginx, a field section that cannot be decoded
+            // (a reference to an evicted entry, say) resets the request
+            // stream with QPACK_DECOMPRESSION_FAILED, and its QPACK state
+            // is cancelled (RFC 9204 4.4.2); the connection stays.
+            Err(qpack::DecoderError::TooManyBlocked) => {
                 return Err(
                     self.handle_connection_error_on_stream(InternalConnectionError {
                         code: Code::QPACK_DECOMPRESSION_FAILED,
-                        message: "Failed to decode headers".to_string(),
+                        message: "too many blocked streams".to_string(),
                     }),
                 );
             }
+            Err(e) => {
+                let id = self.frame_stream.send_id().into_inner();
+                self.shared.qpack().cancel(id);
+                self.shared.waker().wake();
+                self.frame_stream.stop_sending(Code::QPACK_DECOMPRESSION_FAILED);
+                self.frame_stream.reset(Code::QPACK_DECOMPRESSION_FAILED.value());
+                return Err(StreamError::StreamError {
+                    code: Code::QPACK_DECOMPRESSION_FAILED,
+                    reason: format!("client sent invalid header ({})", e),
+                });
+            }
         };
+        if decoded.as_ref().is_ok_and(|d| d.dyn_ref) {
+            // The Section Acknowledgment waits in the decoder's output.
+            self.shared.waker().wake();
+        }
 
         let request_stream = RequestStream {
             request_end: Arc::new(RequestEnd {
@@ -196,27 +290,31 @@ where
     }
 
     /// Finishes the resolution of the request
+    /// SLUICE-PATCH: the placeholder request (`GET /`, HTTP/3) marked
+    /// [`MalformedRequest`], with its stream, for the server to answer.
+    fn malformed(self, why: &str) -> (Request<()>, RequestStream<C::BidiStream, B>) {
+        let mut req = http::Request::new(());
+        *req.uri_mut() = http::Uri::from_static("/");
+        *req.version_mut() = http::Version::HTTP_3;
+        req.extensions_mut().insert(MalformedRequest(why.to_string()));
+        (req, self.request_stream)
+    }
+
     #[cfg_attr(feature = "tracing", instrument(skip_all, level = "trace"))]
     pub async fn resolve(
         mut self,
     ) -> Result<(Request<()>, RequestStream<C::BidiStream, B>), StreamError> {
-        let fields = match self.decoded {
+        let fields = match std::mem::replace(&mut self.decoded, Err(0)) {
             Ok(v) => v.fields,
             Err(cancel_size) => {
-                // Send and await the error response
-                self.request_stream
-                    .send_response(
-                        http::Response::builder()
-                            .status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE)
-                            .body(())
-                            .expect("header too big response"),
-                    )
-                    .await?;
-
-                return Err(StreamError::HeaderTooBig {
-                    actual_size: cancel_size,
-                    max_size: self.max_field_section_size,
-                });
+                // SLUICE-PATCH: as nginx, a header section over the limit
+                // (name and value lengths, without RFC 9204's 32 bytes an
+                // entry) is answered 400 by the server, not 431 here.
+                let why = format!(
+                    "client sent too large header ({} bytes, at most {})",
+                    cancel_size, self.max_field_section_size
+                );
+                return Ok(self.malformed(&why));
             }
         };
 
@@ -235,11 +333,7 @@ where
                 // placeholder marked `MalformedRequest`, with its stream,
                 // so that the server answers it (nginx: 400, through
                 // `error_page`) instead of the stream being stopped here.
-                let mut req = http::Request::new(());
-                *req.uri_mut() = http::Uri::from_static("/");
-                *req.version_mut() = http::Version::HTTP_3;
-                req.extensions_mut().insert(MalformedRequest(err.to_string()));
-                return Ok((req, self.request_stream));
+                return Ok(self.malformed(&err.to_string()));
             }
         };
 

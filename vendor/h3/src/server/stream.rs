@@ -105,6 +105,14 @@ where
     pub fn id(&self) -> StreamId {
         self.inner.stream.id()
     }
+
+    /// SLUICE-PATCH: announces a request stream given up on with QPACK's
+    /// Stream Cancellation (RFC 9204 4.4.2); the connection writes it on
+    /// the decoder stream with its other decoder instructions.
+    pub fn qpack_cancel(&self) {
+        self.inner.conn_state.qpack().cancel(self.id().into_inner());
+        self.inner.conn_state.waker().wake();
+    }
 }
 
 impl<S, B> RequestStream<S, B>

@@ -61,6 +61,14 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
 
 pub fn encode<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Result<(), Error> {
     let encoded = Vec::from(value).hpack_encode()?;
+    // sluice: Huffman only when it is shorter (RFC 7541 5.2 lets the
+    // encoder choose), as nginx chooses: rare characters take up to 30
+    // bits each in Huffman's code.
+    if encoded.len() >= value.len() {
+        prefix_int::encode(size - 1, flags << 1, value.len().try_into()?, buf);
+        buf.put_slice(value);
+        return Ok(());
+    }
     prefix_int::encode(size - 1, flags << 1 | 1, encoded.len().try_into()?, buf);
     for byte in encoded {
         buf.write(byte);
