@@ -78,6 +78,11 @@ impl Ca {
     /// Starts Pebble on `port` (a fresh one: new roots, no accounts)
     /// validating HTTP-01 on `http_port`.
     fn start_pebble(&mut self, http_port: u16, port: u16) {
+        self.start_pebble_tls(http_port, free_port(), port);
+    }
+
+    /// As `start_pebble`, validating TLS-ALPN-01 on `tls_port`.
+    fn start_pebble_tls(&mut self, http_port: u16, tls_port: u16, port: u16) {
         self.stop_pebble();
         self.port = port;
         self.mgmt = free_port();
@@ -90,7 +95,7 @@ impl Ca {
             self.mgmt,
             t.join("cert.pem").display(),
             t.join("key.pem").display(),
-            free_port()
+            tls_port
         );
         std::fs::write(self.dir.join("pebble.json"), conf).unwrap();
         let child = Command::new(self.tools.join("bin/pebble"))
@@ -301,6 +306,56 @@ fn issues_by_http01_then_restarts_from_state_and_recovers_from_a_corrupt_file() 
     assert!(s.is_running());
 }
 
+/// `challenge tls-alpn` (RFC 8737): Pebble validates by a handshake to
+/// the TLS listener offering only `acme-tls/1`; sluice answers it with
+/// the challenge certificate before any server's configuration, and the
+/// plain-HTTP listener is never asked. Ordinary clients meanwhile get the
+/// server's own answer (no certificate yet: the handshake fails), never
+/// the challenge certificate.
+#[test]
+fn issues_by_tls_alpn01() {
+    if nginx_mode() {
+        return;
+    }
+    let mut ca = Ca::new();
+    let pebble_port = free_port();
+    let conf =
+        conf(&ca, pebble_port).replace("accept_terms_of_service;", "accept_terms_of_service;\n  challenge tls-alpn;");
+    let s = builder().ports(2).http(&conf).start();
+    let (http, https) = (s.ports[0], s.ports[1]);
+    let log_path = s.path("logs/error.log");
+    let log = || read_lossy(&log_path);
+    // Pebble's HTTP-01 port is a closed one: only TLS-ALPN-01 can pass.
+    ca.start_pebble_tls(free_port(), https, pebble_port);
+    s.signal("reload");
+    let root = ca.root();
+    let (info, verified) = wait_served(https, "example.test", Some(&root), Duration::from_secs(60), &log);
+    assert!(verified, "the chain verifies against Pebble's root:\n{info}");
+    assert!(info.contains("DNS:example.test") && info.contains("DNS:www.example.test"), "{info}");
+    let l = log();
+    assert!(line_with(&l, "acme certificate \"pebble/").contains("issued"), "{l}");
+    assert!(!l.contains("answering http-01 challenge"), "{l}");
+    assert!(l.contains("acme: answering tls-alpn-01 challenge \"example.test\""), "{l}");
+    assert!(l.contains("acme: answering tls-alpn-01 challenge \"www.example.test\""), "{l}");
+    let _ = http;
+    // A client offering acme-tls/1 when no challenge is pending gets no
+    // challenge certificate: the ALPN is refused.
+    let mut c = Command::new("openssl");
+    c.args([
+        "s_client",
+        "-connect",
+        &format!("127.0.0.1:{https}"),
+        "-servername",
+        "example.test",
+        "-alpn",
+        "acme-tls/1",
+    ]);
+    c.stdin(Stdio::null());
+    let out = run_bounded(c, Duration::from_secs(10));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("ALPN protocol: acme-tls/1"), "{text}");
+}
+
 /// `-t` checks the blocks offline (the CA's port is closed), and refuses
 /// what nginx-acme refuses, with its words and the file:line.
 #[test]
@@ -352,10 +407,7 @@ fn config_test_is_offline_and_refuses_bad_blocks() {
             "RSA keys are not supported by sluice yet",
         ),
         (format!("{resolver}{}{}", issuer("account_key rsa:1024;"), server("")), "unsupported key size"),
-        (
-            format!("{resolver}{}{}", issuer("challenge tls-alpn;"), server("")),
-            "challenge \"tls-alpn-01\" is not supported by sluice yet",
-        ),
+        (format!("{resolver}{}{}", issuer("challenge dns-01;"), server("")), "unsupported challenge \"dns-01\""),
     ] {
         let (ok, err) = check(http.clone());
         assert!(!ok, "refused:\n{http}");

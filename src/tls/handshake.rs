@@ -150,6 +150,24 @@ pub async fn accept(
                 return None;
             }
         };
+        // An ACME TLS-ALPN-01 validation (RFC 8737): answered with the
+        // challenge certificate, and nothing follows its handshake.
+        if let Some(cfg) = crate::tls::acme::alpn::config_for(&start.client_hello()) {
+            let name = start.client_hello().server_name().unwrap_or("").to_string();
+            log_to!(
+                default_log,
+                Level::Info,
+                "*{} acme: answering tls-alpn-01 challenge \"{}\", client: {}, server: {}",
+                id,
+                name,
+                peer.ip(),
+                g.addr
+            );
+            if let Ok(mut s) = start.into_stream(cfg).await {
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut s).await;
+            }
+            return None;
+        }
         let sni = start.client_hello().server_name().map(|s| s.to_ascii_lowercase());
         let curves = start.client_hello().named_groups().map(curve_list);
         let ciphers = Some(cipher_list(start.client_hello().cipher_suites()));

@@ -123,7 +123,8 @@ impl<'a> Session<'a> {
         acct: &Account,
         names: &[String],
         cert_key: &Key,
-        publish: &dyn Fn(&str, &str),
+        challenge: &str,
+        publish: &Publish,
         withdraw: &dyn Fn(&str),
     ) -> Result<Vec<u8>, String> {
         let ids: Vec<serde_json::Value> = names
@@ -143,7 +144,7 @@ impl<'a> Session<'a> {
         let mut published = Published(Vec::new(), withdraw);
         let result = async {
             for authz_url in &order.authorizations {
-                self.authorize(acct, authz_url, &thumb, publish, &mut published.0).await?;
+                self.authorize(acct, authz_url, &thumb, challenge, publish, &mut published.0).await?;
             }
             let deadline = tokio::time::Instant::now() + POLL_LIMIT;
             order = self.poll_order(acct, &order_url, &["ready", "valid"], deadline).await?;
@@ -171,7 +172,8 @@ impl<'a> Session<'a> {
         acct: &Account,
         url: &str,
         thumb: &str,
-        publish: &dyn Fn(&str, &str),
+        kind: &str,
+        publish: &Publish,
         published: &mut Vec<String>,
     ) -> Result<(), String> {
         let a = self.post(acct, url, None, false).await?;
@@ -182,13 +184,13 @@ impl<'a> Session<'a> {
         let ch = authz
             .challenges
             .iter()
-            .find(|c| c.kind == "http-01")
-            .ok_or_else(|| format!("no http-01 challenge offered for \"{}\"", authz.identifier))?;
+            .find(|c| c.kind == kind)
+            .ok_or_else(|| format!("no {kind} challenge offered for \"{}\"", authz.identifier))?;
         if !wire::valid_token(&ch.token) {
-            return Err(format!("invalid http-01 token for \"{}\"", authz.identifier));
+            return Err(format!("invalid {kind} token for \"{}\"", authz.identifier));
         }
-        publish(&ch.token, &format!("{}.{}", ch.token, thumb));
-        published.push(ch.token.clone());
+        let handle = publish(kind, &authz.identifier, &ch.token, &format!("{}.{}", ch.token, thumb))?;
+        published.push(handle);
         let ch_url = ch.url.clone();
         self.post(acct, &ch_url, Some("{}"), false).await?;
         let deadline = tokio::time::Instant::now() + POLL_LIMIT;
@@ -248,6 +250,10 @@ fn join(base: &str, location: &str) -> Result<String, String> {
 }
 
 /// The tokens published for an order, withdrawn when it ends.
+/// Puts a challenge's answer where the CA looks: (challenge type,
+/// identifier, token, key authorization) to the handle `withdraw` takes.
+pub type Publish = dyn Fn(&str, &str, &str, &str) -> Result<String, String>;
+
 struct Published<'a>(Vec<String>, &'a dyn Fn(&str));
 
 impl Drop for Published<'_> {

@@ -73,6 +73,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
     let mut uri = None;
     let mut account_key = AccountKey::Generate(Curve::P256);
     let mut contact = Vec::new();
+    let mut challenge = "http-01";
     let mut trusted: Option<PathBuf> = None;
     let mut verify = true;
     let mut state = Some(ctx.path(&format!("acme_{name}")));
@@ -117,13 +118,13 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
                     AccountKey::File(pem)
                 };
             }
-            "challenge" => match a[0].to_ascii_lowercase().as_str() {
-                "http" | "http-01" => {}
-                "tls-alpn" | "tls-alpn-01" => {
-                    return Err(err("challenge \"tls-alpn-01\" is not supported by sluice yet", c));
+            "challenge" => {
+                challenge = match a[0].to_ascii_lowercase().as_str() {
+                    "http" | "http-01" => "http-01",
+                    "tls-alpn" | "tls-alpn-01" => "tls-alpn-01",
+                    _ => return Err(err(format!("unsupported challenge \"{}\"", a[0]), c)),
                 }
-                _ => return Err(err(format!("unsupported challenge \"{}\"", a[0]), c)),
-            },
+            }
             "contact" => contact.push(a[0].to_string()),
             "ssl_trusted_certificate" => trusted = Some(ctx.conf_path(a[0])),
             "ssl_verify" => {
@@ -161,7 +162,8 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
     };
     let tls = tls.map_err(|e| err(e, d))?;
     let http = super::http::Client { tls, resolver: Some(r), timeout: resolver.timeout };
-    let issuer = Issuer { name: name.clone(), uri, account_key, contact, accept_terms, state: StateDir(state), http };
+    let issuer =
+        Issuer { name: name.clone(), uri, account_key, contact, accept_terms, challenge, state: StateDir(state), http };
     ctx.acme.issuers.insert(name, Arc::new(issuer));
     Ok(())
 }

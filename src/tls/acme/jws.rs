@@ -159,46 +159,67 @@ impl Key {
         Ok(format!(r#"{{"protected":"{}","payload":"{}","signature":"{}"}}"#, protected, payload, b64u(sig.as_ref())))
     }
 
-    /// A PKCS#10 request for `names` (DNS names and IP addresses), with
-    /// the first as the subject's CN, signed with this key.
-    pub fn csr(&self, names: &[String]) -> Result<Vec<u8>, String> {
-        let (curve_oid, sig_oid) = self.curve.oids();
-        let spki = tlv(
+    /// The key's SubjectPublicKeyInfo (DER).
+    pub(super) fn spki(&self) -> Vec<u8> {
+        let (curve_oid, _) = self.curve.oids();
+        tlv(
             0x30,
             &[
                 tlv(0x30, &[tlv(0x06, EC_PUBLIC_KEY), tlv(0x06, curve_oid)].concat()),
                 tlv(0x03, &[&[0u8][..], self.asn1.public_key().as_ref()].concat()),
             ]
             .concat(),
-        );
-        let mut general = Vec::new();
-        for n in names {
-            match n.parse::<std::net::IpAddr>() {
-                Ok(std::net::IpAddr::V4(a)) => general.extend(tlv(0x87, &a.octets())),
-                Ok(std::net::IpAddr::V6(a)) => general.extend(tlv(0x87, &a.octets())),
-                Err(_) => general.extend(tlv(0x82, n.as_bytes())),
-            }
-        }
-        let san = tlv(0x30, &[tlv(0x06, SUBJECT_ALT_NAME), tlv(0x04, &tlv(0x30, &general))].concat());
+        )
+    }
+
+    /// `data` signed (ECDSA, DER signature), with the AlgorithmIdentifier
+    /// of the signature: what a CSR or certificate carries after its body.
+    pub(super) fn sign_der(&self, data: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+        let (_, sig_oid) = self.curve.oids();
+        let sig = self.asn1.sign(&SystemRandom::new(), data).map_err(|_| "signing failed".to_string())?;
+        Ok((tlv(0x30, &tlv(0x06, sig_oid)), tlv(0x03, &[&[0u8][..], sig.as_ref()].concat())))
+    }
+
+    /// A PKCS#10 request for `names` (DNS names and IP addresses), with
+    /// the first as the subject's CN, signed with this key.
+    pub fn csr(&self, names: &[String]) -> Result<Vec<u8>, String> {
+        let san = tlv(0x30, &[tlv(0x06, SUBJECT_ALT_NAME), tlv(0x04, &general_names(names))].concat());
         let ext_req = tlv(0x30, &[tlv(0x06, EXTENSION_REQUEST), tlv(0x31, &tlv(0x30, &san))].concat());
         let subject = match names.first().filter(|n| n.len() <= 64 && n.parse::<std::net::IpAddr>().is_err()) {
-            Some(cn) => tlv(0x30, &tlv(0x31, &tlv(0x30, &[tlv(0x06, COMMON_NAME), tlv(0x0c, cn.as_bytes())].concat()))),
+            Some(cn) => common_name(cn),
             None => tlv(0x30, &[]),
         };
-        let info = tlv(0x30, &[tlv(0x02, &[0]), subject, spki, tlv(0xa0, &ext_req)].concat());
-        let sig = self.asn1.sign(&SystemRandom::new(), &info).map_err(|_| "signing failed".to_string())?;
-        let alg = tlv(0x30, &tlv(0x06, sig_oid));
-        Ok(tlv(0x30, &[info, alg, tlv(0x03, &[&[0u8][..], sig.as_ref()].concat())].concat()))
+        let info = tlv(0x30, &[tlv(0x02, &[0]), subject, self.spki(), tlv(0xa0, &ext_req)].concat());
+        let (alg, sig) = self.sign_der(&info)?;
+        Ok(tlv(0x30, &[info, alg, sig].concat()))
     }
 }
 
+/// A Name with one CN.
+pub(super) fn common_name(cn: &str) -> Vec<u8> {
+    tlv(0x30, &tlv(0x31, &tlv(0x30, &[tlv(0x06, COMMON_NAME), tlv(0x0c, cn.as_bytes())].concat())))
+}
+
+/// SubjectAltName's GeneralNames for DNS names and IP addresses.
+pub(super) fn general_names(names: &[String]) -> Vec<u8> {
+    let mut general = Vec::new();
+    for n in names {
+        match n.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(a)) => general.extend(tlv(0x87, &a.octets())),
+            Ok(std::net::IpAddr::V6(a)) => general.extend(tlv(0x87, &a.octets())),
+            Err(_) => general.extend(tlv(0x82, n.as_bytes())),
+        }
+    }
+    tlv(0x30, &general)
+}
+
 const EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
-const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
+pub(super) const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
 const EXTENSION_REQUEST: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x0e];
 const COMMON_NAME: &[u8] = &[0x55, 0x04, 0x03];
 
 /// One DER element.
-fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+pub(super) fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     let n = body.len();
     if n < 0x80 {

@@ -6,12 +6,14 @@
 //! One thread per configuration (workers are threads, so every worker
 //! serves what it stores) talks to the CA for every certificate, never
 //! inside a handshake or a request: a handshake reads the certificate's
-//! `CertSlot` as it is at that moment (`tls::dynamic`), and the HTTP-01
-//! responder (`http::acme_challenge`) reads `challenge`. A certificate is
+//! `CertSlot` as it is at that moment (`tls::dynamic`), the HTTP-01
+//! responder (`http::acme_challenge`) reads `challenge`, and the
+//! handshake asks `alpn::config_for` about TLS-ALPN-01 validations. A certificate is
 //! renewed at two thirds of its lifetime; a failure is retried after 1,
 //! 10, 100 minutes, then daily, as nginx-acme does. ACME Renewal
 //! Information (RFC 9773) is not asked for yet.
 
+pub mod alpn;
 pub mod client;
 pub mod conf;
 pub mod http;
@@ -37,6 +39,8 @@ pub struct Issuer {
     pub account_key: AccountKey,
     pub contact: Vec<String>,
     pub accept_terms: bool,
+    /// `challenge`: "http-01" (the default) or "tls-alpn-01".
+    pub challenge: &'static str,
     pub state: StateDir,
     pub http: http::Client,
 }
@@ -89,14 +93,24 @@ pub fn challenge(token: &str) -> Option<String> {
     CHALLENGES.lock().ok()?.as_ref()?.get(token).cloned()
 }
 
-fn publish(token: &str, key_auth: &str) {
+/// Publishes a challenge's answer where the CA will look: the HTTP-01
+/// responder's table (by token) or a TLS-ALPN-01 certificate (by SNI).
+/// The handle returned is what `withdraw` takes.
+fn publish(kind: &str, identifier: &str, token: &str, key_auth: &str) -> Result<String, String> {
+    if kind == "tls-alpn-01" {
+        return alpn::publish(identifier, key_auth).map(|sni| format!("alpn:{sni}"));
+    }
     if let Ok(mut c) = CHALLENGES.lock() {
         c.get_or_insert_with(HashMap::new).insert(token.to_string(), key_auth.to_string());
     }
+    Ok(format!("http:{token}"))
 }
 
-fn withdraw(token: &str) {
-    if let Ok(mut c) = CHALLENGES.lock()
+fn withdraw(handle: &str) {
+    if let Some(sni) = handle.strip_prefix("alpn:") {
+        alpn::withdraw(sni);
+    } else if let Some(token) = handle.strip_prefix("http:")
+        && let Ok(mut c) = CHALLENGES.lock()
         && let Some(m) = c.as_mut()
     {
         m.remove(token);
@@ -285,7 +299,7 @@ async fn obtain_once(o: &Order, accounts: &mut HashMap<String, client::Account>)
     }
     let for_cert = |e: String| format!("{e} while updating certificate \"{}\"", o.slot.name);
     let key = jws::Key::generate(o.curve).map_err(for_cert)?;
-    let chain = session.order(acct, &o.names, &key, &publish, &withdraw).await.map_err(for_cert)?;
+    let chain = session.order(acct, &o.names, &key, issuer.challenge, &publish, &withdraw).await.map_err(for_cert)?;
     let key_pem = key.pem();
     let issued = Issued::load(&chain, &key_pem).map_err(for_cert)?;
     // Stored before it is served: a restart finds what was served.
