@@ -83,12 +83,18 @@ impl Ca {
 
     /// As `start_pebble`, validating TLS-ALPN-01 on `tls_port`.
     fn start_pebble_tls(&mut self, http_port: u16, tls_port: u16, port: u16) {
+        self.start_pebble_with(http_port, tls_port, port, "");
+    }
+
+    /// As `start_pebble_tls`, with `extra` added to Pebble's settings
+    /// (JSON members, each followed by a comma).
+    fn start_pebble_with(&mut self, http_port: u16, tls_port: u16, port: u16, extra: &str) {
         self.stop_pebble();
         self.port = port;
         self.mgmt = free_port();
         let t = self.tools.join("pebble");
         let conf = format!(
-            r#"{{"pebble":{{"listenAddress":"127.0.0.1:{}","managementListenAddress":"127.0.0.1:{}",
+            r#"{{"pebble":{{{extra}"listenAddress":"127.0.0.1:{}","managementListenAddress":"127.0.0.1:{}",
             "certificate":"{}","privateKey":"{}","httpPort":{http_port},"tlsPort":{},"ocspResponderURL":"",
             "externalAccountBindingRequired":false,"retryAfter":{{"authz":1,"order":1}},"keyAlgorithm":"ecdsa"}}}}"#,
             self.port,
@@ -356,6 +362,51 @@ fn issues_by_tls_alpn01() {
     assert!(!text.contains("ALPN protocol: acme-tls/1"), "{text}");
 }
 
+/// `external_account_key` (RFC 8555 7.3.4) against a Pebble that requires
+/// external account binding, and `profile NAME require` against one that
+/// offers profiles: the account is bound with the MAC key and the
+/// certificate has the profile's lifetime (Pebble's "shortlived": six
+/// days, against 90 by default).
+#[test]
+fn external_account_binding_and_profile() {
+    if nginx_mode() {
+        return;
+    }
+    let mut ca = Ca::new();
+    let pebble_port = free_port();
+    // A 32-byte MAC key in base64url, as CAs hand them out.
+    let mac = "c2x1aWNlLXRlc3QtbWFjLWtleS0zMi1ieXRlcy1sb25n";
+    let conf = conf(&ca, pebble_port).replace(
+        "accept_terms_of_service;",
+        &format!("accept_terms_of_service;\n  external_account_key kid-1 data:{mac};\n  profile shortlived require;"),
+    );
+    let s = builder().ports(2).http(&conf).start();
+    let (http, https) = (s.ports[0], s.ports[1]);
+    let log_path = s.path("logs/error.log");
+    let log = || read_lossy(&log_path);
+    let extra = format!(
+        r#""externalAccountBindingRequired":true,"externalAccountMACKeys":{{"kid-1":"{mac}"}},
+        "profiles":{{"default":{{"description":"d","validityPeriod":7776000}},
+        "shortlived":{{"description":"s","validityPeriod":518400}}}},"#
+    );
+    ca.start_pebble_with(http, free_port(), pebble_port, &extra);
+    s.signal("reload");
+    let root = ca.root();
+    let (info, verified) = wait_served(https, "example.test", Some(&root), Duration::from_secs(60), &log);
+    assert!(verified, "{info}");
+    let (crt, _) = cert_files(&s.path("acme"));
+    let expires_within = |secs: u64| {
+        let out = Command::new("openssl")
+            .args(["x509", "-noout", "-checkend", &secs.to_string(), "-in"])
+            .arg(&crt)
+            .output()
+            .unwrap();
+        !out.status.success()
+    };
+    assert!(expires_within(7 * 86_400), "the shortlived profile's certificate lasts under a week");
+    assert!(!expires_within(5 * 86_400), "and more than five days");
+}
+
 /// `-t` checks the blocks offline (the CA's port is closed), and refuses
 /// what nginx-acme refuses, with its words and the file:line.
 #[test]
@@ -408,6 +459,13 @@ fn config_test_is_offline_and_refuses_bad_blocks() {
         ),
         (format!("{resolver}{}{}", issuer("account_key rsa:1024;"), server("")), "unsupported key size"),
         (format!("{resolver}{}{}", issuer("challenge dns-01;"), server("")), "unsupported challenge \"dns-01\""),
+        (format!("{resolver}{}{}", issuer("profile short maybe;"), server("")), "invalid parameter \"maybe\""),
+        (
+            format!("{resolver}{}{}", issuer("external_account_key kid data:!!;"), server("")),
+            "invalid external account key \"data:!!\"",
+        ),
+        (format!("{resolver}{}{}", issuer("external_account_key kid missing.key;"), server("")), "cannot load key"),
+        (format!("{resolver}{}{}", issuer("preferred_chain X;"), server("")), "is not supported by sluice yet"),
     ] {
         let (ok, err) = check(http.clone());
         assert!(!ok, "refused:\n{http}");

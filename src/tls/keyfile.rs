@@ -134,7 +134,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
+/// Standard base64 (padding optional, whitespace skipped).
+pub(crate) fn base64_decode(text: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(text.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
     let mut pad = false;

@@ -22,6 +22,15 @@ pub struct Account {
 pub struct AccountConf<'a> {
     pub contact: &'a [String],
     pub accept_terms: bool,
+    /// External account binding: key id and MAC key.
+    pub eab: Option<&'a (String, Vec<u8>)>,
+}
+
+/// How an order is made: the challenge type and the profile asked for
+/// (and whether the server must offer it).
+pub struct OrderConf<'a> {
+    pub challenge: &'a str,
+    pub profile: Option<&'a (String, bool)>,
 }
 
 /// A session with one server: its directory and the next nonce.
@@ -109,6 +118,16 @@ impl<'a> Session<'a> {
             payload["termsOfServiceAgreed"] = true.into();
         }
         let url = self.dir.new_account.clone();
+        match conf.eab {
+            Some((kid, mac)) => {
+                payload["externalAccountBinding"] =
+                    super::jws::external_account_binding(kid, mac, &url, &acct.key.jwk());
+            }
+            None if self.dir.eab_required => {
+                return Err("the ACME server requires external account binding (\"external_account_key\")".into());
+            }
+            None => {}
+        }
         let a = self.post(acct, &url, Some(&payload.to_string()), true).await?;
         let kid = a.location.ok_or("ACME server sent no account URL")?;
         acct.kid = Some(kid);
@@ -123,7 +142,7 @@ impl<'a> Session<'a> {
         acct: &Account,
         names: &[String],
         cert_key: &Key,
-        challenge: &str,
+        how: &OrderConf<'_>,
         publish: &Publish,
         withdraw: &dyn Fn(&str),
     ) -> Result<Vec<u8>, String> {
@@ -135,7 +154,17 @@ impl<'a> Session<'a> {
             })
             .collect();
         let url = self.dir.new_order.clone();
-        let a = self.post(acct, &url, Some(&serde_json::json!({ "identifiers": ids }).to_string()), false).await?;
+        let mut req = serde_json::json!({ "identifiers": ids });
+        // A profile the server does not offer is left out (the CA's
+        // default), unless `require` makes it an error.
+        if let Some((name, require)) = how.profile {
+            if self.dir.profiles.iter().any(|p| p == name) {
+                req["profile"] = name.as_str().into();
+            } else if *require {
+                return Err(format!("the ACME server does not offer profile \"{name}\""));
+            }
+        }
+        let a = self.post(acct, &url, Some(&req.to_string()), false).await?;
         let order_url = a.location.clone().ok_or("ACME server sent no order URL")?;
         let mut order = wire::order(&a.body)?;
         let thumb = acct.key.thumbprint();
@@ -144,7 +173,7 @@ impl<'a> Session<'a> {
         let mut published = Published(Vec::new(), withdraw);
         let result = async {
             for authz_url in &order.authorizations {
-                self.authorize(acct, authz_url, &thumb, challenge, publish, &mut published.0).await?;
+                self.authorize(acct, authz_url, &thumb, how.challenge, publish, &mut published.0).await?;
             }
             let deadline = tokio::time::Instant::now() + POLL_LIMIT;
             order = self.poll_order(acct, &order_url, &["ready", "valid"], deadline).await?;

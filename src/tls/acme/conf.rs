@@ -74,6 +74,8 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
     let mut account_key = AccountKey::Generate(Curve::P256);
     let mut contact = Vec::new();
     let mut challenge = "http-01";
+    let mut eab = None;
+    let mut profile = None;
     let mut trusted: Option<PathBuf> = None;
     let mut verify = true;
     let mut state = Some(ctx.path(&format!("acme_{name}")));
@@ -87,7 +89,9 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
             }
             "contact" => (1, 1, true),
             "accept_terms_of_service" => (0, 0, false),
-            "external_account_key" | "preferred_chain" | "profile" => {
+            "external_account_key" => (2, 2, false),
+            "profile" => (1, 2, false),
+            "preferred_chain" => {
                 return Err(err(format!("\"{}\" is not supported by sluice yet", c.name), c));
             }
             _ => return Err(err(format!("unknown directive \"{}\"", c.name), c)),
@@ -136,6 +140,29 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
                 })?;
             }
             "state_path" => state = if a[0] == "off" { None } else { Some(ctx.path(a[0])) },
+            "external_account_key" => {
+                // nginx-acme: a file, or `data:KEY`, holding the MAC key in
+                // base64url.
+                let text = match a[1].strip_prefix("data:") {
+                    Some(k) => k.to_string(),
+                    None => {
+                        let p = ctx.conf_path(a[1]);
+                        std::fs::read_to_string(&p)
+                            .map_err(|e| err(format!("cannot load key \"{}\": {e}", p.display()), c))?
+                    }
+                };
+                let key = super::jws::b64u_decode(&text)
+                    .ok_or_else(|| err(format!("invalid external account key \"{}\"", a[1]), c))?;
+                eab = Some((a[0].to_string(), key));
+            }
+            "profile" => {
+                let require = match a.get(1) {
+                    None => false,
+                    Some(&"require") => true,
+                    Some(v) => return Err(err(format!("invalid parameter \"{v}\""), c)),
+                };
+                profile = Some((a[0].to_string(), require));
+            }
             _ => accept_terms = true,
         }
     }
@@ -162,8 +189,18 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
     };
     let tls = tls.map_err(|e| err(e, d))?;
     let http = super::http::Client { tls, resolver: Some(r), timeout: resolver.timeout };
-    let issuer =
-        Issuer { name: name.clone(), uri, account_key, contact, accept_terms, challenge, state: StateDir(state), http };
+    let issuer = Issuer {
+        name: name.clone(),
+        uri,
+        account_key,
+        contact,
+        accept_terms,
+        challenge,
+        eab,
+        profile,
+        state: StateDir(state),
+        http,
+    };
     ctx.acme.issuers.insert(name, Arc::new(issuer));
     Ok(())
 }

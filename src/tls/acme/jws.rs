@@ -261,6 +261,31 @@ pub fn b64u(data: &[u8]) -> String {
     base64(data, true)
 }
 
+/// base64url decoded (padding optional), as external account keys come.
+pub fn b64u_decode(text: &str) -> Option<Vec<u8>> {
+    let std: Vec<u8> = text
+        .trim()
+        .bytes()
+        .map(|b| match b {
+            b'-' => b'+',
+            b'_' => b'/',
+            b => b,
+        })
+        .collect();
+    crate::tls::keyfile::base64_decode(&std).filter(|k| !k.is_empty())
+}
+
+/// External account binding (RFC 8555 7.3.4): the account key's JWK
+/// signed with the CA's MAC key (HS256), for a newAccount request to `url`.
+pub fn external_account_binding(kid: &str, mac_key: &[u8], url: &str, jwk: &str) -> serde_json::Value {
+    let protected = serde_json::json!({ "alg": "HS256", "kid": kid, "url": url }).to_string();
+    let protected = b64u(protected.as_bytes());
+    let payload = b64u(jwk.as_bytes());
+    let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, mac_key);
+    let tag = aws_lc_rs::hmac::sign(&key, format!("{protected}.{payload}").as_bytes());
+    serde_json::json!({ "protected": protected, "payload": payload, "signature": b64u(tag.as_ref()) })
+}
+
 pub fn pem(label: &str, der: &[u8]) -> String {
     let b = base64(der, false);
     let mut out = format!("-----BEGIN {label}-----\n");

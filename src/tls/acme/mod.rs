@@ -41,6 +41,10 @@ pub struct Issuer {
     pub accept_terms: bool,
     /// `challenge`: "http-01" (the default) or "tls-alpn-01".
     pub challenge: &'static str,
+    /// `external_account_key KID FILE`: the key id and the MAC key.
+    pub eab: Option<(String, Vec<u8>)>,
+    /// `profile NAME [require]`.
+    pub profile: Option<(String, bool)>,
     pub state: StateDir,
     pub http: http::Client,
 }
@@ -290,7 +294,8 @@ async fn obtain_once(o: &Order, accounts: &mut HashMap<String, client::Account>)
         accounts.insert(issuer.name.clone(), account_for(issuer).map_err(for_account)?);
     }
     let acct = accounts.get_mut(&issuer.name).ok_or("no account")?;
-    let conf = client::AccountConf { contact: &issuer.contact, accept_terms: issuer.accept_terms };
+    let conf =
+        client::AccountConf { contact: &issuer.contact, accept_terms: issuer.accept_terms, eab: issuer.eab.as_ref() };
     let had = acct.kid.is_some();
     session.account(acct, &conf).await.map_err(for_account)?;
     if !had && let Some(kid) = &acct.kid {
@@ -299,7 +304,8 @@ async fn obtain_once(o: &Order, accounts: &mut HashMap<String, client::Account>)
     }
     let for_cert = |e: String| format!("{e} while updating certificate \"{}\"", o.slot.name);
     let key = jws::Key::generate(o.curve).map_err(for_cert)?;
-    let chain = session.order(acct, &o.names, &key, issuer.challenge, &publish, &withdraw).await.map_err(for_cert)?;
+    let how = client::OrderConf { challenge: issuer.challenge, profile: issuer.profile.as_ref() };
+    let chain = session.order(acct, &o.names, &key, &how, &publish, &withdraw).await.map_err(for_cert)?;
     let key_pem = key.pem();
     let issued = Issued::load(&chain, &key_pem).map_err(for_cert)?;
     // Stored before it is served: a restart finds what was served.

@@ -97,6 +97,10 @@ pub struct Directory {
     pub new_account: String,
     pub new_order: String,
     pub terms_of_service: Option<String>,
+    /// The profiles the server offers (meta.profiles' names).
+    pub profiles: Vec<String>,
+    /// meta.externalAccountRequired.
+    pub eab_required: bool,
 }
 
 /// An RFC 7807 problem document, as the log names it.
@@ -170,6 +174,17 @@ pub fn directory(body: &[u8]) -> Result<Directory, String> {
         new_account: string(&v, "newAccount")?,
         new_order: string(&v, "newOrder")?,
         terms_of_service: v.get("meta").and_then(|m| opt_string(m, "termsOfService")),
+        profiles: v
+            .get("meta")
+            .and_then(|m| m.get("profiles"))
+            .and_then(Value::as_object)
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default(),
+        eab_required: v
+            .get("meta")
+            .and_then(|m| m.get("externalAccountRequired"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     })
 }
 
