@@ -60,16 +60,25 @@ fn stats(u: &Arc<Upstream>) -> Option<Arc<crate::metrics::PeerSet>> {
     })
 }
 
-/// The session's counts with peer `i` (its last try's bytes and times).
-fn count_session(s: &Session, set: &crate::metrics::PeerSet, i: usize) {
-    let up = s.up.borrow();
-    let Some(t) = up.tries.last() else { return };
-    let times = crate::metrics::upstream::SessionTimes {
-        connect: t.connect_ms,
-        first_byte: t.first_byte_ms,
-        session: t.session_ms,
+/// The session's counts with the peer it picked (its last try's bytes
+/// and times): into the zone's peer, which every worker counts into, or
+/// into this worker's set for the upstream.
+fn count_session(s: &Session, u: &Arc<Upstream>, picked: &Picked) {
+    let (sent, received, times) = {
+        let up = s.up.borrow();
+        let Some(t) = up.tries.last() else { return };
+        let times = crate::upstream::traffic::SessionTimes {
+            connect: t.connect_ms,
+            first_byte: t.first_byte_ms,
+            session: t.session_ms,
+        };
+        (t.sent, t.received, times)
     };
-    set.session(i, t.sent, t.received, times);
+    if let Some(p) = &picked.peer {
+        p.shared.traffic.session(sent, received, times);
+    } else if let Some(set) = stats(u) {
+        set.session(picked.i, sent, received, times);
+    }
 }
 
 fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
@@ -164,8 +173,8 @@ pub fn release(s: &Session, u: &Arc<Upstream>, i: &Picked, failed: bool) {
     let disabled = u.index != usize::MAX && with_peers(u, |st| st.done(i, failed));
     if let Some(set) = stats(u) {
         set.done(i.i, failed, disabled);
-        count_session(s, &set, i.i);
     }
+    count_session(s, u, i);
 }
 
 /// A peer `pick_one` gave was reached.
@@ -292,8 +301,8 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     }
     if let Some(set) = stats(&u) {
         set.done(peer.i, false, false);
-        count_session(s, &set, peer.i);
     }
+    count_session(s, &u, &peer);
     let _ = failed;
 }
 
