@@ -138,7 +138,7 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
         Pass::Vars(t) => match resolve(s, t).await {
             Ok(u) => u,
             Err((status, e)) => {
-                s.log(Level::Error, format_args!("{e}"));
+                s.log_upstream(Level::Error, format_args!("{e}"), None);
                 s.status.set(status);
                 return None;
             }
@@ -156,7 +156,7 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
         with_peers(&u, |st| st.pick(&mut sel, ip, &key))
     };
     let Some(i) = picked else {
-        s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
+        s.log_upstream(Level::Error, format_args!("no live upstreams while connecting to upstream"), Some(&u.name));
         s.status.set(502);
         return None;
     };
@@ -192,7 +192,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         Pass::Vars(t) => match resolve(s, t).await {
             Ok(u) => u,
             Err((status, e)) => {
-                s.log(Level::Error, format_args!("{e}"));
+                s.log_upstream(Level::Error, format_args!("{e}"), None);
                 s.status.set(status);
                 return;
             }
@@ -204,7 +204,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     let tls = match super::tls::session_client(p, s, &s.w.tls_clients).await {
         Ok(t) => t,
         Err(e) => {
-            s.log(Level::Error, format_args!("{e} while connecting to upstream"));
+            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), None);
             s.status.set(500);
             return;
         }
@@ -230,8 +230,9 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             None => with_peers(&u, |st| st.pick(&mut sel, client_ip, &key)),
         };
         let Some(i) = picked else {
-            s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
-            // nginx names the upstream itself in `$upstream_addr` then.
+            // nginx names the upstream itself in `$upstream_addr` and in
+            // the line then.
+            s.log_upstream(Level::Error, format_args!("no live upstreams while connecting to upstream"), Some(&u.name));
             s.up.borrow_mut().tries.push(Try {
                 addr: u.name.as_str().into(),
                 connect_ms: None,
@@ -263,20 +264,22 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
                 if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
                 }
+                s.log_proxy_connected(|| o.local(), &peer.name);
+                s.close_line.set(true);
                 if state.is_none() {
                     with_peers(&u, |st| st.connected(&i));
                 }
                 break (o, i, t0);
             }
             Err(e) => {
-                s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &peer.name);
+                s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&peer.name));
                 let disabled = state.is_none() && with_peers(&u, |st| st.done(&i, true));
                 if let Some(set) = &set {
                     set.done(i.i, true, disabled);
                 }
                 if disabled {
                     let msg = format_args!("upstream server temporarily disabled while connecting to upstream");
-                    s.log_upstream(Level::Warn, msg, &peer.name);
+                    s.log_upstream(Level::Warn, msg, Some(&peer.name));
                 }
                 let out_of_time =
                     !p.next_upstream_timeout.is_zero() && crate::clock::mono() >= started + p.next_upstream_timeout;
@@ -289,11 +292,15 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     };
     let end = relay_session(s, client, origin, pre, connected_at).await;
     let failed = matches!(end, End::Error(_));
+    let name = Some(&*peer.conf(&u).name);
     match &end {
         End::TimedOut => {
-            s.log(Level::Info, format_args!("upstream timed out (110: Connection timed out) while proxying connection"))
+            // nginx ends a timed-out relay with this line alone.
+            s.close_line.set(false);
+            let msg = format_args!("connection timed out (110: Connection timed out) while proxying connection");
+            s.log_upstream(Level::Info, msg, name)
         }
-        End::Error(e) => s.log(Level::Info, format_args!("{e} while proxying connection")),
+        End::Error(e) => s.log_upstream(Level::Info, format_args!("{e} while proxying connection"), name),
         End::Closed => {}
     }
     if state.is_none() {
@@ -304,6 +311,20 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     }
     count_session(s, &u, &peer);
     let _ = failed;
+}
+
+impl Origin {
+    /// The local end as nginx's "proxy LOCAL connected to" line shows it
+    /// (`ngx_connection_local_sockaddr`): `127.0.0.1:41234`, or `unix:`
+    /// for an unnamed unix socket.
+    fn local(&self) -> String {
+        let tcp = |t: &TcpStream| t.local_addr().map_or_else(|_| "unix:".to_string(), |a| a.to_string());
+        match self {
+            Origin::Tcp(t) => tcp(t),
+            Origin::Tls(t) => tcp(t.get_ref().0),
+            Origin::Unix(_) => "unix:".to_string(),
+        }
+    }
 }
 
 /// Connects to one peer (with `proxy_bind`), sends the PROXY header and

@@ -77,6 +77,9 @@ pub struct Session {
     /// `pass` handed the connection on: the session ends without a log
     /// line, as nginx's does.
     pub passed: Cell<bool>,
+    /// The session's end gets nginx's info line ("client disconnected,
+    /// bytes from/to ..."): set when a relay with the origin starts.
+    pub close_line: Cell<bool>,
     /// The client is one `debug_connection` names: the session's lines go
     /// to every log (`log::debug`).
     pub debug: bool,
@@ -208,20 +211,41 @@ impl Session {
         );
     }
 
-    /// The same, naming the origin as nginx does.
-    pub fn log_upstream(&self, level: Level, msg: std::fmt::Arguments<'_>, upstream: &str) {
+    /// A line of the proxy phase, as nginx's `ngx_stream_proxy_log_error`
+    /// ends it: the origin (`upstream: "ADDR"`, the upstream's name when no
+    /// peer was left to pick; none before one is known) and the bytes the
+    /// session moved so far, which tell how far it got.
+    pub fn log_upstream(&self, level: Level, msg: std::fmt::Arguments<'_>, upstream: Option<&str>) {
+        let (up_received, up_sent) = self.up.borrow().tries.last().map_or((0, 0), |t| (t.received, t.sent));
+        let origin = upstream.map(|u| format!(", upstream: \"{u}\"")).unwrap_or_default();
         crate::log_conn!(
             self.server().conf.error_log,
             self.debug,
             level,
-            "*{} {}, {}client: {}, server: {}, upstream: \"{}\"",
+            "*{} {}, {}client: {}, server: {}{}, bytes from/to client:{}/{}, bytes from/to upstream:{}/{}",
             self.id,
             msg,
             self.udp_label(),
             self.client_label(),
             self.addr_label(),
-            upstream
+            origin,
+            self.bytes_received.get(),
+            self.bytes_sent.get(),
+            up_received,
+            up_sent
         );
+    }
+
+    /// nginx's info line once the session's origin is connected (and past
+    /// its TLS handshake): `proxy LOCAL connected to PEER`, without the
+    /// context the other lines end with. `local` asks the socket, only
+    /// when the line is wanted (as nginx checks the level first).
+    pub fn log_proxy_connected(&self, local: impl FnOnce() -> String, peer: &str) {
+        let log = &self.server().conf.error_log;
+        if log.enabled(Level::Info) {
+            let local = local();
+            log_to!(log, Level::Info, "*{} {}proxy {} connected to {}", self.id, self.udp_label(), local, peer);
+        }
     }
 
     pub(super) fn finish(&self) {
@@ -229,17 +253,23 @@ impl Session {
             return;
         }
         let conf = &self.server().conf;
-        log_to!(
-            conf.error_log,
-            Level::Info,
-            "*{} {}client disconnected, bytes from/to client:{}/{}, bytes from/to upstream:{}/{}",
-            self.id,
-            if self.udp { "udp " } else { "" },
-            self.bytes_received.get(),
-            self.bytes_sent.get(),
-            self.up.borrow().tries.last().map_or(0, |t| t.received),
-            self.up.borrow().tries.last().map_or(0, |t| t.sent),
-        );
+        // nginx's proxy writes the line as a relay ends; a session that
+        // never got there (refused by `deny` or `limit_conn`, a `return`,
+        // an origin that would not connect) or whose relay timed out ends
+        // without one.
+        if self.close_line.get() {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} {}client disconnected, bytes from/to client:{}/{}, bytes from/to upstream:{}/{}",
+                self.id,
+                if self.udp { "udp " } else { "" },
+                self.bytes_received.get(),
+                self.bytes_sent.get(),
+                self.up.borrow().tries.last().map_or(0, |t| t.received),
+                self.up.borrow().tries.last().map_or(0, |t| t.sent),
+            );
+        }
         if !conf.access_log.is_empty() {
             let mut logs = self.w.logs.borrow_mut();
             logs.log_with(&conf.access_log, self, |d, line| write_dynamic(self, d, line));
@@ -343,6 +373,7 @@ async fn run(
         srv: std::cell::OnceCell::new(),
         guard: RefCell::new(Some(guard)),
         passed: Cell::new(false),
+        close_line: Cell::new(false),
     };
     let debug = s.debug;
     if addr.unix.is_some() {

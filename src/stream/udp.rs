@@ -178,6 +178,7 @@ async fn session(
         srv: std::cell::OnceCell::new(),
         guard: RefCell::new(None),
         passed: std::cell::Cell::new(false),
+        close_line: std::cell::Cell::new(false),
     };
     // nginx counts the datagram that started the session as received at
     // once (`ngx_stream_init_connection`), whatever becomes of the session:
@@ -254,13 +255,15 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     let up = match up {
         Ok(up) => up,
         Err(e) => {
-            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &name);
+            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&name));
             s.status.set(502);
             super::proxy::release(s, &u, &i, true);
             return;
         }
     };
     super::proxy::connected(&u, &i);
+    s.log_proxy_connected(|| up.local(), &name);
+    s.close_line.set(true);
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
     let mut responses: u64 = 0;
@@ -294,7 +297,9 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                     active = crate::clock::mono();
                 }
                 Err(e) => {
-                    s.log_upstream(Level::Error, format_args!("send() failed ({e}) while proxying connection"), &name);
+                    let e = crate::process::signal::os_error(&e);
+                    let msg = format_args!("send() failed ({e}) while proxying and sending to upstream");
+                    s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
                     failed = true;
                     break;
@@ -337,7 +342,9 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                     }
                 }
                 Err(e) => {
-                    s.log_upstream(Level::Error, format_args!("recv() failed ({}) while proxying connection", crate::process::signal::os_error(&e)), &name);
+                    let e = crate::process::signal::os_error(&e);
+                    let msg = format_args!("recv() failed ({e}) while proxying and reading from upstream");
+                    s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
                     failed = true;
                     break;
@@ -346,7 +353,8 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
             _ = tokio::time::sleep_until(deadline.into()) => {
                 let ok = p.responses.is_none_or(|r| responses >= r * flow.requests.get());
                 if !ok {
-                    s.log_upstream(Level::Error, format_args!("upstream timed out (110: Connection timed out) while proxying connection"), &name);
+                    let msg = format_args!("upstream timed out (110: Connection timed out) while proxying connection");
+                    s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
                 }
                 break;
