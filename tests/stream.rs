@@ -497,15 +497,18 @@ fn session_lines(log: &str, client: u16, listen: u16) -> Vec<(String, String)> {
 /// moved (`bytes from/to client:X/Y, bytes from/to upstream:X/Y`) after
 /// every line of the proxy phase, whether a peer was picked (`upstream:
 /// "ADDR"`), none was left (`upstream: "NAME"`) or none is known yet; a
-/// datagram origin's refusal `while proxying and reading from upstream`;
-/// and the closing `client disconnected` line only for a session that
-/// reached its origin and did not time out (none after a refused connect,
-/// `access forbidden by rule`, or `connection timed out`).
+/// datagram origin's refusal `while proxying and reading from upstream`,
+/// a client's reset `while proxying and reading from client`; and the
+/// closing line only for a session whose relay ended well, naming the side
+/// that closed (`client disconnected`, `upstream disconnected`, `udp done,
+/// packets from/to client:1/1`), none after a refused connect, `access
+/// forbidden by rule`, or `connection timed out`.
 #[test]
 fn error_log_lines_of_proxied_sessions() {
     let o = origin("O");
+    let (bye, echo) = (fixed_origin("bye"), udp_echo());
     let (dead, dead2, udp_dead) = (free_port(), free_port(), free_port());
-    let [ok, refused, denied, udp, nl, novar, slow] = [(); 7].map(|_| free_port());
+    let [ok, refused, denied, udp, nl, novar, slow, closing, udp_ok] = [(); 9].map(|_| free_port());
     let conf = format!(
         "upstream nl {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=60s;
                         server 127.0.0.1:{dead2} max_fails=1 fail_timeout=60s; }}
@@ -516,7 +519,9 @@ fn error_log_lines_of_proxied_sessions() {
          server {{ listen 127.0.0.1:{udp} udp; proxy_pass 127.0.0.1:{udp_dead}; proxy_timeout 2s; }}
          server {{ listen 127.0.0.1:{nl}; proxy_pass nl; }}
          server {{ listen 127.0.0.1:{novar}; set $x nosuch.example:80; proxy_pass $x; }}
-         server {{ listen 127.0.0.1:{slow}; proxy_pass 127.0.0.1:{o}; proxy_timeout 1s; }}",
+         server {{ listen 127.0.0.1:{slow}; proxy_pass 127.0.0.1:{o}; proxy_timeout 1s; }}
+         server {{ listen 127.0.0.1:{closing}; proxy_pass 127.0.0.1:{bye}; }}
+         server {{ listen 127.0.0.1:{udp_ok} udp; proxy_pass 127.0.0.1:{echo}; proxy_responses 1; }}",
         o = o.port
     );
     let srv = builder().whole(&stream_conf(&conf)).start();
@@ -529,6 +534,23 @@ fn error_log_lines_of_proxied_sessions() {
     assert_eq!(ask(&mut s, "hello"), "O:hello");
     let ok_client = local(&s);
     drop(s);
+    // The client resets its connection.
+    let mut s = dial(ok);
+    assert_eq!(ask(&mut s, "hello"), "O:hello");
+    let reset_client = local(&s);
+    socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
+    drop(s);
+    // The origin answers and closes first.
+    let mut s = dial(closing);
+    assert_eq!(ask(&mut s, "hello"), "bye");
+    let closing_client = local(&s);
+    assert_eq!(s.read(&mut [0u8; 16]).unwrap_or(1), 0, "closed after the origin");
+    drop(s);
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.send_to(b"abc", ("127.0.0.1", udp_ok)).unwrap();
+    assert_eq!(c.recv(&mut [0u8; 16]).expect("the echo"), 3);
+    let udp_ok_client = c.local_addr().unwrap().port();
     let mut s = dial(refused);
     let refused_client = local(&s);
     let _ = s.write_all(b"hi");
@@ -558,6 +580,8 @@ fn error_log_lines_of_proxied_sessions() {
     let udp_client = c.local_addr().unwrap().port();
     wait_contains(&log_path, "while proxying and reading from upstream", LOG_WAIT);
     wait_contains(&log_path, "client disconnected, bytes from/to client:5/7", LOG_WAIT);
+    wait_contains(&log_path, "udp done", LOG_WAIT);
+    wait_contains(&log_path, "upstream disconnected", LOG_WAIT);
     std::thread::sleep(Duration::from_millis(300));
     let log = srv.error_log();
     let line = |level: &str, text: String| (level.to_string(), text);
@@ -570,6 +594,24 @@ fn error_log_lines_of_proxied_sessions() {
     assert_eq!(lines[1], line("info", format!("proxy {proxy_local} connected to {origin_addr}")));
     let closed = "client disconnected, bytes from/to client:5/7, bytes from/to upstream:7/5";
     assert_eq!(lines[2], line("info", closed.to_string()));
+
+    let lines = session_lines(&log, reset_client, ok);
+    let want = format!(
+        "recv() failed (104: Connection reset by peer) while proxying and reading from client, \
+         client: 127.0.0.1, server: 127.0.0.1:{ok}, upstream: \"{origin_addr}\", \
+         bytes from/to client:5/7, bytes from/to upstream:7/5"
+    );
+    assert_eq!(lines[2..], [line("info", want), line("info", closed.to_string())], "{lines:#?}");
+
+    let lines = session_lines(&log, closing_client, closing);
+    let bye_closed = "upstream disconnected, bytes from/to client:5/3, bytes from/to upstream:3/5";
+    assert!(lines[1].1.ends_with(&format!(" connected to 127.0.0.1:{bye}")), "{lines:#?}");
+    assert_eq!(lines[2..], [line("info", bye_closed.to_string())], "{lines:#?}");
+
+    let lines = session_lines(&log, udp_ok_client, udp_ok);
+    let done = "udp done, packets from/to client:1/1, bytes from/to client:3/3, bytes from/to upstream:3/3";
+    assert!(lines[1].1.starts_with("udp proxy 127.0.0.1:"), "{lines:#?}");
+    assert_eq!(lines[2..], [line("info", done.to_string())], "{lines:#?}");
 
     let lines = session_lines(&log, refused_client, refused);
     let want = format!(

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 
 use super::conf::Pass;
 use super::relay::{self, Counters, End};
-use super::session::{Session, Try};
+use super::session::{Close, Session, Try};
 use crate::config::proxy::Upstream;
 use crate::log::error::Level;
 use crate::upstream::balance::Selection;
@@ -265,7 +265,6 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
                 }
                 s.log_proxy_connected(|| o.local(), &peer.name);
-                s.close_line.set(true);
                 if state.is_none() {
                     with_peers(&u, |st| st.connected(&i));
                 }
@@ -291,17 +290,25 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         }
     };
     let end = relay_session(s, client, origin, pre, connected_at).await;
-    let failed = matches!(end, End::Error(_));
     let name = Some(&*peer.conf(&u).name);
-    match &end {
+    match end {
+        End::Closed { upstream } => s.close_line.set(Some(Close::Disconnected { upstream })),
+        // nginx ends a timed-out relay with this line alone.
         End::TimedOut => {
-            // nginx ends a timed-out relay with this line alone.
-            s.close_line.set(false);
             let msg = format_args!("connection timed out (110: Connection timed out) while proxying connection");
             s.log_upstream(Level::Info, msg, name)
         }
-        End::Error(e) => s.log_upstream(Level::Info, format_args!("{e} while proxying connection"), name),
-        End::Closed => {}
+        // The origin's errors are errors (its connection logs at `error`),
+        // the client's are the client's business (`info`, as nginx logs
+        // a reset or a broken pipe). A read that failed ends the session
+        // as that side's close would; a send that failed, at once.
+        End::Error { msg, upstream, sending } => {
+            let level = if upstream { Level::Error } else { Level::Info };
+            s.log_upstream(level, format_args!("{msg} while {}", End::action(upstream, sending)), name);
+            if !sending {
+                s.close_line.set(Some(Close::Disconnected { upstream }));
+            }
+        }
     }
     if state.is_none() {
         with_peers(&u, |st| st.done(&peer, false));
@@ -310,7 +317,6 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         set.done(peer.i, false, false);
     }
     count_session(s, &u, &peer);
-    let _ = failed;
 }
 
 impl Origin {
@@ -422,7 +428,7 @@ async fn relay_session(
         (Client::Plain(cl), Origin::Tcp(mut o)) if upload_rate == 0 && download_rate == 0 => {
             match o.write_all(&pre).await {
                 Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close).await,
-                Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
+                Err(e) => pre_failed(&e),
             }
         }
         (cl, o) => {
@@ -433,7 +439,7 @@ async fn relay_session(
             }
             .await;
             match r {
-                Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
+                Err(e) => pre_failed(&e),
                 Ok(o) => match (cl, o) {
                     (Client::Plain(a), Origin::Tcp(b)) => relay::copy_both(a, b, &c, opts, connected).await,
                     (Client::Plain(a), Origin::Unix(b)) => relay::copy_both(a, b, &c, opts, connected).await,
@@ -454,6 +460,16 @@ async fn relay_session(
         t.session_ms = Some(crate::clock::since_ms(connected));
     }
     end
+}
+
+/// Sending the client's first bytes (read by preread) to the origin
+/// failed.
+fn pre_failed(e: &std::io::Error) -> End {
+    End::Error {
+        msg: format!("send() failed ({})", crate::process::signal::os_error(e)),
+        upstream: true,
+        sending: true,
+    }
 }
 
 async fn write_pre(o: &mut Origin, pre: &[u8]) -> std::io::Result<()> {

@@ -19,7 +19,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use super::conf::{Content, Pass, StreamConf};
-use super::session::{Session, Try, UpInfo};
+use super::session::{Close, Session, Try, UpInfo};
 use super::udp_socket::{Client, Listening};
 use crate::config::family::Socket;
 use crate::log::error::Level;
@@ -178,7 +178,7 @@ async fn session(
         srv: std::cell::OnceCell::new(),
         guard: RefCell::new(None),
         passed: std::cell::Cell::new(false),
-        close_line: std::cell::Cell::new(false),
+        close_line: std::cell::Cell::new(None),
     };
     // nginx counts the datagram that started the session as received at
     // once (`ngx_stream_init_connection`), whatever becomes of the session:
@@ -263,7 +263,6 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     };
     super::proxy::connected(&u, &i);
     s.log_proxy_connected(|| up.local(), &name);
-    s.close_line.set(true);
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
     let mut responses: u64 = 0;
@@ -316,6 +315,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
             && let Some(r) = p.responses
             && responses >= r * requests
         {
+            s.close_line.set(Some(Close::Udp { done: true, requests, responses }));
             break;
         }
         let deadline = active + p.timeout;
@@ -351,8 +351,10 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                 }
             },
             _ = tokio::time::sleep_until(deadline.into()) => {
-                let ok = p.responses.is_none_or(|r| responses >= r * flow.requests.get());
-                if !ok {
+                let requests = flow.requests.get();
+                if p.responses.is_none_or(|r| responses >= r * requests) {
+                    s.close_line.set(Some(Close::Udp { done: false, requests, responses }));
+                } else {
                     let msg = format_args!("upstream timed out (110: Connection timed out) while proxying connection");
                     s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
