@@ -212,6 +212,10 @@ fn live_numbers_and_a_failing_peer_in_chromium() {
 /// classes' shares stay 88, 10 and 2 %).
 fn full_doc(k: u64) -> Value {
     let t0: u64 = 1_700_000_000_000;
+    // t0 is 2023-11-14T22:13:20Z: the stream peer was selected 3 s
+    // before each poll's time.
+    let sel = 13 * 60 + 17 + k;
+    let selected = format!("2023-11-14T22:{:02}:{:02}.250Z", sel / 60, sel % 60);
     let buckets = json!({"0.005": 0, "0.01": 0, "0.025": 500, "0.05": 900, "0.1": 1000, "0.25": 1000, "0.5": 1000,
                          "1": 1000, "2.5": 1000, "5": 1000, "+Inf": 1000});
     json!({
@@ -234,6 +238,12 @@ fn full_doc(k: u64) -> Value {
                 {"server": "10.0.0.3:80", "state": "draining", "active": 0, "requests": 0, "fails": 0}]}},
         "ssl": {"handshakes": {"TLSv1.2": 100, "TLSv1.3": 300}, "resumed": {"TLSv1.2": 0, "TLSv1.3": 100}, "failed": 5},
         "http2": {"connections": 250, "streams": 4000},
+        "stream": {"server_zones": {"tcpz": {"processing": 1, "connections": 9, "received": 10, "sent": 20, "discarded": 0,
+                   "sessions": {"2xx": 7, "4xx": 1, "5xx": 0, "total": 8}}},
+                   "upstreams": {"sb": {"peers": [
+                       {"server": "10.0.1.1:53", "state": "up", "active": 1, "connections": 7, "sent": 2048,
+                        "received": 100, "fails": 1, "unavail": 0, "connect_time": 2, "first_byte_time": 5,
+                        "response_time": 40, "selected": selected}]}}},
         "caches": {"<b>c</b>": {"hit": 60, "miss": 20, "expired": 5, "stale": 5, "updating": 0, "revalidated": 10,
                    "bypass": 0, "size": 1_048_576, "max_size": 10_485_760, "memory_size": 2048, "entries": 42, "evictions": 1}}
     })
@@ -246,6 +256,7 @@ fn odd_docs() -> Vec<Value> {
         json!({"connections": null, "requests": 5, "responses": [], "request_time": {"buckets": {"x": "y"}},
                "server_zones": {"z": null, "y": {"responses": null, "request_time": 3}},
                "upstreams": {"u": {"peers": [{}, null, 5, {"server": 7, "state": null, "health": "x"}], "queue": 1}},
+               "stream": {"upstreams": {"s": {"peers": [{"selected": 5}, {"selected": "x", "server": "a"}, null]}}},
                "caches": {"c": {}}, "ssl": {"handshakes": null}, "http2": [], "reloads": "x", "load_ms": "y"}),
         json!({"generation": 1, "requests": {"total": 1}, "upstreams": {}, "server_zones": {}}),
     ]
@@ -331,7 +342,12 @@ fn whole_json_contract_renders_without_errors() {
     let peers = cells(&mut br, "#upstreams", "10.0.0.2:80");
     assert_eq!(peers, json!(["10.0.0.2:80", "unhealthy", "0", "10", "0.00", "3", "40", "12", "down"]));
     assert_eq!(cells(&mut br, "#upstreams", "10.0.0.1:80")[4], json!("50.0"));
-    let classes = br.eval("[...document.querySelectorAll('tr.peer')].map((r) => r.className)");
+    let stream = cells(&mut br, "#stream-peers", "sb");
+    assert_eq!(
+        stream,
+        json!(["sb", "10.0.1.1:53", "up", "1", "7", "1", "0", "2.0 KiB", "100 B", "2", "5", "40", "3 s ago"])
+    );
+    let classes = br.eval("[...document.querySelectorAll('#upstreams tr.peer')].map((r) => r.className)");
     assert_eq!(classes, json!(["peer state-up", "peer state-bad", "peer state-other"]));
     // Names stayed text: the page's own script is the only element of its kind.
     assert_eq!(

@@ -175,7 +175,8 @@ pub fn json(s: &Snapshot) -> String {
 
 /// A stream upstream in NGINX Plus's `stream.upstreams` shape: per peer,
 /// `connections` (sessions given to it), bytes, `fails` and `unavail`,
-/// and the average times in ms (null before any).
+/// the average times in ms, and `selected`, when the balancer last gave
+/// it a session, as Plus writes it (null before any of each).
 fn stream_upstream(o: &mut String, u: &UpstreamSnap) {
     json_str(o, &u.name);
     o.push_str(":{");
@@ -184,10 +185,10 @@ fn stream_upstream(o: &mut String, u: &UpstreamSnap) {
         let _ = write!(
             o,
             ",\"state\":\"{}\",\"active\":{},\"connections\":{},\"sent\":{},\"received\":{},\"fails\":{},\"unavail\":{}",
-            p.state, t.active, t.requests, t.sent, t.received, t.failures, t.unavail
+            p.state, t.active, t.requests, t.traffic.sent, t.traffic.received, t.failures, t.unavail
         );
         for (k, key) in ["connect_time", "first_byte_time", "response_time"].iter().enumerate() {
-            match t.average_ms(k) {
+            match t.traffic.average_ms(k) {
                 Some(ms) => {
                     let _ = write!(o, ",\"{key}\":{ms}");
                 }
@@ -196,8 +197,33 @@ fn stream_upstream(o: &mut String, u: &UpstreamSnap) {
                 }
             }
         }
+        match t.traffic.selected_ms {
+            0 => o.push_str(",\"selected\":null"),
+            ms => {
+                let _ = write!(o, ",\"selected\":\"{}\"", iso8601_ms(ms));
+            }
+        }
     });
     o.push('}');
+}
+
+/// Unix milliseconds as NGINX Plus's API writes times:
+/// `2026-11-30T16:18:11.123Z` (UTC; the civil date by Howard Hinnant's
+/// `civil_from_days`).
+fn iso8601_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, rem % 3600 / 60, rem % 60, ms % 1000)
 }
 
 /// `"peers":[...]` of an upstream, each peer's own fields written by
@@ -257,6 +283,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn plus_times() {
+        assert_eq!(iso8601_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601_ms(951_782_400_007), "2000-02-29T00:00:00.007Z");
+        assert_eq!(iso8601_ms(1_795_356_154_999), "2026-11-22T14:02:34.999Z");
+        assert_eq!(iso8601_ms(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
+    }
+
+    #[test]
     fn json_shape() {
         let j = json(&super::super::snapshot::sample());
         assert!(j.starts_with("{\"generation\":1,\"time_ms\":1700000000123,\"load_ms\":1700000000000,"), "{j}");
@@ -306,7 +340,7 @@ mod tests {
                  \"sessions\":{\"2xx\":2,\"4xx\":0,\"5xx\":1,\"total\":3},\"discarded\":1,\"received\":9,\"sent\":12}},\
                  \"upstreams\":{\"sb\":{\"peers\":[{\"server\":\"127.0.0.1:3\",\"state\":\"up\",\"active\":0,\
                  \"connections\":3,\"sent\":9,\"received\":12,\"fails\":1,\"unavail\":1,\"connect_time\":1,\
-                 \"first_byte_time\":5,\"response_time\":null}]}}}"
+                 \"first_byte_time\":5,\"response_time\":null,\"selected\":\"2023-11-14T22:13:20.123Z\"}]}}}"
             ),
             "{j}"
         );

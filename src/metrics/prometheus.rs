@@ -158,9 +158,11 @@ fn stream(o: &mut String, s: &Snapshot) {
         (("stream_upstream_peer_unavail_total", "counter", "Times the peer was failed out by max_fails."), |p| {
             Some(p.totals.unavail)
         }),
-        (("stream_upstream_peer_sent_bytes_total", "counter", "Bytes sent to the peer."), |p| Some(p.totals.sent)),
+        (("stream_upstream_peer_sent_bytes_total", "counter", "Bytes sent to the peer."), |p| {
+            Some(p.totals.traffic.sent)
+        }),
         (("stream_upstream_peer_received_bytes_total", "counter", "Bytes received from the peer."), |p| {
-            Some(p.totals.received)
+            Some(p.totals.traffic.received)
         }),
     ];
     for (meta, get) in rows {

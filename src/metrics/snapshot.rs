@@ -175,7 +175,8 @@ fn zone_peers(z: &crate::upstream::zone::Zone, now: u64) -> Vec<PeerSnap> {
                 failures: s.failures.load(Relaxed),
                 active: s.active.load(Relaxed),
                 unavailable: s.unavailable_until.load(Relaxed) > now,
-                ..Default::default()
+                unavail: s.unavail.load(Relaxed),
+                traffic: s.traffic.read(),
             };
             let state = if p.conf.down {
                 "down"
@@ -266,9 +267,12 @@ pub fn sample() -> Snapshot {
                     requests: 3,
                     failures: 1,
                     unavail: 1,
-                    sent: 9,
-                    received: 12,
-                    times: [(3, 2), (10, 2), (0, 0)],
+                    traffic: crate::upstream::traffic::TrafficTotals {
+                        sent: 9,
+                        received: 12,
+                        times: [(3, 2), (10, 2), (0, 0)],
+                        selected_ms: 1_700_000_000_123,
+                    },
                     ..Default::default()
                 },
             )],

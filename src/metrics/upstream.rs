@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use super::add;
 use super::hist::{Hist, HistCounters};
+pub use crate::upstream::traffic::SessionTimes;
+use crate::upstream::traffic::{Traffic, TrafficTotals};
 
 /// One worker's counts for one upstream peer.
 #[derive(Default)]
@@ -24,36 +26,8 @@ pub struct PeerCounters {
     /// `unavail`).
     pub unavail: AtomicU64,
     /// What a session family (stream) counts per peer, as NGINX Plus's
-    /// `stream.upstreams` shows it: bytes to and from the peer, and the
-    /// sums and counts of the connect, first byte and session times (ms),
-    /// whose averages the page shows.
-    pub sent: AtomicU64,
-    pub received: AtomicU64,
-    pub times: [Timing; 3],
-}
-
-/// A sum of milliseconds and how many went into it.
-#[derive(Default)]
-pub struct Timing {
-    pub ms: AtomicU64,
-    pub n: AtomicU64,
-}
-
-impl Timing {
-    fn record(&self, ms: Option<u64>) {
-        if let Some(ms) = ms {
-            add(&self.ms, ms);
-            add(&self.n, 1);
-        }
-    }
-}
-
-/// One session's times with a peer, in ms (None: it did not get there).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SessionTimes {
-    pub connect: Option<u64>,
-    pub first_byte: Option<u64>,
-    pub session: Option<u64>,
+    /// `stream.upstreams` shows it.
+    pub traffic: Traffic,
 }
 
 /// One worker's counters for the peers of one upstream, in the upstream's
@@ -126,12 +100,7 @@ impl PeerSet {
             add(&r.requests, g.requests.load(Relaxed));
             add(&r.failures, g.failures.load(Relaxed));
             add(&r.unavail, g.unavail.load(Relaxed));
-            add(&r.sent, g.sent.load(Relaxed));
-            add(&r.received, g.received.load(Relaxed));
-            for (r, g) in r.times.iter().zip(&g.times) {
-                add(&r.ms, g.ms.load(Relaxed));
-                add(&r.n, g.n.load(Relaxed));
-            }
+            g.traffic.read().add_into(&r.traffic);
         }
     }
 
@@ -140,6 +109,7 @@ impl PeerSet {
         if let Some(p) = self.peers.get(i) {
             add(&p.requests, 1);
             add(&p.active, 1);
+            p.traffic.selected();
         }
     }
 
@@ -161,11 +131,8 @@ impl PeerSet {
     /// A session with peer `i` ended after `sent` bytes to it and
     /// `received` from it.
     pub fn session(&self, i: usize, sent: u64, received: u64, times: SessionTimes) {
-        let Some(p) = self.peers.get(i) else { return };
-        add(&p.sent, sent);
-        add(&p.received, received);
-        for (t, ms) in p.times.iter().zip([times.connect, times.first_byte, times.session]) {
-            t.record(ms);
+        if let Some(p) = self.peers.get(i) {
+            p.traffic.session(sent, received, times);
         }
     }
 
@@ -221,20 +188,8 @@ pub struct PeerTotals {
     /// Some worker holds it failed out by `max_fails` now.
     pub unavailable: bool,
     pub unavail: u64,
-    pub sent: u64,
-    pub received: u64,
-    /// (sum ms, count) of the connect, first byte and session times.
-    pub times: [(u64, u64); 3],
-}
-
-impl PeerTotals {
-    /// The average of time `k` (0 connect, 1 first byte, 2 session) in
-    /// ms, as NGINX Plus's `connect_time`, `first_byte_time` and
-    /// `response_time`; None before any.
-    pub fn average_ms(&self, k: usize) -> Option<u64> {
-        let (ms, n) = self.times.get(k).copied()?;
-        (n > 0).then(|| ms / n)
-    }
+    /// Bytes, times and the last selection (the stream family's).
+    pub traffic: TrafficTotals,
 }
 
 /// An upstream's own counts summed over every worker that used it.
@@ -268,12 +223,7 @@ pub fn upstream_totals(
                 t.active = t.active.wrapping_add(p.active.load(Relaxed));
                 t.unavailable |= p.unavailable_until.load(Relaxed) > now;
                 t.unavail = t.unavail.wrapping_add(p.unavail.load(Relaxed));
-                t.sent = t.sent.wrapping_add(p.sent.load(Relaxed));
-                t.received = t.received.wrapping_add(p.received.load(Relaxed));
-                for (t, c) in t.times.iter_mut().zip(&p.times) {
-                    t.0 = t.0.wrapping_add(c.ms.load(Relaxed));
-                    t.1 = t.1.wrapping_add(c.n.load(Relaxed));
-                }
+                t.traffic.add(&p.traffic);
             }
         }
     }

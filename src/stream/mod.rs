@@ -11,6 +11,7 @@
 pub mod build;
 pub mod conf;
 pub mod directives;
+pub mod errlog;
 pub mod geoip;
 pub mod geoip2;
 pub mod limit;

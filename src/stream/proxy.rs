@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 
 use super::conf::Pass;
 use super::relay::{self, Counters, End};
-use super::session::{Session, Try};
+use super::session::{Close, Session, Try};
 use crate::config::proxy::Upstream;
 use crate::log::error::Level;
 use crate::upstream::balance::Selection;
@@ -60,16 +60,25 @@ fn stats(u: &Arc<Upstream>) -> Option<Arc<crate::metrics::PeerSet>> {
     })
 }
 
-/// The session's counts with peer `i` (its last try's bytes and times).
-fn count_session(s: &Session, set: &crate::metrics::PeerSet, i: usize) {
-    let up = s.up.borrow();
-    let Some(t) = up.tries.last() else { return };
-    let times = crate::metrics::upstream::SessionTimes {
-        connect: t.connect_ms,
-        first_byte: t.first_byte_ms,
-        session: t.session_ms,
+/// The session's counts with the peer it picked (its last try's bytes
+/// and times): into the zone's peer, which every worker counts into, or
+/// into this worker's set for the upstream.
+fn count_session(s: &Session, u: &Arc<Upstream>, picked: &Picked) {
+    let (sent, received, times) = {
+        let up = s.up.borrow();
+        let Some(t) = up.tries.last() else { return };
+        let times = crate::upstream::traffic::SessionTimes {
+            connect: t.connect_ms,
+            first_byte: t.first_byte_ms,
+            session: t.session_ms,
+        };
+        (t.sent, t.received, times)
     };
-    set.session(i, t.sent, t.received, times);
+    if let Some(p) = &picked.peer {
+        p.shared.traffic.session(sent, received, times);
+    } else if let Some(set) = stats(u) {
+        set.session(picked.i, sent, received, times);
+    }
 }
 
 fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
@@ -129,7 +138,7 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
         Pass::Vars(t) => match resolve(s, t).await {
             Ok(u) => u,
             Err((status, e)) => {
-                s.log(Level::Error, format_args!("{e}"));
+                s.log_upstream(Level::Error, format_args!("{e}"), None);
                 s.status.set(status);
                 return None;
             }
@@ -147,7 +156,7 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
         with_peers(&u, |st| st.pick(&mut sel, ip, &key))
     };
     let Some(i) = picked else {
-        s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
+        s.log_upstream(Level::Error, format_args!("no live upstreams while connecting to upstream"), Some(&u.name));
         s.status.set(502);
         return None;
     };
@@ -164,8 +173,8 @@ pub fn release(s: &Session, u: &Arc<Upstream>, i: &Picked, failed: bool) {
     let disabled = u.index != usize::MAX && with_peers(u, |st| st.done(i, failed));
     if let Some(set) = stats(u) {
         set.done(i.i, failed, disabled);
-        count_session(s, &set, i.i);
     }
+    count_session(s, u, i);
 }
 
 /// A peer `pick_one` gave was reached.
@@ -183,7 +192,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         Pass::Vars(t) => match resolve(s, t).await {
             Ok(u) => u,
             Err((status, e)) => {
-                s.log(Level::Error, format_args!("{e}"));
+                s.log_upstream(Level::Error, format_args!("{e}"), None);
                 s.status.set(status);
                 return;
             }
@@ -195,7 +204,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     let tls = match super::tls::session_client(p, s, &s.w.tls_clients).await {
         Ok(t) => t,
         Err(e) => {
-            s.log(Level::Error, format_args!("{e} while connecting to upstream"));
+            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), None);
             s.status.set(500);
             return;
         }
@@ -221,8 +230,9 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             None => with_peers(&u, |st| st.pick(&mut sel, client_ip, &key)),
         };
         let Some(i) = picked else {
-            s.log(Level::Error, format_args!("no live upstreams while connecting to upstream"));
-            // nginx names the upstream itself in `$upstream_addr` then.
+            // nginx names the upstream itself in `$upstream_addr` and in
+            // the line then.
+            s.log_upstream(Level::Error, format_args!("no live upstreams while connecting to upstream"), Some(&u.name));
             s.up.borrow_mut().tries.push(Try {
                 addr: u.name.as_str().into(),
                 connect_ms: None,
@@ -254,20 +264,21 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
                 if let Some(t) = s.up.borrow_mut().tries.last_mut() {
                     t.connect_ms = Some(crate::clock::since_ms(t0));
                 }
+                s.log_proxy_connected(|| o.local(), &peer.name);
                 if state.is_none() {
                     with_peers(&u, |st| st.connected(&i));
                 }
                 break (o, i, t0);
             }
             Err(e) => {
-                s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &peer.name);
+                s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&peer.name));
                 let disabled = state.is_none() && with_peers(&u, |st| st.done(&i, true));
                 if let Some(set) = &set {
                     set.done(i.i, true, disabled);
                 }
                 if disabled {
                     let msg = format_args!("upstream server temporarily disabled while connecting to upstream");
-                    s.log_upstream(Level::Warn, msg, &peer.name);
+                    s.log_upstream(Level::Warn, msg, Some(&peer.name));
                 }
                 let out_of_time =
                     !p.next_upstream_timeout.is_zero() && crate::clock::mono() >= started + p.next_upstream_timeout;
@@ -279,22 +290,47 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         }
     };
     let end = relay_session(s, client, origin, pre, connected_at).await;
-    let failed = matches!(end, End::Error(_));
-    match &end {
+    let name = Some(&*peer.conf(&u).name);
+    match end {
+        End::Closed { upstream } => s.close_line.set(Some(Close::Disconnected { upstream })),
+        // nginx ends a timed-out relay with this line alone.
         End::TimedOut => {
-            s.log(Level::Info, format_args!("upstream timed out (110: Connection timed out) while proxying connection"))
+            let msg = format_args!("connection timed out (110: Connection timed out) while proxying connection");
+            s.log_upstream(Level::Info, msg, name)
         }
-        End::Error(e) => s.log(Level::Info, format_args!("{e} while proxying connection")),
-        End::Closed => {}
+        // The origin's errors are errors (its connection logs at `error`),
+        // the client's are the client's business (`info`, as nginx logs
+        // a reset or a broken pipe). A read that failed ends the session
+        // as that side's close would; a send that failed, at once.
+        End::Error { msg, upstream, sending } => {
+            let level = if upstream { Level::Error } else { Level::Info };
+            s.log_upstream(level, format_args!("{msg} while {}", End::action(upstream, sending)), name);
+            if !sending {
+                s.close_line.set(Some(Close::Disconnected { upstream }));
+            }
+        }
     }
     if state.is_none() {
         with_peers(&u, |st| st.done(&peer, false));
     }
     if let Some(set) = stats(&u) {
         set.done(peer.i, false, false);
-        count_session(s, &set, peer.i);
     }
-    let _ = failed;
+    count_session(s, &u, &peer);
+}
+
+impl Origin {
+    /// The local end as nginx's "proxy LOCAL connected to" line shows it
+    /// (`ngx_connection_local_sockaddr`): `127.0.0.1:41234`, or `unix:`
+    /// for an unnamed unix socket.
+    fn local(&self) -> String {
+        let tcp = |t: &TcpStream| t.local_addr().map_or_else(|_| "unix:".to_string(), |a| a.to_string());
+        match self {
+            Origin::Tcp(t) => tcp(t),
+            Origin::Tls(t) => tcp(t.get_ref().0),
+            Origin::Unix(_) => "unix:".to_string(),
+        }
+    }
 }
 
 /// Connects to one peer (with `proxy_bind`), sends the PROXY header and
@@ -392,7 +428,7 @@ async fn relay_session(
         (Client::Plain(cl), Origin::Tcp(mut o)) if upload_rate == 0 && download_rate == 0 => {
             match o.write_all(&pre).await {
                 Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close).await,
-                Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
+                Err(e) => pre_failed(&e),
             }
         }
         (cl, o) => {
@@ -403,7 +439,7 @@ async fn relay_session(
             }
             .await;
             match r {
-                Err(e) => End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e))),
+                Err(e) => pre_failed(&e),
                 Ok(o) => match (cl, o) {
                     (Client::Plain(a), Origin::Tcp(b)) => relay::copy_both(a, b, &c, opts, connected).await,
                     (Client::Plain(a), Origin::Unix(b)) => relay::copy_both(a, b, &c, opts, connected).await,
@@ -424,6 +460,16 @@ async fn relay_session(
         t.session_ms = Some(crate::clock::since_ms(connected));
     }
     end
+}
+
+/// Sending the client's first bytes (read by preread) to the origin
+/// failed.
+fn pre_failed(e: &std::io::Error) -> End {
+    End::Error {
+        msg: format!("send() failed ({})", crate::process::signal::os_error(e)),
+        upstream: true,
+        sending: true,
+    }
 }
 
 async fn write_pre(o: &mut Origin, pre: &[u8]) -> std::io::Result<()> {

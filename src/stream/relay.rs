@@ -51,13 +51,64 @@ impl Counters {
     }
 }
 
-/// How the relay ended.
+/// How the relay ended, with what nginx's lines about it need: which
+/// side, and whether reading from it or sending to it failed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum End {
-    /// A side closed (and what it sent went through).
-    Closed,
+    /// A side closed (and what it sent went through): the origin when
+    /// `upstream` (nginx's "upstream disconnected"). With half-close, the
+    /// side that closed last.
+    Closed {
+        upstream: bool,
+    },
     TimedOut,
-    Error(String),
+    /// Reading from (`sending` false) or sending to a side failed; the
+    /// message in nginx's words (`recv() failed (104: ...)`).
+    Error {
+        msg: String,
+        upstream: bool,
+        sending: bool,
+    },
+}
+
+impl End {
+    fn closed(&self) -> bool {
+        matches!(self, End::Closed { .. })
+    }
+
+    /// What nginx's proxy was doing when it failed (`c->log->action`).
+    pub fn action(upstream: bool, sending: bool) -> &'static str {
+        match (sending, upstream) {
+            (false, true) => "proxying and reading from upstream",
+            (false, false) => "proxying and reading from client",
+            (true, true) => "proxying and sending to upstream",
+            (true, false) => "proxying and sending to client",
+        }
+    }
+}
+
+/// The errno of a failed call as nginx prints it: `104: Connection reset
+/// by peer`.
+fn os(e: impl Into<io::Error>) -> String {
+    crate::process::signal::os_error(&e.into())
+}
+
+/// Runs the two directions to their ends (`half_close`): the first error,
+/// else `Closed` naming the side that closed last.
+async fn both_ends(up: impl std::future::Future<Output = End>, down: impl std::future::Future<Output = End>) -> End {
+    let last = Cell::new(false);
+    let mark = |r: End| {
+        if let End::Closed { upstream } = r {
+            last.set(upstream);
+        }
+        r
+    };
+    let (a, b) = tokio::join!(async { mark(up.await) }, async { mark(down.await) });
+    match (a.closed(), b.closed()) {
+        (true, true) => End::Closed { upstream: last.get() },
+        (false, _) => a,
+        (true, false) => b,
+    }
 }
 
 /// Waits until neither side moved for `timeout`.
@@ -87,21 +138,21 @@ pub async fn splice_both(
     };
     let up = async {
         let r = splice_one(client, origin, c, true, started).await;
-        if r == End::Closed && half_close {
+        if r.closed() && half_close {
             shut(origin);
         }
         r
     };
     let down = async {
         let r = splice_one(origin, client, c, false, started).await;
-        if r == End::Closed && half_close {
+        if r.closed() && half_close {
             shut(client);
         }
         r
     };
     if half_close {
         return tokio::select! {
-            (a, b) = async { tokio::join!(up, down) } => if a == End::Closed { b } else { a },
+            r = both_ends(up, down) => r,
             _ = idle(c, timeout) => End::TimedOut,
         };
     }
@@ -117,9 +168,12 @@ const PIPE_CHUNK: usize = 64 * 1024;
 async fn splice_one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: bool, started: std::time::Instant) -> End {
     use rustix::pipe::{PipeFlags, SpliceFlags, pipe_with, splice};
     use tokio::io::Interest;
+    // `upward`: client to origin. The lines say `recv()` and `send()` for
+    // the two halves of a splice, as nginx's for its reads and writes.
+    let (from_origin, to_origin) = (!upward, upward);
     let (pr, pw) = match pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK) {
         Ok(p) => p,
-        Err(e) => return End::Error(format!("pipe2() failed ({e})")),
+        Err(e) => return End::Error { msg: format!("pipe2() failed ({})", os(e)), upstream: false, sending: true },
     };
     let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
     loop {
@@ -127,9 +181,11 @@ async fn splice_one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: bool
             .async_io(Interest::READABLE, || splice(src, None, &pw, None, PIPE_CHUNK, flags).map_err(io::Error::from))
             .await
         {
-            Ok(0) => return End::Closed,
+            Ok(0) => return End::Closed { upstream: from_origin },
             Ok(n) => n,
-            Err(e) => return End::Error(format!("splice() failed ({e})")),
+            Err(e) => {
+                return End::Error { msg: format!("recv() failed ({})", os(e)), upstream: from_origin, sending: false };
+            }
         };
         c.moved();
         if !upward && c.first_byte.get().is_none() {
@@ -147,7 +203,13 @@ async fn splice_one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: bool
                     counter.set(counter.get() + m as u64);
                     c.moved();
                 }
-                Err(e) => return End::Error(format!("splice() failed ({e})")),
+                Err(e) => {
+                    return End::Error {
+                        msg: format!("send() failed ({})", os(e)),
+                        upstream: to_origin,
+                        sending: true,
+                    };
+                }
             }
         }
     }
@@ -174,21 +236,21 @@ where
     let end = {
         let up = async {
             let r = copy_one(&mut ar, &mut bw, c, true, o.buffer, o.upload_rate, started).await;
-            if r == End::Closed && o.half_close {
+            if r.closed() && o.half_close {
                 let _ = bw.shutdown().await;
             }
             r
         };
         let down = async {
             let r = copy_one(&mut br, &mut aw, c, false, o.buffer, o.download_rate, started).await;
-            if r == End::Closed && o.half_close {
+            if r.closed() && o.half_close {
                 let _ = aw.shutdown().await;
             }
             r
         };
         if o.half_close {
             tokio::select! {
-                (a, b) = async { tokio::join!(up, down) } => if a == End::Closed { b } else { a },
+                r = both_ends(up, down) => r,
                 _ = idle(c, o.timeout) => End::TimedOut,
             }
         } else {
@@ -235,9 +297,11 @@ where
             want = want.min(allowed as usize);
         }
         let n = match r.read(&mut buf[..want]).await {
-            Ok(0) => return End::Closed,
+            Ok(0) => return End::Closed { upstream: !upward },
             Ok(n) => n,
-            Err(e) => return End::Error(format!("recv() failed ({})", crate::process::signal::os_error(&e))),
+            Err(e) => {
+                return End::Error { msg: format!("recv() failed ({})", os(e)), upstream: !upward, sending: false };
+            }
         };
         total += n as u64;
         c.moved();
@@ -245,7 +309,7 @@ where
             c.first_byte.set(Some(crate::clock::since_ms(started)));
         }
         if let Err(e) = w.write_all(&buf[..n]).await.and(w.flush().await) {
-            return End::Error(format!("send() failed ({})", crate::process::signal::os_error(&e)));
+            return End::Error { msg: format!("send() failed ({})", os(e)), upstream: upward, sending: true };
         }
         let counter = if upward { &c.up } else { &c.down };
         counter.set(counter.get() + n as u64);

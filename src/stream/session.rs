@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::conf::{Addr, Content, Server, StreamConf};
+pub use super::errlog::Close;
 use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::{ConnGuard, WorkerCtx, accept::Acceptor};
@@ -77,6 +78,9 @@ pub struct Session {
     /// `pass` handed the connection on: the session ends without a log
     /// line, as nginx's does.
     pub passed: Cell<bool>,
+    /// nginx's info line at the session's end, set by a relay with the
+    /// origin that ended well (None: no line).
+    pub close_line: Cell<Option<Close>>,
     /// The client is one `debug_connection` names: the session's lines go
     /// to every log (`log::debug`).
     pub debug: bool,
@@ -139,44 +143,6 @@ impl Session {
         let _ = self.srv.set(server.clone());
     }
 
-    /// The client as error-log lines name it: its address, or `unix:`
-    /// and the name it bound.
-    fn client_label(&self) -> String {
-        if self.client_unix.get() {
-            format!("unix:{}", String::from_utf8_lossy(&self.unix_name))
-        } else {
-            self.client.get().ip().to_string()
-        }
-    }
-
-    /// nginx's error-log lines call a datagram session's client a "udp
-    /// client" (`ngx_stream_log_error`).
-    fn udp_label(&self) -> &'static str {
-        if self.udp { "udp " } else { "" }
-    }
-
-    /// nginx's info line as a datagram session starts
-    /// (`ngx_stream_init_connection`): "udp client ADDR connected to ...".
-    pub(super) fn log_udp_connected(&self) {
-        let client = if self.client_unix.get() { self.client_label() } else { self.client.get().to_string() };
-        log_to!(
-            self.server().conf.error_log,
-            Level::Info,
-            "*{} udp client {} connected to {}",
-            self.id,
-            client,
-            self.addr_label()
-        );
-    }
-
-    /// The listen address as error-log lines name it.
-    fn addr_label(&self) -> String {
-        match &self.addr.unix {
-            Some(p) => format!("unix:{p}"),
-            None => self.addr.addr.to_string(),
-        }
-    }
-
     /// `allow`/`deny` for the client: `unix:` rules for a unix-domain one.
     pub fn access_denied(&self, rules: &crate::access_rules::Rules) -> bool {
         let v = if self.client_unix.get() { rules.check_unix() } else { rules.check(self.client.get().ip()) };
@@ -193,53 +159,12 @@ impl Session {
         crate::proxy_protocol::v1_line(self.client.get(), self.local)
     }
 
-    /// An error-log line about this session, in nginx's stream shape.
-    pub fn log(&self, level: Level, msg: std::fmt::Arguments<'_>) {
-        crate::log_conn!(
-            self.server().conf.error_log,
-            self.debug,
-            level,
-            "*{} {}, {}client: {}, server: {}",
-            self.id,
-            msg,
-            self.udp_label(),
-            self.client_label(),
-            self.addr_label()
-        );
-    }
-
-    /// The same, naming the origin as nginx does.
-    pub fn log_upstream(&self, level: Level, msg: std::fmt::Arguments<'_>, upstream: &str) {
-        crate::log_conn!(
-            self.server().conf.error_log,
-            self.debug,
-            level,
-            "*{} {}, {}client: {}, server: {}, upstream: \"{}\"",
-            self.id,
-            msg,
-            self.udp_label(),
-            self.client_label(),
-            self.addr_label(),
-            upstream
-        );
-    }
-
     pub(super) fn finish(&self) {
         if self.passed.get() {
             return;
         }
+        self.log_close();
         let conf = &self.server().conf;
-        log_to!(
-            conf.error_log,
-            Level::Info,
-            "*{} {}client disconnected, bytes from/to client:{}/{}, bytes from/to upstream:{}/{}",
-            self.id,
-            if self.udp { "udp " } else { "" },
-            self.bytes_received.get(),
-            self.bytes_sent.get(),
-            self.up.borrow().tries.last().map_or(0, |t| t.received),
-            self.up.borrow().tries.last().map_or(0, |t| t.sent),
-        );
         if !conf.access_log.is_empty() {
             let mut logs = self.w.logs.borrow_mut();
             logs.log_with(&conf.access_log, self, |d, line| write_dynamic(self, d, line));
@@ -343,6 +268,7 @@ async fn run(
         srv: std::cell::OnceCell::new(),
         guard: RefCell::new(Some(guard)),
         passed: Cell::new(false),
+        close_line: Cell::new(None),
     };
     let debug = s.debug;
     if addr.unix.is_some() {

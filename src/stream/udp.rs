@@ -19,7 +19,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use super::conf::{Content, Pass, StreamConf};
-use super::session::{Session, Try, UpInfo};
+use super::session::{Close, Session, Try, UpInfo};
 use super::udp_socket::{Client, Listening};
 use crate::config::family::Socket;
 use crate::log::error::Level;
@@ -178,6 +178,7 @@ async fn session(
         srv: std::cell::OnceCell::new(),
         guard: RefCell::new(None),
         passed: std::cell::Cell::new(false),
+        close_line: std::cell::Cell::new(None),
     };
     // nginx counts the datagram that started the session as received at
     // once (`ngx_stream_init_connection`), whatever becomes of the session:
@@ -254,13 +255,14 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     let up = match up {
         Ok(up) => up,
         Err(e) => {
-            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), &name);
+            s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&name));
             s.status.set(502);
             super::proxy::release(s, &u, &i, true);
             return;
         }
     };
     super::proxy::connected(&u, &i);
+    s.log_proxy_connected(|| up.local(), &name);
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
     let mut responses: u64 = 0;
@@ -294,7 +296,9 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                     active = crate::clock::mono();
                 }
                 Err(e) => {
-                    s.log_upstream(Level::Error, format_args!("send() failed ({e}) while proxying connection"), &name);
+                    let e = crate::process::signal::os_error(&e);
+                    let msg = format_args!("send() failed ({e}) while proxying and sending to upstream");
+                    s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
                     failed = true;
                     break;
@@ -311,6 +315,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
             && let Some(r) = p.responses
             && responses >= r * requests
         {
+            s.close_line.set(Some(Close::Udp { done: true, requests, responses }));
             break;
         }
         let deadline = active + p.timeout;
@@ -337,16 +342,21 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                     }
                 }
                 Err(e) => {
-                    s.log_upstream(Level::Error, format_args!("recv() failed ({}) while proxying connection", crate::process::signal::os_error(&e)), &name);
+                    let e = crate::process::signal::os_error(&e);
+                    let msg = format_args!("recv() failed ({e}) while proxying and reading from upstream");
+                    s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
                     failed = true;
                     break;
                 }
             },
             _ = tokio::time::sleep_until(deadline.into()) => {
-                let ok = p.responses.is_none_or(|r| responses >= r * flow.requests.get());
-                if !ok {
-                    s.log_upstream(Level::Error, format_args!("upstream timed out (110: Connection timed out) while proxying connection"), &name);
+                let requests = flow.requests.get();
+                if p.responses.is_none_or(|r| responses >= r * requests) {
+                    s.close_line.set(Some(Close::Udp { done: false, requests, responses }));
+                } else {
+                    let msg = format_args!("upstream timed out (110: Connection timed out) while proxying connection");
+                    s.log_upstream(Level::Error, msg, Some(&name));
                     s.status.set(502);
                 }
                 break;

@@ -25,8 +25,9 @@ impl Origin {
     pub async fn udp(peer: SocketAddr) -> Result<Origin, String> {
         let bind: SocketAddr =
             if peer.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
-        let sock = UdpSocket::bind(bind).await.map_err(|e| format!("socket() failed ({e})"))?;
-        sock.connect(peer).await.map_err(|e| format!("connect() failed ({e})"))?;
+        let os = |e: std::io::Error| crate::process::signal::os_error(&e);
+        let sock = UdpSocket::bind(bind).await.map_err(|e| format!("socket() failed ({})", os(e)))?;
+        sock.connect(peer).await.map_err(|e| format!("connect() failed ({})", os(e)))?;
         Ok(Origin::Udp(sock))
     }
 
@@ -47,6 +48,16 @@ impl Origin {
             .map_err(|e| format!("socket() failed ({})", os(e)))?;
         sock.connect(path).map_err(|e| format!("connect() to unix:{} failed ({})", path.display(), os(e)))?;
         Ok(Origin::Unix(sock))
+    }
+
+    /// The local end as nginx's "udp proxy LOCAL connected to" line shows
+    /// it: the address the connected socket got, or `unix:` (nginx leaves
+    /// its unix socket unnamed; this one's autobound name is abstract).
+    pub fn local(&self) -> String {
+        match self {
+            Origin::Udp(u) => u.local_addr().map_or_else(|_| "unix:".to_string(), |a| a.to_string()),
+            Origin::Unix(_) => "unix:".to_string(),
+        }
     }
 
     pub async fn send(&self, d: &[u8]) -> std::io::Result<usize> {

@@ -6,4 +6,5 @@ pub mod check;
 pub mod peers;
 pub mod queue;
 pub mod sticky;
+pub mod traffic;
 pub mod zone;

@@ -87,6 +87,11 @@ pub struct Shared {
     /// Until when (`clock::now_secs`) some worker holds it failed out by
     /// `max_fails`.
     pub unavailable_until: AtomicU64,
+    /// Times a failure put it at its `max_fails` (NGINX Plus's `unavail`).
+    pub unavail: AtomicU64,
+    /// Bytes, times and last selection of its sessions (the stream
+    /// family's), counted by every worker.
+    pub traffic: crate::upstream::traffic::Traffic,
     /// `slow_start`: when (`clock::unix_ms`) the peer was added or came
     /// back; 0: not ramping up.
     pub slow_since: AtomicU64,
@@ -149,6 +154,7 @@ impl Shared {
     pub fn picked(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.active.fetch_add(1, Ordering::Relaxed);
+        self.traffic.selected();
     }
 
     /// Done with the peer; `failed_out`: that failure reached `max_fails`.
@@ -158,6 +164,7 @@ impl Shared {
             self.failures.fetch_add(1, Ordering::Relaxed);
         }
         if failed_out {
+            self.unavail.fetch_add(1, Ordering::Relaxed);
             let until = crate::clock::now_secs().saturating_add(fail_timeout.as_secs());
             self.unavailable_until.fetch_max(until, Ordering::Relaxed);
         }
