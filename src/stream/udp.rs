@@ -249,7 +249,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     });
     let up = match &peer.unix {
         Some(path) => super::udp_origin::Origin::unix(path),
-        None => super::udp_origin::Origin::udp(peer.addr).await,
+        None => super::udp_origin::Origin::udp(peer.addr),
     };
     let up = match up {
         Ok(up) => up,

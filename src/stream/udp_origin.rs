@@ -27,13 +27,19 @@ pub enum Origin {
 }
 
 impl Origin {
-    /// A UDP socket on the wildcard address of `peer`'s family, connected
-    /// to it. Errors say which call failed, in nginx's words.
-    pub async fn udp(peer: SocketAddr) -> Result<Origin, String> {
-        let bind: SocketAddr =
-            if peer.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
-        let sock = UdpSocket::bind(bind).await.map_err(|e| format!("socket() failed ({e})"))?;
-        sock.connect(peer).await.map_err(|e| format!("connect() failed ({e})"))?;
+    /// A UDP socket connected to `peer` (connect(2) binds it to the
+    /// wildcard address and a port of its own, as nginx's socket is: no
+    /// bind(2) of ours, one system call less per session). Errors say
+    /// which call failed, in nginx's words.
+    pub fn udp(peer: SocketAddr) -> Result<Origin, String> {
+        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        let family = if peer.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+        let err = |e: rustix::io::Errno| std::io::Error::from(e);
+        let fd =
+            rustix::net::socket_with(family, SocketType::DGRAM, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC, None)
+                .map_err(|e| format!("socket() failed ({})", err(e)))?;
+        rustix::net::connect(&fd, &peer).map_err(|e| format!("connect() failed ({})", err(e)))?;
+        let sock = UdpSocket::from_std(std::net::UdpSocket::from(fd)).map_err(|e| format!("socket() failed ({e})"))?;
         Ok(Origin::Udp(sock))
     }
 
