@@ -54,6 +54,10 @@ impl Session {
     /// nginx's info line as a datagram session starts
     /// (`ngx_stream_init_connection`): "udp client ADDR connected to ...".
     pub(super) fn log_udp_connected(&self) {
+        // Off by default (info): nothing formatted for a line not written.
+        if !self.server().conf.error_log.enabled(Level::Info) {
+            return;
+        }
         let client = if self.client_unix.get() { self.client_label() } else { self.client.get().to_string() };
         log_to!(
             self.server().conf.error_log,

@@ -19,6 +19,7 @@ pub mod preread;
 pub mod proxy;
 pub mod relay;
 pub mod session;
+mod splice;
 pub mod tls;
 pub mod udp;
 pub mod udp_origin;

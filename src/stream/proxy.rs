@@ -135,7 +135,7 @@ async fn resolve(s: &Session, t: &crate::variables::Template) -> Result<Arc<Upst
 pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked, crate::config::proxy::PeerConf)> {
     let u = match pass {
         Pass::Fixed(u) => u.clone(),
-        Pass::Vars(t) => match resolve(s, t).await {
+        Pass::Vars(t) => match Box::pin(resolve(s, t)).await {
             Ok(u) => u,
             Err((status, e)) => {
                 s.log_upstream(Level::Error, format_args!("{e}"), None);
@@ -189,7 +189,9 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
     let p = &conf.proxy;
     let u = match pass {
         Pass::Fixed(u) => u.clone(),
-        Pass::Vars(t) => match resolve(s, t).await {
+        // Boxed, as the rarer paths below: a session's future is as large
+        // as its largest state.
+        Pass::Vars(t) => match Box::pin(resolve(s, t)).await {
             Ok(u) => u,
             Err((status, e)) => {
                 s.log_upstream(Level::Error, format_args!("{e}"), None);
@@ -392,8 +394,7 @@ async fn connect(
             };
             let server_name = crate::tls::client::server_name(&name)
                 .unwrap_or_else(|| rustls_pki_types::ServerName::IpAddress(peer.addr.ip().into()));
-            let tls = tokio_rustls::TlsConnector::from(cfg.clone())
-                .connect(server_name, tcp)
+            let tls = Box::pin(tokio_rustls::TlsConnector::from(cfg.clone()).connect(server_name, tcp))
                 .await
                 .map_err(|e| crate::tls::client::handshake_error(&e, &name))?;
             return Ok(Origin::Tls(Box::new(tls)));
@@ -440,13 +441,15 @@ async fn relay_session(
             .await;
             match r {
                 Err(e) => pre_failed(&e),
+                // Boxed: a TLS stream moved into the copy future inline
+                // would size every session's task.
                 Ok(o) => match (cl, o) {
-                    (Client::Plain(a), Origin::Tcp(b)) => relay::copy_both(a, b, &c, opts, connected).await,
-                    (Client::Plain(a), Origin::Unix(b)) => relay::copy_both(a, b, &c, opts, connected).await,
-                    (Client::Plain(a), Origin::Tls(b)) => relay::copy_both(a, *b, &c, opts, connected).await,
-                    (Client::Tls(a), Origin::Tcp(b)) => relay::copy_both(*a, b, &c, opts, connected).await,
-                    (Client::Tls(a), Origin::Unix(b)) => relay::copy_both(*a, b, &c, opts, connected).await,
-                    (Client::Tls(a), Origin::Tls(b)) => relay::copy_both(*a, *b, &c, opts, connected).await,
+                    (Client::Plain(a), Origin::Tcp(b)) => Box::pin(relay::copy_both(a, b, &c, opts, connected)).await,
+                    (Client::Plain(a), Origin::Unix(b)) => Box::pin(relay::copy_both(a, b, &c, opts, connected)).await,
+                    (Client::Plain(a), Origin::Tls(b)) => Box::pin(relay::copy_both(a, *b, &c, opts, connected)).await,
+                    (Client::Tls(a), Origin::Tcp(b)) => Box::pin(relay::copy_both(*a, b, &c, opts, connected)).await,
+                    (Client::Tls(a), Origin::Unix(b)) => Box::pin(relay::copy_both(*a, b, &c, opts, connected)).await,
+                    (Client::Tls(a), Origin::Tls(b)) => Box::pin(relay::copy_both(*a, *b, &c, opts, connected)).await,
                 },
             }
         }

@@ -1,9 +1,10 @@
 //! Moving a session's bytes both ways, in the session's own task (the two
 //! directions are two futures polled together: no task per read).
 //!
-//! Plain TCP to plain TCP without rate limits goes through `splice(2)`:
-//! the kernel moves socket to pipe to socket, and the bytes never enter
-//! the worker's memory (one pipe per direction, made per session).
+//! Plain TCP to plain TCP without rate limits copies through the worker's
+//! one buffer and moves to `splice(2)` once a direction proves bulky (see
+//! `splice`): the kernel moves socket to pipe to socket, and the bytes
+//! never enter the worker's memory.
 //! Anything else (TLS on either side, a unix-socket origin, rates) copies
 //! through a `proxy_buffer_size` buffer per direction.
 //!
@@ -12,7 +13,6 @@
 //! longest either side may stay silent.
 
 use std::cell::Cell;
-use std::io;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -46,7 +46,7 @@ impl Counters {
         }
     }
 
-    fn moved(&self) {
+    pub(super) fn moved(&self) {
         self.active.set(crate::clock::mono());
     }
 }
@@ -89,7 +89,7 @@ impl End {
 
 /// The errno of a failed call as nginx prints it: `104: Connection reset
 /// by peer`.
-fn os(e: impl Into<io::Error>) -> String {
+fn os(e: impl Into<std::io::Error>) -> String {
     crate::process::signal::os_error(&e.into())
 }
 
@@ -133,86 +133,40 @@ pub async fn splice_both(
     started: std::time::Instant,
     half_close: bool,
 ) -> End {
-    let shut = |t: &TcpStream| {
-        let _ = socket2::SockRef::from(t).shutdown(std::net::Shutdown::Write);
-    };
-    let up = async {
-        let r = splice_one(client, origin, c, true, started).await;
-        if r.closed() && half_close {
-            shut(origin);
-        }
-        r
-    };
-    let down = async {
-        let r = splice_one(origin, client, c, false, started).await;
-        if r.closed() && half_close {
-            shut(client);
-        }
-        r
-    };
+    // Each direction's future is made where it is polled: made up front
+    // and moved into one of the two selects, both would take room in the
+    // session's task.
     if half_close {
         return tokio::select! {
-            r = both_ends(up, down) => r,
+            r = both_ends(
+                direction(client, origin, c, true, started, half_close),
+                direction(origin, client, c, false, started, half_close),
+            ) => r,
             _ = idle(c, timeout) => End::TimedOut,
         };
     }
     tokio::select! {
-        r = up => r,
-        r = down => r,
+        r = direction(client, origin, c, true, started, half_close) => r,
+        r = direction(origin, client, c, false, started, half_close) => r,
         _ = idle(c, timeout) => End::TimedOut,
     }
 }
 
-const PIPE_CHUNK: usize = 64 * 1024;
-
-async fn splice_one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: bool, started: std::time::Instant) -> End {
-    use rustix::pipe::{PipeFlags, SpliceFlags, pipe_with, splice};
-    use tokio::io::Interest;
-    // `upward`: client to origin. The lines say `recv()` and `send()` for
-    // the two halves of a splice, as nginx's for its reads and writes.
-    let (from_origin, to_origin) = (!upward, upward);
-    let (pr, pw) = match pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK) {
-        Ok(p) => p,
-        Err(e) => return End::Error { msg: format!("pipe2() failed ({})", os(e)), upstream: false, sending: true },
-    };
-    let flags = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
-    loop {
-        let n = match src
-            .async_io(Interest::READABLE, || splice(src, None, &pw, None, PIPE_CHUNK, flags).map_err(io::Error::from))
-            .await
-        {
-            Ok(0) => return End::Closed { upstream: from_origin },
-            Ok(n) => n,
-            Err(e) => {
-                return End::Error { msg: format!("recv() failed ({})", os(e)), upstream: from_origin, sending: false };
-            }
-        };
-        c.moved();
-        if !upward && c.first_byte.get().is_none() {
-            c.first_byte.set(Some(crate::clock::since_ms(started)));
-        }
-        let mut left = n;
-        while left > 0 {
-            match dst
-                .async_io(Interest::WRITABLE, || splice(&pr, None, dst, None, left, flags).map_err(io::Error::from))
-                .await
-            {
-                Ok(m) => {
-                    left -= m;
-                    let counter = if upward { &c.up } else { &c.down };
-                    counter.set(counter.get() + m as u64);
-                    c.moved();
-                }
-                Err(e) => {
-                    return End::Error {
-                        msg: format!("send() failed ({})", os(e)),
-                        upstream: to_origin,
-                        sending: true,
-                    };
-                }
-            }
-        }
+/// One direction of `splice_both` (upward: from the client), its end
+/// passed on with `half_close`.
+async fn direction(
+    src: &TcpStream,
+    dst: &TcpStream,
+    c: &Counters,
+    upward: bool,
+    started: std::time::Instant,
+    half_close: bool,
+) -> End {
+    let r = super::splice::one(src, dst, c, upward, started).await;
+    if r.closed() && half_close {
+        let _ = socket2::SockRef::from(dst).shutdown(std::net::Shutdown::Write);
     }
+    r
 }
 
 /// Rates and buffer of the copying relay.

@@ -283,7 +283,7 @@ async fn run(
     }
     // post-accept: the PROXY protocol header.
     if addr.proxy_protocol {
-        match crate::proxy_protocol::read_with(&mut tcp, conf.proxy_protocol_timeout, false).await {
+        match Box::pin(crate::proxy_protocol::read_with(&mut tcp, conf.proxy_protocol_timeout, false)).await {
             Ok(pp) => {
                 let trusted = if addr.unix.is_some() {
                     conf.real_ip_from.contains(&crate::cidr::Cidr::Unix)
@@ -369,21 +369,24 @@ pub(super) fn preaccess_and_access(s: &Session) -> Option<Vec<super::limit::Hold
 }
 
 /// Preaccess to content; returns the `limit_conn` holds, released after
-/// the log line.
+/// the log line. The TLS handshake, OCSP and preread futures are boxed:
+/// inline, the largest of them would size every session's task, a plain
+/// one's too (and its memory is what an idle session costs).
 async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
     let srv = &s.server();
     let conf = &srv.conf;
     let Some(holds) = preaccess_and_access(s) else { return Vec::new() };
     // TLS termination, then preread and content.
     if s.addr.ssl {
-        let Some((tls, shared)) = handshake(s, tcp).await else {
+        let Some((tls, shared)) = Box::pin(handshake(s, tcp)).await else {
             s.status.set(500);
             return holds;
         };
+        let mut tls = Box::new(tls);
         let mut info = super::tls::TlsInfo::of(tls.get_ref().1, &shared);
         if let (None, Some(o), Some(chain)) = (&info.cert_error, &shared.ocsp, tls.get_ref().1.peer_certificates()) {
             let log = |m: &str| s.log(Level::Error, format_args!("{m}"));
-            info.cert_error = crate::tls::ocsp::client::check(o, chain, &log).await.err();
+            info.cert_error = Box::pin(crate::tls::ocsp::client::check(o, chain, &log)).await.err();
         }
         let verify = s.server().conf.ssl.verify_client != crate::config::model::VerifyClient::Off;
         if let Some(why) = info.refusal(&shared, verify) {
@@ -392,10 +395,9 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
             return holds;
         }
         *s.tls.borrow_mut() = Some(info);
-        let mut tls = Box::new(tls);
         // The server the name chose decides; its bytes are decrypted ones.
         let pre = if s.server().conf.ssl_preread {
-            match preread_from(s, Src::Read(&mut *tls)).await {
+            match Box::pin(preread_from(s, Src::Read(&mut *tls))).await {
                 Some(p) => p,
                 None => return holds,
             }
@@ -406,7 +408,7 @@ async fn phases(s: &Session, mut tcp: TcpStream) -> Vec<super::limit::Hold> {
         return holds;
     }
     let pre = if conf.ssl_preread {
-        match preread(s, &mut tcp).await {
+        match Box::pin(preread(s, &mut tcp)).await {
             Some(p) => p,
             None => return holds,
         }

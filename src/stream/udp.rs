@@ -250,7 +250,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     });
     let up = match &peer.unix {
         Some(path) => super::udp_origin::Origin::unix(path),
-        None => super::udp_origin::Origin::udp(peer.addr).await,
+        None => super::udp_origin::Origin::udp(peer.addr),
     };
     let up = match up {
         Ok(up) => up,
@@ -266,7 +266,6 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
     let mut responses: u64 = 0;
-    let mut buf = vec![0u8; 65536];
     let mut failed = false;
     let (upload_rate, download_rate) = (p.upload_rate.eval(s), p.download_rate.eval(s));
     if upload_rate > 0 {
@@ -323,8 +322,9 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
         tokio::select! {
             _ = flow.ready.notified() => {}
             _ = tokio::time::sleep_until(wake.unwrap_or(deadline).into()), if wake.is_some() => {}
-            r = up.recv(&mut buf), if download_until.is_none() => match r {
-                Ok(n) => {
+            r = up.recv(), if download_until.is_none() => match r {
+                Ok(d) => {
+                    let n = d.len();
                     if s.up.borrow().tries.last().is_some_and(|t| t.first_byte_ms.is_none())
                         && let Some(t) = s.up.borrow_mut().tries.last_mut()
                     {
@@ -337,7 +337,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
                     downloaded += n as u64;
                     active = crate::clock::mono();
                     download_until = rate_delay(download_rate, started, downloaded).map(|d| active + d);
-                    if sock.send_to(&buf[..n], from).await.is_ok() {
+                    if sock.send_to(&d, from).await.is_ok() {
                         s.bytes_sent.set(s.bytes_sent.get() + n as u64);
                     }
                 }

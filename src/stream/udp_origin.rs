@@ -14,20 +14,32 @@ use std::path::Path;
 
 use tokio::net::{UdpSocket, UnixDatagram};
 
+thread_local! {
+    /// The worker's receive buffer for its sessions' origins: as large as
+    /// the largest datagram (a worker is one thread, and `Origin::recv`
+    /// holds it only between the read and the copy out).
+    static BUF: std::cell::RefCell<Box<[u8]>> = std::cell::RefCell::new(vec![0u8; 65536].into_boxed_slice());
+}
+
 pub enum Origin {
     Udp(UdpSocket),
     Unix(UnixDatagram),
 }
 
 impl Origin {
-    /// A UDP socket on the wildcard address of `peer`'s family, connected
-    /// to it. Errors say which call failed, in nginx's words.
-    pub async fn udp(peer: SocketAddr) -> Result<Origin, String> {
-        let bind: SocketAddr =
-            if peer.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
-        let os = |e: std::io::Error| crate::process::signal::os_error(&e);
-        let sock = UdpSocket::bind(bind).await.map_err(|e| format!("socket() failed ({})", os(e)))?;
-        sock.connect(peer).await.map_err(|e| format!("connect() failed ({})", os(e)))?;
+    /// A UDP socket connected to `peer` (connect(2) binds it to the
+    /// wildcard address and a port of its own, as nginx's socket is: no
+    /// bind(2) of ours, one system call less per session). Errors say
+    /// which call failed, in nginx's words.
+    pub fn udp(peer: SocketAddr) -> Result<Origin, String> {
+        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        let family = if peer.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+        let err = |e: rustix::io::Errno| crate::process::signal::os_error(&std::io::Error::from(e));
+        let fd =
+            rustix::net::socket_with(family, SocketType::DGRAM, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC, None)
+                .map_err(|e| format!("socket() failed ({})", err(e)))?;
+        rustix::net::connect(&fd, &peer).map_err(|e| format!("connect() failed ({})", err(e)))?;
+        let sock = UdpSocket::from_std(std::net::UdpSocket::from(fd)).map_err(|e| format!("socket() failed ({e})"))?;
         Ok(Origin::Udp(sock))
     }
 
@@ -67,10 +79,44 @@ impl Origin {
         }
     }
 
-    pub async fn recv(&self, buf: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Origin::Udp(u) => u.recv(buf).await,
-            Origin::Unix(u) => u.recv(buf).await,
+    /// The origin's next datagram, in a vector of its own size: read into
+    /// the worker's one buffer room enough for the largest datagram, so a
+    /// session (often one query and its answer) needs no 64 KB of its own.
+    pub async fn recv(&self) -> std::io::Result<Vec<u8>> {
+        use tokio::io::Interest;
+        loop {
+            // UDP waits for errors too, as tokio's own `UdpSocket::recv`:
+            // an ICMP port unreachable leaves the socket in error, not
+            // readable, and the session must see ECONNREFUSED at once (as
+            // nginx's does). `try_io` takes one interest at a time.
+            let interest = match self {
+                Origin::Udp(u) => {
+                    let ready = u.ready(Interest::READABLE | Interest::ERROR).await?;
+                    if ready.is_readable() { Interest::READABLE } else { Interest::ERROR }
+                }
+                Origin::Unix(u) => {
+                    u.readable().await?;
+                    Interest::READABLE
+                }
+            };
+            // No await while the buffer is borrowed: the worker's other
+            // sessions find it free.
+            let r: std::io::Result<Vec<u8>> = BUF.with_borrow_mut(|buf| {
+                let n = match self {
+                    Origin::Udp(u) => u.try_io(interest, || {
+                        use std::os::fd::AsFd;
+                        let (n, _) = rustix::net::recv(u.as_fd(), &mut buf[..], rustix::net::RecvFlags::empty())
+                            .map_err(std::io::Error::from)?;
+                        Ok(n)
+                    }),
+                    Origin::Unix(u) => u.try_recv(buf),
+                }?;
+                Ok(buf[..n].to_vec())
+            });
+            match r {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
         }
     }
 }
