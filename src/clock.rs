@@ -199,6 +199,22 @@ pub fn per_poll<F: Future>(f: F) -> PerPoll<F> {
     PerPoll { f }
 }
 
+/// The civil date (year, month, day) of a count of days since 1970-01-01:
+/// Howard Hinnant's days-to-civil algorithm, branch-light and exact for the
+/// whole proleptic Gregorian calendar, which a loop over years is not (cheaply).
+pub fn civil_from_days(days: i64) -> (i64, u8, u8) {
+    let z = days + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097; // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11]
+    let d = doy - (153 * mp + 2) / 5 + 1; // [1, 31]
+    let m = if mp < 10 { mp + 3 } else { mp - 9 }; // [1, 12]
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m as u8, d as u8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

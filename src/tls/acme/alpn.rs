@@ -149,16 +149,7 @@ fn certificate(key: &Key, identifier: &str, key_auth: &str, now: SystemTime) -> 
 fn utc_time(t: SystemTime) -> Vec<u8> {
     let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::clock::civil_from_days(days);
     let s = format!("{:02}{:02}{:02}{:02}{:02}{:02}Z", y % 100, m, d, rem / 3600, rem / 60 % 60, rem % 60);
     tlv(0x17, s.as_bytes())
 }
