@@ -34,6 +34,7 @@ pub mod origin;
 pub mod procs;
 mod server;
 pub mod status;
+pub mod stream;
 pub mod tls;
 pub mod uwsgi;
 pub mod wordpress;
