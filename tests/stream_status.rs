@@ -76,7 +76,21 @@ fn stream_sessions_and_peers_in_the_status_json() {
         let z = &j["stream"]["server_zones"];
         n(&z["tcpz"]["processing"]) == 0 && n(&z["denied"]["processing"]) == 0
     };
-    let before = status_when(sp, "probes done", idle);
+    // A probe's connection may still wait in the accept queue when the
+    // zones look idle: the counts must be there and hold still a moment.
+    let totals = |j: &Value| {
+        let z = &j["stream"]["server_zones"];
+        (n(&z["tcpz"]["sessions"]["total"]), n(&z["denied"]["sessions"]["total"]))
+    };
+    let mut before = status_when(sp, "probes done", |j| idle(j) && totals(j).0 >= 1 && totals(j).1 >= 1);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let again = status_when(sp, "probes done", idle);
+        if totals(&again) == totals(&before) {
+            break;
+        }
+        before = again;
+    }
     let zone = |j: &Value, z: &str, k: &str| j["stream"]["server_zones"][z][k].clone();
     for i in 0..3 {
         let mut c = TcpStream::connect(("127.0.0.1", srv.ports[0])).expect("connect");
