@@ -13,31 +13,11 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 
 use common::status::{n, status, status_when};
 use common::*;
 use serde_json::Value;
-
-/// A TCP origin answering each read with `O:` and the bytes read.
-fn tcp_origin() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind origin");
-    let port = l.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = c.read(&mut buf) {
-                    if n == 0 || c.write_all(&[b"O:", &buf[..n]].concat()).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    port
-}
 
 /// A UDP origin answering each datagram with it and `!`.
 fn udp_origin() -> u16 {
@@ -54,7 +34,7 @@ fn udp_origin() -> u16 {
 
 #[test]
 fn stream_sessions_and_peers_in_the_status_json() {
-    let origin = tcp_origin();
+    let origin = common::stream::origin("O").port;
     let dgram = udp_origin();
     let dead = free_port();
     let udp = free_port();
@@ -183,7 +163,7 @@ fn workers_of(log: &str, to: &str) -> std::collections::BTreeSet<String> {
 /// (and its state), the average times, and `selected`.
 #[test]
 fn zone_peers_count_sessions_of_both_workers() {
-    let origin = tcp_origin();
+    let origin = common::stream::origin("O").port;
     let dgram = udp_origin();
     let dead = free_port();
     let (tcp, udp) = (free_port(), free_port());
