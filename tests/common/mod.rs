@@ -31,6 +31,7 @@ pub mod hpack;
 pub mod mail;
 pub mod mmdb;
 pub mod origin;
+pub mod pebble;
 pub mod procs;
 mod server;
 pub mod status;
