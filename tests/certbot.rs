@@ -103,8 +103,8 @@ enum Layout {
     /// Debian's nginx: nginx.conf including `sites-enabled/*` (relative,
     /// so from the configuration's directory).
     Nginx,
-    /// Debian's sluice package: sluice.conf including `conf.d/*.conf` by
-    /// absolute path, and the `nginx.conf -> sluice.conf` symlink certbot
+    /// Debian's sluice package: workers as `user nobody`, sluice.conf
+    /// including `conf.d/*.conf` by absolute path, and the `nginx.conf -> sluice.conf` symlink certbot
     /// needs, since its plugin opens `SERVER_ROOT/nginx.conf` by name.
     Packaged,
 }
@@ -140,8 +140,11 @@ fn server_root(layout: Layout, http: u16, ipv6: bool) -> PathBuf {
         Layout::Nginx => "sites-enabled/*".to_string(),
         Layout::Packaged => format!("{r}/conf.d/*.conf"),
     };
+    // The package's workers serve as an unprivileged user; certbot's keys
+    // are root's (0600 in 0700 directories), read by the root side.
+    let user = if layout == Layout::Packaged { "user nobody nogroup;\n" } else { "" };
     let conf = format!(
-        "daemon off;\npid {r}/logs/nginx.pid;\nerror_log {r}/logs/error.log info;\nevents {{}}\n\
+        "{user}daemon off;\npid {r}/logs/nginx.pid;\nerror_log {r}/logs/error.log info;\nevents {{}}\n\
          http {{\n    include mime.types;\n    default_type application/octet-stream;\n    \
          access_log {r}/logs/access.log;\n    include {sites};\n\n    \
          server {{\n        listen 127.0.0.1:{http} default_server;\n        server_name _;\n        \
