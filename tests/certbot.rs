@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::pebble::Pebble;
+use common::acme::Ca;
 use common::tls::nginx_mode;
 use common::*;
 
@@ -170,7 +170,7 @@ fn server_root(layout: Layout, http: u16, ipv6: bool) -> PathBuf {
 }
 
 /// Runs certbot with its state under `le`, trusting Pebble's HTTPS.
-fn certbot(args: &[&str], le: &Path, ca: &Pebble) -> Output {
+fn certbot(args: &[&str], le: &Path, ca: &Ca) -> Output {
     let mut c = Command::new("certbot");
     c.args(args)
         .arg("--non-interactive")
@@ -184,7 +184,7 @@ fn certbot(args: &[&str], le: &Path, ca: &Pebble) -> Output {
     run_bounded(c, Duration::from_secs(180))
 }
 
-fn assert_ok(what: &str, out: &Output, le: &Path, s: &Sluice, ca: &Pebble) {
+fn assert_ok(what: &str, out: &Output, le: &Path, s: &Sluice, ca: &Ca) {
     assert!(
         out.status.success(),
         "{what} failed ({}):\n{}{}\n--- certbot's log:\n{}\n--- error.log:\n{}\n--- pebble:\n{}",
@@ -272,7 +272,7 @@ fn page() -> (String, String) {
 struct Issued {
     // Field order is drop order: sluice before Pebble.
     s: Sluice,
-    ca: Pebble,
+    ca: Ca,
     le: PathBuf,
     https: u16,
     pebble_root: PathBuf,
@@ -286,7 +286,7 @@ fn issue(layout: Layout) -> Issued {
     let mut s = Sluice::start(&root, layout.main(), http);
     assert_eq!(fetch("http", NAME, http, None), page(), "before certbot");
 
-    let ca = Pebble::start(http);
+    let ca = Ca::started(http, &[("PEBBLE_WFE_NONCEREJECT", "0")]);
     let le = temp_dir("certbot-le");
     let t0 = Instant::now();
     let reloads = s.reloads();

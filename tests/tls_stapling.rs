@@ -50,8 +50,8 @@ fn run(dir: &Path, args: &[&str], san: &str) {
     assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// `signer`: "root" (the issuer signs its responses) or "other" (a key
-/// the issuer never certified).
+/// `signer`: "root" (the issuer signs its responses), "other" (a key
+/// the issuer never certified) or "resp" (a certificate "other" issued).
 fn pki(signer: &str) -> Pki {
     let dir = temp_dir("ocsp");
     let port = free_port();
@@ -68,6 +68,30 @@ fn pki(signer: &str) -> Pki {
     other.extend(ec);
     other.extend(["-config", "ca.cnf", "-extensions", "ca_ext"]);
     run(&dir, &other, "x");
+    // "resp": a responder certificate "other" issued (no OCSP-signing
+    // delegation by the issuer of the checked certificates).
+    let mut resp = vec!["req", "-new", "-subj", "/CN=responder/", "-keyout", "resp.key", "-out", "resp.csr"];
+    resp.extend(ec);
+    resp.extend(["-config", "ca.cnf"]);
+    run(&dir, &resp, "x");
+    run(
+        &dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "resp.csr",
+            "-CA",
+            "other.crt",
+            "-CAkey",
+            "other.key",
+            "-out",
+            "resp.crt",
+            "-days",
+            "2",
+        ],
+        "x",
+    );
     for name in ["good", "revoked"] {
         let host = format!("{name}.test");
         let (key, csr, crt) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.crt"));
@@ -159,6 +183,29 @@ fn stapling_verify_refuses_a_responder_the_issuer_did_not_certify() {
     // Without verification the same response is stapled (nginx's default).
     let s = server(&pki, "ssl_stapling_verify off;");
     assert_eq!(staple_becomes(&s, &pki, "good", Some("good")).as_deref(), Some("good"), "verification off");
+}
+
+/// OpenSSL's `OCSP_basic_verify`, as nginx calls it, also accepts a
+/// responder the issuer never delegated to when the responder's own chain
+/// ends at a root that `ssl_trusted_certificate` marks as trusted for OCSP
+/// signing (a `TRUSTED CERTIFICATE` block, `openssl x509 -addtrust
+/// OCSPSigning`); the same root without that mark is not enough.
+#[test]
+fn stapling_verify_accepts_a_responder_chained_to_a_root_trusted_for_ocsp() {
+    let pki = pki("resp");
+    let d = pki.dir.display();
+    run(
+        &pki.dir,
+        &["x509", "-in", "other.crt", "-addtrust", "OCSPSigning", "-trustout", "-out", "other-ocsp.crt"],
+        "x",
+    );
+    assert!(std::fs::read_to_string(pki.dir.join("other-ocsp.crt")).unwrap().contains("BEGIN TRUSTED CERTIFICATE"));
+    let s = server(&pki, &format!("ssl_stapling_verify on; ssl_trusted_certificate {d}/other-ocsp.crt;"));
+    assert_eq!(staple_becomes(&s, &pki, "good", Some("good")).as_deref(), Some("good"), "a trusted root's responder");
+    // The root without trust settings: refused ("root ca not trusted").
+    let s = server(&pki, &format!("ssl_stapling_verify on; ssl_trusted_certificate {d}/other.crt;"));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(staple_becomes(&s, &pki, "good", Some("good")), None, "a root not trusted for OCSP signing");
 }
 
 #[test]

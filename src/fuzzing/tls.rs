@@ -48,13 +48,21 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// An OCSP responder's answer (`tls::ocsp`): first byte 0, the whole HTTP
-/// answer through `http::parse_answer` then the DER; any other, the DER
-/// of an `OCSPResponse` alone. Every certificate it carries goes through
+/// answer through `http::parse_answer` then the DER; 2, a PEM trust file
+/// (`ocsp::trust`); any other, the DER of an `OCSPResponse` alone. Every certificate it carries goes through
 /// the certificate reader, and the single responses through the status
 /// check for a fixed certificate.
 pub fn ocsp_response(data: &[u8]) {
     use crate::tls::ocsp::{der, http};
     let Some((&mode, rest)) = data.split_first() else { return };
+    if mode == 2 {
+        // A trust file (`ssl_trusted_certificate`) with OpenSSL's trust
+        // settings.
+        for (cert, _) in crate::tls::ocsp::trust::certificates(rest) {
+            assert_eq!(cert.first(), Some(&0x30), "a certificate is a SEQUENCE");
+        }
+        return;
+    }
     let inside = |s: &[u8]| {
         let (a, b) = (rest.as_ptr() as usize, s.as_ptr() as usize);
         b >= a && b + s.len() <= a + rest.len()
@@ -76,7 +84,10 @@ pub fn ocsp_response(data: &[u8]) {
         assert!(inside(c));
         if let Some(f) = der::cert_fields(c) {
             assert!(inside(f.subject) && inside(f.key) && f.ocsp_url.is_none_or(inside));
-            let _ = der::verify_response(&resp, &f);
+            // Each carried certificate as the issuer, and all of them as
+            // the trusted roots (the chain walk over untrusted input).
+            let store: Vec<(&[u8], bool)> = resp.certs.iter().map(|c| (*c, true)).collect();
+            let _ = der::verify_response(&resp, &f, &store);
         }
     }
     for s in &resp.single {

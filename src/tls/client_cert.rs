@@ -266,8 +266,20 @@ pub fn names(cert: &CertificateDer<'_>) -> Option<Names> {
 /// check (`X509_check_host`) reads when the certificate has no DNS name
 /// in a subjectAltName.
 pub fn common_names(cert: &CertificateDer<'_>) -> Vec<String> {
+    name_cns(cert, 4)
+}
+
+/// The issuer's commonName values: ACME's `preferred_chain` names a chain
+/// by the issuer of its topmost certificate.
+pub fn issuer_common_names(cert: &CertificateDer<'_>) -> Vec<String> {
+    name_cns(cert, 2)
+}
+
+/// The commonName values of the Name in TBS field `field` (2 issuer, 4
+/// subject).
+fn name_cns(cert: &CertificateDer<'_>, field: usize) -> Vec<String> {
     let Some((f, _)) = tbs_fields(cert.as_ref()) else { return Vec::new() };
-    let Some(attrs) = attrs(f[4].1) else { return Vec::new() };
+    let Some(attrs) = attrs(f[field].1) else { return Vec::new() };
     attrs.iter().filter(|a| a.oid == "2.5.4.3").filter_map(|a| text(a.tag, a.value)).collect()
 }
 

@@ -231,9 +231,17 @@ pub fn build_server(
     let ocsp = if ssl.stapling { ssl.stapling_file.as_ref().map(|(p, _)| p.clone()) } else { None };
     let passwords: &[Vec<u8>] = ssl.passwords.as_deref().map(|v| v.as_slice()).unwrap_or(&[]);
     let dynamic = ssl.certificates.iter().chain(&ssl.keys).any(|(c, _)| matches!(c, PemSource::Vars(..)));
+    // With OpenSSL's trust settings kept: `TRUSTED CERTIFICATE` blocks
+    // can make a root trusted for OCSP signing (`ssl_stapling_verify`).
     let trusted = match &ssl.trusted_certificate {
         Some((p, span)) if ssl.stapling => {
-            certs::load_chain(p).map_err(|m| err(m, span))?.into_iter().map(|c| c.as_ref().to_vec()).collect()
+            let pem =
+                std::fs::read(p).map_err(|e| err(format!("cannot load certificate \"{}\": {e}", p.display()), span))?;
+            let found = ocsp::trust::certificates(&pem);
+            if found.is_empty() {
+                certs::load_chain(p).map_err(|m| err(m, span))?;
+            }
+            found
         }
         _ => Vec::new(),
     };
@@ -370,7 +378,7 @@ fn staple(
     cache: &mut CertCache,
     ck: &Arc<rustls::sign::CertifiedKey>,
     cert: certs::Pem<'_>,
-    trusted: &[Vec<u8>],
+    trusted: &[(Vec<u8>, bool)],
     resolver: Option<&crate::resolver::Conf>,
     span: &Span,
 ) -> Option<Arc<ocsp::Staple>> {

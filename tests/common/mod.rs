@@ -19,6 +19,7 @@
 
 #![allow(dead_code)]
 
+pub mod acme;
 pub mod browser;
 pub mod cache;
 mod client;
@@ -31,7 +32,6 @@ pub mod hpack;
 pub mod mail;
 pub mod mmdb;
 pub mod origin;
-pub mod pebble;
 pub mod procs;
 mod server;
 pub mod status;

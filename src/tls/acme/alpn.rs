@@ -22,7 +22,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-use super::jws::{self, Curve, Key, tlv};
+use super::jws::{self, Key, KeyType, tlv};
 
 /// The protocol a validation handshake offers, alone.
 pub const ACME_TLS_1: &[u8] = b"acme-tls/1";
@@ -56,7 +56,7 @@ pub fn sni_for(identifier: &str) -> String {
 /// Makes the challenge certificate for `identifier` and serves it to
 /// validation handshakes until [`withdraw`]; returns the SNI it answers.
 pub fn publish(identifier: &str, key_auth: &str) -> Result<String, String> {
-    let key = Key::generate(Curve::P256)?;
+    let key = Key::generate(KeyType::P256)?;
     let der = certificate(&key, identifier, key_auth, SystemTime::now())?;
     let signer = rustls::crypto::aws_lc_rs::sign::any_supported_type(&PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
         key.pkcs8.clone(),
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn the_challenge_certificate_carries_the_digest() {
-        let key = Key::generate(Curve::P256).expect("key");
+        let key = Key::generate(KeyType::P256).expect("key");
         let der = certificate(&key, "a.example", "tok.thumb", SystemTime::now()).expect("cert");
         let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b"tok.thumb");
         let ext = [tlv(0x06, ACME_IDENTIFIER), tlv(0x01, &[0xff]), tlv(0x04, &tlv(0x04, digest.as_ref()))].concat();

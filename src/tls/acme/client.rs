@@ -4,7 +4,9 @@
 //! authorization published for the HTTP listeners, section 8.3), the
 //! order finalized with a CSR for a fresh key, and the chain downloaded.
 //! A `badNonce` refusal is retried with the nonce it carries, as section
-//! 6.5 asks.
+//! 6.5 asks. With `preferred_chain`, the alternate chains the download
+//! links to (section 7.4.2) are looked at too; a renewal names the
+//! certificate it replaces (RFC 9773 section 5).
 
 use std::time::Duration;
 
@@ -31,6 +33,10 @@ pub struct AccountConf<'a> {
 pub struct OrderConf<'a> {
     pub challenge: &'a str,
     pub profile: Option<&'a (String, bool)>,
+    /// `preferred_chain`: the issuer CN of the topmost certificate wanted.
+    pub preferred_chain: Option<&'a str>,
+    /// The ARI identifier of the certificate this order renews.
+    pub replaces: Option<&'a str>,
 }
 
 /// A session with one server: its directory and the next nonce.
@@ -74,6 +80,28 @@ impl<'a> Session<'a> {
         let url = self.dir.new_nonce.clone();
         let a = self.http.request(&url, None).await?;
         a.nonce.ok_or_else(|| "ACME server sent no Replay-Nonce".to_string())
+    }
+
+    /// Whether the server offers renewal information (RFC 9773).
+    pub fn has_renewal_info(&self) -> bool {
+        self.dir.renewal_info.is_some()
+    }
+
+    /// The renewal window of the certificate `cert_id` and the server's
+    /// Retry-After; None when the server offers no renewal information.
+    /// A plain GET (section 4.1: no account is needed).
+    pub async fn renewal_info(&self, cert_id: &str) -> Result<Option<(wire::RenewalWindow, Option<u64>)>, String> {
+        let Some(base) = &self.dir.renewal_info else { return Ok(None) };
+        let url = format!("{}/{cert_id}", base.trim_end_matches('/'));
+        let a = self.http.request(&url, None).await?;
+        if a.status != 200 {
+            return Err(format!(
+                "ACME server answered {} to \"{url}\": {}",
+                a.status,
+                wire::problem(a.status, &a.body)
+            ));
+        }
+        Ok(Some((wire::renewal_window(&a.body)?, a.retry_after)))
     }
 
     /// A signed POST (None: POST-as-GET); a `badNonce` refusal is tried
@@ -164,7 +192,20 @@ impl<'a> Session<'a> {
                 return Err(format!("the ACME server does not offer profile \"{name}\""));
             }
         }
-        let a = self.post(acct, &url, Some(&req.to_string()), false).await?;
+        if let Some(id) = how.replaces {
+            req["replaces"] = id.into();
+        }
+        let a = match self.post(acct, &url, Some(&req.to_string()), false).await {
+            // A certificate already replaced (an order of an earlier
+            // attempt was finalized) is ordered without naming it.
+            Err(e) if how.replaces.is_some() && e.contains("alreadyReplaced") => {
+                if let Some(o) = req.as_object_mut() {
+                    o.remove("replaces");
+                }
+                self.post(acct, &url, Some(&req.to_string()), false).await?
+            }
+            r => r?,
+        };
         let order_url = a.location.clone().ok_or("ACME server sent no order URL")?;
         let mut order = wire::order(&a.body)?;
         let thumb = acct.key.thumbprint();
@@ -189,11 +230,33 @@ impl<'a> Session<'a> {
             if !a.body.starts_with(b"-----BEGIN CERTIFICATE-----") {
                 return Err("ACME server sent a certificate that is not PEM".into());
             }
-            Ok(a.body)
+            match how.preferred_chain {
+                Some(want) if !top_issued_by(&a.body, want) => self.preferred(acct, &a.alternates, want, a.body).await,
+                _ => Ok(a.body),
+            }
         }
         .await;
         drop(published);
         result
+    }
+
+    /// The first alternate chain whose topmost certificate `want` issued,
+    /// else `default` (nginx-acme: "if there are no matches, the default
+    /// chain will be used").
+    async fn preferred(
+        &mut self,
+        acct: &Account,
+        alternates: &[String],
+        want: &str,
+        default: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
+        for url in alternates.iter().take(8) {
+            let a = self.post(acct, url, None, false).await?;
+            if a.body.starts_with(b"-----BEGIN CERTIFICATE-----") && top_issued_by(&a.body, want) {
+                return Ok(a.body);
+            }
+        }
+        Ok(default)
     }
 
     async fn authorize(
@@ -262,6 +325,14 @@ impl<'a> Session<'a> {
             wait(&a, deadline, "order").await?;
         }
     }
+}
+
+/// Whether the last certificate of a PEM chain was issued by a CA whose
+/// commonName is `want`.
+fn top_issued_by(chain_pem: &[u8], want: &str) -> bool {
+    use rustls_pki_types::pem::PemObject;
+    let top = rustls_pki_types::CertificateDer::pem_slice_iter(chain_pem).filter_map(Result::ok).last();
+    top.is_some_and(|c| crate::tls::client_cert::issuer_common_names(&c).iter().any(|cn| cn == want))
 }
 
 /// A `Location` against the URL it came from: absolute, or a path on the

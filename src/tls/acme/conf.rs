@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::jws::Curve;
+use super::jws::KeyType;
 use super::state::StateDir;
 use super::{AccountKey, CertSlot, Issuer, Order};
 use crate::config::build::Ctx;
@@ -36,7 +36,7 @@ pub static DIRECTIVES: &[Cmd] = &[
 pub struct Build {
     issuers: HashMap<String, Arc<Issuer>>,
     /// One order per issuer, names and key, however many servers use it.
-    orders: HashMap<(String, Vec<String>, Curve), Arc<Order>>,
+    orders: HashMap<(String, Vec<String>, KeyType), Arc<Order>>,
     pub list: Vec<Arc<Order>>,
 }
 
@@ -71,11 +71,12 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
         return Err(err(format!("duplicate acme_issuer \"{name}\""), d));
     }
     let mut uri = None;
-    let mut account_key = AccountKey::Generate(Curve::P256);
+    let mut account_key = AccountKey::Generate(KeyType::P256);
     let mut contact = Vec::new();
     let mut challenge = "http-01";
     let mut eab = None;
     let mut profile = None;
+    let mut preferred_chain = None;
     let mut trusted: Option<PathBuf> = None;
     let mut verify = true;
     let mut state = Some(ctx.path(&format!("acme_{name}")));
@@ -91,9 +92,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
             "accept_terms_of_service" => (0, 0, false),
             "external_account_key" => (2, 2, false),
             "profile" => (1, 2, false),
-            "preferred_chain" => {
-                return Err(err(format!("\"{}\" is not supported by sluice yet", c.name), c));
-            }
+            "preferred_chain" => (1, 1, false),
             _ => return Err(err(format!("unknown directive \"{}\"", c.name), c)),
         };
         if c.block.is_some() {
@@ -112,7 +111,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
             }
             "account_key" => {
                 account_key = if a[0].starts_with("ecdsa") || a[0].starts_with("rsa") {
-                    AccountKey::Generate(Curve::parse(a[0]).map_err(|e| err(e, c))?)
+                    AccountKey::Generate(KeyType::parse(a[0]).map_err(|e| err(e, c))?)
                 } else {
                     let p = ctx.conf_path(a[0]);
                     let pem =
@@ -163,6 +162,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
                 };
                 profile = Some((a[0].to_string(), require));
             }
+            "preferred_chain" => preferred_chain = Some(a[0].to_string()),
             _ => accept_terms = true,
         }
     }
@@ -198,6 +198,7 @@ pub fn issuer(d: &Directive, ctx: &mut Ctx, resolver: &crate::resolver::Conf) ->
         challenge,
         eab,
         profile,
+        preferred_chain,
         state: StateDir(state),
         http,
     };
@@ -216,12 +217,12 @@ pub fn certificate(d: &Directive, server_names: &[String], ctx: &mut Ctx) -> Res
         .get(issuer_name)
         .cloned()
         .ok_or_else(|| err(format!("issuer \"{issuer_name}\" is missing"), d))?;
-    let mut curve = Curve::P256;
+    let mut key_type = KeyType::P256;
     let mut names: Vec<String> = Vec::new();
     let mut explicit = false;
     for w in &d.args[1..] {
         if let Some(k) = w.text.strip_prefix("key=") {
-            curve = Curve::parse(k).map_err(|e| err(e, d))?;
+            key_type = KeyType::parse(k).map_err(|e| err(e, d))?;
         } else {
             explicit = true;
             add_identifier(&mut names, &w.text).map_err(|e| err(e, d))?;
@@ -235,13 +236,13 @@ pub fn certificate(d: &Directive, server_names: &[String], ctx: &mut Ctx) -> Res
     if names.is_empty() {
         return Err(err("no identifiers in \"acme_certificate\"", d));
     }
-    let key = (issuer_name.clone(), names.clone(), curve);
+    let key = (issuer_name.clone(), names.clone(), key_type);
     if let Some(o) = ctx.acme.orders.get(&key) {
         return Ok(o.slot.clone());
     }
-    let id = order_id(&names, curve);
+    let id = order_id(&names, key_type);
     let slot = Arc::new(CertSlot::new(format!("{issuer_name}/{id}")));
-    let order = Arc::new(Order { issuer, names, curve, id, slot: slot.clone() });
+    let order = Arc::new(Order { issuer, names, key_type, id, slot: slot.clone() });
     ctx.acme.orders.insert(key, order.clone());
     ctx.acme.list.push(order);
     Ok(slot)
@@ -299,19 +300,20 @@ fn valid_dns(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The state files' stem: the first DNS name (else the first address) and
-/// a hash of the names and key type (FNV-1a), stable across restarts.
-fn order_id(names: &[String], curve: Curve) -> String {
+/// The state files' stem: the first DNS name (else the first address, an
+/// IPv6 one with its colons, as nginx-acme names it) and a hash of the
+/// names and key type (FNV-1a), stable across restarts.
+fn order_id(names: &[String], key_type: KeyType) -> String {
     let first = names.iter().find(|n| n.parse::<std::net::IpAddr>().is_err()).or(names.first());
     let mut h: u64 = 0xcbf29ce484222325;
-    let key = format!("{names:?}{curve:?}");
+    let key = format!("{names:?}{key_type:?}");
     for b in key.bytes() {
         h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
     }
     let stem: String = first
         .map_or("", |s| s.as_str())
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' })
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':') { c } else { '_' })
         .collect();
     format!("{stem}-{h:016x}")
 }
@@ -334,10 +336,11 @@ mod tests {
 
     #[test]
     fn order_ids_are_stable_file_names() {
-        let id = order_id(&["example.test".into()], Curve::P256);
+        let id = order_id(&["example.test".into()], KeyType::P256);
         assert!(id.starts_with("example.test-"));
-        assert_eq!(id, order_id(&["example.test".into()], Curve::P256));
-        assert_ne!(id, order_id(&["example.test".into()], Curve::P384));
-        assert!(order_id(&["*.a".into()], Curve::P256).starts_with("_.a-"));
+        assert_eq!(id, order_id(&["example.test".into()], KeyType::P256));
+        assert_ne!(id, order_id(&["example.test".into()], KeyType::P384));
+        assert!(order_id(&["*.a".into()], KeyType::P256).starts_with("_.a-"));
+        assert!(order_id(&["::1".into()], KeyType::P256).starts_with("::1-"));
     }
 }

@@ -1,121 +1,174 @@
-//! Keys and signatures for ACME: ECDSA keys (P-256, P-384, P-521) made and
-//! used with aws-lc-rs, the flattened JWS every request is (RFC 8555
-//! section 6.2, ES256/ES384/ES512), the JWK thumbprint of the HTTP-01 key
-//! authorization (RFC 7638), a PKCS#10 certificate signing request with
-//! the order's names, and PEM.
+//! Keys and signatures for ACME: ECDSA keys (P-256, P-384, P-521) and RSA
+//! keys (2048, 3072, 4096 bits) made and used with aws-lc-rs, the
+//! flattened JWS every request is (RFC 8555 section 6.2: ES256/ES384/ES512,
+//! RS256), the JWK thumbprint of the key authorization (RFC 7638), a
+//! PKCS#10 certificate signing request with the order's names, and PEM.
 
+use aws_lc_rs::encoding::{AsDer, Pkcs8V1Der, PublicKeyX509Der};
 use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::rsa::{KeyPair as RsaKeyPair, KeySize};
 use aws_lc_rs::signature::{self, EcdsaKeyPair, EcdsaSigningAlgorithm, KeyPair};
 
-/// A curve nginx-acme accepts (`ecdsa:256` and so on).
+/// A key type nginx-acme accepts (`ecdsa:256`, `rsa:2048` and so on). The
+/// variant names are part of the state files' names (`order_id` hashes
+/// them), so they stay as they are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Curve {
+pub enum KeyType {
     P256,
     P384,
     P521,
+    Rsa2048,
+    Rsa3072,
+    Rsa4096,
 }
 
-impl Curve {
-    /// `ecdsa[:SIZE]`, nginx-acme's values; RSA keys are not supported yet.
-    pub fn parse(v: &str) -> Result<Curve, String> {
+impl KeyType {
+    /// `ecdsa[:SIZE]` or `rsa[:SIZE]`, nginx-acme's values and words.
+    pub fn parse(v: &str) -> Result<KeyType, String> {
         let (alg, size) = match v.split_once(':') {
             Some((a, s)) => (a, Some(s)),
             None => (v, None),
         };
         if alg.eq_ignore_ascii_case("rsa") {
-            if !matches!(size, None | Some("2048" | "3072" | "4096")) {
-                return Err(format!("unsupported key size \"{v}\""));
-            }
-            return Err(format!("unsupported key algorithm \"{v}\" (RSA keys are not supported by sluice yet)"));
+            return match size {
+                None | Some("2048") => Ok(KeyType::Rsa2048),
+                Some("3072") => Ok(KeyType::Rsa3072),
+                Some("4096") => Ok(KeyType::Rsa4096),
+                Some(_) => Err(format!("unsupported key size \"{v}\"")),
+            };
         }
         if !alg.eq_ignore_ascii_case("ecdsa") {
             return Err(format!("unsupported key algorithm \"{v}\""));
         }
         match size {
-            None | Some("256") => Ok(Curve::P256),
-            Some("384") => Ok(Curve::P384),
-            Some("521") => Ok(Curve::P521),
+            None | Some("256") => Ok(KeyType::P256),
+            Some("384") => Ok(KeyType::P384),
+            Some("521") => Ok(KeyType::P521),
             Some(_) => Err(format!("unsupported curve \"{v}\"")),
         }
     }
 
-    fn fixed(self) -> &'static EcdsaSigningAlgorithm {
+    fn rsa_size(self) -> Option<KeySize> {
         match self {
-            Curve::P256 => &signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-            Curve::P384 => &signature::ECDSA_P384_SHA384_FIXED_SIGNING,
-            Curve::P521 => &signature::ECDSA_P521_SHA512_FIXED_SIGNING,
+            KeyType::Rsa2048 => Some(KeySize::Rsa2048),
+            KeyType::Rsa3072 => Some(KeySize::Rsa3072),
+            KeyType::Rsa4096 => Some(KeySize::Rsa4096),
+            _ => None,
         }
     }
 
-    fn asn1(self) -> &'static EcdsaSigningAlgorithm {
+    /// The fixed-size (JWS) and DER (X.509) signing algorithms of a curve.
+    fn ecdsa(self) -> Option<(&'static EcdsaSigningAlgorithm, &'static EcdsaSigningAlgorithm)> {
         match self {
-            Curve::P256 => &signature::ECDSA_P256_SHA256_ASN1_SIGNING,
-            Curve::P384 => &signature::ECDSA_P384_SHA384_ASN1_SIGNING,
-            Curve::P521 => &signature::ECDSA_P521_SHA512_ASN1_SIGNING,
+            KeyType::P256 => {
+                Some((&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &signature::ECDSA_P256_SHA256_ASN1_SIGNING))
+            }
+            KeyType::P384 => {
+                Some((&signature::ECDSA_P384_SHA384_FIXED_SIGNING, &signature::ECDSA_P384_SHA384_ASN1_SIGNING))
+            }
+            KeyType::P521 => {
+                Some((&signature::ECDSA_P521_SHA512_FIXED_SIGNING, &signature::ECDSA_P521_SHA512_ASN1_SIGNING))
+            }
+            _ => None,
         }
     }
 
     fn jws_alg(self) -> &'static str {
         match self {
-            Curve::P256 => "ES256",
-            Curve::P384 => "ES384",
-            Curve::P521 => "ES512",
+            KeyType::P256 => "ES256",
+            KeyType::P384 => "ES384",
+            KeyType::P521 => "ES512",
+            _ => "RS256",
         }
     }
 
     fn jwk_crv(self) -> &'static str {
         match self {
-            Curve::P256 => "P-256",
-            Curve::P384 => "P-384",
-            Curve::P521 => "P-521",
+            KeyType::P384 => "P-384",
+            KeyType::P521 => "P-521",
+            _ => "P-256",
         }
     }
 
-    /// The curve's OID (DER contents) and that of its ECDSA signature.
+    /// The curve's OID (DER contents) and that of the signature algorithm
+    /// a CSR carries.
     fn oids(self) -> (&'static [u8], &'static [u8]) {
         match self {
-            Curve::P256 => {
+            KeyType::P256 => {
                 (&[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02])
             }
-            Curve::P384 => (&[0x2b, 0x81, 0x04, 0x00, 0x22], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03]),
-            Curve::P521 => (&[0x2b, 0x81, 0x04, 0x00, 0x23], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x04]),
+            KeyType::P384 => (&[0x2b, 0x81, 0x04, 0x00, 0x22], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x03]),
+            KeyType::P521 => (&[0x2b, 0x81, 0x04, 0x00, 0x23], &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x04]),
+            _ => (&[], SHA256_WITH_RSA),
         }
     }
 }
 
-/// An ECDSA key with its PKCS#8 form (what the state directory holds).
+/// The key pair behind a `Key`.
+enum Pair {
+    /// ECDSA: one pair signing JWS's fixed-size form, one X.509's DER form.
+    Ec {
+        fixed: EcdsaKeyPair,
+        asn1: EcdsaKeyPair,
+    },
+    Rsa(RsaKeyPair),
+}
+
+/// A key with its PKCS#8 form (what the state directory holds).
 pub struct Key {
-    pub curve: Curve,
+    pub kind: KeyType,
     pub pkcs8: Vec<u8>,
-    fixed: EcdsaKeyPair,
-    asn1: EcdsaKeyPair,
+    pair: Pair,
 }
 
 impl Key {
-    pub fn generate(curve: Curve) -> Result<Key, String> {
-        let doc = EcdsaKeyPair::generate_pkcs8(curve.fixed(), &SystemRandom::new())
-            .map_err(|_| "key generation failed".to_string())?;
-        Key::from_pkcs8(curve, doc.as_ref())
+    pub fn generate(kind: KeyType) -> Result<Key, String> {
+        const FAILED: &str = "key generation failed";
+        if let Some(size) = kind.rsa_size() {
+            let k = RsaKeyPair::generate(size).map_err(|_| FAILED.to_string())?;
+            let der: Pkcs8V1Der = k.as_der().map_err(|_| FAILED.to_string())?;
+            return Ok(Key { kind, pkcs8: der.as_ref().to_vec(), pair: Pair::Rsa(k) });
+        }
+        let (fixed, _) = kind.ecdsa().ok_or(FAILED)?;
+        let doc = EcdsaKeyPair::generate_pkcs8(fixed, &SystemRandom::new()).map_err(|_| FAILED.to_string())?;
+        Key::from_pkcs8(kind, doc.as_ref())
     }
 
-    pub fn from_pkcs8(curve: Curve, der: &[u8]) -> Result<Key, String> {
-        let fixed = EcdsaKeyPair::from_pkcs8(curve.fixed(), der).map_err(|e| format!("invalid key ({e})"))?;
-        let asn1 = EcdsaKeyPair::from_pkcs8(curve.asn1(), der).map_err(|e| format!("invalid key ({e})"))?;
-        Ok(Key { curve, pkcs8: der.to_vec(), fixed, asn1 })
+    pub fn from_pkcs8(kind: KeyType, der: &[u8]) -> Result<Key, String> {
+        let pair = match kind.ecdsa() {
+            Some((fixed, asn1)) => Pair::Ec {
+                fixed: EcdsaKeyPair::from_pkcs8(fixed, der).map_err(|e| format!("invalid key ({e})"))?,
+                asn1: EcdsaKeyPair::from_pkcs8(asn1, der).map_err(|e| format!("invalid key ({e})"))?,
+            },
+            None => Pair::Rsa(RsaKeyPair::from_pkcs8(der).map_err(|e| format!("invalid key ({e})"))?),
+        };
+        Ok(Key { kind, pkcs8: der.to_vec(), pair })
     }
 
-    /// A PEM key (PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`) on any
-    /// of the curves.
+    /// A PEM key (PKCS#8 `PRIVATE KEY`, SEC1 `EC PRIVATE KEY` or PKCS#1
+    /// `RSA PRIVATE KEY`): ECDSA on one of the curves, or RSA of 2048,
+    /// 3072 or 4096 bits.
     pub fn from_pem(pem: &[u8]) -> Result<Key, String> {
         let der = crate::tls::keyfile::read_key(pem, &[]).map_err(|e| e.to_string())?;
         let der = der.secret_der();
-        for curve in [Curve::P256, Curve::P384, Curve::P521] {
-            if let Ok(k) = EcdsaKeyPair::from_private_key_der(curve.fixed(), der) {
+        for kind in [KeyType::P256, KeyType::P384, KeyType::P521] {
+            let Some((fixed, _)) = kind.ecdsa() else { continue };
+            if let Ok(k) = EcdsaKeyPair::from_private_key_der(fixed, der) {
                 let pkcs8 = k.to_pkcs8v1().map_err(|_| "invalid key".to_string())?;
-                return Key::from_pkcs8(curve, pkcs8.as_ref());
+                return Key::from_pkcs8(kind, pkcs8.as_ref());
             }
         }
-        Err("not an ECDSA P-256, P-384 or P-521 key".into())
+        if let Ok(k) = RsaKeyPair::from_pkcs8(der).or_else(|_| RsaKeyPair::from_der(der)) {
+            let kind = match k.public_modulus_len() * 8 {
+                2048 => KeyType::Rsa2048,
+                3072 => KeyType::Rsa3072,
+                4096 => KeyType::Rsa4096,
+                bits => return Err(format!("unsupported RSA key size {bits}")),
+            };
+            let pkcs8: Pkcs8V1Der = k.as_der().map_err(|_| "invalid key".to_string())?;
+            return Ok(Key { kind, pkcs8: pkcs8.as_ref().to_vec(), pair: Pair::Rsa(k) });
+        }
+        Err("not an ECDSA P-256, P-384, P-521 or RSA key".into())
     }
 
     pub fn pem(&self) -> Vec<u8> {
@@ -124,14 +177,26 @@ impl Key {
 
     /// The JWK of the public key, members in lexical order (RFC 7638).
     pub fn jwk(&self) -> String {
-        let p = self.fixed.public_key().as_ref();
-        let n = (p.len() - 1) / 2;
-        format!(
-            r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
-            self.curve.jwk_crv(),
-            b64u(&p[1..1 + n]),
-            b64u(&p[1 + n..])
-        )
+        match &self.pair {
+            Pair::Ec { fixed, .. } => {
+                let p = fixed.public_key().as_ref();
+                let n = (p.len() - 1) / 2;
+                format!(
+                    r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
+                    self.kind.jwk_crv(),
+                    b64u(&p[1..1 + n]),
+                    b64u(&p[1 + n..])
+                )
+            }
+            Pair::Rsa(k) => {
+                let p = k.public_key();
+                format!(
+                    r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#,
+                    b64u(p.exponent().big_endian_without_leading_zero()),
+                    b64u(p.modulus().big_endian_without_leading_zero())
+                )
+            }
+        }
     }
 
     pub fn thumbprint(&self) -> String {
@@ -147,7 +212,7 @@ impl Key {
         };
         let protected = format!(
             r#"{{"alg":"{}",{},"nonce":{},"url":{}}}"#,
-            self.curve.jws_alg(),
+            self.kind.jws_alg(),
             who,
             serde_json::Value::from(nonce),
             serde_json::Value::from(url)
@@ -155,29 +220,49 @@ impl Key {
         let protected = b64u(protected.as_bytes());
         let payload = payload.map(|p| b64u(p.as_bytes())).unwrap_or_default();
         let input = format!("{protected}.{payload}");
-        let sig = self.fixed.sign(&SystemRandom::new(), input.as_bytes()).map_err(|_| "signing failed".to_string())?;
-        Ok(format!(r#"{{"protected":"{}","payload":"{}","signature":"{}"}}"#, protected, payload, b64u(sig.as_ref())))
+        let sig = match &self.pair {
+            Pair::Ec { fixed, .. } => fixed.sign(&SystemRandom::new(), input.as_bytes()).map(|s| s.as_ref().to_vec()),
+            Pair::Rsa(k) => rsa_sign(k, input.as_bytes()),
+        }
+        .map_err(|_| "signing failed".to_string())?;
+        Ok(format!(r#"{{"protected":"{}","payload":"{}","signature":"{}"}}"#, protected, payload, b64u(&sig)))
     }
 
     /// The key's SubjectPublicKeyInfo (DER).
     pub(super) fn spki(&self) -> Vec<u8> {
-        let (curve_oid, _) = self.curve.oids();
-        tlv(
-            0x30,
-            &[
-                tlv(0x30, &[tlv(0x06, EC_PUBLIC_KEY), tlv(0x06, curve_oid)].concat()),
-                tlv(0x03, &[&[0u8][..], self.asn1.public_key().as_ref()].concat()),
-            ]
-            .concat(),
-        )
+        match &self.pair {
+            Pair::Ec { asn1, .. } => {
+                let (curve_oid, _) = self.kind.oids();
+                tlv(
+                    0x30,
+                    &[
+                        tlv(0x30, &[tlv(0x06, EC_PUBLIC_KEY), tlv(0x06, curve_oid)].concat()),
+                        tlv(0x03, &[&[0u8][..], asn1.public_key().as_ref()].concat()),
+                    ]
+                    .concat(),
+                )
+            }
+            Pair::Rsa(k) => {
+                let der: Result<PublicKeyX509Der, _> = k.public_key().as_der();
+                der.map(|d| d.as_ref().to_vec()).unwrap_or_default()
+            }
+        }
     }
 
-    /// `data` signed (ECDSA, DER signature), with the AlgorithmIdentifier
-    /// of the signature: what a CSR or certificate carries after its body.
+    /// `data` signed (ECDSA with a DER signature, or RSA PKCS#1 v1.5 with
+    /// SHA-256), with the AlgorithmIdentifier of the signature: what a CSR
+    /// or certificate carries after its body.
     pub(super) fn sign_der(&self, data: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let (_, sig_oid) = self.curve.oids();
-        let sig = self.asn1.sign(&SystemRandom::new(), data).map_err(|_| "signing failed".to_string())?;
-        Ok((tlv(0x30, &tlv(0x06, sig_oid)), tlv(0x03, &[&[0u8][..], sig.as_ref()].concat())))
+        let (_, sig_oid) = self.kind.oids();
+        let (alg, sig) = match &self.pair {
+            Pair::Ec { asn1, .. } => {
+                (tlv(0x30, &tlv(0x06, sig_oid)), asn1.sign(&SystemRandom::new(), data).map(|s| s.as_ref().to_vec()))
+            }
+            // RSA's AlgorithmIdentifier carries an explicit NULL parameter.
+            Pair::Rsa(k) => (tlv(0x30, &[tlv(0x06, sig_oid), tlv(0x05, &[])].concat()), rsa_sign(k, data)),
+        };
+        let sig = sig.map_err(|_| "signing failed".to_string())?;
+        Ok((alg, tlv(0x03, &[&[0u8][..], &sig].concat())))
     }
 
     /// A PKCS#10 request for `names` (DNS names and IP addresses), with
@@ -194,6 +279,16 @@ impl Key {
         Ok(tlv(0x30, &[info, alg, sig].concat()))
     }
 }
+
+/// RSASSA-PKCS1-v1_5 with SHA-256: RS256 in a JWS, sha256WithRSAEncryption
+/// in a CSR.
+fn rsa_sign(k: &RsaKeyPair, data: &[u8]) -> Result<Vec<u8>, aws_lc_rs::error::Unspecified> {
+    let mut sig = vec![0u8; k.public_modulus_len()];
+    k.sign(&signature::RSA_PKCS1_SHA256, &SystemRandom::new(), data, &mut sig)?;
+    Ok(sig)
+}
+
+const SHA256_WITH_RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b];
 
 /// A Name with one CN.
 pub(super) fn common_name(cn: &str) -> Vec<u8> {
@@ -312,19 +407,23 @@ mod tests {
     }
 
     #[test]
-    fn curves_as_nginx_acme() {
-        assert_eq!(Curve::parse("ecdsa:256"), Ok(Curve::P256));
-        assert_eq!(Curve::parse("ecdsa"), Ok(Curve::P256));
-        assert!(Curve::parse("ecdsa:234").unwrap_err().contains("unsupported curve"));
-        assert!(Curve::parse("rsa:2048").is_err());
+    fn key_types_as_nginx_acme() {
+        assert_eq!(KeyType::parse("ecdsa:256"), Ok(KeyType::P256));
+        assert_eq!(KeyType::parse("ecdsa"), Ok(KeyType::P256));
+        assert!(KeyType::parse("ecdsa:234").unwrap_err().contains("unsupported curve"));
+        assert_eq!(KeyType::parse("rsa"), Ok(KeyType::Rsa2048));
+        assert_eq!(KeyType::parse("rsa:4096"), Ok(KeyType::Rsa4096));
+        assert!(KeyType::parse("rsa:1024").unwrap_err().contains("unsupported key size"));
+        assert!(KeyType::parse("dsa").unwrap_err().contains("unsupported key algorithm"));
     }
 
     #[test]
     fn keys_round_trip_and_sign() {
-        for curve in [Curve::P256, Curve::P384, Curve::P521] {
-            let k = Key::generate(curve).unwrap();
+        for kind in [KeyType::P256, KeyType::P384, KeyType::P521, KeyType::Rsa2048] {
+            let k = Key::generate(kind).unwrap();
             let again = Key::from_pem(&k.pem()).unwrap();
             assert_eq!(again.jwk(), k.jwk());
+            assert_eq!(again.kind, kind);
             let jws = k.jws("https://ca/x", "nonce", None, Some("{}")).unwrap();
             let v: serde_json::Value = serde_json::from_str(&jws).unwrap();
             assert!(v["signature"].as_str().unwrap().len() > 40);

@@ -9,11 +9,12 @@
 //! `CertSlot` as it is at that moment (`tls::dynamic`), the HTTP-01
 //! responder (`http::acme_challenge`) reads `challenge`, and the
 //! handshake asks `alpn::config_for` about TLS-ALPN-01 validations. A certificate is
-//! renewed at two thirds of its lifetime; a failure is retried after 1,
-//! 10, 100 minutes, then daily, as nginx-acme does. ACME Renewal
-//! Information (RFC 9773) is not asked for yet.
+//! renewed when the CA's renewal information (RFC 9773, `ari`) suggests,
+//! else at two thirds of its lifetime; a failure is retried after 1, 10,
+//! 100 minutes, then daily, as nginx-acme does.
 
 pub mod alpn;
+pub mod ari;
 pub mod client;
 pub mod conf;
 pub mod http;
@@ -34,7 +35,7 @@ use state::{Issued, StateDir};
 pub struct Issuer {
     pub name: String,
     pub uri: String,
-    /// `account_key FILE` (its PEM, read at load), else the curve of a
+    /// `account_key FILE` (its PEM, read at load), else the type of a
     /// key kept in the state directory.
     pub account_key: AccountKey,
     pub contact: Vec<String>,
@@ -45,12 +46,15 @@ pub struct Issuer {
     pub eab: Option<(String, Vec<u8>)>,
     /// `profile NAME [require]`.
     pub profile: Option<(String, bool)>,
+    /// `preferred_chain NAME`: the chain whose topmost certificate was
+    /// issued by the CN NAME, among those the CA offers.
+    pub preferred_chain: Option<String>,
     pub state: StateDir,
     pub http: http::Client,
 }
 
 pub enum AccountKey {
-    Generate(jws::Curve),
+    Generate(jws::KeyType),
     File(Vec<u8>),
 }
 
@@ -59,7 +63,7 @@ pub enum AccountKey {
 pub struct Order {
     pub issuer: Arc<Issuer>,
     pub names: Vec<String>,
-    pub curve: jws::Curve,
+    pub key_type: jws::KeyType,
     /// The state files' stem: the first name and a hash of the order.
     pub id: String,
     pub slot: Arc<CertSlot>,
@@ -168,14 +172,37 @@ fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// When an order is next due, from its certificate (now without one).
+/// When an order is next due by its certificate's lifetime (now without
+/// one).
 fn due_of(o: &Order) -> tokio::time::Instant {
-    let now = tokio::time::Instant::now();
     match o.slot.current() {
-        Some(i) => now + Duration::from_secs((i.renew_at() - unix_now()).max(0) as u64),
-        None => now,
+        Some(i) => at_unix(i.renew_at()),
+        None => tokio::time::Instant::now(),
     }
 }
+
+/// The monotonic instant of a Unix time (now if it has passed).
+fn at_unix(t: i64) -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs((t - unix_now()).max(0) as u64)
+}
+
+/// Where an order stands in the thread's schedule.
+struct Plan {
+    /// When to order next: the renewal time, or the retry after a failure.
+    due: tokio::time::Instant,
+    fails: u32,
+    /// When to ask the CA's renewal information next (None: no
+    /// certificate yet, or a CA that offers none).
+    ari: Option<tokio::time::Instant>,
+    /// When this thread last stored a certificate for the order: a
+    /// window that starts at issuance (a short-lived certificate's) does
+    /// not renew it again within `MIN_LIFE`.
+    issued: Option<tokio::time::Instant>,
+}
+
+/// The least time a certificate this thread obtained is served before it
+/// is renewed again.
+const MIN_LIFE: Duration = Duration::from_secs(30);
 
 fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
@@ -183,16 +210,31 @@ fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
         return;
     };
     rt.block_on(async move {
-        let mut due: Vec<tokio::time::Instant> =
-            orders.iter().map(|w| w.upgrade().map_or_else(tokio::time::Instant::now, |o| due_of(&o))).collect();
-        let mut fails = vec![0u32; orders.len()];
+        let now = tokio::time::Instant::now();
+        // A stored certificate's renewal information is asked for at once:
+        // a CA that revoked it, or moved its window, is heard at start.
+        let mut plans: Vec<Plan> = orders
+            .iter()
+            .map(|w| {
+                let o = w.upgrade();
+                let has = o.as_ref().is_some_and(|o| o.slot.current().is_some());
+                Plan { due: o.map_or(now, |o| due_of(&o)), fails: 0, ari: has.then_some(now), issued: None }
+            })
+            .collect();
         let mut accounts: HashMap<String, client::Account> = HashMap::new();
         loop {
             let mut alive = false;
-            for i in 0..orders.len() {
+            for (i, plan) in plans.iter_mut().enumerate() {
                 let Some(o) = orders[i].upgrade() else { continue };
                 alive = true;
-                if due[i] > tokio::time::Instant::now() {
+                if plan.ari.is_some_and(|t| t <= tokio::time::Instant::now()) {
+                    let checked = tokio::select! {
+                        r = check_renewal_info(&o) => r,
+                        _ = &mut stop => return,
+                    };
+                    follow_renewal_info(&o, plan, checked);
+                }
+                if plan.due > tokio::time::Instant::now() {
                     continue;
                 }
                 let obtained = tokio::select! {
@@ -209,21 +251,29 @@ fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
                             (issued.renew_at() - unix_now()).max(0)
                         );
                         o.slot.set(Arc::new(issued));
-                        fails[i] = 0;
-                        due[i] = due_of(&o).max(tokio::time::Instant::now() + Duration::from_secs(30));
+                        let now = tokio::time::Instant::now();
+                        plan.fails = 0;
+                        plan.due = due_of(&o).max(now + MIN_LIFE);
+                        plan.ari = Some(now);
+                        plan.issued = Some(now);
                     }
                     Err(why) => {
-                        let wait = backoff(fails[i]);
-                        fails[i] += 1;
+                        let wait = backoff(plan.fails);
+                        plan.fails += 1;
                         log_error!(Level::Warn, "{}, next attempt in {}s", why, wait.as_secs());
-                        due[i] = tokio::time::Instant::now() + wait;
+                        plan.due = tokio::time::Instant::now() + wait;
                     }
                 }
             }
             if !alive {
                 return;
             }
-            let wake = due.iter().min().copied().unwrap_or_else(|| tokio::time::Instant::now() + backoff(0));
+            let wake = plans
+                .iter()
+                .flat_map(|p| [Some(p.due), p.ari])
+                .flatten()
+                .min()
+                .unwrap_or_else(|| tokio::time::Instant::now() + backoff(0));
             tokio::select! {
                 _ = tokio::time::sleep_until(wake) => {}
                 _ = &mut stop => return,
@@ -232,14 +282,54 @@ fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     });
 }
 
+/// The renewal window the CA gives for the order's current certificate,
+/// with its Retry-After; None without a certificate, an identifier or
+/// renewal information at the CA.
+async fn check_renewal_info(o: &Order) -> Result<Option<(wire::RenewalWindow, Option<u64>)>, String> {
+    let Some(id) = o.slot.current().and_then(|c| c.ck.cert.first().and_then(|l| ari::cert_id(l))) else {
+        return Ok(None);
+    };
+    let session = client::Session::open(&o.issuer.http, &o.issuer.uri).await?;
+    session.renewal_info(&id).await
+}
+
+/// Moves the order's renewal to a random moment of the CA's window (not
+/// while a failure's backoff runs) and plans the next check.
+fn follow_renewal_info(
+    o: &Order,
+    plan: &mut Plan,
+    checked: Result<Option<(wire::RenewalWindow, Option<u64>)>, String>,
+) {
+    match checked {
+        Ok(Some((window, retry_after))) => {
+            let at = ari::pick(window, unix_now(), ari::random());
+            if plan.fails == 0 {
+                plan.due = at_unix(at).max(plan.issued.map_or_else(tokio::time::Instant::now, |t| t + MIN_LIFE));
+            }
+            plan.ari = Some(tokio::time::Instant::now() + ari::recheck(retry_after));
+            log_error!(
+                Level::Info,
+                "acme certificate \"{}\": renewal information suggests renewal in {}s",
+                o.slot.name,
+                (at - unix_now()).max(0)
+            );
+        }
+        Ok(None) => plan.ari = None,
+        Err(why) => {
+            log_error!(Level::Warn, "{} while checking renewal information of certificate \"{}\"", why, o.slot.name);
+            plan.ari = Some(tokio::time::Instant::now() + backoff(1));
+        }
+    }
+}
+
 /// The issuer's account: from `account_key`, else `account.key` in the
 /// state directory (made and stored on first use); its URL from
 /// `account.url` when the key is the stored one.
 fn account_for(issuer: &Issuer) -> Result<client::Account, String> {
     let (key, stored) = match &issuer.account_key {
         AccountKey::File(pem) => (jws::Key::from_pem(pem)?, false),
-        AccountKey::Generate(curve) => match issuer.state.read("account.key").map(|pem| jws::Key::from_pem(&pem)) {
-            Some(Ok(k)) if k.curve == *curve => (k, true),
+        AccountKey::Generate(kind) => match issuer.state.read("account.key").map(|pem| jws::Key::from_pem(&pem)) {
+            Some(Ok(k)) if k.kind == *kind => (k, true),
             found => {
                 if let Some(Err(why)) = found {
                     log_error!(
@@ -249,7 +339,7 @@ fn account_for(issuer: &Issuer) -> Result<client::Account, String> {
                         why
                     );
                 }
-                let k = jws::Key::generate(*curve)?;
+                let k = jws::Key::generate(*kind)?;
                 issuer.state.write("account.key", &k.pem(), true)?;
                 (k, false)
             }
@@ -303,8 +393,20 @@ async fn obtain_once(o: &Order, accounts: &mut HashMap<String, client::Account>)
         issuer.state.write("account.url", kid.as_bytes(), false)?;
     }
     let for_cert = |e: String| format!("{e} while updating certificate \"{}\"", o.slot.name);
-    let key = jws::Key::generate(o.curve).map_err(for_cert)?;
-    let how = client::OrderConf { challenge: issuer.challenge, profile: issuer.profile.as_ref() };
+    let key = jws::Key::generate(o.key_type).map_err(for_cert)?;
+    // A renewal names the certificate it replaces, if the CA keeps
+    // renewal information (RFC 9773 section 5).
+    let replaces = o
+        .slot
+        .current()
+        .and_then(|c| c.ck.cert.first().and_then(|l| ari::cert_id(l)))
+        .filter(|_| session.has_renewal_info());
+    let how = client::OrderConf {
+        challenge: issuer.challenge,
+        profile: issuer.profile.as_ref(),
+        preferred_chain: issuer.preferred_chain.as_deref(),
+        replaces: replaces.as_deref(),
+    };
     let chain = session.order(acct, &o.names, &key, &how, &publish, &withdraw).await.map_err(for_cert)?;
     let key_pem = key.pem();
     let issued = Issued::load(&chain, &key_pem).map_err(for_cert)?;

@@ -19,6 +19,9 @@ pub struct Answer {
     /// `Retry-After` in seconds (a date is taken as absent).
     pub retry_after: Option<u64>,
     pub content_type: Option<String>,
+    /// `Link: <URL>;rel="alternate"` targets (RFC 8555 section 7.4.2: the
+    /// other chains a certificate is offered with).
+    pub alternates: Vec<String>,
     pub body: Vec<u8>,
 }
 
@@ -48,6 +51,8 @@ pub fn parse_answer(buf: &[u8]) -> Result<Answer, &'static str> {
             a.content_type = Some(text(h.value).to_ascii_lowercase());
         } else if n.eq_ignore_ascii_case("content-length") {
             length = Some(text(h.value).parse::<usize>().map_err(|_| "ACME server sent invalid Content-Length")?);
+        } else if n.eq_ignore_ascii_case("link") {
+            a.alternates.extend(alternate_links(&text(h.value)));
         } else if n.eq_ignore_ascii_case("transfer-encoding") {
             chunked = text(h.value).eq_ignore_ascii_case("chunked");
         }
@@ -61,6 +66,30 @@ pub fn parse_answer(buf: &[u8]) -> Result<Answer, &'static str> {
         rest.to_vec()
     };
     Ok(a)
+}
+
+/// The targets of a `Link` field's `rel="alternate"` values (a field may
+/// carry several, comma-separated; a URL holds no `>`).
+fn alternate_links(v: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = v;
+    while let Some(open) = rest.find('<') {
+        let Some(close) = rest[open..].find('>') else { break };
+        let url = &rest[open + 1..open + close];
+        let after = &rest[open + close + 1..];
+        let params = after.split('<').next().unwrap_or("");
+        let alternate = params.split(';').any(|p| {
+            let p = p.trim().trim_end_matches(',').trim();
+            p.strip_prefix("rel=").is_some_and(|r| {
+                r.trim_matches('"').split_ascii_whitespace().any(|r| r.eq_ignore_ascii_case("alternate"))
+            })
+        });
+        if alternate && !url.is_empty() {
+            out.push(url.to_string());
+        }
+        rest = after;
+    }
+    out
 }
 
 /// A nonce is base64url (RFC 8555 section 6.5.1).
@@ -101,6 +130,15 @@ pub struct Directory {
     pub profiles: Vec<String>,
     /// meta.externalAccountRequired.
     pub eab_required: bool,
+    /// renewalInfo (RFC 9773), if the server offers renewal information.
+    pub renewal_info: Option<String>,
+}
+
+/// A renewalInfo answer (RFC 9773 section 4.2): the window, as Unix times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RenewalWindow {
+    pub start: i64,
+    pub end: i64,
 }
 
 /// An RFC 7807 problem document, as the log names it.
@@ -185,7 +223,26 @@ pub fn directory(body: &[u8]) -> Result<Directory, String> {
             .and_then(|m| m.get("externalAccountRequired"))
             .and_then(Value::as_bool)
             .unwrap_or(false),
+        renewal_info: opt_string(&v, "renewalInfo"),
     })
+}
+
+/// A renewalInfo document: `suggestedWindow` with RFC 3339 `start` and
+/// `end`; a window that ends before it starts is invalid (section 4.2).
+pub fn renewal_window(body: &[u8]) -> Result<RenewalWindow, String> {
+    let v = json(body)?;
+    let w = v.get("suggestedWindow").ok_or("no \"suggestedWindow\" in ACME renewal information")?;
+    let time = |key: &str| -> Result<i64, String> {
+        let t = string(w, key)?;
+        chrono::DateTime::parse_from_rfc3339(&t)
+            .map(|d| d.timestamp())
+            .map_err(|_| format!("invalid \"{key}\" in ACME renewal information"))
+    };
+    let (start, end) = (time("start")?, time("end")?);
+    if end < start {
+        return Err("invalid window in ACME renewal information".into());
+    }
+    Ok(RenewalWindow { start, end })
 }
 
 /// A problem document (any body that is not one yields a generic one).
@@ -248,6 +305,12 @@ pub fn fuzz(data: &[u8]) {
     }
     let _ = directory(data);
     let _ = order(data);
+    if let Ok(w) = renewal_window(data) {
+        assert!(w.start <= w.end);
+    }
+    for u in alternate_links(&String::from_utf8_lossy(data)) {
+        assert!(!u.is_empty() && !u.contains('>'));
+    }
     if let Ok(a) = authorization(data) {
         for c in &a.challenges {
             let _ = valid_token(&c.token);
@@ -290,5 +353,28 @@ mod tests {
         let p = problem(400, br#"{"type":"urn:ietf:params:acme:error:badNonce","detail":"stale"}"#);
         assert!(p.is("badNonce"));
         assert_eq!(problem(500, b"<html>").kind, "HTTP 500");
+    }
+
+    #[test]
+    fn alternate_chains_and_renewal_windows() {
+        let r = b"HTTP/1.1 200 OK\r\nLink: <https://ca/dir>;rel=\"index\"\r\n\
+                  Link: <https://ca/cert/1/1>;rel=\"alternate\", <https://ca/cert/1/2> ; rel=alternate\r\n\
+                  Content-Length: 0\r\n\r\n";
+        let a = parse_answer(r).unwrap();
+        assert_eq!(a.alternates, vec!["https://ca/cert/1/1".to_string(), "https://ca/cert/1/2".to_string()]);
+        let w = renewal_window(
+            br#"{"suggestedWindow":{"start":"2026-11-30T10:00:00Z","end":"2026-11-30T11:00:00+01:00"}}"#,
+        )
+        .unwrap();
+        assert_eq!(w.end - w.start, 0);
+        assert_eq!(w.start, 1_796_032_800);
+        assert!(
+            renewal_window(br#"{"suggestedWindow":{"start":"2026-11-30T10:00:00Z","end":"2026-11-29T10:00:00Z"}}"#)
+                .is_err()
+        );
+        assert!(renewal_window(br#"{"suggestedWindow":{"start":"yesterday","end":"2026-11-29T10:00:00Z"}}"#).is_err());
+        let d =
+            directory(br#"{"newNonce":"n","newAccount":"a","newOrder":"o","renewalInfo":"https://ca/ari"}"#).unwrap();
+        assert_eq!(d.renewal_info.as_deref(), Some("https://ca/ari"));
     }
 }

@@ -20,6 +20,7 @@ const OID_AIA: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x01];
 const OID_AD_OCSP: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01];
 const OID_OCSP_BASIC: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x30, 0x01, 0x01];
 const OID_EKU: &[u8] = &[0x55, 0x1d, 0x25];
+const OID_AKI: &[u8] = &[0x55, 0x1d, 0x23];
 const OID_KP_OCSP_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x09];
 const OID_SHA1: &[u8] = &[0x2b, 0x0e, 0x03, 0x02, 0x1a];
 
@@ -39,6 +40,9 @@ pub struct CertFields<'a> {
     /// The first OCSP responder URL of the Authority Information Access.
     pub ocsp_url: Option<&'a [u8]>,
     pub ocsp_signing: bool,
+    /// The Authority Key Identifier's keyIdentifier (ACME's renewal
+    /// information names a certificate by it and the serial).
+    pub aki: Option<&'a [u8]>,
 }
 
 fn bit_string(b: &[u8]) -> Option<&[u8]> {
@@ -77,6 +81,7 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
     c.optional(0x82);
     let mut ocsp_url = None;
     let mut ocsp_signing = false;
+    let mut aki = None;
     if let Some(ext) = c.optional(0xa3) {
         let mut exts = Der(Der(ext).expect(SEQ)?);
         while let Some(e) = exts.expect(SEQ) {
@@ -94,6 +99,8 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
                         ocsp_url.get_or_insert(uri);
                     }
                 }
+            } else if id == OID_AKI {
+                aki = Der(Der(value).expect(SEQ)?).optional(0x80);
             } else if id == OID_EKU {
                 let mut kps = Der(Der(value).expect(SEQ)?);
                 while let Some(kp) = kps.expect(OID) {
@@ -102,7 +109,7 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
             }
         }
     }
-    Some(CertFields { tbs, sig_alg, signature, serial, issuer, subject, spki_alg, key, ocsp_url, ocsp_signing })
+    Some(CertFields { tbs, sig_alg, signature, serial, issuer, subject, spki_alg, key, ocsp_url, ocsp_signing, aki })
 }
 
 fn alg_oid(alg_seq: &[u8]) -> Option<&[u8]> {
@@ -323,19 +330,56 @@ pub fn verify_sig(signer: &CertFields<'_>, sig_alg: &[u8], msg: &[u8], sig: &[u8
     signature::UnparsedPublicKey::new(alg, signer.key).verify(msg, sig).is_ok()
 }
 
-/// `ssl_stapling_verify`: the response is signed by the issuer, or by a
-/// responder certificate it carries that the issuer signed for OCSP
-/// signing (RFC 6960 4.2.2.2).
-pub fn verify_response(resp: &Response<'_>, issuer: &CertFields<'_>) -> bool {
+/// `ssl_stapling_verify` and `ssl_ocsp`: OpenSSL's `OCSP_basic_verify` as
+/// nginx calls it. The response is signed by the issuer, or by a responder
+/// certificate it carries that the issuer signed for OCSP signing (RFC
+/// 6960 4.2.2.2), or by a certificate whose chain, built from the
+/// response's certificates and the trusted ones (`store`), ends at a
+/// self-signed root of `store` that the trust file marks as trusted for
+/// OCSP signing (`trust::certificates`), whoever issued the checked
+/// certificate.
+pub fn verify_response(resp: &Response<'_>, issuer: &CertFields<'_>, store: &[(&[u8], bool)]) -> bool {
     if verify_sig(issuer, resp.sig_alg, resp.tbs, resp.signature) {
         return true;
     }
-    resp.certs.iter().filter_map(|c| cert_fields(c)).any(|delegate| {
+    let carried: Vec<CertFields<'_>> = resp.certs.iter().filter_map(|c| cert_fields(c)).collect();
+    let delegated = carried.iter().any(|delegate| {
         delegate.ocsp_signing
             && delegate.issuer == issuer.subject
             && verify_sig(issuer, delegate.sig_alg, delegate.tbs, delegate.signature)
-            && verify_sig(&delegate, resp.sig_alg, resp.tbs, resp.signature)
+            && verify_sig(delegate, resp.sig_alg, resp.tbs, resp.signature)
+    });
+    if delegated || !store.iter().any(|(_, ocsp)| *ocsp) {
+        return delegated;
+    }
+    let trusted: Vec<(CertFields<'_>, bool)> =
+        store.iter().filter_map(|(c, ocsp)| cert_fields(c).map(|f| (f, *ocsp))).collect();
+    carried.iter().chain(trusted.iter().map(|(f, _)| f)).any(|signer| {
+        verify_sig(signer, resp.sig_alg, resp.tbs, resp.signature) && chains_to_ocsp_root(signer, &carried, &trusted)
     })
+}
+
+/// Whether `cert` leads, through `carried` and `trusted`, to a self-signed
+/// certificate of `trusted` marked for OCSP signing (at most 8 steps),
+/// each link's signature checked.
+fn chains_to_ocsp_root(cert: &CertFields<'_>, carried: &[CertFields<'_>], trusted: &[(CertFields<'_>, bool)]) -> bool {
+    let mut cur = cert.clone();
+    for _ in 0..8 {
+        if cur.issuer == cur.subject {
+            return trusted.iter().any(|(t, ocsp)| *ocsp && t.tbs == cur.tbs)
+                && verify_sig(&cur, cur.sig_alg, cur.tbs, cur.signature);
+        }
+        let parent = trusted
+            .iter()
+            .map(|(f, _)| f)
+            .chain(carried.iter())
+            .find(|p| p.subject == cur.issuer && verify_sig(p, cur.sig_alg, cur.tbs, cur.signature));
+        match parent {
+            Some(p) => cur = p.clone(),
+            None => return false,
+        }
+    }
+    false
 }
 
 #[cfg(test)]

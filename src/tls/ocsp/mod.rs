@@ -13,6 +13,7 @@
 pub mod client;
 pub mod der;
 pub mod http;
+pub mod trust;
 
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -34,6 +35,9 @@ pub struct Staple {
     issuer: Vec<u8>,
     responder: Option<http::Url>,
     verify: bool,
+    /// `ssl_trusted_certificate` when verifying: a responder's own chain
+    /// may lead to one of its roots trusted for OCSP signing.
+    trusted: Vec<(Vec<u8>, bool)>,
     resolver: Option<crate::resolver::ResolverConf>,
     timeout: Duration,
 }
@@ -62,8 +66,9 @@ impl Staple {
 pub struct StaplingConf<'a> {
     pub responder: Option<&'a str>,
     pub verify: bool,
-    /// `ssl_trusted_certificate`: issuers not in the chain.
-    pub trusted: &'a [Vec<u8>],
+    /// `ssl_trusted_certificate`: issuers not in the chain, each with
+    /// whether its trust settings make it a root for OCSP signing.
+    pub trusted: &'a [(Vec<u8>, bool)],
     pub resolver: Option<crate::resolver::ResolverConf>,
     pub timeout: Duration,
 }
@@ -76,7 +81,7 @@ pub fn staple_for(ck: &Arc<CertifiedKey>, name: &str, conf: &StaplingConf<'_>) -
     let issuer = ck.cert[1..]
         .iter()
         .map(|c| c.as_ref())
-        .chain(conf.trusted.iter().map(|c| c.as_slice()))
+        .chain(conf.trusted.iter().map(|(c, _)| c.as_slice()))
         .find(|c| der::cert_fields(c).is_some_and(|f| f.subject == leaf.issuer));
     let Some(issuer) = issuer else {
         return Err(format!("\"ssl_stapling\" ignored, issuer certificate not found for certificate \"{name}\""));
@@ -98,6 +103,7 @@ pub fn staple_for(ck: &Arc<CertifiedKey>, name: &str, conf: &StaplingConf<'_>) -
         issuer: issuer.to_vec(),
         responder: Some(url),
         verify: conf.verify,
+        trusted: if conf.verify { conf.trusted.to_vec() } else { Vec::new() },
         resolver: conf.resolver.clone(),
         timeout: conf.timeout,
     })))
@@ -209,7 +215,8 @@ fn check(s: &Staple, resp: &[u8], now: i64) -> Result<Option<i64>, &'static str>
     let (status, next_update) = der::status_of(&parsed, &s.id, now)?;
     if s.verify {
         let issuer = der::cert_fields(&s.issuer).ok_or("issuer certificate unreadable")?;
-        if !der::verify_response(&parsed, &issuer) {
+        let trusted: Vec<(&[u8], bool)> = s.trusted.iter().map(|(c, o)| (c.as_slice(), *o)).collect();
+        if !der::verify_response(&parsed, &issuer, &trusted) {
             return Err("OCSP_basic_verify() failed");
         }
     }
