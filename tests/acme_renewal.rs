@@ -109,7 +109,10 @@ fn two_short_lived_certificates_renew_under_load_without_a_failed_request() {
 /// The CA's renewal information (RFC 9773) moves a renewal: Pebble is
 /// told the certificate's window has passed, and sluice renews it at
 /// start (it asks for every stored certificate's window then), though
-/// the certificate's own schedule is two thirds of an hour away.
+/// the certificate's own schedule is two thirds of an hour away. Pebble
+/// rejects 30 % of nonces meanwhile (each refusal retried with the new
+/// nonce). Then the CA goes down: a restart serves the stored
+/// certificate, and the failed check is a warning with a retry.
 #[test]
 fn renewal_information_from_the_ca_renews_at_once() {
     if nginx_mode() {
@@ -123,11 +126,13 @@ fn renewal_information_from_the_ca_renews_at_once() {
     let log_path = s.path("logs/error.log");
     let log = || read_lossy(&log_path);
     let profiles = r#""profiles":{"default":{"description":"d","validityPeriod":3600}},"#;
-    ca.start_pebble_with(web, free_port(), pebble_port, profiles);
+    ca.start_pebble_env(web, free_port(), pebble_port, profiles, &[("PEBBLE_WFE_NONCEREJECT", "30")]);
     s.signal("reload");
     let root = ca.root();
     wait_served(https, "example.test", Some(&root), Duration::from_secs(60), &log);
     let first = serial(https, "example.test").unwrap();
+    let l = log();
+    assert!(line_with(&l, "nonce rejected").contains("[info]"), "Pebble's nonce refusals were retried:\n{l}");
     let l = wait_contains(&log_path, "renewal information suggests", Duration::from_secs(10));
     assert!(!line_with(&l, "renewal information suggests").contains("renewal in 0s"), "{l}");
 
@@ -159,6 +164,18 @@ fn renewal_information_from_the_ca_renews_at_once() {
     assert_ne!(renewed, first);
     let l = log();
     assert!(l.contains("renewal information suggests renewal in 0s"), "{l}");
+
+    // The CA is down at the next start: the renewed certificate is
+    // served, and the check is retried later.
+    s.quit();
+    ca.stop_pebble();
+    std::fs::write(&log_path, "").unwrap();
+    s.relaunch().unwrap();
+    assert_eq!(serial(https, "example.test").as_deref(), Some(renewed.as_str()), "the stored certificate");
+    let l = wait_contains(&log_path, "while checking renewal information", Duration::from_secs(10));
+    let line = line_with(&l, "while checking renewal information");
+    assert!(line.contains("[warn]") && line.contains("connect() failed"), "{line}");
+    assert_eq!(serial(https, "example.test").as_deref(), Some(renewed.as_str()), "still served");
 }
 
 /// `key=rsa` and `account_key rsa:2048` (RS256 requests), and

@@ -105,7 +105,8 @@ impl<'a> Session<'a> {
     }
 
     /// A signed POST (None: POST-as-GET); a `badNonce` refusal is tried
-    /// again with the fresh nonce, up to three times.
+    /// again with the fresh nonce it carries, up to nine times (a CA may
+    /// reject any share of nonces; each retry costs one request).
     async fn post(&mut self, acct: &Account, url: &str, payload: Option<&str>, jwk: bool) -> Result<Answer, String> {
         let mut tries = 0;
         loop {
@@ -119,7 +120,8 @@ impl<'a> Session<'a> {
             }
             let p = wire::problem(a.status, &a.body);
             tries += 1;
-            if p.is("badNonce") && tries < 4 {
+            if p.is("badNonce") && tries < 10 {
+                crate::log_error!(crate::log::error::Level::Info, "acme: nonce rejected by \"{url}\", retrying");
                 continue;
             }
             return Err(format!("ACME server answered {} to \"{url}\": {p}", a.status));
