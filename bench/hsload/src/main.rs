@@ -43,6 +43,7 @@
 //! requests: 12345 ok, 0 errors, elapsed 3.001 s, 4113.6 req/s
 //! errors: connect 0, tls 0, write 0, read 0, status 0, length 0, timeout 0, resumed 0
 //! handshakes: 12345 full, 0 hrr, 0 resumed
+//! ocsp: 0 stapled
 //! latency: p50 20.12 ms, p99 35.40 ms, max 50.00 ms
 //! bytes: 2765280 received (decrypted), 0 responses closed without close_notify
 //! client cpu: user 1.20 s, sys 0.80 s, 66.6 % of elapsed
@@ -98,6 +99,9 @@ options:
                         do not ask for a TLS 1.2 session ticket (default: ask,
                         as OpenSSL clients do; it is never used)
   --timeout SECONDS     per request (connect to end of response), default 10
+  --sni NAME            send NAME in SNI and in Host (the connection still goes
+                        to the URL's loopback address), e.g. for a server
+                        that has no certificate for an IP address
   -V, --version         print the version
   -h, --help            this text
 ";
@@ -105,6 +109,9 @@ options:
 // ---------------------------------------------------------------------------
 // The verifier that verifies nothing.
 // ---------------------------------------------------------------------------
+
+/// Handshakes whose server sent an OCSP response (`ocsp:` line).
+static STAPLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Accepts every certificate and every handshake signature. Only acceptable
 /// because hsload is a load generator talking to a server on loopback.
@@ -119,9 +126,14 @@ impl ServerCertVerifier for NoVerify {
         _end_entity: &CertificateDer<'_>,
         _intermediates: &[CertificateDer<'_>],
         _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
+        ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        // rustls always sends the status_request extension; count the
+        // handshakes where the server stapled a response (not checked).
+        if !ocsp_response.is_empty() {
+            STAPLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -230,6 +242,7 @@ struct Opts {
     fresh_key_share: bool,
     tls12_ticket_request: bool,
     timeout: Duration,
+    sni: Option<String>,
     host: String,
     port: u16,
     path: String,
@@ -250,6 +263,7 @@ fn parse_args() -> Opts {
     let mut fresh_key_share = false;
     let mut tls12_ticket_request = true;
     let mut timeout = 10.0f64;
+    let mut sni = None;
     let mut url = None;
     fn value(args: &mut impl Iterator<Item = String>, opt: &str) -> String {
         args.next().unwrap_or_else(|| usage_error(&format!("{opt} needs a value")))
@@ -275,6 +289,7 @@ fn parse_args() -> Opts {
             "--no-tls12-ticket-request" => tls12_ticket_request = false,
             "--fresh-key-share" => fresh_key_share = true,
             "--timeout" => timeout = num(&value(&mut args, "--timeout"), "--timeout"),
+            "--sni" => sni = Some(value(&mut args, "--sni")),
             "-V" | "--version" => {
                 println!("hsload {} (rustls 0.23, aws-lc-rs provider)", env!("CARGO_PKG_VERSION"));
                 std::process::exit(0);
@@ -338,6 +353,7 @@ fn parse_args() -> Opts {
         fresh_key_share,
         tls12_ticket_request,
         timeout: Duration::from_secs_f64(timeout),
+        sni,
         host,
         port,
         path,
@@ -681,10 +697,11 @@ fn main() {
         Tls12Resumption::Disabled
     });
 
-    let server_name = ServerName::try_from(o.host.clone())
-        .unwrap_or_else(|e| usage_error(&format!("bad host name {:?}: {e}", o.host)));
+    let name = o.sni.clone().unwrap_or_else(|| o.host.clone());
+    let server_name =
+        ServerName::try_from(name.clone()).unwrap_or_else(|e| usage_error(&format!("bad host name {name:?}: {e}")));
     let host_header =
-        if o.host.contains(':') { format!("[{}]:{}", o.host, o.port) } else { format!("{}:{}", o.host, o.port) };
+        if name.contains(':') { format!("[{}]:{}", name, o.port) } else { format!("{}:{}", name, o.port) };
     let request = format!("GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", o.path, host_header).into_bytes();
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
@@ -730,6 +747,7 @@ fn main() {
         ERR_KINDS.iter().zip(total.errors).map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
     );
     println!("handshakes: {} full, {} hrr, {} resumed", total.full, total.hrr, total.resumed);
+    println!("ocsp: {} stapled", STAPLED.load(std::sync::atomic::Ordering::Relaxed));
     let mut lat = total.lat_us;
     lat.sort_unstable();
     println!(
