@@ -47,9 +47,9 @@ fn serial(port: u16, name: &str) -> Option<String> {
 /// Certificates of 36 seconds: renewed by the thread, while wrk opens a
 /// new TLS connection for every request to both names, without a reload
 /// and without a failed request. Pebble's renewal window for them is
-/// their whole life, so sluice renews each between 30 s (the least it
-/// serves a certificate it obtained) and 36 s after issuance, both in the
-/// same minute: two names renewing at once.
+/// their whole life, so sluice renews each between 12 s (a third of its
+/// life: the least it serves a certificate it obtained) and 36 s after
+/// issuance, both within the run: two names renewing at once.
 #[test]
 fn two_short_lived_certificates_renew_under_load_without_a_failed_request() {
     if nginx_mode() {

@@ -288,7 +288,7 @@ impl<'a> Session<'a> {
         let ch_url = ch.url.clone();
         self.post(acct, &ch_url, Some("{}"), false).await?;
         let deadline = tokio::time::Instant::now() + POLL_LIMIT;
-        loop {
+        for n in 0.. {
             let a = self.post(acct, url, None, false).await?;
             let authz = wire::authorization(&a.body)?;
             match authz.status.as_str() {
@@ -303,8 +303,9 @@ impl<'a> Session<'a> {
                     ));
                 }
             }
-            wait(&a, deadline, &authz.identifier).await?;
+            wait(&a, n, deadline, &authz.identifier).await?;
         }
+        Err("ACME authorization polled too often".into())
     }
 
     async fn poll_order(
@@ -314,7 +315,7 @@ impl<'a> Session<'a> {
         want: &[&str],
         deadline: tokio::time::Instant,
     ) -> Result<wire::Order, String> {
-        loop {
+        for n in 0.. {
             let a = self.post(acct, url, None, false).await?;
             let o = wire::order(&a.body)?;
             if want.contains(&o.status.as_str()) {
@@ -324,8 +325,9 @@ impl<'a> Session<'a> {
                 let why = o.error.map(|p| p.to_string()).unwrap_or_else(|| "no reason given".into());
                 return Err(format!("order is invalid: {why}"));
             }
-            wait(&a, deadline, "order").await?;
+            wait(&a, n, deadline, "order").await?;
         }
+        Err("ACME order polled too often".into())
     }
 }
 
@@ -366,10 +368,14 @@ impl Drop for Published<'_> {
     }
 }
 
-/// The pause between polls: the server's Retry-After (at most 10 s),
-/// else one second; an error past the deadline.
-async fn wait(a: &Answer, deadline: tokio::time::Instant, what: &str) -> Result<(), String> {
-    let pause = Duration::from_secs(a.retry_after.unwrap_or(1).clamp(1, 10));
+/// The pause before poll `n` (0, 1, ...): the server's Retry-After (1 to
+/// 10 s), else 250 ms doubling to a second (a validation or an issuance
+/// often completes within the first); an error past the deadline.
+async fn wait(a: &Answer, n: u32, deadline: tokio::time::Instant, what: &str) -> Result<(), String> {
+    let pause = match a.retry_after {
+        Some(s) => Duration::from_secs(s.clamp(1, 10)),
+        None => Duration::from_millis(250 << n.min(2)),
+    };
     if tokio::time::Instant::now() + pause > deadline {
         return Err(format!("ACME server did not complete \"{what}\" in time"));
     }

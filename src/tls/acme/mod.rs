@@ -201,8 +201,16 @@ struct Plan {
 }
 
 /// The least time a certificate this thread obtained is served before it
-/// is renewed again.
+/// is renewed again, unless a third of its remaining life is less.
 const MIN_LIFE: Duration = Duration::from_secs(30);
+
+/// `MIN_LIFE`, or a third of what is left of the order's certificate if
+/// that is less (a certificate of under 45 s is still renewed before it
+/// expires).
+fn min_life(o: &Order) -> Duration {
+    let left = o.slot.current().map_or(0, |c| (c.not_after - unix_now()).max(0) as u64);
+    MIN_LIFE.min(Duration::from_secs(left / 3))
+}
 
 fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
@@ -253,7 +261,7 @@ fn run(orders: Vec<Weak<Order>>, mut stop: tokio::sync::oneshot::Receiver<()>) {
                         o.slot.set(Arc::new(issued));
                         let now = tokio::time::Instant::now();
                         plan.fails = 0;
-                        plan.due = due_of(&o).max(now + MIN_LIFE);
+                        plan.due = due_of(&o).max(now + min_life(&o));
                         plan.ari = Some(now);
                         plan.issued = Some(now);
                     }
@@ -304,7 +312,8 @@ fn follow_renewal_info(
         Ok(Some((window, retry_after))) => {
             let at = ari::pick(window, unix_now(), ari::random());
             if plan.fails == 0 {
-                plan.due = at_unix(at).max(plan.issued.map_or_else(tokio::time::Instant::now, |t| t + MIN_LIFE));
+                let floor = plan.issued.map_or_else(tokio::time::Instant::now, |t| t + min_life(o));
+                plan.due = at_unix(at).max(floor);
             }
             plan.ari = Some(tokio::time::Instant::now() + ari::recheck(retry_after));
             log_error!(
