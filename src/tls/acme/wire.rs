@@ -16,7 +16,8 @@ pub struct Answer {
     pub status: u16,
     pub location: Option<String>,
     pub nonce: Option<String>,
-    /// `Retry-After` in seconds (a date is taken as absent).
+    /// `Retry-After` in seconds (a date is turned into the seconds until
+    /// it).
     pub retry_after: Option<u64>,
     pub content_type: Option<String>,
     /// `Link: <URL>;rel="alternate"` targets (RFC 8555 section 7.4.2: the
@@ -46,7 +47,7 @@ pub fn parse_answer(buf: &[u8]) -> Result<Answer, &'static str> {
         } else if n.eq_ignore_ascii_case("replay-nonce") {
             a.nonce = Some(text(h.value)).filter(|v| valid_nonce(v));
         } else if n.eq_ignore_ascii_case("retry-after") {
-            a.retry_after = text(h.value).parse().ok();
+            a.retry_after = retry_after(&text(h.value), chrono::Utc::now().timestamp());
         } else if n.eq_ignore_ascii_case("content-type") {
             a.content_type = Some(text(h.value).to_ascii_lowercase());
         } else if n.eq_ignore_ascii_case("content-length") {
@@ -66,6 +67,16 @@ pub fn parse_answer(buf: &[u8]) -> Result<Answer, &'static str> {
         rest.to_vec()
     };
     Ok(a)
+}
+
+/// A `Retry-After` value (RFC 9110 10.2.3): seconds, or an HTTP date
+/// (Pebble sends either), as seconds from `now`.
+fn retry_after(v: &str, now: i64) -> Option<u64> {
+    if let Ok(n) = v.parse() {
+        return Some(n);
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(v).ok()?.timestamp();
+    Some((at - now).max(0) as u64)
 }
 
 /// The targets of a `Link` field's `rel="alternate"` values (a field may
@@ -373,6 +384,10 @@ mod tests {
                 .is_err()
         );
         assert!(renewal_window(br#"{"suggestedWindow":{"start":"yesterday","end":"2026-11-29T10:00:00Z"}}"#).is_err());
+        assert_eq!(retry_after("7", 0), Some(7));
+        assert_eq!(retry_after("Mon, 30 Nov 2026 10:00:05 GMT", 1_796_032_800), Some(5));
+        assert_eq!(retry_after("Mon, 30 Nov 2026 09:00:00 GMT", 1_796_032_800), Some(0));
+        assert_eq!(retry_after("soon", 0), None);
         let d =
             directory(br#"{"newNonce":"n","newAccount":"a","newOrder":"o","renewalInfo":"https://ca/ari"}"#).unwrap();
         assert_eq!(d.renewal_info.as_deref(), Some("https://ca/ari"));
