@@ -20,9 +20,11 @@ and sluice's handshakes with and without a stapled OCSP response.
   a2: renewal under load. Pebble restarted with profiles whose
       certificates last --validity seconds (48: "default", which Caddy 2.6
       gets, and "shortlived", which sluice asks for with `profile
-      shortlived require`); both renew at two thirds of the lifetime
-      (Caddy: `renew_interval 1s` and its default renewal window of a
-      third), 32 s after issuance. bench/hsload -c 50 --sni example.test
+      shortlived require`). Caddy renews at two thirds of the lifetime
+      (`renew_interval 1s` and its default renewal window of a third), 32 s
+      after issuance; sluice follows Pebble's renewal information (ARI),
+      a random moment of the certificate's life after its first third.
+      bench/hsload -c 50 --sni example.test
       runs for --renew-duration seconds (28) centred on that moment (a new
       connection and a full handshake per request, so every request gets
       the certificate of that moment; keep-alive or resumed connections
@@ -31,8 +33,6 @@ and sluice's handshakes with and without a stapled OCSP response.
       250 ms and records the serial. Reported: requests done and failed
       (any hsload error), verifying handshakes that failed (an expired or
       missing certificate), the serials seen and when the new one came.
-      (sluice schedules a renewal no sooner than 30 s after an issuance:
-      with certificates shorter than 45 s it renews after they expired.)
   a3: handshakes per second with a stapled OCSP response and without: the
       same certificate (ECDSA P-256, from a CA made with `openssl ca`, with
       an OCSP URL in its Authority Information Access; `openssl ocsp` as
@@ -435,7 +435,7 @@ def run_a2(a, top, pebble, binaries):
 
                 th = threading.Thread(target=poller)
                 th.start()
-                # Both renew at two thirds of the lifetime: the load is
+                # Caddy renews at two thirds of the lifetime: the load is
                 # centred on that moment.
                 lead = a.validity * 2 / 3 - a.renew_duration / 2
                 time.sleep(max(0.0, issued + lead - time.monotonic()))
