@@ -52,9 +52,9 @@ fn session_lines(log: &str, client: u16, listen: u16) -> Vec<(String, String)> {
 #[test]
 fn error_log_lines_of_proxied_sessions() {
     let o = origin("O");
-    let (bye, echo) = (fixed_origin("bye"), udp_echo());
+    let (bye, echo, mute) = (fixed_origin("bye"), udp_echo(), closing_origin());
     let (dead, dead2, udp_dead) = (free_port(), free_port(), free_port());
-    let [ok, refused, denied, udp, nl, novar, slow, closing, udp_ok] = [(); 9].map(|_| free_port());
+    let [ok, refused, denied, udp, nl, novar, slow, closing, udp_ok, tls_fail] = [(); 10].map(|_| free_port());
     let conf = format!(
         "upstream nl {{ server 127.0.0.1:{dead} max_fails=1 fail_timeout=60s;
                         server 127.0.0.1:{dead2} max_fails=1 fail_timeout=60s; }}
@@ -67,7 +67,8 @@ fn error_log_lines_of_proxied_sessions() {
          server {{ listen 127.0.0.1:{novar}; set $x nosuch.example:80; proxy_pass $x; }}
          server {{ listen 127.0.0.1:{slow}; proxy_pass 127.0.0.1:{o}; proxy_timeout 1s; }}
          server {{ listen 127.0.0.1:{closing}; proxy_pass 127.0.0.1:{bye}; }}
-         server {{ listen 127.0.0.1:{udp_ok} udp; proxy_pass 127.0.0.1:{echo}; proxy_responses 1; }}",
+         server {{ listen 127.0.0.1:{udp_ok} udp; proxy_pass 127.0.0.1:{echo}; proxy_responses 1; }}
+         server {{ listen 127.0.0.1:{tls_fail}; proxy_pass 127.0.0.1:{mute}; proxy_ssl on; }}",
         o = o.port
     );
     let srv = builder().whole(&stream_conf(&conf)).start();
@@ -111,6 +112,11 @@ fn error_log_lines_of_proxied_sessions() {
         let mut s = dial(nl);
         let _ = s.read(&mut [0u8; 16]);
     }
+    // TLS to an origin that does not speak it: the handshake fails.
+    let mut s = dial(tls_fail);
+    let tls_fail_client = local(&s);
+    let _ = s.read(&mut [0u8; 16]);
+    drop(s);
     let mut s = dial(novar);
     let novar_client = local(&s);
     let _ = s.read(&mut [0u8; 16]);
@@ -166,6 +172,15 @@ fn error_log_lines_of_proxied_sessions() {
     );
     assert_eq!(lines[1..], [line("error", want)], "no close line: {lines:#?}");
 
+    // nginx names the phase: the handshake, not the connect.
+    let lines = session_lines(&log, tls_fail_client, tls_fail);
+    let tail = format!(
+        " while SSL handshaking to upstream, client: 127.0.0.1, server: 127.0.0.1:{tls_fail}, \
+         upstream: \"127.0.0.1:{mute}\", {bytes0}"
+    );
+    let want = format!("peer closed connection in SSL handshake{tail}");
+    assert_eq!(lines[1..], [line("error", want)], "no proxy-connected line: {lines:#?}");
+
     let lines = session_lines(&log, denied_client, denied);
     let want =
         format!("access forbidden by rule while initializing session, client: 127.0.0.1, server: 127.0.0.1:{denied}");
@@ -211,4 +226,22 @@ fn error_log_lines_of_proxied_sessions() {
          bytes from/to client:3/0, bytes from/to upstream:0/3"
     );
     assert_eq!(lines[2], line("error", want), "{lines:#?}");
+}
+
+/// An origin that reads what it is sent (a ClientHello) and closes without
+/// a word, so the TLS handshake to it meets the end of the stream.
+fn closing_origin() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind origin");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let _ = c.set_read_timeout(Some(Duration::from_millis(300)));
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    port
 }

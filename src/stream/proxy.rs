@@ -273,7 +273,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
                 break (o, i, t0);
             }
             Err(e) => {
-                s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&peer.name));
+                s.log_upstream(Level::Error, format_args!("{e}"), Some(&peer.name));
                 let disabled = state.is_none() && with_peers(&u, |st| st.done(&i, true));
                 if let Some(set) = &set {
                     set.done(i.i, true, disabled);
@@ -335,6 +335,27 @@ impl Origin {
     }
 }
 
+/// A failed connection to a peer: the reason, and whether it was the TLS
+/// handshake that failed, which nginx's log line names ("while SSL
+/// handshaking to upstream" rather than "while connecting to upstream").
+struct ConnectError {
+    why: String,
+    handshaking: bool,
+}
+
+impl From<String> for ConnectError {
+    fn from(why: String) -> ConnectError {
+        ConnectError { why, handshaking: false }
+    }
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let during = if self.handshaking { "SSL handshaking to upstream" } else { "connecting to upstream" };
+        write!(f, "{} while {during}", self.why)
+    }
+}
+
 /// Connects to one peer (with `proxy_bind`), sends the PROXY header and
 /// does the TLS handshake, all within `proxy_connect_timeout`.
 async fn connect(
@@ -343,7 +364,7 @@ async fn connect(
     peer: &crate::config::proxy::PeerConf,
     p: &super::conf::ProxyConf,
     tls: Option<&Arc<rustls::ClientConfig>>,
-) -> Result<Origin, String> {
+) -> Result<Origin, ConnectError> {
     let work = async {
         if let Some(path) = &peer.unix {
             let mut u = tokio::net::UnixStream::connect(path).await.map_err(|e| {
@@ -353,7 +374,7 @@ async fn connect(
                 let line = s.proxy_protocol_line();
                 u.write_all(&line).await.map_err(|e| format!("send() failed ({e})"))?;
             }
-            return Ok(Origin::Unix(u));
+            return Ok::<_, ConnectError>(Origin::Unix(u));
         }
         let sock = if peer.addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
             .map_err(|e| format!("socket() failed ({})", crate::process::signal::os_error(&e)))?;
@@ -368,7 +389,7 @@ async fn connect(
                     .bind(a)
                     .map_err(|e| format!("bind({}) failed ({})", text, crate::process::signal::os_error(&e)))?,
                 None if text.is_empty() => {}
-                None => return Err(format!("invalid local address \"{text}\"")),
+                None => return Err(format!("invalid local address \"{text}\"").into()),
             }
         }
         let mut tcp = sock
@@ -396,14 +417,14 @@ async fn connect(
                 .unwrap_or_else(|| rustls_pki_types::ServerName::IpAddress(peer.addr.ip().into()));
             let tls = Box::pin(tokio_rustls::TlsConnector::from(cfg.clone()).connect(server_name, tcp))
                 .await
-                .map_err(|e| crate::tls::client::handshake_error(&e, &name))?;
+                .map_err(|e| ConnectError { why: crate::tls::client::handshake_error(&e, &name), handshaking: true })?;
             return Ok(Origin::Tls(Box::new(tls)));
         }
         Ok(Origin::Tcp(tcp))
     };
     match tokio::time::timeout(p.connect_timeout, work).await {
         Ok(r) => r,
-        Err(_) => Err("upstream timed out (110: Connection timed out)".into()),
+        Err(_) => Err(String::from("upstream timed out (110: Connection timed out)").into()),
     }
 }
 

@@ -199,6 +199,9 @@ pub fn handshake_error(e: &std::io::Error, name: &str) -> String {
         Some(err @ rustls::Error::InvalidCertificate(_)) => {
             format!("upstream SSL certificate verify error: {}", crate::tls::client_verify::openssl_reason(err))
         }
+        // The origin closed before the handshake ended (it speaks no
+        // TLS, or refused ours): nginx's words.
+        _ if e.kind() == std::io::ErrorKind::UnexpectedEof => "peer closed connection in SSL handshake".to_string(),
         _ => format!("SSL_do_handshake() failed ({})", e),
     }
 }
