@@ -24,6 +24,7 @@ pub use shared_state::{ConnectionState, SharedState};
 /// SLUICE-PATCH: the QPACK decoder's fuzzing entry point.
 #[doc(hidden)]
 pub use qpack::session::fuzz as qpack_decoder_fuzz;
+pub use qpack::decode_section_stateless;
 
 pub mod error;
 

@@ -9,6 +9,7 @@
 
 pub mod conf;
 pub mod endpoint;
+pub mod head;
 pub mod quic;
 pub mod stream;
 

@@ -18,8 +18,8 @@
 //! the dynamic table: vendor/h3/src/qpack/session.rs.)
 //!
 //! Unidirectional streams the client opens are `h3-quinn`'s (nothing is
-//! needed of them). Reads copy each piece out of quinn (its chunk reads
-//! are not pollable without owning the stream).
+//! needed of them). Reads take quinn's chunks as they are, without a
+//! copy: the received packet's bytes.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -34,10 +34,6 @@ use quinn::VarInt;
 
 /// Largest piece read from a request stream at a time.
 const READ_PIECE: usize = 32 * 1024;
-
-/// The first reads' buffer: a request's HEADERS (and a small body) fit;
-/// a read that fills it grows it to `READ_PIECE`.
-const FIRST_PIECE: usize = 4 * 1024;
 
 type Pending<T> = Pin<Box<dyn std::future::Future<Output = Result<T, quinn::ConnectionError>>>>;
 
@@ -216,7 +212,7 @@ impl quic::Connection<Bytes> for Conn {
         let watch =
             Rc::new(Watch { stream: RefCell::new(recv), scan: Cell::new(Scan::default()), fin: Cell::new(false) });
         self.opener.side.keep(id.into_inner(), &watch);
-        Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id), recv: Recv { watch, id, scratch: Vec::new() } }))
+        Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id), recv: Recv { watch, id } }))
     }
 
     fn opener(&self) -> Self::OpenStreams {
@@ -332,30 +328,27 @@ impl quic::SendStream<Bytes> for Bidi {
 pub struct Recv {
     watch: Rc<Watch>,
     id: StreamId,
-    scratch: Vec<u8>,
 }
 
 impl quic::RecvStream for Recv {
     type Buf = Bytes;
 
     fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, StreamErrorIncoming>> {
-        if self.scratch.is_empty() {
-            self.scratch = vec![0; FIRST_PIECE];
-        }
-        let n = ready!(self.watch.stream.borrow_mut().poll_read(cx, &mut self.scratch)).map_err(read_error)?;
-        if n == 0 {
+        let mut stream = self.watch.stream.borrow_mut();
+        // quinn's chunk reads are an `async fn` only; one made and polled
+        // in place holds nothing between polls but the waker quinn keeps.
+        let chunk = {
+            let read = std::pin::pin!(stream.read_chunk(READ_PIECE, true));
+            ready!(read.poll(cx)).map_err(read_error)?
+        };
+        let Some(chunk) = chunk else {
             self.watch.fin.set(true);
             return Poll::Ready(Ok(None));
-        }
-        let piece = &self.scratch[..n];
+        };
         let mut scan = self.watch.scan.get();
-        scan.feed(piece);
+        scan.feed(&chunk.bytes);
         self.watch.scan.set(scan);
-        let out = Bytes::copy_from_slice(piece);
-        if n == self.scratch.len() && n < READ_PIECE {
-            self.scratch = vec![0; READ_PIECE];
-        }
-        Poll::Ready(Ok(Some(out)))
+        Poll::Ready(Ok(Some(chunk.bytes)))
     }
 
     fn stop_sending(&mut self, code: u64) {

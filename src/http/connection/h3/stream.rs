@@ -61,6 +61,10 @@ pub async fn guarded(
     shared.finish();
 }
 
+/// The paths most requests do not take (proxying, a suspended handler,
+/// compression, the cache's refresh, post_action) are boxed futures: kept
+/// inline, their state would make every request's future about 9 KB to
+/// allocate and copy.
 async fn request(
     w: Rc<WorkerCtx>,
     group: usize,
@@ -75,7 +79,8 @@ async fn request(
     // inserts included; at the deadline the stream is reset, as nginx
     // resets it.
     let deadline = Instant::now() + dconf.client_header_timeout;
-    let (req, mut tx) = match resolver.resolve_request_until(tokio::time::sleep(dconf.client_header_timeout)).await {
+    let (mut req, mut tx) = match resolver.resolve_request_until(tokio::time::sleep(dconf.client_header_timeout)).await
+    {
         Ok(r) => r,
         Err(_) if Instant::now() >= deadline => {
             log_to!(
@@ -99,6 +104,11 @@ async fn request(
             return;
         }
     };
+    // Values with control characters ride beside the HeaderMap, as over
+    // HTTP/2, to reach `$http_NAME` and the origin as nginx passes them.
+    if let Some(raw) = req.extensions_mut().remove::<h3::server::RawFields>() {
+        req.extensions_mut().insert(h2req::RawFields(raw.0));
+    }
     let watch = side.take(tx.id());
     let started = Instant::now();
     let stats = w.stats.clone();
@@ -138,7 +148,7 @@ async fn request(
                 why,
                 info.peer.ip()
             );
-            let _ = tx.send_response(h2resp::head(&Response::new(400), false)).await;
+            let _ = send_block(&mut tx, &Response::new(400), false).await;
             let _ = tx.finish().await;
             return;
         }
@@ -177,7 +187,7 @@ async fn request(
                 info.id,
                 info.peer.ip()
             );
-            let _ = tx.send_response(h2resp::head(&Response::new(400), false)).await;
+            let _ = send_block(&mut tx, &Response::new(400), false).await;
             let _ = tx.finish().await;
             return;
         }
@@ -209,7 +219,7 @@ async fn request(
         None => crate::http::handler::handle(&mut ctx),
     };
     if crate::http::handler::suspended(&ctx) {
-        resp = crate::http::handler::complete(&w, &mut ctx, resp).await;
+        resp = Box::pin(crate::http::handler::complete(&w, &mut ctx, resp)).await;
     }
     // A proxied request's mirrors wait for its body, as over HTTP/1 and
     // HTTP/2: they start below, once the proxy has read it.
@@ -230,7 +240,7 @@ async fn request(
         };
         let read = if has_body {
             let limits = (conf.client_max_body_size, conf.client_body_timeout);
-            read_body(&mut tx, watch.as_deref(), first.take(), limits, declared, Some(&mut spool)).await
+            Box::pin(read_body(&mut tx, watch.as_deref(), first.take(), limits, declared, Some(&mut spool))).await
         } else {
             // The stream ended with its HEADERS: a content-length above 0
             // was not kept.
@@ -244,7 +254,7 @@ async fn request(
                 let data = spool.finish();
                 ctx.body_read = data.len();
                 let mut client = crate::http::proxy::request_body::Client::h3(conn.clone(), data);
-                crate::http::proxy::respond(&w, &mut ctx, &mut client).await
+                Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await
             }
             Read::TooLarge(n) => {
                 log_req!(ctx, Level::Error, "client intended to send too large body: {} bytes", n);
@@ -260,7 +270,7 @@ async fn request(
                     let data = spool.finish();
                     ctx.body_read = data.len();
                     let mut client = crate::http::proxy::request_body::Client::h3(conn.clone(), data);
-                    crate::http::proxy::respond(&w, &mut ctx, &mut client).await
+                    Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await
                 } else {
                     r
                 }
@@ -307,8 +317,8 @@ async fn request(
         Err(()) => Err(()),
         Ok(()) if head_only => Ok(0),
         Ok(()) => match &mut resp.body {
-            Body::Upstream(up) => send_upstream(&w, &mut tx, up, &ctx, pace).await,
-            Body::Compressed(z) => send_compressed(&w, &mut tx, z, &ctx, pace).await,
+            Body::Upstream(up) => Box::pin(send_upstream(&w, &mut tx, up, &ctx, pace)).await,
+            Body::Compressed(z) => Box::pin(send_compressed(&w, &mut tx, z, &ctx, pace)).await,
             body => send_body(&mut tx, h2resp::segments(body), conf, info.id, pace).await,
         },
     };
@@ -338,23 +348,25 @@ async fn request(
         Err(n) => Err(n),
     };
     if let Body::Upstream(up) = &mut resp.body {
-        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        Box::pin(crate::http::proxy::fill_rest(&w, up, head_only)).await;
         crate::http::proxy::finish_body(&w, &mut ctx, up);
     }
     if let Body::Compressed(z) = &mut resp.body
         && let Some(up) = z.upstream_mut()
     {
-        crate::http::proxy::fill_rest(&w, up, head_only).await;
+        Box::pin(crate::http::proxy::fill_rest(&w, up, head_only)).await;
         crate::http::proxy::finish_body(&w, &mut ctx, up);
     }
     let ok = sent.is_ok();
     let body_bytes = sent.unwrap_or_else(|n| n);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);
     log(&w, &ctx, &resp, body_bytes, started, ok);
-    crate::http::handler::post_action::run(&w, &ctx).await;
+    if !matches!(ctx.conf.post_action, crate::http::handler::post_action::PostAction::Off) {
+        Box::pin(crate::http::handler::post_action::run(&w, &ctx)).await;
+    }
     if ctx.cache.is_some() {
         drop(resp);
-        crate::http::cache::serve::refresh_after(&w, &mut ctx).await;
+        Box::pin(crate::http::cache::serve::refresh_after(&w, &mut ctx)).await;
     }
     if unread && ok && !(ended(&mut tx) && watch.as_ref().is_none_or(|wt| wt.finished())) {
         // The rest of a body no handler read: refused with STOP_SENDING
@@ -467,7 +479,13 @@ async fn timed<F: std::future::Future<Output = Result<(), h3::error::StreamError
 }
 
 async fn send_head(tx: &mut Stream, resp: &Response<'_>, conf: &LocConf) -> Result<(), ()> {
-    timed(conf, tx.send_response(h2resp::head(resp, conf.server_tokens))).await
+    timed(conf, send_block(tx, resp, conf.server_tokens)).await
+}
+
+/// The response head, encoded by `head` (not the `h3` crate's encoder).
+async fn send_block(tx: &mut Stream, resp: &Response<'_>, tokens: bool) -> Result<(), h3::error::StreamError> {
+    let (block, size) = super::head::encode(resp, tokens);
+    tx.send_response_block(block, size).await
 }
 
 /// Sends `b` as DATA, paced by `limit_rate` when set.

@@ -39,3 +39,12 @@ impl std::fmt::Display for Error {
         }
     }
 }
+
+/// SLUICE-PATCH: a field section decoded without a dynamic table, as
+/// (name, value) pairs and its size: for sluice's tests of its own
+/// response encoder against this decoder.
+pub fn decode_section_stateless(mut block: &[u8], max_size: u64) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, u64), String> {
+    let d = decode_stateless(&mut block, max_size).map_err(|e| format!("{e:?}"))?;
+    let fields = d.fields.into_iter().map(|f| (f.name.into_owned(), f.value.into_owned())).collect();
+    Ok((fields, d.mem_size))
+}

@@ -56,5 +56,6 @@ pub use builder::builder;
 pub use builder::Builder;
 pub use connection::Connection;
 pub use request::MalformedRequest;
+pub use request::RawFields;
 pub use request::RequestResolver;
 pub use stream::RequestStream;

@@ -261,6 +261,34 @@ where
 #[derive(Clone, Debug)]
 pub struct MalformedRequest(pub String);
 
+/// SLUICE-PATCH: a request's fields whose values `http::HeaderValue`
+/// cannot hold (control characters other than NUL, CR and LF), in order.
+#[derive(Clone, Debug)]
+pub struct RawFields(pub Vec<(http::HeaderName, Vec<u8>)>);
+
+/// SLUICE-PATCH: splits off the fields `RawFields` carries: a lowercase
+/// token name that is not a pseudo-header, a value with a control
+/// character but no NUL, CR or LF.
+fn take_raw(fields: Vec<crate::qpack::HeaderField>) -> (Vec<crate::qpack::HeaderField>, Vec<(http::HeaderName, Vec<u8>)>) {
+    let odd = |v: &[u8]| v.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f);
+    if !fields.iter().any(|f| odd(&f.value)) {
+        return (fields, Vec::new());
+    }
+    let mut keep = Vec::with_capacity(fields.len());
+    let mut raw = Vec::new();
+    for f in fields {
+        let allowed = !f.value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n'));
+        let name = (f.name.first() != Some(&b':') && odd(&f.value) && allowed)
+            .then(|| http::HeaderName::from_lowercase(&f.name).ok())
+            .flatten();
+        match name {
+            Some(n) => raw.push((n, f.value.into_owned())),
+            None => keep.push(f),
+        }
+    }
+    (keep, raw)
+}
+
 pub struct ResolvedRequest<C, B>
 where
     C: quic::Connection<B>,
@@ -318,6 +346,12 @@ where
             }
         };
 
+        // SLUICE-PATCH: fields whose values `http::HeaderValue` refuses
+        // but HTTP/3 allows (control characters other than NUL, CR and
+        // LF: RFC 9114 4.2, 10.3) are kept aside as `RawFields`, as nginx
+        // takes them, instead of making the request malformed.
+        let (fields, raw) = take_raw(fields);
+
         // Parse the request headers
         let result = match Header::try_from(fields) {
             Ok(header) => match header.into_request_parts() {
@@ -348,6 +382,9 @@ where
             req.extensions_mut().insert(protocol);
         }
         *req.version_mut() = http::Version::HTTP_3;
+        if !raw.is_empty() {
+            req.extensions_mut().insert(RawFields(raw));
+        }
         #[cfg(feature = "tracing")]
         tracing::trace!("replying with: {:?}", req);
 

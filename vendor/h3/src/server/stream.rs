@@ -164,6 +164,23 @@ where
         Ok(())
     }
 
+    /// SLUICE-PATCH: send a response head the server encoded itself: the
+    /// QPACK field section (static table references and literals only, so
+    /// no encoder-stream state) and its size as RFC 9114 4.2.2 counts it.
+    pub async fn send_response_block(&mut self, block: bytes::Bytes, mem_size: u64) -> Result<(), StreamError> {
+        let max_mem_size = self.inner.settings().max_field_section_size;
+        if mem_size > max_mem_size {
+            return Err(StreamError::HeaderTooBig {
+                actual_size: mem_size,
+                max_size: max_mem_size,
+            });
+        }
+        stream::write(&mut self.inner.stream, Frame::Headers(block))
+            .await
+            .map_err(|e| self.handle_quic_stream_error(e))?;
+        Ok(())
+    }
+
     /// Send some data on the response body.
     pub async fn send_data(&mut self, buf: B) -> Result<(), StreamError> {
         self.inner.send_data(buf).await
