@@ -163,6 +163,26 @@ impl Section {
         self.size += (name.len() + value.len() + 32) as u64;
     }
 
+    /// `date` for this second: its Huffman code is made once a second
+    /// (it is always shorter: digits, letters, spaces, a comma, colons).
+    fn date(&mut self) {
+        thread_local! {
+            static CODED: std::cell::RefCell<([u8; 29], Vec<u8>)> = const { std::cell::RefCell::new(([0; 29], Vec::new())) };
+        }
+        let d = crate::clock::http_date();
+        CODED.with_borrow_mut(|(date, code)| {
+            if *date != d || code.is_empty() {
+                *date = d;
+                code.clear();
+                huffman::encode(&d, code);
+            }
+            self.int(0x50, 4, u64::from(idx::DATE));
+            self.int(0x80, 7, code.len() as u64);
+            self.out.extend_from_slice(code);
+        });
+        self.size += (4 + d.len() + 32) as u64;
+    }
+
     /// A field by name: the table's name if it has it, else the literal.
     fn field(&mut self, name: &[u8], value: &[u8]) {
         if name.iter().all(|b| !b.is_ascii_uppercase())
@@ -214,7 +234,7 @@ pub fn encode(resp: &Response<'_>, server_tokens: bool) -> (Bytes, u64) {
         s.with_name(idx::SERVER, 6, v);
     }
     if !resp.no_date && !theirs("date") {
-        s.with_name(idx::DATE, 4, &crate::clock::http_date());
+        s.date();
     }
     if let Some(ct) = &resp.content_type
         && value_allowed(ct.as_bytes())

@@ -17,7 +17,7 @@
 
 pub mod decode;
 pub mod encode;
-pub mod huffman;
+pub use hpack_huffman as huffman;
 pub mod table;
 
 pub use decode::Decoder;

@@ -25,6 +25,8 @@ pub enum Error {
     HuffmanDecoding(HuffmanDecodingError),
     HuffmanEncoding(HuffmanEncodingError),
     BufSize(TryFromIntError),
+    /// sluice: a Huffman string with EOS or bad padding (RFC 7541 5.2).
+    HuffmanInvalid,
 }
 
 impl std::fmt::Display for Error {
@@ -35,6 +37,7 @@ impl std::fmt::Display for Error {
             Error::HuffmanDecoding(e) => write!(f, "Huffman decode failed: {:?}", e),
             Error::HuffmanEncoding(e) => write!(f, "Huffman encode failed: {:?}", e),
             Error::BufSize(_) => write!(f, "number in buffer wrong size"),
+            Error::HuffmanInvalid => write!(f, "Huffman decode failed"),
         }
     }
 }
@@ -45,18 +48,27 @@ pub fn decode<B: Buf>(size: u8, buf: &mut B) -> Result<Vec<u8>, Error> {
     if buf.remaining() < len {
         return Err(Error::UnexpectedEnd);
     }
-
-    let payload = buf.copy_to_bytes(len);
-    let value = if flags & 1 == 0 {
-        payload.into_iter().collect()
+    // sluice: the string copied once, and Huffman-decoded a nibble at a
+    // time by the HPACK code's tables (`hpack-huffman`), not a bit at a
+    // time; padding of up to a whole byte of 1s is taken, as nginx takes
+    // it and as upstream's decoder did.
+    if flags & 1 == 0 {
+        let mut value = vec![0; len];
+        buf.copy_to_slice(&mut value);
+        return Ok(value);
+    }
+    let mut decoded = Vec::new();
+    let ok = if buf.chunk().len() >= len {
+        let r = hpack_huffman::decode_lenient(&buf.chunk()[..len], &mut decoded);
+        buf.advance(len);
+        r
     } else {
-        let mut decoded = Vec::new();
-        for byte in payload.into_iter().collect::<Vec<u8>>().hpack_decode() {
-            decoded.push(byte?);
-        }
-        decoded
+        let mut raw = vec![0; len];
+        buf.copy_to_slice(&mut raw);
+        hpack_huffman::decode_lenient(&raw, &mut decoded)
     };
-    Ok(value)
+    ok.map_err(|_| Error::HuffmanInvalid)?;
+    Ok(decoded)
 }
 
 pub fn encode<B: BufMut>(size: u8, flags: u8, value: &[u8], buf: &mut B) -> Result<(), Error> {

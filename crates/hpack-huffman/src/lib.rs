@@ -1,4 +1,6 @@
-//! HPACK's Huffman code (RFC 7541 Appendix B).
+//! HPACK's Huffman code (RFC 7541 Appendix B), which QPACK uses too
+//! (RFC 9204 4.1.2): a crate of its own so that sluice's HPACK module and
+//! the vendored `h3`'s QPACK decoder share it.
 //!
 //! The code is canonical (codes of one length are consecutive, in symbol
 //! order, and each length continues where the shorter one stopped), so the
