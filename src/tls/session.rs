@@ -105,6 +105,36 @@ impl StoresServerSessions for TimedStore {
     }
 }
 
+/// The process-wide store of QUIC sessions resumed with 0-RTT
+/// (`tls::zero_rtt`) for servers without `ssl_session_cache`: a name no
+/// `shared:NAME` has (a NUL byte).
+pub const ZERO_RTT_STORE: &str = "\0quic 0-rtt";
+/// Its size: about what nginx's 4 MB of shared cache holds.
+pub const ZERO_RTT_SESSIONS: usize = 16 * 1024;
+
+/// No stateless tickets: rustls then issues stateful ones (an id into
+/// the session store), the only ones it accepts early data with.
+#[derive(Debug)]
+pub struct Stateful;
+
+impl ProducesTickets for Stateful {
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    fn lifetime(&self) -> u32 {
+        0
+    }
+
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+}
+
 const NAME_LEN: usize = 16;
 
 struct TicketKey {

@@ -49,7 +49,15 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     let conf = &g.default_server.conf;
     let peer = connecting.remote_address();
     let id = w.next_serial();
-    let conn = match tokio::time::timeout(conf.client_header_timeout, connecting).await {
+    let deadline = tokio::time::Instant::now() + conf.client_header_timeout;
+    let mut connecting = connecting;
+    // The ClientHello is read once quinn has its server name and ALPN:
+    // whether its 0-RTT data was accepted is known then.
+    let early = matches!(
+        tokio::time::timeout_at(deadline, connecting.handshake_data()).await,
+        Ok(Ok(d)) if d.downcast_ref::<crate::tls::quic::Handshake>().is_some_and(|h| h.early)
+    );
+    let conn = match tokio::time::timeout_at(deadline, establish(connecting, early)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
             w.metrics.tls_failed();
@@ -204,6 +212,24 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     conn.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(guard);
+}
+
+/// The connection once its handshake completed; or, when the server took
+/// the client's 0-RTT data (`ssl_early_data on`, a resumed session), at
+/// once: the requests sent in 0-RTT are then served before the handshake
+/// completes (quinn's 0.5-RTT), their streams marked early
+/// (`quic::Watch::early`) for `$ssl_early_data` and the 425 of unsafe
+/// methods (`stream`). A handshake that fails later closes the
+/// connection and its streams with it.
+async fn establish(connecting: quinn::Connecting, early: bool) -> Result<quinn::Connection, quinn::ConnectionError> {
+    if early {
+        // Always Ok on a server.
+        return match connecting.into_0rtt() {
+            Ok((conn, _)) => Ok(conn),
+            Err(connecting) => connecting.await,
+        };
+    }
+    connecting.await
 }
 
 /// Waits until what the streams queued has reached the client, or the

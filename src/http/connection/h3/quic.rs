@@ -70,9 +70,16 @@ pub struct Watch {
     stream: RefCell<quinn::RecvStream>,
     scan: Cell<Scan>,
     fin: Cell<bool>,
+    early: bool,
 }
 
 impl Watch {
+    /// The stream was taken up before the handshake completed: its
+    /// request came in 0-RTT (TLS early data) and may be a replay.
+    pub fn early(&self) -> bool {
+        self.early
+    }
+
     /// STOP_SENDING with `code` (an HTTP/3 error code).
     pub fn stop(&self, code: u32) {
         let _ = self.stream.borrow_mut().stop(VarInt::from_u32(code));
@@ -213,8 +220,16 @@ impl quic::Connection<Bytes> for Conn {
         self.accepting = None;
         let (send, recv) = r.map_err(connection_error)?;
         let id = stream_id(recv.id())?;
-        let watch =
-            Rc::new(Watch { stream: RefCell::new(recv), scan: Cell::new(Scan::default()), fin: Cell::new(false) });
+        // quinn's "0-RTT" for a stream a server accepts: the connection
+        // was still handshaking. 1-RTT packets are processed only once it
+        // completed, so such a stream came in 0-RTT packets.
+        let early = recv.is_0rtt();
+        let watch = Rc::new(Watch {
+            stream: RefCell::new(recv),
+            scan: Cell::new(Scan::default()),
+            fin: Cell::new(false),
+            early,
+        });
         self.opener.side.keep(id.into_inner(), &watch);
         Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id), recv: Recv { watch, id, scratch: Vec::new() } }))
     }
