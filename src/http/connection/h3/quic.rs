@@ -220,10 +220,12 @@ impl quic::Connection<Bytes> for Conn {
         self.accepting = None;
         let (send, recv) = r.map_err(connection_error)?;
         let id = stream_id(recv.id())?;
-        // quinn's "0-RTT" for a stream a server accepts: the connection
-        // was still handshaking. 1-RTT packets are processed only once it
-        // completed, so such a stream came in 0-RTT packets.
-        let early = recv.is_0rtt();
+        // Opened by a 0-RTT packet: quinn's `is_0rtt` says the connection
+        // was still handshaking when the stream was accepted (1-RTT
+        // packets are processed only after the handshake); one accepted
+        // later, its client's Finished having come meanwhile, is counted
+        // by the vendored quinn-proto (vendor/quinn-proto/SLUICE-PATCH.md).
+        let early = recv.is_0rtt() || recv.id().index() < self.opener.conn.stats().zero_rtt_bidi_streams;
         let watch = Rc::new(Watch {
             stream: RefCell::new(recv),
             scan: Cell::new(Scan::default()),
