@@ -7,7 +7,7 @@
 //! mid-download, a reload in the middle of a transfer, `quic_retry` (and a
 //! token it cannot read), what `-t` refuses, and 0-RTT (`ssl_early_data`:
 //! refused by default, `$ssl_early_data`, 425 for unsafe methods, tickets
-//! used once).
+//! used once, a handshake that never completes).
 //!
 //! nginx 1.22 (the suite's reference binary) has no HTTP/3, so these are
 //! checked against nginx's documented behaviour and nginx's own h3 tests
@@ -598,4 +598,32 @@ fn zero_rtt_requests_are_early_and_unsafe_ones_get_425() {
     let next = early_run(s.port, t2, &["--request", "GET", "/e"]);
     assert_eq!(next.conn["early_data_accepted"], true, "{next:?}");
     assert_eq!(next.one().body, "early=[1]", "{next:?}");
+}
+
+#[test]
+fn an_early_connection_whose_handshake_never_completes_is_closed() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    // client_header_timeout bounds the handshake, also when the requests
+    // sent in 0-RTT are served before it completes.
+    let s = h3_server(
+        "",
+        "ssl_early_data on; client_header_timeout 2s;",
+        "location = /e { return 200 \"early=[$ssl_early_data]\"; }",
+    )
+    .start();
+    let t = s.path("ticket");
+    let t = t.to_str().unwrap();
+    assert_eq!(run(s.port, &["--ticket-out", t, "--request", "GET", "/e"]).one().body, "early=[]");
+    // The client sends its ClientHello and request, then nothing: no
+    // Finished. The request is answered all the same (0.5-RTT data).
+    let r = early_run(s.port, t, &["--mute", "--timeout", "5", "--request", "GET", "/e"]);
+    assert_eq!((r.one().status, r.one().body.as_str()), (200, "early=[1]"), "{r:?}");
+    let log = wait_contains(
+        &s.path("logs/error.log"),
+        "client timed out (110: Connection timed out) while SSL handshaking",
+        Duration::from_secs(10),
+    );
+    assert!(log.contains("while SSL handshaking, client: 127.0.0.1"), "{log}");
 }

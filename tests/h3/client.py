@@ -40,6 +40,8 @@ the handshake completed (after the others). The connection line then says
 "zero_rtt" (the client had 0-RTT keys when it sent), "early_data_accepted"
 and "session_resumed" (from the handshake), and "ticket_early" (the
 max_early_data_size of the ticket saved, or null).
+--mute: once the requests are sent, the client sends nothing more (with
+--early: its handshake never completes) but goes on reading.
 --stall S: once the requests are sent, the client blocks S seconds without
 reading or acknowledging (as nginx's test client does between its reads);
 the connection line's dups_1rtt counts the 1-RTT CRYPTO and STREAM frames
@@ -346,6 +348,7 @@ async def main():
     ap.add_argument("--ticket-in")
     ap.add_argument("--early", action="store_true")
     ap.add_argument("--force-early", action="store_true")
+    ap.add_argument("--mute", action="store_true")
     ap.add_argument("--late", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--request", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--header", action="append", default=[])
@@ -414,6 +417,8 @@ async def main():
                 results.append(proto.request(
                     method, path, authority, headers, body, a.reset_body_after, a.no_fin, a.empty_data_between
                 ))
+            if a.mute:
+                proto._transport.sendto = lambda *args, **kwargs: None
             if a.stall:
                 # Blocks the event loop: datagrams wait in the socket.
                 time.sleep(a.stall)
