@@ -135,7 +135,7 @@ pub enum Var {
     SslCurves,
     SslCiphers,
     SslSessionId,
-    /// Always empty: sluice accepts no TLS early data.
+    /// "1" for a request that came in TLS early data (HTTP/3 0-RTT).
     SslEarlyData,
     /// A cookie of the origin's `Set-Cookie` headers.
     UpstreamCookie(String),

@@ -5,7 +5,9 @@
 //! one reads stopped, error pages, access-log and status counts, Alt-Svc
 //! advertised over HTTP/1.1 and HTTP/2, a client that changes its address
 //! mid-download, a reload in the middle of a transfer, `quic_retry` (and a
-//! token it cannot read), and what `-t` refuses.
+//! token it cannot read), what `-t` refuses, and 0-RTT (`ssl_early_data`:
+//! refused by default, `$ssl_early_data`, 425 for unsafe methods, tickets
+//! used once, a handshake that never completes).
 //!
 //! nginx 1.22 (the suite's reference binary) has no HTTP/3, so these are
 //! checked against nginx's documented behaviour and nginx's own h3 tests
@@ -461,4 +463,167 @@ fn qpack_dynamic_table_references_are_decoded() {
     assert!(c["encoder_bytes"].as_u64().unwrap_or(0) > 0, "the client used no dynamic table: {c}");
     assert!(c["inserts_acked"].as_u64().unwrap_or(0) > 0, "no Insert Count Increment: {c}");
     assert!(!c["acked"].as_array().map(|a| a.is_empty()).unwrap_or(true), "no Section Acknowledgment: {c}");
+}
+
+/// A resumed session's requests in 0-RTT (aioquic: the ticket the first
+/// connection got, requests sent before the handshake completes).
+fn early_run(port: u16, ticket: &str, args: &[&str]) -> H3Run {
+    let mut all = vec!["--ticket-in", ticket, "--early"];
+    all.extend_from_slice(args);
+    run(port, &all)
+}
+
+#[test]
+fn zero_rtt_follows_the_sni_servers_ssl_early_data() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    // localhost (the default server) leaves ssl_early_data off (the
+    // default); early.test turns it on.
+    let srv = |name: &str, listen: &str, extra: &str| {
+        format!(
+            "server {{\n  listen 127.0.0.1:{{port}} quic{listen};\n  listen 127.0.0.1:{{port}} ssl;\n  \
+             server_name {name};\n  {CERT}\n  {extra}\n  \
+             add_header X-Session $ssl_session_reused always;\n  \
+             location / {{ return 200 \"early=[$ssl_early_data]\"; }}\n}}\n"
+        )
+    };
+    let s = builder()
+        .tls_files()
+        .http(&format!("{}{}", srv("localhost", " reuseport", ""), srv("early.test", "", "ssl_early_data on;")))
+        .start();
+    let t = s.path("off.ticket");
+    let t = t.to_str().unwrap();
+    let first = run(s.port, &["--ticket-out", t]);
+    assert_eq!(first.one().body, "early=[]", "{first:?}");
+    // Without ssl_early_data the ticket allows no early data.
+    assert_eq!(first.conn["ticket_early"], serde_json::Value::Null, "{first:?}");
+    // The client sends 0-RTT anyway: the session resumes, the early data
+    // is refused, and the request, sent again in 1-RTT, is answered as
+    // any other.
+    let r = early_run(s.port, t, &["--force-early"]);
+    assert_eq!(r.conn["zero_rtt"], true, "{r:?}");
+    assert_eq!((&r.conn["session_resumed"], &r.conn["early_data_accepted"]), (&true.into(), &false.into()), "{r:?}");
+    let resp = r.one();
+    assert_eq!((resp.status, resp.body.as_str(), resp.header("x-session")), (200, "early=[]", Some("r")), "{r:?}");
+
+    // The server SNI chooses decides: early.test takes 0-RTT.
+    let t = s.path("on.ticket");
+    let t = t.to_str().unwrap();
+    let first = run(s.port, &["--sni", "early.test", "--ticket-out", t]);
+    assert_eq!(first.one().body, "early=[]", "{first:?}");
+    // QUIC's only allowed value (RFC 9001 4.6.1).
+    assert_eq!(first.conn["ticket_early"], 0xffff_ffffu64, "{first:?}");
+    let r = early_run(s.port, t, &["--sni", "early.test"]);
+    assert_eq!((&r.conn["session_resumed"], &r.conn["early_data_accepted"]), (&true.into(), &true.into()), "{r:?}");
+    assert_eq!(r.one().body, "early=[1]", "{r:?}");
+}
+
+#[test]
+fn zero_rtt_requests_are_early_and_unsafe_ones_get_425() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    let s = h3_server(
+        "",
+        "ssl_early_data on;",
+        "add_header X-Session $ssl_session_reused always;\n\
+         location = /e { return 200 \"early=[$ssl_early_data]\"; }\n\
+         location = /if { if ($ssl_early_data) { return 425; } return 200 \"late\"; }",
+    )
+    .start();
+    let (t1, t2) = (s.path("1.ticket"), s.path("2.ticket"));
+    let (t1, t2) = (t1.to_str().unwrap(), t2.to_str().unwrap());
+    let first = run(s.port, &["--ticket-out", t1, "--request", "GET", "/e"]);
+    let r = first.one();
+    assert_eq!((r.status, r.body.as_str(), r.header("x-session")), (200, "early=[]", Some(".")), "{first:?}");
+
+    // In 0-RTT: a GET is served early; a POST (not a safe method) gets
+    // 425 (RFC 8470); nginx's way of refusing early requests by
+    // configuration works too. Once the handshake completed, the same
+    // requests are not early.
+    let run = early_run(
+        s.port,
+        t1,
+        &[
+            "--ticket-out",
+            t2,
+            "--request",
+            "GET",
+            "/e",
+            "--request",
+            "POST",
+            "/e",
+            "--request",
+            "GET",
+            "/if",
+            "--late",
+            "GET",
+            "/e",
+            "--late",
+            "POST",
+            "/e",
+            "--late",
+            "GET",
+            "/if",
+        ],
+    );
+    assert_eq!(run.conn["zero_rtt"], true, "{run:?}");
+    assert_eq!(
+        (&run.conn["session_resumed"], &run.conn["early_data_accepted"]),
+        (&true.into(), &true.into()),
+        "{run:?}"
+    );
+    let got: Vec<(u16, &str)> = run.responses.iter().map(|r| (r.status, r.body.as_str())).collect();
+    assert_eq!(
+        got,
+        [(200, "early=[1]"), (425, ""), (425, ""), (200, "early=[]"), (200, "early=[]"), (200, "late")],
+        "{run:?}"
+    );
+    assert_eq!(run.responses[0].header("x-session"), Some("r"), "{run:?}");
+    let lines = s.wait_access_lines(7);
+    assert!(lines.iter().any(|l| l.starts_with("POST /e HTTP/3.0 425 0 HTTP/3.0")), "{lines:?}");
+
+    // A ticket resumes once: the same ClientHello and 0-RTT again (a
+    // replay) finds no session; the request goes in 1-RTT instead.
+    let again = early_run(s.port, t1, &["--request", "GET", "/e"]);
+    assert_eq!(again.conn["zero_rtt"], true, "{again:?}");
+    assert_eq!(
+        (&again.conn["session_resumed"], &again.conn["early_data_accepted"]),
+        (&false.into(), &false.into()),
+        "{again:?}"
+    );
+    assert_eq!((again.one().status, again.one().body.as_str()), (200, "early=[]"), "{again:?}");
+    // The ticket the early connection got works, once.
+    let next = early_run(s.port, t2, &["--request", "GET", "/e"]);
+    assert_eq!(next.conn["early_data_accepted"], true, "{next:?}");
+    assert_eq!(next.one().body, "early=[1]", "{next:?}");
+}
+
+#[test]
+fn an_early_connection_whose_handshake_never_completes_is_closed() {
+    if skip_in_nginx_mode("nginx 1.22 has no HTTP/3") {
+        return;
+    }
+    // client_header_timeout bounds the handshake, also when the requests
+    // sent in 0-RTT are served before it completes.
+    let s = h3_server(
+        "",
+        "ssl_early_data on; client_header_timeout 2s;",
+        "location = /e { return 200 \"early=[$ssl_early_data]\"; }",
+    )
+    .start();
+    let t = s.path("ticket");
+    let t = t.to_str().unwrap();
+    assert_eq!(run(s.port, &["--ticket-out", t, "--request", "GET", "/e"]).one().body, "early=[]");
+    // The client sends its ClientHello and request, then nothing: no
+    // Finished. The request is answered all the same (0.5-RTT data).
+    let r = early_run(s.port, t, &["--mute", "--timeout", "5", "--request", "GET", "/e"]);
+    assert_eq!((r.one().status, r.one().body.as_str()), (200, "early=[1]"), "{r:?}");
+    let log = wait_contains(
+        &s.path("logs/error.log"),
+        "client timed out (110: Connection timed out) while SSL handshaking",
+        Duration::from_secs(10),
+    );
+    assert!(log.contains("while SSL handshaking, client: 127.0.0.1"), "{log}");
 }

@@ -292,15 +292,18 @@ pub fn build_server(
         versions.push(&rustls::version::TLS12);
     }
     let (mut cfg, client_verifier) = server_config(ssl, &provider, keys.clone(), &versions, span0)?;
-    // 0-RTT stays off even with `ssl_early_data on`: the handshake layer
-    // does not hand early data to the request pipeline, and accepting it
-    // without answering would lose requests.
+    // Over TCP 0-RTT stays off even with `ssl_early_data on`: the TCP
+    // handshake layer does not hand early data to the request pipeline.
     cfg.max_early_data_size = 0;
     let mut h1 = cfg.clone();
     h1.alpn_protocols = vec![b"http/1.1".to_vec()];
     cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let context = session_context(ssl, &keys);
     let (mut q, _) = server_config(ssl, &provider, keys, &[&rustls::version::TLS13], span0)?;
     q.max_early_data_size = 0;
+    if ssl.early_data {
+        zero_rtt(&mut q, ssl, context);
+    }
     q.alpn_protocols = vec![b"h3".to_vec()];
     let quic = quinn_proto::crypto::rustls::QuicServerConfig::try_from(Arc::new(q))
         .map_err(|e| err(format!("invalid TLS settings for QUIC: {e}"), span0))?;
@@ -526,6 +529,34 @@ fn server_config(
             if matches!(ssl.session_cache, SessionCache::Off | SessionCache::None) { 0 } else { 1 };
     }
     Ok((cfg, client_verifier))
+}
+
+/// `ssl_early_data on` over QUIC: 0-RTT is accepted on a resumed session
+/// whose ticket allows it. rustls accepts early data only with stateful
+/// resumption (RFC 8446 8.1): the ticket is an id into a session store,
+/// and resuming takes the session out of it, so every ticket resumes (and
+/// carries 0-RTT) at most once, and replayed early data finds no session
+/// and is rejected. The store is the server's `ssl_session_cache` when it
+/// has one, else a process-wide one kept for this (so tickets outlive a
+/// reload, not a restart); `ssl_session_ticket_key` then does not apply
+/// to this server's QUIC tickets. Without any resumption
+/// (`ssl_session_tickets off` and no cache) there is no 0-RTT either.
+/// QUIC allows no other `max_early_data_size` than 0xffffffff (RFC 9001
+/// 4.6.1); the tickets carry it.
+fn zero_rtt(q: &mut ServerConfig, ssl: &SslConf, context: session::Context) {
+    let cached = !matches!(ssl.session_cache, SessionCache::Off | SessionCache::None);
+    if !cached && !ssl.session_tickets {
+        return;
+    }
+    q.max_early_data_size = u32::MAX;
+    q.ticketer = Arc::new(session::Stateful);
+    if !cached {
+        q.session_storage = Arc::new(session::TimedStore {
+            store: session::Store::shared(session::ZERO_RTT_STORE, session::ZERO_RTT_SESSIONS),
+            timeout: ssl.session_timeout,
+            context,
+        });
+    }
 }
 
 /// OpenSSL's session id context as nginx sets it

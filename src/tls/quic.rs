@@ -11,6 +11,10 @@
 //! suite, key exchange group and resumption that `$ssl_cipher`,
 //! `$ssl_curve` and `$ssl_session_reused` show are read from our own
 //! ServerHello as it goes out (`server_hello`).
+//!
+//! 0-RTT follows the chosen server too: its configuration decides
+//! (`tls::zero_rtt`, `ssl_early_data`), and the 0-RTT keys quinn asks for
+//! (`early_crypto`) are that session's.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -79,6 +83,11 @@ pub struct Handshake {
     pub suite: Option<u16>,
     pub group: Option<u16>,
     pub resumed: bool,
+    /// The client's 0-RTT data is accepted: rustls took its early data
+    /// (a resumed session whose server has `ssl_early_data on`) and
+    /// quinn has the 0-RTT keys. The connection may then be served
+    /// before the handshake completes.
+    pub early: bool,
 }
 
 struct Session {
@@ -113,12 +122,17 @@ impl crypto::Session for Session {
         let data = self.inner.as_ref()?.handshake_data()?;
         let hd = data.downcast::<HandshakeData>().ok()?;
         let (suite, group, resumed) = self.shown.unwrap_or((0, None, false));
+        // On the server rustls keeps the early secret only when it
+        // accepted the early data (and `early_data_accepted` is the
+        // client's question).
+        let early = self.inner.as_ref().is_some_and(|s| s.early_crypto().is_some());
         Some(Box::new(Handshake {
             server_name: hd.server_name,
             alpn: hd.protocol,
             suite: (suite != 0).then_some(suite),
             group,
             resumed,
+            early,
         }))
     }
 

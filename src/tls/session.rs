@@ -81,6 +81,15 @@ impl StoresServerSessions for TimedStore {
             let Some(old) = s.order.pop_front() else { break };
             s.map.remove(&old);
         }
+        // Keys `take` removed stay in `order` (finding them there would
+        // cost a scan of the whole store per resumption, under the lock
+        // every worker shares); they are dropped once they are as many as
+        // the live ones, which keeps a put O(1) on average. (A key taken
+        // and put again is in `order` twice and may go a little early.)
+        if s.order.len() > 2 * self.store.max {
+            let StoreInner { map, order } = &mut *s;
+            order.retain(|k| map.contains_key(k));
+        }
         true
     }
 
@@ -94,14 +103,41 @@ impl StoresServerSessions for TimedStore {
         let key = self.key(key);
         let mut s = self.store.lock();
         let (exp, v) = s.map.remove(&key)?;
-        if let Some(i) = s.order.iter().position(|k| *k == key) {
-            s.order.remove(i);
-        }
         (exp > Instant::now()).then_some(v)
     }
 
     fn can_cache(&self) -> bool {
         true
+    }
+}
+
+/// The process-wide store of QUIC sessions resumed with 0-RTT
+/// (`tls::zero_rtt`) for servers without `ssl_session_cache`: a name no
+/// `shared:NAME` has (a NUL byte).
+pub const ZERO_RTT_STORE: &str = "\0quic 0-rtt";
+/// Its size: about what nginx's 4 MB of shared cache holds.
+pub const ZERO_RTT_SESSIONS: usize = 16 * 1024;
+
+/// No stateless tickets: rustls then issues stateful ones (an id into
+/// the session store), the only ones it accepts early data with.
+#[derive(Debug)]
+pub struct Stateful;
+
+impl ProducesTickets for Stateful {
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    fn lifetime(&self) -> u32 {
+        0
+    }
+
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
     }
 }
 
@@ -337,6 +373,17 @@ mod tests {
         assert_eq!(s.get(b"c").unwrap(), b"3");
         assert_eq!(s.take(b"b").unwrap(), b"2");
         assert!(s.get(b"b").is_none());
+        // Taken keys (single-use tickets) neither count against the size
+        // nor pile up.
+        s.put(b"d".to_vec(), b"4".to_vec());
+        assert_eq!(s.get(b"c").unwrap(), b"3", "b was taken: c and d fit");
+        for i in 0..100u32 {
+            let k = i.to_be_bytes().to_vec();
+            s.put(k.clone(), b"x".to_vec());
+            assert_eq!(s.take(&k).unwrap(), b"x");
+        }
+        assert_eq!(s.get(b"d").unwrap(), b"4");
+        assert!(s.store.lock().order.len() <= 5);
         let z = TimedStore { store: Store::new(2), timeout: Duration::ZERO, context: [0; CONTEXT_LEN] };
         z.put(b"k".to_vec(), b"v".to_vec());
         assert!(z.get(b"k").is_none(), "expired at once");

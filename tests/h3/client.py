@@ -31,6 +31,17 @@ connection line's "settings" shows them), so that the client's QPACK
 encoder may use the dynamic table the server offers.
 --token HEX: the Initial carries this address validation token (a
 corrupted one tests the server's INVALID_TOKEN close).
+--ticket-out FILE: the last TLS session ticket the server sent is saved
+(pickled) to FILE. --ticket-in FILE: the connection resumes that session.
+--early: the requests go at once, before the handshake completes: in 0-RTT
+packets when the ticket allows early data (--force-early: even when it does
+not, to see the server refuse it). --late METHOD PATH: a request sent once
+the handshake completed (after the others). The connection line then says
+"zero_rtt" (the client had 0-RTT keys when it sent), "early_data_accepted"
+and "session_resumed" (from the handshake), and "ticket_early" (the
+max_early_data_size of the ticket saved, or null).
+--mute: once the requests are sent, the client sends nothing more (with
+--early: its handshake never completes) but goes on reading.
 --stall S: once the requests are sent, the client blocks S seconds without
 reading or acknowledging (as nginx's test client does between its reads);
 the connection line's dups_1rtt counts the 1-RTT CRYPTO and STREAM frames
@@ -41,6 +52,7 @@ import asyncio
 import hashlib
 import json
 import os
+import pickle
 import socket
 import ssl
 import sys
@@ -52,7 +64,13 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic import tls
 from aioquic.quic.configuration import QuicConfiguration
-from aioquic.quic.events import ConnectionTerminated, StopSendingReceived, StreamDataReceived, StreamReset
+from aioquic.quic.events import (
+    ConnectionTerminated,
+    HandshakeCompleted,
+    StopSendingReceived,
+    StreamDataReceived,
+    StreamReset,
+)
 
 
 def varint(buf, i):
@@ -121,6 +139,7 @@ class Client(QuicConnectionProtocol):
         # control stream (aioquic reads and drops it without an event).
         self.uni = {}
         self.dups_1rtt = 0
+        self.handshake = None
         self.spy_dups()
 
     def spy_dups(self):
@@ -208,6 +227,11 @@ class Client(QuicConnectionProtocol):
             i = n[1] + n[0]
 
     def quic_event_received(self, event):
+        if isinstance(event, HandshakeCompleted):
+            self.handshake = {
+                "early_data_accepted": event.early_data_accepted,
+                "session_resumed": event.session_resumed,
+            }
         if isinstance(event, StreamDataReceived) and event.stream_id % 4 == 3:
             self.watch_control(event)
         if isinstance(event, ConnectionTerminated):
@@ -320,7 +344,12 @@ async def main():
     ap.add_argument("--on-progress")
     ap.add_argument("--stall", type=float)
     ap.add_argument("--reset-body-after", type=float)
-    ap.add_argument("--early-data-file")
+    ap.add_argument("--ticket-out")
+    ap.add_argument("--ticket-in")
+    ap.add_argument("--early", action="store_true")
+    ap.add_argument("--force-early", action="store_true")
+    ap.add_argument("--mute", action="store_true")
+    ap.add_argument("--late", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--request", nargs=2, action="append", metavar=("METHOD", "PATH"), default=[])
     ap.add_argument("--header", action="append", default=[])
     ap.add_argument("--body-file")
@@ -338,6 +367,18 @@ async def main():
         cfg.load_verify_locations(a.ca)
     if a.token:
         cfg.token = bytes.fromhex(a.token)
+    if a.ticket_in:
+        with open(a.ticket_in, "rb") as f:
+            cfg.session_ticket = pickle.load(f)
+        if a.force_early:
+            cfg.session_ticket.max_early_data_size = 0xFFFFFFFF
+    tickets = []
+
+    def on_ticket(ticket):
+        tickets.append(ticket)
+        if a.ticket_out:
+            with open(a.ticket_out, "wb") as f:
+                pickle.dump(ticket, f)
     body = open(a.body_file, "rb").read() if a.body_file else None
     headers = [tuple(h.split(":", 1)) for h in a.header]
     authority = a.authority or "%s:%d" % (cfg.server_name, a.port)
@@ -350,10 +391,11 @@ async def main():
             a.port,
             configuration=cfg,
             create_protocol=Client,
-            session_ticket_handler=lambda ticket: None,
-            wait_connected=True,
+            session_ticket_handler=on_ticket,
+            wait_connected=not a.early,
         ) as proto:
             out["alpn"] = proto._quic.tls.alpn_negotiated
+            out["zero_rtt"] = proto._quic._cryptos[tls.Epoch.ZERO_RTT].send.is_valid()
             if a.rebind_after is not None:
                 def maybe_rebind(p, state={"done": False}):
                     if not state["done"] and p.received >= a.rebind_after:
@@ -375,6 +417,8 @@ async def main():
                 results.append(proto.request(
                     method, path, authority, headers, body, a.reset_body_after, a.no_fin, a.empty_data_between
                 ))
+            if a.mute:
+                proto._transport.sendto = lambda *args, **kwargs: None
             if a.stall:
                 # Blocks the event loop: datagrams wait in the socket.
                 time.sleep(a.stall)
@@ -391,6 +435,18 @@ async def main():
                 proto.on_bytes.append(progress)
             try:
                 await asyncio.wait_for(asyncio.gather(*[r.done for r in results]), a.timeout)
+                if a.late:
+                    # (aioquic's wait_connected never returns when the
+                    # handshake completed while nothing waited for it.)
+                    for _ in range(int(a.timeout * 100)):
+                        if proto.handshake is not None:
+                            break
+                        await asyncio.sleep(0.01)
+                    late = [
+                        proto.request(method, path, authority, headers, body) for method, path in a.late
+                    ]
+                    results += late
+                    await asyncio.wait_for(asyncio.gather(*[r.done for r in late]), a.timeout)
             except asyncio.TimeoutError:
                 for r in results:
                     r.finish("timeout")
@@ -408,6 +464,9 @@ async def main():
             out["goaway"] = proto.goaway
             out["terminated"] = proto.terminated
             out["dups_1rtt"] = proto.dups_1rtt
+            out["alpn"] = proto._quic.tls.alpn_negotiated
+            out.update(proto.handshake or {})
+            out["ticket_early"] = tickets[-1].max_early_data_size if tickets else None
     except Exception as e:  # handshake failures and the like
         out["error"] = "%s: %s" % (type(e).__name__, e)
         if Client.last is not None and Client.last.terminated:

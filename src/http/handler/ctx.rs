@@ -44,6 +44,9 @@ pub struct ConnInfo {
     /// The client is one `debug_connection` names: every line about the
     /// connection goes to every log, `[debug]` ones included (`log::debug`).
     pub debug: bool,
+    /// The request came in TLS early data (0-RTT) before the handshake
+    /// completed (`$ssl_early_data`; HTTP/3 only).
+    pub early_data: bool,
 }
 
 impl ConnInfo {
@@ -63,6 +66,7 @@ impl ConnInfo {
             fd: -1,
             unix: None,
             debug: false,
+            early_data: false,
         }
     }
 

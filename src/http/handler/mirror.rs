@@ -127,6 +127,7 @@ pub fn start(w: &Rc<WorkerCtx>, ctx: &mut ReqCtx<'_, '_>, body_read: bool, proxi
                 fd: c.fd,
                 unix: c.unix.clone(),
                 debug: c.debug,
+                early_data: c.early_data,
                 ..ConnInfo::new(c.peer, c.local, c.id)
             },
             realip: ctx.realip,

@@ -60,9 +60,13 @@ pub(super) fn write(v: &Vars<'_, '_, '_>, var: &Var, out: &mut Vec<u8>) {
                 }
             }
         }
-        // 0-RTT is never accepted (see tls::mod), so no request is early.
+        // "1" for a request that came in 0-RTT before the handshake
+        // completed (HTTP/3 with `ssl_early_data on`), as nginx's
+        // SSL_in_early_data; otherwise empty, and not found (logged `-`)
+        // as nginx's SSL variables with an empty value.
+        Var::SslEarlyData if ctx.conn.early_data => out.push(b'1'),
         // Never compiled in http's namespace.
-        Var::SslEarlyData | Var::Family(_) => {}
+        Var::Family(_) => {}
         Var::UpstreamCookie(name) => {
             if let Some(c) = upstream_cookie(v, name) {
                 out.extend_from_slice(c)

@@ -5,7 +5,9 @@
 //! (`stream`); the connection loop here accepts streams, closes a
 //! connection idle for `keepalive_timeout` or past `keepalive_requests` /
 //! `keepalive_time`, and on reload or quit sends GOAWAY and lets the
-//! requests in progress finish, as the HTTP/2 loop does.
+//! requests in progress finish, as the HTTP/2 loop does. A connection
+//! whose 0-RTT data the server took (`ssl_early_data on`) is served before
+//! its handshake completes (`establish`).
 
 pub mod conf;
 pub mod endpoint;
@@ -50,8 +52,36 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     let conf = &g.default_server.conf;
     let peer = connecting.remote_address();
     let id = w.next_serial();
-    let conn = match tokio::time::timeout(conf.client_header_timeout, connecting).await {
-        Ok(Ok(c)) => c,
+    let deadline = tokio::time::Instant::now() + conf.client_header_timeout;
+    let mut connecting = connecting;
+    // The ClientHello is read once quinn has its server name and ALPN:
+    // whether its 0-RTT data was accepted is known then.
+    let early = matches!(
+        tokio::time::timeout_at(deadline, connecting.handshake_data()).await,
+        Ok(Ok(d)) if d.downcast_ref::<crate::tls::quic::Handshake>().is_some_and(|h| h.early)
+    );
+    let conn = match tokio::time::timeout_at(deadline, establish(connecting, early)).await {
+        Ok(Ok((c, None))) => c,
+        Ok(Ok((c, Some(accepted)))) => {
+            // Served early, the handshake still has until the deadline.
+            let (c2, w2) = (c.clone(), w.clone());
+            tokio::task::spawn_local(async move {
+                if tokio::time::timeout_at(deadline, accepted).await.is_err() {
+                    let g = &w2.cfg.http.listens[group];
+                    w2.metrics.tls_failed();
+                    log_to!(
+                        g.default_server.conf.error_log,
+                        Level::Info,
+                        "*{} client timed out (110: Connection timed out) while SSL handshaking, client: {}, server: {}",
+                        id,
+                        peer.ip(),
+                        g.addr
+                    );
+                    c2.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
+                }
+            });
+            c
+        }
         Ok(Err(e)) => {
             w.metrics.tls_failed();
             log_to!(
@@ -205,6 +235,28 @@ pub async fn serve(connecting: quinn::Connecting, group: usize, guard: ConnGuard
     conn.close(quinn::VarInt::from_u32(H3_NO_ERROR), b"");
     tokio::time::sleep(Duration::from_millis(10)).await;
     drop(guard);
+}
+
+/// The connection once its handshake completed; or, when the server took
+/// the client's 0-RTT data (`ssl_early_data on`, a resumed session), at
+/// once: the requests sent in 0-RTT are then served before the handshake
+/// completes (quinn's 0.5-RTT), their streams marked early
+/// (`quic::Watch::early`) for `$ssl_early_data` and the 425 of unsafe
+/// methods (`stream`). A handshake that fails later closes the
+/// connection and its streams with it; the future returned with such a
+/// connection resolves when the handshake completed.
+async fn establish(
+    connecting: quinn::Connecting,
+    early: bool,
+) -> Result<(quinn::Connection, Option<quinn::ZeroRttAccepted>), quinn::ConnectionError> {
+    if early {
+        // Always Ok on a server.
+        return match connecting.into_0rtt() {
+            Ok((conn, accepted)) => Ok((conn, Some(accepted))),
+            Err(connecting) => Ok((connecting.await?, None)),
+        };
+    }
+    Ok((connecting.await?, None))
 }
 
 /// Waits until what the streams queued has reached the client, or the

@@ -66,9 +66,16 @@ pub struct Watch {
     stream: RefCell<quinn::RecvStream>,
     scan: Cell<Scan>,
     fin: Cell<bool>,
+    early: bool,
 }
 
 impl Watch {
+    /// The stream was taken up before the handshake completed: its
+    /// request came in 0-RTT (TLS early data) and may be a replay.
+    pub fn early(&self) -> bool {
+        self.early
+    }
+
     /// STOP_SENDING with `code` (an HTTP/3 error code).
     pub fn stop(&self, code: u32) {
         let _ = self.stream.borrow_mut().stop(VarInt::from_u32(code));
@@ -209,8 +216,18 @@ impl quic::Connection<Bytes> for Conn {
         self.accepting = None;
         let (send, recv) = r.map_err(connection_error)?;
         let id = stream_id(recv.id())?;
-        let watch =
-            Rc::new(Watch { stream: RefCell::new(recv), scan: Cell::new(Scan::default()), fin: Cell::new(false) });
+        // Opened by a 0-RTT packet: quinn's `is_0rtt` says the connection
+        // was still handshaking when the stream was accepted (1-RTT
+        // packets are processed only after the handshake); one accepted
+        // later, its client's Finished having come meanwhile, is counted
+        // by the vendored quinn-proto (vendor/quinn-proto/SLUICE-PATCH.md).
+        let early = recv.is_0rtt() || recv.id().index() < self.opener.conn.stats().zero_rtt_bidi_streams;
+        let watch = Rc::new(Watch {
+            stream: RefCell::new(recv),
+            scan: Cell::new(Scan::default()),
+            fin: Cell::new(false),
+            early,
+        });
         self.opener.side.keep(id.into_inner(), &watch);
         Poll::Ready(Ok(Bidi { send: SendHalf::new(send, id), recv: Recv { watch, id } }))
     }

@@ -61,6 +61,15 @@ pub async fn guarded(
     shared.finish();
 }
 
+/// RFC 8470 5.2: a request that came in 0-RTT (possibly a replay) with a
+/// method that is not safe is answered 425 Too Early rather than handled;
+/// the client sends it again once the handshake completed. nginx leaves
+/// this to configuration (`if ($ssl_early_data) { return 425; }`); sluice
+/// does it itself for anything but GET, HEAD and OPTIONS.
+fn too_early(info: &ConnInfo, method: Method) -> bool {
+    info.early_data && !matches!(method, Method::Get | Method::Head | Method::Options)
+}
+
 /// The paths most requests do not take (proxying, a suspended handler,
 /// compression, the cache's refresh, post_action) are boxed futures: kept
 /// inline, their state would make every request's future about 9 KB to
@@ -68,7 +77,7 @@ pub async fn guarded(
 async fn request(
     w: Rc<WorkerCtx>,
     group: usize,
-    info: ConnInfo,
+    mut info: ConnInfo,
     resolver: Resolver,
     conn: quinn::Connection,
     side: Rc<super::quic::Side>,
@@ -110,6 +119,7 @@ async fn request(
         req.extensions_mut().insert(h2req::RawFields(raw.0));
     }
     let watch = side.take(tx.id());
+    info.early_data = watch.as_ref().is_some_and(|w| w.early());
     let started = Instant::now();
     let stats = w.stats.clone();
     let _counted = stats.request();
@@ -215,6 +225,10 @@ async fn request(
             crate::http::handler::finish_error(&mut ctx, 400)
         }
         Some(code) => crate::http::handler::finish_error(&mut ctx, code),
+        None if too_early(&info, head.method) => {
+            crate::req_debug!(ctx, "unsafe method in early data: 425");
+            crate::http::handler::finish_error(&mut ctx, 425)
+        }
         None if plain_connect => crate::http::connection::h2::connect::refuse(&mut ctx),
         None => crate::http::handler::handle(&mut ctx),
     };

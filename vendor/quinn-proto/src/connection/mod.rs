@@ -2809,8 +2809,18 @@ impl Connection {
                     self.read_crypto(SpaceId::Data, &frame, payload_len)?;
                 }
                 Frame::Stream(frame) => {
+                    let id = frame.id;
                     if self.streams.received(frame, payload_len)?.should_transmit() {
                         self.spaces[SpaceId::Data].pending.max_data = true;
+                    }
+                    // sluice: the peer's bidirectional streams that 0-RTT packets opened (see
+                    // `ConnectionStats::zero_rtt_bidi_streams`).
+                    if packet.header.is_0rtt()
+                        && id.dir() == Dir::Bi
+                        && id.initiator() != self.side.side()
+                    {
+                        let n = &mut self.stats.zero_rtt_bidi_streams;
+                        *n = (*n).max(id.index() + 1);
                     }
                 }
                 Frame::Ack(ack) => {

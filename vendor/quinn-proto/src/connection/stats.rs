@@ -173,4 +173,9 @@ pub struct ConnectionStats {
     pub frame_rx: FrameStats,
     /// Statistics related to the current transmission path
     pub path: PathStats,
+    /// sluice: one more than the highest index of the peer's bidirectional streams that STREAM
+    /// frames in 0-RTT packets carried (0: none). A peer allocates stream ids in order, so its
+    /// bidirectional streams with a lower index were opened in 0-RTT (TLS early data), whenever
+    /// the application accepts them.
+    pub zero_rtt_bidi_streams: u64,
 }
