@@ -218,6 +218,14 @@ pub trait RecvStream {
 
     /// Get QUIC send stream id
     fn recv_id(&self) -> StreamId;
+
+    /// SLUICE-PATCH: whether the peer reset its side (`Some(code)`),
+    /// watched without reading, so that a FIN not yet read stays unread and
+    /// a later RESET_STREAM is still seen. `Ready(None)`: it cannot be
+    /// reset any more. The default never says.
+    fn poll_reset(&mut self, _cx: &mut task::Context<'_>) -> Poll<Option<u64>> {
+        Poll::Pending
+    }
 }
 
 /// Optional trait to allow "splitting" a bidirectional stream into two sides.

@@ -477,6 +477,11 @@ impl<B, S: RecvStream> BufRecvStream<S, B> {
         }
     }
 
+    /// SLUICE-PATCH: the stream's reset, watched without reading.
+    pub fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+        self.stream.poll_reset(cx)
+    }
+
     /// Returns the currently buffered data, allowing it to be partially read
     #[inline]
     pub(crate) fn buf_mut(&mut self) -> &mut BufList<Bytes> {

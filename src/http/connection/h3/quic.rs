@@ -317,6 +317,10 @@ impl quic::RecvStream for Bidi {
     fn recv_id(&self) -> StreamId {
         self.recv.id
     }
+
+    fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+        quic::RecvStream::poll_reset(&mut self.recv, cx)
+    }
 }
 
 impl quic::SendStream<Bytes> for Bidi {
@@ -374,6 +378,18 @@ impl quic::RecvStream for Recv {
 
     fn recv_id(&self) -> StreamId {
         self.id
+    }
+
+    fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+        let mut stream = self.watch.stream.borrow_mut();
+        let reset = std::pin::pin!(stream.received_reset());
+        match ready!(reset.poll(cx)) {
+            Ok(Some(code)) => Poll::Ready(Some(code.into_inner())),
+            // Finished and read: it can no longer be reset.
+            Ok(None) => Poll::Ready(None),
+            // The connection is gone: as good as a reset.
+            Err(_) => Poll::Ready(Some(0)),
+        }
     }
 }
 

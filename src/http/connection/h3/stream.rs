@@ -134,6 +134,10 @@ async fn request(
             first = Some(b.copy_to_bytes(b.remaining()));
             true
         }
+        // A stream the client reset while its header section waited for
+        // inserts comes as the malformed placeholder: answered 400, as
+        // nginx answers it; any other reset ends the request.
+        std::task::Poll::Ready(Err(_)) if req.extensions().get::<h3::server::MalformedRequest>().is_some() => false,
         std::task::Poll::Ready(Err(_)) => return,
         std::task::Poll::Pending => true,
     };

@@ -1385,7 +1385,13 @@ impl Connection {
 
     /// The latest socket address for this connection's peer
     pub fn remote_address(&self) -> SocketAddr {
-        self.path.remote
+        // SLUICE-PATCH: while a path the peer migrated to awaits
+        // validation, the address of the validated path it left, as
+        // nginx's $remote_addr (quic_migration.t).
+        match &self.prev_path {
+            Some((_, prev)) if !self.path.validated => prev.remote,
+            _ => self.path.remote,
+        }
     }
 
     /// The local IP address which was used when the peer established
