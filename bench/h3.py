@@ -10,6 +10,10 @@ second and server CPU per request over QUIC.
             slots, each a full TLS 1.3 handshake, one GET of the 12-byte
             file, CONNECTION_CLOSE, again); reports connections per second
             and server CPU per connection, the price of a QUIC handshake.
+  h2-small, h2-1k, h2-100k: the same files and load over HTTP/2 and TLS
+            1.3 on TCP (the same servers, `listen ... ssl` beside the quic
+            one), with Debian's h2load, so HTTP/3's cost shows beside
+            HTTP/2's.
 
 The load generator is bench/h3load (quinn + h3, a standalone crate like
 bench/hsload; it verifies neither certificates nor handshake signatures):
@@ -35,13 +39,14 @@ Reported: per server the median req/s (connections/s for h3-conn), CPU
 µs per request and CPU %, and for sluice the median of the run-by-run
 ratios against nginx and against Caddy with their range.
 
-    bench/h3.py --sluice target/release/sluice [--workloads h3-small,h3-1k,h3-100k,h3-conn]
+    bench/h3.py --sluice target/release/sluice [--workloads h3-small,h3-1k,h3-100k,h3-conn,h2-small,h2-1k,h2-100k]
                 [--runs 9] [--duration 5] [--json FILE]
 
 Loopback only; every run bounded by -D (--duration, at most 10 s). Standard
 library only. Needs caddy and openssl (Debian packages), Debian 13's nginx
-1.26 (for its HTTP/3 module; Debian 12's 1.22 has none), and cargo for
-bench/h3load, which it builds on first use. Run as root (nginx's worker
+1.26 (for its HTTP/3 module; Debian 12's 1.22 has none), cargo for
+bench/h3load, which it builds on first use, and for the h2 workloads
+h2load and curl (nghttp2-client, curl). Run as root (nginx's worker
 switches to nobody).
 """
 
@@ -74,6 +79,9 @@ WORKLOADS = {
     "h3-1k": ("/1k.bin", 1024, ["-c", "10", "-m", "10"], "req"),
     "h3-100k": ("/100k.bin", 100 * 1024, ["-c", "10", "-m", "2"], "req"),
     "h3-conn": ("/helloworld", 12, ["-c", "50", "-m", "1", "-r", "1"], "conn"),
+    "h2-small": ("/helloworld", 12, ["-c", "10", "-m", "10"], "req"),
+    "h2-1k": ("/1k.bin", 1024, ["-c", "10", "-m", "10"], "req"),
+    "h2-100k": ("/100k.bin", 100 * 1024, ["-c", "10", "-m", "2"], "req"),
 }
 
 # sluice and nginx: the same text, only the prefix and port differ.
@@ -94,6 +102,8 @@ http {
         # and drops Initial packets in h3-conn's handshake bursts; sluice
         # asks for 4 MB by itself, quic-go (Caddy) for 2 MB.
         listen 127.0.0.1:@PORT@ quic rcvbuf=4m;
+        listen 127.0.0.1:@PORT@ ssl;
+        http2 on;
         http3 on;
         root @TOP@/html;
     }
@@ -154,7 +164,15 @@ def pick(start, n):
     return ports
 
 
-def h3load(url, opts, duration=None, requests=None, out=None, timeout=10):
+def h3load(url, opts, duration=None, requests=None, out=None, timeout=10, h2=False):
+    """The load command: h3load, or h2load (same options) with h2."""
+    if h2:
+        cmd = ["taskset", "-c", str(CLIENT_CPU), "h2load"] + opts
+        if requests is not None:
+            cmd += ["-n", str(requests)]
+        if duration is not None:
+            cmd += ["-D", "%g" % duration]
+        return cmd + [url]
     cmd = ["taskset", "-c", str(CLIENT_CPU), H3LOAD_BIN] + opts
     if requests is not None:
         cmd += ["-n", str(requests)]
@@ -292,12 +310,15 @@ def check(srv, top, wl):
     """4 GETs on one connection: 200, byte-exact body, ALPN h3."""
     path, size, _, _ = WORKLOADS[wl]
     got = os.path.join(top, "check-%s.body" % srv.kind)
-    out, err = run(h3load("https://127.0.0.1:%d%s" % (srv.port, path), ["-c", "1", "-m", "2"],
-                          requests=4, out=got), 30)
+    url = "https://127.0.0.1:%d%s" % (srv.port, path)
+    h2 = wl.startswith("h2")
+    out, err = run(h3load(url, ["-c", "1", "-m", "2"], requests=4, out=None if h2 else got, h2=h2), 30)
+    if h2:
+        run(["curl", "-sk", "--http2", "-o", got, url], 30)
     r = parse_h2load(out)
     want = open(os.path.join(top, "html", path.lstrip("/")), "rb").read()
     body = open(got, "rb").read() if os.path.exists(got) else b""
-    if r["errors"]["not_succeeded"] or r["alpn"] != "h3" or body != want or len(want) != size:
+    if r["errors"]["not_succeeded"] or r["alpn"] != ("h2" if h2 else "h3") or body != want or len(want) != size:
         raise SystemExit("%s %s check failed (alpn %s, body %d of %d bytes):\n%s%s"
                          % (srv.kind, wl, r["alpn"], len(body), size, out, err))
     return r
@@ -305,7 +326,8 @@ def check(srv, top, wl):
 
 def measure(srv, wl, duration):
     path, _, opts, unit = WORKLOADS[wl]
-    cmd = h3load("https://127.0.0.1:%d%s" % (srv.port, path), opts, duration=duration)
+    h2 = wl.startswith("h2")
+    cmd = h3load("https://127.0.0.1:%d%s" % (srv.port, path), opts, duration=duration, h2=h2)
     pids = srv.pids()
     before, cpu0_before, cpu1_before = cpu_sample(pids)[0], cpu_times(SERVER_CPU), cpu_times(CLIENT_CPU)
     drops = udp_rcvbuf_errors()
@@ -317,9 +339,14 @@ def measure(srv, wl, duration):
     if srv.proc.poll() is not None:
         raise SystemExit("%s died during %s:\n%s" % (srv.kind, wl, srv.tail()))
     r = parse_h2load(out)
-    conns = int(out.split("connections: ", 1)[1].split()[0])
-    cli = out.split("client cpu: ", 1)[1].split("%")[0].split(",")[-1].strip()
-    r["client_cpu_pct"] = float(cli)
+    if h2:
+        # h2load prints neither: its connections are -c, its CPU is CPU 1's.
+        conns = int(opts[opts.index("-c") + 1])
+        r["client_cpu_pct"] = 100.0 * (cpu_times(CLIENT_CPU)[0] - cpu1_before[0]) / CLK_TCK / max(0.001, time.monotonic() - t0)
+    else:
+        conns = int(out.split("connections: ", 1)[1].split()[0])
+        cli = out.split("client cpu: ", 1)[1].split("%")[0].split(",")[-1].strip()
+        r["client_cpu_pct"] = float(cli)
     # UDP payload h3load received (QUIC packets whole) per request or connection
     r["rx_bytes"] = int(out.split("traffic: ", 1)[1].split("(", 1)[1].split(")", 1)[0])
     r["connections"] = conns
@@ -357,8 +384,8 @@ def report(wl, res, runs, duration):
     path, size, opts, unit = WORKLOADS[wl]
     what = "connections/s" if unit == "conn" else "req/s"
     per = "connection" if unit == "conn" else "request"
-    log("\n### %s: %s (%d B), `h3load %s -D %g`, %d runs each\n"
-        % (wl, path, size, " ".join(opts), duration, runs))
+    log("\n### %s: %s (%d B), `%s %s -D %g`, %d runs each\n"
+        % (wl, path, size, "h2load" if wl.startswith("h2") else "h3load", " ".join(opts), duration, runs))
     log("| | sluice | nginx 1.26.3 | Caddy 2.6.2 | sluice/nginx, paired median (range) | sluice/Caddy, paired median (range) |")
     log("|---|---|---|---|---|---|")
     s, n, c = res["sluice"], res["nginx"], res["caddy"]
@@ -374,8 +401,8 @@ def report(wl, res, runs, duration):
     row(what, "rate", 0, "%.2f")
     row("server CPU µs/%s" % per, "us_per", 1, "%.2f")
     row("server CPU % (of one core)", "cpu_pct", 0, "%.2f", ratios=False)
-    row("bytes received by h3load per %s (UDP payload)" % per, "rx_per", 0, "%.2f")
-    log("| h3load CPU %% (CPU 1) | %s |" % " | ".join(
+    row("bytes received by the load generator per %s (UDP or TCP payload)" % per, "rx_per", 0, "%.2f")
+    log("| load generator CPU %% (CPU 1) | %s |" % " | ".join(
         num(statistics.median(r["client_cpu_pct"] for r in res[k])) for k in SERVERS) + " | | |")
     log("| errors / requests (all runs) | %s |" % " | ".join(
         "%d / %s" % (sum(r["errors_total"] for r in res[k]), num(sum(r["requests_total"] for r in res[k])))
@@ -473,9 +500,10 @@ def main():
             path, _, opts, _ = WORKLOADS[wl]
             if a.warmup:
                 for kind in SERVERS:
-                    run(h3load("https://127.0.0.1:%d%s" % (servers[kind].port, path), opts, duration=a.warmup),
-                        a.warmup + 40)
-            log("\n== %s: h3load %s -D %g, %d runs, order rotating" % (wl, " ".join(opts), a.duration, a.runs))
+                    run(h3load("https://127.0.0.1:%d%s" % (servers[kind].port, path), opts, duration=a.warmup,
+                               h2=wl.startswith("h2")), a.warmup + 40)
+            log("\n== %s: %s %s -D %g, %d runs, order rotating"
+                % (wl, "h2load" if wl.startswith("h2") else "h3load", " ".join(opts), a.duration, a.runs))
             res = {k: [] for k in SERVERS}
             for i in range(a.runs):
                 order = SERVERS[i % 3:] + SERVERS[:i % 3]
