@@ -76,6 +76,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib.common import (  # noqa: E402
+    log, subst, write_text as write,
     CLK_TCK, HSLOAD_BIN, REPO_DIR, cpu_sample, pick_ports, process_tree, raise_nofile_preexec)
 from benchlib.loadgen import hsload_cmd, parse_hsload  # noqa: E402
 
@@ -186,21 +187,6 @@ keyUsage = critical,keyCertSign,cRLSign
 distinguished_name = dn
 [dn]
 """
-
-
-def log(msg=""):
-    print(msg, flush=True)
-
-
-def subst(text, subs):
-    for k, v in subs.items():
-        text = text.replace(k, str(v))
-    return text
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def wait_port(port, proc=None, timeout=20):

@@ -64,6 +64,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib.common import (  # noqa: E402
+    log, subst, write_text as write,
     BENCH_DIR, CLK_TCK, REPO_DIR, cpu_sample, cpu_times, process_tree, raise_nofile_preexec)
 from benchlib.loadgen import parse_h2load  # noqa: E402
 
@@ -127,21 +128,6 @@ https://127.0.0.1:@PORT@ {
 \tfile_server
 }
 """
-
-
-def log(msg=""):
-    print(msg, flush=True)
-
-
-def subst(text, subs):
-    for k, v in subs.items():
-        text = text.replace(k, str(v))
-    return text
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
 
 
 def free_port(port):

@@ -61,6 +61,18 @@ def log(msg=""):
     print(msg, flush=True)
 
 
+def subst(text, subs):
+    """`text` with each key of `subs` replaced by its value."""
+    for k, v in subs.items():
+        text = text.replace(k, str(v))
+    return text
+
+
+def write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
 # --------------------------------------------------------------------------
 # /proc helpers
 # --------------------------------------------------------------------------
