@@ -364,6 +364,57 @@ fn dns_over_udp_with_proxy_responses() {
     }
 }
 
+/// Datagram sessions without a task of their own (the listener's loop
+/// runs them) end as nginx's do: at `proxy_timeout` after the last
+/// datagram when the origin stays silent (502 and nginx's error line), and
+/// after `proxy_requests` datagrams and their answers when it does not,
+/// with a later datagram of the client going to the session it opened.
+#[test]
+fn udp_sessions_time_out_and_take_later_datagrams() {
+    // Answers only datagrams that start with "A".
+    let o = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind origin");
+    let origin = o.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = o.recv_from(&mut buf) {
+            if buf[0] == b'A' {
+                let _ = o.send_to(&[b"re:", &buf[..n]].concat(), from);
+            }
+        }
+    });
+    let (silent, two) = (free_port(), free_port());
+    let conf = format!(
+        "log_format u '$server_port $status $bytes_received $bytes_sent $upstream_bytes_sent $upstream_bytes_received';
+         server {{ listen 127.0.0.1:{silent} udp; proxy_pass 127.0.0.1:{origin}; proxy_responses 1;
+                  proxy_timeout 1s; access_log logs/udp.log u; }}
+         server {{ listen 127.0.0.1:{two} udp; proxy_pass 127.0.0.1:{origin}; proxy_responses 1;
+                  proxy_requests 2; proxy_timeout 5s; access_log logs/udp.log u; }}
+         server {{ listen 127.0.0.1:{{port0}}; return ready; }}"
+    );
+    let srv = builder().whole(&stream_conf(&conf)).start();
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    let mut buf = [0u8; 2048];
+    // Two datagrams of one session, each answered.
+    for q in ["A1", "A22"] {
+        c.send_to(q.as_bytes(), ("127.0.0.1", two)).unwrap();
+        let (n, _) = c.recv_from(&mut buf).expect("an answer");
+        assert_eq!(&buf[..n], format!("re:{q}").as_bytes());
+    }
+    // A silent origin: the session ends a second after the datagram.
+    let t = std::time::Instant::now();
+    c.send_to(b"S", ("127.0.0.1", silent)).unwrap();
+    srv.wait_error_log("upstream timed out (110: Connection timed out) while proxying connection");
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(900), "timed out after {waited:?}");
+    let lines = wait_lines(&srv.path("logs/udp.log"), 2, LOG_WAIT);
+    assert_eq!(lines, [format!("{two} 200 5 11 5 11"), format!("{silent} 502 1 0 1 0")]);
+    // The silent session is over: the client's next datagram opens another.
+    c.send_to(b"A3", ("127.0.0.1", silent)).unwrap();
+    let (n, _) = c.recv_from(&mut buf).expect("an answer in a new session");
+    assert_eq!(&buf[..n], b"re:A3");
+}
+
 /// The master holds the family's sockets too: right after the serving
 /// process is killed, a TCP connect and a UDP datagram wait in the
 /// kernel's queues of the master's copies, and the new serving process

@@ -22,6 +22,7 @@ pub mod session;
 mod splice;
 pub mod tls;
 pub mod udp;
+pub mod udp_inline;
 pub mod udp_origin;
 pub mod udp_socket;
 pub mod vars;

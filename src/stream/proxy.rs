@@ -35,14 +35,18 @@ enum Origin {
 
 thread_local! {
     /// This worker's peer state per upstream (by the block's address: a
-    /// worker lives as long as its configuration).
-    static PEERS: RefCell<HashMap<usize, PeerState>> = RefCell::new(HashMap::new());
+    /// worker lives as long as its configuration). foldhash: a session
+    /// looks its upstream up three times (pick, connected, release), and
+    /// SipHash's cost showed per session.
+    static PEERS: RefCell<HashMap<usize, PeerState, foldhash::fast::FixedState>> =
+        RefCell::new(HashMap::with_hasher(foldhash::fast::FixedState::default()));
 }
 
 thread_local! {
     /// This worker's counters of the stream upstream blocks' peers, for the
     /// status page (keyed as `PEERS`).
-    static STATS: RefCell<HashMap<usize, Arc<crate::metrics::PeerSet>>> = RefCell::new(HashMap::new());
+    static STATS: RefCell<HashMap<usize, Arc<crate::metrics::PeerSet>, foldhash::fast::FixedState>> =
+        RefCell::new(HashMap::with_hasher(foldhash::fast::FixedState::default()));
 }
 
 /// The worker's counters for upstream block `u`: None for what the page
@@ -144,6 +148,13 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
             }
         },
     };
+    pick_in(s, u)
+}
+
+/// The peer of upstream `u` for a datagram session (`pick_one` once the
+/// upstream is known): no await, so the listener's loop can start an
+/// inline session (`udp_inline`) with it.
+pub fn pick_in(s: &Session, u: Arc<Upstream>) -> Option<(Arc<Upstream>, Picked, crate::config::proxy::PeerConf)> {
     let key = match &u.balance {
         crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(s),
         _ => Vec::new(),

@@ -20,6 +20,7 @@ use tokio::sync::Notify;
 
 use super::conf::{Content, Pass, StreamConf};
 use super::session::{Close, Session, Try, UpInfo};
+use super::udp_inline::{Inline, Key, Step};
 use super::udp_socket::{Client, Listening};
 use crate::config::family::Socket;
 use crate::log::error::Level;
@@ -42,7 +43,24 @@ struct Flow {
     uploaded: Cell<u64>,
 }
 
-type Flows = Rc<RefCell<HashMap<Client, Rc<Flow>>>>;
+/// A client's current session: a task's, or one run inline by the
+/// listener's loop (`udp_inline`).
+enum Entry {
+    Task(Rc<Flow>),
+    Inline(Key),
+}
+
+/// The sessions by client. foldhash (seeded per map): the map is looked
+/// up for every datagram, and SipHash's cost showed per query.
+type Flows = Rc<RefCell<HashMap<Client, Entry, foldhash::fast::RandomState>>>;
+
+/// What woke the listener's loop.
+enum Event {
+    Datagram(usize, Client),
+    Ended(Vec<Client>),
+    Stop,
+    Nothing,
+}
 
 pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<WorkerCtx>, stop: Rc<Notify>) {
     let own = conf.routes[index].own.clone();
@@ -54,19 +72,86 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
             return;
         }
     };
-    let flows: Flows = Rc::new(RefCell::new(HashMap::new()));
+    let inline = match Inline::new() {
+        Ok(i) => Some(i),
+        Err(e) => {
+            crate::log_to!(own.server.conf.error_log, Level::Alert, "epoll_create() for udp sessions failed ({})", e);
+            None
+        }
+    };
+    let flows: Flows = Rc::new(RefCell::new(HashMap::default()));
     let mut buf = vec![0u8; 65536];
+    // One timer for every inline session's `proxy_timeout`: set to the
+    // earliest deadline when that comes sooner than the one it is set to,
+    // else left to fire and be set again.
+    let sleep = tokio::time::sleep(std::time::Duration::from_secs(3600));
+    tokio::pin!(sleep);
+    let mut armed: Option<Instant> = None;
+    let mut stopping = false;
+    let at = At { conf: &conf, index, w: &w, sock: &sock, flows: &flows, inline: inline.as_ref() };
     loop {
-        let (n, peer) = tokio::select! {
-            r = sock.recv_from(&mut buf) => match r {
-                Ok(r) => r,
+        let ev = tokio::select! {
+            r = sock.recv_from(&mut buf), if !stopping => match r {
+                Ok((n, peer)) => Event::Datagram(n, peer),
                 // ICMP errors of earlier sends and the like: go on.
-                Err(_) => continue,
+                Err(_) => Event::Nothing,
             },
-            _ = stop.notified() => return,
+            ended = origins(inline.as_ref(), &sock) => Event::Ended(ended),
+            () = &mut sleep, if armed.is_some() => {
+                armed = None;
+                Event::Ended(inline.as_ref().map(Inline::expire).unwrap_or_default())
+            }
+            _ = stop.notified(), if !stopping => Event::Stop,
         };
-        let data = buf[..n].to_vec();
-        let existing = flows.borrow().get(&peer).cloned();
+        match ev {
+            Event::Datagram(n, peer) => at.datagram(&buf[..n], peer),
+            Event::Ended(clients) => at.forget(clients),
+            // Sessions under way finish; no new datagrams are read.
+            Event::Stop => stopping = true,
+            Event::Nothing => {}
+        }
+        let Some(inl) = &inline else {
+            if stopping {
+                return;
+            }
+            continue;
+        };
+        if stopping && inl.is_empty() {
+            return;
+        }
+        if let Some(next) = inl.next_deadline()
+            && armed.is_none_or(|a| next < a)
+        {
+            sleep.as_mut().reset(next.into());
+            armed = Some(next);
+        }
+    }
+}
+
+/// The inline sessions' answers, or never without them.
+async fn origins(inline: Option<&Inline>, sock: &Listening) -> Vec<Client> {
+    match inline {
+        Some(i) => i.origins(sock).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the listener's loop hands a datagram to.
+struct At<'a> {
+    conf: &'a Arc<StreamConf>,
+    index: usize,
+    w: &'a Rc<WorkerCtx>,
+    sock: &'a Rc<Listening>,
+    flows: &'a Flows,
+    inline: Option<&'a Inline>,
+}
+
+impl At<'_> {
+    /// A datagram from `peer`: to its session, or a new one.
+    fn datagram(&self, data: &[u8], peer: Client) {
+        let (conf, w, flows) = (self.conf, self.w, self.flows);
+        let own = &conf.routes[self.index].own;
+        let requests_max = own.server.conf.proxy.requests;
         // A datagram no session takes counts as discarded in the
         // address's default server's zone.
         let discarded = || {
@@ -74,16 +159,60 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
                 c.discarded();
             }
         };
-        if let Some(f) = existing {
-            if !push(&f, data) {
-                discarded();
+        let existing = flows.borrow().get(&peer).map(|e| match e {
+            Entry::Task(f) => Entry::Task(f.clone()),
+            Entry::Inline(k) => Entry::Inline(*k),
+        });
+        match (existing, self.inline) {
+            (Some(Entry::Task(f)), _) => {
+                if !push(&f, data.to_vec()) {
+                    discarded();
+                }
+                detach_if_done(flows, &peer, &f, requests_max);
+                return;
             }
-            detach_if_done(&flows, &peer, &f, &conf, index);
-            continue;
+            (Some(Entry::Inline(key)), Some(inl)) => {
+                match inl.more(key, data) {
+                    Step::Ended(c) => self.forget(vec![c]),
+                    Step::Open => {
+                        if requests_max > 0 && inl.requests(key) >= requests_max {
+                            flows.borrow_mut().remove(&peer);
+                        }
+                    }
+                }
+                return;
+            }
+            _ => {}
         }
         if w.active.get() >= w.max_conns {
             discarded();
-            continue;
+            return;
+        }
+        let local = self.sock.local(own.addr);
+        let addr = conf.routes[self.index].find(local).clone();
+        if let Some(inl) = self.inline
+            && super::udp_inline::eligible(&addr.server, self.sock)
+        {
+            let guard = ConnGuard::new(w.clone());
+            let s = new_session(w.clone(), conf.clone(), addr, &peer, local);
+            // Counted as received at once, as `session` counts it.
+            s.log_udp_connected();
+            s.bytes_received.set(data.len() as u64);
+            let Some(holds) = super::session::preaccess_and_access(&s) else {
+                s.finish();
+                return;
+            };
+            let Content::Proxy(Pass::Fixed(u)) = &s.server().content else {
+                s.finish();
+                return;
+            };
+            let u = u.clone();
+            if let Some(key) = inl.start(s, peer.clone(), u, data, holds, guard)
+                && (requests_max == 0 || requests_max > 1)
+            {
+                flows.borrow_mut().insert(peer, Entry::Inline(key));
+            }
+            return;
         }
         let f = Rc::new(Flow {
             queue: RefCell::new(VecDeque::new()),
@@ -92,14 +221,23 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
             upload_rate: Cell::new(None),
             uploaded: Cell::new(0),
         });
-        push(&f, data);
-        flows.borrow_mut().insert(peer.clone(), f.clone());
-        detach_if_done(&flows, &peer, &f, &conf, index);
-        let local = sock.local(own.addr);
-        let addr = conf.routes[index].find(local).clone();
+        push(&f, data.to_vec());
+        flows.borrow_mut().insert(peer.clone(), Entry::Task(f.clone()));
+        detach_if_done(flows, &peer, &f, requests_max);
         let guard = ConnGuard::new(w.clone());
-        let task = session(w.clone(), conf.clone(), addr, sock.clone(), f, flows.clone(), peer, local, guard);
+        let task = session(w.clone(), conf.clone(), addr, self.sock.clone(), f, flows.clone(), peer, local, guard);
         tokio::task::spawn_local(crate::clock::per_poll(Box::pin(task)));
+    }
+
+    /// Inline sessions that ended: their clients' next datagrams start new
+    /// ones.
+    fn forget(&self, clients: Vec<Client>) {
+        let mut m = self.flows.borrow_mut();
+        for c in clients {
+            if matches!(m.get(&c), Some(Entry::Inline(_))) {
+                m.remove(&c);
+            }
+        }
     }
 }
 
@@ -130,28 +268,23 @@ fn push(f: &Flow, data: Vec<u8>) -> bool {
 
 /// After `proxy_requests` datagrams the client's next one starts a new
 /// session.
-fn detach_if_done(flows: &Flows, peer: &Client, f: &Flow, conf: &StreamConf, index: usize) {
-    let server = &conf.routes[index].own.server;
-    let n = server.conf.proxy.requests;
-    if n > 0 && f.requests.get() >= n {
+fn detach_if_done(flows: &Flows, peer: &Client, f: &Flow, requests_max: u64) {
+    if requests_max > 0 && f.requests.get() >= requests_max {
         flows.borrow_mut().remove(peer);
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn session(
+/// A datagram session's state as its phases start (the task's and the
+/// inline one's alike).
+fn new_session(
     w: Rc<WorkerCtx>,
     sc: Arc<StreamConf>,
     addr: Arc<super::conf::Addr>,
-    sock: Rc<Listening>,
-    flow: Rc<Flow>,
-    flows: Flows,
-    from: Client,
+    from: &Client,
     local: std::net::SocketAddr,
-    _guard: ConnGuard,
-) {
+) -> Session {
     let peer = from.addr();
-    let s = Session {
+    Session {
         debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), from.is_unix()),
         zone: Session::open_zone(&w, &addr),
         id: w.next_serial(),
@@ -179,7 +312,22 @@ async fn session(
         guard: RefCell::new(None),
         passed: std::cell::Cell::new(false),
         close_line: std::cell::Cell::new(None),
-    };
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn session(
+    w: Rc<WorkerCtx>,
+    sc: Arc<StreamConf>,
+    addr: Arc<super::conf::Addr>,
+    sock: Rc<Listening>,
+    flow: Rc<Flow>,
+    flows: Flows,
+    from: Client,
+    local: std::net::SocketAddr,
+    _guard: ConnGuard,
+) {
+    let s = new_session(w, sc, addr, &from, local);
     // nginx counts the datagram that started the session as received at
     // once (`ngx_stream_init_connection`), whatever becomes of the session:
     // a denied one logs its size too.
@@ -229,7 +377,7 @@ fn rate_delay(rate: u64, started: Instant, moved: u64) -> Option<std::time::Dura
 /// The session is over: the client's next datagram starts another.
 fn end(s: &Session, flows: &Flows, flow: &Rc<Flow>, from: &Client) {
     let mut m = flows.borrow_mut();
-    if m.get(from).is_some_and(|f| Rc::ptr_eq(f, flow)) {
+    if m.get(from).is_some_and(|e| matches!(e, Entry::Task(f) if Rc::ptr_eq(f, flow))) {
         m.remove(from);
     }
     drop(m);

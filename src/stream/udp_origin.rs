@@ -21,6 +21,12 @@ thread_local! {
     static BUF: std::cell::RefCell<Box<[u8]>> = std::cell::RefCell::new(vec![0u8; 65536].into_boxed_slice());
 }
 
+/// Runs `f` on the worker's receive buffer (`udp_inline` reads its
+/// origins' answers into it too).
+pub fn with_buf<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with_borrow_mut(|b| f(b))
+}
+
 pub enum Origin {
     Udp(UdpSocket),
     Unix(UnixDatagram),

@@ -137,12 +137,19 @@ impl Parking {
     }
 }
 
+/// An epoll instance of the worker's own (parked connections, a UDP
+/// listener's inline sessions), registered with the event loop to wake it
+/// when any of its descriptors is readable.
+pub fn watch(ep: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: `ep` is an OwnedFd: a valid descriptor that stays open and
+    // unchanged until the AsyncFd (its only owner) is dropped.
+    unsafe { AsyncFd::register_with_interest(ep, tokio::io::Interest::READABLE) }.map_err(std::io::Error::from)
+}
+
 /// Resumes parked connections as they become readable.
 pub async fn run(w: Rc<WorkerCtx>) {
     let Some(ep) = w.parking.epoll.as_ref().and_then(|fd| fd.try_clone().ok()) else { return };
-    // SAFETY: `ep` is an OwnedFd: a valid descriptor that stays open and
-    // unchanged until the AsyncFd (its only owner) is dropped.
-    let afd = match unsafe { AsyncFd::register_with_interest(ep, tokio::io::Interest::READABLE) } {
+    let afd = match watch(ep) {
         Ok(a) => a,
         Err(e) => {
             log_error!(Level::Warn, "registering the idle-connection epoll failed ({})", e);
