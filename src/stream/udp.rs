@@ -88,6 +88,10 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
     tokio::pin!(sleep);
     let mut armed: Option<Instant> = None;
     let mut stopping = false;
+    // Made once: a `Notified` per turn of the loop would join and leave
+    // the Notify's waiter list for every datagram.
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
     let at = At { conf: &conf, index, w: &w, sock: &sock, flows: &flows, inline: inline.as_ref() };
     loop {
         let ev = tokio::select! {
@@ -101,7 +105,7 @@ pub async fn run(conf: Arc<StreamConf>, index: usize, sock: Socket, w: Rc<Worker
                 armed = None;
                 Event::Ended(inline.as_ref().map(Inline::expire).unwrap_or_default())
             }
-            _ = stop.notified(), if !stopping => Event::Stop,
+            () = &mut stopped, if !stopping => Event::Stop,
         };
         match ev {
             Event::Datagram(n, peer) => at.datagram(&buf[..n], peer),
@@ -194,7 +198,7 @@ impl At<'_> {
             && super::udp_inline::eligible(&addr.server, self.sock)
         {
             let guard = ConnGuard::new(w.clone());
-            let s = new_session(w.clone(), conf.clone(), addr, &peer, local);
+            let s = Box::new(new_session(w.clone(), conf.clone(), addr, &peer, local));
             // Counted as received at once, as `session` counts it.
             s.log_udp_connected();
             s.bytes_received.set(data.len() as u64);

@@ -54,7 +54,8 @@ pub fn eligible(server: &Server, sock: &Listening) -> bool {
 
 /// One inline session.
 struct Sess {
-    s: Session,
+    /// Boxed: the session is large, and the table's entries move.
+    s: Box<Session>,
     /// The origin socket, connected to the peer, in the listener's epoll.
     fd: OwnedFd,
     client: Client,
@@ -124,7 +125,7 @@ impl Inline {
     /// `proxy_responses 0`); its log line and counts are out then.
     pub fn start(
         &self,
-        s: Session,
+        s: Box<Session>,
         client: Client,
         up: Arc<Upstream>,
         data: &[u8],
