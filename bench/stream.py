@@ -22,6 +22,11 @@ queries and idle memory.
         once, so the origin side is connected too) held open on freshly
         started servers; RSS and PSS growth per session, fds per session.
 
+Beside the servers, for st1-st3 and st5, runs the floor proxy
+(bench/stream/floorproxy.c: accept, connect, relay, close; a socket per UDP
+query; nothing else): what the kernel costs for the workload, so a target
+below it is recognised as such.
+
 The same configuration text (bench/conf/stream.conf) runs on nginx and on
 sluice, only the prefix and ports differ; HAProxy runs
 bench/conf/stream_haproxy.cfg (`haproxy -f CONF -db`, `nbthread 1`). The
@@ -35,7 +40,7 @@ server: the median of runs; per peer: the median of the run-by-run
 sluice/peer ratios with their range.
 
     bench/stream.py --sluice target/release/sluice [--workloads st1,...]
-                    [--runs 9] [--duration 5] [--peers nginx,haproxy]
+                    [--runs 9] [--duration 5] [--peers nginx,haproxy,floor]
 
 Loopback only, every run bounded in time (and st1/st2 in bytes). Standard
 library only; needs nginx with libnginx-mod-stream, haproxy, openssl, cc
@@ -67,6 +72,7 @@ from benchlib.server import Server  # noqa: E402
 from benchlib.setup import SetupMixin  # noqa: E402
 
 TOOL_SRC = os.path.join(BENCH_DIR, "stream", "streamtool.c")
+FLOOR_SRC = os.path.join(BENCH_DIR, "stream", "floorproxy.c")
 CONF = "stream.conf"
 HAPROXY_CONF = "stream_haproxy.cfg"
 NGINX_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
@@ -153,6 +159,31 @@ class HAProxy(Server):
         return ["taskset", "-c", str(self.cpu), self.binary, "-f", self.conf, "-db"]
 
 
+class FloorProxy(Server):
+    """bench/stream/floorproxy.c: the least a proxy can do (accept, connect,
+    relay, close; a socket per UDP query), pinned like the others. A floor,
+    not a peer: what the kernel costs for st1-st3 and st5."""
+
+    def __init__(self, binary, base, port, cpu, subst):
+        Server.__init__(self, "floor", binary, base, port, CONF, [], cpu, (), subst)
+        self.pidfile = None
+        self.stop_signals = ("SIGTERM",)
+        self.subst = subst
+
+    def test_config(self):
+        pass
+
+    def start_cmd(self):
+        s = self.subst
+        return ["taskset", "-c", str(self.cpu), self.binary, str(self.port), str(s["@ECHO_PORT@"]),
+                str(s["@TPUT_PORT@"]), str(s["@SRC_PORT@"]), str(s["@UDP_PORT@"]),
+                str(s["@UDP_ORIGIN_PORT@"])]
+
+
+# The floor proxy runs these only (no TLS, and its memory says nothing).
+FLOOR_WORKLOADS = ("st1", "st2", "st3", "st5")
+
+
 def slab():
     """Slab bytes of the whole machine (/proc/meminfo): sockets, pipes, files."""
     with open("/proc/meminfo") as f:
@@ -186,6 +217,9 @@ class Bench:
             raise BenchError("%s missing: apt-get install -y libnginx-mod-stream" % NGINX_MODULE)
         self.tool = os.path.join(self.tmp, "streamtool")
         subprocess.run(["cc", "-O2", "-o", self.tool, TOOL_SRC], check=True)
+        if "floor" in a.peers:
+            self.floor_bin = os.path.join(self.tmp, "floorproxy")
+            subprocess.run(["cc", "-O2", "-o", self.floor_bin, FLOOR_SRC], check=True)
         self.src_file = os.path.join(self.tmp, "source.bin")
         with open(self.src_file, "wb") as f:
             f.write(os.urandom(SOURCE_FILE_BYTES))
@@ -240,7 +274,7 @@ class Bench:
                 time.sleep(0.05)
         conf_files = [("cert.pem", helper.cert), ("key.pem", helper.key),
                       ("combined.pem", combined)]
-        names = ["nginx"] + [p for p in ("haproxy",) if p in a.peers] + ["sluice"]
+        names = ["nginx"] + [p for p in ("haproxy", "floor") if p in a.peers] + ["sluice"]
         for i, name in enumerate(names):
             p = ports[4 + 4 * i: 8 + 4 * i]
             subst = {"@MAXCONN@": self.maxconn, "@TPUT_PORT@": p[1], "@TLS_PORT@": p[2], "@UDP_PORT@": p[3],
@@ -249,6 +283,8 @@ class Bench:
                      "@UDP_ORIGIN_PORT@": self.oports["UDP_ORIGIN"]}
             if name == "haproxy":
                 srv = HAProxy(a.haproxy, self.tmp, p[0], a.server_cpu, subst, conf_files)
+            elif name == "floor":
+                srv = FloorProxy(self.floor_bin, self.tmp, p[0], a.server_cpu, subst)
             else:
                 binary = a.nginx if name == "nginx" else os.path.abspath(a.sluice)
                 srv = Server(name, binary, self.tmp, p[0], CONF, [], a.server_cpu, conf_files,
@@ -464,7 +500,8 @@ class Bench:
 
     def run(self, w):
         a = self.a
-        names = [n for n in self.servers if not (w == "st5" and n == "haproxy")]
+        names = [n for n in self.servers if not (w == "st5" and n == "haproxy")
+                 and not (n == "floor" and w not in FLOOR_WORKLOADS)]
         log("")
         log("=== %s" % TITLES[w])
         res = {n: [] for n in names}
@@ -584,8 +621,9 @@ def main():
     ap.add_argument("--sluice", default="target/release/sluice")
     ap.add_argument("--nginx", default="/usr/sbin/nginx")
     ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
-    ap.add_argument("--peers", default="nginx,haproxy",
-                    help="nginx always runs (the reference); haproxy if listed")
+    ap.add_argument("--peers", default="nginx,haproxy,floor",
+                    help="nginx always runs (the reference); haproxy and floor (the floor "
+                    "proxy, bench/stream/floorproxy.c) if listed")
     ap.add_argument("--workloads", default=",".join(ALL))
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--duration", type=float, default=5,
