@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -387,8 +388,11 @@ async fn connect(
             }
             return Ok::<_, ConnectError>(Origin::Unix(u));
         }
-        let sock = if peer.addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }
-            .map_err(|e| format!("socket() failed ({})", crate::process::signal::os_error(&e)))?;
+        let os = |e: rustix::io::Errno| crate::process::signal::os_error(&std::io::Error::from(e));
+        let family = if peer.addr.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+        let fd =
+            rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::NONBLOCK | SocketFlags::CLOEXEC, None)
+                .map_err(|e| format!("socket() failed ({})", os(e)))?;
         if let Some(b) = &p.bind {
             let text = String::from_utf8_lossy(&b.render_to_vec(s)).into_owned();
             let local: Option<SocketAddr> = text
@@ -396,15 +400,12 @@ async fn connect(
                 .ok()
                 .or_else(|| text.parse::<std::net::IpAddr>().ok().map(|ip| SocketAddr::new(ip, 0)));
             match local {
-                Some(a) => sock
-                    .bind(a)
-                    .map_err(|e| format!("bind({}) failed ({})", text, crate::process::signal::os_error(&e)))?,
+                Some(a) => rustix::net::bind(&fd, &a).map_err(|e| format!("bind({}) failed ({})", text, os(e)))?,
                 None if text.is_empty() => {}
                 None => return Err(format!("invalid local address \"{text}\"").into()),
             }
         }
-        let mut tcp = sock
-            .connect(peer.addr)
+        let mut tcp = connect_tcp(fd, peer.addr)
             .await
             .map_err(|e| format!("connect() failed ({})", crate::process::signal::os_error(&e)))?;
         let _ = tcp.set_nodelay(s.server().conf.tcp_nodelay);
@@ -436,6 +437,30 @@ async fn connect(
     match tokio::time::timeout(p.connect_timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(String::from("upstream timed out (110: Connection timed out)").into()),
+    }
+}
+
+/// A non-blocking connect(2) of `fd` to `addr`. On loopback (and on any
+/// fast path) the handshake is over by the time connect(2) returns
+/// EINPROGRESS: a getpeername(2) then tells the socket is connected, and
+/// the session goes on without a turn of the event loop and without arming
+/// `proxy_connect_timeout`'s timer. Otherwise it waits for the socket to
+/// become writable, as tokio's own connect does.
+async fn connect_tcp(fd: std::os::fd::OwnedFd, addr: SocketAddr) -> std::io::Result<TcpStream> {
+    match rustix::net::connect(&fd, &addr) {
+        Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let tcp = TcpStream::from_std(std::net::TcpStream::from(fd))?;
+    match tcp.peer_addr() {
+        Ok(_) => return Ok(tcp),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {}
+        Err(e) => return Err(e),
+    }
+    tcp.writable().await?;
+    match tcp.take_error()? {
+        Some(e) => Err(e),
+        None => Ok(tcp),
     }
 }
 

@@ -15,7 +15,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 use tokio::io::Interest;
@@ -124,10 +124,16 @@ fn copy_once(src: &TcpStream, dst: &TcpStream) -> Copied {
             // states).
             let _ = src.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
         }
-        let (written, failed) = match dst.try_write(&buf[..n]) {
+        // send(2) on the descriptor, not `try_write`: an origin socket
+        // connected at once (`proxy::connect_tcp`) has no write readiness
+        // from the event loop yet, and `try_write` would wait a turn of
+        // the loop for it. An EAGAIN here leaves the readiness stale; the
+        // wait below then tries once more and clears it.
+        let sent = rustix::net::send(dst.as_fd(), &buf[..n], rustix::net::SendFlags::NOSIGNAL);
+        let (written, failed) = match sent {
             Ok(m) => (m, None),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => (0, None),
-            Err(e) => (0, Some(e)),
+            Err(rustix::io::Errno::AGAIN) => (0, None),
+            Err(e) => (0, Some(io::Error::from(e))),
         };
         let rest = if failed.is_none() { buf[written..n].to_vec() } else { Vec::new() };
         Copied::Read { n, rest, failed }
