@@ -275,10 +275,10 @@ impl Conn {
     }
 }
 
-fn header_map(fields: Vec<(Vec<u8>, Vec<u8>)>) -> http::HeaderMap {
+fn header_map(fields: super::session::Fields) -> http::HeaderMap {
     let mut m = http::HeaderMap::with_capacity(fields.len());
-    for (n, v) in fields {
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&n), http::HeaderValue::from_bytes(&v)) {
+    for (n, v) in fields.iter() {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(n), http::HeaderValue::from_bytes(v)) {
             m.append(n, v);
         }
     }
