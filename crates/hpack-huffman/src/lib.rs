@@ -185,14 +185,22 @@ pub fn encode(src: &[u8], dst: &mut Vec<u8>) {
     let t = tables();
     let mut acc: u64 = 0;
     let mut n: u32 = 0;
+    // Four bytes go at a time: fewer pushes than a byte per step. `n`
+    // stays below 32 between symbols, and a code has at most 30 bits, so
+    // the pending bits fit the accumulator (bits above them are dropped
+    // by the casts).
     for &b in src {
         let len = LENGTHS[b as usize] as u32;
         acc = (acc << len) | t.codes[b as usize] as u64;
         n += len;
-        while n >= 8 {
-            n -= 8;
-            dst.push((acc >> n) as u8);
+        if n >= 32 {
+            n -= 32;
+            dst.extend_from_slice(&((acc >> n) as u32).to_be_bytes());
         }
+    }
+    while n >= 8 {
+        n -= 8;
+        dst.push((acc >> n) as u8);
     }
     if n > 0 {
         dst.push(((acc << (8 - n)) as u8) | (0xff >> n));

@@ -9,15 +9,17 @@
 //! - [`session`]: HTTP/2's client side as nginx's module frames it (no
 //!   I/O): one stream at a time, windows, the response and its errors;
 //! - [`client`]: the connection on the origin's socket that drives it;
-//! - here: the request's head as nginx's module builds it (`:authority`,
-//!   the client's headers, `grpc_set_header`) and its HPACK block, the
-//!   body sent, the response head read and filtered.
+//! - [`head`]: the request's head as nginx's module builds it
+//!   (`:authority`, the client's headers, `grpc_set_header`), written as
+//!   its HPACK block;
+//! - here: the body sent, the response head read and filtered.
 //!
 //! The frames' payload (gRPC's length-prefixed messages) passes through
 //! untouched.
 
 pub mod client;
 pub mod conf;
+pub mod head;
 pub mod session;
 
 use std::borrow::Cow;
@@ -74,122 +76,13 @@ pub async fn resolve(
     Ok(std::sync::Arc::new(target))
 }
 
-/// Client headers never passed as they are: hop-by-hop ones, those h2
-/// writes itself, and those nginx's defaults replace (`DEFAULT_HEADERS`).
-const NOT_PASSED: &[&str] = &[
-    "host",
-    "connection",
-    "content-length",
-    "transfer-encoding",
-    "te",
-    "keep-alive",
-    "proxy-connection",
-    "expect",
-    "upgrade",
-    "http2-settings",
-];
-
-/// The request's head for the origin: the client's method, the URI as the
-/// proxy sends it (`:scheme` is the connection's, see [`head_block`]), `:authority` (the `grpc_pass` address, or none when
-/// `grpc_set_header Host` gives a `host` header instead, as nginx), the
-/// client's headers with `grpc_set_header` applied, `te: trailers` when
-/// the client asked for trailers, and the body's length when known.
-pub fn request(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody) -> Result<http::Request<()>, String> {
-    let conf = &ctx.conf.grpc;
-    let vars = Vars::request(ctx);
-    let mut target = Vec::with_capacity(128);
-    crate::http::proxy::wire::target_for_log(ctx, pass, &mut target);
-    let mut set: Vec<(&str, Vec<u8>)> = Vec::with_capacity(conf.set_headers.len());
-    for (name, tpl) in &conf.set_headers {
-        set.push((name.as_str(), tpl.render_to_vec(&vars)));
-    }
-    let host_set = set.iter().find(|(n, _)| n.eq_ignore_ascii_case("host")).map(|(_, v)| v.clone());
-    let scheme = if pass.tls { "https" } else { "http" };
-    let mut uri = http::uri::Builder::new();
-    if host_set.is_none() {
-        uri = uri.scheme(scheme).authority(pass.proxy_host.as_str());
-    }
-    let uri = uri.path_and_query(target.as_slice()).build().map_err(|e| format!("invalid request URI: {e}"))?;
-    let method = http::Method::from_bytes(ctx.req.method_bytes()).map_err(|e| e.to_string())?;
-    let mut req = http::Request::builder().method(method).uri(uri).body(()).map_err(|e| e.to_string())?;
-    let h = req.headers_mut();
-    // An explicit empty `grpc_set_header` removes a client's header.
-    let removed = |name: &[u8]| set.iter().any(|(n, _)| n.as_bytes().eq_ignore_ascii_case(name));
-    for (name, value) in ctx.req.headers() {
-        let lower = name.to_ascii_lowercase();
-        if NOT_PASSED.iter().any(|n| n.as_bytes() == lower.as_slice()) || removed(name) {
-            continue;
-        }
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(&lower), http::HeaderValue::from_bytes(value)) {
-            h.append(n, v);
-        }
-    }
-    for (name, value) in &set {
-        if value.is_empty() {
-            continue;
-        }
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_bytes(value)) {
-            h.insert(n, v);
-        }
-    }
-    if ctx.req.header("te").is_some_and(|v| contains_token(v, b"trailers")) && !removed(b"te") {
-        h.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
-    }
-    let len = match body {
-        ReqBody::Buffered(b) if !b.is_empty() => Some(b.len()),
-        _ => ctx.req.header("content-length").and_then(|v| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok()),
-    };
-    if let Some(n) = len
-        && !removed(b"content-length")
-    {
-        h.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
-    }
-    Ok(req)
-}
-
-fn contains_token(v: &[u8], token: &[u8]) -> bool {
-    v.split(|&b| b == b',').any(|t| {
-        t.trim_ascii().split(|&b| b == b';').next().is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(token))
-    })
-}
-
-/// The request's head as an HPACK block, as nginx's module writes it:
-/// the pseudo-headers first (static-table names), then the fields as
-/// literals never entered in a table (the origin's table is not used).
-pub fn head_block(req: &http::Request<()>, tls: bool) -> Vec<u8> {
-    use crate::http::connection::h2::hpack::{put_int, put_str};
-    let mut b = Vec::with_capacity(256);
-    match req.method().as_str() {
-        "GET" => b.push(0x82),
-        "POST" => b.push(0x83),
-        m => {
-            put_int(&mut b, 0, 4, 2);
-            put_str(&mut b, m.as_bytes());
-        }
-    }
-    b.push(if tls { 0x87 } else { 0x86 });
-    put_int(&mut b, 0, 4, 4);
-    put_str(&mut b, req.uri().path_and_query().map_or(b"/".as_slice(), |p| p.as_str().as_bytes()));
-    if let Some(a) = req.uri().authority() {
-        put_int(&mut b, 0, 4, 1);
-        put_str(&mut b, a.as_str().as_bytes());
-    }
-    for (name, value) in req.headers() {
-        b.push(0);
-        put_str(&mut b, name.as_str().as_bytes());
-        put_str(&mut b, value.as_bytes());
-    }
-    b
-}
-
 /// Opens the request's stream on `conn`, sends the body (the client's,
 /// read whole before, or streamed as it comes from an HTTP/2 client), and
 /// waits for the response head within `grpc_read_timeout`; the response
 /// body is left on `conn` for the core to read.
 pub(crate) async fn exchange(
     conn: &mut client::Conn,
-    req: http::Request<()>,
-    tls: bool,
+    block: &[u8],
     client: &mut Client<'_>,
     conf: &UpstreamConf,
     head_request: bool,
@@ -201,7 +94,7 @@ pub(crate) async fn exchange(
     };
     let streamed = client.h2_body.take();
     let end = body_len == 0 && streamed.is_none();
-    let tx = match conn.open(&head_block(&req, tls), end, conf.buffer_size) {
+    let tx = match conn.open(block, end, conf.buffer_size) {
         Ok(tx) => tx,
         // Nothing went: a reused connection the origin closed or sent
         // GOAWAY on may be replaced by a new one.
@@ -338,17 +231,37 @@ const HIDDEN: &[&str] = &[
     "upgrade",
 ];
 
+/// Names of the origin's answer passed on often enough to be kept
+/// without an allocation.
+const COMMON: &[&str] = &[
+    "grpc-encoding",
+    "grpc-accept-encoding",
+    "grpc-status",
+    "grpc-message",
+    "last-modified",
+    "etag",
+    "accept-ranges",
+    "cache-control",
+    "expires",
+    "vary",
+    "content-encoding",
+];
+
 /// The client's response head from the origin's: the status, Content-Type
 /// apart, the rest passed on but for the hidden ones (`grpc_hide_header`,
 /// nginx's defaults unless `grpc_pass_header` names them).
 pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
     let mut headers = Vec::with_capacity(resp.fields.len());
     let mut content_type = None;
-    for (name, value) in &resp.fields {
+    for (name, value) in resp.fields.iter() {
         let n = String::from_utf8_lossy(name);
         let n = n.as_ref();
         if n == "content-type" {
-            content_type = Some(Cow::Owned(String::from_utf8_lossy(value).into_owned()));
+            content_type = Some(match value {
+                b"application/grpc" => Cow::Borrowed("application/grpc"),
+                b"application/grpc+proto" => Cow::Borrowed("application/grpc+proto"),
+                _ => Cow::Owned(String::from_utf8_lossy(value).into_owned()),
+            });
             continue;
         }
         let hidden = (HIDDEN.contains(&n) && !conf.pass_headers.iter().any(|p| p == n))
@@ -356,7 +269,8 @@ pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
         if hidden {
             continue;
         }
-        headers.push((Cow::Owned(n.to_string()), FieldValue::copy_from(value)));
+        let n = COMMON.iter().find(|&&c| c == n).map_or_else(|| Cow::Owned(n.to_string()), |&c| Cow::Borrowed(c));
+        headers.push((n, FieldValue::copy_from(value)));
     }
     ResponseHead {
         status: resp.status,
@@ -379,6 +293,7 @@ mod tests {
 
     #[test]
     fn te_trailers_token() {
+        use head::contains_token;
         assert!(contains_token(b"trailers", b"trailers"));
         assert!(contains_token(b"gzip, Trailers;q=1", b"trailers"));
         assert!(!contains_token(b"gzip", b"trailers"));
@@ -396,7 +311,8 @@ mod tests {
                 field("server", "y"),
                 field("grpc-encoding", "identity"),
                 field("x-secret", "z"),
-            ],
+            ]
+            .into(),
             end_stream: false,
         };
         conf.hide_headers.push("x-secret".into());

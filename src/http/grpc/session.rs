@@ -48,11 +48,77 @@ pub enum Failure {
     Invalid(String),
 }
 
+/// The fields of one header block, names and values in one buffer: two
+/// allocations a block rather than two a field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fields {
+    buf: Vec<u8>,
+    /// Where each field's name ends and its value ends in `buf`.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Fields {
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        self.buf.extend_from_slice(name);
+        let n = self.buf.len();
+        self.buf.extend_from_slice(value);
+        self.ends.push((n, self.buf.len()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The field at `i`, if any.
+    pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        let (n, v) = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        Some((&self.buf[start..n], &self.buf[n..v]))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        (0..self.ends.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Drops the first `k` fields (the pseudo-headers of a head).
+    fn skip(&mut self, k: usize) {
+        if k == 0 {
+            return;
+        }
+        let start = self.ends.get(k - 1).map_or(self.buf.len(), |e| e.1);
+        self.buf.drain(..start);
+        self.ends.drain(..k.min(self.ends.len()));
+        for e in &mut self.ends {
+            *e = (e.0 - start, e.1 - start);
+        }
+    }
+}
+
+impl From<Vec<(Vec<u8>, Vec<u8>)>> for Fields {
+    fn from(list: Vec<(Vec<u8>, Vec<u8>)>) -> Fields {
+        let mut f = Fields::default();
+        for (n, v) in &list {
+            f.push(n, v);
+        }
+        f
+    }
+}
+
+impl PartialEq<Vec<(Vec<u8>, Vec<u8>)>> for Fields {
+    fn eq(&self, other: &Vec<(Vec<u8>, Vec<u8>)>) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|((n, v), (on, ov))| n == on && v == ov)
+    }
+}
+
 /// The response head of the stream in flight.
 #[derive(Debug, Default)]
 pub struct RespHead {
     pub status: u16,
-    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+    pub fields: Fields,
     /// The stream ended with the head (a trailers-only answer).
     pub end_stream: bool,
 }
@@ -70,7 +136,7 @@ struct Stream {
     head_taken: bool,
     data: VecDeque<Bytes>,
     queued: usize,
-    trailers: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    trailers: Option<Fields>,
     done: bool,
     rst: bool,
     /// The body's length still due per Content-Length, when it was given.
@@ -230,7 +296,7 @@ impl Session {
         self.st.done
     }
 
-    pub fn take_trailers(&mut self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn take_trailers(&mut self) -> Option<Fields> {
         self.st.trailers.take()
     }
 
@@ -240,9 +306,25 @@ impl Session {
         if self.error.is_some() {
             return;
         }
+        if self.inbuf.is_empty() {
+            // The usual case: whole frames, parsed where they were read.
+            if let Some(used) = self.frames(bytes) {
+                self.inbuf.extend_from_slice(&bytes[used..]);
+            }
+            return;
+        }
         self.inbuf.extend_from_slice(bytes);
-        let mut pos = 0;
         let buf = std::mem::take(&mut self.inbuf);
+        if let Some(used) = self.frames(&buf) {
+            self.inbuf = buf;
+            self.inbuf.drain(..used);
+        }
+    }
+
+    /// Handles the whole frames at the start of `buf`: how many bytes they
+    /// took, or none after an error.
+    fn frames(&mut self, buf: &[u8]) -> Option<usize> {
+        let mut pos = 0;
         while buf.len() - pos >= HEAD_LEN {
             let mut hb = [0u8; HEAD_LEN];
             hb.copy_from_slice(&buf[pos..pos + HEAD_LEN]);
@@ -250,7 +332,7 @@ impl Session {
             let len = head.len as usize;
             if len > FRAME_SIZE {
                 self.fail(Failure::Invalid(format!("upstream sent too large http2 frame: {len}")));
-                return;
+                return None;
             }
             if buf.len() - pos - HEAD_LEN < len {
                 break;
@@ -259,11 +341,10 @@ impl Session {
             pos += HEAD_LEN + len;
             if let Err(why) = self.frame(&head, payload) {
                 self.fail(Failure::Invalid(why));
-                return;
+                return None;
             }
         }
-        self.inbuf = buf;
-        self.inbuf.drain(..pos);
+        Some(pos)
     }
 
     fn frame(&mut self, h: &Head, p: &[u8]) -> Result<(), String> {
@@ -403,9 +484,9 @@ impl Session {
             return Ok(());
         }
         self.st.parsing_headers = false;
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(12);
+        let mut fields = Fields { buf: Vec::with_capacity(self.st.block.len() * 2 + 64), ends: Vec::with_capacity(12) };
         // The block's room is kept for the next one.
-        let decoded = self.dec.decode(&self.st.block, &mut |n, v, _| fields.push((n.to_vec(), v.to_vec())));
+        let decoded = self.dec.decode(&self.st.block, &mut |n, v, _| fields.push(n, v));
         let end = self.st.block_end_stream;
         if decoded.is_err() {
             return Err(verdict.into());
@@ -413,7 +494,7 @@ impl Session {
         // As nginx: each field checked in turn, its name and value counted
         // against `grpc_buffer_size`.
         let mut left = self.header_limit;
-        for (n, v) in &fields {
+        for (n, v) in fields.iter() {
             if !valid_name(n) || !valid_value(v) {
                 return Err(format!(
                     "upstream sent invalid header: \"{}: {}\"{DETAIL_SEP}{verdict}",
@@ -438,34 +519,36 @@ impl Session {
             return self.end_stream();
         }
         let mut status = None;
-        let mut rest = Vec::with_capacity(fields.len());
-        for (n, v) in fields {
+        // Pseudo-headers come first (a field before :status fails), so
+        // the head's fields are those after it.
+        let mut pseudo = 0;
+        for (n, v) in fields.iter() {
             if n.first() == Some(&b':') {
                 if n != b":status" {
                     return Err(format!(
                         "upstream sent invalid header \"{}: {}\"",
-                        String::from_utf8_lossy(&n),
-                        String::from_utf8_lossy(&v)
+                        String::from_utf8_lossy(n),
+                        String::from_utf8_lossy(v)
                     ));
                 }
                 if status.is_some() {
                     return Err("upstream sent duplicate :status header".into());
                 }
-                let code = std::str::from_utf8(&v)
+                let code = std::str::from_utf8(v)
                     .ok()
                     .filter(|s| s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()))
                     .and_then(|s| s.parse::<u16>().ok())
-                    .ok_or_else(|| format!("upstream sent invalid :status \"{}\"", String::from_utf8_lossy(&v)))?;
+                    .ok_or_else(|| format!("upstream sent invalid :status \"{}\"", String::from_utf8_lossy(v)))?;
                 if code < 200 && code != 103 {
                     return Err(format!("upstream sent unexpected :status \"{code}\""));
                 }
                 status = Some(code);
+                pseudo += 1;
                 continue;
             }
             if status.is_none() {
                 return Err("upstream sent no :status header".into());
             }
-            rest.push((n, v));
         }
         let Some(status) = status else { return Err("upstream sent no :status header".into()) };
         if status == 103 {
@@ -475,9 +558,11 @@ impl Session {
             }
             return Ok(());
         }
+        let mut rest = fields;
+        rest.skip(pseudo);
         self.st.length = rest
             .iter()
-            .find(|(n, _)| n == b"content-length")
+            .find(|(n, _)| *n == b"content-length")
             .and_then(|(_, v)| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok());
         self.st.head = Some(RespHead { status, fields: rest, end_stream: end });
         if end {
@@ -631,7 +716,7 @@ mod tests {
         assert_eq!(head.fields, vec![(b"content-type".to_vec(), b"abc".to_vec())]);
         assert_eq!(s.take_data().as_deref(), Some(&b"Hello"[..]));
         assert!(s.done());
-        assert_eq!(s.take_trailers(), Some(vec![(b"grpc-status".to_vec(), b"0".to_vec())]));
+        assert_eq!(s.take_trailers().expect("trailers"), vec![(b"grpc-status".to_vec(), b"0".to_vec())]);
         // The SETTINGS was acked; the ack was not.
         assert_eq!(s.out, frame(SETTINGS, 1, 0, &[]));
         assert!(s.reusable());

@@ -548,10 +548,10 @@ async fn attempt(
     let mut buf = w.proxy.borrow_mut().take_buf(conf.buffer_size.max(1024));
     let mut sent = pp_len;
     let outcome = match &mut stream {
-        UpStream::H2(c) if grpc => match crate::http::grpc::request(ctx, pass, &client.body) {
-            Ok(r) => {
+        UpStream::H2(c) if grpc => match crate::http::grpc::head::request_block(ctx, pass, &client.body) {
+            Ok(block) => {
                 let limits = (lc.client_max_body_size, lc.client_body_timeout);
-                crate::http::grpc::exchange(c, r, pass.tls, client, conf, head_request, limits).await
+                crate::http::grpc::exchange(c, &block, client, conf, head_request, limits).await
             }
             Err(why) => Err(ExchangeError::Invalid(why.into())),
         },
