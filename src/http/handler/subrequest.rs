@@ -209,6 +209,7 @@ pub(crate) async fn gather(
                 }
             }
         },
+        Body::Compressed(z) if plain_ssi_file(&z, out, limit) => {}
         Body::Compressed(mut z) => loop {
             match z.next(w, ctx, out, 64 * 1024).await {
                 Ok(true) if out.len() > limit => {
@@ -233,6 +234,38 @@ pub(crate) async fn gather(
         return Err(too_big());
     }
     Ok(())
+}
+
+/// Above this, an included page goes through its SSI stage a piece at a
+/// time as before (a page with commands is read twice otherwise).
+const PLAIN_MAX: u64 = 64 * 1024;
+
+/// An included page (of `PLAIN_MAX` at most) whose only stage is the SSI
+/// module's, read whole into `out`: true when it holds no command, so the
+/// stage would pass it through unchanged and is skipped (most includes are
+/// such fragments; the stage's pieces, buffers and parser cost more than
+/// the page). False, with `out` as it was, otherwise or when the read
+/// fails (the stage then reads it and reports the failure as before).
+fn plain_ssi_file(z: &crate::http::filter::compress::stream::Compressed, out: &mut Vec<u8>, limit: usize) -> bool {
+    let Some((file, offset, len)) = z.ssi_only_file() else { return false };
+    if len > PLAIN_MAX || len as usize > limit {
+        return false;
+    }
+    let start = out.len();
+    let read = match file.cached_bytes(offset, len) {
+        Some(b) => {
+            out.extend_from_slice(b);
+            true
+        }
+        None => {
+            file.file.as_ref().is_some_and(|f| crate::http::connection::io::pread_into(f, offset, len, out).is_ok())
+        }
+    };
+    if read && out.len() - start == len as usize && crate::http::ssi::parse::plain(&out[start..]) {
+        return true;
+    }
+    out.truncate(start);
+    false
 }
 
 #[cfg(test)]

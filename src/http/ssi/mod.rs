@@ -123,13 +123,18 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
         }
     }
     resp.accept_ranges = false;
-    resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges") && !n.eq_ignore_ascii_case("content-length"));
+    // One pass over the fields for the ones that go.
+    let validators = !conf.last_modified;
+    resp.headers.retain(|(n, _)| {
+        !(n.eq_ignore_ascii_case("accept-ranges")
+            || n.eq_ignore_ascii_case("content-length")
+            || (validators && (n.eq_ignore_ascii_case("last-modified") || n.eq_ignore_ascii_case("etag"))))
+    });
     if conf.last_modified {
         crate::http::filter::compress::weaken_etag(resp);
     } else {
         resp.last_modified = None;
         resp.etag = None;
-        resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("last-modified") && !n.eq_ignore_ascii_case("etag"));
     }
 }
 

@@ -499,6 +499,13 @@ fn push_span(out: &mut Vec<Event>, start: usize, end: usize) {
 
 /// Where `<!--#` begins in `b`: each `<` checked (a page has few; a
 /// searcher built per page costs more than it saves).
+/// Whether `page` holds no command (not even the start of one): the SSI
+/// module passes such a page through unchanged, so a subrequest may take
+/// it as it is (`handler::subrequest::gather`).
+pub fn plain(page: &[u8]) -> bool {
+    find_open(page).is_none()
+}
+
 fn find_open(b: &[u8]) -> Option<usize> {
     let mut from = 0;
     while let Some(at) = memchr::memchr(b'<', &b[from..]) {
