@@ -90,7 +90,12 @@ pub async fn fetch(
         return Err(Failed::TooBig);
     }
     let mut out = Vec::new();
-    let read = Box::pin(gather(w, &sub, body, &mut out, limit)).await;
+    // Most answers (files, in-memory pages) are read without waiting: no
+    // boxed future for those.
+    let read = match gather_now(body, &mut out, limit) {
+        Ok(r) => r,
+        Err(body) => Box::pin(gather_waiting(w, &sub, body, &mut out, limit)).await,
+    };
     match read {
         Ok(()) => Ok(Answer { status, body: out }),
         Err(e) => {
@@ -160,40 +165,98 @@ pub(crate) async fn gather(
     out: &mut Vec<u8>,
     limit: usize,
 ) -> Result<(), Option<String>> {
-    let too_big = || Some(TOO_BIG.to_string());
-    match body {
-        Body::Empty | Body::Proxy => {}
-        Body::Static(b) => out.extend_from_slice(b),
-        Body::Owned(b) => out.extend_from_slice(&b),
-        Body::Shared(b) => out.extend_from_slice(&b),
-        Body::File { file, offset, len } => {
-            if len as usize > limit {
-                return Err(too_big());
-            }
-            match file.cached_bytes(offset, len) {
-                Some(b) => out.extend_from_slice(b),
-                None => {
-                    let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
-                    crate::http::connection::io::pread_into(f, offset, len, out)
-                        .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
-                }
-            }
+    match gather_now(body, out, limit) {
+        Ok(r) => r,
+        Err(body) => gather_waiting(w, ctx, body, out, limit).await,
+    }
+}
+
+/// [`gather`] for the bodies read without waiting (in memory, files);
+/// Err(body) for one that must be awaited (an origin's, a filtered one).
+fn gather_now(body: Body, out: &mut Vec<u8>, limit: usize) -> Result<Result<(), Option<String>>, Body> {
+    let read = match body {
+        Body::Empty | Body::Proxy => Ok(()),
+        Body::Static(b) => {
+            out.extend_from_slice(b);
+            Ok(())
         }
-        // A spliced file (the flv module's header and the file past
-        // `start`): its bytes and ranges in order.
-        Body::Multipart { file, parts, trailer } => {
-            let total = parts.iter().map(|(h, r)| h.len() as u64 + r.end - r.start + 1).sum::<u64>();
-            if total + trailer.len() as u64 > limit as u64 {
-                return Err(too_big());
-            }
+        // The answer's own buffer becomes the gathered one: no copy.
+        Body::Owned(b) if out.is_empty() => {
+            *out = b;
+            Ok(())
+        }
+        Body::Owned(b) => {
+            out.extend_from_slice(&b);
+            Ok(())
+        }
+        Body::Shared(b) => {
+            out.extend_from_slice(&b);
+            Ok(())
+        }
+        Body::File { file, offset, len } => read_file(&file, offset, len, out, limit),
+        Body::Multipart { file, parts, trailer } => read_multipart(&file, parts, &trailer, out, limit),
+        body => return Err(body),
+    };
+    Ok(read.and_then(|()| if out.len() > limit { Err(too_big()) } else { Ok(()) }))
+}
+
+fn too_big() -> Option<String> {
+    Some(TOO_BIG.to_string())
+}
+
+fn read_file(
+    file: &crate::http::handler::open_cache::OpenFile,
+    offset: u64,
+    len: u64,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    if len as usize > limit {
+        return Err(too_big());
+    }
+    match file.cached_bytes(offset, len) {
+        Some(b) => out.extend_from_slice(b),
+        None => {
             let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
-            for (h, r) in parts {
-                out.extend_from_slice(&h);
-                crate::http::connection::io::pread_into(f, r.start, r.end - r.start + 1, out)
-                    .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
-            }
-            out.extend_from_slice(&trailer);
+            crate::http::connection::io::pread_into(f, offset, len, out)
+                .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
         }
+    }
+    Ok(())
+}
+
+/// A spliced file (the flv module's header and the file past `start`):
+/// its bytes and ranges in order.
+fn read_multipart(
+    file: &crate::http::handler::open_cache::OpenFile,
+    parts: Vec<(Vec<u8>, crate::http::range::ByteRange)>,
+    trailer: &[u8],
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    let total = parts.iter().map(|(h, r)| h.len() as u64 + r.end - r.start + 1).sum::<u64>();
+    if total + trailer.len() as u64 > limit as u64 {
+        return Err(too_big());
+    }
+    let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
+    for (h, r) in parts {
+        out.extend_from_slice(&h);
+        crate::http::connection::io::pread_into(f, r.start, r.end - r.start + 1, out)
+            .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
+    }
+    out.extend_from_slice(trailer);
+    Ok(())
+}
+
+/// [`gather`] for the bodies that must be awaited.
+async fn gather_waiting(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    body: Body,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    match body {
         Body::Upstream(mut up) => loop {
             match up.next(w, out, 64 * 1024).await {
                 Ok(true) if out.len() > limit => {
@@ -209,7 +272,6 @@ pub(crate) async fn gather(
                 }
             }
         },
-        Body::Compressed(z) if plain_ssi_file(&z, out, limit) => {}
         Body::Compressed(mut z) => loop {
             match z.next(w, ctx, out, 64 * 1024).await {
                 Ok(true) if out.len() > limit => {
@@ -229,43 +291,13 @@ pub(crate) async fn gather(
                 }
             }
         },
+        // The others are read without waiting.
+        other => return gather_now(other, out, limit).unwrap_or(Ok(())),
     }
     if out.len() > limit {
         return Err(too_big());
     }
     Ok(())
-}
-
-/// Above this, an included page goes through its SSI stage a piece at a
-/// time as before (a page with commands is read twice otherwise).
-const PLAIN_MAX: u64 = 64 * 1024;
-
-/// An included page (of `PLAIN_MAX` at most) whose only stage is the SSI
-/// module's, read whole into `out`: true when it holds no command, so the
-/// stage would pass it through unchanged and is skipped (most includes are
-/// such fragments; the stage's pieces, buffers and parser cost more than
-/// the page). False, with `out` as it was, otherwise or when the read
-/// fails (the stage then reads it and reports the failure as before).
-fn plain_ssi_file(z: &crate::http::filter::compress::stream::Compressed, out: &mut Vec<u8>, limit: usize) -> bool {
-    let Some((file, offset, len)) = z.ssi_only_file() else { return false };
-    if len > PLAIN_MAX || len as usize > limit {
-        return false;
-    }
-    let start = out.len();
-    let read = match file.cached_bytes(offset, len) {
-        Some(b) => {
-            out.extend_from_slice(b);
-            true
-        }
-        None => {
-            file.file.as_ref().is_some_and(|f| crate::http::connection::io::pread_into(f, offset, len, out).is_ok())
-        }
-    };
-    if read && out.len() - start == len as usize && crate::http::ssi::parse::plain(&out[start..]) {
-        return true;
-    }
-    out.truncate(start);
-    false
 }
 
 #[cfg(test)]

@@ -499,11 +499,11 @@ fn push_span(out: &mut Vec<Event>, start: usize, end: usize) {
 
 /// Where `<!--#` begins in `b`: each `<` checked (a page has few; a
 /// searcher built per page costs more than it saves).
-/// Whether `page` holds no command (not even the start of one): the SSI
-/// module passes such a page through unchanged, so a subrequest may take
-/// it as it is (`handler::subrequest::gather`).
+/// Whether `page` holds no command and does not end in what could begin
+/// one: the SSI module passes such a page through unchanged, so an
+/// included page of that kind needs no SSI stage (`ssi::apply`).
 pub fn plain(page: &[u8]) -> bool {
-    find_open(page).is_none()
+    find_open(page).is_none() && partial_open(page) == 0
 }
 
 fn find_open(b: &[u8]) -> Option<usize> {

@@ -191,27 +191,6 @@ impl Compressed {
         self.declared_len = None;
     }
 
-    /// The file under an SSI stage alone, not read yet: a subrequest that
-    /// gathers the whole answer may read it at once and leave the stage
-    /// out when the page holds no command (`handler::subrequest::gather`).
-    pub fn ssi_only_file(&self) -> Option<(&crate::http::handler::open_cache::OpenFile, u64, u64)> {
-        let untouched = self.ssi.is_some()
-            && self.coding.is_none()
-            && self.gunzip.is_none()
-            && self.sub.is_none()
-            && self.charset.is_none()
-            && self.addition.is_none()
-            && self.slice.is_none()
-            && self.enc.is_none()
-            && self.pos == 0
-            && !self.done
-            && self.failed.is_none();
-        match &self.inner {
-            Body::File { file, offset, len } if untouched => Some((file, *offset, *len)),
-            _ => None,
-        }
-    }
-
     /// Compresses too what the sub filter puts out.
     pub fn encode_too(&mut self, coding: Coding, level: i32, window: u32) {
         (self.coding, self.level, self.window) = (Some(coding), level, window);
