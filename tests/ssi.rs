@@ -182,3 +182,26 @@ fn last_modified_kept_on_request_and_gzip_after_ssi() {
     let r = request(s.port, "HEAD /keep/a.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!((r.status, r.body.len()), (200, 0));
 }
+
+#[test]
+fn included_pages_with_comments_and_past_64k() {
+    // An HTML comment is no command; a page past 64 KiB goes through the
+    // SSI stage in pieces, with or without a command.
+    let big_plain = "p".repeat(70 * 1024);
+    let big_head = "c".repeat(70 * 1024);
+    let s = builder()
+        .http(&conf(1))
+        .file("html/comment.html", "<!-- not a command -->x")
+        .file("html/big_plain.html", &big_plain)
+        .file("html/big_cmd.html", format!("{big_head}<!--#echo var=\"arg_v\" -->"))
+        .file(
+            "html/outer.html",
+            "1<!--#include virtual=\"/comment.html\" -->\
+             2<!--#include virtual=\"/big_plain.html\" -->\
+             3<!--#include virtual=\"/big_cmd.html?v=V\" -->4",
+        )
+        .start();
+    let r = s.get("/outer.html");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), format!("1<!-- not a command -->x2{big_plain}3{big_head}V4"));
+}

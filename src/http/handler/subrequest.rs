@@ -58,6 +58,23 @@ pub fn parse_uri(uri: &[u8]) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
     Some((decoded, args))
 }
 
+/// A subrequest's decoded path and its arguments.
+pub type Target = (Vec<u8>, Option<Vec<u8>>);
+
+/// [`parse_uri`] of a URI the caller owns: one already in its final form
+/// (no arguments, nothing to decode or resolve: most includes) is kept,
+/// not copied. Err(uri) for an unsafe one.
+pub fn parse_uri_owned(uri: Vec<u8>) -> Result<Target, Vec<u8>> {
+    let final_form = uri.first() == Some(&b'/')
+        && !uri.iter().any(|&b| b == b'?' || b == b'%' || b == 0)
+        && !uri.split(|&b| b == b'/').any(|seg| seg == b"..")
+        && matches!(crate::http::uri::normalize_path(&uri), Ok(Cow::Borrowed(_)));
+    if final_form {
+        return Ok((uri, None));
+    }
+    parse_uri(&uri).ok_or(uri)
+}
+
 /// Runs a GET of `path` (decoded) with `args` as a subrequest of `parent`
 /// and gathers its answer; `in_memory`: at most the subrequest location's
 /// `subrequest_output_buffer_size` (more fails it), as nginx's
@@ -90,7 +107,12 @@ pub async fn fetch(
         return Err(Failed::TooBig);
     }
     let mut out = Vec::new();
-    let read = Box::pin(gather(w, &sub, body, &mut out, limit)).await;
+    // Most answers (files, in-memory pages) are read without waiting: no
+    // boxed future for those.
+    let read = match gather_now(body, &mut out, limit) {
+        Ok(r) => r,
+        Err(body) => Box::pin(gather_waiting(w, &sub, body, &mut out, limit)).await,
+    };
     match read {
         Ok(()) => Ok(Answer { status, body: out }),
         Err(e) => {
@@ -160,40 +182,98 @@ pub(crate) async fn gather(
     out: &mut Vec<u8>,
     limit: usize,
 ) -> Result<(), Option<String>> {
-    let too_big = || Some(TOO_BIG.to_string());
-    match body {
-        Body::Empty | Body::Proxy => {}
-        Body::Static(b) => out.extend_from_slice(b),
-        Body::Owned(b) => out.extend_from_slice(&b),
-        Body::Shared(b) => out.extend_from_slice(&b),
-        Body::File { file, offset, len } => {
-            if len as usize > limit {
-                return Err(too_big());
-            }
-            match file.cached_bytes(offset, len) {
-                Some(b) => out.extend_from_slice(b),
-                None => {
-                    let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
-                    crate::http::connection::io::pread_into(f, offset, len, out)
-                        .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
-                }
-            }
+    match gather_now(body, out, limit) {
+        Ok(r) => r,
+        Err(body) => gather_waiting(w, ctx, body, out, limit).await,
+    }
+}
+
+/// [`gather`] for the bodies read without waiting (in memory, files);
+/// Err(body) for one that must be awaited (an origin's, a filtered one).
+fn gather_now(body: Body, out: &mut Vec<u8>, limit: usize) -> Result<Result<(), Option<String>>, Body> {
+    let read = match body {
+        Body::Empty | Body::Proxy => Ok(()),
+        Body::Static(b) => {
+            out.extend_from_slice(b);
+            Ok(())
         }
-        // A spliced file (the flv module's header and the file past
-        // `start`): its bytes and ranges in order.
-        Body::Multipart { file, parts, trailer } => {
-            let total = parts.iter().map(|(h, r)| h.len() as u64 + r.end - r.start + 1).sum::<u64>();
-            if total + trailer.len() as u64 > limit as u64 {
-                return Err(too_big());
-            }
+        // The answer's own buffer becomes the gathered one: no copy.
+        Body::Owned(b) if out.is_empty() => {
+            *out = b;
+            Ok(())
+        }
+        Body::Owned(b) => {
+            out.extend_from_slice(&b);
+            Ok(())
+        }
+        Body::Shared(b) => {
+            out.extend_from_slice(&b);
+            Ok(())
+        }
+        Body::File { file, offset, len } => read_file(&file, offset, len, out, limit),
+        Body::Multipart { file, parts, trailer } => read_multipart(&file, parts, &trailer, out, limit),
+        body => return Err(body),
+    };
+    Ok(read.and_then(|()| if out.len() > limit { Err(too_big()) } else { Ok(()) }))
+}
+
+fn too_big() -> Option<String> {
+    Some(TOO_BIG.to_string())
+}
+
+fn read_file(
+    file: &crate::http::handler::open_cache::OpenFile,
+    offset: u64,
+    len: u64,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    if len as usize > limit {
+        return Err(too_big());
+    }
+    match file.cached_bytes(offset, len) {
+        Some(b) => out.extend_from_slice(b),
+        None => {
             let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
-            for (h, r) in parts {
-                out.extend_from_slice(&h);
-                crate::http::connection::io::pread_into(f, r.start, r.end - r.start + 1, out)
-                    .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
-            }
-            out.extend_from_slice(&trailer);
+            crate::http::connection::io::pread_into(f, offset, len, out)
+                .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
         }
+    }
+    Ok(())
+}
+
+/// A spliced file (the flv module's header and the file past `start`):
+/// its bytes and ranges in order.
+fn read_multipart(
+    file: &crate::http::handler::open_cache::OpenFile,
+    parts: Vec<(Vec<u8>, crate::http::range::ByteRange)>,
+    trailer: &[u8],
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    let total = parts.iter().map(|(h, r)| h.len() as u64 + r.end - r.start + 1).sum::<u64>();
+    if total + trailer.len() as u64 > limit as u64 {
+        return Err(too_big());
+    }
+    let Some(f) = file.file.as_ref() else { return Err(Some("pread() failed".into())) };
+    for (h, r) in parts {
+        out.extend_from_slice(&h);
+        crate::http::connection::io::pread_into(f, r.start, r.end - r.start + 1, out)
+            .map_err(|e| Some(format!("pread() failed ({})", crate::process::signal::os_error(&e))))?;
+    }
+    out.extend_from_slice(trailer);
+    Ok(())
+}
+
+/// [`gather`] for the bodies that must be awaited.
+async fn gather_waiting(
+    w: &WorkerCtx,
+    ctx: &ReqCtx<'_, '_>,
+    body: Body,
+    out: &mut Vec<u8>,
+    limit: usize,
+) -> Result<(), Option<String>> {
+    match body {
         Body::Upstream(mut up) => loop {
             match up.next(w, out, 64 * 1024).await {
                 Ok(true) if out.len() > limit => {
@@ -228,6 +308,8 @@ pub(crate) async fn gather(
                 }
             }
         },
+        // The others are read without waiting.
+        other => return gather_now(other, out, limit).unwrap_or(Ok(())),
     }
     if out.len() > limit {
         return Err(too_big());
@@ -246,5 +328,8 @@ mod tests {
         assert_eq!(parse_uri(b"/a/../../etc/passwd"), None);
         assert_eq!(parse_uri(b"/a/%2e%2e/%2e%2e/b"), None);
         assert_eq!(parse_uri(b"relative"), None);
+        for uri in [&b"/a/b.html"[..], b"/tes%741.html?test=test", b"/a//b", b"/a/./b", b"/a/../../x", b"rel"] {
+            assert_eq!(parse_uri_owned(uri.to_vec()).ok(), parse_uri(uri), "{}", String::from_utf8_lossy(uri));
+        }
     }
 }

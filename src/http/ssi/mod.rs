@@ -114,23 +114,67 @@ pub fn apply<'c>(ctx: &ReqCtx<'c, '_>, resp: &mut Response<'c>) {
         Body::Compressed(z) if z.coding.is_none() => {}
         _ => return,
     }
-    let stage = Box::new(run::Ssi::new(ctx));
-    match &mut resp.body {
-        Body::Compressed(z) => z.add_ssi(stage),
-        _ => {
-            let body = std::mem::replace(&mut resp.body, Body::Empty);
-            resp.body = Body::Compressed(Box::new(crate::http::filter::compress::stream::Compressed::ssi(body, stage)));
+    if !read_plain_include(ctx, resp) {
+        let stage = Box::new(run::Ssi::new(ctx));
+        match &mut resp.body {
+            Body::Compressed(z) => z.add_ssi(stage),
+            _ => {
+                let body = std::mem::replace(&mut resp.body, Body::Empty);
+                resp.body =
+                    Body::Compressed(Box::new(crate::http::filter::compress::stream::Compressed::ssi(body, stage)));
+            }
         }
     }
     resp.accept_ranges = false;
-    resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("accept-ranges") && !n.eq_ignore_ascii_case("content-length"));
+    // One pass over the fields for the ones that go.
+    let validators = !conf.last_modified;
+    resp.headers.retain(|(n, _)| {
+        !(n.eq_ignore_ascii_case("accept-ranges")
+            || n.eq_ignore_ascii_case("content-length")
+            || (validators && (n.eq_ignore_ascii_case("last-modified") || n.eq_ignore_ascii_case("etag"))))
+    });
     if conf.last_modified {
         crate::http::filter::compress::weaken_etag(resp);
     } else {
         resp.last_modified = None;
         resp.etag = None;
-        resp.headers.retain(|(n, _)| !n.eq_ignore_ascii_case("last-modified") && !n.eq_ignore_ascii_case("etag"));
     }
+}
+
+/// Above this, an included file goes through the SSI stage a piece at a
+/// time.
+const READ_WHOLE_MAX: u64 = 64 * 1024;
+
+/// A subrequest's file (an `include`d page, most often a fragment without
+/// commands) of `READ_WHOLE_MAX` at most, and within
+/// `subrequest_output_buffer_size`, is read now: the subrequest gathers
+/// it whole anyway. True when it holds no command: the stage would pass it
+/// through unchanged, so none is built (its boxes, buffers and parser cost
+/// more than the page). A page with commands goes through the stage from
+/// memory; a failed read leaves the file to the stage, which reports it.
+fn read_plain_include(ctx: &ReqCtx<'_, '_>, resp: &mut Response<'_>) -> bool {
+    let Body::File { file, offset, len } = &resp.body else { return false };
+    let (offset, len) = (*offset, *len);
+    if !ctx.subrequest || len > READ_WHOLE_MAX || len > ctx.conf.subrequest_output_buffer_size as u64 {
+        return false;
+    }
+    let mut page = Vec::new();
+    let read = match file.cached_bytes(offset, len) {
+        Some(b) => {
+            page.extend_from_slice(b);
+            true
+        }
+        None => file
+            .file
+            .as_ref()
+            .is_some_and(|f| crate::http::connection::io::pread_into(f, offset, len, &mut page).is_ok()),
+    };
+    if !read || page.len() as u64 != len {
+        return false;
+    }
+    let plain = parse::plain(&page);
+    resp.body = Body::Owned(page);
+    plain
 }
 
 /// Whether the SSI module processes a response of this type here.

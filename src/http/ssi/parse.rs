@@ -499,6 +499,13 @@ fn push_span(out: &mut Vec<Event>, start: usize, end: usize) {
 
 /// Where `<!--#` begins in `b`: each `<` checked (a page has few; a
 /// searcher built per page costs more than it saves).
+/// Whether `page` holds no command and does not end in what could begin
+/// one: the SSI module passes such a page through unchanged, so an
+/// included page of that kind needs no SSI stage (`ssi::apply`).
+pub fn plain(page: &[u8]) -> bool {
+    find_open(page).is_none() && partial_open(page) == 0
+}
+
 fn find_open(b: &[u8]) -> Option<usize> {
     let mut from = 0;
     while let Some(at) = memchr::memchr(b'<', &b[from..]) {

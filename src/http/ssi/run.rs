@@ -447,9 +447,8 @@ impl Ssi {
             abs.extend_from_slice(&target);
             target = abs;
         }
-        let Some((path, args)) = crate::http::handler::subrequest::parse_uri(&target) else {
-            return Err(format!("unsafe URI \"{}\" was detected", String::from_utf8_lossy(&target)));
-        };
+        let (path, args) = crate::http::handler::subrequest::parse_uri_owned(target)
+            .map_err(|target| format!("unsafe URI \"{}\" was detected", String::from_utf8_lossy(&target)))?;
         if set.is_none() && c.param("wait") != Some(b"yes") {
             self.queued.push(Queued { at: out.len(), path, args, block });
             return Ok(());
