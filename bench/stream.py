@@ -255,7 +255,7 @@ class Bench:
                               "holds %d sessions instead of %d" % (hard, self.idle_n,
                                                                    a.idle_sessions))
             log("note: " + self.notes[-1])
-        ports = pick_ports(a.port, 4 + 4 * 3)
+        ports = pick_ports(a.port, 4 + 4 * 4)
         self.oports = dict(zip(("SRC", "ECHO", "HTTP", "UDP_ORIGIN"), ports[:4]))
         self.origin = spawn_daemon(["taskset", "-c", str(a.client_cpu), self.tool, "origin",
                                     str(self.oports["SRC"]), str(self.oports["ECHO"]),
