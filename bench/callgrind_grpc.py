@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,22 +34,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grpc_ssi  # noqa: E402
-from benchlib.common import pick_ports  # noqa: E402
+from benchlib.common import pick_ports, wait_port  # noqa: E402
 
 ALLOC_FNS = ("malloc", "calloc", "realloc")
 
 
-def wait_port(port, proc, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("server exited with %s during start-up" % proc.returncode)
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("port %d not open after %d s" % (port, timeout))
 
 
 def h2load(port, msg, n):

@@ -34,7 +34,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib.common import wait_port  # noqa: E402
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 CONF = os.path.join(BENCH, "conf")
@@ -54,17 +56,6 @@ def render(template, prefix, port, origin_port):
     return conf
 
 
-def wait_port(port, proc, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("server exited with %s during start-up" % proc.returncode)
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("port %d not open after %d s" % (port, timeout))
 
 
 def get(port, path):

@@ -31,10 +31,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from grpc_ssi import PAGE, PARTS  # noqa: E402
+from benchlib.common import wait_port  # noqa: E402
 
 CONF = """
 worker_processes 1; daemon off; master_process off;
@@ -71,17 +71,6 @@ def setup(prefix, port):
     return conf
 
 
-def wait_port(port, proc, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("server exited with %s during start-up" % proc.returncode)
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("port %d not open after %d s" % (port, timeout))
 
 
 REQ = b"GET /page.shtml HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"

@@ -282,3 +282,18 @@ def spawn_daemon(cmd, log_path):
         return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=raise_nofile_preexec)
+
+
+def wait_port(port, proc, timeout=120):
+    """Waits until 127.0.0.1:port accepts a connection; exits the script if
+    proc (the server, e.g. under valgrind) ends first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit("server exited with %s during start-up" % proc.returncode)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("port %d not open after %d s" % (port, timeout))
