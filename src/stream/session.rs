@@ -30,6 +30,14 @@ pub struct Try {
     pub received: u64,
 }
 
+impl Try {
+    /// A datagram session's one try of `addr`: UDP has no connect to time,
+    /// so its connect time is 0 as nginx's.
+    pub fn datagram(addr: Arc<str>) -> Try {
+        Try { addr, connect_ms: Some(0), first_byte_ms: None, session_ms: None, sent: 0, received: 0 }
+    }
+}
+
 #[derive(Default)]
 pub struct UpInfo {
     pub tries: Vec<Try>,

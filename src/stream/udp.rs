@@ -392,14 +392,7 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     let p = &s.server().conf.proxy;
     let Some((u, i, peer)) = super::proxy::pick_one(s, pass).await else { return };
     let name = peer.name.clone();
-    s.up.borrow_mut().tries.push(Try {
-        addr: name.clone(),
-        connect_ms: Some(0),
-        first_byte_ms: None,
-        session_ms: None,
-        sent: 0,
-        received: 0,
-    });
+    s.up.borrow_mut().tries.push(Try::datagram(name.clone()));
     let up = match &peer.unix {
         Some(path) => super::udp_origin::Origin::unix(path),
         None => super::udp_origin::Origin::udp(peer.addr),

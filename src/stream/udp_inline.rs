@@ -137,14 +137,7 @@ impl Inline {
             return None;
         };
         let name = peer.name.clone();
-        s.up.borrow_mut().tries.push(Try {
-            addr: name.clone(),
-            connect_ms: Some(0),
-            first_byte_ms: None,
-            session_ms: None,
-            sent: 0,
-            received: 0,
-        });
+        s.up.borrow_mut().tries.push(Try::datagram(name.clone()));
         let fd = match origin_socket(peer.addr, peer.unix.is_some()) {
             Ok(fd) => fd,
             Err(e) => {
