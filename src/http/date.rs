@@ -92,18 +92,21 @@ pub(crate) fn push_year(out: &mut Vec<u8>, year: i64) {
 }
 
 /// Decimal without `fmt`: avoids the formatting machinery on hot paths.
-pub(crate) fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
+pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(decimal(n, &mut [0u8; 20]));
+}
+
+/// `n` in decimal, written into `buf` (no allocation): the digits.
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
         buf[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return &buf[i..];
         }
     }
-    out.extend_from_slice(&buf[i..]);
 }
 
 /// Timestamps beyond `i64` are meaningless for a calendar; saturate instead of

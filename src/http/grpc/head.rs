@@ -115,7 +115,7 @@ pub fn request_block(ctx: &ReqCtx<'_, '_>, pass: &ProxyPass, body: &ReqBody) -> 
         && !removed(b"content-length")
     {
         let mut digits = [0u8; 20];
-        field(&mut b, b"content-length", decimal(n, &mut digits));
+        field(&mut b, b"content-length", crate::http::date::decimal(n, &mut digits));
     }
     Ok(b)
 }
@@ -124,19 +124,6 @@ fn field(b: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     b.push(0);
     put_str(b, name);
     put_str(b, value);
-}
-
-/// `n` in decimal, in `buf` (no allocation).
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 /// A field name as `http::HeaderName` takes it (lowercased), or none for
@@ -245,7 +232,7 @@ mod tests {
         assert!(valid_value(b"a\tb"));
         assert!(!valid_value(b"a\x01b"));
         let mut buf = [0u8; 20];
-        assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string().as_bytes());
+        assert_eq!(crate::http::date::decimal(0, &mut buf), b"0");
+        assert_eq!(crate::http::date::decimal(u64::MAX, &mut buf), u64::MAX.to_string().as_bytes());
     }
 }
