@@ -34,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grpc_ssi  # noqa: E402
-from benchlib.common import pick_ports, wait_port  # noqa: E402
+from benchlib.common import pick_ports, stop_server, wait_port  # noqa: E402
 
 ALLOC_FNS = ("malloc", "calloc", "realloc")
 
@@ -98,12 +98,7 @@ def one(name, binary, base, ports, msg, warmup, calls):
         if calls:
             h2load(ports[1], msg, calls)
     finally:
-        p.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
-        try:
-            p.wait(300)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_server(p, name, 300)
     return totals(out)
 
 

@@ -36,7 +36,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib.common import wait_port  # noqa: E402
+from benchlib.common import stop_server, wait_port  # noqa: E402
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 CONF = os.path.join(BENCH, "conf")
@@ -132,12 +132,7 @@ def one(name, binary, base, port, origin_port, warmup, main, workload="c1"):
         if main:
             reqs += load(port, main)
     finally:
-        p.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
-        try:
-            p.wait(120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_server(p, name)
     ir = None
     for fn in os.listdir(prefix):
         if fn.startswith("callgrind.out"):

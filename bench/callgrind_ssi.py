@@ -26,7 +26,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from grpc_ssi import PAGE, PARTS  # noqa: E402
-from benchlib.common import wait_port  # noqa: E402
+from benchlib.common import stop_server, wait_port  # noqa: E402
 
 CONF = """
 worker_processes 1; daemon off; master_process off;
@@ -183,12 +182,7 @@ def run(name, binary, base, port, warmup, n, conns, keep):
         if n:
             pages(port, n, conns)
     finally:
-        p.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
-        try:
-            p.wait(120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        stop_server(p, name)
     # One file per thread (--separate-threads): the one that served (the
     # most allocator calls) counts, so the start-up's entropy gathering
     # (a varying number of rounds, in another thread) does not.

@@ -6,6 +6,7 @@ import subprocess
 import re
 import resource
 import select
+import signal
 import socket
 import time
 
@@ -297,3 +298,14 @@ def wait_port(port, proc, timeout=120):
         except OSError:
             time.sleep(0.2)
     raise SystemExit("port %d not open after %d s" % (port, timeout))
+
+
+def stop_server(p, name, timeout=120):
+    """Stops a server started by a callgrind script: nginx with SIGQUIT (it
+    then writes its profile), anything else with SIGTERM; killed after `timeout` seconds."""
+    p.send_signal(signal.SIGQUIT if name == "nginx" else signal.SIGTERM)
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
