@@ -12,7 +12,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -369,6 +369,124 @@ fn dns_over_udp_with_proxy_responses() {
 /// datagram when the origin stays silent (502 and nginx's error line), and
 /// after `proxy_requests` datagrams and their answers when it does not,
 /// with a later datagram of the client going to the session it opened.
+/// The byte pattern of the bulky sessions: position-dependent, so a lost,
+/// repeated or reordered piece shows.
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+/// Sessions that start small and turn bulky, both ways (the proxy moves
+/// such a session from its first copies to splice(2) part way): a client
+/// that reads late gets every byte of a 4 MB answer and of one that
+/// trickles in 1000-byte pieces, and a 3 MB upload reaches the origin
+/// whole; the access log counts each.
+#[test]
+fn bulky_sessions_keep_every_byte_both_ways() {
+    const DOWN: usize = 4_000_000;
+    const UP: usize = 3_000_000;
+    const TRICKLE: usize = 200_000;
+    // The source answers a connection's first bytes with DOWN bytes, then
+    // closes; the sink reads until the end and records what it got.
+    let source = TcpListener::bind("127.0.0.1:0").expect("bind source");
+    let source_port = source.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for c in source.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 16];
+                match c.read(&mut buf) {
+                    // Small pieces, each read by the proxy alone.
+                    Ok(7) if &buf[..7] == b"trickle" => {
+                        let _ = c.set_nodelay(true);
+                        for piece in pattern(TRICKLE).chunks(1000) {
+                            if c.write_all(piece).is_err() {
+                                return;
+                            }
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                    Ok(n) if n > 0 => {
+                        let _ = c.write_all(&pattern(DOWN));
+                    }
+                    _ => {}
+                }
+            });
+        }
+    });
+    let sink = TcpListener::bind("127.0.0.1:0").expect("bind sink");
+    let sink_port = sink.local_addr().unwrap().port();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let rec = got.clone();
+    std::thread::spawn(move || {
+        for c in sink.incoming() {
+            let Ok(mut c) = c else { continue };
+            let rec = rec.clone();
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = c.read_to_end(&mut all);
+                if !all.is_empty() {
+                    rec.lock().unwrap().push(all);
+                }
+            });
+        }
+    });
+    let conf = format!(
+        "log_format b '$server_port $status $bytes_received $bytes_sent $upstream_bytes_sent $upstream_bytes_received';
+         server {{ listen 127.0.0.1:{{port0}}; proxy_pass 127.0.0.1:{source_port}; access_log logs/b.log b; }}
+         server {{ listen 127.0.0.1:{{port1}}; proxy_pass 127.0.0.1:{sink_port}; access_log logs/b.log b; }}"
+    );
+    let srv = builder().whole(&stream_conf(&conf)).ports(2).start();
+
+    let mut c = dial(srv.ports[0]);
+    c.write_all(b"go").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut down = Vec::new();
+    c.read_to_end(&mut down).expect("the whole answer");
+    assert!(down == pattern(DOWN), "{} bytes came, not the {DOWN} sent in order", down.len());
+
+    // A client with a small receive window that reads late, the answer in
+    // small pieces: the direction turns bulky by the bytes it moved.
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let to: std::net::SocketAddr = format!("127.0.0.1:{}", srv.ports[0]).parse().unwrap();
+    sock.connect(&to.into()).expect("connect");
+    let mut c: TcpStream = sock.into();
+    c.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+    c.write_all(b"trickle").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut down = Vec::new();
+    c.read_to_end(&mut down).expect("the whole answer");
+    assert!(down == pattern(TRICKLE), "{} bytes came, not the {TRICKLE} sent in order", down.len());
+
+    let mut c = dial(srv.ports[1]);
+    c.write_all(&pattern(UP)).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let t = std::time::Instant::now();
+    while got.lock().unwrap().is_empty() && t.elapsed() < READ_TIMEOUT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let up = got.lock().unwrap().pop().expect("the upload reached the sink");
+    assert!(up == pattern(UP), "{} bytes reached the origin, not the {UP} sent in order", up.len());
+
+    let (p0, p1) = (srv.ports[0], srv.ports[1]);
+    let want = [
+        format!("{p0} 200 2 {DOWN} 2 {DOWN}"),
+        format!("{p0} 200 7 {TRICKLE} 7 {TRICKLE}"),
+        format!("{p1} 200 {UP} 0 {UP} 0"),
+    ];
+    let t = std::time::Instant::now();
+    loop {
+        let log = read_lossy(&srv.path("logs/b.log"));
+        if want.iter().all(|w| log.lines().any(|l| l == w)) {
+            break;
+        }
+        assert!(t.elapsed() < LOG_WAIT, "{log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn udp_sessions_time_out_and_take_later_datagrams() {
     // Answers only datagrams that start with "A".

@@ -10,6 +10,7 @@
 
 pub mod build;
 pub mod conf;
+pub mod deadlines;
 pub mod directives;
 pub mod errlog;
 pub mod geoip;
@@ -20,11 +21,13 @@ pub mod proxy;
 pub mod relay;
 pub mod session;
 mod splice;
+pub mod tcp_inline;
 pub mod tls;
 pub mod udp;
 pub mod udp_inline;
 pub mod udp_origin;
 pub mod udp_socket;
+pub mod upstream;
 pub mod vars;
 
 use std::rc::Rc;

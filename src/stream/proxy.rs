@@ -4,8 +4,6 @@
 //! `proxy_next_upstream*` allow; then the PROXY header (`proxy_protocol
 //! on`), TLS (`proxy_ssl on`), and the relay until one side closes.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -15,11 +13,11 @@ use tokio::net::TcpStream;
 
 use super::conf::Pass;
 use super::relay::{self, Counters, End};
-use super::session::{Close, Session, Try};
+use super::session::{Close, Session};
+use super::upstream::{Tries, pick_in};
 use crate::config::proxy::Upstream;
 use crate::log::error::Level;
-use crate::upstream::balance::Selection;
-use crate::upstream::peers::{PeerState, Picked};
+use crate::upstream::peers::Picked;
 
 /// The client's side of a session.
 pub enum Client {
@@ -32,67 +30,6 @@ enum Origin {
     Tcp(TcpStream),
     Unix(tokio::net::UnixStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-thread_local! {
-    /// This worker's peer state per upstream (by the block's address: a
-    /// worker lives as long as its configuration). foldhash: a session
-    /// looks its upstream up three times (pick, connected, release), and
-    /// SipHash's cost showed per session.
-    static PEERS: RefCell<HashMap<usize, PeerState, foldhash::fast::FixedState>> =
-        RefCell::new(HashMap::with_hasher(foldhash::fast::FixedState::default()));
-}
-
-thread_local! {
-    /// This worker's counters of the stream upstream blocks' peers, for the
-    /// status page (keyed as `PEERS`).
-    static STATS: RefCell<HashMap<usize, Arc<crate::metrics::PeerSet>, foldhash::fast::FixedState>> =
-        RefCell::new(HashMap::with_hasher(foldhash::fast::FixedState::default()));
-}
-
-/// The worker's counters for upstream block `u`: None for what the page
-/// does not list (an upstream a `proxy_pass` made of one address or a
-/// value with variables), or whose peers change at run time (a `zone`:
-/// its peers' counts are the zone's).
-fn stats(u: &Arc<Upstream>) -> Option<Arc<crate::metrics::PeerSet>> {
-    if u.implicit || u.index == usize::MAX || u.zone.is_some() {
-        return None;
-    }
-    STATS.with(|m| {
-        let mut m = m.borrow_mut();
-        let set = m.entry(Arc::as_ptr(u) as usize).or_insert_with(|| crate::metrics::PeerSet::register_in("stream", u));
-        Some(set.clone())
-    })
-}
-
-/// The session's counts with the peer it picked (its last try's bytes
-/// and times): into the zone's peer, which every worker counts into, or
-/// into this worker's set for the upstream.
-fn count_session(s: &Session, u: &Arc<Upstream>, picked: &Picked) {
-    let (sent, received, times) = {
-        let up = s.up.borrow();
-        let Some(t) = up.tries.last() else { return };
-        let times = crate::upstream::traffic::SessionTimes {
-            connect: t.connect_ms,
-            first_byte: t.first_byte_ms,
-            session: t.session_ms,
-        };
-        (t.sent, t.received, times)
-    };
-    if let Some(p) = &picked.peer {
-        p.shared.traffic.session(sent, received, times);
-    } else if let Some(set) = stats(u) {
-        set.session(picked.i, sent, received, times);
-    }
-}
-
-fn with_peers<R>(u: &Arc<Upstream>, f: impl FnOnce(&mut PeerState) -> R) -> R {
-    PEERS.with(|p| {
-        let mut p = p.borrow_mut();
-        let st = p.entry(Arc::as_ptr(u) as usize).or_insert_with(|| PeerState::new(u));
-        st.sync(u);
-        f(st)
-    })
 }
 
 /// The upstream a `proxy_pass` with variables names: a block of this
@@ -152,51 +89,9 @@ pub async fn pick_one(s: &Session, pass: &Pass) -> Option<(Arc<Upstream>, Picked
     pick_in(s, u)
 }
 
-/// The peer of upstream `u` for a datagram session (`pick_one` once the
-/// upstream is known): no await, so the listener's loop can start an
-/// inline session (`udp_inline`) with it.
-pub fn pick_in(s: &Session, u: Arc<Upstream>) -> Option<(Arc<Upstream>, Picked, crate::config::proxy::PeerConf)> {
-    let key = match &u.balance {
-        crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(s),
-        _ => Vec::new(),
-    };
-    let mut sel = Selection::new();
-    let ip = Some(s.client.get().ip());
-    let picked = if u.index == usize::MAX {
-        PeerState::new(&u).pick(&mut sel, ip, &key)
-    } else {
-        with_peers(&u, |st| st.pick(&mut sel, ip, &key))
-    };
-    let Some(i) = picked else {
-        s.log_upstream(Level::Error, format_args!("no live upstreams while connecting to upstream"), Some(&u.name));
-        s.status.set(502);
-        return None;
-    };
-    let peer = i.conf(&u).clone();
-    if let Some(set) = stats(&u) {
-        set.picked(i.i);
-    }
-    Some((u, i, peer))
-}
-
-/// Done with a peer `pick_one` gave: its failure accounting, and the
-/// session's counts for the page.
-pub fn release(s: &Session, u: &Arc<Upstream>, i: &Picked, failed: bool) {
-    let disabled = u.index != usize::MAX && with_peers(u, |st| st.done(i, failed));
-    if let Some(set) = stats(u) {
-        set.done(i.i, failed, disabled);
-    }
-    count_session(s, u, i);
-}
-
-/// A peer `pick_one` gave was reached.
-pub fn connected(u: &Arc<Upstream>, i: &Picked) {
-    if u.index != usize::MAX {
-        with_peers(u, |st| st.connected(i));
-    }
-}
-
-pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
+/// Proxies the session to `pass`'s upstream; None when it ended before
+/// an origin was connected (its status and lines set).
+pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) -> Option<()> {
     let conf = &s.server().conf;
     let p = &conf.proxy;
     let u = match pass {
@@ -208,7 +103,7 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             Err((status, e)) => {
                 s.log_upstream(Level::Error, format_args!("{e}"), None);
                 s.status.set(status);
-                return;
+                return None;
             }
         },
     };
@@ -220,91 +115,33 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
         Err(e) => {
             s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), None);
             s.status.set(500);
-            return;
+            return None;
         }
     };
-    let dynamic = u.index == usize::MAX;
-    let mut state = if dynamic { Some(PeerState::new(&u)) } else { None };
-    let client_ip = Some(s.client.get().ip());
-    let key = match &u.balance {
-        crate::config::proxy::Balance::Hash { key, .. } => key.render_to_vec(s),
-        _ => Vec::new(),
-    };
-    let mut sel = Selection::new();
-    let peers_tries = match &state {
-        Some(st) => st.tries(),
-        None => with_peers(&u, |st| st.tries()),
-    };
-    let tries = if p.next_upstream_tries == 0 { peers_tries } else { p.next_upstream_tries.min(peers_tries.max(1)) };
-    let started = crate::clock::mono();
-    let mut tried = 0;
+    let mut tries = Tries::new(s, u);
     let (origin, peer, connected_at) = loop {
-        let picked = match state.as_mut() {
-            Some(st) => st.pick(&mut sel, client_ip, &key),
-            None => with_peers(&u, |st| st.pick(&mut sel, client_ip, &key)),
-        };
-        let Some(i) = picked else {
-            // nginx names the upstream itself in `$upstream_addr` and in
-            // the line then.
-            s.log_upstream(Level::Error, format_args!("no live upstreams while connecting to upstream"), Some(&u.name));
-            s.up.borrow_mut().tries.push(Try {
-                addr: u.name.as_str().into(),
-                connect_ms: None,
-                first_byte_ms: None,
-                session_ms: None,
-                sent: 0,
-                received: 0,
-            });
-            s.status.set(502);
-            return;
-        };
-        tried += 1;
-        let set = stats(&u);
-        if let Some(set) = &set {
-            set.picked(i.i);
-        }
-        let peer = i.conf(&u);
+        let i = tries.pick(s)?;
         let t0 = crate::clock::mono();
-        s.up.borrow_mut().tries.push(Try {
-            addr: peer.name.clone(),
-            connect_ms: None,
-            first_byte_ms: None,
-            session_ms: None,
-            sent: 0,
-            received: 0,
-        });
-        match connect(s, &u.name, peer, p, tls.as_ref()).await {
+        match connect(s, &tries.u.name, tries.peer(&i), p, tls.as_ref()).await {
             Ok(o) => {
-                if let Some(t) = s.up.borrow_mut().tries.last_mut() {
-                    t.connect_ms = Some(crate::clock::since_ms(t0));
-                }
-                s.log_proxy_connected(|| o.local(), &peer.name);
-                if state.is_none() {
-                    with_peers(&u, |st| st.connected(&i));
-                }
+                tries.connected(s, &i, t0, || o.local());
                 break (o, i, t0);
             }
             Err(e) => {
-                s.log_upstream(Level::Error, format_args!("{e}"), Some(&peer.name));
-                let disabled = state.is_none() && with_peers(&u, |st| st.done(&i, true));
-                if let Some(set) = &set {
-                    set.done(i.i, true, disabled);
-                }
-                if disabled {
-                    let msg = format_args!("upstream server temporarily disabled while connecting to upstream");
-                    s.log_upstream(Level::Warn, msg, Some(&peer.name));
-                }
-                let out_of_time =
-                    !p.next_upstream_timeout.is_zero() && crate::clock::mono() >= started + p.next_upstream_timeout;
-                if !p.next_upstream || tried >= tries || out_of_time {
-                    s.status.set(502);
-                    return;
+                if !tries.failed(s, &i, &e) {
+                    return None;
                 }
             }
         }
     };
     let end = relay_session(s, client, origin, pre, connected_at).await;
-    let name = Some(&*peer.conf(&u).name);
+    ended(s, Some(&tries.peer(&peer).name), end);
+    tries.done(s, &peer);
+    Some(())
+}
+
+/// nginx's lines for how a relay with the origin `name` ended.
+pub(super) fn ended(s: &Session, name: Option<&str>, end: End) {
     match end {
         End::Closed { upstream } => s.close_line.set(Some(Close::Disconnected { upstream })),
         // nginx ends a timed-out relay with this line alone.
@@ -324,13 +161,6 @@ pub async fn run(s: &Session, pass: &Pass, client: Client, pre: Vec<u8>) {
             }
         }
     }
-    if state.is_none() {
-        with_peers(&u, |st| st.done(&peer, false));
-    }
-    if let Some(set) = stats(&u) {
-        set.done(peer.i, false, false);
-    }
-    count_session(s, &u, &peer);
 }
 
 impl Origin {
@@ -485,7 +315,7 @@ async fn relay_session(
     let end = match (client, origin) {
         (Client::Plain(cl), Origin::Tcp(mut o)) if upload_rate == 0 && download_rate == 0 => {
             match o.write_all(&pre).await {
-                Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close).await,
+                Ok(()) => relay::splice_both(&cl, &o, &c, p.timeout, connected, p.half_close, Default::default()).await,
                 Err(e) => pre_failed(&e),
             }
         }
@@ -511,6 +341,14 @@ async fn relay_session(
             }
         }
     };
+    account(s, &c, pre_len, connected);
+    end
+}
+
+/// What a relay moved, into the session's and its try's counts:
+/// `pre_len` bytes the client sent before it (preread), the relay's
+/// counters `c`, the time since the origin `connected`.
+pub(super) fn account(s: &Session, c: &Counters, pre_len: u64, connected: std::time::Instant) {
     s.bytes_received.set(s.bytes_received.get().max(pre_len) + c.up.get());
     s.bytes_sent.set(s.bytes_sent.get() + c.down.get());
     if let Some(t) = s.up.borrow_mut().tries.last_mut() {
@@ -519,7 +357,6 @@ async fn relay_session(
         t.first_byte_ms = c.first_byte.get();
         t.session_ms = Some(crate::clock::since_ms(connected));
     }
-    end
 }
 
 /// Sending the client's first bytes (read by preread) to the origin

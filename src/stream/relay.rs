@@ -132,22 +132,24 @@ pub async fn splice_both(
     timeout: Duration,
     started: std::time::Instant,
     half_close: bool,
+    carry: (super::splice::Carry, super::splice::Carry),
 ) -> End {
+    let (up, down) = carry;
     // Each direction's future is made where it is polled: made up front
     // and moved into one of the two selects, both would take room in the
     // session's task.
     if half_close {
         return tokio::select! {
             r = both_ends(
-                direction(client, origin, c, true, started, half_close),
-                direction(origin, client, c, false, started, half_close),
+                direction(client, origin, c, true, started, half_close, up),
+                direction(origin, client, c, false, started, half_close, down),
             ) => r,
             _ = idle(c, timeout) => End::TimedOut,
         };
     }
     tokio::select! {
-        r = direction(client, origin, c, true, started, half_close) => r,
-        r = direction(origin, client, c, false, started, half_close) => r,
+        r = direction(client, origin, c, true, started, half_close, up) => r,
+        r = direction(origin, client, c, false, started, half_close, down) => r,
         _ = idle(c, timeout) => End::TimedOut,
     }
 }
@@ -161,8 +163,9 @@ async fn direction(
     upward: bool,
     started: std::time::Instant,
     half_close: bool,
+    carry: super::splice::Carry,
 ) -> End {
-    let r = super::splice::one(src, dst, c, upward, started).await;
+    let r = super::splice::one(src, dst, c, upward, started, carry).await;
     if r.closed() && half_close {
         let _ = socket2::SockRef::from(dst).shutdown(std::net::Shutdown::Write);
     }

@@ -31,6 +31,11 @@ pub struct Try {
 }
 
 impl Try {
+    /// A try of `addr` about to start.
+    pub fn new(addr: Arc<str>) -> Try {
+        Try { addr, connect_ms: None, first_byte_ms: None, session_ms: None, sent: 0, received: 0 }
+    }
+
     /// A datagram session's one try of `addr`: UDP has no connect to time,
     /// so its connect time is 0 as nginx's.
     pub fn datagram(addr: Arc<str>) -> Try {
@@ -122,6 +127,70 @@ impl Session {
             c.opened();
         }
         zone
+    }
+
+    /// A TCP session for a connection accepted on `addr` from `peer`
+    /// (descriptor `fd`), with nginx's first lines about it.
+    pub fn tcp(
+        w: Rc<WorkerCtx>,
+        conf: Arc<StreamConf>,
+        addr: Arc<Addr>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        guard: ConnGuard,
+        fd: i32,
+    ) -> Session {
+        let unix = addr.unix.is_some();
+        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), unix);
+        let s = Session {
+            debug,
+            zone: Session::open_zone(&w, &addr),
+            id: w.next_serial(),
+            w,
+            conf,
+            addr,
+            client: Cell::new(peer),
+            client_unix: Cell::new(unix),
+            unix_name: Box::default(),
+            peer,
+            local,
+            udp: false,
+            start: crate::clock::mono(),
+            status: Cell::new(200),
+            bytes_sent: Cell::new(0),
+            bytes_received: Cell::new(0),
+            up: RefCell::new(UpInfo::default()),
+            vars: RefCell::new(Vec::new()),
+            named: RefCell::new(Vec::new()),
+            proxy_protocol: None,
+            preread: RefCell::new(None),
+            tls: RefCell::new(None),
+            limit_status: Cell::new(""),
+            srv: std::cell::OnceCell::new(),
+            guard: RefCell::new(Some(guard)),
+            passed: Cell::new(false),
+            close_line: Cell::new(None),
+        };
+        let conf = &s.addr.server.conf;
+        if s.addr.unix.is_some() {
+            crate::log_debug!(conf.error_log, debug, "*{} accept: unix: fd:{}", s.id, fd);
+        } else {
+            crate::log_debug!(conf.error_log, debug, "*{} accept: {} fd:{}", s.id, peer, fd);
+        }
+        if let Some(path) = &s.addr.unix {
+            log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", s.id, path);
+        } else {
+            log_to!(
+                conf.error_log,
+                Level::Info,
+                "*{} client {}:{} connected to {}",
+                s.id,
+                peer.ip(),
+                peer.port(),
+                local
+            );
+        }
+        s
     }
 
     /// The session's virtual server.
@@ -230,6 +299,12 @@ impl Acceptor for StreamAccept {
         let wildcard = route.own.unix.is_none() && own.ip().is_unspecified();
         let local = if wildcard { stream.local_addr().unwrap_or(own) } else { own };
         let addr = route.find(local).clone();
+        if super::tcp_inline::eligible(&addr)
+            && let Some(d) = super::tcp_inline::driver()
+        {
+            d.start(w, self.conf.clone(), addr, stream, peer, local, guard);
+            return;
+        }
         let fut = Box::pin(run(w.clone(), self.conf.clone(), addr, stream, peer, local, guard));
         tokio::task::spawn_local(crate::clock::per_poll(fut));
     }
@@ -248,47 +323,7 @@ async fn run(
     let _ = stream.set_nodelay(conf.tcp_nodelay);
     let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
     let Ok(mut tcp) = TcpStream::from_std(stream) else { return };
-    let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), addr.unix.is_some());
-    let mut s = Session {
-        debug,
-        zone: Session::open_zone(&w, &addr),
-        id: w.next_serial(),
-        w,
-        conf: sc,
-        addr: addr.clone(),
-        client: Cell::new(peer),
-        client_unix: Cell::new(addr.unix.is_some()),
-        unix_name: Box::default(),
-        peer,
-        local,
-        udp: false,
-        start: crate::clock::mono(),
-        status: Cell::new(200),
-        bytes_sent: Cell::new(0),
-        bytes_received: Cell::new(0),
-        up: RefCell::new(UpInfo::default()),
-        vars: RefCell::new(Vec::new()),
-        named: RefCell::new(Vec::new()),
-        proxy_protocol: None,
-        preread: RefCell::new(None),
-        tls: RefCell::new(None),
-        limit_status: Cell::new(""),
-        srv: std::cell::OnceCell::new(),
-        guard: RefCell::new(Some(guard)),
-        passed: Cell::new(false),
-        close_line: Cell::new(None),
-    };
-    let debug = s.debug;
-    if addr.unix.is_some() {
-        crate::log_debug!(conf.error_log, debug, "*{} accept: unix: fd:{}", s.id, fd);
-    } else {
-        crate::log_debug!(conf.error_log, debug, "*{} accept: {} fd:{}", s.id, peer, fd);
-    }
-    if let Some(path) = &addr.unix {
-        log_to!(conf.error_log, Level::Info, "*{} client unix: connected to unix:{}", s.id, path);
-    } else {
-        log_to!(conf.error_log, Level::Info, "*{} client {}:{} connected to {}", s.id, peer.ip(), peer.port(), local);
-    }
+    let mut s = Session::tcp(w, sc, addr.clone(), peer, local, guard, fd);
     // post-accept: the PROXY protocol header.
     if addr.proxy_protocol {
         match Box::pin(crate::proxy_protocol::read_with(&mut tcp, conf.proxy_protocol_timeout, false)).await {
@@ -632,7 +667,9 @@ async fn content(s: &Session, mut client: super::proxy::Client, pre: Vec<u8>) {
                 s.bytes_sent.set(v.len() as u64);
             }
         }
-        Content::Proxy(pass) => super::proxy::run(s, pass, client, pre).await,
+        Content::Proxy(pass) => {
+            super::proxy::run(s, pass, client, pre).await;
+        }
         Content::Pass(to) => pass(s, client, pre, to),
     }
 }

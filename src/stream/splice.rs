@@ -25,11 +25,11 @@ use super::relay::{Counters, End};
 
 /// The worker's copy buffer: nginx's default `proxy_buffer_size`, and
 /// what a read must fill for the direction to count as bulky.
-const SMALL: usize = 16 * 1024;
+pub(super) const SMALL: usize = 16 * 1024;
 
 /// Bytes a direction copies before it moves to splice(2) even though no
 /// single read filled the buffer.
-const BULKY: u64 = 64 * 1024;
+pub(super) const BULKY: u64 = 64 * 1024;
 
 /// The most one splice(2) moves into the pipe (its default capacity).
 const PIPE_CHUNK: usize = 64 * 1024;
@@ -38,6 +38,22 @@ const PIPE_CHUNK: usize = 64 * 1024;
 /// bulky sessions a worker usually has at once, few enough that their fds
 /// do not matter next to `worker_connections`.
 const POOL: usize = 32;
+
+/// Where a direction begins when an inline session (`tcp_inline`) hands
+/// its sockets to a task: the bytes its destination had not taken yet, the
+/// bytes moved so far, and whether it already proved bulky.
+#[derive(Default)]
+pub struct Carry {
+    pub rest: Vec<u8>,
+    pub total: u64,
+    pub bulky: bool,
+}
+
+/// Runs `f` with the worker's copy buffer (`tcp_inline`'s copies use it
+/// as this module's do: between a read and the write after it).
+pub(super) fn with_buf<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with_borrow_mut(|b| f(b))
+}
 
 struct Pipe {
     r: OwnedFd,
@@ -152,15 +168,27 @@ fn send_failed(e: &io::Error, upward: bool) -> End {
     End::Error { msg, upstream: upward, sending: true }
 }
 
-/// Moves `src`'s bytes to `dst` until `src` closes or either fails.
-pub(super) async fn one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: bool, started: Instant) -> End {
+/// Moves `src`'s bytes to `dst` until `src` closes or either fails,
+/// starting where `carry` says.
+pub(super) async fn one(
+    src: &TcpStream,
+    dst: &TcpStream,
+    c: &Counters,
+    upward: bool,
+    started: Instant,
+    carry: Carry,
+) -> End {
     let counter = if upward { &c.up } else { &c.down };
     let count = |m: usize| {
         counter.set(counter.get() + m as u64);
         c.moved();
     };
-    let mut total: u64 = 0;
-    loop {
+    if let Err(e) = write_rest(dst, &carry.rest, &count).await {
+        return send_failed(&e, upward);
+    }
+    let mut total = carry.total;
+    let mut bulky = carry.bulky;
+    while !bulky {
         if let Err(e) = src.readable().await {
             return recv_failed(&e, upward);
         }
@@ -180,28 +208,32 @@ pub(super) async fn one(src: &TcpStream, dst: &TcpStream, c: &Counters, upward: 
                 (n, rest)
             }
         };
-        let mut off = 0;
-        while off < rest.len() {
-            if let Err(e) = dst.writable().await {
-                return send_failed(&e, upward);
-            }
-            match dst.try_write(&rest[off..]) {
-                Ok(m) => {
-                    off += m;
-                    count(m);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return send_failed(&e, upward),
-            }
+        if let Err(e) = write_rest(dst, &rest, &count).await {
+            return send_failed(&e, upward);
         }
         total += n as u64;
-        if n == SMALL || total >= BULKY {
-            break;
-        }
+        bulky = n == SMALL || total >= BULKY;
     }
     // Boxed: the splice loop's state stays out of the task of every
     // session that never gets here.
     Box::pin(spliced(src, dst, c, upward, started)).await
+}
+
+/// Writes what `dst` did not take at once, as it takes it.
+async fn write_rest(dst: &TcpStream, rest: &[u8], count: &impl Fn(usize)) -> io::Result<()> {
+    let mut off = 0;
+    while off < rest.len() {
+        dst.writable().await?;
+        match dst.try_write(&rest[off..]) {
+            Ok(m) => {
+                off += m;
+                count(m);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// The bulky rest of a direction: socket to pipe to socket.

@@ -402,11 +402,11 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
         Err(e) => {
             s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&name));
             s.status.set(502);
-            super::proxy::release(s, &u, &i, true);
+            super::upstream::release(s, &u, &i, true);
             return;
         }
     };
-    super::proxy::connected(&u, &i);
+    super::upstream::connected(&u, &i);
     s.log_proxy_connected(|| up.local(), &name);
     let started = crate::clock::mono();
     let mut active = crate::clock::mono();
@@ -511,5 +511,5 @@ async fn proxy(s: &Session, pass: &Pass, sock: &Listening, flow: &Flow, from: &C
     if let Some(t) = s.up.borrow_mut().tries.last_mut() {
         t.session_ms = Some(crate::clock::since_ms(started));
     }
-    super::proxy::release(s, &u, &i, failed);
+    super::upstream::release(s, &u, &i, failed);
 }

@@ -21,8 +21,6 @@
 //! download rates, unix-domain peers and clients, `return` and `pass`.
 
 use std::cell::{Cell, RefCell};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -32,6 +30,7 @@ use rustix::event::epoll;
 use tokio::io::unix::AsyncFd;
 
 use super::conf::{Content, Pass, Rate, Server};
+use super::deadlines::Deadlines;
 use super::session::{Close, Session, Try};
 use super::udp_socket::{Client, Listening};
 use crate::config::proxy::Upstream;
@@ -97,7 +96,7 @@ pub struct Inline {
     slots: RefCell<Vec<Option<Sess>>>,
     free: RefCell<Vec<u32>>,
     next_era: Cell<u32>,
-    deadlines: RefCell<BinaryHeap<Reverse<(Instant, u32, u32)>>>,
+    deadlines: RefCell<Deadlines>,
     /// `epoll_wait`'s events, kept between turns.
     events: RefCell<Vec<epoll::Event>>,
 }
@@ -110,7 +109,7 @@ impl Inline {
             slots: RefCell::new(Vec::new()),
             free: RefCell::new(Vec::new()),
             next_era: Cell::new(0),
-            deadlines: RefCell::new(BinaryHeap::new()),
+            deadlines: RefCell::new(Deadlines::default()),
             events: RefCell::new(Vec::with_capacity(64)),
         })
     }
@@ -132,7 +131,7 @@ impl Inline {
         holds: Vec<super::limit::Hold>,
         guard: ConnGuard,
     ) -> Option<Key> {
-        let Some((u, picked, peer)) = super::proxy::pick_in(&s, up) else {
+        let Some((u, picked, peer)) = super::upstream::pick_in(&s, up) else {
             s.finish();
             return None;
         };
@@ -143,12 +142,12 @@ impl Inline {
             Err(e) => {
                 s.log_upstream(Level::Error, format_args!("{e} while connecting to upstream"), Some(&name));
                 s.status.set(502);
-                super::proxy::release(&s, &u, &picked, true);
+                super::upstream::release(&s, &u, &picked, true);
                 s.finish();
                 return None;
             }
         };
-        super::proxy::connected(&u, &picked);
+        super::upstream::connected(&u, &picked);
         s.log_proxy_connected(|| local_name(&fd), &name);
         let now = crate::clock::mono();
         let era = self.next_era.get().wrapping_add(1);
@@ -192,7 +191,7 @@ impl Inline {
             return None;
         }
         self.slots.borrow_mut()[slot as usize] = Some(sess);
-        self.deadlines.borrow_mut().push(Reverse((now + timeout, slot, era)));
+        self.deadlines.borrow_mut().push(now + timeout, slot, era);
         let key = Key { slot, era };
         // The first datagram counted as received when the session started.
         match self.send(key, data, true) {
@@ -257,7 +256,7 @@ impl Inline {
     /// The earliest `proxy_timeout` deadline of a session (which may have
     /// moved later since: `expire` looks).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.borrow().peek().map(|Reverse((t, _, _))| *t)
+        self.deadlines.borrow().next()
     }
 
     /// Waits until an origin socket has something, then relays what the
@@ -340,12 +339,8 @@ impl Inline {
         let mut ended = Vec::new();
         let now = crate::clock::mono();
         loop {
-            let top = self.deadlines.borrow().peek().map(|Reverse(d)| *d);
-            let Some((t, slot, era)) = top else { return ended };
-            if t > now {
-                return ended;
-            }
-            self.deadlines.borrow_mut().pop();
+            let due = self.deadlines.borrow_mut().pop_due(now);
+            let Some((_, slot, era)) = due else { return ended };
             let mut slots = self.slots.borrow_mut();
             let Some(sess) = slots.get_mut(slot as usize).and_then(Option::as_mut).filter(|s| s.era == era) else {
                 continue;
@@ -353,7 +348,7 @@ impl Inline {
             let p = &sess.s.server().conf.proxy;
             let due = sess.active + p.timeout;
             if due > now {
-                self.deadlines.borrow_mut().push(Reverse((due, slot, era)));
+                self.deadlines.borrow_mut().push(due, slot, era);
                 continue;
             }
             let requests = sess.requests;
@@ -377,6 +372,15 @@ impl Inline {
             return Step::Open;
         };
         self.free.borrow_mut().push(slot);
+        {
+            // A session has one entry in the heap: the ended ones' go once
+            // they are many (see `deadlines`).
+            let slots = self.slots.borrow();
+            let live = slots.len() - self.free.borrow().len();
+            self.deadlines.borrow_mut().compact(live, |_, slot, era| {
+                slots.get(slot as usize).and_then(Option::as_ref).is_some_and(|s| s.era == era)
+            });
+        }
         let client = sess.client.clone();
         end(sess, failed);
         Step::Ended(client)
@@ -405,7 +409,7 @@ fn end(sess: Sess, failed: bool) {
     if let Some(t) = sess.s.up.borrow_mut().tries.last_mut() {
         t.session_ms = Some(crate::clock::since_ms(sess.started));
     }
-    super::proxy::release(&sess.s, &sess.up, &sess.picked, failed);
+    super::upstream::release(&sess.s, &sess.up, &sess.picked, failed);
     sess.s.finish();
 }
 
