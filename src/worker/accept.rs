@@ -196,6 +196,12 @@ pub async fn run<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<Worke
     let mut last_log: Option<std::time::Instant> = None;
     // accept failed and the loop yielded once before pausing.
     let mut yielded = false;
+    // One wait for the stop signal for the loop's life: a new one per turn
+    // would cost its setup per connection, and a `notify_waiters` between
+    // turns would reach none.
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
+    stopped.as_mut().enable();
     loop {
         if w.draining.get() {
             return;
@@ -204,7 +210,7 @@ pub async fn run<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<Worke
             log_to!(log, Level::Alert, "{} worker_connections are not enough", w.max_conns);
             tokio::select! {
                 _ = w.slot.notified() => {}
-                _ = stop.notified() => return,
+                _ = &mut stopped => return,
             }
         }
         let mut ready = tokio::select! {
@@ -212,7 +218,7 @@ pub async fn run<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<Worke
                 Ok(g) => g,
                 Err(_) => return,
             },
-            _ = stop.notified() => return,
+            _ = &mut stopped => return,
         };
         let flags = SocketFlags::NONBLOCK | SocketFlags::CLOEXEC;
         let (fd, peer) = match rustix::net::acceptfrom_with(listener.get_ref(), flags) {
@@ -256,7 +262,7 @@ pub async fn run<A: Acceptor>(listener: std::net::TcpListener, a: A, w: Rc<Worke
                 }
                 tokio::select! {
                     _ = tokio::time::sleep(ACCEPT_PAUSE) => {}
-                    _ = stop.notified() => return,
+                    _ = &mut stopped => return,
                 }
                 continue;
             }
