@@ -65,10 +65,9 @@ pub type Target = (Vec<u8>, Option<Vec<u8>>);
 /// (no arguments, nothing to decode or resolve: most includes) is kept,
 /// not copied. Err(uri) for an unsafe one.
 pub fn parse_uri_owned(uri: Vec<u8>) -> Result<Target, Vec<u8>> {
-    let final_form = uri.first() == Some(&b'/')
-        && !uri.iter().any(|&b| b == b'?' || b == b'%' || b == 0)
-        && !uri.split(|&b| b == b'/').any(|seg| seg == b"..")
-        && matches!(crate::http::uri::normalize_path(&uri), Ok(Cow::Borrowed(_)));
+    // A path normalization leaves as it is has no `%`, NUL, `.` or `..`
+    // segment: with no `?` either, nothing is split, decoded or refused.
+    let final_form = !uri.contains(&b'?') && matches!(crate::http::uri::normalize_path(&uri), Ok(Cow::Borrowed(_)));
     if final_form {
         return Ok((uri, None));
     }

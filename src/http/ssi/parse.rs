@@ -563,6 +563,10 @@ fn find_open(b: &[u8]) -> Option<usize> {
 /// How many bytes at the end of `b` are the beginning of `<!--#` (at
 /// most 4).
 fn partial_open(b: &[u8]) -> usize {
+    // Most pieces end in none of `<!-`.
+    if !matches!(b.last(), Some(b'<' | b'!' | b'-')) {
+        return 0;
+    }
     (1..OPEN.len()).rev().find(|&k| b.ends_with(&OPEN[..k])).unwrap_or(0)
 }
 

@@ -469,7 +469,19 @@ impl Ssi {
     /// handed back to be waited for.
     /// `at`: where its answer goes in the output.
     fn include(&mut self, ctx: &ReqCtx<'_, '_>, c: &Command, at: usize) -> Result<Option<Waited>, Fail> {
-        let (file, virt) = (c.param("file"), c.param("virtual"));
+        // One walk over the parameters (each is there once at most:
+        // `check_params`).
+        let (mut file, mut virt, mut wait, mut set, mut stub) = (None, None, None, None, None);
+        for (n, v) in c.params() {
+            match n {
+                b"file" => file = Some(v),
+                b"virtual" => virt = Some(v),
+                b"wait" => wait = Some(v),
+                b"set" => set = Some(v),
+                b"stub" => stub = Some(v),
+                _ => {}
+            }
+        }
         let uri = match (file, virt) {
             (Some(f), Some(v)) => {
                 return Err(format!(
@@ -481,17 +493,15 @@ impl Ssi {
             (Some(u), None) | (None, Some(u)) => u,
             (None, None) => return Err("no parameter in \"include\" SSI command".into()),
         };
-        if let (Some(f), Some(_)) = (file, c.param("wait")) {
+        if let (Some(f), Some(_)) = (file, wait) {
             return Err(format!("\"wait\" cannot be used with file=\"{}\"", String::from_utf8_lossy(f)));
         }
-        if let Some(wait) = c.param("wait")
+        if let Some(wait) = wait
             && wait != b"yes"
             && wait != b"no"
         {
             return Err(format!("invalid value \"{}\" in the \"wait\" parameter", String::from_utf8_lossy(wait)));
         }
-        let set = c.param("set");
-        let stub = c.param("stub");
         if set.is_some() && stub.is_some() {
             return Err("\"set\" and \"stub\" cannot be used together in \"include\" SSI command".into());
         }
@@ -516,7 +526,7 @@ impl Ssi {
         }
         let (path, args) = crate::http::handler::subrequest::parse_uri_owned(target)
             .map_err(|target| format!("unsafe URI \"{}\" was detected", String::from_utf8_lossy(&target)))?;
-        if set.is_none() && c.param("wait") != Some(b"yes") {
+        if set.is_none() && wait != Some(b"yes") {
             self.queued.push(Queued { at, path, args, block, answer: None });
             return Ok(None);
         }
