@@ -4,12 +4,12 @@
 //! instead of asking the allocator for each (a page of three includes
 //! needed a dozen allocations for them). Per thread: the workers share
 //! nothing. Bounded: at most `KEEP` buffers of each kind, none larger
-//! than `MAX_CAP`, stay.
+//! than `MAX_CAP`, stay (1 MiB of bytes per worker at the very most).
 
 use std::cell::RefCell;
 
 /// How many spare buffers of a kind a worker keeps.
-const KEEP: usize = 32;
+const KEEP: usize = 16;
 /// The largest buffer kept (an included page read whole is at most
 /// 64 KiB: `ssi::READ_WHOLE_MAX`).
 const MAX_CAP: usize = 64 * 1024;
