@@ -205,3 +205,28 @@ fn included_pages_with_comments_and_past_64k() {
     assert_eq!(r.status, 200);
     assert_eq!(r.text(), format!("1<!-- not a command -->x2{big_plain}3{big_head}V4"));
 }
+
+#[test]
+fn many_includes_and_a_stub_with_its_own_include_keep_page_order() {
+    // Five includes in one piece, one of them failing to a stub block
+    // that includes a page itself: each answer lands at its own place.
+    let s = builder()
+        .http(&conf(1))
+        .file("html/p1.html", "P1")
+        .file("html/p2.html", "P2")
+        .file(
+            "html/many.html",
+            "<!--#block name=\"b\" -->{<!--#include virtual=\"/p1.html\" -->}<!--#endblock -->\
+             1<!--#include virtual=\"/p1.html\" -->\
+             2<!--#include virtual=\"/nope.html\" stub=\"b\" -->\
+             3<!--#include virtual=\"p2.html\" -->\
+             4<!--#include virtual=\"/p1.html\" -->\
+             5<!--#include virtual=\"/p2.html\" -->6\n",
+        )
+        .start();
+    let r = s.get("/many.html");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "1P12{P1}3P24P15P26\n");
+    // The same page again (the worker's spare buffers reused).
+    assert_eq!(s.get("/many.html").text(), "1P12{P1}3P24P15P26\n");
+}

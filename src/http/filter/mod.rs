@@ -16,5 +16,16 @@ pub fn type_list(d: &crate::config::parser::Directive) -> std::sync::Arc<Vec<Str
 
 /// Whether a MIME type (without parameters) is in such a list.
 pub fn type_listed(types: &[String], mime: &str) -> bool {
-    types.iter().any(|t| t == "*" || t.eq_ignore_ascii_case(mime))
+    // An exact match (the usual case) is a plain comparison.
+    types.iter().any(|t| t == mime || t == "*" || t.eq_ignore_ascii_case(mime))
+}
+
+/// A Content-Type's type without its parameters (`text/html` of
+/// `text/html; charset=utf-8`), trimmed; bytes, not chars, are searched.
+pub fn mime_of(content_type: &str) -> &str {
+    let mime = match content_type.as_bytes().iter().position(|&b| b == b';') {
+        Some(i) => &content_type[..i],
+        None => content_type,
+    };
+    if mime.is_ascii() { mime.trim_ascii() } else { mime.trim() }
 }

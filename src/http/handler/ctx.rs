@@ -181,6 +181,10 @@ pub struct ReqCtx<'c, 'a> {
     /// An `auth_request`, `mirror`, SSI or addition subrequest: no limit
     /// or access phase.
     pub subrequest: bool,
+    /// A subrequest whose status and body alone are read (SSI's and the
+    /// addition module's, `handler::subrequest::fetch`): the header
+    /// fields nobody reads (ETag) are not made.
+    pub body_only: bool,
     /// How deeply nested this subrequest is (0: the client's request);
     /// nginx allows 50 levels (`handler::subrequest`).
     pub sub_depth: u8,
@@ -385,6 +389,7 @@ impl<'c, 'a> ReqCtx<'c, 'a> {
             handler_lost: false,
             request_id: Default::default(),
             subrequest: false,
+            body_only: false,
             sub_depth: 0,
             ssi: None,
             mirror_due: Vec::new(),

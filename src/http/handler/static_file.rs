@@ -193,7 +193,8 @@ pub(crate) fn part_response<'c>(
     let mut r = Response::new(ctx.err_status.filter(|s| *s != 0).unwrap_or(200));
     r.content_type = Some(Cow::Borrowed(content_type(conf, &ctx.req.path)));
     r.last_modified = Some(file.mtime);
-    if conf.etag {
+    // An answer whose headers nobody reads has no ETag made.
+    if conf.etag && !ctx.body_only {
         let mut e = Vec::with_capacity(24);
         etag::etag(file.mtime, size, &mut e);
         r.etag = Some(e);

@@ -65,10 +65,9 @@ pub type Target = (Vec<u8>, Option<Vec<u8>>);
 /// (no arguments, nothing to decode or resolve: most includes) is kept,
 /// not copied. Err(uri) for an unsafe one.
 pub fn parse_uri_owned(uri: Vec<u8>) -> Result<Target, Vec<u8>> {
-    let final_form = uri.first() == Some(&b'/')
-        && !uri.iter().any(|&b| b == b'?' || b == b'%' || b == 0)
-        && !uri.split(|&b| b == b'/').any(|seg| seg == b"..")
-        && matches!(crate::http::uri::normalize_path(&uri), Ok(Cow::Borrowed(_)));
+    // A path normalization leaves as it is has no `%`, NUL, `.` or `..`
+    // segment: with no `?` either, nothing is split, decoded or refused.
+    let final_form = !uri.contains(&b'?') && matches!(crate::http::uri::normalize_path(&uri), Ok(Cow::Borrowed(_)));
     if final_form {
         return Ok((uri, None));
     }
@@ -87,34 +86,102 @@ pub async fn fetch(
     in_memory: bool,
     ssi: Option<std::rc::Rc<crate::http::ssi::Shared>>,
 ) -> Result<Answer, Failed> {
+    match start(w, parent, path, args, in_memory, ssi) {
+        Started::Done(r) => r,
+        Started::Waiting(rest) => finish(w, rest).await,
+    }
+}
+
+/// How far [`start`] got.
+pub enum Started<'c, 'a> {
+    /// The answer (or failure), with nothing awaited: a file, a page in
+    /// memory, a return.
+    Done(Result<Answer, Failed>),
+    /// The subrequest waits (a delay, an origin, a filtered body): what
+    /// [`finish`] goes on with (boxed: a request's state is large, and
+    /// only this path needs it past `start`).
+    Waiting(Box<Rest<'c, 'a>>),
+}
+
+/// A started subrequest that must be awaited.
+pub struct Rest<'c, 'a> {
+    sub: ReqCtx<'c, 'a>,
+    /// The response still to settle, or (once settled) its status and the
+    /// body still to gather.
+    resp: crate::http::response::Response<'c>,
+    settled: bool,
+    in_memory: bool,
+}
+
+/// [`fetch`] as far as it goes without waiting: most includes (files)
+/// are answered here, with no future to build, move and poll.
+pub fn start<'c, 'a>(
+    w: &WorkerCtx,
+    parent: &ReqCtx<'c, 'a>,
+    path: Vec<u8>,
+    args: Option<Vec<u8>>,
+    in_memory: bool,
+    ssi: Option<std::rc::Rc<crate::http::ssi::Shared>>,
+) -> Started<'c, 'a> {
     if parent.sub_depth >= MAX_DEPTH {
         log_req!(parent, Level::Error, "subrequests cycle while processing \"{}\"", String::from_utf8_lossy(&path));
-        return Err(Failed::Cycle);
+        return Started::Done(Err(Failed::Cycle));
     }
     let mut sub = child(parent, Method::Get, path, args);
+    sub.body_only = true;
     sub.ssi = ssi.or_else(|| parent.ssi.clone());
     let resp = crate::http::handler::route(&mut sub, None);
-    let resp = settle(w, &mut sub, resp).await;
-    let status = resp.status;
-    let limit = if in_memory { sub.conf.subrequest_output_buffer_size } else { usize::MAX };
-    let mut body = resp.body;
-    if let Some(n) = body.known_len().filter(|&n| n > limit as u64) {
+    let resp = crate::http::handler::finish_subrequest(&mut sub, resp);
+    if crate::http::handler::suspended(&sub) || matches!(resp.body, Body::Proxy) {
+        return Started::Waiting(Box::new(Rest { sub, resp, settled: false, in_memory }));
+    }
+    settled(w, sub, resp, in_memory)
+}
+
+/// A settled response's answer: its body gathered now, or what waits.
+fn settled<'c, 'a>(
+    w: &WorkerCtx,
+    sub: ReqCtx<'c, 'a>,
+    mut resp: crate::http::response::Response<'c>,
+    in_memory: bool,
+) -> Started<'c, 'a> {
+    let limit = limit(&sub, in_memory);
+    if let Some(n) = resp.body.known_len().filter(|&n| n > limit as u64) {
         // nginx's postpone filter judges a declared length before reading.
         log_req!(sub, Level::Error, "too big subrequest response: {} while sending to client", n);
-        if let Body::Upstream(up) = &mut body {
+        if let Body::Upstream(up) = &mut resp.body {
             crate::http::proxy::release_as(w, up, true);
         }
-        return Err(Failed::TooBig);
+        return Started::Done(Err(Failed::TooBig));
     }
+    let status = resp.status;
     let mut out = Vec::new();
-    // Most answers (files, in-memory pages) are read without waiting: no
-    // boxed future for those.
-    let read = match gather_now(body, &mut out, limit) {
-        Ok(r) => r,
-        Err(body) => Box::pin(gather_waiting(w, &sub, body, &mut out, limit)).await,
-    };
+    // Most answers (files, in-memory pages) are read without waiting.
+    let body = std::mem::replace(&mut resp.body, Body::Empty);
+    match gather_now(body, &mut out, limit) {
+        Ok(read) => Started::Done(answer(&sub, status, read, out)),
+        Err(body) => {
+            resp.body = body;
+            Started::Waiting(Box::new(Rest { sub, resp, settled: true, in_memory }))
+        }
+    }
+}
+
+/// How much of an answer may be gathered (`in_memory`: the location's
+/// `subrequest_output_buffer_size`).
+fn limit(sub: &ReqCtx<'_, '_>, in_memory: bool) -> usize {
+    if in_memory { sub.conf.subrequest_output_buffer_size } else { usize::MAX }
+}
+
+/// The answer of a gathered body, or its failure (logged).
+fn answer(
+    sub: &ReqCtx<'_, '_>,
+    status: u16,
+    read: Result<(), Option<String>>,
+    body: Vec<u8>,
+) -> Result<Answer, Failed> {
     match read {
-        Ok(()) => Ok(Answer { status, body: out }),
+        Ok(()) => Ok(Answer { status, body }),
         Err(e) => {
             let too_big = e.as_deref() == Some(TOO_BIG);
             if let Some(msg) = e {
@@ -123,6 +190,29 @@ pub async fn fetch(
             Err(if too_big { Failed::TooBig } else { Failed::Body })
         }
     }
+}
+
+/// The rest of a [`start`]ed subrequest: its delayed phase and origin,
+/// then its body.
+pub async fn finish(w: &WorkerCtx, rest: Box<Rest<'_, '_>>) -> Result<Answer, Failed> {
+    let Rest { mut sub, resp, settled: done, in_memory } = *rest;
+    let mut resp = resp;
+    if !done {
+        resp = settle_rest(w, &mut sub, resp).await;
+        match settled(w, sub, resp, in_memory) {
+            Started::Done(r) => return r,
+            Started::Waiting(r) => {
+                let r = *r;
+                sub = r.sub;
+                resp = r.resp;
+            }
+        }
+    }
+    let limit = limit(&sub, in_memory);
+    let status = resp.status;
+    let mut out = Vec::new();
+    let read = Box::pin(gather_waiting(w, &sub, resp.body, &mut out, limit)).await;
+    answer(&sub, status, read, out)
 }
 
 /// A request inside `parent` (internal, past the limit and access phases)
@@ -159,7 +249,16 @@ pub(crate) async fn settle<'c>(
     sub: &mut ReqCtx<'c, '_>,
     resp: crate::http::response::Response<'c>,
 ) -> crate::http::response::Response<'c> {
-    let mut resp = crate::http::handler::finish_subrequest(sub, resp);
+    let resp = crate::http::handler::finish_subrequest(sub, resp);
+    settle_rest(w, sub, resp).await
+}
+
+/// [`settle`] past the filters.
+async fn settle_rest<'c>(
+    w: &WorkerCtx,
+    sub: &mut ReqCtx<'c, '_>,
+    mut resp: crate::http::response::Response<'c>,
+) -> crate::http::response::Response<'c> {
     if crate::http::handler::suspended(sub) {
         resp = Box::pin(crate::http::handler::complete(w, sub, resp)).await;
     }

@@ -66,6 +66,10 @@ impl Scope<'_, '_, '_> {
     /// A parameter's value with its variables (`$name`, `${name}`) put in
     /// and its backslash escapes read.
     pub fn evaluate(&self, text: &[u8]) -> Result<Vec<u8>, String> {
+        // Most values (an include's URI) have no variable or escape.
+        if memchr::memchr2(b'$', b'\\', text).is_none() {
+            return Ok(text.to_vec());
+        }
         let mut out = Vec::with_capacity(text.len());
         let mut i = 0;
         while i < text.len() {

@@ -12,6 +12,7 @@
 //! locations' answers through subrequests (`handler::subrequest`, the
 //! pipeline every request runs, as nginx's subrequests do).
 
+pub mod bufs;
 pub mod expr;
 pub mod parse;
 pub mod run;
@@ -158,7 +159,7 @@ fn read_plain_include(ctx: &ReqCtx<'_, '_>, resp: &mut Response<'_>) -> bool {
     if !ctx.subrequest || len > READ_WHOLE_MAX || len > ctx.conf.subrequest_output_buffer_size as u64 {
         return false;
     }
-    let mut page = Vec::new();
+    let mut page = bufs::bytes(len as usize);
     let read = match file.cached_bytes(offset, len) {
         Some(b) => {
             page.extend_from_slice(b);
@@ -182,7 +183,7 @@ pub fn processes(ctx: &ReqCtx<'_, '_>, content_type: Option<&str>) -> bool {
     let conf = &ctx.conf.ssi;
     conf.on
         && content_type
-            .is_some_and(|ct| crate::http::filter::type_listed(&conf.types, ct.split(';').next().unwrap_or("").trim()))
+            .is_some_and(|ct| crate::http::filter::type_listed(&conf.types, crate::http::filter::mime_of(ct)))
 }
 
 /// The variables `set` (and `include ... set=`) give: nginx keeps them in

@@ -67,6 +67,12 @@ impl Command {
         c
     }
 
+    /// Gives the command's room back for the next one (`ssi::bufs`).
+    pub fn recycle(self) {
+        super::bufs::give(self.bytes);
+        super::bufs::give_pairs(self.ends);
+    }
+
     pub fn name(&self) -> &[u8] {
         &self.bytes[..self.name_len]
     }
@@ -90,9 +96,15 @@ impl Command {
         self.params().find(|(n, _)| *n == name.as_bytes()).map(|(_, v)| v)
     }
 
-    /// The parameter being parsed.
+    /// The parameter being parsed (looked at per byte: not a walk over
+    /// the ones before).
     fn last(&self) -> Option<(&[u8], &[u8])> {
-        self.params().last()
+        let &(n, v) = self.ends.last()?;
+        let from = match self.ends.len() {
+            1 => self.name_len,
+            k => self.ends[k - 2].1 as usize,
+        };
+        Some((&self.bytes[from..n as usize], &self.bytes[n as usize..v as usize]))
     }
 
     fn last_name_len(&self) -> usize {
@@ -103,9 +115,9 @@ impl Command {
         self.last().map_or(0, |(_, v)| v.len())
     }
 
-    fn name_byte(&mut self, ch: u8) {
-        self.bytes.push(ch);
-        self.name_len += 1;
+    fn name_bytes(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
+        self.name_len += b.len();
     }
 
     fn begin_param(&mut self, ch: u8) {
@@ -117,8 +129,8 @@ impl Command {
         self.ends.push((end, end));
     }
 
-    fn param_byte(&mut self, ch: u8) {
-        self.bytes.push(ch);
+    fn param_bytes(&mut self, b: &[u8]) {
+        self.bytes.extend_from_slice(b);
         let end = self.bytes.len() as u32;
         if let Some(last) = self.ends.last_mut() {
             *last = (end, end);
@@ -227,6 +239,34 @@ impl Parser {
                         self.state = State::Text;
                     }
                 }
+                State::Command | State::Param => {
+                    // A name's bytes up to what ends it go in at once, as
+                    // far as its limit allows (the byte past the limit
+                    // goes through `step`, which reports it).
+                    let rest = &input[i..];
+                    let param = self.state == State::Param;
+                    let room = if param {
+                        PARAM_LEN.saturating_sub(self.cmd.last_name_len())
+                    } else {
+                        COMMAND_LEN.saturating_sub(self.cmd.name_len)
+                    };
+                    let run = rest
+                        .iter()
+                        .position(|&b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b'-') || (param && b == b'='))
+                        .unwrap_or(rest.len())
+                        .min(room);
+                    if run > 0 {
+                        if param {
+                            self.cmd.param_bytes(&rest[..run]);
+                        } else {
+                            self.cmd.name_bytes(&rest[..run]);
+                        }
+                        i += run;
+                    } else {
+                        i += 1;
+                        self.step(rest[0], out);
+                    }
+                }
                 State::Value(q) => {
                     // A value's bytes up to its quote or a backslash go in
                     // at once, as far as its limit allows.
@@ -255,7 +295,8 @@ impl Parser {
     /// A `<!--#` begins a command.
     fn open(&mut self) {
         self.held.clear();
-        self.cmd = Command { bytes: Vec::with_capacity(64), ..Command::default() };
+        // The room of an earlier page's commands (`Command::recycle`).
+        self.cmd = Command { bytes: super::bufs::bytes(64), name_len: 0, ends: super::bufs::pairs(4) };
         self.state = State::PreCommand;
     }
 
@@ -339,7 +380,7 @@ impl Parser {
                         );
                         self.fail(msg);
                     } else {
-                        self.cmd.param_byte(ch);
+                        self.cmd.param_bytes(&[ch]);
                     }
                 }
             }
@@ -445,7 +486,7 @@ impl Parser {
             let msg = format!("the \"{}{}...\" SSI command is too long", self.name(), char::from(ch));
             self.fail(msg);
         } else {
-            self.cmd.name_byte(ch);
+            self.cmd.name_bytes(&[ch]);
         }
     }
 
@@ -497,8 +538,6 @@ fn push_span(out: &mut Vec<Event>, start: usize, end: usize) {
     }
 }
 
-/// Where `<!--#` begins in `b`: each `<` checked (a page has few; a
-/// searcher built per page costs more than it saves).
 /// Whether `page` holds no command and does not end in what could begin
 /// one: the SSI module passes such a page through unchanged, so an
 /// included page of that kind needs no SSI stage (`ssi::apply`).
@@ -506,12 +545,15 @@ pub fn plain(page: &[u8]) -> bool {
     find_open(page).is_none() && partial_open(page) == 0
 }
 
+/// Where `<!--#` begins in `b`: each `#` checked for the `<!--` before
+/// it (HTML has far fewer `#` than `<`; a searcher built per page costs
+/// more than it saves). The first `#` so preceded is the first `<!--#`.
 fn find_open(b: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    while let Some(at) = memchr::memchr(b'<', &b[from..]) {
+    let mut from = OPEN.len() - 1;
+    while let Some(at) = memchr::memchr(b'#', b.get(from..)?) {
         let at = from + at;
-        if b[at..].starts_with(OPEN) {
-            return Some(at);
+        if &b[at + 1 - OPEN.len()..at] == b"<!--" {
+            return Some(at + 1 - OPEN.len());
         }
         from = at + 1;
     }
@@ -521,6 +563,10 @@ fn find_open(b: &[u8]) -> Option<usize> {
 /// How many bytes at the end of `b` are the beginning of `<!--#` (at
 /// most 4).
 fn partial_open(b: &[u8]) -> usize {
+    // Most pieces end in none of `<!-`.
+    if !matches!(b.last(), Some(b'<' | b'!' | b'-')) {
+        return 0;
+    }
     (1..OPEN.len()).rev().find(|&k| b.ends_with(&OPEN[..k])).unwrap_or(0)
 }
 

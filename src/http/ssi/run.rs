@@ -14,9 +14,11 @@
 use std::rc::Rc;
 use std::sync::Arc;
 
+use super::bufs;
 use super::expr::{Scope, condition, escape_entity, escape_url};
 use super::parse::{Command, Event, Parser};
 use crate::http::handler::ctx::ReqCtx;
+use crate::http::handler::subrequest;
 use crate::log::error::Level;
 use crate::log_req;
 use crate::worker::WorkerCtx;
@@ -52,6 +54,9 @@ pub struct Ssi {
     pub aborted: bool,
     /// Includes met in this piece, run together at its end.
     queued: Vec<Queued>,
+    /// The piece's output past its first include while the answers are
+    /// put in (kept for the next piece).
+    scratch: Vec<u8>,
 }
 
 /// An include whose subrequest is still to run, and where its answer goes.
@@ -62,7 +67,31 @@ struct Queued {
     args: Option<Vec<u8>>,
     /// `stub`'s block, for an empty or failed answer.
     block: Option<Vec<Event>>,
+    /// The subrequest's answer once it has one.
+    answer: Option<Fetched>,
 }
+
+impl Drop for Ssi {
+    fn drop(&mut self) {
+        bufs::give(std::mem::take(&mut self.scratch));
+    }
+}
+
+/// An include that is waited for (`wait="yes"`, `set=`): what the
+/// command left to do once the includes before it are done.
+struct Waited {
+    path: Vec<u8>,
+    args: Option<Vec<u8>>,
+    /// The variable `set=` names.
+    set: Option<Vec<u8>>,
+    block: Option<Vec<Event>>,
+}
+
+/// A subrequest's answer, or why there is none.
+type Fetched = Result<subrequest::Answer, subrequest::Failed>;
+
+/// A subrequest that waits, run with the others of its piece.
+type Fetching<'f> = std::pin::Pin<Box<dyn std::future::Future<Output = Fetched> + 'f>>;
 
 /// What a command did wrong: logged, then `errmsg` goes out.
 type Fail = String;
@@ -72,7 +101,9 @@ impl Ssi {
         let conf = &ctx.conf.ssi;
         Ssi {
             parser: Parser::new(conf.value_len),
-            events: Vec::new(),
+            // A page's events before its first include run (text and
+            // commands, as a short page has them all).
+            events: Vec::with_capacity(8),
             errmsg: super::ERRMSG.into(),
             timefmt: super::TIMEFMT.into(),
             silent: conf.silent_errors,
@@ -85,6 +116,7 @@ impl Ssi {
             shared: ctx.ssi.clone().unwrap_or_default(),
             aborted: false,
             queued: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -118,6 +150,8 @@ impl Ssi {
             }
             _ => {}
         }
+        // The page's text, at least, goes out: room for it at once.
+        out.reserve(input.len());
         let mut events = std::mem::take(&mut self.events);
         for e in events.drain(..) {
             if self.aborted {
@@ -128,7 +162,9 @@ impl Ssi {
         // The list's room serves the next piece.
         self.events = events;
         if !self.queued.is_empty() {
-            Box::pin(self.run_queued(w, ctx, out)).await;
+            // Not boxed: `place` boxes what recurses, and a piece's
+            // includes are answered without futures of their own.
+            self.run_queued(w, ctx, out).await;
         }
     }
 
@@ -139,39 +175,56 @@ impl Ssi {
         if queued.is_empty() || self.aborted {
             return;
         }
-        let fetches = queued
-            .iter_mut()
-            .map(|q| {
-                let f = crate::http::handler::subrequest::fetch(
-                    w,
-                    ctx,
-                    std::mem::take(&mut q.path),
-                    q.args.take(),
-                    false,
-                    Some(self.shared.clone()),
-                );
-                Box::pin(f) as std::pin::Pin<Box<dyn std::future::Future<Output = _> + '_>>
-            })
-            .collect();
-        let answers: Vec<Result<crate::http::handler::subrequest::Answer, _>> = join_all(fetches).await;
-        // The answers go into their places as the output is put together
-        // again (a stub block's own includes run in its place).
-        let whole = std::mem::take(out);
-        let answered = answers
+        // Each is started now; those that must wait (an origin, a delay)
+        // go on together, boxed. A file is answered without a future.
+        let mut waiting = Vec::new();
+        for (i, q) in queued.iter_mut().enumerate() {
+            let path = std::mem::take(&mut q.path);
+            match subrequest::start(w, ctx, path, q.args.take(), false, Some(self.shared.clone())) {
+                subrequest::Started::Done(r) => q.answer = Some(r),
+                subrequest::Started::Waiting(rest) => {
+                    waiting.push((i, Box::pin(subrequest::finish(w, rest)) as Fetching<'_>))
+                }
+            }
+        }
+        if !waiting.is_empty() {
+            let (at, fetches): (Vec<usize>, Vec<Fetching<'_>>) = waiting.into_iter().unzip();
+            for (i, r) in at.into_iter().zip(join_all(fetches).await) {
+                queued[i].answer = Some(r);
+            }
+        }
+        // The answers go into their places as the output past the first
+        // include is put together again (a stub block's own includes run
+        // in its place).
+        let start = queued[0].at;
+        let mut whole = std::mem::take(&mut self.scratch);
+        if whole.capacity() == 0 {
+            whole = bufs::bytes(out.len() - start);
+        }
+        whole.clear();
+        whole.extend_from_slice(&out[start..]);
+        out.truncate(start);
+        let answered = queued
             .iter()
-            .map(|a| a.as_ref().map_or(0, |a: &crate::http::handler::subrequest::Answer| a.body.len()))
+            .map(|q| q.answer.as_ref().map_or(0, |a| a.as_ref().map_or(0, |a| a.body.len())))
             .sum::<usize>();
         out.reserve(whole.len() + answered);
-        let mut from = 0;
-        for (q, answer) in queued.into_iter().zip(answers) {
-            out.extend_from_slice(&whole[from..q.at]);
+        let mut from = start;
+        for q in queued.drain(..) {
+            out.extend_from_slice(&whole[from - start..q.at - start]);
             from = q.at;
+            let answer = q.answer.unwrap_or(Err(subrequest::Failed::Body));
             let r = self.place(w, ctx, answer, q.block, out).await;
             if let Err(msg) = r {
                 self.fail(ctx, &msg, out);
             }
         }
-        out.extend_from_slice(&whole[from..]);
+        out.extend_from_slice(&whole[from - start..]);
+        self.scratch = whole;
+        // The list's room serves the next piece.
+        if self.queued.is_empty() {
+            self.queued = queued;
+        }
     }
 
     /// An include's answer in the page: its body, or its `stub` block for
@@ -180,7 +233,7 @@ impl Ssi {
         &mut self,
         w: &WorkerCtx,
         ctx: &ReqCtx<'_, '_>,
-        answer: Result<crate::http::handler::subrequest::Answer, crate::http::handler::subrequest::Failed>,
+        answer: Fetched,
         block: Option<Vec<Event>>,
         out: &mut Vec<u8>,
     ) -> Result<(), Fail> {
@@ -188,6 +241,7 @@ impl Ssi {
         match answer {
             Ok(a) if !(block.is_some() && (a.body.is_empty() || a.status >= 400)) => {
                 out.extend_from_slice(&a.body);
+                bufs::give(a.body);
                 Ok(())
             }
             Ok(_) | Err(Failed::Body) if block.is_some() => {
@@ -233,7 +287,20 @@ impl Ssi {
                 }
             }
             Event::Command(c) => {
-                if let Err(msg) = Box::pin(self.command(w, ctx, c, out)).await
+                if let Some((_, b)) = &mut self.recording
+                    && c.name() != b"endblock"
+                {
+                    b.push(Event::Command(c));
+                    return;
+                }
+                let r = self.command(ctx, &c, out);
+                c.recycle();
+                let r = match r {
+                    Ok(Some(waited)) => Box::pin(self.include_waited(w, ctx, waited, out)).await,
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Err(msg) = r
                     && !self.aborted
                 {
                     self.fail(ctx, &msg, out);
@@ -256,47 +323,51 @@ impl Ssi {
         Scope { ctx, shared: &self.shared, captures: &self.captures, named: &self.named, timefmt: &self.timefmt }
     }
 
-    async fn command(
-        &mut self,
-        w: &WorkerCtx,
-        ctx: &ReqCtx<'_, '_>,
-        c: Command,
-        out: &mut Vec<u8>,
-    ) -> Result<(), Fail> {
-        if let Some((_, b)) = &mut self.recording
-            && c.name() != b"endblock"
-        {
-            b.push(Event::Command(c));
-            return Ok(());
-        }
-        let name = String::from_utf8_lossy(c.name());
-        let name: &str = &name;
-        let conditional = matches!(name, "if" | "elif" | "else" | "endif");
+    /// Runs a command (not one being recorded into a block); Some for an
+    /// include that must be waited for, which the caller runs
+    /// ([`Ssi::include_waited`]): the others need no future of their own.
+    fn command(&mut self, ctx: &ReqCtx<'_, '_>, c: &Command, out: &mut Vec<u8>) -> Result<Option<Waited>, Fail> {
+        let name = c.name();
+        let conditional = matches!(name, b"if" | b"elif" | b"else" | b"endif");
         if !self.output && !conditional {
-            return Ok(());
+            return Ok(None);
         }
         let spec: &[(&str, bool)] = match name {
-            "include" => &[("file", false), ("virtual", false), ("stub", false), ("set", false), ("wait", false)],
-            "echo" => &[("var", true), ("default", false), ("encoding", false)],
-            "set" => &[("var", true), ("value", true)],
-            "config" => &[("errmsg", false), ("timefmt", false)],
-            "if" | "elif" => &[("expr", true)],
-            "block" => &[("name", true)],
-            "else" | "endif" | "endblock" => &[],
-            _ => return Err(format!("invalid SSI command: \"{name}\"")),
+            b"include" => &[("file", false), ("virtual", false), ("stub", false), ("set", false), ("wait", false)],
+            b"echo" => &[("var", true), ("default", false), ("encoding", false)],
+            b"set" => &[("var", true), ("value", true)],
+            b"config" => &[("errmsg", false), ("timefmt", false)],
+            b"if" | b"elif" => &[("expr", true)],
+            b"block" => &[("name", true)],
+            b"else" | b"endif" | b"endblock" => &[],
+            _ => return Err(format!("invalid SSI command: \"{}\"", String::from_utf8_lossy(name))),
         };
-        check_params(name, &c, spec)?;
+        check_params(name, c, spec)?;
+        if name == b"include" {
+            return self.include(ctx, c, out.len());
+        }
+        self.simple_command(ctx, name, c, out).map(|()| None)
+    }
+
+    /// The commands other than `include`.
+    fn simple_command(
+        &mut self,
+        ctx: &ReqCtx<'_, '_>,
+        name: &[u8],
+        c: &Command,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Fail> {
         let p = |n: &str| c.param(n);
         match name {
-            "echo" => self.echo(ctx, &c, out),
-            "set" => {
+            b"echo" => self.echo(ctx, c, out),
+            b"set" => {
                 let scope = self.scope(ctx);
                 let value = scope.evaluate(p("value").unwrap_or_default())?;
                 let var = p("var").unwrap_or_default().to_vec();
                 self.shared.set(&var, value);
                 Ok(())
             }
-            "config" => {
+            b"config" => {
                 if let Some(v) = p("timefmt") {
                     self.timefmt = v.to_vec().into();
                 }
@@ -305,12 +376,11 @@ impl Ssi {
                 }
                 Ok(())
             }
-            "include" => self.include(w, ctx, &c, out).await,
-            "block" => {
+            b"block" => {
                 self.recording = Some((p("name").unwrap_or_default().to_vec(), Vec::new()));
                 Ok(())
             }
-            "endblock" => match self.recording.take() {
+            b"endblock" => match self.recording.take() {
                 Some((n, b)) => {
                     self.blocks.retain(|(m, _)| *m != n);
                     self.blocks.push((n, b));
@@ -318,7 +388,7 @@ impl Ssi {
                 }
                 None => Err("invalid context of SSI command: \"endblock\"".into()),
             },
-            "if" => {
+            b"if" => {
                 if self.cond.open {
                     return Err("the \"if\" command inside the \"if\" command".into());
                 }
@@ -326,7 +396,7 @@ impl Ssi {
                 self.cond.open = true;
                 Ok(())
             }
-            "elif" => {
+            b"elif" => {
                 if !self.cond.open {
                     return Err("invalid context of SSI command: \"elif\"".into());
                 }
@@ -336,7 +406,7 @@ impl Ssi {
                 }
                 self.branch(ctx, p("expr"))
             }
-            "else" => {
+            b"else" => {
                 if !self.cond.open {
                     return Err("invalid context of SSI command: \"else\"".into());
                 }
@@ -395,14 +465,23 @@ impl Ssi {
         Ok(())
     }
 
-    async fn include(
-        &mut self,
-        w: &WorkerCtx,
-        ctx: &ReqCtx<'_, '_>,
-        c: &Command,
-        out: &mut Vec<u8>,
-    ) -> Result<(), Fail> {
-        let (file, virt) = (c.param("file"), c.param("virtual"));
+    /// An `include`: queued to run with the others of the piece, or
+    /// handed back to be waited for.
+    /// `at`: where its answer goes in the output.
+    fn include(&mut self, ctx: &ReqCtx<'_, '_>, c: &Command, at: usize) -> Result<Option<Waited>, Fail> {
+        // One walk over the parameters (each is there once at most:
+        // `check_params`).
+        let (mut file, mut virt, mut wait, mut set, mut stub) = (None, None, None, None, None);
+        for (n, v) in c.params() {
+            match n {
+                b"file" => file = Some(v),
+                b"virtual" => virt = Some(v),
+                b"wait" => wait = Some(v),
+                b"set" => set = Some(v),
+                b"stub" => stub = Some(v),
+                _ => {}
+            }
+        }
         let uri = match (file, virt) {
             (Some(f), Some(v)) => {
                 return Err(format!(
@@ -414,17 +493,15 @@ impl Ssi {
             (Some(u), None) | (None, Some(u)) => u,
             (None, None) => return Err("no parameter in \"include\" SSI command".into()),
         };
-        if let (Some(f), Some(_)) = (file, c.param("wait")) {
+        if let (Some(f), Some(_)) = (file, wait) {
             return Err(format!("\"wait\" cannot be used with file=\"{}\"", String::from_utf8_lossy(f)));
         }
-        if let Some(wait) = c.param("wait")
+        if let Some(wait) = wait
             && wait != b"yes"
             && wait != b"no"
         {
             return Err(format!("invalid value \"{}\" in the \"wait\" parameter", String::from_utf8_lossy(wait)));
         }
-        let set = c.param("set");
-        let stub = c.param("stub");
         if set.is_some() && stub.is_some() {
             return Err("\"set\" and \"stub\" cannot be used together in \"include\" SSI command".into());
         }
@@ -449,11 +526,23 @@ impl Ssi {
         }
         let (path, args) = crate::http::handler::subrequest::parse_uri_owned(target)
             .map_err(|target| format!("unsafe URI \"{}\" was detected", String::from_utf8_lossy(&target)))?;
-        if set.is_none() && c.param("wait") != Some(b"yes") {
-            self.queued.push(Queued { at: out.len(), path, args, block });
-            return Ok(());
+        if set.is_none() && wait != Some(b"yes") {
+            self.queued.push(Queued { at, path, args, block, answer: None });
+            return Ok(None);
         }
-        // This one is waited for: those before it finish first.
+        Ok(Some(Waited { path, args, set: set.map(<[u8]>::to_vec), block }))
+    }
+
+    /// An include that is waited for: those before it finish first, then
+    /// it runs to its end before the page goes on.
+    async fn include_waited(
+        &mut self,
+        w: &WorkerCtx,
+        ctx: &ReqCtx<'_, '_>,
+        waited: Waited,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Fail> {
+        let Waited { path, args, set, block } = waited;
         Box::pin(self.run_queued(w, ctx, out)).await;
         if self.aborted {
             return Err(String::new());
@@ -466,7 +555,7 @@ impl Ssi {
         }
         if let Some(var) = set {
             let a = answer.map_err(|_| "include subrequest failed".to_string())?;
-            self.shared.set(var, a.body);
+            self.shared.set(&var, a.body);
             return Ok(());
         }
         self.place(w, ctx, answer, block, out).await
@@ -494,19 +583,21 @@ async fn join_all<'f, T>(mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future
 
 /// nginx's checks of a command's parameters: each known, none twice,
 /// the mandatory ones there.
-fn check_params(name: &str, c: &Command, spec: &[(&str, bool)]) -> Result<(), Fail> {
+fn check_params(name: &[u8], c: &Command, spec: &[(&str, bool)]) -> Result<(), Fail> {
+    let name = || String::from_utf8_lossy(name);
     for (i, (p, _)) in c.params().enumerate() {
-        let p = String::from_utf8_lossy(p);
-        if !spec.iter().any(|(s, _)| *s == p) {
-            return Err(format!("invalid parameter name: \"{p}\" in \"{name}\" SSI command"));
+        if !spec.iter().any(|(s, _)| s.as_bytes() == p) {
+            let p = String::from_utf8_lossy(p);
+            return Err(format!("invalid parameter name: \"{p}\" in \"{}\" SSI command", name()));
         }
-        if c.params().take(i).any(|(q, _)| q == p.as_bytes()) {
-            return Err(format!("duplicate \"{p}\" parameter in \"{name}\" SSI command"));
+        if c.params().take(i).any(|(q, _)| q == p) {
+            let p = String::from_utf8_lossy(p);
+            return Err(format!("duplicate \"{p}\" parameter in \"{}\" SSI command", name()));
         }
     }
     for (s, mandatory) in spec {
         if *mandatory && c.param(s).is_none() {
-            return Err(format!("mandatory \"{s}\" parameter is absent in \"{name}\" SSI command"));
+            return Err(format!("mandatory \"{s}\" parameter is absent in \"{}\" SSI command", name()));
         }
     }
     Ok(())

@@ -190,17 +190,35 @@ pub(super) async fn write_compressed(
     if head_only {
         return (flush(c, t, false).await, 0);
     }
+    // The worker's spare buffer: a response's pieces need no room of
+    // their own.
+    let mut piece = w.take_buf(1024);
+    let r = write_pieces(w, c, z, chunked, last_chunk, ctx, &mut piece).await;
+    w.give_buf(piece);
+    r
+}
+
+/// [`write_compressed`]'s loop, each piece made in `piece`.
+async fn write_pieces(
+    w: &WorkerCtx,
+    c: &mut Out<'_>,
+    z: &mut crate::http::filter::compress::stream::Compressed,
+    chunked: bool,
+    last_chunk: bool,
+    ctx: &ReqCtx<'_, '_>,
+    piece: &mut Vec<u8>,
+) -> (bool, u64) {
+    let t = ctx.conf.send_timeout;
     let mut sent = 0u64;
-    let mut piece = Vec::new();
     loop {
         piece.clear();
-        match z.next(w, ctx, &mut piece, 64 * 1024).await {
+        match z.next(w, ctx, piece, 64 * 1024).await {
             Ok(more) => {
                 if !piece.is_empty() {
                     if chunked {
                         push_chunk_size(c.wbuf, piece.len());
                     }
-                    c.wbuf.extend_from_slice(&piece);
+                    c.wbuf.extend_from_slice(piece);
                     if chunked {
                         c.wbuf.extend_from_slice(b"\r\n");
                     }
