@@ -186,6 +186,21 @@ impl Sender {
         }
     }
 
+    /// Whether `n` bytes go at once in one DATA frame: the stream still
+    /// open and the origin's windows that wide ([`Sender::send`] would
+    /// not wait).
+    pub fn fits(&self, n: usize) -> bool {
+        let s = self.sh.s.borrow();
+        s.error().is_none() && s.stream_id() == self.id && (n == 0 || s.send_room() >= n)
+    }
+
+    /// Sends `data` now, as one DATA frame; only after [`Sender::fits`]
+    /// said it goes whole.
+    pub fn send_now(&self, data: &[u8], end: bool) {
+        self.sh.s.borrow_mut().push_data(data, end);
+        self.sh.wake();
+    }
+
     /// Gives up the stream: RST_STREAM, and the connection is not reused.
     pub fn reset(&self) {
         let mut s = self.sh.s.borrow_mut();

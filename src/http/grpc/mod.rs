@@ -101,10 +101,13 @@ pub(crate) async fn exchange(
         Err(_) => return Err(ExchangeError::NotSent),
     };
     if let Some(rx) = streamed {
-        // The client's DATA frames go on as they come, in a task of their
-        // own, while the answer is awaited and streamed back.
         client.h2_body_sent = true;
-        tokio::task::spawn_local(crate::clock::per_poll(pump(rx, tx, limits.0, limits.1)));
+        // A body that came whole (a unary call's one DATA frame) goes at
+        // once; any other goes on as its DATA frames come, in a task of
+        // its own, while the answer is awaited and streamed back.
+        if let Some(rx) = send_whole(rx, &tx, limits.0) {
+            tokio::task::spawn_local(crate::clock::per_poll(pump(rx, tx, limits.0, limits.1)));
+        }
     } else if let ReqBody::Buffered(b) = &client.body
         && body_len > 0
     {
@@ -132,6 +135,24 @@ pub(crate) async fn exchange(
         head.framing = Framing::None(Some(0));
     }
     Ok(head)
+}
+
+/// Sends a body that came whole before the exchange began (one DATA
+/// frame that ended the client's stream) as [`pump`] would, without its
+/// task: the same frame, the client's window given back the same way.
+/// The stream is handed back when that cannot be done at once (more
+/// frames to come, trailers, a body over `max`, the origin's window too
+/// narrow), for the pump.
+fn send_whole(
+    mut rx: crate::http::connection::h2::handle::Rx,
+    tx: &client::Sender,
+    max: u64,
+) -> Option<crate::http::connection::h2::handle::Rx> {
+    let fits = |n: usize| (max == 0 || n as u64 <= max) && tx.fits(n);
+    let Some(chunk) = rx.take_whole(fits) else { return Some(rx) };
+    tx.send_now(&chunk, true);
+    let _ = rx.release_capacity(chunk.len());
+    None
 }
 
 /// An HTTP/2 client's body to the origin, frame by frame, the client's
