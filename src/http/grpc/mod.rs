@@ -236,21 +236,25 @@ fn failure(e: Failure, when: &'static str) -> ExchangeError {
     }
 }
 
-/// Headers of the origin's answer nginx's grpc module hides by default.
-const HIDDEN: &[&str] = &[
-    "date",
-    "server",
-    "x-accel-expires",
-    "x-accel-redirect",
-    "x-accel-limit-rate",
-    "x-accel-buffering",
-    "x-accel-charset",
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "content-length",
-    "upgrade",
-];
+/// Headers of the origin's answer nginx's grpc module hides by default
+/// (a match, not a list searched: it is asked for every field).
+fn hidden_by_default(name: &str) -> bool {
+    matches!(
+        name,
+        "date"
+            | "server"
+            | "x-accel-expires"
+            | "x-accel-redirect"
+            | "x-accel-limit-rate"
+            | "x-accel-buffering"
+            | "x-accel-charset"
+            | "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "content-length"
+            | "upgrade"
+    )
+}
 
 /// Names of the origin's answer passed on often enough to be kept
 /// without an allocation.
@@ -275,7 +279,8 @@ pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
     let mut headers = Vec::with_capacity(resp.fields.len());
     let mut content_type = None;
     for (name, value) in resp.fields.iter() {
-        let n = String::from_utf8_lossy(name);
+        // The usual valid name is borrowed without the lossy walk.
+        let n = std::str::from_utf8(name).map_or_else(|_| String::from_utf8_lossy(name), Cow::Borrowed);
         let n = n.as_ref();
         if n == "content-type" {
             content_type = Some(match value {
@@ -285,7 +290,7 @@ pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
             });
             continue;
         }
-        let hidden = (HIDDEN.contains(&n) && !conf.pass_headers.iter().any(|p| p == n))
+        let hidden = (hidden_by_default(n) && !conf.pass_headers.iter().any(|p| p == n))
             || conf.hide_headers.iter().any(|h| h == n);
         if hidden {
             continue;
