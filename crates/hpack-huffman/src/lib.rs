@@ -9,8 +9,9 @@
 //!
 //! Decoding walks four bits at a time through a table of 256 states (the
 //! tree's inner nodes) × 16 nibbles. The shortest code has five bits, so a
-//! nibble completes at most one symbol: each step is one load and at most
-//! one push, with no per-bit branching.
+//! nibble completes at most one symbol: each step is one load and one
+//! store into room made beforehand (the output advances by the step's
+//! emit bit), with no per-bit branching and no capacity check per symbol.
 
 use std::sync::OnceLock;
 
@@ -50,7 +51,8 @@ struct Step {
 
 struct Tables {
     codes: [u32; 257],
-    steps: Vec<[Step; 16]>,
+    /// Indexed by a `u8` state, so the lookup needs no bounds check.
+    steps: Box<[[Step; 16]; 256]>,
     /// A string may end in this state: the bits since the last symbol are
     /// at most seven 1s, a prefix of EOS (RFC 7541 section 5.2).
     accept: [bool; 256],
@@ -96,7 +98,7 @@ fn build() -> Tables {
     }
     // 257 leaves of a full binary tree: 256 inner nodes, so a state is a u8.
     debug_assert_eq!(nodes.len(), 256);
-    let mut steps = vec![[Step::default(); 16]; nodes.len()];
+    let mut steps = Box::new([[Step::default(); 16]; 256]);
     for (state, row) in steps.iter_mut().enumerate() {
         for (nibble, step) in row.iter_mut().enumerate() {
             let mut node = state;
@@ -137,24 +139,32 @@ fn build() -> Tables {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Invalid;
 
-/// Appends the decoding of `src` to `dst`.
+/// Appends the decoding of `src` to `dst` (on error, what was decoded
+/// before the invalid bits).
 pub fn decode(src: &[u8], dst: &mut Vec<u8>) -> Result<(), Invalid> {
     let t = tables();
-    dst.reserve(src.len() * 8 / 5 + 1);
-    let mut state = 0usize;
-    for &b in src {
+    let start = dst.len();
+    // Every symbol takes five bits or more, so this many fit the room.
+    dst.resize(start + src.len() * 8 / 5 + 1, 0);
+    let out = &mut dst[start..];
+    let mut n = 0usize;
+    let mut state = 0u8;
+    let mut ok = true;
+    'bytes: for &b in src {
         for nibble in [b >> 4, b & 0xf] {
-            let step = t.steps[state][nibble as usize];
+            let step = t.steps[state as usize][nibble as usize];
             if step.flags & FAIL != 0 {
-                return Err(Invalid);
+                ok = false;
+                break 'bytes;
             }
-            if step.flags & EMIT != 0 {
-                dst.push(step.sym);
-            }
-            state = step.next as usize;
+            // Stored either way; kept only when the step completes a symbol.
+            out[n] = step.sym;
+            n += (step.flags & EMIT) as usize;
+            state = step.next;
         }
     }
-    if t.accept[state] { Ok(()) } else { Err(Invalid) }
+    dst.truncate(start + n);
+    if ok && t.accept[state as usize] { Ok(()) } else { Err(Invalid) }
 }
 
 /// As [`decode`], but a whole byte of padding (eight 1 bits) after a

@@ -186,6 +186,21 @@ impl Sender {
         }
     }
 
+    /// Whether `n` bytes go at once in one DATA frame: the stream still
+    /// open and the origin's windows that wide ([`Sender::send`] would
+    /// not wait).
+    pub fn fits(&self, n: usize) -> bool {
+        let s = self.sh.s.borrow();
+        s.error().is_none() && s.stream_id() == self.id && (n == 0 || s.send_room() >= n)
+    }
+
+    /// Sends `data` now, as one DATA frame; only after [`Sender::fits`]
+    /// said it goes whole.
+    pub fn send_now(&self, data: &[u8], end: bool) {
+        self.sh.s.borrow_mut().push_data(data, end);
+        self.sh.wake();
+    }
+
     /// Gives up the stream: RST_STREAM, and the connection is not reused.
     pub fn reset(&self) {
         let mut s = self.sh.s.borrow_mut();
@@ -282,11 +297,33 @@ impl Conn {
 fn header_map(fields: super::session::Fields) -> http::HeaderMap {
     let mut m = http::HeaderMap::with_capacity(fields.len());
     for (n, v) in fields.iter() {
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(n), http::HeaderValue::from_bytes(v)) {
+        let name = known_name(n).map_or_else(|| http::HeaderName::from_bytes(n).ok(), Some);
+        let value = known_value(v).map_or_else(|| http::HeaderValue::from_bytes(v).ok(), Some);
+        if let (Some(n), Some(v)) = (name, value) {
             m.append(n, v);
         }
     }
     m
+}
+
+/// The trailers' usual names, which then need no allocation of their own
+/// (a name outside the `http` crate's standard ones is copied otherwise).
+fn known_name(n: &[u8]) -> Option<http::HeaderName> {
+    Some(http::HeaderName::from_static(match n {
+        b"grpc-status" => "grpc-status",
+        b"grpc-message" => "grpc-message",
+        _ => return None,
+    }))
+}
+
+/// The trailers' usual values (a call's success: `grpc-status: 0` and an
+/// empty `grpc-message`), likewise.
+fn known_value(v: &[u8]) -> Option<http::HeaderValue> {
+    Some(http::HeaderValue::from_static(match v {
+        b"" => "",
+        b"0" => "0",
+        _ => return None,
+    }))
 }
 
 /// A failure while the body is read, as the I/O error the core's body

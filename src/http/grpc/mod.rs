@@ -101,10 +101,13 @@ pub(crate) async fn exchange(
         Err(_) => return Err(ExchangeError::NotSent),
     };
     if let Some(rx) = streamed {
-        // The client's DATA frames go on as they come, in a task of their
-        // own, while the answer is awaited and streamed back.
         client.h2_body_sent = true;
-        tokio::task::spawn_local(crate::clock::per_poll(pump(rx, tx, limits.0, limits.1)));
+        // A body that came whole (a unary call's one DATA frame) goes at
+        // once; any other goes on as its DATA frames come, in a task of
+        // its own, while the answer is awaited and streamed back.
+        if let Some(rx) = send_whole(rx, &tx, limits.0) {
+            tokio::task::spawn_local(crate::clock::per_poll(pump(rx, tx, limits.0, limits.1)));
+        }
     } else if let ReqBody::Buffered(b) = &client.body
         && body_len > 0
     {
@@ -132,6 +135,24 @@ pub(crate) async fn exchange(
         head.framing = Framing::None(Some(0));
     }
     Ok(head)
+}
+
+/// Sends a body that came whole before the exchange began (one DATA
+/// frame that ended the client's stream) as [`pump`] would, without its
+/// task: the same frame, the client's window given back the same way.
+/// The stream is handed back when that cannot be done at once (more
+/// frames to come, trailers, a body over `max`, the origin's window too
+/// narrow), for the pump.
+fn send_whole(
+    mut rx: crate::http::connection::h2::handle::Rx,
+    tx: &client::Sender,
+    max: u64,
+) -> Option<crate::http::connection::h2::handle::Rx> {
+    let fits = |n: usize| (max == 0 || n as u64 <= max) && tx.fits(n);
+    let Some(chunk) = rx.take_whole(fits) else { return Some(rx) };
+    tx.send_now(&chunk, true);
+    let _ = rx.release_capacity(chunk.len());
+    None
 }
 
 /// An HTTP/2 client's body to the origin, frame by frame, the client's
@@ -215,21 +236,25 @@ fn failure(e: Failure, when: &'static str) -> ExchangeError {
     }
 }
 
-/// Headers of the origin's answer nginx's grpc module hides by default.
-const HIDDEN: &[&str] = &[
-    "date",
-    "server",
-    "x-accel-expires",
-    "x-accel-redirect",
-    "x-accel-limit-rate",
-    "x-accel-buffering",
-    "x-accel-charset",
-    "connection",
-    "keep-alive",
-    "transfer-encoding",
-    "content-length",
-    "upgrade",
-];
+/// Headers of the origin's answer nginx's grpc module hides by default
+/// (a match, not a list searched: it is asked for every field).
+fn hidden_by_default(name: &str) -> bool {
+    matches!(
+        name,
+        "date"
+            | "server"
+            | "x-accel-expires"
+            | "x-accel-redirect"
+            | "x-accel-limit-rate"
+            | "x-accel-buffering"
+            | "x-accel-charset"
+            | "connection"
+            | "keep-alive"
+            | "transfer-encoding"
+            | "content-length"
+            | "upgrade"
+    )
+}
 
 /// Names of the origin's answer passed on often enough to be kept
 /// without an allocation.
@@ -254,7 +279,8 @@ pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
     let mut headers = Vec::with_capacity(resp.fields.len());
     let mut content_type = None;
     for (name, value) in resp.fields.iter() {
-        let n = String::from_utf8_lossy(name);
+        // The usual valid name is borrowed without the lossy walk.
+        let n = std::str::from_utf8(name).map_or_else(|_| String::from_utf8_lossy(name), Cow::Borrowed);
         let n = n.as_ref();
         if n == "content-type" {
             content_type = Some(match value {
@@ -264,7 +290,7 @@ pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
             });
             continue;
         }
-        let hidden = (HIDDEN.contains(&n) && !conf.pass_headers.iter().any(|p| p == n))
+        let hidden = (hidden_by_default(n) && !conf.pass_headers.iter().any(|p| p == n))
             || conf.hide_headers.iter().any(|h| h == n);
         if hidden {
             continue;

@@ -179,6 +179,25 @@ impl Rx {
         })
     }
 
+    /// Whether no more of the body will come; always for the `h2`
+    /// crate's (nothing is gained there by waiting for it).
+    pub fn arrived(&self) -> bool {
+        match self {
+            Rx::Crate(_) => true,
+            Rx::Own(r) => r.arrived(),
+        }
+    }
+
+    /// The whole body when it already came in one DATA frame that ended
+    /// the stream and `fits` takes its length, so a caller can send it on
+    /// at once instead of pumping it from a task; the own loop's only.
+    pub fn take_whole(&mut self, fits: impl FnOnce(usize) -> bool) -> Option<Bytes> {
+        match self {
+            Rx::Crate(_) => None,
+            Rx::Own(r) => r.take_whole(fits),
+        }
+    }
+
     pub fn is_end_stream(&self) -> bool {
         match self {
             Rx::Crate(r) => r.is_end_stream(),

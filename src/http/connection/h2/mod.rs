@@ -500,6 +500,14 @@ async fn stream(
             respond,
             ReqBody::Buffered(crate::http::connection::spool::Spooled::Memory(Vec::new())),
         );
+        if !body.arrived() {
+            // A client's DATA most often comes in the same read as its
+            // HEADERS, parsed only after this stream's first poll: one
+            // turn lets it arrive (before an origin connection is taken),
+            // so that a unary call's body goes out with its HEADERS and
+            // needs no pump task (`grpc::send_whole`).
+            tokio::task::yield_now().await;
+        }
         client.h2_body = Some(body);
         resp = Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await;
     } else if matches!(resp.body, crate::http::response::Body::Proxy)

@@ -2,6 +2,7 @@
 //! same fields the HTTP/1 writer sends (minus Connection/Keep-Alive, which
 //! HTTP/2 forbids), and its body as a list of segments to send as DATA.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -11,6 +12,33 @@ use crate::http::connection::h1::writer::has_body;
 use crate::http::error_html::wire_status;
 use crate::http::handler::open_cache::OpenFile;
 use crate::http::response::{Body, Response};
+
+/// A header value built last, with the bytes it was built from.
+type Reused = RefCell<Option<(Vec<u8>, HeaderValue)>>;
+
+thread_local! {
+    /// The last Date and Content-Type values built, with their bytes: the
+    /// next response (the same second, the same type, as most are) clones
+    /// them (a reference count) instead of copying them into a new
+    /// allocation each.
+    static DATE: Reused = const { RefCell::new(None) };
+    static CONTENT_TYPE: Reused = const { RefCell::new(None) };
+}
+
+/// `v` as a header value, the one in `slot` when it holds the same bytes.
+fn reused(slot: &'static std::thread::LocalKey<Reused>, v: &[u8]) -> Option<HeaderValue> {
+    slot.with(|c| {
+        let mut c = c.borrow_mut();
+        if let Some((bytes, value)) = c.as_ref()
+            && bytes == v
+        {
+            return Some(value.clone());
+        }
+        let value = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v)).ok()?;
+        *c = Some((v.to_vec(), value.clone()));
+        Some(value)
+    })
+}
 
 fn server_value(tokens: bool) -> HeaderValue {
     HeaderValue::from_static(if tokens { concat!("sluice/", env!("CARGO_PKG_VERSION")) } else { "sluice" })
@@ -28,12 +56,12 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
         h.insert(http::header::SERVER, server_value(server_tokens));
     }
     if !resp.no_date
-        && let Ok(v) = HeaderValue::from_bytes(&crate::clock::http_date())
+        && let Some(v) = reused(&DATE, &crate::clock::http_date())
     {
         h.insert(http::header::DATE, v);
     }
     if let Some(ct) = &resp.content_type
-        && let Ok(v) = HeaderValue::from_str(ct)
+        && let Some(v) = reused(&CONTENT_TYPE, ct.as_bytes())
     {
         h.insert(http::header::CONTENT_TYPE, v);
     }

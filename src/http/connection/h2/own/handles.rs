@@ -206,6 +206,28 @@ impl Rx {
         Poll::Pending
     }
 
+    /// Whether the client's stream ended its side (or can send no more).
+    pub fn arrived(&self) -> bool {
+        let c = self.0.conn.borrow();
+        c.dead || c.streams.get(&self.0.id).is_none_or(|s| s.recv_closed || s.reset.is_some())
+    }
+
+    /// The whole body, when it already came as one DATA frame that ended
+    /// the stream (no trailers, no reset) and `fits` takes its length:
+    /// what a first `poll_data` would give, with `is_end_stream` true
+    /// after it.
+    pub fn take_whole(&mut self, fits: impl FnOnce(usize) -> bool) -> Option<Bytes> {
+        let mut c = self.0.conn.borrow_mut();
+        let dead = c.dead;
+        let s = c.streams.get_mut(&self.0.id)?;
+        let whole =
+            !dead && s.recv_closed && s.recv.len() == 1 && s.trailers.is_none() && s.reset.is_none() && !s.bad_length;
+        if !whole || !fits(s.recv.front().map_or(0, |b| b.len())) {
+            return None;
+        }
+        s.recv.pop_front()
+    }
+
     /// (received, declared) when the DATA broke the declared length.
     pub fn bad_length(&self) -> Option<(u64, u64)> {
         let c = self.0.conn.borrow();

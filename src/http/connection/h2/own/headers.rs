@@ -94,7 +94,10 @@ impl Fields {
                 }
             }
         }
-        match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
+        match (
+            http::HeaderName::from_bytes(name),
+            known_value(value).map_or_else(|| http::HeaderValue::from_bytes(value), Ok),
+        ) {
             (Ok(n), Ok(v)) => {
                 self.headers.append(n, v);
             }
@@ -104,6 +107,17 @@ impl Fields {
             _ => self.malformed = true,
         }
     }
+}
+
+/// Values every gRPC call sends (`te: trailers`, `content-type:
+/// application/grpc`), taken as static values: the `http` crate copies
+/// any other into an allocation of its own.
+fn known_value(v: &[u8]) -> Option<http::HeaderValue> {
+    Some(http::HeaderValue::from_static(match v {
+        b"trailers" => "trailers",
+        b"application/grpc" => "application/grpc",
+        _ => return None,
+    }))
 }
 
 /// Decodes a request's header block. The outer error is the connection's
