@@ -129,21 +129,20 @@ impl Session {
         zone
     }
 
-    /// A TCP session for a connection accepted on `addr` from `peer`
-    /// (descriptor `fd`), with nginx's first lines about it.
-    pub fn tcp(
+    /// A session's state as its phases start, for a client `peer` of
+    /// `addr` (a datagram one when `udp`): no PROXY header, TLS, preread
+    /// or tries yet, counted open in its address's zone.
+    pub fn new(
         w: Rc<WorkerCtx>,
         conf: Arc<StreamConf>,
         addr: Arc<Addr>,
         peer: SocketAddr,
         local: SocketAddr,
-        guard: ConnGuard,
-        fd: i32,
+        udp: bool,
     ) -> Session {
         let unix = addr.unix.is_some();
-        let debug = crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), unix);
-        let s = Session {
-            debug,
+        Session {
+            debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), unix),
             zone: Session::open_zone(&w, &addr),
             id: w.next_serial(),
             w,
@@ -154,7 +153,7 @@ impl Session {
             unix_name: Box::default(),
             peer,
             local,
-            udp: false,
+            udp,
             start: crate::clock::mono(),
             status: Cell::new(200),
             bytes_sent: Cell::new(0),
@@ -167,10 +166,27 @@ impl Session {
             tls: RefCell::new(None),
             limit_status: Cell::new(""),
             srv: std::cell::OnceCell::new(),
-            guard: RefCell::new(Some(guard)),
+            guard: RefCell::new(None),
             passed: Cell::new(false),
             close_line: Cell::new(None),
-        };
+        }
+    }
+
+    /// A TCP session for a connection accepted on `addr` from `peer`
+    /// (descriptor `fd`), holding the worker's connection slot `guard`,
+    /// with nginx's first lines about it.
+    pub fn tcp(
+        w: Rc<WorkerCtx>,
+        conf: Arc<StreamConf>,
+        addr: Arc<Addr>,
+        peer: SocketAddr,
+        local: SocketAddr,
+        guard: ConnGuard,
+        fd: i32,
+    ) -> Session {
+        let s = Session::new(w, conf, addr, peer, local, false);
+        *s.guard.borrow_mut() = Some(guard);
+        let debug = s.debug;
         let conf = &s.addr.server.conf;
         if s.addr.unix.is_some() {
             crate::log_debug!(conf.error_log, debug, "*{} accept: unix: fd:{}", s.id, fd);

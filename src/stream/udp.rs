@@ -19,7 +19,7 @@ use std::time::Instant;
 use tokio::sync::Notify;
 
 use super::conf::{Content, Pass, StreamConf};
-use super::session::{Close, Session, Try, UpInfo};
+use super::session::{Close, Session, Try};
 use super::udp_inline::{Inline, Key, Step};
 use super::udp_socket::{Client, Listening};
 use crate::config::family::Socket;
@@ -287,36 +287,10 @@ fn new_session(
     from: &Client,
     local: std::net::SocketAddr,
 ) -> Session {
-    let peer = from.addr();
-    Session {
-        debug: crate::log::debug::matches(&w.cfg.main.debug_connection, peer.ip(), from.is_unix()),
-        zone: Session::open_zone(&w, &addr),
-        id: w.next_serial(),
-        w,
-        conf: sc,
-        addr,
-        client: Cell::new(peer),
-        client_unix: Cell::new(from.is_unix()),
-        unix_name: from.unix_name().into(),
-        peer,
-        local,
-        udp: true,
-        start: crate::clock::mono(),
-        status: Cell::new(200),
-        bytes_sent: Cell::new(0),
-        bytes_received: Cell::new(0),
-        up: RefCell::new(UpInfo::default()),
-        vars: RefCell::new(Vec::new()),
-        named: RefCell::new(Vec::new()),
-        proxy_protocol: None,
-        preread: RefCell::new(None),
-        tls: RefCell::new(None),
-        limit_status: Cell::new(""),
-        srv: std::cell::OnceCell::new(),
-        guard: RefCell::new(None),
-        passed: std::cell::Cell::new(false),
-        close_line: std::cell::Cell::new(None),
-    }
+    let mut s = Session::new(w, sc, addr, from.addr(), local, true);
+    s.client_unix.set(from.is_unix());
+    s.unix_name = from.unix_name().into();
+    s
 }
 
 #[allow(clippy::too_many_arguments)]
