@@ -230,3 +230,42 @@ fn many_includes_and_a_stub_with_its_own_include_keep_page_order() {
     // The same page again (the worker's spare buffers reused).
     assert_eq!(s.get("/many.html").text(), "1P12{P1}3P24P15P26\n");
 }
+
+/// nginx's subrequests share the main request's `$request_id`: one id on
+/// the page, in its includes (files and generated answers, nested, set
+/// into a variable) and in the access log, whichever request reads it
+/// first; another page gets another.
+#[test]
+fn a_page_and_its_includes_share_one_request_id() {
+    let s = builder()
+        .http(
+            r#"log_format ids '$request_id';
+            server {
+                listen 127.0.0.1:{port};
+                root {prefix}/html;
+                access_log logs/ids.log ids;
+                location / { ssi on; }
+                location = /id { return 200 "<$request_id>"; }
+            }"#,
+        )
+        .file(
+            "html/first.html",
+            "a<!--#include virtual=\"/id\" -->b<!--#include virtual=\"/nested.html\" -->\
+             c<!--#include virtual=\"/id\" set=\"v\" --><!--#echo var=\"v\" encoding=\"none\" -->\
+             d<!--#echo var=\"request_id\" -->\n",
+        )
+        .file("html/nested.html", "[<!--#include virtual=\"/id\" -->]")
+        .file("html/echo_first.html", "<!--#echo var=\"request_id\" -->|<!--#include virtual=\"/id\" -->\n")
+        .start();
+    let a = s.get("/first.html").text();
+    let id = a[2..34].to_string();
+    assert_eq!(a, format!("a<{id}>b[<{id}>]c<{id}>d{id}\n"));
+    assert!(id.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+    let b = s.get("/echo_first.html").text();
+    let id2 = b[..32].to_string();
+    assert_eq!(b, format!("{id2}|<{id2}>\n"));
+    assert_ne!(id, id2);
+    // Subrequests are not logged (`log_subrequest off`).
+    let lines = common::wait_lines(&s.path("logs/ids.log"), 2, common::LOG_WAIT);
+    assert_eq!(lines, [id, id2]);
+}

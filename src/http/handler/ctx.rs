@@ -336,17 +336,28 @@ fn random_id(id: &mut [u8; 16]) -> bool {
 impl<'c, 'a> ReqCtx<'c, 'a> {
     /// `$request_id`'s bytes, made on first use: nginx's 16 random bytes
     /// (printed as 32 hex digits).
+    /// An SSI subrequest takes the one of its page (`ssi::Shared`),
+    /// made there by whichever request of the page reads it first.
     pub fn request_id(&self) -> [u8; 16] {
         if let Some(id) = self.request_id.get() {
             return id;
         }
+        let shared = self.ssi.as_deref().map(|s| &s.request_id);
+        let id = shared.and_then(std::cell::Cell::get).unwrap_or_else(|| self.new_request_id());
+        self.request_id.set(Some(id));
+        if let Some(cell) = shared {
+            cell.set(Some(id));
+        }
+        id
+    }
+
+    fn new_request_id(&self) -> [u8; 16] {
         let mut id = [0u8; 16];
         if !random_id(&mut id) {
             id[..8].copy_from_slice(&self.conn.id.to_le_bytes());
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
             id[8..].copy_from_slice(&now.map_or(0, |d| d.as_nanos() as u64).to_le_bytes());
         }
-        self.request_id.set(Some(id));
         id
     }
 

@@ -52,6 +52,7 @@ pub async fn run(w: &WorkerCtx, ctx: &ReqCtx<'_, '_>) {
         PostAction::Named(n) => (ctx.req.path.to_vec(), ctx.req.args.as_deref().map(<[u8]>::to_vec), Some(&**n)),
     };
     let mut sub = subrequest::child(ctx, ctx.req.method, path, args);
+    sub.request_id.set(Some(ctx.request_id()));
     let resp = crate::http::handler::route(&mut sub, named);
     let resp = subrequest::settle(w, &mut sub, resp).await;
     // An origin's answer is read to its end (its connection goes back to

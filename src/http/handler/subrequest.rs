@@ -130,6 +130,17 @@ pub fn start<'c, 'a>(
     let mut sub = child(parent, Method::Get, path, args);
     sub.body_only = true;
     sub.ssi = ssi.or_else(|| parent.ssi.clone());
+    match &sub.ssi {
+        // Made when first read, in the page's store: the SSI filter gives
+        // it to the page's own request once its subrequests are done
+        // (`ssi::run`).
+        Some(shared) => {
+            if let Some(id) = sub.request_id.get() {
+                shared.request_id.set(Some(id));
+            }
+        }
+        None => sub.request_id.set(Some(parent.request_id())),
+    }
     let resp = crate::http::handler::route(&mut sub, None);
     let resp = crate::http::handler::finish_subrequest(&mut sub, resp);
     if crate::http::handler::suspended(&sub) || matches!(resp.body, Body::Proxy) {
@@ -237,8 +248,10 @@ pub(crate) fn child<'c, 'a>(
     sub.sub_depth = parent.sub_depth + 1;
     // An internal request: `internal` locations answer it.
     sub.redirects = 1;
-    // nginx's subrequests share the main request's `$request_id`.
-    sub.request_id.set(Some(parent.request_id()));
+    // nginx's subrequests share the main request's `$request_id`: the
+    // caller makes one if the parent has none yet ([`start`] leaves it to
+    // an SSI page's first reader).
+    sub.request_id.set(parent.request_id.get());
     sub
 }
 

@@ -193,6 +193,10 @@ pub fn processes(ctx: &ReqCtx<'_, '_>, content_type: Option<&str>) -> bool {
 #[derive(Default, Debug)]
 pub struct Shared {
     pub vars: std::cell::RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// The main request's `$request_id` once some request of the page
+    /// made it: the subrequests share it without one being made for
+    /// every page (`ReqCtx::request_id`), most pages never reading it.
+    pub request_id: std::cell::Cell<Option<[u8; 16]>>,
 }
 
 impl Shared {

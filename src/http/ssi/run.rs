@@ -120,6 +120,15 @@ impl Ssi {
         }
     }
 
+    /// The page's `$request_id` as a subrequest made it (in the shared
+    /// store): the page's request takes it before it goes on, so the page
+    /// and its includes show one id.
+    fn take_request_id(&self, ctx: &ReqCtx<'_, '_>) {
+        if ctx.request_id.get().is_none() {
+            ctx.request_id.set(self.shared.request_id.get());
+        }
+    }
+
     /// The store of SSI variables that this page's subrequests share.
     pub fn shared(&self) -> &Rc<super::Shared> {
         &self.shared
@@ -193,6 +202,7 @@ impl Ssi {
                 queued[i].answer = Some(r);
             }
         }
+        self.take_request_id(ctx);
         // The answers go into their places as the output past the first
         // include is put together again (a stub block's own includes run
         // in its place).
@@ -549,6 +559,7 @@ impl Ssi {
         }
         let answer =
             crate::http::handler::subrequest::fetch(w, ctx, path, args, set.is_some(), Some(self.shared.clone())).await;
+        self.take_request_id(ctx);
         if matches!(answer, Err(crate::http::handler::subrequest::Failed::TooBig)) {
             self.aborted = true;
             return Err(String::new());
