@@ -143,37 +143,44 @@ pub fn start<'c, 'a>(
     }
     let resp = crate::http::handler::route(&mut sub, None);
     let resp = crate::http::handler::finish_subrequest(&mut sub, resp);
+    let mut resp = resp;
     if crate::http::handler::suspended(&sub) || matches!(resp.body, Body::Proxy) {
         return Started::Waiting(Box::new(Rest { sub, resp, settled: false, in_memory }));
     }
-    settled(w, sub, resp, in_memory)
+    match settled(w, &sub, &mut resp, in_memory) {
+        Some(r) => Started::Done(r),
+        None => Started::Waiting(Box::new(Rest { sub, resp, settled: true, in_memory })),
+    }
 }
 
-/// A settled response's answer: its body gathered now, or what waits.
-fn settled<'c, 'a>(
+/// A settled response's answer, its body gathered now; None for a body
+/// that must be awaited (left in `resp`). The request and response are
+/// borrowed: moving them (large structures) cost more than the rest for
+/// an included file.
+fn settled(
     w: &WorkerCtx,
-    sub: ReqCtx<'c, 'a>,
-    mut resp: crate::http::response::Response<'c>,
+    sub: &ReqCtx<'_, '_>,
+    resp: &mut crate::http::response::Response<'_>,
     in_memory: bool,
-) -> Started<'c, 'a> {
-    let limit = limit(&sub, in_memory);
+) -> Option<Result<Answer, Failed>> {
+    let limit = limit(sub, in_memory);
     if let Some(n) = resp.body.known_len().filter(|&n| n > limit as u64) {
         // nginx's postpone filter judges a declared length before reading.
         log_req!(sub, Level::Error, "too big subrequest response: {} while sending to client", n);
         if let Body::Upstream(up) = &mut resp.body {
             crate::http::proxy::release_as(w, up, true);
         }
-        return Started::Done(Err(Failed::TooBig));
+        return Some(Err(Failed::TooBig));
     }
     let status = resp.status;
     let mut out = Vec::new();
     // Most answers (files, in-memory pages) are read without waiting.
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     match gather_now(body, &mut out, limit) {
-        Ok(read) => Started::Done(answer(&sub, status, read, out)),
+        Ok(read) => Some(answer(sub, status, read, out)),
         Err(body) => {
             resp.body = body;
-            Started::Waiting(Box::new(Rest { sub, resp, settled: true, in_memory }))
+            None
         }
     }
 }
@@ -210,13 +217,8 @@ pub async fn finish(w: &WorkerCtx, rest: Box<Rest<'_, '_>>) -> Result<Answer, Fa
     let mut resp = resp;
     if !done {
         resp = settle_rest(w, &mut sub, resp).await;
-        match settled(w, sub, resp, in_memory) {
-            Started::Done(r) => return r,
-            Started::Waiting(r) => {
-                let r = *r;
-                sub = r.sub;
-                resp = r.resp;
-            }
+        if let Some(r) = settled(w, &sub, &mut resp, in_memory) {
+            return r;
         }
     }
     let limit = limit(&sub, in_memory);
