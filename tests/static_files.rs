@@ -75,6 +75,9 @@ fn server() -> TestServer {
         .file("html/UP.JSON", "{}")
         .file("html/typed/a.cst", "c\n")
         .file("html/typed/b.css", "b\n")
+        .file("html/typed/d.cst/plain", "p\n")
+        .file("html/typed/dot.", "d\n")
+        .file("html/typed/c.CsT", "u\n")
         .file("html/tf/real.txt", "real\n")
         .file("html/tf/d/index.html", "tf dir index\n")
         .file("html/tf404/real.txt", "real\n")
@@ -207,6 +210,10 @@ fn mime_types_and_default_type() {
     assert_eq!(ct("/typed/b.css"), "text/x-fallback");
     // extensions are matched case-insensitively
     assert_eq!(ct("/UP.JSON"), "application/json");
+    assert_eq!(ct("/typed/c.CsT"), "text/x-custom");
+    // the extension is the last segment's: none past a dot in a directory
+    assert_eq!(ct("/typed/d.cst/plain"), "text/x-fallback");
+    assert_eq!(ct("/typed/dot."), "text/x-fallback");
 }
 
 #[test]

@@ -281,7 +281,7 @@ fn default_main(prefix: &Path) -> MainConf {
 fn default_loc(prefix: &Path) -> LocConf {
     let mut types = crate::config::model::MimeMap::default();
     for (ext, t) in [("html", "text/html"), ("gif", "image/gif"), ("jpg", "image/jpeg")] {
-        types.insert(ext.to_string(), Arc::<str>::from(t));
+        types.insert(ext.as_bytes().into(), Arc::<str>::from(t));
     }
     LocConf {
         root: DocRoot { path: prefix.join("html").to_string_lossy().into_owned(), template: None, alias_len: None },

@@ -209,8 +209,9 @@ pub enum Matcher {
 }
 
 /// `types {}`: extension to MIME type, looked up for every file served
-/// (foldhash: SipHash's cost shows per request).
-pub type MimeMap = HashMap<String, Arc<str>, foldhash::fast::RandomState>;
+/// (foldhash: SipHash's cost shows per request), keyed by the extension's
+/// bytes in lower case: a URI's extension is looked up with no UTF-8 check.
+pub type MimeMap = HashMap<Box<[u8]>, Arc<str>, foldhash::fast::RandomState>;
 
 /// Settings of the http, server and location levels. A child level starts
 /// as a copy of its parent (minus what nginx does not inherit) and then

@@ -58,7 +58,7 @@ pub fn types_block(c: &mut LocConf, d: &Directive) -> R {
         }
         let mime: Arc<str> = Arc::from(entry.name.as_str());
         for ext in &entry.args {
-            map.insert(ext.text.to_ascii_lowercase(), mime.clone());
+            map.insert(ext.text.to_ascii_lowercase().into_bytes().into_boxed_slice(), mime.clone());
         }
     }
     Ok(())

@@ -31,20 +31,25 @@ pub fn map_path(ctx: &ReqCtx<'_, '_>, uri: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Type by the URI's extension (as nginx's `r->exten`), else default_type.
+/// Type by the URI's extension (as nginx's `r->exten`: past the last `.`
+/// of the last segment), else default_type. An extension in lower case
+/// (most) is looked up as it is, with no copy.
 pub fn content_type<'c>(conf: &'c LocConf, uri: &[u8]) -> &'c str {
-    let last = uri.rsplit(|&b| b == b'/').next().unwrap_or(b"");
-    if let Some(dot) = last.iter().rposition(|&b| b == b'.') {
-        let ext = &last[dot + 1..];
-        if !ext.is_empty() && ext.len() <= 16 {
+    let ext = match uri.iter().rposition(|&b| b == b'.' || b == b'/') {
+        Some(i) if uri[i] == b'.' => &uri[i + 1..],
+        _ => &[][..],
+    };
+    if !ext.is_empty() && ext.len() <= 16 {
+        let found = if ext.iter().any(u8::is_ascii_uppercase) {
             let mut lower = [0u8; 16];
             lower[..ext.len()].copy_from_slice(ext);
             lower[..ext.len()].make_ascii_lowercase();
-            if let Ok(e) = std::str::from_utf8(&lower[..ext.len()])
-                && let Some(t) = conf.types.get(e)
-            {
-                return t;
-            }
+            conf.types.get(&lower[..ext.len()])
+        } else {
+            conf.types.get(ext)
+        };
+        if let Some(t) = found {
+            return t;
         }
     }
     &conf.default_type
