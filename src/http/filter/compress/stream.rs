@@ -159,6 +159,7 @@ impl Compressed {
         let mut c = Compressed::new(Coding::Gzip, inner, 0, 0);
         c.coding = None;
         c.ssi = Some(ssi);
+        c.scratch = crate::http::ssi::bufs::bytes(0);
         c
     }
 
@@ -188,6 +189,9 @@ impl Compressed {
     /// Adds the SSI stage after the sub filter.
     pub fn add_ssi(&mut self, ssi: Box<Ssi>) {
         self.ssi = Some(ssi);
+        if self.scratch.capacity() == 0 {
+            self.scratch = crate::http::ssi::bufs::bytes(0);
+        }
         self.declared_len = None;
     }
 
@@ -241,6 +245,9 @@ impl Compressed {
         if let Some(err) = failed.take() {
             return Err(StreamError::Upstream(err));
         }
+        // An SSI page's piece buffer comes from the SSI pages' spares and
+        // goes back there at the end (one allocation less a page).
+        let pooled = ssi.is_some();
         let mut st = Stages { gunzip, sub, charset, ssi, w, ctx };
         loop {
             if *done {
@@ -373,7 +380,10 @@ impl Compressed {
                     e.write(&held, out).map_err(StreamError::Encode)?;
                     e.finish(out).map_err(StreamError::Encode)?;
                 }
-                *scratch = Vec::new();
+                let spent = std::mem::take(scratch);
+                if pooled {
+                    crate::http::ssi::bufs::give(spent);
+                }
                 *zout += (out.len() - before) as u64;
                 return Ok(false);
             }
