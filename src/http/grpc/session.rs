@@ -215,11 +215,18 @@ impl Session {
         }
         let id = self.next_id;
         self.next_id = self.next_id.saturating_add(2);
+        // The last stream's queues keep their room for this one.
+        let mut data = std::mem::take(&mut self.st.data);
+        data.clear();
+        let mut gathered = std::mem::take(&mut self.st.block);
+        gathered.clear();
         self.st = Stream {
             id,
             output_closed: end_stream,
             send_window: self.init_window,
             recv_window: i64::from(MAX_WINDOW),
+            data,
+            block: gathered,
             ..Stream::default()
         };
         self.header_limit = header_limit.max(1);
@@ -479,14 +486,20 @@ impl Session {
         if self.st.block.len() + frag.len() > self.header_limit.saturating_mul(2).max(FRAME_SIZE * 8) {
             return Err(too_large());
         }
-        self.st.block.extend_from_slice(frag);
+        // A block in one HEADERS frame (the usual case) is decoded where
+        // it lies; one split over CONTINUATION frames is gathered first.
+        let whole = h.kind == HEADERS && h.flags & END_HEADERS != 0;
+        if !whole {
+            self.st.block.extend_from_slice(frag);
+        }
         if h.flags & END_HEADERS == 0 {
             return Ok(());
         }
         self.st.parsing_headers = false;
-        let mut fields = Fields { buf: Vec::with_capacity(self.st.block.len() * 2 + 64), ends: Vec::with_capacity(12) };
+        let block: &[u8] = if whole { frag } else { &self.st.block };
+        let mut fields = Fields { buf: Vec::with_capacity(block.len() * 2 + 64), ends: Vec::with_capacity(12) };
         // The block's room is kept for the next one.
-        let decoded = self.dec.decode(&self.st.block, &mut |n, v, _| fields.push(n, v));
+        let decoded = self.dec.decode(block, &mut |n, v, _| fields.push(n, v));
         let end = self.st.block_end_stream;
         if decoded.is_err() {
             return Err(verdict.into());
