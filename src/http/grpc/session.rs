@@ -37,6 +37,8 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\
 /// larger frames from the origin are an error, and ours are no larger.
 pub const FRAME_SIZE: usize = 1 << 14;
 
+pub use super::fields::Fields;
+
 /// Why the connection cannot go on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failure {
@@ -46,72 +48,6 @@ pub enum Failure {
     Io(std::io::ErrorKind, String),
     /// The origin broke the protocol: nginx's log line.
     Invalid(String),
-}
-
-/// The fields of one header block, names and values in one buffer: two
-/// allocations a block rather than two a field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Fields {
-    buf: Vec<u8>,
-    /// Where each field's name ends and its value ends in `buf`.
-    ends: Vec<(usize, usize)>,
-}
-
-impl Fields {
-    pub fn push(&mut self, name: &[u8], value: &[u8]) {
-        self.buf.extend_from_slice(name);
-        let n = self.buf.len();
-        self.buf.extend_from_slice(value);
-        self.ends.push((n, self.buf.len()));
-    }
-
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// The field at `i`, if any.
-    pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        let (n, v) = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-        Some((&self.buf[start..n], &self.buf[n..v]))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        (0..self.ends.len()).filter_map(|i| self.get(i))
-    }
-
-    /// Drops the first `k` fields (the pseudo-headers of a head).
-    fn skip(&mut self, k: usize) {
-        if k == 0 {
-            return;
-        }
-        let start = self.ends.get(k - 1).map_or(self.buf.len(), |e| e.1);
-        self.buf.drain(..start);
-        self.ends.drain(..k.min(self.ends.len()));
-        for e in &mut self.ends {
-            *e = (e.0 - start, e.1 - start);
-        }
-    }
-}
-
-impl From<Vec<(Vec<u8>, Vec<u8>)>> for Fields {
-    fn from(list: Vec<(Vec<u8>, Vec<u8>)>) -> Fields {
-        let mut f = Fields::default();
-        for (n, v) in &list {
-            f.push(n, v);
-        }
-        f
-    }
-}
-
-impl PartialEq<Vec<(Vec<u8>, Vec<u8>)>> for Fields {
-    fn eq(&self, other: &Vec<(Vec<u8>, Vec<u8>)>) -> bool {
-        self.len() == other.len() && self.iter().zip(other).all(|((n, v), (on, ov))| n == on && v == ov)
-    }
 }
 
 /// The response head of the stream in flight.
@@ -497,7 +433,7 @@ impl Session {
         }
         self.st.parsing_headers = false;
         let block: &[u8] = if whole { frag } else { &self.st.block };
-        let mut fields = Fields { buf: Vec::with_capacity(block.len() * 2 + 64), ends: Vec::with_capacity(12) };
+        let mut fields = Fields::with_capacity(block.len() * 2 + 64);
         // The block's room is kept for the next one.
         let decoded = self.dec.decode(block, &mut |n, v, _| fields.push(n, v));
         let end = self.st.block_end_stream;
