@@ -30,6 +30,10 @@ use crate::http::proxy::upstream_tls::UpStream;
 /// further (nginx stops reading when its buffer is full).
 const HIGH_WATER: usize = 256 * 1024;
 
+/// The most room the writer keeps between writes for the session's next
+/// frames.
+const SPARE_ROOM: usize = 64 * 1024;
+
 /// The session and whoever waits for it to change.
 pub struct Shared {
     s: RefCell<Session>,
@@ -126,8 +130,14 @@ async fn drive(sh: Rc<Shared>, mut rd: tokio::io::ReadHalf<UpStream>, mut wr: to
         }
     };
     let writer = async {
+        // The session's queue and this one trade places, so each keeps
+        // its room: a queue taken and left empty made the next call's
+        // frames grow a new one (three or four allocations a call).
+        let mut spare = Vec::new();
         loop {
-            let out = sh.until(|s| (!s.out.is_empty()).then(|| std::mem::take(&mut s.out))).await;
+            let out = sh
+                .until(|s| (!s.out.is_empty()).then(|| std::mem::replace(&mut s.out, std::mem::take(&mut spare))))
+                .await;
             let r = match wr.write_all(&out).await {
                 Ok(()) => wr.flush().await,
                 Err(e) => Err(e),
@@ -136,6 +146,11 @@ async fn drive(sh: Rc<Shared>, mut rd: tokio::io::ReadHalf<UpStream>, mut wr: to
                 sh.s.borrow_mut().fail(Failure::Io(e.kind(), e.to_string()));
                 sh.wake();
                 return;
+            }
+            // A large body's room is not kept for the calls after it.
+            if out.capacity() <= SPARE_ROOM {
+                spare = out;
+                spare.clear();
             }
         }
     };

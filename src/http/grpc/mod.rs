@@ -8,6 +8,7 @@
 //!
 //! - [`session`]: HTTP/2's client side as nginx's module frames it (no
 //!   I/O): one stream at a time, windows, the response and its errors;
+//! - [`fields`]: a response head's or trailers' fields as it decodes them;
 //! - [`client`]: the connection on the origin's socket that drives it;
 //! - [`head`]: the request's head as nginx's module builds it
 //!   (`:authority`, the client's headers, `grpc_set_header`), written as
@@ -19,6 +20,7 @@
 
 pub mod client;
 pub mod conf;
+pub mod fields;
 pub mod head;
 pub mod session;
 

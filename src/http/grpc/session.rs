@@ -37,6 +37,8 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\
 /// larger frames from the origin are an error, and ours are no larger.
 pub const FRAME_SIZE: usize = 1 << 14;
 
+pub use super::fields::Fields;
+
 /// Why the connection cannot go on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failure {
@@ -46,72 +48,6 @@ pub enum Failure {
     Io(std::io::ErrorKind, String),
     /// The origin broke the protocol: nginx's log line.
     Invalid(String),
-}
-
-/// The fields of one header block, names and values in one buffer: two
-/// allocations a block rather than two a field.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Fields {
-    buf: Vec<u8>,
-    /// Where each field's name ends and its value ends in `buf`.
-    ends: Vec<(usize, usize)>,
-}
-
-impl Fields {
-    pub fn push(&mut self, name: &[u8], value: &[u8]) {
-        self.buf.extend_from_slice(name);
-        let n = self.buf.len();
-        self.buf.extend_from_slice(value);
-        self.ends.push((n, self.buf.len()));
-    }
-
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// The field at `i`, if any.
-    pub fn get(&self, i: usize) -> Option<(&[u8], &[u8])> {
-        let (n, v) = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-        Some((&self.buf[start..n], &self.buf[n..v]))
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        (0..self.ends.len()).filter_map(|i| self.get(i))
-    }
-
-    /// Drops the first `k` fields (the pseudo-headers of a head).
-    fn skip(&mut self, k: usize) {
-        if k == 0 {
-            return;
-        }
-        let start = self.ends.get(k - 1).map_or(self.buf.len(), |e| e.1);
-        self.buf.drain(..start);
-        self.ends.drain(..k.min(self.ends.len()));
-        for e in &mut self.ends {
-            *e = (e.0 - start, e.1 - start);
-        }
-    }
-}
-
-impl From<Vec<(Vec<u8>, Vec<u8>)>> for Fields {
-    fn from(list: Vec<(Vec<u8>, Vec<u8>)>) -> Fields {
-        let mut f = Fields::default();
-        for (n, v) in &list {
-            f.push(n, v);
-        }
-        f
-    }
-}
-
-impl PartialEq<Vec<(Vec<u8>, Vec<u8>)>> for Fields {
-    fn eq(&self, other: &Vec<(Vec<u8>, Vec<u8>)>) -> bool {
-        self.len() == other.len() && self.iter().zip(other).all(|((n, v), (on, ov))| n == on && v == ov)
-    }
 }
 
 /// The response head of the stream in flight.
@@ -215,11 +151,18 @@ impl Session {
         }
         let id = self.next_id;
         self.next_id = self.next_id.saturating_add(2);
+        // The last stream's queues keep their room for this one.
+        let mut data = std::mem::take(&mut self.st.data);
+        data.clear();
+        let mut gathered = std::mem::take(&mut self.st.block);
+        gathered.clear();
         self.st = Stream {
             id,
             output_closed: end_stream,
             send_window: self.init_window,
             recv_window: i64::from(MAX_WINDOW),
+            data,
+            block: gathered,
             ..Stream::default()
         };
         self.header_limit = header_limit.max(1);
@@ -479,14 +422,20 @@ impl Session {
         if self.st.block.len() + frag.len() > self.header_limit.saturating_mul(2).max(FRAME_SIZE * 8) {
             return Err(too_large());
         }
-        self.st.block.extend_from_slice(frag);
+        // A block in one HEADERS frame (the usual case) is decoded where
+        // it lies; one split over CONTINUATION frames is gathered first.
+        let whole = h.kind == HEADERS && h.flags & END_HEADERS != 0;
+        if !whole {
+            self.st.block.extend_from_slice(frag);
+        }
         if h.flags & END_HEADERS == 0 {
             return Ok(());
         }
         self.st.parsing_headers = false;
-        let mut fields = Fields { buf: Vec::with_capacity(self.st.block.len() * 2 + 64), ends: Vec::with_capacity(12) };
+        let block: &[u8] = if whole { frag } else { &self.st.block };
+        let mut fields = Fields::with_capacity(block.len() * 2 + 64);
         // The block's room is kept for the next one.
-        let decoded = self.dec.decode(&self.st.block, &mut |n, v, _| fields.push(n, v));
+        let decoded = self.dec.decode(block, &mut |n, v, _| fields.push(n, v));
         let end = self.st.block_end_stream;
         if decoded.is_err() {
             return Err(verdict.into());

@@ -20,12 +20,6 @@ pub struct Gone;
 #[derive(Clone, Copy)]
 pub struct BadRequest;
 
-/// A request's header block length (HEADERS and CONTINUATION payloads
-/// without padding or priority), set by the own loop for
-/// `$request_length`; the `h2` crate does not tell it.
-#[derive(Clone, Copy)]
-pub struct HeadBlockLen(pub u64);
-
 impl From<h2::Error> for Gone {
     fn from(_: h2::Error) -> Gone {
         Gone

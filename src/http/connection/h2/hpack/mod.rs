@@ -11,6 +11,7 @@
 //! buffer otherwise), and encoding writes straight into the frame buffer.
 //!
 //! * `huffman`: the Huffman code, decoded a nibble at a time.
+//! * `memo`: the codings of short strings that repeat, per thread.
 //! * `table`: the static table and the dynamic table.
 //! * `decode`: header blocks from the client.
 //! * `encode`: response header blocks.
@@ -18,6 +19,7 @@
 pub mod decode;
 pub mod encode;
 pub use hpack_huffman as huffman;
+mod memo;
 pub mod table;
 
 pub use decode::Decoder;
@@ -140,13 +142,22 @@ pub fn get_str_as<'a>(
         return Ok(raw);
     }
     buf.clear();
+    let kind = if lenient { memo::Kind::DecodeLenient } else { memo::Kind::Decode };
+    if memo::get(kind, raw, buf) {
+        return Ok(&buf[..]);
+    }
     let decoded = if lenient { huffman::decode_lenient(raw, buf) } else { huffman::decode(raw, buf) };
     decoded.map_err(|_| Error::Huffman)?;
+    memo::put(kind, raw, buf);
     Ok(&buf[..])
 }
 
 /// Writes a string literal, Huffman-coded when that is shorter.
 pub fn put_str(dst: &mut Vec<u8>, s: &[u8]) {
+    if memo::get(memo::Kind::Encode, s, dst) {
+        return;
+    }
+    let start = dst.len();
     let h = huffman::encoded_len(s);
     if h < s.len() {
         put_int(dst, 0x80, 7, h);
@@ -155,6 +166,7 @@ pub fn put_str(dst: &mut Vec<u8>, s: &[u8]) {
         put_int(dst, 0, 7, s.len());
         dst.extend_from_slice(s);
     }
+    memo::put(memo::Kind::Encode, s, &dst[start..]);
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! `trailers`, the pseudo-headers each method needs. A block that breaks
 //! them is a malformed request: a stream error, not a response.
 
+use std::borrow::Cow;
+
 use super::super::hpack::{self, Decoder};
 use super::super::request;
 
@@ -25,13 +27,17 @@ pub struct Req {
 const CONNECTION_SPECIFIC: &[&[u8]] =
     &[b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade"];
 
+/// A pseudo-header's value: the usual methods and schemes borrowed from
+/// static text, others copied.
+type Pseudo = Cow<'static, [u8]>;
+
 #[derive(Default)]
 struct Fields {
-    method: Option<Vec<u8>>,
-    scheme: Option<Vec<u8>>,
-    authority: Option<Vec<u8>>,
-    path: Option<Vec<u8>>,
-    protocol: Option<Vec<u8>>,
+    method: Option<Pseudo>,
+    scheme: Option<Pseudo>,
+    authority: Option<Pseudo>,
+    path: Option<Pseudo>,
+    protocol: Option<Pseudo>,
     headers: http::HeaderMap,
     /// Fields with values `headers` cannot hold (see `RawFields`).
     raw: Vec<(http::HeaderName, Vec<u8>)>,
@@ -65,7 +71,7 @@ impl Fields {
                 _ => None,
             };
             match slot {
-                Some(s) if s.is_none() => *s = Some(value.to_vec()),
+                Some(s) if s.is_none() => *s = Some(pseudo_value(value)),
                 _ => self.malformed = true,
             }
             return;
@@ -107,6 +113,19 @@ impl Fields {
             _ => self.malformed = true,
         }
     }
+}
+
+/// Two allocations a request saved: `:method` and `:scheme` are nearly
+/// always one of these.
+fn pseudo_value(v: &[u8]) -> Pseudo {
+    Cow::Borrowed(match v {
+        b"GET" => b"GET",
+        b"POST" => b"POST",
+        b"HEAD" => b"HEAD",
+        b"http" => b"http",
+        b"https" => b"https",
+        _ => return Cow::Owned(v.to_vec()),
+    })
 }
 
 /// Values every gRPC call sends (`te: trailers`, `content-type:
@@ -153,7 +172,7 @@ fn build(f: Fields) -> Option<Req> {
         // A plain CONNECT: :authority (RFC 9113 8.5). One that also has
         // :scheme and :path is taken as the request it looks like, so
         // that it gets nginx's 405 rather than a reset.
-        http::Uri::builder().authority(f.authority?).build().ok()?
+        http::Uri::builder().authority(f.authority?.into_owned()).build().ok()?
     } else {
         if f.protocol.is_some() && !connect {
             return None;
@@ -164,9 +183,9 @@ fn build(f: Fields) -> Option<Req> {
         }
         let mut b = http::Uri::builder();
         if let Some(a) = f.authority {
-            b = b.scheme(&scheme[..]).authority(a);
+            b = b.scheme(&scheme[..]).authority(a.into_owned());
         }
-        b.path_and_query(path).build().ok()?
+        b.path_and_query(path.into_owned()).build().ok()?
     };
     let mut req = http::Request::new(());
     *req.method_mut() = method;

@@ -459,7 +459,9 @@ impl Loop {
     }
 
     /// Starts a request's handler and polls it once, here.
-    fn dispatch(&mut self, id: u32, req: http::Request<()>) {
+    /// Starts a stream's handler; `block_len` is its request's header
+    /// block length, for `$request_length`.
+    fn dispatch(&mut self, id: u32, req: http::Request<()>, block_len: Option<u64>) {
         self.requests += 1;
         self.w.metrics.h2_stream();
         self.shared.active.set(self.shared.active.get() + 1);
@@ -479,7 +481,8 @@ impl Loop {
             debug: info.debug,
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
-        super::start_stream(self.w.clone(), self.group, sinfo, req, Respond::Own(respond), self.shared.clone());
+        let respond = Respond::Own(respond);
+        super::start_stream(self.w.clone(), self.group, sinfo, req, block_len, respond, self.shared.clone());
         if !self.goaway_sent
             && (self.requests >= self.keepalive_requests || self.info.past_keepalive_time(self.keepalive_time))
         {

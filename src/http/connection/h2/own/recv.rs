@@ -4,7 +4,6 @@
 //! request header block handed to `Loop::dispatch`.
 
 use super::super::frame::{self, Code, Frame, FrameError, Head};
-use super::super::handle::HeadBlockLen;
 use super::super::hpack;
 use super::Loop;
 use super::headers::{self, Refuse};
@@ -512,7 +511,7 @@ impl Loop {
                     s.malformed = true;
                 }
                 drop(st);
-                self.dispatch(id, headers::malformed_placeholder());
+                self.dispatch(id, headers::malformed_placeholder(), None);
                 return Ok(());
             }
             Err(_) => {
@@ -540,14 +539,12 @@ impl Loop {
                 s.malformed = true;
             }
             drop(st);
-            self.dispatch(id, headers::malformed_placeholder());
+            self.dispatch(id, headers::malformed_placeholder(), None);
             return Ok(());
         }
         st.open_stream(id, end, r.content_length);
         drop(st);
-        let mut req = r.req;
-        req.extensions_mut().insert(HeadBlockLen(block.len() as u64));
-        self.dispatch(id, req);
+        self.dispatch(id, r.req, Some(block.len() as u64));
         Ok(())
     }
 }
