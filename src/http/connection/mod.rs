@@ -95,6 +95,9 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
         match sniff_preface(&tcp, timeout).await {
             Some(Proto::H2) => {
                 info.http2 = true;
+                if g.default_server.conf.tcp_nodelay {
+                    let _ = tcp.set_nodelay(true);
+                }
                 if h2::own::enabled() {
                     h2::own::serve(tcp, info, group, guard).await
                 } else {
@@ -132,6 +135,15 @@ async fn serve_tls(
     info.tls = Some(Rc::new(tinfo));
     if h2 {
         info.http2 = true;
+        // nginx sets TCP_NODELAY on every HTTP/2 connection (the default
+        // server's `tcp_nodelay`): frames of many streams interleave, and
+        // a small write (a WINDOW_UPDATE, a PING ack) before an answer
+        // would otherwise hold the answer back until the client's delayed
+        // ACK, 40 ms, as gRPC calls one at a time showed.
+        let g = &guard.0.cfg.http.listens[group];
+        if g.default_server.conf.tcp_nodelay {
+            let _ = tls.get_ref().0.tcp().set_nodelay(true);
+        }
         if h2::own::enabled() {
             h2::own::serve(tls, info, group, guard).await
         } else {
