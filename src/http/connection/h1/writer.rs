@@ -28,7 +28,7 @@ thread_local! {
     static LAST_MODIFIED: std::cell::Cell<(u64, [u8; 29])> = const { std::cell::Cell::new((u64::MAX, [0; 29])) };
 }
 
-fn last_modified(t: u64) -> [u8; 29] {
+pub fn last_modified(t: u64) -> [u8; 29] {
     LAST_MODIFIED.with(|c| {
         let (secs, d) = c.get();
         if secs == t {

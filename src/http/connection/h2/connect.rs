@@ -124,10 +124,8 @@ pub async fn run<'c>(
     // The 101 as RFC 8441's 2xx: no framing fields (RFC 9110 9.3.6), and
     // no accept value, which belongs to the HTTP/1.1 handshake.
     resp.status = 200;
-    let mut hdr = super::response::head(&resp, ctx.conf.server_tokens);
-    hdr.headers_mut().remove(http::header::CONTENT_LENGTH);
-    hdr.headers_mut().remove(http::header::SEC_WEBSOCKET_ACCEPT);
-    let (end, sent) = match respond.send_response(hdr, false) {
+    let hdr = super::response::Head { resp: &resp, server_tokens: ctx.conf.server_tokens, tunnel: true };
+    let (end, sent) = match respond.send_response(&hdr, false) {
         Ok(tx) => tunnel(tx, body, &mut up, ctx.conf, ctx.conn.id).await,
         Err(_) => (End::Failed, 0),
     };

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use h2::Reason;
 
 use super::own::handles as own;
+use super::response::Head;
 
 /// The stream or its connection is gone (reset, closed, broken).
 #[derive(Debug)]
@@ -45,9 +46,9 @@ pub enum Rx {
 }
 
 impl Respond {
-    pub fn send_response(&mut self, head: http::Response<()>, end: bool) -> Result<Tx, Gone> {
+    pub fn send_response(&mut self, head: &Head<'_, '_>, end: bool) -> Result<Tx, Gone> {
         match self {
-            Respond::Crate(r) => Ok(Tx::Crate(r.send_response(head, end)?)),
+            Respond::Crate(r) => Ok(Tx::Crate(r.send_response(super::response::crate_head(head), end)?)),
             Respond::Own(r) => Ok(Tx::Own(r.send_response(head, end)?)),
         }
     }

@@ -321,7 +321,7 @@ async fn guarded(
     // Logged when this 500 is what the client got; a stream that panicked
     // after its head went out has no line, as on HTTP/1.
     let len = body.as_ref().map_or(0, |b| b.len() as u64);
-    if let Ok(mut tx) = respond.send_response(response::head(&resp, tokens), body.is_none()) {
+    if let Ok(mut tx) = respond.send_response(&response::Head::new(&resp, tokens), body.is_none()) {
         let sent = body.is_none_or(|b| tx.send_data(Bytes::from(b), true).is_ok());
         log_panicked(&w, g, &spare, method, uri, &resp, if sent { len } else { 0 }, started);
     }
@@ -397,7 +397,7 @@ async fn stream(
                 why,
                 info.peer.ip()
             );
-            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            let _ = respond.send_response(&response::Head::new(&Response::new(400), false), true);
             finish(&shared, false);
             return;
         }
@@ -434,7 +434,7 @@ async fn stream(
                 info.id,
                 info.peer.ip()
             );
-            let _ = respond.send_response(response::head(&Response::new(400), false), true);
+            let _ = respond.send_response(&response::Head::new(&Response::new(400), false), true);
             finish(&shared, false);
             return;
         }
@@ -610,7 +610,6 @@ async fn stream(
     let head_only = head.method == Method::Head || !crate::http::connection::h1::writer::has_body(resp.status);
     let segs = if head_only { Vec::new() } else { response::segments(&resp.body) };
     let total: u64 = if head_only { 0 } else { resp.body.len() };
-    let hdr = response::head(&resp, conf.server_tokens);
     // add_trailer: the stream ends with a HEADERS frame after the body.
     let trailers = !head_only && crate::http::filter::headers::expects_trailers(&ctx, resp.status);
     let end = total == 0 && !trailers;
@@ -624,7 +623,7 @@ async fn stream(
     let pace = crate::http::limit::rate::pacer(&ctx, started);
     let fin = !trailers;
     let mut open = None;
-    let sent = match respond.send_response(hdr, end).map(|mut tx| {
+    let sent = match respond.send_response(&response::Head::new(&resp, conf.server_tokens), end).map(|mut tx| {
         tx.set_chunk(conf.http2.chunk_size);
         tx
     }) {

@@ -8,10 +8,136 @@ use std::rc::Rc;
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 
-use crate::http::connection::h1::writer::has_body;
+use super::hpack::{Encoder, Indexing};
+use crate::http::connection::h1::writer::{has_body, last_modified};
 use crate::http::error_html::wire_status;
 use crate::http::handler::open_cache::OpenFile;
 use crate::http::response::{Body, Response};
+
+/// A response head to send on a stream: the pipeline's response and how
+/// it is written.
+pub struct Head<'a, 'c> {
+    pub resp: &'a Response<'c>,
+    pub server_tokens: bool,
+    /// The 200 that opens an RFC 8441 tunnel: no framing field (RFC 9110
+    /// 9.3.6) and no WebSocket accept value (the HTTP/1.1 handshake's).
+    pub tunnel: bool,
+}
+
+impl<'a, 'c> Head<'a, 'c> {
+    pub fn new(resp: &'a Response<'c>, server_tokens: bool) -> Head<'a, 'c> {
+        Head { resp, server_tokens, tunnel: false }
+    }
+}
+
+fn server_bytes(tokens: bool) -> &'static [u8] {
+    if tokens { concat!("sluice/", env!("CARGO_PKG_VERSION")).as_bytes() } else { b"sluice" }
+}
+
+/// Writes `head` as an HPACK block (after `:status`'s caller-side
+/// `begin`) straight from the response, in the order the HTTP/1 writer
+/// uses (nginx's), with no `http` types in between: names lowercased as
+/// HTTP/2 requires, connection-specific fields left out, and a value
+/// HTTP/2 cannot carry (NUL, CR, LF) or a name that is not a token
+/// dropped. Values that repeat across responses enter the dynamic table;
+/// lengths, ranges and cookies do not.
+pub fn encode(head: &Head<'_, '_>, enc: &mut Encoder, block: &mut Vec<u8>) {
+    let resp = head.resp;
+    let wire = wire_status(resp.status);
+    enc.status(wire, block);
+    // An origin's Server or Date passed with proxy_pass_header replaces ours.
+    let passed = |n: &str| !resp.headers.is_empty() && resp.header(n).is_some();
+    if !resp.no_server && !passed("server") {
+        enc.field(b"server", server_bytes(head.server_tokens), Indexing::Yes, block);
+    }
+    if !resp.no_date && !passed("date") {
+        enc.field(b"date", &crate::clock::http_date(), Indexing::Yes, block);
+    }
+    if let Some(ct) = &resp.content_type
+        && super::request::value_allowed(ct.as_bytes())
+    {
+        enc.field(b"content-type", ct.as_bytes(), Indexing::Yes, block);
+    }
+    if has_body(wire)
+        && !head.tunnel
+        && let Some(n) = resp.body.known_len()
+    {
+        let mut digits = [0u8; 20];
+        enc.field(b"content-length", decimal(n, &mut digits), Indexing::No, block);
+    }
+    let validators = matches!(wire, 200 | 206 | 304);
+    if validators && let Some(lm) = resp.last_modified {
+        enc.field(b"last-modified", &last_modified(lm), Indexing::Yes, block);
+    }
+    if let Some(loc) = &resp.location
+        && super::request::value_allowed(loc)
+    {
+        enc.field(b"location", loc, Indexing::Yes, block);
+    }
+    if validators
+        && let Some(e) = &resp.etag
+        && super::request::value_allowed(e)
+    {
+        enc.field(b"etag", e, Indexing::Yes, block);
+    }
+    let mut lower = Vec::new();
+    for (n, v) in &resp.headers {
+        let Some(name) = field_name(n.as_bytes(), &mut lower) else { continue };
+        if super::request::HOP_BY_HOP.iter().any(|h| h.as_bytes() == name)
+            || (head.tunnel && name == b"sec-websocket-accept")
+            || !super::request::value_allowed(v)
+        {
+            continue;
+        }
+        let indexing = if name == b"set-cookie" || name == b"content-length" || v.len() > 512 {
+            Indexing::No
+        } else {
+            Indexing::Yes
+        };
+        enc.field(name, v, indexing, block);
+    }
+    if let Some(cr) = &resp.content_range
+        && super::request::value_allowed(cr)
+    {
+        enc.field(b"content-range", cr, Indexing::No, block);
+    }
+    if resp.accept_ranges && wire == 200 {
+        enc.field(b"accept-ranges", b"bytes", Indexing::Yes, block);
+    }
+}
+
+/// A field name as HTTP/2 carries it: a token, lowercase (copied into
+/// `lower` only when it has capitals); None for a name that is not a
+/// token, which no HTTP version can carry.
+fn field_name<'b>(n: &'b [u8], lower: &'b mut Vec<u8>) -> Option<&'b [u8]> {
+    if n.is_empty() || !n.iter().all(|&b| is_tchar(b)) {
+        return None;
+    }
+    if !n.iter().any(u8::is_ascii_uppercase) {
+        return Some(n);
+    }
+    lower.clear();
+    lower.extend(n.iter().map(u8::to_ascii_lowercase));
+    Some(lower)
+}
+
+/// `n` in decimal, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
+}
+
+/// RFC 9110 5.6.2's token characters.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
 
 /// A header value built last, with the bytes it was built from.
 type Reused = RefCell<Option<(Vec<u8>, HeaderValue)>>;
@@ -40,11 +166,10 @@ fn reused(slot: &'static std::thread::LocalKey<Reused>, v: &[u8]) -> Option<Head
     })
 }
 
-fn server_value(tokens: bool) -> HeaderValue {
-    HeaderValue::from_static(if tokens { concat!("sluice/", env!("CARGO_PKG_VERSION")) } else { "sluice" })
-}
-
-pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
+/// `head` as the `h2` crate's response type, for its server loop (kept
+/// for comparison; the own loop encodes with `encode`).
+pub fn crate_head(head: &Head<'_, '_>) -> http::Response<()> {
+    let resp = head.resp;
     let wire = wire_status(resp.status);
     let mut out = http::Response::new(());
     *out.status_mut() = http::StatusCode::from_u16(wire).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
@@ -53,7 +178,14 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     // headers), instead of growing and rehashing as they are inserted.
     h.reserve(8 + resp.headers.len());
     if !resp.no_server {
-        h.insert(http::header::SERVER, server_value(server_tokens));
+        h.insert(
+            http::header::SERVER,
+            HeaderValue::from_static(if head.server_tokens {
+                concat!("sluice/", env!("CARGO_PKG_VERSION"))
+            } else {
+                "sluice"
+            }),
+        );
     }
     if !resp.no_date
         && let Some(v) = reused(&DATE, &crate::clock::http_date())
@@ -66,17 +198,17 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
         h.insert(http::header::CONTENT_TYPE, v);
     }
     if has_body(wire)
+        && !head.tunnel
         && let Some(n) = resp.body.known_len()
     {
         h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     let validators = matches!(wire, 200 | 206 | 304);
-    if validators && let Some(lm) = resp.last_modified {
-        let mut d = [0u8; 29];
-        crate::http::date::http_date(lm, &mut d);
-        if let Ok(v) = HeaderValue::from_bytes(&d) {
-            h.insert(http::header::LAST_MODIFIED, v);
-        }
+    if validators
+        && let Some(lm) = resp.last_modified
+        && let Ok(v) = HeaderValue::from_bytes(&last_modified(lm))
+    {
+        h.insert(http::header::LAST_MODIFIED, v);
     }
     if let Some(loc) = &resp.location
         && let Ok(v) = HeaderValue::from_bytes(loc)
@@ -89,10 +221,11 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     {
         h.insert(http::header::ETAG, v);
     }
-    let mut raw = Vec::new();
     for (n, v) in &resp.headers {
         let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else { continue };
-        if super::request::HOP_BY_HOP.contains(&name.as_str()) {
+        if super::request::HOP_BY_HOP.contains(&name.as_str())
+            || (head.tunnel && name == http::header::SEC_WEBSOCKET_ACCEPT)
+        {
             continue;
         }
         if let Ok(v) = HeaderValue::from_bytes(v) {
@@ -102,8 +235,6 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
             } else {
                 h.append(name, v);
             }
-        } else if super::request::value_allowed(v) {
-            raw.push((name, v.to_vec()));
         }
     }
     if let Some(cr) = &resp.content_range
@@ -113,9 +244,6 @@ pub fn head(resp: &Response<'_>, server_tokens: bool) -> http::Response<()> {
     }
     if resp.accept_ranges && wire == 200 {
         h.insert(http::header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    }
-    if !raw.is_empty() {
-        out.extensions_mut().insert(super::request::RawFields(raw));
     }
     out
 }
@@ -162,4 +290,76 @@ pub fn trailers(fields: &[(String, Vec<u8>)]) -> http::HeaderMap {
         }
     }
     map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::hpack::Decoder;
+    use super::*;
+    use crate::http::field_value::FieldValue;
+    use std::borrow::Cow;
+
+    fn fields(head: &Head<'_, '_>) -> Vec<(String, Vec<u8>)> {
+        let (mut enc, mut dec, mut block) = (Encoder::default(), Decoder::new(4096), Vec::new());
+        enc.begin(&mut block);
+        encode(head, &mut enc, &mut block);
+        let mut out = Vec::new();
+        dec.decode(&block, &mut |n, v, _| out.push((String::from_utf8_lossy(n).into_owned(), v.to_vec()))).unwrap();
+        out
+    }
+
+    #[test]
+    fn head_fields_as_http2_carries_them() {
+        let mut resp = Response::new(200);
+        resp.content_type = Some("text/plain".into());
+        resp.body = Body::Static(b"hello");
+        resp.etag = Some(b"\"1-2\"".to_vec());
+        for (n, v) in [
+            ("X-Mixed-Case", &b"a"[..]),
+            ("Connection", b"close"),
+            ("bad name", b"x"),
+            ("x-ctl", b"a\x01b"),
+            ("x-crlf", b"a\r\nb"),
+            ("Set-Cookie", b"k=v"),
+            ("Sec-WebSocket-Accept", b"abc"),
+        ] {
+            resp.headers.push((Cow::Borrowed(n), FieldValue::copy_from(v)));
+        }
+        let f = fields(&Head::new(&resp, false));
+        let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                ":status",
+                "server",
+                "date",
+                "content-type",
+                "content-length",
+                "etag",
+                "x-mixed-case",
+                "x-ctl",
+                "set-cookie",
+                "sec-websocket-accept"
+            ]
+        );
+        assert_eq!(f[0].1, b"200");
+        assert_eq!(f[1].1, b"sluice");
+        assert_eq!(f[4].1, b"5");
+        assert_eq!(f[7].1, b"a\x01b");
+        // The tunnel's 200: no length, no accept value.
+        let f = fields(&Head { resp: &resp, server_tokens: true, tunnel: true });
+        assert!(f.iter().all(|(n, _)| n != "content-length" && n != "sec-websocket-accept"));
+        assert!(f[1].1.starts_with(b"sluice/"));
+    }
+
+    #[test]
+    fn an_origins_server_and_date_replace_ours() {
+        let mut resp = Response::new(404);
+        resp.headers.push((Cow::Borrowed("Server"), FieldValue::copy_from(b"origin")));
+        resp.headers.push((Cow::Borrowed("date"), FieldValue::copy_from(b"Mon, 01 Jan 2024 00:00:00 GMT")));
+        let f = fields(&Head::new(&resp, false));
+        let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, [":status", "content-length", "server", "date"]);
+        assert_eq!(f[2].1, b"origin");
+    }
 }

@@ -13,6 +13,7 @@ use h2::Reason;
 
 use super::super::frame::Code;
 use super::super::handle::Gone;
+use super::super::response::Head;
 use super::state::{Conn, Out};
 
 struct Handle {
@@ -81,10 +82,10 @@ pub fn new(conn: &Rc<RefCell<Conn>>, id: u32) -> (Respond, Rx) {
 }
 
 impl Respond {
-    pub fn send_response(&mut self, head: http::Response<()>, end: bool) -> Result<Tx, Gone> {
+    pub fn send_response(&mut self, head: &Head<'_, '_>, end: bool) -> Result<Tx, Gone> {
         let ok = {
             let mut c = self.0.conn.borrow_mut();
-            !c.dead && c.send_head(self.0.id, &head, end)
+            !c.dead && c.send_head(self.0.id, head, end)
         };
         if !ok {
             return Err(Gone);

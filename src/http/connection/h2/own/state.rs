@@ -14,6 +14,7 @@ use bytes::Bytes;
 
 use super::super::frame::{self, Code};
 use super::super::hpack::{Encoder, Indexing};
+use super::super::response::Head;
 
 /// Something queued behind a stream's window.
 pub enum Out {
@@ -320,7 +321,7 @@ impl Conn {
     }
 
     /// A response head; not flow-controlled, so it goes out at once.
-    pub fn send_head(&mut self, id: u32, head: &http::Response<()>, end: bool) -> bool {
+    pub fn send_head(&mut self, id: u32, head: &Head<'_, '_>, end: bool) -> bool {
         match self.streams.get(&id) {
             Some(s) if !s.closed && !s.send_closed => {}
             _ => return false,
@@ -328,13 +329,7 @@ impl Conn {
         let mut block = std::mem::take(&mut self.block);
         block.clear();
         self.enc.begin(&mut block);
-        self.enc.status(head.status().as_u16(), &mut block);
-        encode_fields(&mut self.enc, head.headers(), &mut block);
-        if let Some(raw) = head.extensions().get::<super::super::request::RawFields>() {
-            for (name, value) in &raw.0 {
-                self.enc.field(name.as_str().as_bytes(), value, Indexing::No, &mut block);
-            }
-        }
+        super::super::response::encode(head, &mut self.enc, &mut block);
         frame::write_headers(&mut self.out, id, &block, end, self.peer_max_frame);
         self.block = block;
         if let Some(s) = self.streams.get_mut(&id) {
