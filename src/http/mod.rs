@@ -41,6 +41,7 @@ pub mod date;
 pub mod error_html;
 pub mod etag;
 pub mod field_value;
+pub mod fields;
 pub mod range;
 pub mod request;
 pub mod response;

@@ -204,8 +204,8 @@ pub fn origin_trailers(ctx: &mut ReqCtx<'_, '_>, body: &mut crate::http::respons
     if let crate::http::response::Body::Upstream(up) = body
         && let Some(map) = up.trailers.take()
     {
-        for (n, v) in &map {
-            ctx.trailers.push((n.as_str().to_string(), v.as_bytes().to_vec()));
+        for (n, v) in map.iter() {
+            ctx.trailers.push((String::from_utf8_lossy(n).into_owned(), v.to_vec()));
         }
     }
 }

@@ -74,7 +74,7 @@ pub struct Conn {
     /// The task reading and writing the socket; ended with the connection.
     task: tokio::task::JoinHandle<()>,
     /// The response's trailers, once its stream ended.
-    trailers: Option<http::HeaderMap>,
+    trailers: Option<crate::http::fields::Fields>,
     /// A stream's body is being read (set with the head, cleared at its
     /// end).
     reading: bool,
@@ -265,7 +265,7 @@ impl Conn {
     }
 
     /// The trailers of the response just read, once its body ended.
-    pub fn take_trailers(&mut self) -> Option<http::HeaderMap> {
+    pub fn take_trailers(&mut self) -> Option<crate::http::fields::Fields> {
         self.trailers.take()
     }
 
@@ -299,7 +299,7 @@ impl Conn {
         if s.done() {
             let t = s.take_trailers();
             drop(s);
-            self.trailers = t.map(header_map);
+            self.trailers = t;
             self.reading = false;
             return Poll::Ready(Ok(()));
         }
@@ -307,38 +307,6 @@ impl Conn {
         self.sh.park(cx);
         Poll::Pending
     }
-}
-
-fn header_map(fields: super::session::Fields) -> http::HeaderMap {
-    let mut m = http::HeaderMap::with_capacity(fields.len());
-    for (n, v) in fields.iter() {
-        let name = known_name(n).map_or_else(|| http::HeaderName::from_bytes(n).ok(), Some);
-        let value = known_value(v).map_or_else(|| http::HeaderValue::from_bytes(v).ok(), Some);
-        if let (Some(n), Some(v)) = (name, value) {
-            m.append(n, v);
-        }
-    }
-    m
-}
-
-/// The trailers' usual names, which then need no allocation of their own
-/// (a name outside the `http` crate's standard ones is copied otherwise).
-fn known_name(n: &[u8]) -> Option<http::HeaderName> {
-    Some(http::HeaderName::from_static(match n {
-        b"grpc-status" => "grpc-status",
-        b"grpc-message" => "grpc-message",
-        _ => return None,
-    }))
-}
-
-/// The trailers' usual values (a call's success: `grpc-status: 0` and an
-/// empty `grpc-message`), likewise.
-fn known_value(v: &[u8]) -> Option<http::HeaderValue> {
-    Some(http::HeaderValue::from_static(match v {
-        b"" => "",
-        b"0" => "0",
-        _ => return None,
-    }))
 }
 
 /// A failure while the body is read, as the I/O error the core's body

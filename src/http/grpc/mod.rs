@@ -20,7 +20,6 @@
 
 pub mod client;
 pub mod conf;
-pub mod fields;
 pub mod head;
 pub mod session;
 

@@ -37,7 +37,7 @@ pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\
 /// larger frames from the origin are an error, and ours are no larger.
 pub const FRAME_SIZE: usize = 1 << 14;
 
-pub use super::fields::Fields;
+pub use crate::http::fields::Fields;
 
 /// Why the connection cannot go on.
 #[derive(Clone, Debug, PartialEq, Eq)]

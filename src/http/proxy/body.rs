@@ -59,7 +59,7 @@ pub struct UpstreamBody {
     pub limit_rate: Option<(u64, std::time::Instant)>,
     /// The origin's trailers (an HTTP/2 origin's, gRPC's `grpc-status`),
     /// known once the body ended; sent on after it.
-    pub trailers: Option<http::HeaderMap>,
+    pub trailers: Option<crate::http::fields::Fields>,
 }
 
 #[derive(Debug)]

@@ -144,10 +144,10 @@ pub(super) async fn write_upstream(
                         // An origin's trailers (gRPC's status) go in the
                         // chunked body's trailer section.
                         if let Some(tr) = up.trailers.take() {
-                            for (name, value) in &tr {
-                                c.wbuf.extend_from_slice(name.as_str().as_bytes());
+                            for (name, value) in tr.iter().filter(|(n, _)| !n.starts_with(b":")) {
+                                c.wbuf.extend_from_slice(name);
                                 c.wbuf.extend_from_slice(b": ");
-                                c.wbuf.extend_from_slice(value.as_bytes());
+                                c.wbuf.extend_from_slice(value);
                                 c.wbuf.extend_from_slice(b"\r\n");
                             }
                         }

@@ -11,6 +11,7 @@ use h2::Reason;
 
 use super::own::handles as own;
 use super::response::Head;
+use crate::http::fields::Fields;
 
 /// The stream or its connection is gone (reset, closed, broken).
 #[derive(Debug)]
@@ -83,9 +84,9 @@ impl Tx {
         }
     }
 
-    pub fn send_trailers(&mut self, trailers: http::HeaderMap) -> Result<(), Gone> {
+    pub fn send_trailers(&mut self, trailers: Fields) -> Result<(), Gone> {
         match self {
-            Tx::Crate(t) => Ok(t.send_trailers(trailers)?),
+            Tx::Crate(t) => Ok(t.send_trailers(super::response::crate_trailers(&trailers))?),
             Tx::Own(t) => t.send_trailers(trailers),
         }
     }

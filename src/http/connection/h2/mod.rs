@@ -665,7 +665,7 @@ async fn stream(
     {
         crate::http::filter::headers::origin_trailers(&mut ctx, &mut resp.body);
         crate::http::filter::headers::trailers(&mut ctx, &resp);
-        ok = tx.send_trailers(response::trailers(&ctx.trailers)).is_ok();
+        ok = tx.send_trailers(response::trailer_fields(&ctx.trailers)).is_ok();
     }
     let body_bytes = sent.unwrap_or(0);
     crate::worker::unwind::test_hook(&ctx.req, crate::worker::unwind::Stage::After);

@@ -11,6 +11,7 @@ use http::header::{HeaderName, HeaderValue};
 use super::hpack::{Encoder, Indexing};
 use crate::http::connection::h1::writer::{has_body, last_modified};
 use crate::http::error_html::wire_status;
+use crate::http::fields::Fields;
 use crate::http::handler::open_cache::OpenFile;
 use crate::http::response::{Body, Response};
 
@@ -277,6 +278,43 @@ pub fn segments(body: &Body) -> Vec<Seg> {
         // Streamed bodies are sent by the stream loop itself.
         Body::Proxy | Body::Upstream(_) | Body::Compressed(_) => Vec::new(),
     }
+}
+
+/// Trailers as the HPACK block that ends a stream: names HTTP/2 cannot
+/// carry (pseudo-headers, non-tokens) left out; status values repeat and
+/// are indexed, messages are not.
+pub fn encode_trailers(fields: &Fields, enc: &mut Encoder, block: &mut Vec<u8>) {
+    let mut lower = Vec::new();
+    for (n, v) in fields.iter() {
+        let Some(name) = field_name(n, &mut lower) else { continue };
+        if !super::request::value_allowed(v) {
+            continue;
+        }
+        let indexing = if v.len() > 512 { Indexing::No } else { Indexing::Yes };
+        enc.field(name, v, indexing, block);
+    }
+}
+
+/// add_trailer's fields (after an origin's) as `Fields` for the HEADERS
+/// frame that ends the stream; `encode_trailers` drops what HTTP/2 cannot
+/// carry.
+pub fn trailer_fields(list: &[(String, Vec<u8>)]) -> Fields {
+    let mut f = Fields::with_capacity(list.iter().map(|(n, v)| n.len() + v.len()).sum());
+    for (n, v) in list {
+        f.push(n.as_bytes(), v);
+    }
+    f
+}
+
+/// `fields` as the `h2` crate's trailers, for its server loop.
+pub fn crate_trailers(fields: &Fields) -> http::HeaderMap {
+    let mut map = http::HeaderMap::with_capacity(fields.len());
+    for (n, v) in fields.iter() {
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(n), HeaderValue::from_bytes(v)) {
+            map.append(n, v);
+        }
+    }
+    map
 }
 
 /// add_trailer's fields as the HEADERS block that ends the stream (names

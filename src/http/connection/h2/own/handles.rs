@@ -124,9 +124,9 @@ impl Tx {
         Ok(())
     }
 
-    pub fn send_trailers(&mut self, t: http::HeaderMap) -> Result<(), Gone> {
+    pub fn send_trailers(&mut self, t: crate::http::fields::Fields) -> Result<(), Gone> {
         let mut c = self.0.conn.borrow_mut();
-        if c.dead || !c.queue(self.0.id, Out::Trailers(t)) {
+        if c.dead || !c.send_trailers(self.0.id, t) {
             return Err(Gone);
         }
         Ok(())

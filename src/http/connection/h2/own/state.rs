@@ -13,13 +13,16 @@ use std::task::Waker;
 use bytes::Bytes;
 
 use super::super::frame::{self, Code};
-use super::super::hpack::{Encoder, Indexing};
+use super::super::hpack::Encoder;
 use super::super::response::Head;
+use crate::http::fields::Fields;
 
 /// Something queued behind a stream's window.
 pub enum Out {
     Data(Bytes, bool),
-    Trailers(http::HeaderMap),
+    /// Boxed: a queue entry stays small, and trailers are queued only
+    /// behind DATA still waiting for window (`send_trailers`).
+    Trailers(Box<Fields>),
 }
 
 #[derive(Default)]
@@ -370,6 +373,31 @@ impl Conn {
         }
     }
 
+    /// The trailers that end a stream: written at once when nothing of the
+    /// stream waits for window (a gRPC call's status, as a rule), else
+    /// queued behind it, since HPACK blocks must reach the peer in the
+    /// order they were encoded.
+    pub fn send_trailers(&mut self, id: u32, fields: Fields) -> bool {
+        let Some(s) = self.streams.get_mut(&id) else { return false };
+        if s.closed || s.send_closed {
+            return false;
+        }
+        if !s.queue.is_empty() {
+            return self.queue(id, Out::Trailers(Box::new(fields)));
+        }
+        s.send_closed = true;
+        let mut block = std::mem::take(&mut self.block);
+        block.clear();
+        self.enc.begin(&mut block);
+        super::super::response::encode_trailers(&fields, &mut self.enc, &mut block);
+        frame::write_headers(&mut self.out, id, &block, true, self.peer_max_frame);
+        self.block = block;
+        // Nothing queued: this only marks the sending side done.
+        self.flush_stream(id);
+        self.wake_loop();
+        true
+    }
+
     pub fn queue(&mut self, id: u32, item: Out) -> bool {
         let Some(s) = self.streams.get_mut(&id) else { return false };
         if s.closed || s.send_closed {
@@ -419,11 +447,11 @@ impl Conn {
                         s.queue.pop_front();
                     }
                 }
-                Out::Trailers(map) => {
+                Out::Trailers(fields) => {
                     let mut block = std::mem::take(&mut self.block);
                     block.clear();
                     self.enc.begin(&mut block);
-                    encode_fields(&mut self.enc, map, &mut block);
+                    super::super::response::encode_trailers(fields, &mut self.enc, &mut block);
                     frame::write_headers(&mut self.out, id, &block, true, peer_max);
                     self.block = block;
                     s.queue.pop_front();
@@ -476,23 +504,4 @@ fn push_recent(q: &mut VecDeque<u32>, id: u32) {
         q.pop_front();
     }
     q.push_back(id);
-}
-
-/// Response and trailer fields into HPACK: values that repeat across
-/// responses enter the dynamic table; lengths, ranges and cookies do not.
-fn encode_fields(enc: &mut Encoder, map: &http::HeaderMap, block: &mut Vec<u8>) {
-    for (name, value) in map {
-        let indexing = if value.is_sensitive() {
-            Indexing::Never
-        } else if name == http::header::CONTENT_LENGTH
-            || name == http::header::CONTENT_RANGE
-            || name == http::header::SET_COOKIE
-            || value.len() > 512
-        {
-            Indexing::No
-        } else {
-            Indexing::Yes
-        };
-        enc.field(name.as_str().as_bytes(), value.as_bytes(), indexing, block);
-    }
 }

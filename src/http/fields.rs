@@ -1,6 +1,8 @@
-//! The fields of one response header block (or trailers) from a gRPC
-//! origin, as the session decodes them and the connection layer reads
-//! them.
+//! The fields of one header block in one buffer: a gRPC origin's
+//! response heads and trailers as its session decodes them, and the
+//! trailers an origin hands to the connection layer (`UpstreamBody::
+//! trailers`), which writes them as HTTP/2 HEADERS or a chunked trailer
+//! section with no `http` header map in between.
 
 /// Fields whose ends a block keeps without an allocation of their own.
 const INLINE: usize = 12;
@@ -80,7 +82,7 @@ impl Fields {
     }
 
     /// Drops the first `k` fields (the pseudo-headers of a head).
-    pub(super) fn skip(&mut self, k: usize) {
+    pub fn skip(&mut self, k: usize) {
         if k == 0 {
             return;
         }
