@@ -239,21 +239,21 @@ fn failure(e: Failure, when: &'static str) -> ExchangeError {
 
 /// Headers of the origin's answer nginx's grpc module hides by default
 /// (a match, not a list searched: it is asked for every field).
-fn hidden_by_default(name: &str) -> bool {
+fn hidden_by_default(name: &[u8]) -> bool {
     matches!(
         name,
-        "date"
-            | "server"
-            | "x-accel-expires"
-            | "x-accel-redirect"
-            | "x-accel-limit-rate"
-            | "x-accel-buffering"
-            | "x-accel-charset"
-            | "connection"
-            | "keep-alive"
-            | "transfer-encoding"
-            | "content-length"
-            | "upgrade"
+        b"date"
+            | b"server"
+            | b"x-accel-expires"
+            | b"x-accel-redirect"
+            | b"x-accel-limit-rate"
+            | b"x-accel-buffering"
+            | b"x-accel-charset"
+            | b"connection"
+            | b"keep-alive"
+            | b"transfer-encoding"
+            | b"content-length"
+            | b"upgrade"
     )
 }
 
@@ -279,11 +279,10 @@ const COMMON: &[&str] = &[
 pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
     let mut headers = Vec::with_capacity(resp.fields.len());
     let mut content_type = None;
+    // Compared as bytes: a name becomes text only when it is kept and not
+    // one of the usual ones.
     for (name, value) in resp.fields.iter() {
-        // The usual valid name is borrowed without the lossy walk.
-        let n = std::str::from_utf8(name).map_or_else(|_| String::from_utf8_lossy(name), Cow::Borrowed);
-        let n = n.as_ref();
-        if n == "content-type" {
+        if name == b"content-type" {
             content_type = Some(match value {
                 b"application/grpc" => Cow::Borrowed("application/grpc"),
                 b"application/grpc+proto" => Cow::Borrowed("application/grpc+proto"),
@@ -291,12 +290,15 @@ pub fn response_head(resp: &RespHead, conf: &UpstreamConf) -> ResponseHead {
             });
             continue;
         }
-        let hidden = (hidden_by_default(n) && !conf.pass_headers.iter().any(|p| p == n))
-            || conf.hide_headers.iter().any(|h| h == n);
+        let hidden = (hidden_by_default(name) && !conf.pass_headers.iter().any(|p| p.as_bytes() == name))
+            || conf.hide_headers.iter().any(|h| h.as_bytes() == name);
         if hidden {
             continue;
         }
-        let n = COMMON.iter().find(|&&c| c == n).map_or_else(|| Cow::Owned(n.to_string()), |&c| Cow::Borrowed(c));
+        let n = COMMON
+            .iter()
+            .find(|&&c| c.as_bytes() == name)
+            .map_or_else(|| Cow::Owned(String::from_utf8_lossy(name).into_owned()), |&c| Cow::Borrowed(c));
         headers.push((n, FieldValue::copy_from(value)));
     }
     ResponseHead {
