@@ -64,7 +64,7 @@ pub fn encode(head: &Head<'_, '_>, enc: &mut Encoder, block: &mut Vec<u8>) {
         && let Some(n) = resp.body.known_len()
     {
         let mut digits = [0u8; 20];
-        enc.field(b"content-length", decimal(n, &mut digits), Indexing::No, block);
+        enc.field(b"content-length", crate::http::date::decimal(n, &mut digits), Indexing::No, block);
     }
     let validators = matches!(wire, 200 | 206 | 304);
     if validators && let Some(lm) = resp.last_modified {
@@ -120,19 +120,6 @@ fn field_name<'b>(n: &'b [u8], lower: &'b mut Vec<u8>) -> Option<&'b [u8]> {
     lower.clear();
     lower.extend(n.iter().map(u8::to_ascii_lowercase));
     Some(lower)
-}
-
-/// `n` in decimal, written at the end of `buf`.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 /// RFC 9110 5.6.2's token characters.
