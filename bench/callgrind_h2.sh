@@ -15,8 +15,6 @@
 #                         [--h2o PATH] [--small 10000] [--big 60000] [--keep DIR]
 #                         [--servers "sluice nginx h2o"]
 #
-# The environment reaches the servers: SLUICE_H2_SERVER=crate measures
-# the h2 crate's server loop instead of sluice's own (the default).
 # Without --h2o, Debian's h2o package is downloaded and unpacked (not
 # installed) into the work directory. Prints one line per server.
 set -euo pipefail
@@ -95,7 +93,7 @@ run() { # name port n dump cmd...
   # dump and what it counted after the dump until it stopped.
   local best=0
   for pid in $(ls "$out".* | sed -E 's/.*\.([0-9]+)(\.[0-9]+)?$/\1/' | sort -u); do
-    local ir; ir=$(cat "$out.$pid" "$out.$pid".* 2>/dev/null | awk '/^totals:/{s+=$2} END{print s+0}')
+    local ir; ir=$(cat "$out.$pid" "$out.$pid".* 2>/dev/null | awk '/^totals:/{s+=$2} END{printf "%.0f\n", s}')
     [ "$ir" -gt "$best" ] && best=$ir
   done
   echo "$best"

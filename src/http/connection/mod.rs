@@ -98,11 +98,7 @@ pub async fn start(stream: std::net::TcpStream, mut info: ConnInfo, group: usize
                 if g.default_server.conf.tcp_nodelay {
                     let _ = tcp.set_nodelay(true);
                 }
-                if h2::own::enabled() {
-                    h2::own::serve(tcp, info, group, guard).await
-                } else {
-                    h2::serve(tcp, info, group, guard).await
-                }
+                h2::own::serve(tcp, info, group, guard).await
             }
             Some(Proto::H1) => h1::conn::serve(Sock::Reg(tcp), info, group, guard).await,
             Some(Proto::Neither) => {
@@ -144,11 +140,7 @@ async fn serve_tls(
         if g.default_server.conf.tcp_nodelay {
             let _ = tls.get_ref().0.tcp().set_nodelay(true);
         }
-        if h2::own::enabled() {
-            h2::own::serve(tls, info, group, guard).await
-        } else {
-            h2::serve(tls, info, group, guard).await
-        }
+        h2::own::serve(tls, info, group, guard).await
     } else {
         h1::conn::serve(Sock::Tls(Box::new(tls)), info, group, guard).await
     }

@@ -44,8 +44,8 @@ pub enum Outcome<'c> {
 
 /// Whether an extended CONNECT's `:protocol` is WebSocket (the upgrade
 /// token is case-insensitive, RFC 9110 7.8).
-pub fn is_websocket(p: &h2::ext::Protocol) -> bool {
-    p.as_str().eq_ignore_ascii_case("websocket")
+pub fn is_websocket(p: &[u8]) -> bool {
+    p.eq_ignore_ascii_case(b"websocket")
 }
 
 /// A plain CONNECT (no `:protocol`): 405, as nginx answers it.

@@ -1,19 +1,17 @@
-//! HTTP/2 connections on the `h2` crate, over TLS (ALPN "h2") or cleartext
-//! with prior knowledge.
+//! HTTP/2 connections, over TLS (ALPN "h2") or cleartext with prior
+//! knowledge: the connection loop (`own`, on `frame` and `hpack`) and what
+//! a stream does, written once against its handles (`handle`).
 //!
 //! Each stream runs the same handler pipeline as HTTP/1. A stream's work is
 //! polled once inline as it is accepted: a small response whose body fits
 //! the peer's window completes there, with no task spawned; only a body that
-//! must wait for flow control continues as its own task.
+//! must wait for flow control or an origin continues as its own task.
 //!
-//! Abuse bounds: the h2 crate caps streams reset before we accept them
-//! (rapid reset), header list size (CONTINUATION floods and HPACK bombs are
-//! bounded by it) and pending control frames; on top of that a connection
-//! whose streams the peer keeps resetting is cut off, header floods within
-//! the byte limit get 400, and a peer that opens no window for
-//! `send_timeout` loses the stream (RST_STREAM), one that stops reading
-//! the socket for `send_timeout` loses the connection, and a request body
-//! that stops arriving for `client_body_timeout` ends its stream as 408.
+//! Abuse bounds (see `own` for the connection's): a connection whose
+//! streams the peer keeps resetting is cut off (`RESET_FLOOR`), a peer that
+//! opens no window for `send_timeout` loses the stream (RST_STREAM), and a
+//! request body that stops arriving for `client_body_timeout` ends its
+//! stream as 408.
 
 pub mod connect;
 pub mod frame;
@@ -23,7 +21,6 @@ pub mod own;
 pub mod request;
 pub mod response;
 mod send;
-pub mod wire;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -34,15 +31,15 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use handle::{Respond, Rx};
-use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::http::handler::ctx::{ConnInfo, ReqCtx};
 use crate::http::proxy::request_body::{ClientBody, ReqBody};
 use crate::http::request::{Method, Request};
 use crate::http::response::Response;
 use crate::log::error::Level;
-use crate::worker::{ConnGuard, WorkerCtx};
+use crate::worker::WorkerCtx;
 use crate::{log_req, log_to};
+use own::headers::Incoming;
 use send::{send_body, send_compressed, send_upstream};
 
 /// Per-connection counters the streams report into.
@@ -66,205 +63,18 @@ const DRAIN_PAUSE: Duration = Duration::from_millis(200);
 /// Largest piece of a file read and queued per stream at a time.
 const MAX_PIECE: usize = 64 * 1024;
 
-pub async fn serve<T>(io: T, info: ConnInfo, group: usize, guard: ConnGuard)
-where
-    T: AsyncRead + AsyncWrite + Unpin + 'static,
-{
-    let w = guard.0.clone();
-    let g = &w.cfg.http.listens[group];
-    let conf = &g.default_server.conf;
-    let (n, size) = conf.large_client_header_buffers;
-    let mut b = h2::server::Builder::new();
-    b.max_concurrent_streams(conf.http2.max_concurrent_streams)
-        .initial_window_size(conf.http2.body_preread_size.clamp(0, (1 << 31) - 1) as u32)
-        .initial_connection_window_size(conf.http2.recv_buffer_size.clamp(65535, (1 << 31) - 1) as u32)
-        .max_header_list_size((n * size).min(u32::MAX as usize) as u32)
-        .max_send_buffer_size(conf.http2.chunk_size.max(MAX_PIECE) * 4)
-        .max_pending_accept_reset_streams(50)
-        .max_local_error_reset_streams(Some(256))
-        // RFC 8441 (WebSocket over h2): a sluice extension, see connect.rs.
-        .enable_connect_protocol();
-    let (io, wire::Handles { cork, stall }) = wire::Wire::new(io, n * size);
-    let mut conn = match tokio::time::timeout(conf.client_header_timeout, b.handshake::<_, Bytes>(io)).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            log_to!(
-                conf.error_log,
-                Level::Info,
-                "*{} HTTP/2 handshake failed ({}), client: {}",
-                info.id,
-                e,
-                info.peer.ip()
-            );
-            return;
-        }
-        Err(_) => {
-            log_to!(
-                conf.error_log,
-                Level::Info,
-                "*{} client timed out (110: Connection timed out) while waiting for the HTTP/2 preface, client: {}",
-                info.id,
-                info.peer.ip()
-            );
-            return;
-        }
-    };
-    w.metrics.h2_connection();
-    let tls = info.tls.clone();
-    let shared = Rc::new(Shared::default());
-    shared.last_active.set(Some(Instant::now()));
-    let mut requests = 0u64;
-    let mut closing = false;
-    // One timer for the connection's life, not one per accepted stream.
-    let mut ticker = tokio::time::interval(Duration::from_millis(500));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        // Corked while streams that already arrived are being accepted and
-        // answered; uncorked (and flushed) once none is ready.
-        let next = std::future::poll_fn(|cx| {
-            cork.set(true);
-            match conn.poll_accept(cx) {
-                std::task::Poll::Pending => {
-                    cork.set(false);
-                    conn.poll_accept(cx)
-                }
-                ready => ready,
-            }
-        });
-        let accepted = tokio::select! {
-            r = next => r,
-            _ = ticker.tick() => {
-                // The peer stopped reading: nothing went out for
-                // send_timeout. Its streams end with the connection.
-                if stall.get().is_some_and(|t| t.elapsed() >= conf.send_timeout) {
-                    log_to!(
-                        conf.error_log,
-                        Level::Info,
-                        "*{} client timed out (110: Connection timed out) while sending to client, client: {}",
-                        info.id,
-                        info.peer.ip()
-                    );
-                    break;
-                }
-                let idle_for = shared.last_active.get().map(|t| t.elapsed()).unwrap_or_default();
-                let keepalive = conf.keepalive_timeout;
-                if !closing && (w.draining.get() || (shared.active.get() == 0 && idle_for >= keepalive)) {
-                    conn.graceful_shutdown();
-                    closing = true;
-                }
-                // A closing connection that the peer does not finish is
-                // dropped once it has been idle for a while more.
-                if closing && shared.active.get() == 0 && idle_for >= keepalive + Duration::from_secs(5) {
-                    break;
-                }
-                continue;
-            }
-        };
-        let (req, respond) = match accepted {
-            Some(Ok(s)) => s,
-            Some(Err(e)) => {
-                // A reset is nginx's failed recv(); anything else the h2
-                // layer's own words.
-                // (h2 keeps the kind only: the errno is ECONNRESET's.)
-                match e.get_io().filter(|io| io.kind() == std::io::ErrorKind::ConnectionReset) {
-                    Some(_) => log_to!(
-                        conf.error_log,
-                        Level::Info,
-                        "*{} recv() failed ({}) while processing HTTP/2 connection, client: {}, server: {}",
-                        info.id,
-                        crate::process::signal::os_error(&std::io::Error::from_raw_os_error(libc::ECONNRESET)),
-                        info.peer.ip(),
-                        g.addr
-                    ),
-                    None => log_to!(
-                        conf.error_log,
-                        Level::Info,
-                        "*{} HTTP/2 connection error ({}), client: {}",
-                        info.id,
-                        e,
-                        info.peer.ip()
-                    ),
-                }
-                break;
-            }
-            None => {
-                // nginx's line for a peer that closed with streams open;
-                // their 499s name no cause of their own.
-                if shared.active.get() > 0 {
-                    log_to!(
-                        conf.error_log,
-                        Level::Info,
-                        "*{} client prematurely closed connection while processing HTTP/2 connection, client: {}, server: {}",
-                        info.id,
-                        info.peer.ip(),
-                        g.addr
-                    );
-                }
-                break;
-            }
-        };
-        if shared.resets.get() > RESET_FLOOR && shared.resets.get() > shared.completed.get() {
-            log_to!(
-                conf.error_log,
-                Level::Info,
-                "*{} client reset {} streams (rapid reset), closing connection, client: {}",
-                info.id,
-                shared.resets.get(),
-                info.peer.ip()
-            );
-            conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-            closing = true;
-            continue;
-        }
-        requests += 1;
-        w.metrics.h2_stream();
-        shared.active.set(shared.active.get() + 1);
-        let sinfo = ConnInfo {
-            requests,
-            tls: tls.clone(),
-            http2: true,
-            proxy_protocol: info.proxy_protocol.clone(),
-            started: info.started,
-            fd: info.fd,
-            unix: info.unix.clone(),
-            debug: info.debug,
-            ..ConnInfo::new(info.peer, info.local, info.id)
-        };
-        let (parts, body) = req.into_parts();
-        start_stream(
-            w.clone(),
-            group,
-            sinfo,
-            http::Request::from_parts(parts, Rx::Crate(body)),
-            // The `h2` crate does not tell a header block's length.
-            None,
-            Respond::Crate(respond),
-            shared.clone(),
-        );
-        if !closing && (requests >= conf.keepalive_requests || info.past_keepalive_time(conf.keepalive_time)) {
-            conn.graceful_shutdown();
-            closing = true;
-        }
-    }
-    drop(guard);
-}
-
 /// Runs a stream's handler: polled once inline, where most responses
 /// finish; the rest wait for window or an origin as tasks of their own.
-/// `block_len` is the request's header block length (HEADERS and
-/// CONTINUATION payloads without padding or priority) for
-/// `$request_length`, when the codec knows it: a parameter, not a request
-/// extension, which cost three allocations a request.
 pub(crate) fn start_stream(
     w: Rc<WorkerCtx>,
     group: usize,
     info: ConnInfo,
-    req: http::Request<Rx>,
-    block_len: Option<u64>,
+    inc: Incoming,
+    body: Rx,
     respond: Respond,
     shared: Rc<Shared>,
 ) {
-    let mut fut: Pin<Box<dyn Future<Output = ()>>> = Box::pin(guarded(w, group, info, req, block_len, respond, shared));
+    let mut fut: Pin<Box<dyn Future<Output = ()>>> = Box::pin(guarded(w, group, info, inc, body, respond, shared));
     if fut.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending() {
         tokio::task::spawn_local(crate::clock::per_poll(fut));
     }
@@ -274,38 +84,35 @@ pub(crate) fn start_stream(
 /// pipeline is logged at `alert` with the request named, and answers 500
 /// if no head went out yet, else resets the stream; the connection and its
 /// other streams go on.
+#[allow(clippy::too_many_arguments)]
 async fn guarded(
     w: Rc<WorkerCtx>,
     group: usize,
     info: ConnInfo,
-    req: http::Request<Rx>,
-    block_len: Option<u64>,
+    inc: Incoming,
+    body: Rx,
     mut respond: Respond,
     shared: Rc<Shared>,
 ) {
     let (id, peer) = (info.id, info.peer);
     let started = Instant::now();
-    // Cheap copies (reference counts) for the log lines if it panics.
-    let (method, uri) = (req.method().clone(), req.uri().clone());
     let spare = info.clone();
     // Boxed: the guard then holds a pointer, not a second copy of the
-    // stream's state, and the task moves a small future.
-    let run = Box::pin(stream(w.clone(), group, info, req, block_len, &mut respond, shared.clone()));
+    // stream's state, and the task moves a small future. The request
+    // stays here, lent to the stream, for the log lines if it panics.
+    let run = Box::pin(stream(w.clone(), group, info, &inc, body, &mut respond, shared.clone()));
     let Err(p) = crate::worker::unwind::Guarded::new(run).await else { return };
     let g = &w.cfg.http.listens[group];
-    let host = uri.authority().map_or("", |a| a.as_str());
-    let target = uri.path_and_query().map_or("/", |p| p.as_str());
     log_to!(
         g.default_server.conf.error_log,
         Level::Alert,
-        "*{} request processing panicked: {}, client: {}, server: {}, request: \"{} {} HTTP/2.0\", host: \"{}\"",
+        "*{} request processing panicked: {}, client: {}, server: {}, request: \"{}\", host: \"{}\"",
         id,
         p,
         peer.ip(),
         g.default_server.name,
-        method,
-        target,
-        host
+        String::from_utf8_lossy(&inc.buf[inc.head.line.clone()]),
+        String::from_utf8_lossy(inc.host())
     );
     crate::http::proxy::settle_orphans(&w);
     let tokens = g.default_server.conf.server_tokens;
@@ -323,48 +130,45 @@ async fn guarded(
     let len = body.as_ref().map_or(0, |b| b.len() as u64);
     if let Ok(mut tx) = respond.send_response(&response::Head::new(&resp, tokens), body.is_none()) {
         let sent = body.is_none_or(|b| tx.send_data(Bytes::from(b), true).is_ok());
-        log_panicked(&w, g, &spare, method, uri, &resp, if sent { len } else { 0 }, started);
+        log_panicked(&w, g, &spare, &inc, &resp, if sent { len } else { 0 }, started);
     }
     finish(&shared, true);
 }
 
 /// The access-log line of a stream whose handling panicked, as HTTP/1
-/// writes one for its 500: the request line from the method and URI kept
-/// aside (the request itself went down with the stream), no headers.
-#[allow(clippy::too_many_arguments)]
+/// writes one for its 500: the request line and fields as they came, the
+/// path as sent (the request's context went down with the stream).
 fn log_panicked(
     w: &WorkerCtx,
     g: &crate::config::model::ListenGroup,
     info: &ConnInfo,
-    method: http::Method,
-    uri: http::Uri,
+    inc: &Incoming,
     resp: &Response<'_>,
     body_bytes: u64,
     started: Instant,
 ) {
-    let Ok(r) = http::Request::builder().method(method).uri(uri).body(()) else { return };
-    let Ok((buf, head)) = request::synthesize(&r, false) else { return };
-    let path = r.uri().path().as_bytes();
+    let (path, args) = crate::http::uri::split_target(inc.target());
     let req = Request {
-        buf: &buf,
-        head: &head,
-        method: head.method,
+        buf: &inc.buf,
+        head: &inc.head,
+        method: inc.head.method,
         path: std::borrow::Cow::Borrowed(path),
-        args: r.uri().query().map(|q| std::borrow::Cow::Borrowed(q.as_bytes())),
+        args: args.map(std::borrow::Cow::Borrowed),
         host: std::borrow::Cow::Borrowed(b""),
     };
     let ctx = ReqCtx::new(g, &g.default_server, req, info);
     log(w, &ctx, resp, (body_bytes, body_bytes), started, true);
 }
 
-/// One stream: build the request, run the pipeline, send head and body,
+/// One stream: route the request, run the pipeline, send head and body,
 /// write the access log line.
+#[allow(clippy::too_many_arguments)]
 async fn stream(
     w: Rc<WorkerCtx>,
     group: usize,
     info: ConnInfo,
-    req: http::Request<Rx>,
-    block_len: Option<u64>,
+    inc: &Incoming,
+    body: Rx,
     respond: &mut Respond,
     shared: Rc<Shared>,
 ) {
@@ -373,35 +177,30 @@ async fn stream(
     let _counted = stats.request();
     let g = &w.cfg.http.listens[group];
     // RFC 8441 extended CONNECT: Some(true) for a WebSocket.
-    let tunnel = req.extensions().get::<h2::ext::Protocol>().map(connect::is_websocket);
+    let tunnel = inc.protocol.as_deref().map(connect::is_websocket);
     // A plain CONNECT is refused at once (nginx: 405), its stream unread.
-    let plain_connect = tunnel.is_none() && req.method() == http::Method::CONNECT;
-    let trace = req.method() == http::Method::TRACE;
-    let malformed = req.extensions().get::<handle::BadRequest>().is_some();
-    let has_body = !req.body().is_end_stream() && !plain_connect;
-    let (parts, body) = req.into_parts();
-    let req = http::Request::from_parts(parts, ());
-    let limits = crate::http::connection::h1::conn::limits(g);
-    let (buf, head) = match request::synthesize_as(&req, has_body && tunnel.is_none(), tunnel == Some(true), &limits) {
-        Ok(x) => x,
-        Err(bad) => {
-            let why = match bad {
-                request::Bad::TooManyHeaders => "client sent too many header fields",
-                request::Bad::InvalidPath => "client sent invalid :path header",
-            };
-            log_to!(
-                g.default_server.conf.error_log,
-                Level::Info,
-                "*{} {} while reading client request headers, client: {}",
-                info.id,
-                why,
-                info.peer.ip()
-            );
-            let _ = respond.send_response(&response::Head::new(&Response::new(400), false), true);
-            finish(&shared, false);
-            return;
-        }
-    };
+    let plain_connect = tunnel.is_none() && inc.method() == b"CONNECT";
+    let trace = inc.method() == b"TRACE";
+    let malformed = inc.malformed;
+    let has_body = !body.is_end_stream() && !plain_connect;
+    let (buf, head) = (&inc.buf, &inc.head);
+    if let Some(bad) = &inc.refused {
+        let why = match bad {
+            request::Bad::TooManyHeaders => "client sent too many header fields",
+            request::Bad::InvalidPath => "client sent invalid :path header",
+        };
+        log_to!(
+            g.default_server.conf.error_log,
+            Level::Info,
+            "*{} {} while reading client request headers, client: {}",
+            info.id,
+            why,
+            info.peer.ip()
+        );
+        let _ = respond.send_response(&response::Head::new(&Response::new(400), false), true);
+        finish(&shared, false);
+        return;
+    }
     let target = &buf[head.target.clone()];
     let (raw_path, raw_args) = crate::http::uri::split_target(target);
     let host = head.host.clone().map(|r| &buf[r]);
@@ -440,8 +239,8 @@ async fn stream(
         }
     };
     let req = Request {
-        buf: &buf,
-        head: &head,
+        buf,
+        head,
         // An extended CONNECT is routed as the GET its HTTP/1.1 form is.
         method: if tunnel.is_some() { Method::Get } else { head.method },
         path,
@@ -450,7 +249,7 @@ async fn stream(
     };
     let misdirected = !g.http2_for(server);
     let mut ctx = ReqCtx::new(g, server, req, &info);
-    ctx.wire_head_len = block_len;
+    ctx.wire_head_len = inc.block_len;
     crate::req_debug!(ctx, "http2 request line: \"{}\"", String::from_utf8_lossy(ctx.req.request_line()));
     crate::req_debug!(ctx, "http uri: \"{}\"", String::from_utf8_lossy(&ctx.req.path));
     let mut resp = match crate::http::handler::client_cert_status(&ctx) {
@@ -520,7 +319,7 @@ async fn stream(
         resp = Box::pin(crate::http::proxy::respond(&w, &mut ctx, &mut client)).await;
     } else if matches!(resp.body, crate::http::response::Body::Proxy)
         && has_body
-        && let Some(length) = streams_body(&ctx, &head)
+        && let Some(length) = streams_body(&ctx, head)
     {
         // `proxy_request_buffering off`: the body goes on to the origin as
         // its DATA frames arrive, as nginx passes it.

@@ -1,7 +1,8 @@
-//! An HTTP/2 request turned into the same `Head` the HTTP/1 codec produces:
-//! its fields are written into one buffer in HTTP/1 form, so every handler,
-//! variable and log format works on h2 exactly as on h1 at the cost of one
-//! small copy.
+//! A request in `http` types (HTTP/3's, from the `h3` crate) turned into
+//! the same `Head` the HTTP/1 codec produces: its fields are written into
+//! one buffer in HTTP/1 form, so every handler, variable and log format
+//! works on it exactly as on h1 at the cost of one small copy. (HTTP/2
+//! requests are decoded into that form directly: `own/headers`.)
 
 use crate::http::connection::h1::codec::Limits;
 use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
@@ -33,28 +34,14 @@ pub enum Bad {
     InvalidPath,
 }
 
-/// Builds the buffer and the head; `has_body` is whether DATA frames follow.
-pub fn synthesize<B>(req: &http::Request<B>, has_body: bool) -> Result<(Vec<u8>, Head), Bad> {
-    synthesize_as(req, has_body, false, &Limits::sized(usize::MAX, usize::MAX))
-}
-
-/// `synthesize`; with `websocket` (an extended CONNECT, RFC 8441) the head
-/// also gets the `Upgrade: websocket` and `Connection: upgrade` fields its
-/// HTTP/1.1 equivalent carries, so `$http_upgrade` and `$http_connection`
-/// read as they would there. Its DATA frames are the tunnel, not a body.
-/// Header names `limits` drops (`ignore_invalid_headers`) are left out,
-/// as in HTTP/1.
-pub fn synthesize_as<B>(
-    req: &http::Request<B>,
-    has_body: bool,
-    websocket: bool,
-    limits: &Limits,
-) -> Result<(Vec<u8>, Head), Bad> {
-    synthesize_version(req, has_body, websocket, limits, Version::Http2)
-}
-
-/// `synthesize_as` for a request of HTTP/2 or HTTP/3 (`version`), which
-/// carry their requests in the same pseudo-header form.
+/// Builds the buffer and the head of a request of HTTP/2 or HTTP/3
+/// (`version`), which carry their requests in the same pseudo-header
+/// form; `has_body` is whether DATA frames follow. With `websocket` (an
+/// extended CONNECT, RFC 8441) the head also gets the `Upgrade: websocket`
+/// and `Connection: upgrade` fields its HTTP/1.1 equivalent carries, so
+/// `$http_upgrade` and `$http_connection` read as they would there; its
+/// DATA frames are the tunnel, not a body. Header names `limits` drops
+/// (`ignore_invalid_headers`) are left out, as in HTTP/1.
 pub fn synthesize_version<B>(
     req: &http::Request<B>,
     has_body: bool,
@@ -161,6 +148,19 @@ pub fn synthesize_version<B>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn synthesize<B>(req: &http::Request<B>, has_body: bool) -> Result<(Vec<u8>, Head), Bad> {
+        synthesize_as(req, has_body, false, &Limits::sized(usize::MAX, usize::MAX))
+    }
+
+    fn synthesize_as<B>(
+        req: &http::Request<B>,
+        has_body: bool,
+        websocket: bool,
+        limits: &Limits,
+    ) -> Result<(Vec<u8>, Head), Bad> {
+        synthesize_version(req, has_body, websocket, limits, Version::Http2)
+    }
 
     #[test]
     fn request_in_h1_form() {

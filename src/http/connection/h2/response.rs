@@ -2,7 +2,6 @@
 //! same fields the HTTP/1 writer sends (minus Connection/Keep-Alive, which
 //! HTTP/2 forbids), and its body as a list of segments to send as DATA.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -123,117 +122,8 @@ fn field_name<'b>(n: &'b [u8], lower: &'b mut Vec<u8>) -> Option<&'b [u8]> {
 }
 
 /// RFC 9110 5.6.2's token characters.
-fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// A header value built last, with the bytes it was built from.
-type Reused = RefCell<Option<(Vec<u8>, HeaderValue)>>;
-
-thread_local! {
-    /// The last Date and Content-Type values built, with their bytes: the
-    /// next response (the same second, the same type, as most are) clones
-    /// them (a reference count) instead of copying them into a new
-    /// allocation each.
-    static DATE: Reused = const { RefCell::new(None) };
-    static CONTENT_TYPE: Reused = const { RefCell::new(None) };
-}
-
-/// `v` as a header value, the one in `slot` when it holds the same bytes.
-fn reused(slot: &'static std::thread::LocalKey<Reused>, v: &[u8]) -> Option<HeaderValue> {
-    slot.with(|c| {
-        let mut c = c.borrow_mut();
-        if let Some((bytes, value)) = c.as_ref()
-            && bytes == v
-        {
-            return Some(value.clone());
-        }
-        let value = HeaderValue::from_maybe_shared(Bytes::copy_from_slice(v)).ok()?;
-        *c = Some((v.to_vec(), value.clone()));
-        Some(value)
-    })
-}
-
-/// `head` as the `h2` crate's response type, for its server loop (kept
-/// for comparison; the own loop encodes with `encode`).
-pub fn crate_head(head: &Head<'_, '_>) -> http::Response<()> {
-    let resp = head.resp;
-    let wire = wire_status(resp.status);
-    let mut out = http::Response::new(());
-    *out.status_mut() = http::StatusCode::from_u16(wire).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
-    let h = out.headers_mut();
-    // Sized once for the usual head (ours plus the added or origin's
-    // headers), instead of growing and rehashing as they are inserted.
-    h.reserve(8 + resp.headers.len());
-    if !resp.no_server {
-        h.insert(
-            http::header::SERVER,
-            HeaderValue::from_static(if head.server_tokens {
-                concat!("sluice/", env!("CARGO_PKG_VERSION"))
-            } else {
-                "sluice"
-            }),
-        );
-    }
-    if !resp.no_date
-        && let Some(v) = reused(&DATE, &crate::clock::http_date())
-    {
-        h.insert(http::header::DATE, v);
-    }
-    if let Some(ct) = &resp.content_type
-        && let Some(v) = reused(&CONTENT_TYPE, ct.as_bytes())
-    {
-        h.insert(http::header::CONTENT_TYPE, v);
-    }
-    if has_body(wire)
-        && !head.tunnel
-        && let Some(n) = resp.body.known_len()
-    {
-        h.insert(http::header::CONTENT_LENGTH, HeaderValue::from(n));
-    }
-    let validators = matches!(wire, 200 | 206 | 304);
-    if validators
-        && let Some(lm) = resp.last_modified
-        && let Ok(v) = HeaderValue::from_bytes(&last_modified(lm))
-    {
-        h.insert(http::header::LAST_MODIFIED, v);
-    }
-    if let Some(loc) = &resp.location
-        && let Ok(v) = HeaderValue::from_bytes(loc)
-    {
-        h.insert(http::header::LOCATION, v);
-    }
-    if validators
-        && let Some(e) = &resp.etag
-        && let Ok(v) = HeaderValue::from_bytes(e)
-    {
-        h.insert(http::header::ETAG, v);
-    }
-    for (n, v) in &resp.headers {
-        let Ok(name) = HeaderName::from_bytes(n.as_bytes()) else { continue };
-        if super::request::HOP_BY_HOP.contains(&name.as_str())
-            || (head.tunnel && name == http::header::SEC_WEBSOCKET_ACCEPT)
-        {
-            continue;
-        }
-        if let Ok(v) = HeaderValue::from_bytes(v) {
-            // An origin's Server or Date (proxy_pass_header) replaces ours.
-            if name == http::header::SERVER || name == http::header::DATE {
-                h.insert(name, v);
-            } else {
-                h.append(name, v);
-            }
-        }
-    }
-    if let Some(cr) = &resp.content_range
-        && let Ok(v) = HeaderValue::from_bytes(cr)
-    {
-        h.insert(http::header::CONTENT_RANGE, v);
-    }
-    if resp.accept_ranges && wire == 200 {
-        h.insert(http::header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    }
-    out
 }
 
 /// A piece of a response body: bytes at hand, or a file range read as the
@@ -291,17 +181,6 @@ pub fn trailer_fields(list: &[(String, Vec<u8>)]) -> Fields {
         f.push(n.as_bytes(), v);
     }
     f
-}
-
-/// `fields` as the `h2` crate's trailers, for its server loop.
-pub fn crate_trailers(fields: &Fields) -> http::HeaderMap {
-    let mut map = http::HeaderMap::with_capacity(fields.len());
-    for (n, v) in fields.iter() {
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(n), HeaderValue::from_bytes(v)) {
-            map.append(n, v);
-        }
-    }
-    map
 }
 
 /// add_trailer's fields as the HEADERS block that ends the stream (names

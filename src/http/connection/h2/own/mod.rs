@@ -1,7 +1,6 @@
-//! sluice's own server-side HTTP/2 connection loop, on its own frame
-//! codec (`h2/frame`) and HPACK (`h2/hpack`). It serves HTTP/2 unless
-//! `SLUICE_H2_SERVER=crate` asks for the `h2` crate's server loop, kept
-//! for comparison while the own loop is new.
+//! sluice's server-side HTTP/2 connection loop, on its own frame codec
+//! (`h2/frame`) and HPACK (`h2/hpack`). (The `h2` crate serves only the
+//! client side: gRPC and HTTP/2 origins.)
 //!
 //! One loop per connection: each turn reads what the socket has, handles
 //! every complete frame (a finished request header block starts its
@@ -40,20 +39,12 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::frame::{self, Code};
-use super::handle::{Respond, Rx};
 use super::hpack::Decoder;
 use super::{RESET_FLOOR, Shared};
 use crate::http::handler::ctx::ConnInfo;
 use crate::log::error::Level;
 use crate::log_to;
 use crate::worker::{ConnGuard, WorkerCtx};
-
-/// Whether the own loop serves HTTP/2: the default; `SLUICE_H2_SERVER=crate`
-/// selects the `h2` crate's server instead, read once.
-pub fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("SLUICE_H2_SERVER").is_ok_and(|v| v == "crate"))
-}
 
 /// Reads stop while this much output waits for a peer that does not read.
 const OUT_HIGH: usize = 256 * 1024;
@@ -81,6 +72,11 @@ pub struct Loop {
     exiting: bool,
     max_streams: usize,
     header_limit: usize,
+    /// The HTTP/1 header rules a request's fields keep
+    /// (`ignore_invalid_headers`, `max_headers`).
+    limits: crate::http::connection::h1::codec::Limits,
+    /// Pseudo-header and cookie values while a header block is decoded.
+    scratch: Vec<u8>,
     /// Our SETTINGS_MAX_FRAME_SIZE.
     frame_limit: u32,
     w: Rc<WorkerCtx>,
@@ -162,6 +158,8 @@ where
         exiting: false,
         max_streams: conf.http2.max_concurrent_streams as usize,
         header_limit,
+        limits: crate::http::connection::h1::conn::limits(g),
+        scratch: Vec::new(),
         frame_limit,
         w: w.clone(),
         group,
@@ -458,17 +456,13 @@ impl Loop {
         Some(frame::HEAD_LEN + head.len as usize - partial.len())
     }
 
-    /// Starts a request's handler and polls it once, here.
-    /// Starts a stream's handler; `block_len` is its request's header
-    /// block length, for `$request_length`.
-    fn dispatch(&mut self, id: u32, req: http::Request<()>, block_len: Option<u64>) {
+    /// Starts a stream's handler and polls it once, here.
+    fn dispatch(&mut self, id: u32, inc: headers::Incoming) {
         self.requests += 1;
         self.w.metrics.h2_stream();
         self.shared.active.set(self.shared.active.get() + 1);
         self.shared.last_active.set(Some(Instant::now()));
         let (respond, rx) = handles::new(&self.st, id);
-        let (parts, ()) = req.into_parts();
-        let req = http::Request::from_parts(parts, Rx::Own(rx));
         let info = &self.info;
         let sinfo = ConnInfo {
             requests: self.requests,
@@ -481,8 +475,7 @@ impl Loop {
             debug: info.debug,
             ..ConnInfo::new(info.peer, info.local, info.id)
         };
-        let respond = Respond::Own(respond);
-        super::start_stream(self.w.clone(), self.group, sinfo, req, block_len, respond, self.shared.clone());
+        super::start_stream(self.w.clone(), self.group, sinfo, inc, rx, respond, self.shared.clone());
         if !self.goaway_sent
             && (self.requests >= self.keepalive_requests || self.info.past_keepalive_time(self.keepalive_time))
         {

@@ -491,7 +491,8 @@ impl Loop {
             return Err((Code::Protocol, "even stream identifier from a client"));
         }
         self.last_id = id;
-        let decoded = headers::request(&mut self.dec, block, self.header_limit).map_err(compression)?;
+        let decoded = headers::request(&mut self.dec, block, &mut self.scratch, self.header_limit, &self.limits, !end)
+            .map_err(compression)?;
         if matches!(decoded, Err(Refuse::TooLarge)) {
             return Err(too_large);
         }
@@ -511,7 +512,7 @@ impl Loop {
                     s.malformed = true;
                 }
                 drop(st);
-                self.dispatch(id, headers::malformed_placeholder(), None);
+                self.dispatch(id, headers::Incoming::malformed());
                 return Ok(());
             }
             Err(_) => {
@@ -539,12 +540,12 @@ impl Loop {
                 s.malformed = true;
             }
             drop(st);
-            self.dispatch(id, headers::malformed_placeholder(), None);
+            self.dispatch(id, headers::Incoming::malformed());
             return Ok(());
         }
         st.open_stream(id, end, r.content_length);
         drop(st);
-        self.dispatch(id, r.req, Some(block.len() as u64));
+        self.dispatch(id, r);
         Ok(())
     }
 }
