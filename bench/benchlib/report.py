@@ -38,9 +38,23 @@ class ReportMixin:
         """Markdown tables (list of lines)."""
         out = []
         results = [r for r in self.results if r.get("group") != "cache"]
+        # --peers h2o: an h2o column before the ratios and a sluice/h2o ratio
+        # after sluice/nginx; without it every line is as it always was.
+        peer = "h2o" if getattr(self, "h2o_port", None) else None
+        servers = SERVERS + ((peer,) if peer else ())
+
+        def tail(rt, cell="", prt="", empty="| |"):
+            """The end of a line from the ratio column on: "| RT |" (empty:
+            the literal for an empty ratio cell), with the peer's cell before
+            it and the sluice/peer ratio after it."""
+            if peer:
+                return "| %s | %s | %s |" % (cell, rt, prt)
+            return "| %s |" % rt if rt or empty is None else empty
+
         if results:
-            out.append("| workload | metric | nginx | sluice | sluice/nginx |")
-            out.append("|---|---|---:|---:|---:|")
+            out.append("| workload | metric | nginx | sluice | %s" % (
+                "h2o | sluice/nginx | sluice/h2o |" if peer else "sluice/nginx |"))
+            out.append("|---|---|---:|---:|---:|" + ("---:|---:|" if peer else ""))
             for res in results:
                 per = "handshake" if res.get("handshake") else "req"
                 who = "proxy" if res.get("proxy") else "server"
@@ -89,53 +103,70 @@ class ReportMixin:
                         ("wrk CPU %% (CPU %d)" % c, "client_cpu_pct", "{:.1f}"),
                         ("CPU %d busy %% (wrk + origin + rest)" % c, "cpu1_busy_pct", "{:.1f}")]
                 metrics.append(("noise: other busy % on server CPU", "other_cpu_pct", "{:.1f}"))
+                # Rows h2o does not apply to: "-" and no sluice/h2o ratio.
+                here = peer if peer and (res["runs"].get(peer) or res["failed"].get(peer)) else None
                 first = True
                 for label, key, fmt in metrics:
                     vals = {}
-                    for s in SERVERS:
+                    for s in servers:
                         runs = res["runs"].get(s, [])
                         xs = [r[key] for r in runs if r.get(key) is not None]
                         vals[s] = statistics.median(xs) if xs else None
-                    cells = [fmt_cell(vals[s], fmt, res["failed"].get(s)) for s in SERVERS]
-                    out.append("| %s | %s | %s | %s | %s |" % (
-                        res["title"] if first else "", label, cells[0], cells[1],
-                        "" if key in NO_RATIO else ratio(vals["nginx"], vals["sluice"])))
+                    cells = [fmt_cell(vals[s], fmt, res["failed"].get(s)) for s in servers]
+                    rts = ["" if key in NO_RATIO or not o else ratio(vals[o], vals["sluice"])
+                           for o in ("nginx", here)][:len(servers)]
+                    out.append("| %s | %s | %s | %s " % (
+                        res["title"] if first else "", label, cells[0], cells[1])
+                        + tail(rts[0], *(cells[2:] + rts[1:]), empty=None))
                     first = False
                 med = {}
-                for s in SERVERS:
+                for s in servers:
                     for key in ("sys_us_per_req", "cpu_us_per_req"):
                         xs = [r[key] for r in res["runs"].get(s, []) if r.get(key) is not None]
                         med[(s, key)] = statistics.median(xs) if xs else None
-                if med[("sluice", "sys_us_per_req")] and med[("nginx", "cpu_us_per_req")]:
+
+                def floor(o):
+                    return ("%.2f" % (med[("sluice", "sys_us_per_req")] / med[(o, "cpu_us_per_req")])
+                            if med[("sluice", "sys_us_per_req")] and med[(o, "cpu_us_per_req")]
+                            else "")
+                if floor("nginx") or (floor(here) if here else ""):
                     # The best CPU ratio sluice could reach with no user time
                     # at all while its kernel work stays what it is.
-                    out.append("| | kernel floor: sluice stime / nginx utime+stime | | | %.2f |" % (
-                        med[("sluice", "sys_us_per_req")] / med[("nginx", "cpu_us_per_req")]))
-                # Runs alternate nginx, sluice: each pair ran seconds apart,
-                # so the run-by-run ratio cancels most of the machine's slow
-                # drifts (the same binary varies by +-15 % between runs).
+                    out.append("| | kernel floor: sluice stime / %s utime+stime | | "
+                               % ("nginx's or h2o's" if here else "nginx")
+                               + tail(floor("nginx"), "", floor(here) if here else ""))
+                # Runs alternate nginx, sluice (, h2o): each pair ran seconds
+                # apart, so the run-by-run ratio cancels most of the machine's
+                # slow drifts (the same binary varies by +-15 % between runs).
                 paired = {}
-                for key in ("rps", "cpu_us_per_req"):
-                    paired[key] = [b[key] / a[key] for a, b in zip(res["runs"].get("nginx", []),
-                                                                   res["runs"].get("sluice", []))
-                                   if a.get(key) and b.get(key) is not None]
-                if paired["rps"] and paired["cpu_us_per_req"]:
-                    out.append("| | paired runs: median of run-by-run sluice/nginx (req/s; CPU) | | | "
-                               "%.2f; %.2f |" % (statistics.median(paired["rps"]),
-                                                 statistics.median(paired["cpu_us_per_req"])))
-                    # The spread says how far one measurement can be trusted:
-                    # on a noisy VM it is often wider than a target's margin.
-                    out.append("| | paired runs: lowest-highest run-by-run ratio (req/s; CPU) | | | "
-                               "%.2f-%.2f; %.2f-%.2f |" % (min(paired["rps"]), max(paired["rps"]),
-                                                           min(paired["cpu_us_per_req"]),
-                                                           max(paired["cpu_us_per_req"])))
+                for o in ("nginx", here):
+                    if not o:
+                        continue
+                    for key in ("rps", "cpu_us_per_req"):
+                        paired[(o, key)] = [b[key] / a[key] for a, b in zip(
+                            res["runs"].get(o, []), res["runs"].get("sluice", []))
+                            if a.get(key) and b.get(key) is not None]
+
+                def pair(o, f):
+                    p = (paired.get((o, "rps")), paired.get((o, "cpu_us_per_req")))
+                    return f(*p) if p[0] and p[1] else ""
+                med2 = lambda r, c: "%.2f; %.2f" % (statistics.median(r), statistics.median(c))
+                # The spread says how far one measurement can be trusted:
+                # on a noisy VM it is often wider than a target's margin.
+                span = lambda r, c: "%.2f-%.2f; %.2f-%.2f" % (min(r), max(r), min(c), max(c))
+                if pair("nginx", med2) or (pair(here, med2) if here else ""):
+                    out.append("| | paired runs: median of run-by-run sluice/%s (req/s; CPU) | | "
+                               % ("nginx, sluice/h2o" if here else "nginx")
+                               + tail(pair("nginx", med2), "", pair(here, med2) if here else ""))
+                    out.append("| | paired runs: lowest-highest run-by-run ratio (req/s; CPU) | | "
+                               + tail(pair("nginx", span), "", pair(here, span) if here else ""))
                 if res.get("proxy"):
                     cells = [", ".join("%d" % r["origin_conns"] for r in res["runs"].get(s, []))
-                             or ("FAILED" if res["failed"].get(s) else "-") for s in SERVERS]
-                    out.append("| | origin connections (accepted during each run) | %s | %s | |"
-                               % tuple(cells))
+                             or ("FAILED" if res["failed"].get(s) else "-") for s in servers]
+                    out.append("| | origin connections (accepted during each run) | %s | %s "
+                               % tuple(cells[:2]) + tail("", *cells[2:]))
                 cells = []
-                for s in SERVERS:
+                for s in servers:
                     runs = res["runs"].get(s, [])
                     if not runs:
                         cells.append("FAILED" if res["failed"].get(s) else "-")
@@ -143,8 +174,8 @@ class ReportMixin:
                     tot = sum(r["error_total"] for r in runs)
                     reqs = sum(r.get("requests_total", r["requests"]) for r in runs)
                     cells.append("{:,} / {:,}".format(tot, reqs))
-                out.append("| | errors / requests (all %d runs) | %s | %s | |"
-                           % (self.args.runs, cells[0], cells[1]))
+                out.append("| | errors / requests (all %d runs) | %s | %s "
+                           % (self.args.runs, cells[0], cells[1]) + tail("", *cells[2:]))
                 if res.get("fpm"):
                     # k1, k2: wrk's error kinds, summed over the measured runs.
                     for label, kinds in (("wrk timeouts", ("timeout",)),
@@ -158,11 +189,13 @@ class ReportMixin:
                                                                     for r in runs))
                                                   for k in kinds) if runs else
                                          ("FAILED" if res["failed"].get(s) else "-"))
-                        out.append("| | %s (all %d runs) | %s | %s | |"
-                                   % (label, self.args.runs, cells[0], cells[1]))
+                        out.append("| | %s (all %d runs) | %s | %s "
+                                   % (label, self.args.runs, cells[0], cells[1])
+                                   + tail("", "-" if peer else ""))
                 if res.get("tls"):
-                    out.append("| | TLS negotiated | %s | %s | |" % tuple(
-                        res["tls"].get(s, "-") for s in SERVERS))
+                    cells = [res["tls"].get(s, "-") for s in servers]
+                    out.append("| | TLS negotiated | %s | %s " % tuple(cells[:2])
+                               + tail("", *cells[2:]))
         if self.mem_results:
             mr = self.mem_results
             if out:
@@ -249,7 +282,11 @@ class ReportMixin:
                "separate nginx serving the file with keep-alive, pinned to CPU %d together "
                "with the load generator, identically for both proxies); the CPU figures are "
                "the proxy's own." % a.client_cpu
-               if any(r.get("proxy") for r in self.results) else ""), "",
+               if any(r.get("proxy") for r in self.results) else "")
+            + (" With `--peers h2o`, h2o (%s) is a third server on the static-file rows, run "
+               "after sluice in each round: one thread pinned like the others, the same files "
+               "and certificate, its own YAML config (bench/README.md lists its settings)."
+               % a.h2o if getattr(self, "h2o_port", None) else ""), "",
             "## Machine", ""]
         lines += ["| | |", "|---|---|"] + ["| %s | %s |" % (k, v.replace("|", "\\|"))
                                           for k, v in machine]

@@ -24,6 +24,7 @@ class SetupMixin:
     def ensure_tools(self, keys):
         need = []
         tls = [k for k in keys if k.startswith("tls")]
+        h2 = [k for k in keys if k in ("tls3", "tls4", "tls5", "tls6", "h2c")]
         if not (self.args.nginx and os.path.exists(self.args.nginx)) and not shutil.which("nginx") \
                 and not os.path.exists("/usr/sbin/nginx"):
             need.append("nginx")
@@ -31,9 +32,9 @@ class SetupMixin:
             need.append("wrk")
         if self.args.client == "ab" and ("2" in keys or "tls2" in keys) and not shutil.which("ab"):
             need.append("apache2-utils")
-        if ("tls3" in keys or "tls4" in keys) and not shutil.which("h2load"):
+        if h2 and not shutil.which("h2load"):
             need.append("nghttp2-client")
-        if ("tls3" in keys or "tls4" in keys) and not shutil.which("curl"):
+        if h2 and not shutil.which("curl"):
             need.append("curl")
         if tls and not shutil.which("openssl"):
             need.append("openssl")
@@ -122,6 +123,7 @@ class SetupMixin:
                                  "Cargo.toml", "Cargo.lock"], stdout=subprocess.PIPE)
             if st.stdout.strip():
                 git += " (src modified)"
+        h2o_port = getattr(self, "h2o_port", None)     # --peers h2o
         fs = "?"
         try:
             r = subprocess.run(["df", "-T", self.tmp or tempfile.gettempdir()],
@@ -140,6 +142,10 @@ class SetupMixin:
                                                     self.args.sluice, git)),
             ("varnish", "%s (%s)" % (self.version([self.args.varnish, "-V"]), self.args.varnish)
              if os.path.exists(self.args.varnish or "") else "(not installed)"),
+        ] + ([("h2o", "%s (%s%s)" % (self.version([self.args.h2o, "--version"]), self.args.h2o,
+                                     ", unpacked from %s" % self.h2o_deb
+                                     if getattr(self, "h2o_deb", None) else ""))]
+             if h2o_port else []) + [
             ("wrk", self.version(["wrk", "-v"])),
             ("ab", self.version(["ab", "-V"]) if shutil.which("ab") else "(not installed)"),
             ("hsload", "%s (%s)" % (self.version([HSLOAD_BIN, "--version"]), HSLOAD_BIN)
@@ -162,7 +168,9 @@ class SetupMixin:
             ("Ports", "nginx 127.0.0.1:%d, sluice 127.0.0.1:%d%s" % (
                 self.ports[0], self.ports[1],
                 ", px origin 127.0.0.1:%d" % self.ports[2] if self.px else "")
-             + (", varnish 127.0.0.1:%d" % self.ports[3] if len(self.ports) > 3 else "")),
+             + (", varnish 127.0.0.1:%d" % self.ports[3]
+                if len(self.ports) > 3 and self.ports[3] != h2o_port else "")
+             + (", h2o 127.0.0.1:%d" % h2o_port if h2o_port else "")),
             ("Temp dir", "%s (%s)" % (self.tmp, fs)),
             ("sysctl", ", ".join("%s=%s" % (n, sysctl(n)) for n in (
                 "net.ipv4.tcp_tw_reuse", "net.ipv4.ip_local_port_range", "net.core.somaxconn",

@@ -85,14 +85,14 @@ def build_workloads(client2):
                   False, body_len=EMPTY_GIF_LEN, close_expected=True, client=client2)])
     w["3"] = dict(
         title="static files, keep-alive, sendfile + open_file_cache",
-        template="static.conf",
+        template="static.conf", h2o=True,
         files=["%s.bin" % name for name, _ in STATIC_SIZES],
         rows=[Row("3-" + name, "3 static %s keep-alive c50" % name.upper(), "/%s.bin" % name,
                   50, True, body_len=size, body_file="%s.bin" % name)
               for name, size in STATIC_SIZES])
     w["4"] = dict(
         title="large static files, keep-alive, sendfile + open_file_cache",
-        template="static.conf",
+        template="static.conf", h2o=True,
         files=["%s.bin" % name for name, _ in LARGE_SIZES],
         rows=[Row("4-" + name, "4 static %s keep-alive c10" % name.upper(), "/%s.bin" % name,
                   10, True, body_len=size, body_file="%s.bin" % name, throughput=True)
@@ -124,16 +124,39 @@ def build_workloads(client2):
               for v in ("TLSv1.3", "TLSv1.2")])
     w["tls3"] = dict(
         title="HTTP/2 over TLS, 12-byte /helloworld (nuster's h2load, scaled down)",
-        template="tls_h2.conf", tls=True, files=["helloworld"],
+        template="tls_h2.conf", tls=True, files=["helloworld"], h2o=True,
         rows=[Row("tls3", "tls3 h2 helloworld 12B c100 m100", "/helloworld", 100, True,
                   body_len=len(HELLO_BODY), body_file="helloworld", client="h2load",
                   tls="TLSv1.3", h2=True, streams=100, default_rate=20000)])
     w["tls4"] = dict(
         title="HTTP/2 over TLS, 10 MB static file",
-        template="tls_h2.conf", tls=True, files=["10m.bin"],
+        template="tls_h2.conf", tls=True, files=["10m.bin"], h2o=True,
         rows=[Row("tls4-10m", "tls4 h2 static 10M c1 m1", "/10m.bin", 1, True,
                   body_len=10 * 1024 * 1024, body_file="10m.bin", throughput=True,
                   client="h2load", tls="TLSv1.3", h2=True, streams=1, default_rate=30)])
+    # tls5, tls6, h2c: more HTTP/2 load shapes of the static-file setup, not
+    # in the default set: many connections with few streams each, few
+    # connections with one stream each (latency-bound), a 100 KB file, and
+    # HTTP/2 without TLS (the same directives minus TLS).
+    w["tls5"] = dict(
+        title="HTTP/2 over TLS, 12-byte /helloworld, 1,000 and 10 connections",
+        template="tls_h2.conf", tls=True, files=["helloworld"], h2o=True,
+        rows=[Row("tls5-c%d" % c, "tls5 h2 helloworld 12B c%d m%d" % (c, m), "/helloworld", c,
+                  True, body_len=len(HELLO_BODY), body_file="helloworld", client="h2load",
+                  tls="TLSv1.3", h2=True, streams=m, default_rate=rate)
+              for c, m, rate in ((1000, 10, 20000), (10, 1, 10000))])
+    w["tls6"] = dict(
+        title="HTTP/2 over TLS, 100 KB static file",
+        template="tls_h2.conf", tls=True, files=["100k.bin"], h2o=True,
+        rows=[Row("tls6-100k", "tls6 h2 static 100K c100 m100", "/100k.bin", 100, True,
+                  body_len=100 * 1024, body_file="100k.bin", client="h2load", tls="TLSv1.3",
+                  h2=True, streams=100, default_rate=3000)])
+    w["h2c"] = dict(
+        title="HTTP/2 without TLS (h2c, prior knowledge), 12-byte /helloworld",
+        template="h2c.conf", files=["helloworld"], h2o=True,
+        rows=[Row("h2c", "h2c helloworld 12B c100 m100", "/helloworld", 100, True,
+                  body_len=len(HELLO_BODY), body_file="helloworld", client="h2load",
+                  h2=True, streams=100, default_rate=20000, errors_fail=True)])
     # px1: nginx and sluice as reverse proxies (keep-alive to the client and
     # to the origin) in front of one origin, a separate Debian nginx serving
     # the 1 KB file, shared by both and pinned to the load generator's CPU.
