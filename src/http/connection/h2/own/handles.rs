@@ -21,15 +21,6 @@ struct Handle {
     id: u32,
 }
 
-impl Handle {
-    fn new(conn: &Rc<RefCell<Conn>>, id: u32) -> Handle {
-        if let Some(s) = conn.borrow_mut().streams.get_mut(&id) {
-            s.refs += 1;
-        }
-        Handle { conn: conn.clone(), id }
-    }
-}
-
 impl Drop for Handle {
     fn drop(&mut self) {
         let mut c = self.conn.borrow_mut();
@@ -74,11 +65,12 @@ pub struct Rx(Handle);
 
 /// The two handles a new stream's handler gets.
 pub fn new(conn: &Rc<RefCell<Conn>>, id: u32) -> (Respond, Rx) {
-    let rx = Rx(Handle::new(conn, id));
+    // Each handle counts in `refs` (one look-up for both).
     if let Some(s) = conn.borrow_mut().streams.get_mut(&id) {
+        s.refs += 2;
         s.rx_alive = true;
     }
-    (Respond(Handle::new(conn, id)), rx)
+    (Respond(Handle { conn: conn.clone(), id }), Rx(Handle { conn: conn.clone(), id }))
 }
 
 impl Respond {
@@ -90,7 +82,8 @@ impl Respond {
         if !ok {
             return Err(Gone);
         }
-        Ok(Tx(Handle::new(&self.0.conn, self.0.id)))
+        // `send_head` counted this handle in the stream's `refs`.
+        Ok(Tx(Handle { conn: self.0.conn.clone(), id: self.0.id }))
     }
 
     pub fn send_reset(&mut self, r: Reason) {

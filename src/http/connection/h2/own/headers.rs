@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use super::super::hpack::{self, Decoder};
 use super::super::request::{Bad, MAX_HEADERS, value_allowed};
-use super::super::response::is_tchar;
+use super::super::response::is_lower_token;
 use crate::http::connection::h1::codec::Limits;
 use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
 
@@ -403,7 +403,7 @@ fn val<'a>(scratch: &'a [u8], v: &'a PseudoVal) -> &'a [u8] {
 /// NUL, CR or LF in the value (nginx takes every other byte).
 fn regular_ok(name: &[u8], value: &[u8]) -> bool {
     !name.is_empty()
-        && name.iter().all(|&b| is_tchar(b) && !b.is_ascii_uppercase())
+        && is_lower_token(name)
         && !CONNECTION_SPECIFIC.contains(&name)
         && (name != b"te" || value == b"trailers")
         && value_allowed(value)

@@ -325,19 +325,18 @@ impl Conn {
 
     /// A response head; not flow-controlled, so it goes out at once.
     pub fn send_head(&mut self, id: u32, head: &Head<'_, '_>, end: bool) -> bool {
-        match self.streams.get(&id) {
-            Some(s) if !s.closed && !s.send_closed => {}
+        let s = match self.streams.get_mut(&id) {
+            Some(s) if !s.closed && !s.send_closed => s,
             _ => return false,
-        }
-        let mut block = std::mem::take(&mut self.block);
+        };
+        s.head_sent = true;
+        // The body's handle the caller makes now (`Respond::send_response`).
+        s.refs += 1;
+        let block = &mut self.block;
         block.clear();
-        self.enc.begin(&mut block);
-        super::super::response::encode(head, &mut self.enc, &mut block);
-        frame::write_headers(&mut self.out, id, &block, end, self.peer_max_frame);
-        self.block = block;
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.head_sent = true;
-        }
+        self.enc.begin(block);
+        super::super::response::encode(head, &mut self.enc, block);
+        frame::write_headers(&mut self.out, id, block, end, self.peer_max_frame);
         if end {
             self.end_sending(id);
         }
@@ -359,16 +358,13 @@ impl Conn {
     /// but whose body the peer is still sending is reset with NO_ERROR
     /// (RFC 9113 8.1).
     fn orphan_check(&mut self, id: u32) {
-        if self.streams.get(&id).is_some_and(|s| (s.bad_length || s.malformed) && !s.closed) {
-            self.reset(id, Code::Protocol);
+        let Some(s) = self.streams.get(&id) else { return };
+        if s.closed {
             return;
         }
-        if let Some(s) = self.streams.get(&id)
-            && s.refs == 0
-            && s.send_done
-            && !s.recv_closed
-            && !s.closed
-        {
+        if s.bad_length || s.malformed {
+            self.reset(id, Code::Protocol);
+        } else if s.refs == 0 && s.send_done && !s.recv_closed {
             self.reset(id, Code::NoError);
         }
     }
