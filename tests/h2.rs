@@ -312,6 +312,84 @@ fn h2load_over_h2c() {
     assert_h2load_clean(&r, 2000);
 }
 
+/// A client that reads more slowly than the server writes keeps the
+/// server's socket full, so the response's last TLS records are written
+/// by a flush that must wait for room: the whole body still arrives (the
+/// connection loop once left such a flush pending for good when nothing
+/// new was to be written, and the stream never ended; under h2load at
+/// -c100 -m100 with 100 KB files, a few streams a run).
+#[test]
+fn a_slow_reader_gets_the_end_of_every_body_over_tls() {
+    use rustls_pki_types::pem::PemObject;
+    // A small send buffer on the server's side: nearly every write then
+    // ends part way, the rest kept in the TLS stream's buffer.
+    let big = pseudo_random(4 * 1024 * 1024, 9);
+    let s = builder()
+        .tls_files()
+        .http(
+            r#"
+            server {
+                listen 127.0.0.1:{port0} ssl http2 sndbuf=4k;
+                server_name a.test;
+                ssl_certificate tls/a.test.ecdsa.crt;
+                ssl_certificate_key tls/a.test.ecdsa.key;
+                root html;
+            }
+            "#,
+        )
+        .file("html/big.bin", &big)
+        .start();
+    let port = s.ports[0];
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_slice_iter(&ca_pem()) {
+        roots.add(c.expect("the test CA parses")).expect("the test CA is a root");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    rt.block_on(async {
+        // A small receive buffer: the kernel cannot take the body in
+        // for the client, so the server's socket stays full.
+        let sock = tokio::net::TcpSocket::new_v4().expect("a socket");
+        sock.set_recv_buffer_size(16 * 1024).expect("SO_RCVBUF");
+        let tcp = sock.connect(([127, 0, 0, 1], port).into()).await.expect("connect");
+        let name = rustls_pki_types::ServerName::try_from("a.test").expect("a name");
+        let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg)).connect(name, tcp).await.expect("TLS");
+        let (mut client, conn) = h2::client::Builder::new()
+            .initial_window_size(1 << 30)
+            .initial_connection_window_size(1 << 30)
+            .handshake::<_, bytes::Bytes>(tls)
+            .await
+            .expect("the HTTP/2 preface");
+        tokio::spawn(conn);
+        for round in 0..3 {
+            let req = http::Request::get(format!("https://a.test:{port}/big.bin")).body(()).expect("a request");
+            let (resp, _) = client.send_request(req, true).expect("a stream");
+            let mut body = resp.await.expect("a response head").into_body();
+            let mut got = Vec::with_capacity(big.len());
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let next = tokio::time::timeout_at(deadline, body.data()).await;
+                let Ok(next) = next else {
+                    panic!("round {round}: the body stopped at {} of {} bytes", got.len(), big.len())
+                };
+                let Some(chunk) = next else { break };
+                let chunk = chunk.expect("DATA");
+                got.extend_from_slice(&chunk);
+                let _ = body.flow_control().release_capacity(chunk.len());
+                // About 16 MB/s: slower than the server writes.
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            assert_same_bytes(&got, &big, "big.bin read slowly over h2 + TLS");
+        }
+    });
+}
+
 // ---------------------------------------------------------------------------
 // access log
 

@@ -173,6 +173,8 @@ where
     let mut rbuf: Vec<u8> = Vec::new();
     let mut filled = 0usize;
     let mut written = 0usize;
+    // A flush that returned Pending (see the write step below).
+    let mut unflushed = false;
     let mut stall: Option<Instant> = None;
     // Since when the buffer has held the start of a frame, and what is
     // still to be skipped of a header frame given up on (`header_timeout`).
@@ -203,13 +205,21 @@ where
                         }
                     }
                 }
-                if written > 0 && written == s.out.len() {
+                // Flushed again on every turn until it completes: a TLS
+                // stream takes the last bytes into its own buffer and only
+                // a flush writes them, so a flush left pending with nothing
+                // new to write would hold a response's end back for good.
+                if written == s.out.len() && (written > 0 || unflushed) {
                     s.out.clear();
                     written = 0;
                     match Pin::new(&mut io).poll_flush(cx) {
                         Poll::Ready(Err(_)) => return Poll::Ready(Exit::Broken),
-                        Poll::Ready(Ok(())) => {}
+                        Poll::Ready(Ok(())) => {
+                            unflushed = false;
+                            stall = None;
+                        }
                         Poll::Pending => {
+                            unflushed = true;
                             stall.get_or_insert_with(Instant::now);
                         }
                     }
