@@ -26,6 +26,26 @@ pub fn value_allowed(v: &[u8]) -> bool {
     v.iter().all(|&b| b > b'\r' || !matches!(b, 0 | b'\r' | b'\n'))
 }
 
+/// Appends `name: value\r\n` to a request's HTTP/1-form buffer and the
+/// field's ranges to its index; the value's range.
+pub fn push_field(
+    buf: &mut Vec<u8>,
+    headers: &mut Vec<HeaderIdx>,
+    name: &[u8],
+    value: &[u8],
+) -> std::ops::Range<usize> {
+    let n0 = buf.len();
+    buf.extend_from_slice(name);
+    let n = n0..buf.len();
+    buf.extend_from_slice(b": ");
+    let v0 = buf.len();
+    buf.extend_from_slice(value);
+    let v = v0..buf.len();
+    buf.extend_from_slice(b"\r\n");
+    headers.push(HeaderIdx { name: n, value: v.clone() });
+    v
+}
+
 /// More header fields than this get a 400 (a cheap bound against header
 /// floods that stay within the byte limit).
 pub const MAX_HEADERS: usize = 100;
@@ -74,22 +94,10 @@ pub fn synthesize_version<B>(
 
     let mut headers = Vec::with_capacity(req.headers().len() + 1);
     let mut host = None;
-    let mut push = |buf: &mut Vec<u8>, name: &[u8], value: &[u8]| -> std::ops::Range<usize> {
-        let n0 = buf.len();
-        buf.extend_from_slice(name);
-        let n = n0..buf.len();
-        buf.extend_from_slice(b": ");
-        let v0 = buf.len();
-        buf.extend_from_slice(value);
-        let v = v0..buf.len();
-        buf.extend_from_slice(b"\r\n");
-        headers.push(HeaderIdx { name: n, value: v.clone() });
-        v
-    };
     // :authority stands for Host (RFC 9113 8.3.1); a Host field, if sent
     // as well, comes after it and the first one wins for routing.
     if let Some(a) = req.uri().authority() {
-        host = Some(push(&mut buf, b"host", a.as_str().as_bytes()));
+        host = Some(push_field(&mut buf, &mut headers, b"host", a.as_str().as_bytes()));
     }
     let mut cookies: Vec<&[u8]> = Vec::new();
     let mut length = None;
@@ -106,23 +114,23 @@ pub fn synthesize_version<B>(
         if n == "content-length" {
             length = std::str::from_utf8(value.as_bytes()).ok().and_then(|v| v.trim().parse::<u64>().ok());
         }
-        let r = push(&mut buf, n.as_bytes(), value.as_bytes());
+        let r = push_field(&mut buf, &mut headers, n.as_bytes(), value.as_bytes());
         if n == "host" && host.is_none() {
             host = Some(r);
         }
     }
     for (name, value) in req.extensions().get::<RawFields>().map(|r| &r.0[..]).unwrap_or_default() {
         if !limits.drops(name.as_str().as_bytes()) {
-            push(&mut buf, name.as_str().as_bytes(), value);
+            push_field(&mut buf, &mut headers, name.as_str().as_bytes(), value);
         }
     }
     if !cookies.is_empty() {
         let joined = cookies.join(&b"; "[..]);
-        push(&mut buf, b"cookie", &joined);
+        push_field(&mut buf, &mut headers, b"cookie", &joined);
     }
     if websocket {
-        push(&mut buf, b"upgrade", b"websocket");
-        push(&mut buf, b"connection", b"upgrade");
+        push_field(&mut buf, &mut headers, b"upgrade", b"websocket");
+        push_field(&mut buf, &mut headers, b"connection", b"upgrade");
     }
     buf.extend_from_slice(b"\r\n");
     let body = match (length, has_body) {

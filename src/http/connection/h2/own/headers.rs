@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use super::super::hpack::{self, Decoder};
-use super::super::request::{Bad, MAX_HEADERS, value_allowed};
+use super::super::request::{Bad, MAX_HEADERS, push_field, value_allowed};
 use super::super::response::is_lower_token;
 use crate::http::connection::h1::codec::Limits;
 use crate::http::request::{BodyKind, Head, HeaderIdx, Method, Version};
@@ -252,7 +252,7 @@ impl<'s> Builder<'s> {
 
     /// Appends `name: value\r\n`; the value's range.
     fn push(&mut self, name: &[u8], value: &[u8]) -> Range<usize> {
-        push(&mut self.buf, &mut self.headers, name, value)
+        push_field(&mut self.buf, &mut self.headers, name, value)
     }
 
     /// Writes the request line (and `:authority` as the first `host`
@@ -301,7 +301,7 @@ impl<'s> Builder<'s> {
         // :authority stands for Host (RFC 9113 8.3.1); a Host field, if
         // sent as well, comes after it and the first one wins for routing.
         if let Some(a) = &self.authority {
-            self.host = Some(push(buf, &mut self.headers, b"host", val(scratch, a)));
+            self.host = Some(push_field(buf, &mut self.headers, b"host", val(scratch, a)));
         }
         true
     }
@@ -374,21 +374,6 @@ impl<'s> Builder<'s> {
             block_len: None,
         }
     }
-}
-
-/// Appends `name: value\r\n` to `buf` and its ranges to `headers`; the
-/// value's range.
-fn push(buf: &mut Vec<u8>, headers: &mut Vec<HeaderIdx>, name: &[u8], value: &[u8]) -> Range<usize> {
-    let n0 = buf.len();
-    buf.extend_from_slice(name);
-    let n = n0..buf.len();
-    buf.extend_from_slice(b": ");
-    let v0 = buf.len();
-    buf.extend_from_slice(value);
-    let v = v0..buf.len();
-    buf.extend_from_slice(b"\r\n");
-    headers.push(HeaderIdx { name: n, value: v.clone() });
-    v
 }
 
 fn val<'a>(scratch: &'a [u8], v: &'a PseudoVal) -> &'a [u8] {
